@@ -1,0 +1,140 @@
+"""Helpers shared by the Triton kernels in ``liger_kernel.ops``."""
+
+import functools
+import importlib
+import os
+
+from typing import Callable
+
+import torch
+import triton
+import triton.language as tl
+
+from packaging.version import Version
+
+# Largest block one program may hold in registers: 64K elements of fp32 (Triton's own cap is 1M elements,
+# but beyond 64K the register file spills and the fused kernels stop paying off).
+MAX_FUSED_SIZE = 65536
+
+
+def is_triton_interpreter() -> bool:
+    """True when Triton kernels run on the CPU under Triton's interpreter (``TRITON_INTERPRET=1``)."""
+    return os.environ.get("TRITON_INTERPRET", "0") == "1"
+
+
+def ensure_contiguous(fn: Callable) -> Callable:
+    """Make every tensor argument of an autograd ``forward``/``backward`` contiguous before the call."""
+
+    @functools.wraps(fn)
+    def wrapper(ctx, *args, **kwargs):
+        def maybe_to_contiguous(x):
+            return x.contiguous() if isinstance(x, torch.Tensor) else x
+
+        args = [maybe_to_contiguous(arg) for arg in args]
+        kwargs = {key: maybe_to_contiguous(value) for key, value in kwargs.items()}
+        return fn(ctx, *args, **kwargs)
+
+    return wrapper
+
+
+def calculate_settings(n: int) -> tuple[int, int]:
+    """Block size (next power of two of ``n``) and warp count for a kernel that holds one row of ``n``."""
+    block_size = triton.next_power_of_2(n)
+    if block_size > MAX_FUSED_SIZE:
+        raise RuntimeError(
+            f"Cannot launch Triton kernel since n = {n} exceeds the maximum fused block size "
+            f"{MAX_FUSED_SIZE}; split the row or use a chunked kernel."
+        )
+    num_warps = 4
+    if block_size >= 32768:
+        num_warps = 32
+    elif block_size >= 8192:
+        num_warps = 16
+    elif block_size >= 2048:
+        num_warps = 8
+    return block_size, num_warps
+
+
+def compare_version(package: str, op: Callable, target: str) -> bool:
+    """``compare_version("triton", operator.ge, "3.0.0")``: False when the package is not installed."""
+    try:
+        pkg = importlib.import_module(package)
+    except ImportError:
+        return False
+    return op(Version(Version(pkg.__version__).base_version), Version(target))
+
+
+def get_num_sms(device: torch.device | str | None = None) -> int:
+    """Streaming multiprocessors of the current accelerator (a small stand-in on the CPU)."""
+    if torch.cuda.is_available():
+        return torch.cuda.get_device_properties(device or torch.cuda.current_device()).multi_processor_count
+    if hasattr(torch, "xpu") and torch.xpu.is_available():
+        return torch.xpu.get_device_properties(device or torch.xpu.current_device()).gpu_subslice_count
+    # Under the interpreter every program runs serially: a few partial sums keep the reduction path tested.
+    return 4
+
+
+_TORCH_TO_TRITON_DTYPE = {
+    torch.float32: tl.float32,
+    torch.float16: tl.float16,
+    torch.bfloat16: tl.bfloat16,
+}
+
+
+def torch_to_triton_dtype(dtype: torch.dtype):
+    """The ``tl`` dtype matching a floating torch dtype (KeyError for anything else)."""
+    return _TORCH_TO_TRITON_DTYPE[dtype]
+
+
+@triton.jit
+def element_mul_kernel(X_ptr, X_stride, grad_output_ptr, n_cols, BLOCK_SIZE: tl.constexpr):
+    """Scale row ``program_id`` of X in place by the scalar at ``grad_output_ptr``.
+
+    Kernels that compute their gradient in the forward pass (cross entropy) store it unscaled; backward then
+    multiplies by the incoming scalar gradient without another allocation.
+    """
+    row = tl.program_id(0).to(tl.int64)
+    X_ptr += row * X_stride
+    grad_output = tl.load(grad_output_ptr)
+    for start in range(0, n_cols, BLOCK_SIZE):
+        cols = start + tl.arange(0, BLOCK_SIZE)
+        mask = cols < n_cols
+        x = tl.load(X_ptr + cols, mask=mask)
+        tl.store(X_ptr + cols, x * grad_output, mask=mask)
+
+
+# libdevice math is compiled to PTX intrinsics and does not exist under the interpreter (``libdevice.tanh`` is
+# ``None`` there), so kernels import these names instead and get a formula built from core ``tl`` ops on the CPU.
+if is_triton_interpreter():
+
+    @triton.jit
+    def tanh(x):
+        # tanh(x) = 2 * sigmoid(2x) - 1 saturates to +-1 without overflow for large |x|.
+        return 2.0 * tl.sigmoid(2.0 * x) - 1.0
+
+    @triton.jit
+    def pow(x, y):
+        return tl.exp2(y * tl.log2(x))
+
+else:
+    try:
+        from triton.language.extra import libdevice
+    except ImportError:  # Triton < 3.0 ships libdevice under the CUDA namespace
+        from triton.language.extra.cuda import libdevice
+
+    tanh = libdevice.tanh
+    pow = libdevice.pow
+
+
+__all__ = [
+    "MAX_FUSED_SIZE",
+    "calculate_settings",
+    "compare_version",
+    "element_mul_kernel",
+    "ensure_contiguous",
+    "get_num_sms",
+    "is_triton_interpreter",
+    "pow",
+    "tanh",
+    "torch_to_triton_dtype",
+]
