@@ -1,0 +1,453 @@
+"""The kernel profile: one typed object that every kernelgen stage reads and fills.
+
+analyze -> profile (YAML the user may edit) -> synth fills ``math`` -> render -> insert -> validate.
+
+Names used inside ``math`` fragments (Triton statements, computed in fp32):
+- tier 1 (element-wise): every input and learnable parameter by its name, hyper-parameters by name; the
+  forward assigns every output; the backward reads ``grad_{output}`` and assigns ``grad_{input}`` for each
+  input that requires a gradient and ``grad_{parameter}`` for each learnable parameter (the element-wise
+  contribution: the template sums it over rows).
+- tier 2 (row reduction): ``x`` (the row, masked with ``mask``), ``n_cols``, parameters and hyper-parameters
+  by name; ``row_statistics`` assigns every name in ``backward.saved_row_statistics``; ``forward`` assigns
+  ``y``; ``backward`` reads ``grad_y`` and the statistics and assigns ``grad_x`` and ``grad_{parameter}``.
+- tier 3 (fused loss over a long row): see ``templates/ops_tier3.py.j2``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import keyword
+import re
+
+from dataclasses import dataclass
+from dataclasses import field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+PROFILE_VERSION = 1
+SNAKE_CASE = re.compile(r"^[a-z][a-z0-9]*(_[a-z0-9]+)*$")
+IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+TIER_DESCRIPTIONS = {
+    1: "element-wise: every output element depends only on the input elements at the same position",
+    2: "row reduction: each output row depends on a reduction (sum, mean, max) over its input row",
+    3: "fused / complex: multi-pass over long rows, losses over a class dimension, gathers by index",
+}
+CLOSEST_KERNEL_BY_TIER = {1: "swiglu", 2: "rms_norm", 3: "cross_entropy"}
+MODULE_KINDS = ("mlp", "elementwise", "norm", "loss")
+SCALAR_TYPES = ("float", "int", "bool", "str")
+PARAMETER_SHAPES = ("channel", "scalar")
+INIT_KINDS = ("ones", "zeros", "constant")
+DTYPES = ("same", "float32", "int64", "int32", "bool")
+
+
+class ProfileError(ValueError):
+    """A profile that cannot be used; ``problems`` lists every one of them with its YAML path."""
+
+    def __init__(self, source: str, problems: list[str]):
+        self.source = source
+        self.problems = problems
+        super().__init__(f"invalid profile {source}: " + "; ".join(problems))
+
+
+def pascal_case(snake: str) -> str:
+    return "".join(part.capitalize() for part in snake.split("_"))
+
+
+@dataclass
+class TensorSpec:
+    name: str
+    shape: list[str] = field(default_factory=lambda: ["*", "H"])
+    dtype: str = "same"
+    requires_grad: bool = True
+    description: str = ""
+
+
+@dataclass
+class HyperParameter:
+    """A scalar argument of the op (eps, negative_slope, ...): a runtime float unless ``constexpr``."""
+
+    name: str
+    type: str = "float"
+    default: Any = None
+    constexpr: bool = False
+    choices: list[Any] | None = None
+    description: str = ""
+
+
+@dataclass
+class LearnableParameter:
+    """An ``nn.Parameter`` the module owns: ``channel`` broadcasts over rows (shape [H]); ``scalar`` is one value."""
+
+    name: str
+    shape: str = "channel"
+    init: str = "ones"
+    init_value: float | None = None
+    description: str = ""
+
+
+@dataclass
+class Backward:
+    saved_tensors: list[str] = field(default_factory=list)
+    recompute: list[str] = field(default_factory=list)
+    gradient_formulas: dict[str, str] = field(default_factory=dict)
+    saved_row_statistics: list[str] = field(default_factory=list)
+    in_place_gradients: bool = True
+
+
+@dataclass
+class Tiling:
+    grid: str = "rows x column blocks"
+    block_size_source: str = "n_cols"
+    needs_sm_parallelism: bool = False
+
+
+@dataclass
+class BenchmarkSpec:
+    variable: str = "BT"
+    x_label: str = "B * T"
+    x_values: list[int] = field(default_factory=lambda: [1024, 2048, 4096, 8192, 16384])
+    providers: list[str] = field(default_factory=lambda: ["liger", "torch", "torch_compile"])
+    fixed_config: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ModuleSpec:
+    """How the nn.Module wrapper looks: ``mlp`` (gate/up/down projections from an HF config), ``elementwise``
+    (forward takes the tensor inputs), ``norm`` (owns a weight of ``hidden_size``), ``loss`` (input, target)."""
+
+    kind: str = "elementwise"
+    init_params: list[HyperParameter] = field(default_factory=list)
+    size_param: str = "hidden_size"  # the init param that sizes per-channel parameters
+
+
+@dataclass
+class Reference:
+    """The PyTorch reference: ``source`` defines ``entry`` (a function or an nn.Module class)."""
+
+    source: str = ""
+    entry: str = ""
+    kind: str = "function"
+    origin: str = ""
+
+
+@dataclass
+class Math:
+    """Triton fragments (statement lists) the templates wrap; ``synthesized`` says kernelgen derived them."""
+
+    forward: list[str] = field(default_factory=list)
+    backward: list[str] = field(default_factory=list)
+    row_statistics: list[str] = field(default_factory=list)
+    synthesized: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class TestSpec:
+    cpu_shapes: list[list[int]] = field(default_factory=lambda: [[2, 3, 31], [1, 5, 64], [3, 127]])
+    gpu_shapes: list[list[int]] = field(default_factory=lambda: [[2, 512, 4096], [1, 256, 14336], [4, 333, 1023]])
+    tolerances: dict[str, list[float]] = field(
+        default_factory=lambda: {"float32": [1e-5, 1e-5], "bfloat16": [1e-2, 1e-2]}
+    )
+    input_scale: float = 1.0
+    input_domain: str = "real"  # "positive" when the reference takes log/sqrt/fractional powers of its inputs
+
+
+@dataclass
+class KernelProfile:
+    operation_name: str
+    function_class_name: str = ""
+    module_class_name: str = ""
+    functional_name: str = ""
+    tier: int = 1
+    tier_description: str = ""
+    tier_reason: str = ""
+    closest_existing_kernel: str = ""
+    inputs: list[TensorSpec] = field(default_factory=list)
+    outputs: list[TensorSpec] = field(default_factory=list)
+    hyperparameters: list[HyperParameter] = field(default_factory=list)
+    parameters: list[LearnableParameter] = field(default_factory=list)
+    forward_computation: str = ""
+    precision_sensitive_ops: list[str] = field(default_factory=list)
+    backward: Backward = field(default_factory=Backward)
+    tiling: Tiling = field(default_factory=Tiling)
+    module: ModuleSpec = field(default_factory=ModuleSpec)
+    benchmark: BenchmarkSpec = field(default_factory=BenchmarkSpec)
+    reference: Reference = field(default_factory=Reference)
+    math: Math = field(default_factory=Math)
+    test: TestSpec = field(default_factory=TestSpec)
+    profile_version: int = PROFILE_VERSION
+
+    def __post_init__(self):
+        self.fill_defaults()
+
+    def fill_defaults(self) -> None:
+        """Derive identity and classification fields that were left empty from ``operation_name`` and ``tier``."""
+        pascal = pascal_case(self.operation_name) if SNAKE_CASE.match(self.operation_name or "") else ""
+        if not self.function_class_name and pascal:
+            self.function_class_name = f"Liger{pascal}Function"
+        if not self.module_class_name and pascal:
+            suffix = {"loss": "Loss", "mlp": "MLP"}.get(self.module.kind, "")
+            self.module_class_name = f"Liger{pascal}{suffix}"
+        if not self.functional_name and self.operation_name:
+            self.functional_name = f"liger_{self.operation_name}"
+        if not self.tier_description and self.tier in TIER_DESCRIPTIONS:
+            self.tier_description = TIER_DESCRIPTIONS[self.tier]
+        if not self.closest_existing_kernel and self.tier in CLOSEST_KERNEL_BY_TIER:
+            self.closest_existing_kernel = CLOSEST_KERNEL_BY_TIER[self.tier]
+
+    # Names of the rendered artefacts ------------------------------------------------------------------------
+    @property
+    def forward_wrapper(self) -> str:
+        return f"{self.operation_name}_forward"
+
+    @property
+    def backward_wrapper(self) -> str:
+        return f"{self.operation_name}_backward"
+
+    @property
+    def grad_inputs(self) -> list[TensorSpec]:
+        return [t for t in self.inputs if t.requires_grad]
+
+    def renamed(self, new_name: str) -> KernelProfile:
+        """A copy for another kernel name; class and function names are re-derived from the new name."""
+        clone = from_dict(to_dict(self), source=f"<renamed {self.operation_name}>", validate=False)
+        clone.operation_name = new_name
+        clone.function_class_name = clone.module_class_name = clone.functional_name = ""
+        clone.fill_defaults()
+        return clone
+
+    def validate(self, source: str = "<profile>") -> None:
+        problems = validate_profile(self)
+        if problems:
+            raise ProfileError(source, problems)
+
+
+# Validation -------------------------------------------------------------------------------------------------
+def _check_identifier(problems: list[str], path: str, value: Any) -> None:
+    if not isinstance(value, str) or not IDENTIFIER.match(value) or keyword.iskeyword(value):
+        problems.append(f"{path}: {value!r} is not a Python identifier")
+
+
+def validate_profile(profile: KernelProfile) -> list[str]:
+    """Every problem of the profile at once, each prefixed with its YAML path."""
+    problems: list[str] = []
+    if not isinstance(profile.operation_name, str) or not SNAKE_CASE.match(profile.operation_name):
+        problems.append(f"operation_name: {profile.operation_name!r} is not a snake_case identifier")
+    for attr in ("function_class_name", "module_class_name", "functional_name"):
+        _check_identifier(problems, attr, getattr(profile, attr))
+    if profile.tier not in TIER_DESCRIPTIONS:
+        problems.append(f"tier: {profile.tier!r} is not one of 1, 2, 3")
+    if profile.module.kind not in MODULE_KINDS:
+        problems.append(f"module.kind: {profile.module.kind!r} is not one of {', '.join(MODULE_KINDS)}")
+    if not profile.inputs:
+        problems.append("inputs: at least one tensor input is required")
+    if not profile.outputs:
+        problems.append("outputs: at least one output is required")
+    seen: dict[str, str] = {}
+    groups = (
+        ("inputs", profile.inputs),
+        ("outputs", profile.outputs),
+        ("hyperparameters", profile.hyperparameters),
+        ("parameters", profile.parameters),
+    )
+    for group, items in groups:
+        for index, item in enumerate(items):
+            path = f"{group}[{index}].name"
+            _check_identifier(problems, path, item.name)
+            if item.name in seen:
+                problems.append(f"{path}: {item.name!r} already used in {seen[item.name]}")
+            seen[item.name] = group
+    for index, tensor in enumerate(profile.inputs + profile.outputs):
+        if tensor.dtype not in DTYPES:
+            problems.append(f"inputs/outputs[{index}].dtype: {tensor.dtype!r} is not one of {', '.join(DTYPES)}")
+    for index, hyper in enumerate(profile.hyperparameters):
+        if hyper.type not in SCALAR_TYPES:
+            problems.append(f"hyperparameters[{index}].type: {hyper.type!r} is not one of {', '.join(SCALAR_TYPES)}")
+        if hyper.default is None and hyper.type != "str":
+            problems.append(f"hyperparameters[{index}].default: missing")
+    for index, param in enumerate(profile.parameters):
+        if param.shape not in PARAMETER_SHAPES:
+            problems.append(f"parameters[{index}].shape: {param.shape!r} is not one of {', '.join(PARAMETER_SHAPES)}")
+        if param.init not in INIT_KINDS:
+            problems.append(f"parameters[{index}].init: {param.init!r} is not one of {', '.join(INIT_KINDS)}")
+        if param.init == "constant" and param.init_value is None:
+            problems.append(f"parameters[{index}].init_value: required when init is 'constant'")
+    if profile.tier == 1:
+        if not profile.math.forward:
+            problems.append("math.forward: tier 1 needs the forward statements (run synthesis or write them)")
+        if not profile.math.backward and any(t.requires_grad for t in profile.inputs):
+            problems.append("math.backward: tier 1 needs the backward statements (run synthesis or write them)")
+    if profile.tier == 2:
+        if not profile.math.row_statistics:
+            problems.append("math.row_statistics: tier 2 needs the per-row statistics statements")
+        if not profile.backward.saved_row_statistics:
+            problems.append("backward.saved_row_statistics: tier 2 needs the names of the saved row statistics")
+    if profile.tier in (2, 3) and len(profile.inputs) < 1:
+        problems.append("inputs: tier 2/3 kernels take the row tensor first")
+    for index, statement in enumerate(profile.math.forward + profile.math.backward + profile.math.row_statistics):
+        if not isinstance(statement, str):
+            problems.append(f"math: statement {index} is not a string")
+            continue
+        try:
+            compile(statement, "<fragment>", "exec")
+        except SyntaxError as error:
+            problems.append(f"math: statement {statement!r} does not parse ({error.msg})")
+    if not profile.reference.source.strip():
+        problems.append("reference.source: the PyTorch reference is required (tests compare against it)")
+    elif not profile.reference.entry:
+        problems.append("reference.entry: name of the function or module in reference.source is required")
+    if not profile.benchmark.x_values or not all(isinstance(v, int) and v > 0 for v in profile.benchmark.x_values):
+        problems.append("benchmark.x_values: a list of positive integers is required")
+    return problems
+
+
+# YAML ------------------------------------------------------------------------------------------------------
+class _LiteralDumper(yaml.SafeDumper):
+    """Multi-line strings (reference source) as readable ``|`` blocks."""
+
+
+def _str_representer(dumper: yaml.SafeDumper, data: str):
+    style = "|" if "\n" in data else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
+
+
+_LiteralDumper.add_representer(str, _str_representer)
+
+
+def to_dict(profile: KernelProfile) -> dict[str, Any]:
+    return dataclasses.asdict(profile)
+
+
+def dump_yaml(profile: KernelProfile) -> str:
+    header = f"# kernelgen kernel profile for '{profile.operation_name}' (edit, then: new NAME --profile FILE)\n"
+    return header + yaml.dump(to_dict(profile), Dumper=_LiteralDumper, sort_keys=False, width=120)
+
+
+def _build(cls, data: Any, path: str, problems: list[str]):
+    """Build dataclass ``cls`` from ``data``, recording unknown keys and wrong types with their path."""
+    if not isinstance(data, dict):
+        problems.append(f"{path or '<root>'}: expected a mapping, got {type(data).__name__}")
+        return None
+    kwargs = {}
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    for key, value in data.items():
+        child = f"{path}.{key}" if path else str(key)
+        if key not in fields:
+            problems.append(f"{child}: unknown field")
+            continue
+        nested = _NESTED.get((cls, key))
+        if nested is not None:
+            if isinstance(nested, list):
+                if not isinstance(value, list):
+                    problems.append(f"{child}: expected a list")
+                    continue
+                items = [_build(nested[0], item, f"{child}[{i}]", problems) for i, item in enumerate(value)]
+                kwargs[key] = [item for item in items if item is not None]
+            else:
+                built = _build(nested, value, child, problems)
+                if built is not None:
+                    kwargs[key] = built
+            continue
+        expected = _SCALAR_TYPES.get((cls, key))
+        if expected is not None and value is not None and not isinstance(value, expected):
+            problems.append(f"{child}: expected {_type_name(expected)}, got {type(value).__name__}")
+            continue
+        kwargs[key] = value
+    required = [
+        f.name
+        for f in dataclasses.fields(cls)
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    ]
+    missing = [name for name in required if name not in kwargs]
+    for name in missing:
+        if f"{path}.{name}" if path else name not in [p.split(":")[0] for p in problems]:
+            problems.append(f"{path + '.' if path else ''}{name}: missing")
+    return None if missing else cls(**kwargs)
+
+
+def _type_name(expected) -> str:
+    if isinstance(expected, tuple):
+        return " or ".join(t.__name__ for t in expected)
+    return expected.__name__
+
+
+_NESTED = {
+    (KernelProfile, "inputs"): [TensorSpec],
+    (KernelProfile, "outputs"): [TensorSpec],
+    (KernelProfile, "hyperparameters"): [HyperParameter],
+    (KernelProfile, "parameters"): [LearnableParameter],
+    (KernelProfile, "backward"): Backward,
+    (KernelProfile, "tiling"): Tiling,
+    (KernelProfile, "module"): ModuleSpec,
+    (KernelProfile, "benchmark"): BenchmarkSpec,
+    (KernelProfile, "reference"): Reference,
+    (KernelProfile, "math"): Math,
+    (KernelProfile, "test"): TestSpec,
+    (ModuleSpec, "init_params"): [HyperParameter],
+}
+_SCALAR_TYPES = {
+    (KernelProfile, "operation_name"): str,
+    (KernelProfile, "function_class_name"): str,
+    (KernelProfile, "module_class_name"): str,
+    (KernelProfile, "functional_name"): str,
+    (KernelProfile, "tier"): int,
+    (KernelProfile, "forward_computation"): str,
+    (KernelProfile, "precision_sensitive_ops"): list,
+    (TensorSpec, "shape"): list,
+    (TensorSpec, "requires_grad"): bool,
+    (HyperParameter, "constexpr"): bool,
+    (LearnableParameter, "init_value"): (int, float),
+    (Backward, "saved_tensors"): list,
+    (Backward, "recompute"): list,
+    (Backward, "gradient_formulas"): dict,
+    (Backward, "saved_row_statistics"): list,
+    (Backward, "in_place_gradients"): bool,
+    (Tiling, "needs_sm_parallelism"): bool,
+    (BenchmarkSpec, "x_values"): list,
+    (BenchmarkSpec, "providers"): list,
+    (BenchmarkSpec, "fixed_config"): dict,
+    (Math, "forward"): list,
+    (Math, "backward"): list,
+    (Math, "row_statistics"): list,
+    (Math, "synthesized"): bool,
+    (Math, "extra"): dict,
+    (Reference, "source"): str,
+    (Reference, "entry"): str,
+    (TestSpec, "cpu_shapes"): list,
+    (TestSpec, "gpu_shapes"): list,
+    (TestSpec, "tolerances"): dict,
+    (TestSpec, "input_scale"): (int, float),
+    (TestSpec, "input_domain"): str,
+    (ModuleSpec, "size_param"): str,
+}
+
+
+def from_dict(data: Any, source: str = "<profile>", validate: bool = True) -> KernelProfile:
+    problems: list[str] = []
+    profile = _build(KernelProfile, data, "", problems)
+    if profile is not None and validate:
+        problems.extend(validate_profile(profile))
+    if problems:
+        raise ProfileError(source, problems)
+    return profile
+
+
+def load_yaml(text: str, source: str = "<profile>", validate: bool = True) -> KernelProfile:
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        raise ProfileError(source, [f"<yaml>{where}: {getattr(error, 'problem', error)}"]) from None
+    return from_dict(data, source=source, validate=validate)
+
+
+def load_profile(path: str | Path, validate: bool = True) -> KernelProfile:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as error:
+        raise ProfileError(str(path), [f"cannot read the file ({error.strerror})"]) from None
+    return load_yaml(text, source=str(path), validate=validate)
