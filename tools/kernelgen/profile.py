@@ -93,7 +93,7 @@ class Backward:
     recompute: list[str] = field(default_factory=list)
     gradient_formulas: dict[str, str] = field(default_factory=dict)
     saved_row_statistics: list[str] = field(default_factory=list)
-    in_place_gradients: bool = True
+    in_place_gradients: bool | None = None  # None: only where the module made the inputs (mlp)
 
 
 @dataclass
@@ -265,8 +265,8 @@ def validate_profile(profile: KernelProfile) -> list[str]:
     for index, hyper in enumerate(profile.hyperparameters):
         if hyper.type not in SCALAR_TYPES:
             problems.append(f"hyperparameters[{index}].type: {hyper.type!r} is not one of {', '.join(SCALAR_TYPES)}")
-        if hyper.default is None and hyper.type != "str":
-            problems.append(f"hyperparameters[{index}].default: missing")
+        if hyper.choices is not None and hyper.default not in hyper.choices:
+            problems.append(f"hyperparameters[{index}].default: {hyper.default!r} is not one of its choices")
     for index, param in enumerate(profile.parameters):
         if param.shape not in PARAMETER_SHAPES:
             problems.append(f"parameters[{index}].shape: {param.shape!r} is not one of {', '.join(PARAMETER_SHAPES)}")

@@ -87,7 +87,7 @@ def torch_to_triton_dtype(dtype: torch.dtype):
 
 
 @triton.jit
-def element_mul_kernel(X_ptr, X_stride, grad_output_ptr, n_cols, BLOCK_SIZE: tl.constexpr):
+def element_mul_kernel(X_ptr, X_stride, grad_output_ptr, n_cols: tl.constexpr, BLOCK_SIZE: tl.constexpr):
     """Scale row ``program_id`` of X in place by the scalar at ``grad_output_ptr``.
 
     Kernels that compute their gradient in the forward pass (cross entropy) store it unscaled; backward then

@@ -1,0 +1,192 @@
+"""Command line: ``python -m tools.kernelgen {new,analyze,references} ...``.
+
+Every failure the user can cause ends in one line on stderr naming what and where, and exit status 2;
+nothing is written unless the whole change set is good.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from pathlib import Path
+
+from tools.kernelgen import __version__
+
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+
+class CliError(ValueError):
+    """A user-facing error raised by the CLI layer itself."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m tools.kernelgen",
+        description="Generate Liger-Kernel Triton kernels from a PyTorch reference.",
+    )
+    parser.add_argument("--version", action="version", version=f"kernelgen {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    new = commands.add_parser(
+        "new",
+        help="generate a kernel: ops, module, functional, test, benchmark, registrations",
+        description="Generate a kernel. Without --profile/--reference, NAME must be a built-in reference.",
+    )
+    new.add_argument("name", help="kernel name, snake_case (e.g. geglu)")
+    source = new.add_mutually_exclusive_group()
+    source.add_argument("--profile", metavar="FILE", help="kernel profile YAML (from `analyze -o`, edited)")
+    source.add_argument(
+        "--reference", metavar="REF", help="PyTorch reference: built-in name, file.py, file.py:Symbol, or - (stdin)"
+    )
+    new.add_argument("--repo", metavar="PATH", help="Liger checkout to write into (default: this one)")
+    new.add_argument("--dry-run", action="store_true", help="print the unified diff of every change; write nothing")
+    new.add_argument("--force", action="store_true", help="overwrite the kernel's files if they already exist")
+    new.add_argument("--save-profile", metavar="FILE", help="also write the profile used to FILE")
+
+    analyze = commands.add_parser(
+        "analyze",
+        help="trace a reference, classify it and write its kernel profile",
+        description="Analyze a reference; stop here to review/edit the profile, then `new NAME --profile FILE`.",
+    )
+    analyze.add_argument("reference", metavar="REF", help="built-in name, file.py, file.py:Symbol, or - (stdin)")
+    analyze.add_argument("-o", "--output", metavar="FILE", help="write the profile YAML here (default: stdout)")
+    analyze.add_argument("--name", help="kernel name (default: from the reference)")
+
+    commands.add_parser("references", help="list the built-in references")
+    return parser
+
+
+def _read_stdin_if_needed(reference: str | None) -> str | None:
+    if reference == "-":
+        text = sys.stdin.read()
+        if not text.strip():
+            raise CliError("reference '-': nothing on standard input")
+        return text
+    return None
+
+
+def _analyze(reference: str, name: str | None):
+    from tools.kernelgen.analyze import analyze
+
+    return analyze(reference, name=name, stdin_source=_read_stdin_if_needed(reference))
+
+
+def _profile_for_new(args):
+    from tools.kernelgen.profile import load_profile
+
+    if args.profile:
+        profile = load_profile(args.profile)
+        if profile.operation_name != args.name:
+            profile = profile.renamed(args.name)
+        return profile
+    reference = args.reference
+    if reference is None:
+        from tools.kernelgen.analyze.references import list_builtin_references
+
+        builtins = list_builtin_references()
+        if args.name not in builtins:
+            raise CliError(
+                f"no reference for '{args.name}': pass --reference REF or --profile FILE "
+                f"(built-in references: {', '.join(builtins)})"
+            )
+        reference = args.name
+    return _analyze(reference, args.name)
+
+
+def cmd_new(args) -> int:
+    from tools.kernelgen.generate import check_kernel_name
+    from tools.kernelgen.generate import plan_new
+    from tools.kernelgen.profile import dump_yaml
+    from tools.kernelgen.repo import LigerRepo
+    from tools.kernelgen.writer import write_all
+
+    check_kernel_name(args.name)
+    repo = LigerRepo.open(args.repo)
+    profile = _profile_for_new(args)
+    todo = profile.math.extra.get("todo")
+    if todo:
+        raise CliError(
+            f"'{args.name}' is tier {profile.tier} ({profile.tier_reason or profile.tier_description}); "
+            f"kernelgen synthesizes tier 1 only: run `python -m tools.kernelgen analyze ... -o {args.name}.yaml`, "
+            f"fill math ({todo}), then `new {args.name} --profile {args.name}.yaml`"
+        )
+    changes = plan_new(repo, profile, force=args.force)
+    if args.dry_run:
+        sys.stdout.write(changes.diff())
+        print(f"kernelgen: dry run, nothing written ({len(changes.changes)} files would change)", file=sys.stderr)
+        return 0
+    extra = {}
+    if args.save_profile:
+        extra[str(Path(args.save_profile).resolve())] = dump_yaml(profile)
+    write_all(repo.root, changes.changes)
+    for path, text in extra.items():
+        Path(path).write_text(text, encoding="utf-8")
+    print(f"kernelgen: generated '{profile.operation_name}' (tier {profile.tier}) in {repo.root}")
+    for path in changes.created:
+        print(f"  created   {path}")
+    for path in changes.modified:
+        print(f"  modified  {path}")
+    print(f"next: python -m pytest test/transformers/test_{profile.operation_name}.py")
+    return 0
+
+
+def cmd_analyze(args) -> int:
+    from tools.kernelgen.profile import dump_yaml
+
+    profile = _analyze(args.reference, args.name)
+    text = dump_yaml(profile)
+    if args.output:
+        Path(args.output).write_text(text, encoding="utf-8")
+        print(
+            f"kernelgen: wrote {args.output} ({profile.operation_name}, tier {profile.tier}: {profile.tier_reason})",
+            file=sys.stderr,
+        )
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def cmd_references(args) -> int:
+    from tools.kernelgen.analyze.references import list_builtin_references
+
+    for name in list_builtin_references():
+        print(name)
+    return 0
+
+
+COMMANDS = {"new": cmd_new, "analyze": cmd_analyze, "references": cmd_references}
+
+
+def user_errors() -> tuple[type[BaseException], ...]:
+    """Exception types that mean bad input (reported in one line), as opposed to kernelgen bugs."""
+    from tools.kernelgen.analyze import AnalyzeError
+    from tools.kernelgen.generate import GenerateError
+    from tools.kernelgen.insert import InsertError
+    from tools.kernelgen.profile import ProfileError
+    from tools.kernelgen.repo import RepoError
+    from tools.kernelgen.writer import WriteError
+
+    errors = [CliError, AnalyzeError, GenerateError, InsertError, ProfileError, RepoError, WriteError]
+    try:
+        from tools.kernelgen.synth import UnsupportedOpError
+
+        errors.append(UnsupportedOpError)
+    except ImportError:  # pragma: no cover
+        pass
+    return tuple(errors)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except KeyboardInterrupt:
+        print("kernelgen: interrupted; nothing was written", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except user_errors() as error:
+        message = " ".join(str(error).split("\n")[0:1]) if not hasattr(error, "problems") else str(error)
+        print(f"kernelgen: error: {message}", file=sys.stderr)
+        return EXIT_USAGE

@@ -1,0 +1,62 @@
+"""Format and lint generated code with ruff, using the *target* repository's configuration."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from pathlib import Path
+
+
+class FormatError(ValueError):
+    """Generated code that ruff cannot format or that still has findings after formatting."""
+
+
+def _ruff(args: list[str], source: str, repo_root: Path, relative_path: str) -> subprocess.CompletedProcess:
+    # --stdin-filename makes ruff pick the configuration that governs that path in the target checkout.
+    command = [sys.executable, "-m", "ruff", *args, "--stdin-filename", relative_path, "-"]
+    try:
+        return subprocess.run(command, input=source, capture_output=True, text=True, cwd=repo_root, check=False)
+    except FileNotFoundError as error:  # pragma: no cover - python itself missing
+        raise FormatError(f"cannot run ruff: {error}") from None
+
+
+def format_source(source: str, repo_root: Path, relative_path: str) -> str:
+    """isort-style fixes (``ruff check --fix``) then ``ruff format``; raises if findings remain."""
+    fixed = _ruff(["check", "--fix", "--quiet", "--exit-zero"], source, repo_root, relative_path)
+    if fixed.returncode != 0:
+        raise FormatError(f"{relative_path}: ruff check --fix failed: {_first_line(fixed.stderr)}")
+    formatted = _ruff(["format", "--quiet"], fixed.stdout, repo_root, relative_path)
+    if formatted.returncode != 0:
+        raise FormatError(f"{relative_path}: ruff format failed: {_first_line(formatted.stderr)}")
+    findings = lint_findings(formatted.stdout, repo_root, relative_path)
+    if findings:
+        raise FormatError(f"{relative_path}: generated code has ruff findings: {findings[0]}")
+    return formatted.stdout
+
+
+def format_snippet(source: str, repo_root: Path, relative_path: str) -> str:
+    """``ruff format`` alone, for a piece of code that is inserted into an existing file."""
+    formatted = _ruff(["format", "--quiet"], source, repo_root, relative_path)
+    if formatted.returncode != 0:
+        raise FormatError(f"{relative_path}: ruff format failed: {_first_line(formatted.stderr)}")
+    return formatted.stdout
+
+
+def lint_findings(source: str, repo_root: Path, relative_path: str) -> list[str]:
+    """``ruff check`` and ``ruff format --check`` findings for one file's text, as one line each."""
+    findings = []
+    check = _ruff(["check", "--output-format", "concise", "--quiet"], source, repo_root, relative_path)
+    if check.returncode != 0:
+        findings.extend(line for line in check.stdout.splitlines() if line.strip())
+        if check.stderr.strip():
+            findings.append(_first_line(check.stderr))
+    fmt = _ruff(["format", "--check", "--quiet"], source, repo_root, relative_path)
+    if fmt.returncode != 0:
+        findings.append(f"{relative_path}: not formatted as ruff format would")
+    return findings
+
+
+def _first_line(text: str) -> str:
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return lines[0] if lines else "no output"

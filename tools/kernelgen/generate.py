@@ -1,0 +1,164 @@
+"""The ``new`` pipeline: profile -> rendered, formatted, registered change set -> one all-or-nothing write.
+
+Everything is computed and checked in memory first (render, ruff, insert, parse, compile); only a change set
+with no problem reaches ``writer.write_all``.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+
+from dataclasses import dataclass
+from dataclasses import field
+
+from tools.kernelgen import __version__
+from tools.kernelgen.formatting import FormatError
+from tools.kernelgen.formatting import format_snippet
+from tools.kernelgen.formatting import format_source
+from tools.kernelgen.formatting import lint_findings
+from tools.kernelgen.insert import InsertError
+from tools.kernelgen.insert import Registration
+from tools.kernelgen.insert import register_kernel
+from tools.kernelgen.profile import SNAKE_CASE
+from tools.kernelgen.profile import KernelProfile
+from tools.kernelgen.profile import dump_yaml
+from tools.kernelgen.render import kernel_paths
+from tools.kernelgen.render import render_kernel
+from tools.kernelgen.repo import FUNCTIONAL
+from tools.kernelgen.repo import OPS_INIT
+from tools.kernelgen.repo import TRANSFORMERS_INIT
+from tools.kernelgen.repo import LigerRepo
+
+RECORD_DIR = ".kernelgen"
+
+
+class GenerateError(ValueError):
+    """A kernel that cannot be generated as asked; nothing was written."""
+
+
+@dataclass
+class ChangeSet:
+    """Full new texts of every file the command would write, keyed by repository-relative path."""
+
+    changes: dict[str, str] = field(default_factory=dict)
+    originals: dict[str, str | None] = field(default_factory=dict)
+
+    @property
+    def created(self) -> list[str]:
+        return sorted(path for path, old in self.originals.items() if old is None)
+
+    @property
+    def modified(self) -> list[str]:
+        return sorted(path for path, old in self.originals.items() if old is not None)
+
+    def diff(self) -> str:
+        chunks = []
+        for path in sorted(self.changes):
+            old = self.originals.get(path) or ""
+            chunks.extend(
+                difflib.unified_diff(
+                    old.splitlines(keepends=True),
+                    self.changes[path].splitlines(keepends=True),
+                    fromfile=f"a/{path}" if self.originals.get(path) is not None else "/dev/null",
+                    tofile=f"b/{path}",
+                )
+            )
+        return "".join(chunk if chunk.endswith("\n") else chunk + "\n" for chunk in chunks)
+
+
+def check_kernel_name(name: str) -> None:
+    if not SNAKE_CASE.match(name or ""):
+        raise GenerateError(f"kernel name {name!r} is not a snake_case identifier (e.g. geglu, relu_squared)")
+
+
+def record_path(name: str) -> str:
+    return f"{RECORD_DIR}/{name}.yaml"
+
+
+def existing_kernel_files(repo: LigerRepo, profile: KernelProfile) -> list[str]:
+    """Files or registrations that show the kernel is already in the checkout."""
+    found = [path for path in kernel_paths(profile.operation_name).values() if repo.exists(path)]
+    ops_module = f"liger_kernel.ops.{profile.operation_name} import"
+    if ops_module in repo.read(OPS_INIT):
+        found.append(OPS_INIT)
+    return found
+
+
+def registration_for(profile: KernelProfile, functional_source: str) -> Registration:
+    name = profile.operation_name
+    return Registration(
+        kernel=name,
+        ops_module=f"liger_kernel.ops.{name}",
+        ops_names=(profile.function_class_name, profile.forward_wrapper, profile.backward_wrapper),
+        transformers_module=f"liger_kernel.transformers.{name}",
+        module_names=(profile.module_class_name,),
+        lazy_names=(),
+        functional_name=profile.functional_name,
+        functional_source=functional_source,
+        function_class_name=profile.function_class_name,
+    )
+
+
+def plan_new(repo: LigerRepo, profile: KernelProfile, *, force: bool = False) -> ChangeSet:
+    """Compute (without writing) every change ``new`` makes for ``profile`` in ``repo``."""
+    check_kernel_name(profile.operation_name)
+    profile.validate(f"profile for {profile.operation_name}")
+    present = existing_kernel_files(repo, profile)
+    if present and not force:
+        raise GenerateError(
+            f"kernel '{profile.operation_name}' already exists ({present[0]}); "
+            f"use --modify to update it or --force to overwrite the generated files"
+        )
+    rendered = render_kernel(profile)
+    changes = ChangeSet()
+    for path, text in rendered.files.items():
+        try:
+            formatted = format_source(text, repo.root, path)
+        except FormatError as error:
+            raise GenerateError(f"internal: template output for {path} is not ruff-clean: {error}") from None
+        _check_python(path, formatted)
+        changes.changes[path] = formatted
+        changes.originals[path] = repo.read(path) if repo.exists(path) else None
+
+    existing = {path: repo.read(path) for path in (OPS_INIT, TRANSFORMERS_INIT, FUNCTIONAL)}
+    functional_source = format_snippet(rendered.functional_source, repo.root, FUNCTIONAL)
+    try:
+        updated = register_kernel(existing, registration_for(profile, functional_source))
+    except InsertError as error:
+        raise GenerateError(str(error)) from None
+    for path, text in updated.items():
+        if text == existing[path]:
+            continue
+        _check_python(path, text)
+        before = {_strip_location(f) for f in lint_findings(existing[path], repo.root, path)}
+        new_findings = [f for f in lint_findings(text, repo.root, path) if _strip_location(f) not in before]
+        if new_findings:
+            raise GenerateError(f"registering in {path} would add ruff findings: {new_findings[0]}")
+        changes.changes[path] = text
+        changes.originals[path] = existing[path]
+
+    record = record_path(profile.operation_name)
+    changes.changes[record] = record_text(profile)
+    changes.originals[record] = repo.read(record) if repo.exists(record) else None
+    return changes
+
+
+def record_text(profile: KernelProfile) -> str:
+    """What the kernel was generated from: ``--modify`` re-renders this to three-way merge hand edits."""
+    return f"# generated by kernelgen {__version__}; used by --modify, keep it under version control\n" + dump_yaml(
+        profile
+    )
+
+
+def _strip_location(finding: str) -> str:
+    # "path:12:5: F401 ..." -> "F401 ..." so a finding that merely moved lines is not counted as new.
+    parts = finding.split(": ", 1)
+    return parts[1] if len(parts) == 2 else finding
+
+
+def _check_python(path: str, text: str) -> None:
+    try:
+        compile(ast.parse(text, filename=path), path, "exec")
+    except SyntaxError as error:
+        raise GenerateError(f"internal: generated {path} does not compile (line {error.lineno}: {error.msg})") from None

@@ -1,0 +1,50 @@
+"""Locate and check a Liger-Kernel checkout (this one, or any other given with ``--repo``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+OPS_INIT = "src/liger_kernel/ops/__init__.py"
+TRANSFORMERS_INIT = "src/liger_kernel/transformers/__init__.py"
+FUNCTIONAL = "src/liger_kernel/transformers/functional.py"
+REQUIRED_FILES = (OPS_INIT, TRANSFORMERS_INIT, FUNCTIONAL, "src/liger_kernel/ops/utils.py")
+REQUIRED_DIRS = ("test", "benchmark/scripts")
+
+
+class RepoError(ValueError):
+    """The path is not a Liger checkout kernelgen can write into."""
+
+
+@dataclass(frozen=True)
+class LigerRepo:
+    root: Path
+
+    @classmethod
+    def open(cls, path: str | Path | None) -> LigerRepo:
+        root = Path(path).resolve() if path else default_repo_root()
+        if not root.is_dir():
+            raise RepoError(f"{root}: not a directory")
+        for relative in REQUIRED_FILES:
+            if not (root / relative).is_file():
+                raise RepoError(f"{root} is not a Liger-Kernel checkout: {relative} is missing")
+        for relative in REQUIRED_DIRS:
+            if not (root / relative).is_dir():
+                raise RepoError(f"{root} is not a Liger-Kernel checkout: directory {relative}/ is missing")
+        return cls(root)
+
+    def path(self, relative: str) -> Path:
+        return self.root / relative
+
+    def read(self, relative: str) -> str:
+        # newline="" keeps CRLF endings as they are, so untouched lines stay byte-identical.
+        with open(self.root / relative, encoding="utf-8", newline="") as handle:
+            return handle.read()
+
+    def exists(self, relative: str) -> bool:
+        return (self.root / relative).exists()
+
+
+def default_repo_root() -> Path:
+    """The checkout kernelgen lives in (tools/kernelgen/ -> repository root)."""
+    return Path(__file__).resolve().parents[2]
