@@ -275,7 +275,7 @@ def _precision_note(profile: KernelProfile) -> list[str]:
     ops = ", ".join(profile.precision_sensitive_ops)
     text = "Loads are upcast to fp32"
     if ops:
-        text += f" ({ops} lose accuracy in bf16/fp16)"
+        text += f" (precision-sensitive in bf16/fp16: {ops})"
     text += ": the math runs in fp32 and rounds once, on store."
     return textwrap.wrap(text, width=100)
 
@@ -329,6 +329,27 @@ def common_context(profile: KernelProfile) -> dict:
     }
 
 
+def benchmark_context(profile: KernelProfile) -> dict:
+    """Which model dimension the benchmark sweeps: vocabulary for losses, intermediate size for gated MLP
+    activations, hidden size otherwise."""
+    if profile.tier == 3:
+        size_key, size_name = "vocab_size", "vocabulary size"
+    elif profile.module.kind == "mlp":
+        size_key, size_name = "intermediate_size", "intermediate size"
+    else:
+        size_key, size_name = "hidden_size", "hidden size"
+    init_args = [f"{profile.module.size_param}=size"] if profile.parameters else []
+    init_args += [f"{hp.name}={hp.default!r}" for hp in profile.hyperparameters]
+    return {
+        "tier": profile.tier,
+        "size_key": size_key,
+        "size_name": size_name,
+        "model_size_expr": f"model.{size_key}",
+        "max_bt": max(profile.benchmark.x_values),
+        "reference_init_args": ", ".join(init_args),
+    }
+
+
 def kernel_paths(name: str) -> dict[str, str]:
     """Repository-relative paths of a kernel's own files, by role."""
     return {
@@ -357,8 +378,7 @@ def render_kernel(profile: KernelProfile) -> RenderedKernel:
         paths["module"]: env.get_template("module.py.j2").render(context),
         paths["test"]: env.get_template(f"test_tier{tier}.py.j2").render(context),
     }
-    benchmark_template = f"benchmark_tier{tier}.py.j2"
-    if (TEMPLATE_DIR / benchmark_template).exists():
-        files[paths["benchmark"]] = env.get_template(benchmark_template).render(context)
+    context.update(benchmark_context(profile))
+    files[paths["benchmark"]] = env.get_template("benchmark.py.j2").render(context)
     functional = env.get_template("functional.py.j2").render(context)
     return RenderedKernel(files=files, functional_source=textwrap.dedent(functional))

@@ -43,11 +43,16 @@ def write_all(root: Path, changes: dict[str, str]) -> list[str]:
                 directory.mkdir()
                 created_dirs.append(directory)
             fd, temp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".kernelgen", dir=target.parent)
-            with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
+            staged.append((Path(temp_name), target))
+            try:
+                handle = os.fdopen(fd, "w", encoding="utf-8", newline="")
+            except BaseException:
+                os.close(fd)
+                raise
+            with handle:
                 handle.write(text)
             if target.exists():
                 os.chmod(temp_name, target.stat().st_mode & 0o7777)
-            staged.append((Path(temp_name), target))
     except BaseException as error:
         _discard(staged, created_dirs)
         if isinstance(error, OSError):

@@ -1,0 +1,68 @@
+"""Fixtures for the generator's tests: throw-away Liger checkouts to generate into."""
+
+import shutil
+import subprocess
+import sys
+
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = REPO_ROOT / ".claude" / "skills" / "liger-kernel-gen" / "examples"
+
+# What a Liger checkout needs for kernelgen to write into it and for the generated tests to run there.
+CHECKOUT_PARTS = ("src", "test/__init__.py", "test/utils.py", "conftest.py", "pyproject.toml", "benchmark")
+
+
+def copy_checkout(destination: Path) -> Path:
+    destination.mkdir(parents=True, exist_ok=True)
+    for part in CHECKOUT_PARTS:
+        source = REPO_ROOT / part
+        target = destination / part
+        if source.is_dir():
+            shutil.copytree(
+                source, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "data", "visualizations")
+            )
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target)
+    (destination / "test" / "transformers").mkdir(parents=True, exist_ok=True)
+    (destination / "benchmark" / "scripts").mkdir(parents=True, exist_ok=True)
+    return destination
+
+
+def snapshot(root: Path) -> dict[str, bytes]:
+    """Every file under ``root`` with its bytes, to prove a failed command changed nothing."""
+    return {
+        str(path.relative_to(root)): path.read_bytes()
+        for path in sorted(root.rglob("*"))
+        if path.is_file() and "__pycache__" not in path.parts and ".pytest_cache" not in path.parts
+    }
+
+
+def run_kernelgen(*args: str, cwd: Path = REPO_ROOT, stdin: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "tools.kernelgen", *args],
+        cwd=cwd,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def run_pytest(checkout: Path, *paths: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *paths],
+        cwd=checkout,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+@pytest.fixture
+def checkout(tmp_path: Path) -> Path:
+    """A fresh copy of this repository's Liger library, tests helpers and benchmark harness."""
+    return copy_checkout(tmp_path / "liger")

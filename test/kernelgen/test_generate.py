@@ -1,0 +1,177 @@
+"""The ``new`` command end to end: round trips from the example profiles, dry runs, errors, atomic writes."""
+
+import os
+import shutil
+
+import pytest
+import yaml
+
+from test.kernelgen.conftest import EXAMPLES
+from test.kernelgen.conftest import copy_checkout
+from test.kernelgen.conftest import run_kernelgen
+from test.kernelgen.conftest import run_pytest
+from test.kernelgen.conftest import snapshot
+from tools.kernelgen import writer
+from tools.kernelgen.formatting import lint_findings
+from tools.kernelgen.generate import GenerateError
+from tools.kernelgen.generate import plan_new
+from tools.kernelgen.profile import load_profile
+from tools.kernelgen.render import kernel_paths
+from tools.kernelgen.repo import LigerRepo
+
+
+@pytest.mark.parametrize("example", ["rms_norm", "cross_entropy"])
+def test_round_trip_from_example_profile_is_ruff_clean_and_its_tests_pass(checkout, example):
+    name = f"{example}_gen"
+    result = run_kernelgen("new", name, "--profile", str(EXAMPLES / f"{example}.yaml"), "--repo", str(checkout))
+    assert result.returncode == 0, result.stderr
+    paths = kernel_paths(name)
+    for role in ("ops", "module", "test"):
+        text = (checkout / paths[role]).read_text()
+        assert lint_findings(text, checkout, paths[role]) == []
+    tests = run_pytest(checkout, paths["test"])
+    assert tests.returncode == 0, tests.stdout[-3000:]
+    assert " passed" in tests.stdout
+
+
+def test_dry_run_prints_the_diff_and_writes_nothing(checkout):
+    before = snapshot(checkout)
+    result = run_kernelgen(
+        "new", "rms_norm_gen", "--profile", str(EXAMPLES / "rms_norm.yaml"), "--repo", str(checkout), "--dry-run"
+    )
+    assert result.returncode == 0, result.stderr
+    assert "+++ b/src/liger_kernel/ops/rms_norm_gen.py" in result.stdout
+    assert "+from liger_kernel.ops.rms_norm_gen import LigerRmsNormGenFunction  # noqa: F401" in result.stdout
+    assert snapshot(checkout) == before
+
+
+def test_registration_keeps_every_original_line(checkout):
+    repo = LigerRepo.open(checkout)
+    profile = load_profile(EXAMPLES / "rms_norm.yaml").renamed("rms_norm_gen")
+    changes = plan_new(repo, profile)
+    for path in changes.modified:
+        original = changes.originals[path].splitlines()
+        updated = iter(changes.changes[path].splitlines())
+        assert all(line in updated for line in original), f"{path} lost or reordered a line"
+
+
+def _one_line_error(result):
+    assert result.returncode == 2
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("kernelgen: error: ")
+    return lines[0]
+
+
+def test_bad_kernel_name_is_one_line_error(checkout):
+    before = snapshot(checkout)
+    line = _one_line_error(run_kernelgen("new", "GeGLU-2", "--repo", str(checkout)))
+    assert "'GeGLU-2' is not a snake_case identifier" in line
+    assert snapshot(checkout) == before
+
+
+def test_existing_kernel_suggests_modify(checkout):
+    before = snapshot(checkout)
+    profile = EXAMPLES / "rms_norm.yaml"
+    line = _one_line_error(run_kernelgen("new", "rms_norm", "--profile", str(profile), "--repo", str(checkout)))
+    assert "already exists" in line and "--modify" in line
+    assert snapshot(checkout) == before
+
+
+def test_invalid_profile_lists_every_problem_with_its_path(checkout, tmp_path):
+    data = yaml.safe_load((EXAMPLES / "rms_norm.yaml").read_text())
+    data["tier"] = 7
+    data["inputs"][0]["name"] = "not valid"
+    data["bogus"] = 1
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(data))
+    line = _one_line_error(run_kernelgen("new", "rms_norm_gen", "--profile", str(bad), "--repo", str(checkout)))
+    assert "bogus: unknown field" in line
+    assert "tier: 7 is not one of 1, 2, 3" in line
+    assert "inputs[0].name: 'not valid' is not a Python identifier" in line
+
+
+def test_not_a_checkout_names_the_missing_file(tmp_path):
+    line = _one_line_error(
+        run_kernelgen("new", "rms_norm_gen", "--profile", str(EXAMPLES / "rms_norm.yaml"), "--repo", str(tmp_path))
+    )
+    assert "is not a Liger-Kernel checkout: src/liger_kernel/ops/__init__.py is missing" in line
+
+
+def test_missing_profile_file_is_one_line_error(checkout, tmp_path):
+    line = _one_line_error(
+        run_kernelgen("new", "x_gen", "--profile", str(tmp_path / "nope.yaml"), "--repo", str(checkout))
+    )
+    assert "nope.yaml" in line and "cannot read" in line
+
+
+def test_failure_while_swapping_files_restores_everything(checkout, monkeypatch):
+    repo = LigerRepo.open(checkout)
+    changes = plan_new(repo, load_profile(EXAMPLES / "rms_norm.yaml").renamed("rms_norm_gen"))
+    before = snapshot(checkout)
+    real_replace = os.replace
+    calls = {"n": 0}
+
+    def flaky_replace(src, dst):
+        calls["n"] += 1
+        if calls["n"] == 6:  # part-way through: some files already swapped in
+            raise OSError(28, "No space left on device", str(dst))
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(writer.os, "replace", flaky_replace)
+    with pytest.raises(writer.WriteError):
+        writer.write_all(checkout, changes.changes)
+    monkeypatch.setattr(writer.os, "replace", real_replace)
+    assert snapshot(checkout) == before
+
+
+def test_interrupt_while_staging_leaves_the_checkout_unchanged(checkout, monkeypatch):
+    repo = LigerRepo.open(checkout)
+    changes = plan_new(repo, load_profile(EXAMPLES / "rms_norm.yaml").renamed("rms_norm_gen"))
+    before = snapshot(checkout)
+    real_fdopen = os.fdopen
+    calls = {"n": 0}
+
+    def interrupted_fdopen(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise KeyboardInterrupt
+        return real_fdopen(*args, **kwargs)
+
+    monkeypatch.setattr(writer.os, "fdopen", interrupted_fdopen)
+    with pytest.raises(KeyboardInterrupt):
+        writer.write_all(checkout, changes.changes)
+    assert snapshot(checkout) == before
+
+
+def test_unwritable_target_directory_is_reported_and_nothing_written(checkout):
+    repo = LigerRepo.open(checkout)
+    changes = plan_new(repo, load_profile(EXAMPLES / "rms_norm.yaml").renamed("rms_norm_gen"))
+    # A file where a directory must be created: fails for root too, unlike permission bits.
+    shutil.rmtree(checkout / "test" / "transformers")
+    (checkout / "test" / "transformers").write_text("not a directory")
+    before = snapshot(checkout)
+    with pytest.raises(writer.WriteError):
+        writer.write_all(checkout, changes.changes)
+    assert snapshot(checkout) == before
+
+
+def test_force_regenerates_an_existing_generated_kernel(checkout):
+    profile = str(EXAMPLES / "rms_norm.yaml")
+    assert run_kernelgen("new", "rms_norm_gen", "--profile", profile, "--repo", str(checkout)).returncode == 0
+    again = run_kernelgen("new", "rms_norm_gen", "--profile", profile, "--repo", str(checkout), "--force")
+    assert again.returncode == 0, again.stderr
+    ops_init = (checkout / "src/liger_kernel/ops/__init__.py").read_text()
+    assert ops_init.count("from liger_kernel.ops.rms_norm_gen import LigerRmsNormGenFunction") == 1
+
+
+def test_generation_record_reloads_as_the_same_profile(checkout):
+    repo = LigerRepo.open(checkout)
+    profile = load_profile(EXAMPLES / "rms_norm.yaml").renamed("rms_norm_gen")
+    changes = plan_new(repo, profile)
+    record = changes.changes[".kernelgen/rms_norm_gen.yaml"]
+    assert yaml.safe_load(record)["operation_name"] == "rms_norm_gen"
+    with pytest.raises(GenerateError, match="already exists"):
+        copy = copy_checkout(checkout.parent / "second")
+        writer.write_all(copy, changes.changes)
+        plan_new(LigerRepo.open(copy), profile)
