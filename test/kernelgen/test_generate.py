@@ -20,7 +20,7 @@ from tools.kernelgen.render import kernel_paths
 from tools.kernelgen.repo import LigerRepo
 
 
-@pytest.mark.parametrize("example", ["rms_norm", "cross_entropy"])
+@pytest.mark.parametrize("example", ["swiglu", "rms_norm", "cross_entropy"])
 def test_round_trip_from_example_profile_is_ruff_clean_and_its_tests_pass(checkout, example):
     name = f"{example}_gen"
     result = run_kernelgen("new", name, "--profile", str(EXAMPLES / f"{example}.yaml"), "--repo", str(checkout))
