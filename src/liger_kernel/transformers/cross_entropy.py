@@ -1,0 +1,61 @@
+"""``nn.Module`` front end of the fused cross entropy kernel."""
+
+import torch
+import torch.nn as nn
+
+from liger_kernel.ops import LigerCrossEntropyFunction
+from liger_kernel.ops.cross_entropy import check_cross_entropy_args
+
+
+class LigerCrossEntropyLoss(nn.Module):
+    """Drop-in for ``nn.CrossEntropyLoss`` on ``[BT, V]`` logits, plus z-loss and logit softcapping.
+
+    ``lse_square_scale`` adds ``lse_square_scale * logsumexp(logits) ** 2`` per row to the loss; with
+    ``return_z_loss`` the forward returns ``(loss, z_loss)`` so that term can be logged. ``softcap`` replaces the
+    logits by ``softcap * tanh(logits / softcap)`` first. When the logits require a gradient they are
+    overwritten by it during the forward pass (the kernel reuses their memory), so do not read them afterwards.
+    """
+
+    def __init__(
+        self,
+        weight: torch.Tensor | None = None,
+        ignore_index: int = -100,
+        lse_square_scale: float = 0.0,
+        label_smoothing: float = 0.0,
+        reduction: str = "mean",
+        softcap: float | None = None,
+        return_z_loss: bool = False,
+    ):
+        super().__init__()
+        check_cross_entropy_args(reduction, label_smoothing, softcap)
+        # A buffer, as in nn.CrossEntropyLoss, so .to(device) moves the class weights with the module.
+        self.register_buffer("weight", weight)
+        self.ignore_index = ignore_index
+        self.lse_square_scale = lse_square_scale
+        self.label_smoothing = label_smoothing
+        self.reduction = reduction
+        self.softcap = softcap
+        self.return_z_loss = return_z_loss
+
+    def forward(self, _input: torch.Tensor, target: torch.Tensor):
+        loss, z_loss = LigerCrossEntropyFunction.apply(
+            _input,
+            target,
+            self.weight,
+            self.ignore_index,
+            self.lse_square_scale,
+            self.label_smoothing,
+            self.reduction,
+            self.softcap,
+            self.return_z_loss,
+        )
+        if self.return_z_loss:
+            return loss, z_loss
+        return loss
+
+    def extra_repr(self) -> str:
+        return (
+            f"ignore_index={self.ignore_index}, lse_square_scale={self.lse_square_scale}, "
+            f"label_smoothing={self.label_smoothing}, reduction={self.reduction!r}, softcap={self.softcap}, "
+            f"return_z_loss={self.return_z_loss}"
+        )
