@@ -1,0 +1,638 @@
+"""Tier-1 symbolic synthesis: the op table, the Triton printer, gradient derivation and the printed kernels.
+
+Printed statements are checked numerically against torch and torch.autograd in float64 with a ``tl`` shim that maps
+``tl.exp`` to ``torch.exp`` and so on; a few fused expressions are also rendered into real ``@triton.jit`` kernels
+and run (under the interpreter on CPU) to prove the statements are valid Triton.
+"""
+
+import importlib.util
+import os
+import subprocess
+import sys
+import textwrap
+
+from dataclasses import dataclass
+from dataclasses import field
+from pathlib import Path
+from typing import Callable
+
+import pytest
+import sympy
+import torch
+import torch.nn.functional as F
+import triton  # noqa: F401  (imported after the root conftest chose the interpreter on CPU)
+
+from test.utils import assert_verbose_allclose
+from test.utils import infer_device
+from test.utils import set_seed
+from tools.kernelgen.synth import OPS
+from tools.kernelgen.synth import SUPPORTED_OPS
+from tools.kernelgen.synth import UnsupportedOpError
+from tools.kernelgen.synth import apply_op
+from tools.kernelgen.synth import make_symbols
+from tools.kernelgen.synth import parse_formula
+from tools.kernelgen.synth import print_triton
+from tools.kernelgen.synth import synthesize_elementwise
+from tools.kernelgen.synth.rules import tensor_arguments
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# A tiny evaluator: run printed statements on torch tensors through a ``tl`` shim.
+# ---------------------------------------------------------------------------------------------------------------
+
+
+class TorchTL:
+    """The ``tl`` functions printed statements use, on torch tensors; Python floats become tensors of ``dtype``."""
+
+    def __init__(self, dtype: torch.dtype):
+        self.dtype = dtype
+
+    def _t(self, value):
+        return value if isinstance(value, torch.Tensor) else torch.tensor(value, dtype=self.dtype)
+
+    def where(self, condition, if_true, if_false):
+        return torch.where(self._t(condition).bool(), self._t(if_true), self._t(if_false))
+
+    def maximum(self, a, b):
+        return torch.maximum(self._t(a), self._t(b))
+
+    def minimum(self, a, b):
+        return torch.minimum(self._t(a), self._t(b))
+
+    def exp2(self, x):
+        return torch.exp2(self._t(x))
+
+    def log2(self, x):
+        return torch.log2(self._t(x))
+
+    def zeros_like(self, x):
+        return torch.zeros_like(x)
+
+    def __getattr__(self, name):
+        function = {
+            "exp": torch.exp,
+            "log": torch.log,
+            "sqrt": torch.sqrt,
+            "rsqrt": torch.rsqrt,
+            "abs": torch.abs,
+            "sigmoid": torch.sigmoid,
+            "erf": torch.erf,
+            "sin": torch.sin,
+            "cos": torch.cos,
+        }.get(name)
+        if function is None:
+            raise AttributeError(f"the tl shim has no {name!r}: the printer emitted something unexpected")
+        return lambda x: function(self._t(x))
+
+
+def run_statements(statements: list[str], values: dict[str, torch.Tensor]) -> dict:
+    dtype = next(iter(values.values())).dtype
+    namespace = {"tl": TorchTL(dtype), **values}
+    exec(compile("\n".join(statements), "<synthesized>", "exec"), namespace)
+    return namespace
+
+
+def evaluate(expr: sympy.Basic, values: dict[str, torch.Tensor]) -> torch.Tensor:
+    result = run_statements([f"result__ = {print_triton(expr)}"], values)["result__"]
+    reference = next(iter(values.values()))
+    return result if isinstance(result, torch.Tensor) else torch.full_like(reference, float(result))
+
+
+def sample(domain: str, n: int = 64, dtype=torch.float64) -> torch.Tensor:
+    magnitude = torch.empty(n, dtype=dtype).uniform_(0.1, 3.0)
+    if domain == "positive":
+        return magnitude
+    if domain == "nonzero":
+        return magnitude * torch.where(torch.rand(n) < 0.5, -1.0, 1.0).to(dtype)
+    return torch.empty(n, dtype=dtype).uniform_(-3.0, 3.0)
+
+
+def check_against_torch(formula_or_expr, names, torch_fn, domains=None, parameters=None, hyperparameters=None):
+    """Synthesize ``out = formula``, run forward and backward statements, compare with torch and autograd."""
+    hyperparameters = hyperparameters or {}
+    all_names = [*names, *(parameters or {})]
+    if isinstance(formula_or_expr, str):
+        expr = parse_formula(formula_or_expr, [*all_names, *hyperparameters])
+    else:
+        expr = formula_or_expr
+    math = synthesize_elementwise({"out": expr}, list(names), parameters, list(hyperparameters))
+    domains = domains or {}
+    values = {name: sample(domains.get(name, "real")) for name in all_names}
+    hyper_values = {name: torch.tensor(value, dtype=torch.float64) for name, value in hyperparameters.items()}
+
+    forward = run_statements(math.forward, {**values, **hyper_values})["out"]
+    leaves = {name: value.clone().requires_grad_(True) for name, value in values.items()}
+    reference = torch_fn(*leaves.values(), *hyperparameters.values())
+    assert_verbose_allclose(forward, reference, rtol=1e-6, atol=1e-9, extra_info="(forward)")
+
+    grad_out = torch.randn_like(reference)
+    reference.backward(grad_out)
+    backward = run_statements(math.backward, {**values, **hyper_values, "grad_out": grad_out})
+    for name, leaf in leaves.items():
+        expected = leaf.grad if leaf.grad is not None else torch.zeros_like(leaf)
+        got = backward[f"grad_{name}"]
+        assert_verbose_allclose(got.expand_as(expected), expected, rtol=1e-6, atol=1e-9, extra_info=f"(grad_{name})")
+    return math
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    set_seed(0)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Every op family of the table against torch (float64, random inputs that avoid kinks).
+# ---------------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class OpCase:
+    op: str
+    torch_fn: Callable
+    args: tuple = ()
+    kwargs: dict = field(default_factory=dict)
+    names: tuple = ("x",)
+    domains: dict = field(default_factory=dict)
+
+    @property
+    def id(self) -> str:
+        extra = [repr(a) for a in self.args] + [f"{k}={v!r}" for k, v in self.kwargs.items()]
+        return self.op + (f"[{','.join(extra)}]" if extra else "")
+
+
+POSITIVE = {"x": "positive"}
+OP_CASES = [
+    OpCase("add", lambda a, b: a + b, names=("a", "b")),
+    OpCase("add", lambda a, b: a + 2.5 * b, kwargs={"alpha": 2.5}, names=("a", "b")),
+    OpCase("sub", lambda a, b: a - b, names=("a", "b")),
+    OpCase("mul", lambda a, b: a * b, names=("a", "b")),
+    OpCase("div", lambda a, b: a / b, names=("a", "b"), domains={"b": "nonzero"}),
+    OpCase("neg", lambda x: -x),
+    OpCase("pow", lambda x: x**2, args=(2,)),
+    OpCase("pow", lambda x: x**3, args=(3.0,)),
+    OpCase("pow", lambda x: x**5, args=(5,)),
+    OpCase("pow", lambda x: x**11, args=(11,), domains={"x": "nonzero"}),
+    OpCase("pow", lambda x: x**-1, args=(-1,), domains={"x": "nonzero"}),
+    OpCase("pow", lambda x: x**-2, args=(-2,), domains={"x": "nonzero"}),
+    OpCase("pow", lambda x: x**0.5, args=(0.5,), domains=POSITIVE),
+    OpCase("pow", lambda x: x**-0.5, args=(-0.5,), domains=POSITIVE),
+    OpCase("pow", lambda x: x**1.5, args=(1.5,), domains=POSITIVE),
+    OpCase("pow", lambda x: x**-2.5, args=(-2.5,), domains=POSITIVE),
+    OpCase("pow", lambda x: x**1.7, args=(1.7,), domains=POSITIVE),
+    OpCase("square", torch.square),
+    OpCase("reciprocal", torch.reciprocal, domains={"x": "nonzero"}),
+    OpCase("exp", torch.exp),
+    OpCase("log", torch.log, domains=POSITIVE),
+    OpCase("log1p", torch.log1p, domains=POSITIVE),
+    OpCase("expm1", torch.expm1),
+    OpCase("sqrt", torch.sqrt, domains=POSITIVE),
+    OpCase("rsqrt", torch.rsqrt, domains=POSITIVE),
+    OpCase("abs", torch.abs),
+    OpCase("sign", torch.sign),
+    OpCase("tanh", torch.tanh),
+    OpCase("sigmoid", torch.sigmoid),
+    OpCase("silu", F.silu),
+    OpCase("gelu", F.gelu),
+    OpCase("gelu", lambda x: F.gelu(x, approximate="tanh"), kwargs={"approximate": "tanh"}),
+    OpCase("relu", torch.relu),
+    OpCase("leaky_relu", F.leaky_relu),
+    OpCase("leaky_relu", lambda x: F.leaky_relu(x, 0.2), args=(0.2,)),
+    OpCase("elu", F.elu),
+    OpCase("elu", lambda x: F.elu(x, alpha=0.5), kwargs={"alpha": 0.5}),
+    OpCase("softplus", F.softplus),
+    OpCase("softplus", lambda x: F.softplus(x, beta=2.0, threshold=5.0), kwargs={"beta": 2.0, "threshold": 5.0}),
+    OpCase("mish", F.mish),
+    OpCase("logsigmoid", F.logsigmoid),
+    OpCase("hardtanh", F.hardtanh),
+    OpCase("hardtanh", lambda x: F.hardtanh(x, -0.5, 2.0), kwargs={"min_val": -0.5, "max_val": 2.0}),
+    OpCase("clamp", lambda x: torch.clamp(x, min=-0.7), kwargs={"min": -0.7}),
+    OpCase("clamp", lambda x: torch.clamp(x, max=1.2), kwargs={"max": 1.2}),
+    OpCase("clamp", lambda x: torch.clamp(x, -1.5, 0.25), args=(-1.5, 0.25)),
+    OpCase("maximum", torch.maximum, names=("a", "b")),
+    OpCase("minimum", torch.minimum, names=("a", "b")),
+    OpCase("sin", torch.sin),
+    OpCase("cos", torch.cos),
+    OpCase("erf", torch.erf),
+]
+
+
+@pytest.mark.parametrize("case", OP_CASES, ids=lambda case: case.id)
+def test_op_forward_and_gradients_match_torch(case):
+    symbols = make_symbols(case.names)
+    expr = apply_op(case.op, *(symbols[n] for n in case.names), *case.args, **case.kwargs)
+    check_against_torch(expr, case.names, case.torch_fn, domains=case.domains)
+
+
+def test_every_op_of_the_table_is_exercised():
+    exercised = {case.op for case in OP_CASES} | {"where", "gt", "ge", "lt", "le", "eq", "ne"}
+    assert exercised == SUPPORTED_OPS
+
+
+@pytest.mark.parametrize(
+    "comparison, torch_comparison",
+    [("gt", torch.gt), ("ge", torch.ge), ("lt", torch.lt), ("le", torch.le), ("eq", torch.eq), ("ne", torch.ne)],
+)
+def test_comparisons_select_in_where_and_count_as_indicators(comparison, torch_comparison):
+    a, b = make_symbols(["a", "b"]).values()
+    condition = apply_op(comparison, a, b)
+    expr = apply_op("add", apply_op("where", condition, a * a, apply_op("sin", b)), apply_op("mul", condition, b))
+
+    def reference(a, b):
+        mask = torch_comparison(a, b)
+        return torch.where(mask, a * a, torch.sin(b)) + mask * b
+
+    names = ("a", "b")
+    math = synthesize_elementwise({"y": expr}, list(names))
+    # A coarse grid makes ties (a == b) common, so eq/ne/ge/le are tested where they differ from gt/lt.
+    values = {name: torch.randint(-3, 4, (64,)).double() / 2 for name in names}
+    leaves = {name: value.clone().requires_grad_(True) for name, value in values.items()}
+    expected = reference(**leaves)
+    assert_verbose_allclose(run_statements(math.forward, values)["y"], expected, rtol=1e-12)
+    grad_y = torch.randn(64, dtype=torch.float64)
+    expected.backward(grad_y)
+    backward = run_statements(math.backward, {**values, "grad_y": grad_y})
+    for name in names:
+        assert_verbose_allclose(backward[f"grad_{name}"], leaves[name].grad, rtol=1e-12)
+
+
+def test_where_routes_the_gradient_by_its_condition_and_the_condition_input_gets_zero():
+    check_against_torch(
+        "where(c > 0.5, x * x, exp(y))",
+        ("c", "x", "y"),
+        lambda c, x, y: torch.where(c > 0.5, x * x, torch.exp(y)),
+    )
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# torch.autograd's conventions at kinks, checked exactly at the kink points.
+# ---------------------------------------------------------------------------------------------------------------
+
+KINK_CASES = [
+    ("relu(x)", torch.relu, [0.0, -1.0, 1.0]),
+    ("leaky_relu(x, 0.2)", lambda x: F.leaky_relu(x, 0.2), [0.0, -1.0, 1.0]),
+    ("elu(x, alpha=0.5)", lambda x: F.elu(x, alpha=0.5), [0.0, -1.0, 1.0]),
+    ("hardtanh(x)", F.hardtanh, [-1.0, 1.0, 0.0, -2.0, 2.0]),
+    ("clamp(x, -0.5, 0.5)", lambda x: torch.clamp(x, -0.5, 0.5), [-0.5, 0.5, 0.0, -1.0, 1.0]),
+    ("abs(x)", torch.abs, [0.0, -1.0, 1.0]),
+    ("softplus(x)", F.softplus, [20.0, 19.5, 20.5]),
+    ("softplus(x, beta=2, threshold=4)", lambda x: F.softplus(x, 2.0, 4.0), [2.0, 1.5, 2.5]),
+    ("relu(x) ** 2", lambda x: torch.relu(x) ** 2, [0.0, -1.0, 1.0]),
+]
+
+
+@pytest.mark.parametrize("formula, torch_fn, points", KINK_CASES, ids=[case[0] for case in KINK_CASES])
+def test_gradients_at_kinks_follow_torch_autograd(formula, torch_fn, points):
+    math = synthesize_elementwise({"y": parse_formula(formula, ["x"])}, ["x"])
+    x = torch.tensor(points, dtype=torch.float64)
+    leaf = x.clone().requires_grad_(True)
+    expected = torch_fn(leaf)
+    expected.backward(torch.ones_like(x))
+    assert_verbose_allclose(run_statements(math.forward, {"x": x})["y"], expected, rtol=1e-12)
+    grad = run_statements(math.backward, {"x": x, "grad_y": torch.ones_like(x)})["grad_x"]
+    assert_verbose_allclose(grad, leaf.grad, rtol=1e-12)
+
+
+@pytest.mark.parametrize("op, torch_fn", [("maximum", torch.maximum), ("minimum", torch.minimum)])
+def test_maximum_and_minimum_split_ties_half_and_half(op, torch_fn):
+    a_sym, b_sym = make_symbols(["a", "b"]).values()
+    math = synthesize_elementwise({"y": apply_op(op, a_sym, b_sym)}, ["a", "b"])
+    a = torch.tensor([1.0, 2.0, -3.0, 0.5], dtype=torch.float64)
+    b = torch.tensor([1.0, 1.0, -2.0, 0.5], dtype=torch.float64)
+    leaves = [a.clone().requires_grad_(True), b.clone().requires_grad_(True)]
+    torch_fn(*leaves).backward(torch.ones_like(a))
+    backward = run_statements(math.backward, {"a": a, "b": b, "grad_y": torch.ones_like(a)})
+    assert backward["grad_a"][0].item() == 0.5 and backward["grad_b"][0].item() == 0.5
+    assert_verbose_allclose(backward["grad_a"], leaves[0].grad, rtol=0)
+    assert_verbose_allclose(backward["grad_b"], leaves[1].grad, rtol=0)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Fused expressions written as formulas (what profiles state as forward_computation).
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def dyt(x, alpha, weight, bias):
+    return torch.tanh(alpha * x) * weight + bias
+
+
+FUSED_CASES = {
+    "geglu": ("gelu(a, approximate='tanh') * b", ("a", "b"), {}, {}, lambda a, b: F.gelu(a, approximate="tanh") * b),
+    "swiglu": ("silu(a) * b", ("a", "b"), {}, {}, lambda a, b: F.silu(a) * b),
+    "dyt": (
+        "tanh(alpha * x) * weight + bias",
+        ("x",),
+        {"alpha": "scalar", "weight": "channel", "bias": "channel"},
+        {},
+        dyt,
+    ),
+    "relu_squared": ("relu(x) ** 2", ("x",), {}, {}, lambda x: torch.relu(x) ** 2),
+    "sigmoid_gate": ("a * sigmoid(b) + c", ("a", "b", "c"), {}, {}, lambda a, b, c: a * torch.sigmoid(b) + c),
+    "swish_beta": ("x * sigmoid(beta * x)", ("x",), {}, {"beta": 1.7}, lambda x, beta: x * torch.sigmoid(beta * x)),
+    "leaky_hyper": (
+        "leaky_relu(x, negative_slope=slope) + eps",
+        ("x",),
+        {},
+        {"slope": 0.3, "eps": 1e-3},
+        lambda x, slope, eps: F.leaky_relu(x, slope) + eps,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(FUSED_CASES))
+def test_fused_formulas_match_torch(name):
+    formula, inputs, parameters, hypers, torch_fn = FUSED_CASES[name]
+    check_against_torch(formula, inputs, torch_fn, parameters=parameters, hyperparameters=hypers)
+
+
+def test_dyt_uses_and_shared_subexpressions():
+    expr = parse_formula("tanh(alpha * x) * weight + bias", ["x", "alpha", "weight", "bias"])
+    math = synthesize_elementwise({"y": expr}, ["x"], {"alpha": "scalar", "weight": "channel", "bias": "channel"})
+    assert math.forward_uses == ["alpha", "bias", "weight", "x"]
+    assert math.backward_uses == ["alpha", "grad_y", "weight", "x"]  # bias is not needed to differentiate
+    assert [line.split(" = ")[0] for line in math.backward][-4:] == ["grad_x", "grad_alpha", "grad_weight", "grad_bias"]
+    # tanh(alpha * x) is computed once and shared by three gradients.
+    assert sum("tl.sigmoid" in line for line in math.backward) == 1
+    assert math.precision_sensitive_ops == ["tanh"]
+    assert set(math.gradient_formulas) == {"grad_x", "grad_alpha", "grad_weight", "grad_bias"}
+    assert math.gradient_formulas["grad_bias"] == "grad_y"
+
+
+def test_several_outputs_sum_their_incoming_gradients():
+    a, b = make_symbols(["a", "b"]).values()
+    math = synthesize_elementwise({"p": a * b, "q": apply_op("sin", a)}, ["a", "b"])
+    assert math.forward[-2:][0].startswith("p = ") and math.forward[-1].startswith("q = ")
+    values = {"a": sample("real"), "b": sample("real")}
+    grads = {"grad_p": torch.randn(64, dtype=torch.float64), "grad_q": torch.randn(64, dtype=torch.float64)}
+    backward = run_statements(math.backward, {**values, **grads})
+    expected_a = grads["grad_p"] * values["b"] + grads["grad_q"] * torch.cos(values["a"])
+    assert_verbose_allclose(backward["grad_a"], expected_a, rtol=1e-12)
+    assert_verbose_allclose(backward["grad_b"], grads["grad_p"] * values["a"], rtol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["geglu", "dyt", "relu_squared", "swish_beta"])
+def test_gradient_formulas_parse_back_to_the_printed_gradients(name):
+    formula, inputs, parameters, hypers, _ = FUSED_CASES[name]
+    names = [*inputs, *parameters, *hypers]
+    math = synthesize_elementwise({"y": parse_formula(formula, names)}, list(inputs), parameters, list(hypers))
+    values = {n: sample("real") for n in names} | {"grad_y": torch.randn(64, dtype=torch.float64)}
+    backward = run_statements(math.backward, values)
+    for gradient, text in math.gradient_formulas.items():
+        reparsed = parse_formula(text, [*names, "grad_y"])
+        assert_verbose_allclose(evaluate(reparsed, values), backward[gradient], rtol=1e-6, extra_info=gradient)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The table documents each gradient convention; the documentation must agree with sympy's derivative.
+# ---------------------------------------------------------------------------------------------------------------
+
+POSITIVE_DOMAIN_OPS = {"log", "log1p", "sqrt", "rsqrt", "div", "reciprocal"}
+
+
+@pytest.mark.parametrize("op", sorted(name for name, rule in OPS.items() if rule.derivative))
+def test_documented_derivatives_match_sympy(op):
+    names = tensor_arguments(op)
+    symbols = make_symbols(names)
+    expr = apply_op(op, *symbols.values())
+    # A half-step grid puts samples exactly on kinks (0, +-1) and on ties (a == b).
+    grid = torch.randint(-6, 7, (128,)).double() / 2
+    values = {n: grid[torch.randperm(128)] for n in names}
+    if op in POSITIVE_DOMAIN_OPS:
+        values = {n: v.abs() + 0.25 for n, v in values.items()}
+    derived = synthesize_elementwise({"out": expr}, names)
+    backward = run_statements(derived.backward, {**values, "grad_out": torch.ones(128, dtype=torch.float64)})
+    for argument, text in OPS[op].derivative.items():
+        documented = evaluate(parse_formula(text, names), values)
+        assert_verbose_allclose(backward[f"grad_{argument}"], documented, rtol=1e-12, extra_info=f"{op}: d/d{argument}")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Numerical safety: no NaN/Inf at large or tiny magnitudes where torch has none (fp32, as kernels compute).
+# ---------------------------------------------------------------------------------------------------------------
+
+EXTREMES = [-1e4, -100.0, -30.0, -1.0, -1e-30, 0.0, 1e-30, 1.0, 30.0, 100.0, 1e4]
+SAFETY_CASES = {
+    "tanh(x)": torch.tanh,
+    "sigmoid(x)": torch.sigmoid,
+    "softplus(x)": F.softplus,
+    "softplus(x, beta=2, threshold=30)": lambda x: F.softplus(x, 2.0, 30.0),
+    "logsigmoid(x)": F.logsigmoid,
+    "silu(x)": F.silu,
+    "mish(x)": F.mish,
+    "gelu(x, approximate='tanh')": lambda x: F.gelu(x, approximate="tanh"),
+    "elu(x)": F.elu,
+    "tanh(0.5 * x) * 2": lambda x: torch.tanh(0.5 * x) * 2,
+}
+
+
+@pytest.mark.parametrize("formula", list(SAFETY_CASES))
+def test_no_overflow_at_extreme_magnitudes(formula):
+    torch_fn = SAFETY_CASES[formula]
+    math = synthesize_elementwise({"y": parse_formula(formula, ["x"])}, ["x"])
+    x = torch.tensor(EXTREMES, dtype=torch.float32)
+    leaf = x.clone().requires_grad_(True)
+    expected = torch_fn(leaf)
+    expected.backward(torch.ones_like(x))
+    forward = run_statements(math.forward, {"x": x})["y"]
+    grad = run_statements(math.backward, {"x": x, "grad_y": torch.ones_like(x)})["grad_x"]
+    for got, want, what in [(forward, expected.detach(), "forward"), (grad, leaf.grad, "grad_x")]:
+        assert torch.isfinite(got[torch.isfinite(want)]).all(), f"{what} of {formula}: {got.tolist()}"
+        assert_verbose_allclose(got, want, rtol=1e-5, atol=1e-6, extra_info=f"({what} of {formula})")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The printer's conventions.
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def test_printer_conventions():
+    x, y = make_symbols(["x", "y"]).values()
+    assert print_triton(x**2) == "x * x"
+    assert print_triton(x**3) == "x * x * x"
+    assert print_triton(x**4) == "x * x * x * x"
+    assert print_triton(x**-1) == "1.0 / x"
+    assert print_triton(y / x**2) == "y / (x * x)"
+    assert print_triton(x ** sympy.Rational(1, 2)) == "tl.sqrt(x)"
+    assert print_triton(x ** -sympy.Rational(1, 2)) == "tl.rsqrt(x)"
+    assert print_triton(x ** sympy.Float(1.7)) == "tl.exp2(1.7 * tl.log2(x))"
+    assert print_triton(2 * x) == "2.0 * x"
+    assert print_triton(x + 1) == "x + 1.0"
+    assert print_triton(x - y) == "x - y"
+    assert print_triton(sympy.sqrt(2 / sympy.pi) * x) == f"{(2 / 3.141592653589793) ** 0.5!r} * x"
+    assert print_triton(sympy.tanh(x)) == "(2.0 * tl.sigmoid(2.0 * x) - 1.0)"
+    assert print_triton(apply_op("sigmoid", x)) == "tl.sigmoid(x)"
+    assert print_triton(apply_op("where", apply_op("gt", x, 0), x, 0.5 * y)) == "tl.where(x > 0.0, x, 0.5 * y)"
+    assert print_triton((x + y) ** 2) == "(x + y) * (x + y)"
+    assert print_triton(-(x**2)) == "-x * x"
+    assert print_triton(sympy.exp(-x) + sympy.log(x) + sympy.erf(x)).count("tl.") == 3
+    assert print_triton(apply_op("log1p", x)) == "tl.log(x + 1.0)"
+    with pytest.raises(ValueError, match="no Triton printing rule"):
+        print_triton(sympy.cosh(x))
+
+
+@pytest.mark.parametrize("formula", ["tanh(x)", "gelu(x, approximate='tanh')", "mish(x)", "softplus(x)"])
+def test_no_libdevice_is_emitted(formula):
+    math = synthesize_elementwise({"y": parse_formula(formula, ["x"])}, ["x"])
+    assert not any("libdevice" in line for line in math.forward + math.backward)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Errors: unknown ops, unsafe formulas, misuse.
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def test_unsupported_op_names_the_nearest_ops():
+    with pytest.raises(UnsupportedOpError, match=r"'sigmod'.*sigmoid") as error:
+        apply_op("sigmod", make_symbols(["x"])["x"])
+    assert "\n" not in str(error.value)
+    with pytest.raises(UnsupportedOpError, match="leaky_relu"):
+        parse_formula("leakyrelu(x)", ["x"])
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "__import__('os').system('echo hacked')",
+        "x.__class__.__bases__",
+        "(lambda: 1)()",
+        "[x for x in ()]",
+        "x[0]",
+        "open('/etc/passwd')",
+        "sigmoid(**{'x': 1})",
+        "y + x",
+    ],
+)
+def test_parse_formula_rejects_anything_that_is_not_a_formula(text):
+    with pytest.raises(ValueError):
+        parse_formula(text, ["x"])
+
+
+def test_misuse_raises_clear_errors():
+    x = make_symbols(["x"])["x"]
+    with pytest.raises(ValueError, match="exponent must be a constant"):
+        apply_op("pow", x, x)
+    with pytest.raises(ValueError, match="approximate"):
+        apply_op("gelu", x, approximate="erf")
+    with pytest.raises(ValueError, match="at least one of min and max"):
+        apply_op("clamp", x)
+    with pytest.raises(ValueError, match="undeclared"):
+        synthesize_elementwise({"y": sympy.Symbol("z") * x}, ["x"])
+    with pytest.raises(ValueError, match="kind"):
+        synthesize_elementwise({"y": x}, ["x"], {"w": "matrix"})
+    with pytest.raises(ValueError, match="reserved"):
+        make_symbols(["tl"])
+
+
+def test_constants_keep_their_exact_values():
+    x = make_symbols(["x"])["x"]
+    assert apply_op("pow", x, 2.0) == x**2
+    assert apply_op("pow", x, 0.5) == sympy.sqrt(x)
+    assert apply_op("mul", x, 0.044715).args[0] == sympy.Rational(44715, 1000000)
+    assert float(apply_op("mul", x, 0.7978845608028654).args[0]) == 0.7978845608028654
+
+
+def test_synthesis_is_deterministic_across_processes():
+    formula = "gelu(a, approximate='tanh') * b + mish(a)"
+    script = textwrap.dedent(
+        f"""
+        from tools.kernelgen.synth import parse_formula, synthesize_elementwise
+        math = synthesize_elementwise({{"y": parse_formula({formula!r}, ["a", "b"])}}, ["a", "b"])
+        print("\\n".join(math.forward + math.backward))
+        """
+    )
+    # Another string-hash seed in the child: set and dict orders differ, the printed kernel must not.
+    env = {**os.environ, "PYTHONHASHSEED": "12345", "PYTHONPATH": str(REPO_ROOT)}
+    child = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
+    math = synthesize_elementwise({"y": parse_formula(formula, ["a", "b"])}, ["a", "b"])
+    assert child.stdout.strip() == "\n".join(math.forward + math.backward)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Real @triton.jit kernels built from the printed statements (the interpreter runs them on CPU).
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def _indent(lines: list[str]) -> str:
+    return "\n".join(f"    {line}" for line in lines)
+
+
+def _load_lines(names, parameters):
+    lines = []
+    for name in names:
+        if parameters.get(name) == "channel":
+            lines.append(f"{name} = tl.load({name}_ptr + cols, mask=mask, other=0.0).to(tl.float32)")
+        elif parameters.get(name) == "scalar":
+            lines.append(f"{name} = tl.load({name}_ptr).to(tl.float32)")
+        else:
+            lines.append(f"{name} = tl.load({name}_ptr + offsets, mask=mask, other=0.0).to(tl.float32)")
+    return lines
+
+
+def render_kernels(math, inputs, parameters, hypers) -> str:
+    tensors = [*inputs, *parameters]
+    grads = [f"grad_{name}" for name in tensors]
+    forward_loads = [n for n in tensors if n in math.forward_uses]
+    backward_loads = [n for n in [*tensors, "grad_y"] if n in math.backward_uses]
+    prologue = [
+        "row = tl.program_id(0).to(tl.int64)",
+        "cols = tl.arange(0, BLOCK)",
+        "mask = cols < n_cols",
+        "offsets = row * n_cols + cols",
+    ]
+    hyper_args = "".join(f"{h}, " for h in hypers)
+    forward_args = ", ".join(f"{n}_ptr" for n in tensors)
+    backward_args = ", ".join(f"{n}_ptr" for n in [*tensors, "grad_y", *grads])
+    forward_body = prologue + _load_lines(forward_loads, parameters) + math.forward
+    forward_body.append("tl.store(y_ptr + offsets, y, mask=mask)")
+    backward_body = prologue + _load_lines(backward_loads, parameters) + math.backward
+    # Parameter gradients are stored per element (one row each) and reduced by the caller, like the templates.
+    backward_body += [f"tl.store({g}_ptr + offsets, {g}, mask=mask)" for g in grads]
+    return (
+        "import triton\nimport triton.language as tl\n\n\n"
+        f"@triton.jit\ndef forward_kernel({forward_args}, y_ptr, {hyper_args}n_cols, BLOCK: tl.constexpr):\n"
+        f"{_indent(forward_body)}\n\n\n"
+        f"@triton.jit\ndef backward_kernel({backward_args}, {hyper_args}n_cols, BLOCK: tl.constexpr):\n"
+        f"{_indent(backward_body)}\n"
+    )
+
+
+def import_module_from_source(source: str, path: Path):
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("name", ["geglu", "swiglu", "dyt", "relu_squared", "sigmoid_gate", "swish_beta"])
+def test_printed_statements_run_as_a_triton_kernel(name, tmp_path):
+    formula, inputs, parameters, hypers, torch_fn = FUSED_CASES[name]
+    names = [*inputs, *parameters, *hypers]
+    math = synthesize_elementwise({"y": parse_formula(formula, names)}, list(inputs), parameters, list(hypers))
+    module = import_module_from_source(render_kernels(math, inputs, parameters, hypers), tmp_path / f"k_{name}.py")
+
+    device = infer_device()
+    n_rows, n_cols = (4, 37) if device == "cpu" else (64, 4099)
+    block = triton.next_power_of_2(n_cols)
+    shapes = {"channel": (n_cols,), "scalar": (1,)}
+    tensors = {n: torch.randn(n_rows, n_cols, device=device) for n in inputs}
+    tensors |= {n: torch.randn(shapes[kind], device=device) for n, kind in parameters.items()}
+    y = torch.empty(n_rows, n_cols, device=device)
+    module.forward_kernel[(n_rows,)](*tensors.values(), y, *hypers.values(), n_cols, BLOCK=block)
+
+    leaves = {n: t.double().requires_grad_(True) for n, t in tensors.items()}
+    expected = torch_fn(*leaves.values(), *hypers.values())
+    assert_verbose_allclose(y, expected.float(), rtol=1e-5, atol=1e-5, extra_info="(kernel forward)")
+
+    grad_y = torch.randn(n_rows, n_cols, device=device)
+    expected.backward(grad_y.double())
+    grads = {n: torch.empty(n_rows, n_cols, device=device) for n in tensors}
+    module.backward_kernel[(n_rows,)](*tensors.values(), grad_y, *grads.values(), *hypers.values(), n_cols, BLOCK=block)
+    for n, leaf in leaves.items():
+        got = grads[n]
+        if parameters.get(n) == "channel":
+            got = got.sum(0)
+        elif parameters.get(n) == "scalar":
+            got = got.sum().reshape(1)
+        assert_verbose_allclose(got, leaf.grad.float(), rtol=1e-4, atol=1e-4, extra_info=f"(kernel grad_{n})")

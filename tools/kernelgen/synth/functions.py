@@ -1,0 +1,197 @@
+"""Custom sympy functions for element-wise ops that should print as one Triton call.
+
+Each class differentiates by its own rule (``fdiff``) instead of being expanded into ``exp``/``log``: the gradient
+of ``sigmoid`` stays ``sigmoid(x) * (1 - sigmoid(x))`` rather than a ratio of exponentials that overflows in fp32,
+and piecewise ops get torch's derivative at their kinks (``relu'(0) = 0``, ties of ``maximum`` split half/half).
+
+``as_builtin()`` rewrites a call into plain sympy math; numeric evaluation (constant folding) goes through it.
+``_sympystr`` prints the canonical op name (``sigmoid(x)``), so ``str()`` of an expression reads like the formulas
+``parse_formula`` accepts.
+"""
+
+import sympy
+
+from mpmath.libmp import prec_to_dps
+from sympy.core.logic import fuzzy_and
+
+
+def indicator(condition) -> sympy.Expr:
+    """1 where ``condition`` holds, else 0: the derivative of a piecewise-linear op (almost everywhere)."""
+    return sympy.Piecewise((sympy.S.One, condition), (sympy.S.Zero, True))
+
+
+def select(condition, if_true, if_false) -> sympy.Expr:
+    """``if_true`` where ``condition`` holds, else ``if_false`` (prints as ``tl.where``)."""
+    return sympy.Piecewise((if_true, condition), (if_false, True))
+
+
+class ElementwiseFunction(sympy.Function):
+    """Base class: real for real arguments, numeric values through ``as_builtin``, printed by op name."""
+
+    op_name = ""
+
+    def as_builtin(self) -> sympy.Expr:
+        raise NotImplementedError
+
+    def _eval_is_real(self):
+        return fuzzy_and(arg.is_real for arg in self.args)
+
+    def _eval_evalf(self, prec):
+        if not all(arg.is_number for arg in self.args):
+            return None
+        return sympy.N(self.as_builtin(), prec_to_dps(prec))
+
+    def _sympystr(self, printer):
+        return f"{self.op_name}({', '.join(printer._print(arg) for arg in self.args)})"
+
+
+class Sigmoid(ElementwiseFunction):
+    """``1 / (1 + exp(-x))``; derivative ``s * (1 - s)``."""
+
+    op_name = "sigmoid"
+    nargs = 1
+
+    @classmethod
+    def eval(cls, x):
+        if x.is_zero:
+            return sympy.S.Half
+        return None
+
+    def fdiff(self, argindex=1):
+        if argindex != 1:
+            raise sympy.ArgumentIndexError(self, argindex)
+        return self * (1 - self)
+
+    def _eval_is_positive(self):
+        return self.args[0].is_real
+
+    def as_builtin(self):
+        return 1 / (1 + sympy.exp(-self.args[0]))
+
+
+class Softplus(ElementwiseFunction):
+    """``log(1 + exp(x))`` with no threshold (the thresholded torch op is a ``Piecewise`` around it)."""
+
+    op_name = "softplus"
+    nargs = 1
+
+    def fdiff(self, argindex=1):
+        if argindex != 1:
+            raise sympy.ArgumentIndexError(self, argindex)
+        return Sigmoid(self.args[0])
+
+    def _eval_is_positive(self):
+        return self.args[0].is_real
+
+    def as_builtin(self):
+        return sympy.log(1 + sympy.exp(self.args[0]))
+
+    def _sympystr(self, printer):
+        # ``softplus(x)`` in a formula means torch's thresholded op; this is the plain function.
+        return f"log1p(exp({printer._print(self.args[0])}))"
+
+
+class LogSigmoid(ElementwiseFunction):
+    """``log(sigmoid(x)) = -softplus(-x)``; derivative ``sigmoid(-x)``."""
+
+    op_name = "logsigmoid"
+    nargs = 1
+
+    def fdiff(self, argindex=1):
+        if argindex != 1:
+            raise sympy.ArgumentIndexError(self, argindex)
+        return Sigmoid(-self.args[0])
+
+    def _eval_is_negative(self):
+        return self.args[0].is_real
+
+    def as_builtin(self):
+        return -sympy.log(1 + sympy.exp(-self.args[0]))
+
+
+class Relu(ElementwiseFunction):
+    """``max(x, 0)``; derivative ``x > 0 ? 1 : 0`` (torch: 0 at the kink)."""
+
+    op_name = "relu"
+    nargs = 1
+
+    @classmethod
+    def eval(cls, x):
+        if x.is_number and x.is_real:
+            return sympy.Max(x, 0)
+        return None
+
+    def fdiff(self, argindex=1):
+        if argindex != 1:
+            raise sympy.ArgumentIndexError(self, argindex)
+        return indicator(self.args[0] > 0)
+
+    def _eval_is_nonnegative(self):
+        return self.args[0].is_real
+
+    def as_builtin(self):
+        return sympy.Max(self.args[0], 0)
+
+
+class Maximum(ElementwiseFunction):
+    """Element-wise ``max(a, b)``; torch splits the gradient half/half where ``a == b``."""
+
+    op_name = "maximum"
+    nargs = 2
+
+    @classmethod
+    def eval(cls, a, b):
+        if a == b:
+            return a
+        if a.is_number and b.is_number:
+            return sympy.Max(a, b)
+        return None
+
+    def fdiff(self, argindex=1):
+        if argindex not in (1, 2):
+            raise sympy.ArgumentIndexError(self, argindex)
+        this, other = self.args if argindex == 1 else self.args[::-1]
+        return sympy.Piecewise((1, this > other), (sympy.S.Half, sympy.Eq(this, other)), (0, True))
+
+    def as_builtin(self):
+        return sympy.Max(*self.args)
+
+
+class Minimum(ElementwiseFunction):
+    """Element-wise ``min(a, b)``; torch splits the gradient half/half where ``a == b``."""
+
+    op_name = "minimum"
+    nargs = 2
+
+    @classmethod
+    def eval(cls, a, b):
+        if a == b:
+            return a
+        if a.is_number and b.is_number:
+            return sympy.Min(a, b)
+        return None
+
+    def fdiff(self, argindex=1):
+        if argindex not in (1, 2):
+            raise sympy.ArgumentIndexError(self, argindex)
+        this, other = self.args if argindex == 1 else self.args[::-1]
+        return sympy.Piecewise((1, this < other), (sympy.S.Half, sympy.Eq(this, other)), (0, True))
+
+    def as_builtin(self):
+        return sympy.Min(*self.args)
+
+
+CUSTOM_FUNCTIONS = (Sigmoid, Softplus, LogSigmoid, Relu, Maximum, Minimum)
+
+__all__ = [
+    "CUSTOM_FUNCTIONS",
+    "ElementwiseFunction",
+    "LogSigmoid",
+    "Maximum",
+    "Minimum",
+    "Relu",
+    "Sigmoid",
+    "Softplus",
+    "indicator",
+    "select",
+]

@@ -1,0 +1,257 @@
+"""Print sympy expressions as Triton (``tl.*``) expressions, and as readable formulas.
+
+``TritonPrinter`` conventions (everything is computed in fp32: the templates upcast loads, so no casts here):
+
+- numbers, including constant subexpressions such as ``sqrt(2 / pi)``, become float literals (``2.0``,
+  ``0.7978845608028654``: the repr of the Python float, enough digits for fp32);
+- powers: exponents 2..8 as repeated multiplication, negative integers as divisions (``1.0 / x``), ``0.5`` as
+  ``tl.sqrt``, ``-0.5`` as ``tl.rsqrt`` (half-integers combine the two), any other constant as
+  ``tl.exp2(p * tl.log2(x))`` (valid for ``x > 0`` only, like a fractional power in torch);
+- ``tanh(u)`` as ``(2.0 * tl.sigmoid(2.0 * u) - 1.0)``: exact, saturates without overflow, and runs compiled and
+  under the interpreter alike (``libdevice`` does not exist in the interpreter, so it is never emitted);
+- ``softplus``/``logsigmoid`` in their overflow-free forms ``max(u, 0) + log(1 + exp(-|u|))``;
+- ``Piecewise`` as nested ``tl.where``; comparisons as ``x > 0.0``; ``&``/``|`` between conditions.
+
+Anything without a rule raises instead of printing something that is not Triton.
+"""
+
+import sympy
+
+from sympy.printing.precedence import PRECEDENCE
+from sympy.printing.str import StrPrinter
+
+# Integer powers up to this exponent are printed as products; beyond it as exp2/log2 of |x| with the sign fixed.
+_MAX_MULTIPLIED_POWER = 8
+
+
+def float_literal(value) -> str:
+    """A float literal for a numeric sympy expression (raises for complex or infinite values)."""
+    number = sympy.N(value, 30)
+    if not number.is_real or not number.is_finite:
+        raise ValueError(f"constant {value} is not a finite real number")
+    return repr(float(number))
+
+
+class TritonPrinter(StrPrinter):
+    """sympy expression -> Triton expression over fp32 tensors (see the module docstring)."""
+
+    printmethod = "_tritoncode"  # never defined: our classes' ``_sympystr`` must not leak into kernels
+
+    def _print(self, expr, **kwargs):
+        # Fold every constant subexpression (sqrt(2), pi, exp(-1), sigmoid(3)...) into one literal.
+        if isinstance(expr, sympy.Expr) and expr.is_number:
+            return float_literal(expr)
+        return super()._print(expr, **kwargs)
+
+    def _print_Basic(self, expr):
+        raise ValueError(f"no Triton printing rule for {type(expr).__name__}: {expr}")
+
+    _print_Function = _print_Basic
+
+    def _print_Symbol(self, expr):
+        return expr.name
+
+    def _print_Add(self, expr, order=None):
+        terms = expr.as_ordered_terms()
+        text = ""
+        for index, term in enumerate(terms):
+            negative = term.could_extract_minus_sign()
+            body = self.parenthesize(-term if negative else term, PRECEDENCE["Add"])
+            if index == 0:
+                text = f"-{self.parenthesize(-term, PRECEDENCE['Mul'])}" if negative else body
+            else:
+                text += f" - {body}" if negative else f" + {body}"
+        return text
+
+    def _print_Mul(self, expr):
+        coefficient = sympy.S.One
+        numerator: list[str] = []
+        denominator: list[str] = []
+        for factor in expr.as_ordered_factors():
+            if factor.is_number:
+                coefficient *= factor
+                continue
+            base, exponent = factor.as_base_exp()
+            if exponent.is_Rational and exponent.is_negative and exponent.q in (1, 2):
+                # x**-n and x**-(n + 1/2): divide by x**n (and multiply by rsqrt) instead of printing 1.0 / ...
+                whole = -exponent if exponent.q == 1 else -exponent - sympy.S.Half
+                if exponent.q == 2:
+                    numerator.append(f"tl.rsqrt({self._print(base)})")
+                if whole:
+                    denominator.append(self._integer_power(base, int(whole), atomic=True))
+                continue
+            numerator.append(self.parenthesize(factor, PRECEDENCE["Mul"]))
+        sign = ""
+        if coefficient.is_negative:
+            sign, coefficient = "-", -coefficient
+        if coefficient != 1 or not numerator:
+            numerator.insert(0, float_literal(coefficient))
+        text = sign + " * ".join(numerator)
+        for divisor in denominator:
+            text += f" / {divisor}"
+        return text
+
+    def _print_Pow(self, expr):
+        base, exponent = expr.as_base_exp()
+        if exponent == sympy.S.Half:
+            return f"tl.sqrt({self._print(base)})"
+        if exponent == -sympy.S.Half:
+            return f"tl.rsqrt({self._print(base)})"
+        if exponent.is_Integer:
+            if exponent > 0:
+                return self._integer_power(base, int(exponent), atomic=False)
+            return f"1.0 / {self._integer_power(base, -int(exponent), atomic=True)}"
+        if exponent.is_Rational and exponent.q == 2 and abs(exponent) <= _MAX_MULTIPLIED_POWER:
+            root = "tl.sqrt" if exponent > 0 else "tl.rsqrt"
+            whole = int(abs(exponent) - sympy.S.Half)
+            power = self._integer_power(base, whole, atomic=True)
+            return (
+                f"{root}({self._print(base)}) * {power}" if exponent > 0 else f"{root}({self._print(base)}) / {power}"
+            )
+        return f"tl.exp2({self._print(exponent)} * tl.log2({self._print(base)}))"
+
+    def _integer_power(self, base, n: int, atomic: bool) -> str:
+        """``base ** n`` for a positive integer n; ``atomic`` wraps products in parentheses (for ``a / (x * x)``)."""
+        if n == 1:
+            return self.parenthesize(base, PRECEDENCE["Pow"]) if atomic else self._print(base)
+        if n > _MAX_MULTIPLIED_POWER:
+            printed = self._print(base)
+            magnitude = f"tl.exp2({float(n)!r} * tl.log2(tl.abs({printed})))"
+            # An odd power keeps the sign of the base, which the log of |base| dropped.
+            text = f"tl.where({printed} < 0.0, -1.0, 1.0) * {magnitude}" if n % 2 else magnitude
+            return f"({text})" if atomic else text
+        factor = self.parenthesize(base, PRECEDENCE["Pow"])
+        text = " * ".join([factor] * n)
+        return f"({text})" if atomic else text
+
+    def _print_exp(self, expr):
+        return f"tl.exp({self._print(expr.args[0])})"
+
+    def _print_log(self, expr):
+        return f"tl.log({self._print(expr.args[0])})"
+
+    def _print_sin(self, expr):
+        return f"tl.sin({self._print(expr.args[0])})"
+
+    def _print_cos(self, expr):
+        return f"tl.cos({self._print(expr.args[0])})"
+
+    def _print_erf(self, expr):
+        return f"tl.erf({self._print(expr.args[0])})"
+
+    def _print_Abs(self, expr):
+        return f"tl.abs({self._print(expr.args[0])})"
+
+    def _print_sign(self, expr):
+        x = self._print(expr.args[0])
+        return f"tl.where({x} > 0.0, 1.0, tl.where({x} < 0.0, -1.0, 0.0))"
+
+    def _print_tanh(self, expr):
+        return f"(2.0 * tl.sigmoid({self._print(2 * expr.args[0])}) - 1.0)"
+
+    def _print_Sigmoid(self, expr):
+        return f"tl.sigmoid({self._print(expr.args[0])})"
+
+    def _print_Softplus(self, expr):
+        x = self._print(expr.args[0])
+        return f"(tl.maximum({x}, 0.0) + tl.log(1.0 + tl.exp(-tl.abs({x}))))"
+
+    def _print_LogSigmoid(self, expr):
+        x = self._print(expr.args[0])
+        return f"(tl.minimum({x}, 0.0) - tl.log(1.0 + tl.exp(-tl.abs({x}))))"
+
+    def _print_Relu(self, expr):
+        return f"tl.maximum({self._print(expr.args[0])}, 0.0)"
+
+    def _print_Maximum(self, expr):
+        return f"tl.maximum({self._print(expr.args[0])}, {self._print(expr.args[1])})"
+
+    def _print_Minimum(self, expr):
+        return f"tl.minimum({self._print(expr.args[0])}, {self._print(expr.args[1])})"
+
+    def _print_Max(self, expr):
+        text = self._print(expr.args[0])
+        for arg in expr.args[1:]:
+            text = f"tl.maximum({text}, {self._print(arg)})"
+        return text
+
+    def _print_Min(self, expr):
+        text = self._print(expr.args[0])
+        for arg in expr.args[1:]:
+            text = f"tl.minimum({text}, {self._print(arg)})"
+        return text
+
+    def _print_Piecewise(self, expr):
+        *branches, (otherwise, last_condition) = expr.args
+        if last_condition is not sympy.true:
+            raise ValueError(f"Piecewise without a default branch has no value everywhere: {expr}")
+        text = self._print(otherwise)
+        for value, condition in reversed(branches):
+            text = f"tl.where({self._print(condition)}, {self._print(value)}, {text})"
+        return text
+
+    def _print_Relational(self, expr):
+        operators = {"==": "==", "!=": "!=", ">": ">", ">=": ">=", "<": "<", "<=": "<="}
+        if expr.rel_op not in operators:
+            return self._print_Basic(expr)
+        # Arithmetic binds tighter than comparisons in Python, so neither side needs parentheses.
+        return f"{self._print(expr.lhs)} {operators[expr.rel_op]} {self._print(expr.rhs)}"
+
+    def _print_And(self, expr):
+        return " & ".join(f"({self._print(arg)})" for arg in expr.args)
+
+    def _print_Or(self, expr):
+        return " | ".join(f"({self._print(arg)})" for arg in expr.args)
+
+    def _print_Not(self, expr):
+        return f"~({self._print(expr.args[0])})"
+
+    def _print_BooleanTrue(self, expr):
+        return "True"
+
+    def _print_BooleanFalse(self, expr):
+        return "False"
+
+
+class FormulaPrinter(StrPrinter):
+    """Human-readable formulas in the canonical op names, parseable again by ``parse_formula``."""
+
+    def _print_Piecewise(self, expr):
+        *branches, (otherwise, _) = expr.args
+        text = self._print(otherwise)
+        for value, condition in reversed(branches):
+            text = f"where({self._print(condition)}, {self._print(value)}, {text})"
+        return text
+
+    def _print_Relational(self, expr):
+        return f"{self._print(expr.lhs)} {expr.rel_op} {self._print(expr.rhs)}"
+
+    def _print_And(self, expr):
+        return " & ".join(f"({self._print(arg)})" for arg in expr.args)
+
+    def _print_Or(self, expr):
+        return " | ".join(f"({self._print(arg)})" for arg in expr.args)
+
+    def _print_Abs(self, expr):
+        return f"abs({self._print(expr.args[0])})"
+
+    def _print_Float(self, expr):
+        return repr(float(expr))
+
+    def _print_Pow(self, expr, rational=False):
+        if expr.exp == -sympy.S.Half:
+            return f"rsqrt({self._print(expr.base)})"
+        return super()._print_Pow(expr, rational=rational)
+
+
+def print_triton(expr: sympy.Basic) -> str:
+    return TritonPrinter().doprint(expr)
+
+
+def format_formula(expr: sympy.Basic) -> str:
+    """Readable formula; exact decimals such as 8943/200000 read as the float 0.044715 they came from."""
+    long_fractions = {number: sympy.Float(float(number)) for number in expr.atoms(sympy.Rational) if number.q > 100}
+    return FormulaPrinter().doprint(expr.xreplace(long_fractions))
+
+
+__all__ = ["FormulaPrinter", "TritonPrinter", "float_literal", "format_formula", "print_triton"]

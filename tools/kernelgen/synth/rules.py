@@ -1,0 +1,286 @@
+"""THE op table of tier-1 synthesis (in the spirit of PyTorch's ``derivatives.yaml``).
+
+One row per canonical op name: ``build`` turns arguments (sympy expressions or Python numbers) and keyword
+constants into a sympy expression; ``derivative`` documents the gradient convention per tensor argument, as a
+formula in the build function's argument names at the default constants. The documented derivatives are checked
+against ``sympy.diff`` of ``build`` by the tests, so they cannot drift from what synthesis derives.
+
+Conventions (match torch.autograd, kinks included): ``relu'(0) = 0``; ``leaky_relu' = x > 0 ? 1 : slope``;
+``hardtanh' = 1`` strictly inside ``(min_val, max_val)``; ``clamp' = 1`` for ``min <= x <= max``;
+``abs' = sign(x)``; ``maximum``/``minimum`` split ties half/half; ``where`` routes the gradient by its condition;
+``elu' = x > 0 ? 1 : alpha * exp(x)``; ``softplus' = sigmoid(beta x)`` below the threshold, 1 above.
+
+Comparisons (``gt`` ... ``ne``) return sympy relationals; used as numbers they become 0/1 indicators, used as the
+condition of ``where`` they select. ``log1p``/``expm1`` are built as ``log(1 + x)``/``exp(x) - 1``: exact math, but
+in fp32 they lose relative precision for ``|x| << 1`` (no log1p/expm1 in core ``tl``).
+
+Adding an op = adding one row to ``_ROWS``.
+"""
+
+import difflib
+import inspect
+import math
+
+from dataclasses import dataclass
+from dataclasses import field
+from fractions import Fraction
+from typing import Callable
+
+import sympy
+
+from sympy.core.relational import Relational
+from sympy.logic.boolalg import BooleanAtom
+from sympy.logic.boolalg import BooleanFunction
+
+from tools.kernelgen.synth.functions import LogSigmoid
+from tools.kernelgen.synth.functions import Maximum
+from tools.kernelgen.synth.functions import Minimum
+from tools.kernelgen.synth.functions import Relu
+from tools.kernelgen.synth.functions import Sigmoid
+from tools.kernelgen.synth.functions import Softplus
+from tools.kernelgen.synth.functions import indicator
+from tools.kernelgen.synth.functions import select
+
+
+class UnsupportedOpError(ValueError):
+    """An op name that is not in the table; the message lists the nearest supported names."""
+
+    def __init__(self, op: str):
+        self.op = op
+        nearest = difflib.get_close_matches(op, sorted(SUPPORTED_OPS), n=4, cutoff=0.5)
+        hint = ", ".join(nearest) if nearest else "none close; see tools/kernelgen/synth/rules.py"
+        super().__init__(f"unsupported element-wise op {op!r} (nearest supported: {hint})")
+
+
+@dataclass(frozen=True)
+class OpRule:
+    name: str
+    build: Callable[..., sympy.Basic]
+    derivative: dict[str, str] = field(default_factory=dict)
+
+
+def to_sympy_number(value) -> sympy.Expr:
+    """A Python number as the most exact sympy number that prints back to the same float.
+
+    Integral values become ``Integer`` (so ``x ** 2.0`` prints as a multiplication), short decimals such as
+    ``0.044715`` or ``1e-6`` become the exact decimal ``Rational`` (sympy then folds constants exactly), and
+    anything else stays a 53-bit ``Float``.
+    """
+    if isinstance(value, sympy.Basic):
+        return value
+    if isinstance(value, bool):
+        return sympy.Integer(int(value))
+    if isinstance(value, int):
+        return sympy.Integer(value)
+    if not isinstance(value, float):
+        raise TypeError(f"expected a number or a sympy expression, got {type(value).__name__}: {value!r}")
+    if not math.isfinite(value):
+        raise ValueError(f"non-finite constant {value!r} cannot be part of an element-wise formula")
+    if value.is_integer() and abs(value) < 2**53:
+        return sympy.Integer(int(value))
+    if Fraction(value).denominator <= 1024:
+        return sympy.Rational(Fraction(value).numerator, Fraction(value).denominator)
+    text = repr(value)
+    if len(text.replace("-", "").replace(".", "").split("e")[0]) <= 8:
+        return sympy.Rational(text)
+    return sympy.Float(value)
+
+
+def is_condition(arg) -> bool:
+    """True for comparison results and their combinations (sympy symbols are ``Boolean`` too, so test kinds)."""
+    return isinstance(arg, (Relational, BooleanAtom, BooleanFunction))
+
+
+def _value(arg) -> sympy.Expr:
+    """An argument used as a number: relationals (comparison results) become 0/1 indicators."""
+    arg = to_sympy_number(arg)
+    if is_condition(arg):
+        return indicator(arg)
+    return arg
+
+
+def _condition(arg):
+    """An argument used as a condition: relationals as they are, numbers as ``arg != 0`` (torch truthiness)."""
+    arg = to_sympy_number(arg)
+    if is_condition(arg):
+        return arg
+    return sympy.Ne(arg, 0)
+
+
+def _constant_exponent(exponent) -> sympy.Expr:
+    exponent = _value(exponent)
+    if not (exponent.is_number and exponent.is_real):
+        raise ValueError(f"pow: the exponent must be a constant number, got {exponent}")
+    return exponent
+
+
+def _add(a, b, alpha=1):
+    return _value(a) + _value(alpha) * _value(b)
+
+
+def _sub(a, b, alpha=1):
+    return _value(a) - _value(alpha) * _value(b)
+
+
+def _div(a, b, rounding_mode=None):
+    if rounding_mode is not None:
+        raise ValueError(f"div: rounding_mode={rounding_mode!r} is not differentiable; only true division is supported")
+    return _value(a) / _value(b)
+
+
+def _pow(x, exponent):
+    return _value(x) ** _constant_exponent(exponent)
+
+
+def _gelu(x, approximate="none"):
+    x = _value(x)
+    if approximate == "none":
+        return x * (1 + sympy.erf(x / sympy.sqrt(2))) / 2
+    if approximate == "tanh":
+        inner = sympy.sqrt(2 / sympy.pi) * (x + sympy.Rational("0.044715") * x**3)
+        return x * (1 + sympy.tanh(inner)) / 2
+    raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+
+
+def _leaky_relu(x, negative_slope=0.01):
+    x = _value(x)
+    return select(x > 0, x, _value(negative_slope) * x)
+
+
+def _elu(x, alpha=1.0):
+    x = _value(x)
+    return select(x > 0, x, _value(alpha) * (sympy.exp(x) - 1))
+
+
+def _softplus(x, beta=1, threshold=20):
+    x, beta, threshold = _value(x), _value(beta), _value(threshold)
+    # torch returns x itself once beta * x exceeds the threshold (log(1 + exp(u)) == u there in fp32 anyway).
+    return select(beta * x > threshold, x, Softplus(beta * x) / beta)
+
+
+def _hardtanh(x, min_val=-1.0, max_val=1.0):
+    x, low, high = _value(x), _value(min_val), _value(max_val)
+    # Closed conditions at the bounds: torch's gradient is 1 only strictly inside (min_val, max_val).
+    return sympy.Piecewise((low, x <= low), (high, x >= high), (x, True))
+
+
+def _clamp(x, min=None, max=None):
+    x = _value(x)
+    low = None if min is None or min == -math.inf else _value(min)
+    high = None if max is None or max == math.inf else _value(max)
+    if low is None and high is None:
+        raise ValueError("clamp: at least one of min and max must be given")
+    # Strict conditions: torch's gradient is 1 for min <= x <= max, bounds included. Assumes min <= max.
+    branches = []
+    if high is not None:
+        branches.append((high, x > high))
+    if low is not None:
+        branches.append((low, x < low))
+    return sympy.Piecewise(*branches, (x, True))
+
+
+def _where(condition, x, y):
+    return select(_condition(condition), _value(x), _value(y))
+
+
+def _unary(function: Callable[[sympy.Expr], sympy.Expr]) -> Callable[[sympy.Expr], sympy.Expr]:
+    def build(x):
+        return function(_value(x))
+
+    return build
+
+
+def _binary(function: Callable[[sympy.Expr, sympy.Expr], sympy.Basic]) -> Callable[..., sympy.Basic]:
+    def build(a, b):
+        return function(_value(a), _value(b))
+
+    return build
+
+
+_ROWS = (
+    OpRule("add", _add, {"a": "1", "b": "1"}),
+    OpRule("sub", _sub, {"a": "1", "b": "-1"}),
+    OpRule("mul", _binary(lambda a, b: a * b), {"a": "b", "b": "a"}),
+    OpRule("div", _div, {"a": "1 / b", "b": "-a / b**2"}),
+    OpRule("neg", _unary(lambda x: -x), {"x": "-1"}),
+    OpRule("pow", _pow),
+    OpRule("square", _unary(lambda x: x**2), {"x": "2 * x"}),
+    OpRule("reciprocal", _unary(lambda x: 1 / x), {"x": "-1 / x**2"}),
+    OpRule("exp", _unary(sympy.exp), {"x": "exp(x)"}),
+    OpRule("log", _unary(sympy.log), {"x": "1 / x"}),
+    OpRule("log1p", _unary(lambda x: sympy.log(1 + x)), {"x": "1 / (1 + x)"}),
+    OpRule("expm1", _unary(lambda x: sympy.exp(x) - 1), {"x": "exp(x)"}),
+    OpRule("sqrt", _unary(sympy.sqrt), {"x": "0.5 * rsqrt(x)"}),
+    OpRule("rsqrt", _unary(lambda x: 1 / sympy.sqrt(x)), {"x": "-0.5 * rsqrt(x) / x"}),
+    OpRule("abs", _unary(sympy.Abs), {"x": "sign(x)"}),
+    OpRule("sign", _unary(sympy.sign), {"x": "0"}),
+    OpRule("tanh", _unary(sympy.tanh), {"x": "1 - tanh(x)**2"}),
+    OpRule("sigmoid", _unary(Sigmoid), {"x": "sigmoid(x) * (1 - sigmoid(x))"}),
+    OpRule("silu", _unary(lambda x: x * Sigmoid(x)), {"x": "sigmoid(x) * (1 + x * (1 - sigmoid(x)))"}),
+    OpRule("gelu", _gelu, {"x": "0.5 * (1 + erf(x / sqrt(2))) + x * exp(-x**2 / 2) / sqrt(2 * pi)"}),
+    OpRule("relu", _unary(Relu), {"x": "where(x > 0, 1, 0)"}),
+    OpRule("leaky_relu", _leaky_relu, {"x": "where(x > 0, 1, 0.01)"}),
+    OpRule("elu", _elu, {"x": "where(x > 0, 1, exp(x))"}),
+    OpRule("softplus", _softplus, {"x": "where(x > 20, 1, sigmoid(x))"}),
+    OpRule(
+        "mish",
+        _unary(lambda x: x * sympy.tanh(Softplus(x))),
+        {"x": "tanh(log1p(exp(x))) + x * sigmoid(x) * (1 - tanh(log1p(exp(x)))**2)"},
+    ),
+    OpRule("logsigmoid", _unary(LogSigmoid), {"x": "1 - sigmoid(x)"}),
+    OpRule("hardtanh", _hardtanh, {"x": "where((x > -1) & (x < 1), 1, 0)"}),
+    OpRule("clamp", _clamp),
+    OpRule("where", _where, {"x": "where(condition, 1, 0)", "y": "where(condition, 0, 1)"}),
+    OpRule("gt", _binary(lambda a, b: a > b)),
+    OpRule("ge", _binary(lambda a, b: a >= b)),
+    OpRule("lt", _binary(lambda a, b: a < b)),
+    OpRule("le", _binary(lambda a, b: a <= b)),
+    OpRule("eq", _binary(sympy.Eq)),
+    OpRule("ne", _binary(sympy.Ne)),
+    OpRule("maximum", _binary(Maximum), {"a": "where(a > b, 1, where(a == b, 0.5, 0))"}),
+    OpRule("minimum", _binary(Minimum), {"a": "where(a < b, 1, where(a == b, 0.5, 0))"}),
+    OpRule("sin", _unary(sympy.sin), {"x": "cos(x)"}),
+    OpRule("cos", _unary(sympy.cos), {"x": "-sin(x)"}),
+    OpRule("erf", _unary(sympy.erf), {"x": "2 / sqrt(pi) * exp(-x**2)"}),
+)
+
+OPS: dict[str, OpRule] = {row.name: row for row in _ROWS}
+SUPPORTED_OPS: frozenset[str] = frozenset(OPS)
+
+# Keyword arguments that never change the math (torch's in-place flags).
+_IGNORED_KWARGS = ("inplace",)
+
+
+def tensor_arguments(name: str) -> list[str]:
+    """Names of the positional arguments of op ``name``'s build function (``x``, ``a``/``b``, ``condition``...)."""
+    rule = OPS.get(name)
+    if rule is None:
+        raise UnsupportedOpError(name)
+    parameters = inspect.signature(rule.build).parameters.values()
+    return [p.name for p in parameters if p.default is inspect.Parameter.empty]
+
+
+def apply_op(name: str, *args, **kwargs) -> sympy.Basic:
+    """The sympy expression of op ``name`` applied to ``args`` with keyword constants ``kwargs``."""
+    rule = OPS.get(name)
+    if rule is None:
+        raise UnsupportedOpError(name)
+    for ignored in _IGNORED_KWARGS:
+        kwargs.pop(ignored, None)
+    try:
+        bound = inspect.signature(rule.build).bind(*args, **kwargs)
+    except TypeError as error:
+        raise ValueError(f"{name}: {error}") from None
+    return rule.build(*bound.args, **bound.kwargs)
+
+
+__all__ = [
+    "OPS",
+    "SUPPORTED_OPS",
+    "OpRule",
+    "UnsupportedOpError",
+    "apply_op",
+    "is_condition",
+    "tensor_arguments",
+    "to_sympy_number",
+]
