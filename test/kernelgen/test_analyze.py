@@ -1,0 +1,548 @@
+"""The analyzer: REF forms, tracing, classification, parameter discovery, errors, and for every tier-1 built-in
+the synthesized Triton statements executed on torch (a ``tl`` shim, float64) against the reference and autograd."""
+
+import functools
+import textwrap
+
+import pytest
+import torch
+
+from tools.kernelgen.analyze import AnalyzeError
+from tools.kernelgen.analyze import analyze
+from tools.kernelgen.analyze import list_builtin_references
+from tools.kernelgen.analyze.load import load_reference
+from tools.kernelgen.profile import dump_yaml
+from tools.kernelgen.profile import load_yaml
+from tools.kernelgen.profile import validate_profile
+
+TIER1_BUILTINS = [
+    "clamp_mul",
+    "dyt",
+    "gated_sin",
+    "geglu",
+    "hardtanh",
+    "leaky_relu_mul",
+    "logsigmoid",
+    "mish",
+    "reglu",
+    "relu_squared",
+    "snake",
+    "softplus_gate",
+    "swiglu",
+]
+EXPECTED_TIERS = {**{name: 1 for name in TIER1_BUILTINS}, "rms_norm": 2, "layer_norm": 2, "softmax": 2}
+EXPECTED_TIERS["cross_entropy"] = 3
+
+
+@functools.lru_cache(maxsize=None)
+def analyzed(name):
+    """Sympy synthesis costs up to a second or two per reference: analyze each built-in once per session."""
+    return analyze(name)
+
+
+def write(tmp_path, filename, source):
+    path = tmp_path / filename
+    path.write_text(textwrap.dedent(source).lstrip(), encoding="utf-8")
+    return path
+
+
+# REF forms -----------------------------------------------------------------------------------------------------
+def test_builtin_library_lists_required_references():
+    names = list_builtin_references()
+    assert set(EXPECTED_TIERS) <= set(names)
+    assert names == sorted(names)
+
+
+def test_builtin_reference_profile_identity():
+    profile = analyzed("geglu")
+    assert profile.operation_name == "geglu"
+    assert profile.function_class_name == "LigerGELUMulFunction"
+    assert profile.module_class_name == "LigerGEGLUMLP"
+    assert profile.module.kind == "mlp"
+    assert [p.name for p in profile.module.init_params] == ["config"]
+    assert profile.reference.origin == "builtin:geglu"
+    assert profile.reference.entry == "geglu"
+    assert profile.reference.kind == "function"
+    assert 'F.gelu(a, approximate="tanh") * b' in profile.reference.source
+    assert profile.forward_computation == "y = gelu_tanh(a) * b"
+    assert profile.backward.recompute == ["gelu_tanh(a)"]
+    assert profile.backward.saved_tensors == ["a", "b"]
+    assert set(profile.backward.gradient_formulas) == {"grad_a", "grad_b"}
+    assert profile.math.synthesized
+    assert "tanh" in profile.precision_sensitive_ops
+    assert profile.benchmark.variable == "BT"
+    assert profile.benchmark.x_values == [1024, 2048, 4096, 8192, 16384]
+    assert profile.benchmark.providers == ["liger", "torch", "torch_compile"]
+    assert profile.benchmark.fixed_config["hidden_size"] == 4096
+    assert validate_profile(profile) == []
+
+
+FILE_SOURCE = """
+import torch
+
+
+def scaled_swish(x, gate, beta: float = 1.5):
+    return x * torch.sigmoid(beta * gate)
+"""
+
+
+def test_file_reference_single_function(tmp_path):
+    path = write(tmp_path, "swish.py", FILE_SOURCE)
+    profile = analyze(str(path))
+    assert profile.operation_name == "scaled_swish"
+    assert profile.reference.origin == str(path)
+    assert profile.reference.entry == "scaled_swish"
+    assert [t.name for t in profile.inputs] == ["x", "gate"]
+    assert [(h.name, h.type, h.default, h.constexpr) for h in profile.hyperparameters] == [
+        ("beta", "float", 1.5, False)
+    ]
+    assert profile.tier == 1
+    assert profile.forward_computation == "y = x * sigmoid(beta * gate)"
+    assert validate_profile(profile) == []
+
+
+def test_file_symbol_reference_and_name_override(tmp_path):
+    path = write(
+        tmp_path,
+        "acts.py",
+        """
+        import torch
+        import torch.nn as nn
+
+
+        def helper_gate(a, b):
+            return torch.tanh(a) * b
+
+
+        class SquarePlusOne(nn.Module):
+            def forward(self, x):
+                return x * x + 1.0
+        """,
+    )
+    profile = analyze(f"{path}:SquarePlusOne")
+    assert profile.operation_name == "square_plus_one"
+    assert profile.reference.kind == "module"
+    assert profile.reference.entry == "SquarePlusOne"
+    renamed = analyze(f"{path}:helper_gate", name="tanh_gate")
+    assert renamed.operation_name == "tanh_gate"
+    assert renamed.function_class_name == "LigerTanhGateFunction"
+    assert renamed.tier == 1
+
+
+def test_stdin_source_reference():
+    profile = analyze("-", stdin_source=textwrap.dedent(FILE_SOURCE))
+    assert profile.reference.origin == "<stdin>"
+    assert profile.operation_name == "scaled_swish"
+    assert profile.reference.source == textwrap.dedent(FILE_SOURCE)
+    by_symbol = analyze("-:scaled_swish", stdin_source=textwrap.dedent(FILE_SOURCE), name="swish_gate")
+    assert by_symbol.operation_name == "swish_gate"
+
+
+def test_stdin_without_source_is_an_error():
+    with pytest.raises(AnalyzeError, match="stdin"):
+        analyze("-")
+
+
+# Bad REF forms -------------------------------------------------------------------------------------------------
+def assert_one_line(error: AnalyzeError):
+    assert "\n" not in str(error)
+
+
+def test_missing_file(tmp_path):
+    missing = tmp_path / "nope.py"
+    with pytest.raises(AnalyzeError) as info:
+        analyze(str(missing))
+    assert str(info.value) == f"{missing}: no such file"
+
+
+def test_unknown_builtin_lists_the_available_ones():
+    with pytest.raises(AnalyzeError) as info:
+        analyze("not_a_kernel")
+    assert_one_line(info.value)
+    assert "unknown reference" in str(info.value) and "geglu" in str(info.value)
+
+
+def test_missing_symbol_names_file_and_candidates(tmp_path):
+    path = write(tmp_path, "swish.py", FILE_SOURCE)
+    with pytest.raises(AnalyzeError) as info:
+        analyze(f"{path}:Nope")
+    assert_one_line(info.value)
+    assert str(info.value).startswith(f"{path}: no symbol 'Nope'")
+    assert "scaled_swish" in str(info.value)
+
+
+def test_syntax_error_names_file_and_line(tmp_path):
+    path = write(tmp_path, "broken.py", "import torch\n\n\ndef f(x):\n    return x +* 2\n")
+    with pytest.raises(AnalyzeError) as info:
+        analyze(str(path))
+    assert_one_line(info.value)
+    assert str(info.value).startswith(f"{path}:5: syntax error")
+
+
+def test_error_while_executing_names_the_line(tmp_path):
+    path = write(tmp_path, "raises.py", "import torch\n\nSCALE = undefined_name * 2\n\n\ndef f(x):\n    return x\n")
+    with pytest.raises(AnalyzeError) as info:
+        analyze(str(path))
+    assert str(info.value).startswith(f"{path}:3: executing the reference failed: NameError")
+
+
+def test_ambiguous_file_asks_for_a_symbol(tmp_path):
+    path = write(
+        tmp_path,
+        "two.py",
+        """
+        import torch
+
+
+        def first(x):
+            return torch.exp(x)
+
+
+        def second(x):
+            return torch.log(x)
+        """,
+    )
+    with pytest.raises(AnalyzeError) as info:
+        analyze(str(path))
+    assert_one_line(info.value)
+    assert "several candidates (first, second)" in str(info.value)
+    assert f"{path}:first" in str(info.value)
+
+
+def test_file_without_candidates(tmp_path):
+    path = write(tmp_path, "empty.py", "SCALE = 2.0\n")
+    with pytest.raises(AnalyzeError, match="defines no public function"):
+        analyze(str(path))
+
+
+# Unsupported constructs --------------------------------------------------------------------------------------
+def test_unknown_op_names_op_and_line(tmp_path):
+    path = write(
+        tmp_path,
+        "bessel.py",
+        """
+        import torch
+
+
+        def bessel_gate(x, y):
+            scaled = x * 2.0
+            return torch.special.bessel_j0(scaled) * y
+        """,
+    )
+    with pytest.raises(AnalyzeError) as info:
+        analyze(str(path))
+    message = str(info.value)
+    assert_one_line(info.value)
+    assert message.startswith(f"{path}:6: `torch.special.bessel_j0`")
+    assert "not element-wise-synthesizable" in message
+    assert "--profile" in message
+
+
+def test_data_dependent_control_flow_names_line(tmp_path):
+    path = write(
+        tmp_path,
+        "branchy.py",
+        """
+        import torch
+
+
+        def branchy(x):
+            if x.sum() > 0:
+                return x
+            return -x
+        """,
+    )
+    with pytest.raises(AnalyzeError) as info:
+        analyze(str(path))
+    assert_one_line(info.value)
+    assert str(info.value).startswith(f"{path}:5: data-dependent Python control flow")
+    assert "torch.where" in str(info.value)
+
+
+def test_unsynthesizable_element_wise_use_names_line(tmp_path):
+    path = write(tmp_path, "powx.py", "import torch\n\n\ndef pow_x(x):\n    return torch.pow(2.0, x)\n")
+    with pytest.raises(AnalyzeError) as info:
+        analyze(str(path))
+    assert str(info.value).startswith(f"{path}:5: `torch.pow`")
+    assert "exponent must be a constant" in str(info.value)
+
+
+def test_module_needing_unknown_init_argument(tmp_path):
+    path = write(
+        tmp_path,
+        "needs.py",
+        """
+        import torch.nn as nn
+
+
+        class Scaled(nn.Module):
+            def __init__(self, factor_table):
+                super().__init__()
+                self.factor_table = factor_table
+
+            def forward(self, x):
+                return x * 2.0
+        """,
+    )
+    with pytest.raises(AnalyzeError, match="__init__ needs 'factor_table'.*init_args"):
+        analyze(str(path))
+
+
+# Classification ----------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", sorted(EXPECTED_TIERS))
+def test_builtin_classification(name):
+    profile = analyzed(name)
+    assert profile.tier == EXPECTED_TIERS[name]
+    assert profile.tier_reason.endswith(".")
+    assert profile.tier_description
+    assert profile.closest_existing_kernel
+    # Every profile must dump to YAML and read back, complete or not.
+    again = load_yaml(dump_yaml(profile), validate=False)
+    assert again.tier == profile.tier and again.reference.source == profile.reference.source
+
+
+def test_tier_reasons_name_the_deciding_ops():
+    assert analyzed("swiglu").tier_reason.startswith("only element-wise ops (silu, mul)")
+    assert "`.mean()` (line 14) reduces each row along the last dimension" in analyzed("rms_norm").tier_reason
+    assert "`torch.softmax`" in analyzed("softmax").tier_reason
+    assert "`F.cross_entropy` (line 14) is a loss over the class dimension" in analyzed("cross_entropy").tier_reason
+
+
+@pytest.mark.parametrize("name", ["rms_norm", "layer_norm", "softmax", "cross_entropy"])
+def test_tier2_and_tier3_leave_math_with_a_todo(name):
+    profile = analyzed(name)
+    assert profile.math.forward == [] and profile.math.backward == [] and not profile.math.synthesized
+    assert f"tier {profile.tier} math is not synthesized" in profile.math.extra["todo"]
+    problems = validate_profile(profile)
+    if profile.tier == 2:
+        assert any(problem.startswith("math.row_statistics") for problem in problems)
+
+
+def test_cross_entropy_inputs_hyperparameters_and_kind():
+    profile = analyzed("cross_entropy")
+    logits, target = profile.inputs
+    assert (logits.name, logits.dtype, logits.requires_grad) == ("logits", "same", True)
+    assert (target.name, target.dtype, target.requires_grad, target.shape) == ("target", "int64", False, ["*"])
+    assert profile.outputs[0].shape == []
+    hypers = {h.name: h for h in profile.hyperparameters}
+    assert (hypers["ignore_index"].type, hypers["ignore_index"].default) == ("int", -100)
+    assert (hypers["label_smoothing"].type, hypers["label_smoothing"].constexpr) == ("float", False)
+    assert (hypers["reduction"].type, hypers["reduction"].constexpr) == ("str", True)
+    assert profile.module.kind == "loss"
+
+
+@pytest.mark.parametrize(
+    "body, tier, fragment",
+    [
+        ("return x.sum(dim=0)", 3, "reduces over dim 0"),
+        ("return x - x.mean()", 3, "reduces the whole tensor"),
+        ("return torch.matmul(x, x.transpose(-1, -2))", 3, "`torch.matmul`"),
+        ("return torch.log_softmax(x, -1).logsumexp(-1, keepdim=True).softmax(-1)", 3, "chain of 3"),
+        ("return x / x.norm(dim=-1, keepdim=True)", 2, "reduces each row"),
+        ("return x.float().exp().type_as(x)", 1, "only element-wise ops (exp)"),
+    ],
+)
+def test_classification_of_small_references(tmp_path, body, tier, fragment):
+    path = write(tmp_path, "ref.py", f"import torch\n\n\ndef ref(x):\n    {body}\n")
+    profile = analyze(str(path))
+    assert profile.tier == tier
+    assert fragment in profile.tier_reason
+
+
+def test_casts_are_noted(tmp_path):
+    path = write(tmp_path, "cast.py", "import torch\n\n\ndef ref(x):\n    return x.float().exp().type_as(x)\n")
+    profile = analyze(str(path))
+    assert profile.math.extra["casts"] == [".float() at line 5", ".type_as() at line 5"]
+
+
+# Parameter and hyper-parameter discovery ---------------------------------------------------------------------
+def test_dyt_parameters():
+    profile = analyzed("dyt")
+    params = {(p.name, p.shape, p.init, p.init_value) for p in profile.parameters}
+    assert params == {
+        ("alpha", "scalar", "constant", 0.5),
+        ("weight", "channel", "ones", None),
+        ("bias", "channel", "zeros", None),
+    }
+    assert profile.hyperparameters == []  # init_alpha only initialises alpha
+    assert [(p.name, p.default) for p in profile.module.init_params] == [("hidden_size", None), ("init_alpha", 0.5)]
+    assert profile.module.size_param == "hidden_size"
+    assert profile.tiling.needs_sm_parallelism
+    assert profile.backward.saved_tensors == ["x", "alpha", "weight"]
+    assert profile.backward.recompute == ["tanh(alpha * x)"]
+    assert profile.forward_computation == "y = weight * tanh(alpha * x) + bias"
+    assert profile.function_class_name == "LigerDyTFunction"
+
+
+def test_leaky_relu_mul_hyperparameter():
+    profile = analyzed("leaky_relu_mul")
+    (slope,) = profile.hyperparameters
+    assert (slope.name, slope.type, slope.default, slope.constexpr) == ("negative_slope", "float", 0.01, False)
+    assert any("negative_slope" in statement for statement in profile.math.forward)
+    assert not profile.tiling.needs_sm_parallelism
+    assert profile.parameters == []
+
+
+def test_rms_norm_module_eps_and_weight(tmp_path):
+    path = write(
+        tmp_path,
+        "norm.py",
+        """
+        import torch
+        import torch.nn as nn
+
+
+        class MyRMSNorm(nn.Module):
+            def __init__(self, dim, eps=1e-5):
+                super().__init__()
+                self.eps = eps
+                self.weight = nn.Parameter(torch.ones(dim))
+
+            def forward(self, hidden_states):
+                variance = hidden_states.float().pow(2).mean(-1, keepdim=True)
+                return self.weight * (hidden_states * torch.rsqrt(variance + self.eps))
+        """,
+    )
+    profile = analyze(str(path))
+    assert profile.operation_name == "my_rms_norm"
+    assert profile.tier == 2
+    assert [(h.name, h.type, h.default) for h in profile.hyperparameters] == [("eps", "float", 1e-5)]
+    assert [(p.name, p.shape, p.init) for p in profile.parameters] == [("weight", "channel", "ones")]
+    assert profile.module.kind == "norm"
+    assert profile.module.size_param == "dim"
+    assert "eps" in profile.forward_computation and "rsqrt" in profile.forward_computation
+    assert profile.test.input_domain == "real"  # rsqrt of a mean of squares plus eps is always defined
+
+
+def test_positive_input_domain(tmp_path):
+    path = write(tmp_path, "root.py", "import torch\n\n\ndef root_gate(x, y):\n    return torch.sqrt(x) * y\n")
+    assert analyze(str(path)).test.input_domain == "positive"
+    assert analyzed("logsigmoid").test.input_domain == "real"
+
+
+def test_string_hyperparameter_is_constexpr_and_specialized(tmp_path):
+    path = write(
+        tmp_path,
+        "gelu_mul.py",
+        """
+        import torch.nn.functional as F
+
+
+        def gelu_mul(a, b, approximate: str = "none"):
+            return F.gelu(a, approximate=approximate) * b
+        """,
+    )
+    profile = analyze(str(path))
+    (hyper,) = profile.hyperparameters
+    assert (hyper.name, hyper.type, hyper.default, hyper.constexpr) == ("approximate", "str", "none", True)
+    assert profile.math.extra["specialized"] == {"approximate": "none"}
+    assert "erf" in " ".join(profile.math.forward)
+
+
+# Tier 1 math, executed on torch ------------------------------------------------------------------------------
+def _tensor(value):
+    return value if torch.is_tensor(value) else torch.tensor(float(value), dtype=torch.float64)
+
+
+class TorchTL:
+    """Just enough of ``triton.language`` to run synthesized statements on float64 torch tensors."""
+
+    exp = staticmethod(torch.exp)
+    log = staticmethod(torch.log)
+    sqrt = staticmethod(torch.sqrt)
+    rsqrt = staticmethod(torch.rsqrt)
+    sin = staticmethod(torch.sin)
+    cos = staticmethod(torch.cos)
+    erf = staticmethod(torch.erf)
+    abs = staticmethod(torch.abs)
+    sigmoid = staticmethod(torch.sigmoid)
+    exp2 = staticmethod(torch.exp2)
+    log2 = staticmethod(torch.log2)
+    zeros_like = staticmethod(torch.zeros_like)
+
+    @staticmethod
+    def where(condition, x, y):
+        return torch.where(_tensor(condition).bool(), _tensor(x), _tensor(y))
+
+    @staticmethod
+    def maximum(x, y):
+        return torch.maximum(_tensor(x), _tensor(y))
+
+    @staticmethod
+    def minimum(x, y):
+        return torch.minimum(_tensor(x), _tensor(y))
+
+
+def run_statements(statements, names):
+    scope = {"tl": TorchTL, **names}
+    for statement in statements:
+        exec(statement, scope)
+    return scope
+
+
+# Hyper-parameters set away from their defaults prove they reach the math as runtime values.
+HYPER_OVERRIDES = {"leaky_relu_mul": {"negative_slope": 0.2}, "softplus_gate": {"beta": 2.0, "threshold": 3.0}}
+HYPER_OVERRIDES["hardtanh"] = {"min_val": -0.5, "max_val": 0.75}
+HYPER_OVERRIDES["clamp_mul"] = {"limit": 0.8}
+
+
+def reference_callable(profile, params, cols):
+    loaded = load_reference(profile.reference.origin.removeprefix("builtin:"))
+    if loaded.kind == "function":
+        return loaded.obj
+    module = loaded.obj(**{profile.module.size_param: cols}).double()
+    for name, value in params.items():
+        module.get_parameter(name).data.copy_(value)
+    return module
+
+
+@pytest.mark.parametrize("name", TIER1_BUILTINS)
+def test_tier1_math_matches_reference_and_autograd(name):
+    profile = analyzed(name)
+    generator = torch.Generator().manual_seed(len(name))
+    rows, cols = 4, 5
+    inputs = {t.name: torch.randn(rows, cols, generator=generator, dtype=torch.float64) * 2 for t in profile.inputs}
+    params = {}
+    for param in profile.parameters:
+        shape = (cols,) if param.shape == "channel" else ()
+        # Away from 0 so snake's 1/alpha stays tame; random so the gradients test more than the init value.
+        params[param.name] = torch.rand(shape, generator=generator, dtype=torch.float64) + 0.5
+    hypers = {h.name: h.default for h in profile.hyperparameters}
+    hypers.update(HYPER_OVERRIDES.get(name, {}))
+
+    leaves = {key: value.clone().requires_grad_(True) for key, value in {**inputs, **params}.items()}
+    reference = reference_callable(profile, params, cols)
+    if profile.reference.kind == "function":
+        expected = reference(*[leaves[t.name] for t in profile.inputs], **hypers)
+    else:
+        expected = reference(*[leaves[t.name] for t in profile.inputs])
+        leaves.update({key: reference.get_parameter(key) for key in params})
+    (output,) = profile.outputs
+    grad_output = torch.randn(rows, cols, generator=generator, dtype=torch.float64)
+    differentiable = [t.name for t in profile.inputs] + list(params)
+    expected_grads = torch.autograd.grad(expected, [leaves[key] for key in differentiable], grad_output)
+
+    forward_scope = run_statements(profile.math.forward, {**inputs, **params, **hypers})
+    torch.testing.assert_close(
+        _tensor(forward_scope[output.name]).expand(rows, cols), expected.detach(), rtol=1e-6, atol=1e-9
+    )
+
+    backward_scope = run_statements(
+        profile.math.backward, {**inputs, **params, **hypers, f"grad_{output.name}": grad_output}
+    )
+    for key, want in zip(differentiable, expected_grads):
+        got = _tensor(backward_scope[f"grad_{key}"]).expand(rows, cols)
+        if key in params:
+            # The kernel stores per-element contributions; the template sums them over rows (or everything).
+            got = got.sum(dim=0) if params[key].dim() == 1 else got.sum()
+        torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-9, msg=lambda m, key=key: f"{name} grad_{key}: {m}")
+
+
+@pytest.mark.parametrize("name", TIER1_BUILTINS)
+def test_tier1_profiles_validate_and_round_trip(name):
+    profile = analyzed(name)
+    assert validate_profile(profile) == []
+    again = load_yaml(dump_yaml(profile))
+    assert again.math.forward == profile.math.forward
+    assert again.math.backward == profile.math.backward
+    assert again.backward.gradient_formulas == profile.backward.gradient_formulas

@@ -1,0 +1,27 @@
+"""kernelgen's first stage: read a PyTorch reference and fill a kernel profile.
+
+``analyze(REF)`` loads the reference (built-in name, file.py, file.py:Symbol or stdin source), traces it into an
+fx graph, classifies it (tier 1 element-wise, 2 row reduction, 3 fused/complex), finds its tensor inputs,
+hyper-parameters and learnable parameters, and for tier 1 synthesizes the forward and backward Triton math.
+Tier 2/3 profiles carry everything but the math, with ``math.extra["todo"]`` saying what to write.
+"""
+
+from __future__ import annotations
+
+from tools.kernelgen.analyze.classify import classify
+from tools.kernelgen.analyze.errors import AnalyzeError
+from tools.kernelgen.analyze.fill import build_profile
+from tools.kernelgen.analyze.load import load_reference
+from tools.kernelgen.analyze.references import list_builtin_references
+from tools.kernelgen.analyze.trace import trace_reference
+from tools.kernelgen.profile import KernelProfile
+
+
+def analyze(ref: str, *, name: str | None = None, stdin_source: str | None = None) -> KernelProfile:
+    """The kernel profile of reference ``ref``; ``name`` overrides the operation name. Raises ``AnalyzeError``."""
+    loaded = load_reference(ref, stdin_source)
+    traced = trace_reference(loaded)
+    return build_profile(traced, classify(traced), name)
+
+
+__all__ = ["AnalyzeError", "analyze", "list_builtin_references"]

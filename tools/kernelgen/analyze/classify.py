@@ -1,0 +1,121 @@
+"""Tier classification of a traced reference, with a one-sentence reason that names the deciding op and line.
+
+1 (element-wise): only element-wise ops. 2 (row reduction): reductions along the last dimension only, at most
+two chained (mean then variance, max then sum of exponentials), every output one row-shaped tensor.
+3 (fused / complex): losses over a class dimension, gathers and indexing by tensor, matrix products, element
+reordering, reductions over other dims or over everything, longer reduction chains, or outputs of different shapes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch.fx as fx
+
+from tools.kernelgen.analyze.ops import REDUCTION
+from tools.kernelgen.analyze.ops import STRUCTURAL
+from tools.kernelgen.analyze.ops import OpCall
+from tools.kernelgen.analyze.ops import reduced_dims
+from tools.kernelgen.analyze.trace import TracedReference
+
+CLASS_LOSSES = ("cross_entropy", "nll_loss")
+INDEXING = ("gather", "index_select", "index", "embedding")
+PRODUCTS = ("matmul", "linear", "einsum")
+MAX_ROW_REDUCTION_CHAIN = 2
+
+
+@dataclass
+class Classification:
+    tier: int
+    reason: str
+    deciding_op: OpCall | None = None
+
+
+def _at(call: OpCall) -> str:
+    return f"`{call.label}`" + (f" (line {call.line})" if call.line is not None else "")
+
+
+def _structural_reason(call: OpCall) -> str:
+    if call.name in CLASS_LOSSES:
+        return f"{_at(call)} is a loss over the class dimension: each row is read in several passes and the target indexes into it"
+    if call.name in INDEXING:
+        return f"{_at(call)} gathers elements by a tensor of indices, so outputs do not line up with inputs"
+    if call.name in PRODUCTS:
+        return f"{_at(call)} is a matrix product: every output element mixes a whole row with a column"
+    if call.name.endswith("_loss") or call.name in (
+        "binary_cross_entropy",
+        "binary_cross_entropy_with_logits",
+        "kl_div",
+    ):
+        return f"{_at(call)} is a loss that reduces the whole tensor"
+    return (
+        f"{_at(call)} ({call.name}) moves elements between positions, which element-wise and row kernels cannot express"
+    )
+
+
+def _structural_rank(call: OpCall) -> int:
+    for rank, family in enumerate((CLASS_LOSSES, INDEXING, PRODUCTS)):
+        if call.name in family:
+            return rank
+    return 3
+
+
+def _input_rank(traced: TracedReference, call: OpCall) -> int | None:
+    shape = traced.shape(call.operands[0]) if call.operands else None
+    if shape is not None:
+        return len(shape)
+    return traced.rank if not traced.shapes_known else None
+
+
+def _reduction_chain_depth(traced: TracedReference) -> tuple[int, OpCall | None]:
+    depth: dict[fx.Node, int] = {}
+    deepest, deepest_call = 0, None
+    for node in traced.graph_module.graph.nodes:
+        inherited = max((depth.get(arg, 0) for arg in node.all_input_nodes), default=0)
+        call = traced.calls.get(node)
+        own = 1 if call is not None and call.family == REDUCTION else 0
+        depth[node] = inherited + own
+        if own and depth[node] > deepest:
+            deepest, deepest_call = depth[node], call
+    return deepest, deepest_call
+
+
+def classify(traced: TracedReference) -> Classification:
+    calls = list(traced.calls.values())
+    structural = [call for call in calls if call.family == STRUCTURAL]
+    if structural:
+        # The most telling op decides: a loss or a gather says more than the transpose that feeds it.
+        call = min(structural, key=_structural_rank)
+        return Classification(3, _structural_reason(call) + ".", call)
+    reductions = [call for call in calls if call.family == REDUCTION]
+    for call in reductions:
+        rank = _input_rank(traced, call)
+        dims = reduced_dims(call, rank)
+        if dims is None or rank is None:
+            continue
+        if len(dims) == rank and rank > 1:
+            return Classification(3, f"{_at(call)} reduces the whole tensor to a scalar, a loss-style reduction.", call)
+        if dims != (rank - 1,):
+            named = ", ".join(str(d) for d in dims)
+            return Classification(3, f"{_at(call)} reduces over dim {named}, not only the last dimension.", call)
+    depth, deepest = _reduction_chain_depth(traced)
+    if depth > MAX_ROW_REDUCTION_CHAIN:
+        reason = (
+            f"{_at(deepest)} ends a chain of {depth} dependent reductions, which needs several passes over each row."
+        )
+        return Classification(3, reason, deepest)
+    shapes = {traced.shape(node) for node in traced.outputs}
+    if len(traced.outputs) > 1 and len(shapes) > 1 and None not in shapes:
+        return Classification(3, f"it returns {len(traced.outputs)} outputs of different shapes.", None)
+    if reductions:
+        labels = list(dict.fromkeys(f"`{call.label}`" for call in reductions))
+        lines = sorted({call.line for call in reductions if call.line is not None})
+        where = f" (line {', '.join(map(str, lines))})" if lines else ""
+        verb = "reduces" if len(labels) == 1 else "reduce"
+        reason = f"{', '.join(labels)}{where} {verb} each row along the last dimension; outputs depend on whole rows."
+        return Classification(2, reason, reductions[0])
+    names = ", ".join(dict.fromkeys(call.name for call in calls if call.family == "elementwise")) or "none"
+    inputs = ", ".join(traced.tensor_inputs)
+    return Classification(
+        1, f"only element-wise ops ({names}): each output element depends only on {inputs} at the same position."
+    )

@@ -1,0 +1,125 @@
+"""Readable formulas of the traced graph, kept in the reference's own op structure.
+
+``gelu_tanh(a) * b`` reads better than the expanded sympy form; these strings fill ``forward_computation``
+and ``backward.recompute`` and quote ops in messages.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch.fx as fx
+
+from tools.kernelgen.analyze.ops import CAST
+from tools.kernelgen.analyze.ops import LAYOUT
+from tools.kernelgen.analyze.ops import OpCall
+from tools.kernelgen.analyze.trace import TracedReference
+
+_INFIX = {"add": ("+", 1), "sub": ("-", 1), "mul": ("*", 2), "div": ("/", 2), "pow": ("**", 4)}
+_COMPARISONS = {"gt": ">", "ge": ">=", "lt": "<", "le": "<=", "eq": "==", "ne": "!="}
+_ATOM = 10
+# Options that are spelled out only when they differ from these defaults.
+_QUIET_OPTIONS = {
+    "alpha": 1,
+    "rounding_mode": None,
+    "keepdim": False,
+    "weight": None,
+    "size_average": None,
+    "reduce": None,
+    "dtype": None,
+}
+
+
+def _number(value: Any) -> str:
+    return repr(value) if not isinstance(value, float) or not value.is_integer() else f"{value:.1f}"
+
+
+class Describer:
+    def __init__(self, traced: TracedReference, named: dict[fx.Node, str] | None = None):
+        self.traced = traced
+        self.named = named or {}  # shared intermediates rendered by name instead of inlined
+        self.cache: dict[fx.Node, tuple[str, int]] = {}
+
+    def node_name(self, node: fx.Node) -> str:
+        if node.op == "get_attr":
+            return self.traced.parameter_names.get(node.target, str(node.target).replace(".", "_"))
+        if node.op == "placeholder":
+            return self.traced.placeholder_names.get(node, str(node.target))
+        return node.name
+
+    def value(self, value: Any) -> tuple[str, int]:
+        if isinstance(value, fx.Node):
+            return self.node(value)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return _number(value), (_ATOM if value >= 0 else 0)
+        if isinstance(value, (tuple, list)):
+            return "(" + ", ".join(self.value(v)[0] for v in value) + ")", _ATOM
+        return repr(value), _ATOM
+
+    def text(self, value: Any) -> str:
+        return self.value(value)[0]
+
+    def node(self, node: fx.Node) -> tuple[str, int]:
+        if node in self.named:
+            return self.named[node], _ATOM
+        if node not in self.cache:
+            call = self.traced.calls.get(node)
+            self.cache[node] = (self.node_name(node), _ATOM) if call is None else self.call(call)
+        return self.cache[node]
+
+    def call(self, call: OpCall) -> tuple[str, int]:
+        operands = call.operands
+        if call.family in (CAST, LAYOUT):
+            return self.value(operands[0]) if operands else (call.name, _ATOM)
+        if call.name in _INFIX and len(operands) == 2:
+            symbol, precedence = _INFIX[call.name]
+            left, left_precedence = self.value(operands[0])
+            right, right_precedence = self.value(operands[1])
+            if call.name in ("add", "sub") and call.options.get("alpha", 1) != 1:
+                right, right_precedence = f"{self.text(call.options['alpha'])} * {_wrap(right, right_precedence, 2)}", 2
+            # Left-associative except **: the right operand of - and / needs parentheses at equal precedence.
+            left_needs = left_precedence < precedence or (call.name == "pow" and left_precedence == precedence)
+            right_needs = right_precedence < precedence or (right_precedence == precedence and call.name != "pow")
+            right_needs = right_needs and not (call.name in ("add", "mul") and right_precedence == precedence)
+            left = f"({left})" if left_needs else left
+            right = f"({right})" if right_needs else right
+            return f"{left} {symbol} {right}", precedence
+        if call.name in _COMPARISONS and len(operands) == 2:
+            return f"{self.text(operands[0])} {_COMPARISONS[call.name]} {self.text(operands[1])}", 0
+        if call.name == "neg":
+            inner, precedence = self.value(operands[0])
+            return f"-{_wrap(inner, precedence, 3)}", 3
+        name = call.name
+        options = dict(call.options)
+        if name == "gelu" and options.get("approximate") == "tanh":
+            name, options = "gelu_tanh", {}
+        elif name == "gelu":
+            options.pop("approximate", None)
+        arguments = [self.text(operand) for operand in operands]
+        for key, value in options.items():
+            if key in _QUIET_OPTIONS and value == _QUIET_OPTIONS[key]:
+                continue
+            if value is None and key in ("min", "max"):
+                continue
+            arguments.append(f"{key}={self.text(value)}")
+        return f"{name}({', '.join(arguments)})", _ATOM
+
+
+def _wrap(text: str, precedence: int, needed: int) -> str:
+    return f"({text})" if precedence < needed else text
+
+
+def forward_computation(traced: TracedReference) -> str:
+    """``y = ...`` per output; an intermediate read more than once is written out first under its fx name."""
+    shared = []
+    for node, call in traced.calls.items():
+        readers = [user for user in node.users if user in traced.calls or user.op == "output"]
+        if call.family not in (CAST, LAYOUT) and len(readers) > 1 and node not in traced.outputs:
+            shared.append(node)
+    describer = Describer(traced)
+    statements = []
+    for node in shared:
+        statements.append(f"{node.name} = {describer.text(node)}")
+        describer.named[node] = node.name
+    statements += [f"{name} = {describer.text(node)}" for name, node in zip(traced.output_names, traced.outputs)]
+    return "; ".join(statements)

@@ -1,0 +1,153 @@
+"""Resolve a REF string to the PyTorch reference it names and load it.
+
+REF forms: a built-in name (``geglu``), a Python file (``my_op.py``: its single public function or nn.Module
+subclass), ``my_op.py:Symbol``, or ``-`` / ``-:Symbol`` for source text read from stdin by the CLI. The
+source is the user's own code, so it is executed as-is in a fresh module namespace; its text is kept for
+the profile, and registered with ``linecache`` so traces and errors can quote its lines.
+"""
+
+from __future__ import annotations
+
+import inspect
+import itertools
+import linecache
+import sys
+import traceback
+import types
+
+from dataclasses import dataclass
+from dataclasses import field
+from pathlib import Path
+from typing import Any
+
+import torch.nn as nn
+
+from tools.kernelgen.analyze.errors import AnalyzeError
+from tools.kernelgen.analyze.references import builtin_reference_path
+from tools.kernelgen.analyze.references import list_builtin_references
+
+STDIN_ORIGIN = "<stdin>"
+HINTS_NAME = "KERNELGEN"
+_module_counter = itertools.count()
+
+
+@dataclass
+class LoadedReference:
+    """The reference entry point with everything later stages need to report on it."""
+
+    source: str
+    entry: str
+    obj: Any
+    kind: str  # "function" or "module"
+    origin: str  # "builtin:geglu", the path as given, or "<stdin>"
+    filename: str  # the file name compiled into the code objects (stack traces carry it)
+    hints: dict[str, Any] = field(default_factory=dict)
+    builtin_name: str | None = None
+
+
+def split_symbol(ref: str) -> tuple[str, str | None]:
+    """``file.py:Symbol`` -> (``file.py``, ``Symbol``); a colon not followed by an identifier stays in the path."""
+    head, sep, tail = ref.rpartition(":")
+    if sep and head and tail.isidentifier():
+        return head, tail
+    return ref, None
+
+
+def load_reference(ref: str, stdin_source: str | None = None) -> LoadedReference:
+    if not isinstance(ref, str) or not ref.strip():
+        raise AnalyzeError("empty REF: give a built-in name, a file.py, file.py:Symbol or - (stdin)")
+    target, symbol = split_symbol(ref.strip())
+    if target == "-":
+        if stdin_source is None:
+            raise AnalyzeError("REF '-' reads the reference from stdin, but no source text was given")
+        return _load_source(stdin_source, STDIN_ORIGIN, STDIN_ORIGIN, symbol)
+    if symbol is None and target in list_builtin_references():
+        path = builtin_reference_path(target)
+        loaded = _load_source(path.read_text(encoding="utf-8"), f"builtin:{target}", str(path), None)
+        loaded.builtin_name = target
+        return loaded
+    path = Path(target)
+    if not path.is_file():
+        if symbol is None and "/" not in target and not target.endswith(".py"):
+            available = ", ".join(list_builtin_references())
+            raise AnalyzeError(f"unknown reference: not a built-in (available: {available}) and no such file")
+        what = "is a directory, not a Python file" if path.is_dir() else "no such file"
+        raise AnalyzeError(what, origin=target)
+    try:
+        source = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise AnalyzeError(f"cannot read the file ({error})", origin=target) from None
+    return _load_source(source, target, str(path.resolve()), symbol)
+
+
+def _load_source(source: str, origin: str, filename: str, symbol: str | None) -> LoadedReference:
+    module = _execute(source, origin, filename)
+    hints = module.__dict__.get(HINTS_NAME, {})
+    if not isinstance(hints, dict):
+        raise AnalyzeError(f"{HINTS_NAME} must be a dict of hints, got {type(hints).__name__}", origin=origin)
+    candidates = _candidates(module)
+    entry = symbol or hints.get("entry")
+    if entry is None:
+        if not candidates:
+            raise AnalyzeError("defines no public function or nn.Module subclass to analyze", origin=origin)
+        if len(candidates) > 1:
+            raise AnalyzeError(
+                f"defines several candidates ({', '.join(candidates)}); pick one with {origin}:{candidates[0]}",
+                origin=origin,
+            )
+        entry = candidates[0]
+    if entry not in module.__dict__:
+        listed = ", ".join(candidates) or "none"
+        raise AnalyzeError(f"no symbol '{entry}' (candidates: {listed})", origin=origin)
+    obj = module.__dict__[entry]
+    if inspect.isclass(obj) and issubclass(obj, nn.Module):
+        kind = "module"
+    elif inspect.isfunction(obj):
+        kind = "function"
+    else:
+        raise AnalyzeError(
+            f"'{entry}' is a {type(obj).__name__}, not a function or nn.Module subclass", origin=origin, line=None
+        )
+    return LoadedReference(source, entry, obj, kind, origin, filename, dict(hints))
+
+
+def _execute(source: str, origin: str, filename: str) -> types.ModuleType:
+    try:
+        code = compile(source, filename, "exec")
+    except SyntaxError as error:
+        raise AnalyzeError(f"syntax error: {error.msg}", origin=origin, line=error.lineno) from None
+    name = f"_kernelgen_reference_{next(_module_counter)}"
+    module = types.ModuleType(name)
+    module.__file__ = filename
+    # linecache lets inspect and fx stack traces quote lines of sources that never touched the disk (stdin).
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    # Registered so that classes defined in the reference (dataclasses, pickling) can find their module.
+    sys.modules[name] = module
+    try:
+        exec(code, module.__dict__)
+    except Exception as error:  # noqa: BLE001 - any failure of user code becomes one located line
+        raise AnalyzeError(
+            f"executing the reference failed: {type(error).__name__}: {error}",
+            origin=origin,
+            line=line_in_traceback(error, filename),
+        ) from None
+    return module
+
+
+def line_in_traceback(error: BaseException, filename: str) -> int | None:
+    """The innermost line of ``filename`` in the traceback of ``error`` (None when it never ran there)."""
+    line = None
+    for frame in traceback.extract_tb(error.__traceback__):
+        if frame.filename == filename:
+            line = frame.lineno
+    return line
+
+
+def _candidates(module: types.ModuleType) -> list[str]:
+    names = []
+    for name, obj in module.__dict__.items():
+        if name.startswith("_") or getattr(obj, "__module__", None) != module.__name__:
+            continue
+        if inspect.isfunction(obj) or (inspect.isclass(obj) and issubclass(obj, nn.Module)):
+            names.append(name)
+    return names

@@ -1,0 +1,378 @@
+"""Normalise fx nodes to kernelgen's canonical op names.
+
+Every way PyTorch spells one operation (``torch.sigmoid(x)``, ``x.sigmoid()``, ``F.sigmoid``, ``nn.Sigmoid()``)
+becomes one ``OpCall``: the canonical name (the names ``tools.kernelgen.synth.apply_op`` takes for element-wise
+ops; reduction and structural names for the rest), the family that drives classification, the value operands
+and the remaining options bound to their parameter names (defaults filled in, so ``F.gelu(x)`` carries
+``approximate="none"`` explicitly).
+"""
+
+from __future__ import annotations
+
+import builtins
+import math
+import operator
+
+from dataclasses import dataclass
+from dataclasses import field
+from typing import Any
+
+import torch.fx as fx
+import torch.nn as nn
+
+ELEMENTWISE = "elementwise"
+REDUCTION = "reduction"
+STRUCTURAL = "structural"
+CAST = "cast"
+LAYOUT = "layout"  # reshapes that keep every element where it is relative to the others (view, contiguous)
+META = "meta"  # shape, dtype and device queries: not values of the computation
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    name: str
+    family: str
+    params: tuple[str, ...] = ("input",)
+    operands: int = 1  # how many leading params are value operands (tensors or scalars combined element-wise)
+    defaults: dict[str, Any] = field(default_factory=dict)
+    fixed: dict[str, Any] = field(default_factory=dict)  # options forced by the spelling (relu6 -> 0..6)
+    index_params: tuple[str, ...] = ()  # params that take integer indices (class targets, gather indices)
+
+
+@dataclass
+class OpCall:
+    node: fx.Node
+    name: str
+    family: str
+    operands: list[Any]
+    options: dict[str, Any]
+    label: str  # how the reference spelled it, for messages
+    line: int | None
+    index_operands: list[Any] = field(default_factory=list)
+
+
+def _spec(name, family=ELEMENTWISE, params=("input",), operands=1, defaults=None, fixed=None, index_params=()):
+    return OpSpec(name, family, tuple(params), operands, dict(defaults or {}), dict(fixed or {}), tuple(index_params))
+
+
+_BINARY = ("input", "other")
+_UNARY_NAMES = (
+    "neg exp log log1p expm1 sqrt rsqrt abs tanh sigmoid silu relu mish logsigmoid sin cos erf square reciprocal"
+).split()
+
+# Specs shared by torch.*, Tensor methods and F.* spellings, keyed by the method / function name.
+_BY_NAME: dict[str, OpSpec] = {name: _spec(name) for name in _UNARY_NAMES}
+_BY_NAME.update(
+    {
+        "add": _spec("add", params=("input", "other", "alpha"), operands=2, defaults={"alpha": 1}),
+        "sub": _spec("sub", params=("input", "other", "alpha"), operands=2, defaults={"alpha": 1}),
+        "subtract": _spec("sub", params=("input", "other", "alpha"), operands=2, defaults={"alpha": 1}),
+        "mul": _spec("mul", params=_BINARY, operands=2),
+        "multiply": _spec("mul", params=_BINARY, operands=2),
+        "div": _spec("div", params=("input", "other", "rounding_mode"), operands=2, defaults={"rounding_mode": None}),
+        "divide": _spec(
+            "div", params=("input", "other", "rounding_mode"), operands=2, defaults={"rounding_mode": None}
+        ),
+        "true_divide": _spec("div", params=_BINARY, operands=2, defaults={"rounding_mode": None}),
+        "negative": _spec("neg"),
+        "pow": _spec("pow", params=("input", "exponent"), operands=2),
+        "absolute": _spec("abs"),
+        "expit": _spec("sigmoid"),
+        "gelu": _spec("gelu", params=("input", "approximate"), defaults={"approximate": "none"}),
+        "leaky_relu": _spec("leaky_relu", params=("input", "negative_slope"), defaults={"negative_slope": 0.01}),
+        "elu": _spec("elu", params=("input", "alpha"), defaults={"alpha": 1.0}),
+        "softplus": _spec("softplus", params=("input", "beta", "threshold"), defaults={"beta": 1.0, "threshold": 20.0}),
+        "hardtanh": _spec(
+            "hardtanh", params=("input", "min_val", "max_val"), defaults={"min_val": -1.0, "max_val": 1.0}
+        ),
+        "relu6": _spec("hardtanh", fixed={"min_val": 0.0, "max_val": 6.0}),
+        "clamp": _spec("clamp", params=("input", "min", "max"), defaults={"min": None, "max": None}),
+        "clip": _spec("clamp", params=("input", "min", "max"), defaults={"min": None, "max": None}),
+        "clamp_min": _spec("clamp", params=("input", "min"), defaults={"max": None}),
+        "clamp_max": _spec("clamp", params=("input", "max"), defaults={"min": None}),
+        "where": _spec("where", params=("condition", "input", "other"), operands=3),
+        "maximum": _spec("maximum", params=_BINARY, operands=2),
+        "minimum": _spec("minimum", params=_BINARY, operands=2),
+        "fmax": _spec("maximum", params=_BINARY, operands=2),
+        "fmin": _spec("minimum", params=_BINARY, operands=2),
+        # Reductions: the options say along which dims (None: every dim) and whether the dim is kept.
+        "sum": _spec("sum", REDUCTION, ("input", "dim", "keepdim"), defaults={"dim": None, "keepdim": False}),
+        "mean": _spec("mean", REDUCTION, ("input", "dim", "keepdim"), defaults={"dim": None, "keepdim": False}),
+        "prod": _spec("prod", REDUCTION, ("input", "dim", "keepdim"), defaults={"dim": None, "keepdim": False}),
+        "amax": _spec("amax", REDUCTION, ("input", "dim", "keepdim"), defaults={"dim": None, "keepdim": False}),
+        "amin": _spec("amin", REDUCTION, ("input", "dim", "keepdim"), defaults={"dim": None, "keepdim": False}),
+        "var": _spec(
+            "var", REDUCTION, ("input", "dim", "unbiased", "keepdim"), defaults={"dim": None, "keepdim": False}
+        ),
+        "std": _spec(
+            "std", REDUCTION, ("input", "dim", "unbiased", "keepdim"), defaults={"dim": None, "keepdim": False}
+        ),
+        "norm": _spec("norm", REDUCTION, ("input", "p", "dim", "keepdim"), defaults={"dim": None, "keepdim": False}),
+        "vector_norm": _spec(
+            "norm", REDUCTION, ("input", "ord", "dim", "keepdim"), defaults={"dim": None, "keepdim": False}
+        ),
+        "softmax": _spec("softmax", REDUCTION, ("input", "dim"), defaults={"dim": None}),
+        "log_softmax": _spec("log_softmax", REDUCTION, ("input", "dim"), defaults={"dim": None}),
+        "logsumexp": _spec("logsumexp", REDUCTION, ("input", "dim", "keepdim"), defaults={"keepdim": False}),
+        "layer_norm": _spec("layer_norm", REDUCTION, ("input", "normalized_shape", "weight", "bias", "eps")),
+        "rms_norm": _spec("rms_norm", REDUCTION, ("input", "normalized_shape", "weight", "eps")),
+        # Structural: tier 3 (losses over a class dimension, gathers, matmuls, reorderings).
+        "cross_entropy": _spec("cross_entropy", STRUCTURAL, ("input", "target"), 2, index_params=("target",)),
+        "nll_loss": _spec("nll_loss", STRUCTURAL, ("input", "target"), 2, index_params=("target",)),
+        "gather": _spec("gather", STRUCTURAL, ("input", "dim", "index"), index_params=("index",)),
+        "take_along_dim": _spec("gather", STRUCTURAL, ("input", "indices", "dim"), index_params=("indices",)),
+        "index_select": _spec("index_select", STRUCTURAL, ("input", "dim", "index"), index_params=("index",)),
+        "embedding": _spec("embedding", STRUCTURAL, ("input", "weight"), index_params=("input",)),
+        "matmul": _spec("matmul", STRUCTURAL, _BINARY, 2),
+        "mm": _spec("matmul", STRUCTURAL, _BINARY, 2),
+        "bmm": _spec("matmul", STRUCTURAL, _BINARY, 2),
+        "linear": _spec("linear", STRUCTURAL, ("input", "weight", "bias"), 2),
+        "einsum": _spec("einsum", STRUCTURAL, ("equation",), 0),
+    }
+)
+for _loss in ("binary_cross_entropy", "binary_cross_entropy_with_logits", "mse_loss", "l1_loss", "kl_div"):
+    _BY_NAME[_loss] = _spec(_loss, STRUCTURAL, ("input", "target"), 2)
+for _name in ("cat", "stack", "chunk", "split", "transpose", "permute", "t", "flip", "roll", "topk", "sort"):
+    _BY_NAME[_name] = _spec(_name, STRUCTURAL)
+for _name in ("argmax", "argmin", "cumsum", "cumprod", "masked_select", "nonzero", "unfold", "diff"):
+    _BY_NAME[_name] = _spec(_name, STRUCTURAL)
+for _name in ("view", "reshape", "flatten", "contiguous", "clone", "expand", "expand_as", "view_as", "reshape_as"):
+    _BY_NAME[_name] = _spec(_name, LAYOUT)
+for _name in ("unsqueeze", "squeeze"):
+    _BY_NAME[_name] = _spec(_name, LAYOUT)
+for _name in ("float", "double", "half", "bfloat16", "to", "type", "type_as"):
+    _BY_NAME[_name] = _spec(_name, CAST)
+for _name in ("size", "dim", "numel"):
+    _BY_NAME[_name] = _spec(_name, META)
+for _compare in ("gt", "ge", "lt", "le", "eq", "ne"):
+    _BY_NAME[_compare] = _spec(_compare, params=_BINARY, operands=2)
+_BY_NAME.update(
+    {
+        "greater": _BY_NAME["gt"],
+        "greater_equal": _BY_NAME["ge"],
+        "less": _BY_NAME["lt"],
+        "less_equal": _BY_NAME["le"],
+        "not_equal": _BY_NAME["ne"],
+    }
+)
+
+# torch.special / torch.linalg builtins report prefixed names.
+_BY_NAME.update(
+    {
+        "log_sigmoid": _BY_NAME["logsigmoid"],
+        "special_expit": _BY_NAME["sigmoid"],
+        "special_erf": _BY_NAME["erf"],
+        "special_expm1": _BY_NAME["expm1"],
+        "special_log1p": _BY_NAME["log1p"],
+        "special_logsumexp": _BY_NAME["logsumexp"],
+        "special_softmax": _BY_NAME["softmax"],
+        "special_log_softmax": _BY_NAME["log_softmax"],
+        "linalg_vector_norm": _BY_NAME["vector_norm"],
+    }
+)
+
+# Python operators as fx records them (``a + b`` -> operator.add).
+_OPERATORS: dict[Any, OpSpec] = {
+    operator.add: _spec("add", params=_BINARY, operands=2),
+    operator.sub: _spec("sub", params=_BINARY, operands=2),
+    operator.mul: _spec("mul", params=_BINARY, operands=2),
+    operator.truediv: _spec("div", params=_BINARY, operands=2, defaults={"rounding_mode": None}),
+    operator.neg: _spec("neg"),
+    operator.pos: _spec("pos", LAYOUT),
+    operator.abs: _spec("abs"),
+    operator.pow: _spec("pow", params=("input", "exponent"), operands=2),
+    operator.matmul: _spec("matmul", STRUCTURAL, _BINARY, 2),
+    operator.gt: _BY_NAME["gt"],
+    operator.ge: _BY_NAME["ge"],
+    operator.lt: _BY_NAME["lt"],
+    operator.le: _BY_NAME["le"],
+    operator.eq: _BY_NAME["eq"],
+    operator.ne: _BY_NAME["ne"],
+}
+
+# Leaf nn modules fx keeps as call_module nodes: the spec plus the options read from the module's attributes.
+_MODULES: dict[type, tuple[OpSpec, tuple[str, ...]]] = {
+    nn.GELU: (_BY_NAME["gelu"], ("approximate",)),
+    nn.SiLU: (_BY_NAME["silu"], ()),
+    nn.ReLU: (_BY_NAME["relu"], ()),
+    nn.ReLU6: (_BY_NAME["relu6"], ()),
+    nn.LeakyReLU: (_BY_NAME["leaky_relu"], ("negative_slope",)),
+    nn.ELU: (_BY_NAME["elu"], ("alpha",)),
+    nn.Softplus: (_BY_NAME["softplus"], ("beta", "threshold")),
+    nn.Mish: (_BY_NAME["mish"], ()),
+    nn.LogSigmoid: (_BY_NAME["logsigmoid"], ()),
+    nn.Hardtanh: (_BY_NAME["hardtanh"], ("min_val", "max_val")),
+    nn.Sigmoid: (_BY_NAME["sigmoid"], ()),
+    nn.Tanh: (_BY_NAME["tanh"], ()),
+    nn.Identity: (_spec("identity", LAYOUT), ()),
+    nn.Softmax: (_BY_NAME["softmax"], ("dim",)),
+    nn.LogSoftmax: (_BY_NAME["log_softmax"], ("dim",)),
+    nn.Linear: (_BY_NAME["linear"], ()),
+    nn.Embedding: (_BY_NAME["embedding"], ()),
+    nn.CrossEntropyLoss: (_BY_NAME["cross_entropy"], ("ignore_index", "label_smoothing", "reduction")),
+    nn.NLLLoss: (_BY_NAME["nll_loss"], ("ignore_index", "reduction")),
+}
+_NORM_MODULES = (nn.LayerNorm, nn.RMSNorm) if hasattr(nn, "RMSNorm") else (nn.LayerNorm,)
+
+# torch.max(x, y) is element-wise, torch.max(x, dim) a reduction returning (values, indices).
+_MAX_MIN = {"max": ("maximum", "amax"), "min": ("minimum", "amin")}
+_META_ATTRIBUTES = {"shape", "dtype", "device", "ndim", "is_cuda", "requires_grad"}
+
+
+class UnknownOpError(LookupError):
+    """An fx node kernelgen has no canonical name for; ``label`` is how the reference spelled it."""
+
+    def __init__(self, label: str):
+        self.label = label
+        super().__init__(label)
+
+
+def normalize(node: fx.Node, root: nn.Module) -> OpCall | None:
+    """The canonical form of a call node (None for placeholders, get_attr and output)."""
+    if node.op == "call_function":
+        return _normalize_call(node, node.target, _function_name(node.target), list(node.args), dict(node.kwargs))
+    if node.op == "call_method":
+        return _normalize_call(node, node.target, node.target, list(node.args), dict(node.kwargs))
+    if node.op == "call_module":
+        return _normalize_module(node, root.get_submodule(node.target))
+    return None
+
+
+def _function_name(target: Any) -> str:
+    return getattr(target, "__name__", str(target))
+
+
+def _label(node: fx.Node) -> str:
+    if node.op == "call_method":
+        return f".{node.target}()"
+    if node.op == "call_module":
+        return f"nn.{type(node.graph.owning_module.get_submodule(node.target)).__name__}"
+    target = node.target
+    if target in _OPERATORS or getattr(target, "__module__", None) in ("_operator", "operator"):
+        return f"operator.{_function_name(target)}"
+    module = getattr(target, "__module__", None) or "torch"
+    name = _function_name(target)
+    for prefix in ("special", "linalg", "fft"):
+        if module == f"torch._C._{prefix}" and name.startswith(f"{prefix}_"):
+            return f"torch.{prefix}.{name[len(prefix) + 1 :]}"
+    module = _MODULE_ALIASES.get(module, module)
+    return f"{module}.{name}"
+
+
+_MODULE_ALIASES = {"torch.nn.functional": "F", "torch._C._nn": "F", "torch._C._VariableFunctions": "torch"}
+
+
+def _line(node: fx.Node) -> int | None:
+    return node.meta.get("kernelgen_line")
+
+
+def _bind(spec: OpSpec, args: list[Any], kwargs: dict[str, Any]) -> tuple[list[Any], dict[str, Any], list[Any]]:
+    bound = dict(spec.defaults)
+    bound.update(zip(spec.params, args))
+    bound.update(kwargs)
+    for ignored in ("inplace", "out", "_stacklevel", "memory_format"):
+        bound.pop(ignored, None)
+    index_operands = [bound[name] for name in spec.index_params if name in bound]
+    operands = [bound.pop(name) for name in spec.params[: spec.operands] if name in bound]
+    bound.update(spec.fixed)
+    return operands, bound, index_operands
+
+
+def _make(node: fx.Node, spec: OpSpec, args: list[Any], kwargs: dict[str, Any], name: str | None = None) -> OpCall:
+    operands, options, index_operands = _bind(spec, args, kwargs)
+    return OpCall(node, name or spec.name, spec.family, operands, options, _label(node), _line(node), index_operands)
+
+
+def _normalize_call(node: fx.Node, target: Any, name: str, args: list[Any], kwargs: dict[str, Any]) -> OpCall:
+    if target in _OPERATORS:
+        return _make(node, _OPERATORS[target], args, kwargs)
+    if target is operator.getitem:
+        return _normalize_getitem(node, args)
+    if target is builtins.getattr:
+        attribute = args[1] if len(args) > 1 else None
+        if attribute in ("T", "mT", "H", "mH"):
+            return OpCall(node, "transpose", STRUCTURAL, [args[0]], {}, f".{attribute}", _line(node))
+        if attribute in _META_ATTRIBUTES:
+            return OpCall(node, attribute, META, [], {}, f".{attribute}", _line(node))
+        raise UnknownOpError(f".{attribute}")
+    if name in _MAX_MIN and _function_module_ok(target):
+        elementwise, reduction = _MAX_MIN[name]
+        second = args[1] if len(args) > 1 else kwargs.get("other", kwargs.get("dim"))
+        if isinstance(second, fx.Node) and not _is_meta(second):
+            return _make(node, _BY_NAME[elementwise], args, kwargs)
+        options = {"dim": second, "keepdim": args[2] if len(args) > 2 else kwargs.get("keepdim", False)}
+        return OpCall(node, reduction, REDUCTION, [args[0]], options, _label(node), _line(node))
+    if name in _BY_NAME and _function_module_ok(target):
+        return _make(node, _BY_NAME[name], args, kwargs)
+    raise UnknownOpError(_label(node))
+
+
+def _function_module_ok(target: Any) -> bool:
+    """Method names (strings) and functions of torch / torch.nn.functional / torch.special / torch.linalg."""
+    if isinstance(target, str):
+        return True
+    module = getattr(target, "__module__", None) or ""
+    return module.startswith("torch")
+
+
+def _is_meta(value: Any) -> bool:
+    return isinstance(value, fx.Node) and value.meta.get("kernelgen_family") == META
+
+
+def _normalize_getitem(node: fx.Node, args: list[Any]) -> OpCall:
+    source, index = args[0], args[1]
+    if _is_meta(source):
+        return OpCall(node, "getitem", META, [], {}, "[...]", _line(node))
+    if isinstance(source, fx.Node) and source.meta.get("kernelgen_family") in (REDUCTION, STRUCTURAL):
+        # (values, indices) of max(x, dim) / pieces of chunk(): the element is the producing op's result.
+        if source.meta.get("kernelgen_family") == REDUCTION and index == 0:
+            return OpCall(node, "values", LAYOUT, [source], {}, "[0]", _line(node))
+        return OpCall(node, "getitem", STRUCTURAL, [source], {"index": index}, "[...]", _line(node))
+    tensor_index = [item for item in _flatten(index) if isinstance(item, fx.Node)]
+    if tensor_index:
+        return OpCall(node, "index", STRUCTURAL, [source], {}, "indexing by a tensor", _line(node), tensor_index)
+    if all(item is None or item is Ellipsis or item == slice(None) for item in _flatten(index)):
+        # x[..., None] / x[:, None]: adds broadcast dims only.
+        return OpCall(node, "unsqueeze", LAYOUT, [source], {}, "[..., None]", _line(node))
+    return OpCall(node, "slice", STRUCTURAL, [source], {"index": index}, "slicing", _line(node))
+
+
+def _flatten(index: Any) -> list[Any]:
+    return list(index) if isinstance(index, (tuple, list)) else [index]
+
+
+def _normalize_module(node: fx.Node, module: nn.Module) -> OpCall:
+    if isinstance(module, _NORM_MODULES):
+        shape = tuple(getattr(module, "normalized_shape", ()))
+        options = {"normalized_shape": shape, "eps": getattr(module, "eps", None)}
+        name = "rms_norm" if type(module).__name__ == "RMSNorm" else "layer_norm"
+        return OpCall(node, name, REDUCTION, [node.args[0]], options, f"nn.{type(module).__name__}", _line(node))
+    for module_type, (spec, attributes) in _MODULES.items():
+        if type(module) is module_type:
+            kwargs = {name: getattr(module, name) for name in attributes}
+            return _make(node, spec, list(node.args), {**kwargs, **node.kwargs})
+    raise UnknownOpError(f"nn.{type(module).__name__}")
+
+
+def reduced_dims(call: OpCall, rank: int | None) -> tuple[int, ...] | None:
+    """The dims a reduction folds, normalised to non-negative indices (None when unknown: no rank)."""
+    if call.name in ("layer_norm", "rms_norm"):
+        count = len(call.options.get("normalized_shape") or (1,))
+        return tuple(range(rank - count, rank)) if rank is not None else None
+    dim = call.options.get("dim")
+    if rank is None:
+        return None
+    if dim is None or dim == () or dim == []:
+        return tuple(range(rank))
+    dims = dim if isinstance(dim, (tuple, list)) else (dim,)
+    if not all(isinstance(d, int) for d in dims):
+        return None
+    return tuple(sorted(d % rank if rank else d for d in dims))
+
+
+def is_integer_exponent(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and float(value).is_integer()
+
+
+def is_fractional_exponent(value: Any) -> bool:
+    return isinstance(value, float) and math.isfinite(value) and not value.is_integer()

@@ -1,0 +1,24 @@
+"""The built-in reference library: one small PyTorch file per reference, with a ``KERNELGEN`` dict of hints.
+
+Hints kernelgen reads: ``entry`` (the function or module to analyze), ``function_class_name``,
+``module_class_name``, ``functional_name``, ``module_kind``, ``description``, ``closest_existing_kernel``,
+``init_args`` (arguments used to instantiate a module reference for tracing), ``benchmark`` and ``test``
+(fields of the profile sections of the same names).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+REFERENCES_DIR = Path(__file__).resolve().parent
+
+
+def list_builtin_references() -> list[str]:
+    return sorted(path.stem for path in REFERENCES_DIR.glob("*.py") if not path.stem.startswith("_"))
+
+
+def builtin_reference_path(name: str) -> Path:
+    return REFERENCES_DIR / f"{name}.py"
+
+
+__all__ = ["REFERENCES_DIR", "builtin_reference_path", "list_builtin_references"]

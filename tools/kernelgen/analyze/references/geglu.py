@@ -1,0 +1,19 @@
+"""GEGLU: the tanh-approximated GELU of the gate projection times the up projection (Gemma's MLP)."""
+
+import torch
+import torch.nn.functional as F
+
+
+def geglu(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return F.gelu(a, approximate="tanh") * b
+
+
+KERNELGEN = {
+    "entry": "geglu",
+    "function_class_name": "LigerGELUMulFunction",
+    "module_class_name": "LigerGEGLUMLP",
+    "module_kind": "mlp",
+    "closest_existing_kernel": "swiglu",
+    "description": "gelu(a, approximate='tanh') * b, the gated activation of a GEGLU MLP",
+    "benchmark": {"fixed_config": {"hidden_size": 4096, "intermediate_size": 11008}},
+}

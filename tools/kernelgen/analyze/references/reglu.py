@@ -1,0 +1,19 @@
+"""ReGLU: the ReLU of the gate projection times the up projection."""
+
+import torch
+import torch.nn.functional as F
+
+
+def reglu(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return F.relu(a) * b
+
+
+KERNELGEN = {
+    "entry": "reglu",
+    "function_class_name": "LigerReLUMulFunction",
+    "module_class_name": "LigerReGLUMLP",
+    "module_kind": "mlp",
+    "closest_existing_kernel": "swiglu",
+    "description": "relu(a) * b, the gated activation of a ReGLU MLP",
+    "benchmark": {"fixed_config": {"hidden_size": 4096, "intermediate_size": 11008}},
+}

@@ -1,0 +1,389 @@
+"""Trace a loaded reference into an fx graph and find its inputs, hyper-parameters and learnable parameters.
+
+Functions: parameters without a default are tensor inputs; a float default makes a runtime hyper-parameter
+that stays a graph input (a symbol in the math); bool/str/int defaults are specialised into the trace (bool and
+str become constexpr hyper-parameters; an int may pick a dim or an exponent, which classification and
+synthesis need as a number) and listed in ``specialized``.
+
+nn.Modules: instantiated with the ``__init__`` defaults (required sizes from the ``init_args`` hint or a small
+hidden size); ``nn.Parameter``s become learnable parameters, and float attributes (``self.eps``) are replaced by
+fx Proxies for the trace, so they reach the graph as named inputs instead of anonymous constants.
+
+Every node records the reference line that created it (``node.meta["kernelgen_line"]``), found by walking the
+Python stack to the reference's file: that works for functions and modules alike and across torch versions.
+"""
+
+from __future__ import annotations
+
+import inspect
+import sys
+
+from dataclasses import dataclass
+from dataclasses import field
+from typing import Any
+
+import torch
+import torch.fx as fx
+import torch.nn as nn
+
+from torch.fx.passes.shape_prop import ShapeProp
+
+from tools.kernelgen.analyze.errors import HAND_WRITTEN_PROFILE_HINT
+from tools.kernelgen.analyze.errors import AnalyzeError
+from tools.kernelgen.analyze.load import LoadedReference
+from tools.kernelgen.analyze.load import line_in_traceback
+from tools.kernelgen.analyze.ops import META
+from tools.kernelgen.analyze.ops import OpCall
+from tools.kernelgen.analyze.ops import UnknownOpError
+from tools.kernelgen.analyze.ops import normalize
+from tools.kernelgen.profile import HyperParameter
+from tools.kernelgen.profile import LearnableParameter
+
+DEFAULT_HIDDEN = 8
+# __init__ arguments that size the hidden dimension: filled with a small value when they have no default.
+HIDDEN_SIZE_NAMES = ("hidden_size", "dim", "d_model", "n_embd", "num_features", "normalized_shape", "channels")
+_SCALAR_TYPE_NAMES = {bool: "bool", int: "int", float: "float", str: "str"}
+
+
+@dataclass
+class TracedReference:
+    loaded: LoadedReference
+    graph_module: fx.GraphModule
+    tensor_inputs: list[str]
+    index_inputs: list[str]  # tensor inputs holding integer indices (class targets, gather indices)
+    hyperparameters: list[HyperParameter]
+    parameters: list[LearnableParameter]
+    parameter_names: dict[str, str]  # get_attr target ("norm.weight") -> profile name ("norm_weight")
+    other_parameters: list[str]  # parameters that are neither per-channel nor scalar (matrices)
+    init_params: list[HyperParameter]
+    calls: dict[fx.Node, OpCall]  # every call node the outputs depend on, in graph order
+    outputs: list[fx.Node]
+    output_names: list[str]
+    hidden: int
+    rank: int  # rank of the example inputs used for shape propagation
+    shapes_known: bool
+    size_param: str = "hidden_size"  # the __init__ argument that sizes per-channel parameters
+    placeholder_names: dict[fx.Node, str] = field(default_factory=dict)  # fx renames some; these are the arguments
+    specialized: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def line(self, node: fx.Node) -> int | None:
+        return node.meta.get("kernelgen_line")
+
+    def shape(self, node: Any) -> tuple[int, ...] | None:
+        meta = node.meta.get("tensor_meta") if isinstance(node, fx.Node) else None
+        shape = getattr(meta, "shape", None)
+        return tuple(shape) if shape is not None else None
+
+
+class _ReferenceTracer(fx.Tracer):
+    """fx tracer that stamps each node with its reference line and can feed module attributes in as inputs."""
+
+    def __init__(self, filename: str, proxied_attributes: dict[str, Any] | None = None, module: nn.Module = None):
+        super().__init__()
+        self.filename = filename
+        self.proxied_attributes = proxied_attributes or {}
+        self.traced_module = module
+
+    def create_node(self, kind, target, args, kwargs, name=None, type_expr=None):
+        node = super().create_node(kind, target, args, kwargs, name, type_expr)
+        frame = sys._getframe(1)
+        while frame is not None and frame.f_code.co_filename != self.filename:
+            frame = frame.f_back
+        node.meta["kernelgen_line"] = frame.f_lineno if frame is not None else None
+        return node
+
+    def create_args_for_root(self, root_fn, is_module, concrete_args=None):
+        root_fn, args = super().create_args_for_root(root_fn, is_module, concrete_args)
+        # Extra placeholders after forward's own arguments; the module reads them back as self.<name>.
+        for name in self.proxied_attributes:
+            self.traced_module.__dict__[name] = self.create_proxy("placeholder", name, (), {})
+        return root_fn, args
+
+
+def trace_reference(loaded: LoadedReference) -> TracedReference:
+    if loaded.kind == "module":
+        return _trace_module(loaded)
+    return _trace_function(loaded)
+
+
+def _scalar_type(value: Any) -> str | None:
+    return _SCALAR_TYPE_NAMES.get(type(value))
+
+
+def _split_signature(loaded: LoadedReference, fn, skip_self: bool):
+    """Tensor inputs, runtime float hyper-parameters and the specialised (concrete) arguments of ``fn``."""
+    tensors, hypers, concrete = [], [], {}
+    parameters = list(inspect.signature(fn).parameters.values())[1 if skip_self else 0 :]
+    order = [parameter.name for parameter in parameters]
+    for parameter in parameters:
+        if parameter.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
+            raise AnalyzeError(
+                f"'{loaded.entry}' takes *{parameter.name}; name every tensor input and hyper-parameter",
+                origin=loaded.origin,
+            )
+        default = parameter.default
+        if default is inspect.Parameter.empty:
+            tensors.append(parameter.name)
+        elif isinstance(default, float):
+            hypers.append(HyperParameter(name=parameter.name, type="float", default=default))
+        elif _scalar_type(default) is not None:
+            kind = _scalar_type(default)
+            hypers.append(HyperParameter(name=parameter.name, type=kind, default=default, constexpr=kind != "int"))
+            concrete[parameter.name] = default
+        else:
+            concrete[parameter.name] = default  # None / tuples: optional arguments left at their default
+    return tensors, hypers, concrete, order
+
+
+def _trace_function(loaded: LoadedReference) -> TracedReference:
+    tensors, hypers, concrete, order = _split_signature(loaded, loaded.obj, skip_self=False)
+    tracer = _ReferenceTracer(loaded.filename)
+    graph = _run_tracer(loaded, lambda: tracer.trace(loaded.obj, concrete_args=concrete or None))
+    graph_module = fx.GraphModule(tracer.root, graph, loaded.entry)
+    hidden = int(loaded.hints.get("init_args", {}).get("hidden_size", DEFAULT_HIDDEN))
+    return _finish(loaded, graph_module, order, tensors, hypers, concrete, {}, hidden, init_params=list(hypers))
+
+
+def _instantiate(loaded: LoadedReference) -> tuple[nn.Module, list[HyperParameter]]:
+    hint_args = dict(loaded.hints.get("init_args", {}))
+    kwargs, init_params = {}, []
+    for parameter in list(inspect.signature(loaded.obj.__init__).parameters.values())[1:]:
+        if parameter.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
+            continue
+        if parameter.name in hint_args:
+            value = hint_args[parameter.name]
+        elif parameter.default is not inspect.Parameter.empty:
+            value = parameter.default
+        elif parameter.name in HIDDEN_SIZE_NAMES:
+            value = DEFAULT_HIDDEN
+        else:
+            raise AnalyzeError(
+                f"cannot instantiate {loaded.entry}: __init__ needs '{parameter.name}'; give it a default or a "
+                f"hint KERNELGEN = {{'init_args': {{'{parameter.name}': ...}}}}",
+                origin=loaded.origin,
+            )
+        kwargs[parameter.name] = value
+        default = None if parameter.default is inspect.Parameter.empty else parameter.default
+        kind = _scalar_type(value) or "str"
+        description = "required" if default is None else ""
+        init_params.append(HyperParameter(name=parameter.name, type=kind, default=default, description=description))
+    try:
+        module = loaded.obj(**kwargs)
+    except Exception as error:  # noqa: BLE001 - user code
+        raise AnalyzeError(
+            f"instantiating {loaded.entry}({', '.join(f'{k}={v!r}' for k, v in kwargs.items())}) failed: "
+            f"{type(error).__name__}: {error}",
+            origin=loaded.origin,
+            line=line_in_traceback(error, loaded.filename),
+        ) from None
+    return module, init_params
+
+
+def _trace_module(loaded: LoadedReference) -> TracedReference:
+    module, init_params = _instantiate(loaded)
+    module.eval()
+    tensors, hypers, concrete, order = _split_signature(loaded, type(module).forward, skip_self=True)
+    attributes = {
+        name: value
+        for name, value in vars(module).items()
+        if not name.startswith("_") and name != "training" and isinstance(value, float)
+    }
+    tracer = _ReferenceTracer(loaded.filename, attributes, module)
+    try:
+        graph = _run_tracer(loaded, lambda: tracer.trace(module, concrete_args=concrete or None))
+    finally:
+        module.__dict__.update(attributes)  # the Proxies must not outlive the trace
+    graph_module = fx.GraphModule(module, graph, loaded.entry)
+    hypers = hypers + [HyperParameter(name=name, type="float", default=value) for name, value in attributes.items()]
+    vectors = [p for p in module.parameters() if p.dim() == 1 and p.numel() > 1]
+    hidden = int(vectors[0].numel()) if vectors else DEFAULT_HIDDEN
+    order = order + list(attributes)
+    traced = _finish(loaded, graph_module, order, tensors, hypers, concrete, attributes, hidden, init_params, module)
+    sizes = [ip.name for ip in init_params if ip.name in HIDDEN_SIZE_NAMES]
+    sizes += [ip.name for ip in init_params if ip.type == "int" and ip.name in loaded.hints.get("init_args", {})]
+    if sizes:
+        traced.size_param = sizes[0]
+    return traced
+
+
+def _run_tracer(loaded: LoadedReference, trace) -> fx.Graph:
+    try:
+        return trace()
+    except AnalyzeError:
+        raise
+    except Exception as error:  # noqa: BLE001 - fx and user code raise anything
+        text = str(error).split("\n")[0]
+        if "control flow" in text or "iterated" in text or "len(" in text:
+            why = f"data-dependent Python control flow cannot be traced ({text}); use torch.where "
+            why += HAND_WRITTEN_PROFILE_HINT
+        else:
+            why = f"tracing failed: {type(error).__name__}: {text}"
+        raise AnalyzeError(why, origin=loaded.origin, line=line_in_traceback(error, loaded.filename)) from None
+
+
+def _reachable(graph: fx.Graph) -> set[fx.Node]:
+    output = next(node for node in graph.nodes if node.op == "output")
+    seen, stack = set(), [output]
+    while stack:
+        node = stack.pop()
+        if node in seen:
+            continue
+        seen.add(node)
+        stack.extend(node.all_input_nodes)
+    return seen
+
+
+def _normalize_all(loaded: LoadedReference, graph_module: fx.GraphModule, live: set[fx.Node]) -> dict:
+    calls = {}
+    for node in graph_module.graph.nodes:
+        if node not in live or node.op not in ("call_function", "call_method", "call_module"):
+            continue
+        try:
+            call = normalize(node, graph_module)
+        except UnknownOpError as error:
+            raise AnalyzeError(
+                f"`{error.label}` is not an op kernelgen knows, so the reference is not element-wise-synthesizable; "
+                f"express it with supported ops (e.g. torch.where, clamp, exp, log, sigmoid, tanh) "
+                f"{HAND_WRITTEN_PROFILE_HINT}",
+                origin=loaded.origin,
+                line=node.meta.get("kernelgen_line"),
+            ) from None
+        node.meta["kernelgen_family"] = call.family
+        calls[node] = call
+    return calls
+
+
+def _output_nodes(graph_module: fx.GraphModule) -> tuple[list[fx.Node], list[str]]:
+    output = next(node for node in graph_module.graph.nodes if node.op == "output")
+    value = output.args[0]
+    if isinstance(value, dict):
+        return list(value.values()), [str(key) for key in value]
+    if isinstance(value, (tuple, list)):
+        return list(value), [f"y{index + 1}" for index in range(len(value))]
+    return [value], ["y"]
+
+
+def _finish(loaded, graph_module, order, tensors, hypers, concrete, attributes, hidden, init_params, module=None):
+    # fx renames specialised placeholders (``approximate_1``), so they are matched to arguments by position.
+    placeholders = dict(zip(order, (node for node in graph_module.graph.nodes if node.op == "placeholder")))
+    live = _reachable(graph_module.graph)
+    calls = _normalize_all(loaded, graph_module, live)
+    outputs, output_names = _output_nodes(graph_module)
+    if any(not isinstance(node, fx.Node) for node in outputs):
+        raise AnalyzeError(f"'{loaded.entry}' must return tensors computed from its inputs", origin=loaded.origin)
+    taken = set(tensors) | {h.name for h in hypers}
+    output_names = [name if name not in taken else f"{name}_out" for name in output_names]
+
+    # A float hyper-parameter nothing reads (init_alpha, only used to build a parameter) is not one of the op.
+    hypers = [h for h in hypers if h.name in concrete or placeholders.get(h.name) in live]
+    index_inputs = _index_inputs(calls, tensors)
+
+    parameters, parameter_names, others = [], {}, []
+    used_targets = {node.target for node in live if node.op == "get_attr"}
+    for node in live:
+        if node.op == "call_module":
+            used_targets.update(
+                f"{node.target}.{name}" for name, _ in graph_module.get_submodule(node.target).named_parameters()
+            )
+    if module is not None:
+        for target, tensor in module.named_parameters():
+            if target not in used_targets:
+                continue
+            name = target.replace(".", "_")
+            parameter_names[target] = name
+            learnable = _learnable(name, tensor.detach(), hidden)
+            if learnable is None:
+                others.append(f"{name} {list(tensor.shape)}")
+            else:
+                parameters.append(learnable)
+
+    rank = 2 if index_inputs else 3
+    shapes_known = _propagate_shapes(
+        graph_module, order, tensors, index_inputs, calls, hypers, concrete, attributes, hidden
+    )
+    specialized = {name: value for name, value in concrete.items() if _scalar_type(value) is not None}
+    traced = TracedReference(
+        loaded=loaded,
+        graph_module=graph_module,
+        tensor_inputs=tensors,
+        index_inputs=index_inputs,
+        hyperparameters=hypers,
+        parameters=parameters,
+        parameter_names=parameter_names,
+        other_parameters=others,
+        init_params=init_params,
+        calls=calls,
+        outputs=outputs,
+        output_names=output_names,
+        hidden=hidden,
+        rank=rank,
+        shapes_known=shapes_known,
+        placeholder_names={node: name for name, node in placeholders.items()},
+        specialized=specialized,
+    )
+    if not shapes_known:
+        traced.notes.append("running the reference on example inputs failed; dims were read from the arguments")
+    return traced
+
+
+def _index_inputs(calls: dict[fx.Node, OpCall], tensors: list[str]) -> list[str]:
+    names = set()
+    for call in calls.values():
+        for operand in call.index_operands:
+            if isinstance(operand, fx.Node) and operand.op == "placeholder" and operand.target in tensors:
+                names.add(operand.target)
+    return [name for name in tensors if name in names]
+
+
+def _learnable(name: str, tensor: torch.Tensor, hidden: int) -> LearnableParameter | None:
+    if tensor.numel() == 1 and tensor.dim() <= 1:
+        shape = "scalar"
+    elif tensor.dim() == 1 and tensor.numel() == hidden:
+        shape = "channel"
+    else:
+        return None
+    first = float(tensor.reshape(-1)[0])
+    if bool((tensor == first).all()):
+        if first == 1.0:
+            return LearnableParameter(name=name, shape=shape, init="ones")
+        if first == 0.0:
+            return LearnableParameter(name=name, shape=shape, init="zeros")
+        return LearnableParameter(name=name, shape=shape, init="constant", init_value=first)
+    # Random initialisation has no profile spelling; ones keeps the generated module usable and says so.
+    return LearnableParameter(
+        name=name, shape=shape, init="ones", description="initialised non-uniformly in the reference"
+    )
+
+
+def _propagate_shapes(graph_module, order, tensors, index_inputs, calls, hypers, concrete, attributes, hidden) -> bool:
+    """Run the graph on small float64 examples to record every node's shape (best effort)."""
+    rows_shape = (6,) if index_inputs else (2, 3)
+    gather_like = {
+        operand.target
+        for call in calls.values()
+        if call.name == "gather"
+        for operand in call.index_operands
+        if isinstance(operand, fx.Node)
+    }
+    generator = torch.Generator().manual_seed(0)
+    values: dict[str, Any] = {}
+    for name in tensors:
+        if name in index_inputs:
+            shape = rows_shape + ((1,) if name in gather_like else ())
+            values[name] = torch.randint(0, hidden, shape, generator=generator)
+        else:
+            values[name] = torch.rand(rows_shape + (hidden,), generator=generator, dtype=torch.float64) + 0.5
+    values.update({h.name: h.default for h in hypers})
+    values.update(concrete)
+    values.update(attributes)
+    args = [values.get(name) for name in order]
+    try:
+        with torch.no_grad():
+            ShapeProp(graph_module).propagate(*args)
+    except Exception:  # noqa: BLE001 - shapes are a refinement; classification falls back to the dim arguments
+        return False
+    return True
+
+
+__all__ = ["META", "TracedReference", "trace_reference"]
