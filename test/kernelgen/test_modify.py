@@ -1,0 +1,256 @@
+"""``new NAME --modify``: hand edits survive a re-generation, overlapping edits stop it, host kernels only grow."""
+
+import argparse
+import shutil
+import subprocess
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from test.kernelgen.conftest import EXAMPLES
+from test.kernelgen.conftest import REPO_ROOT
+from test.kernelgen.conftest import copy_checkout
+from test.kernelgen.conftest import run_kernelgen
+from test.kernelgen.conftest import run_pytest
+from test.kernelgen.conftest import snapshot
+from tools.kernelgen.merge import merge3
+from tools.kernelgen.modify import ModifyError
+from tools.kernelgen.modify import plan_modify
+from tools.kernelgen.modify import profile_for_modify
+from tools.kernelgen.profile import load_profile
+from tools.kernelgen.repo import LigerRepo
+
+OPS = "src/liger_kernel/ops/act.py"
+TEST = "test/transformers/test_act.py"
+FUNCTIONAL = "src/liger_kernel/transformers/functional.py"
+RECORD = ".kernelgen/act.yaml"
+
+REFERENCE = "import torch\n\n\ndef act(a, b):\n    return torch.sigmoid(a) * b\n"
+WITH_BETA = "import torch\n\n\ndef act(a, b, beta=1.0):\n    return torch.sigmoid(beta * a) * b\n"
+WITH_TANH = "import torch\n\n\ndef act(a, b):\n    return torch.tanh(a) * b\n"
+
+HAND_COMMENT = "# Hand edit: block sizes tuned by hand for the H200.\n"
+HAND_HELPER = '\n\ndef act_flops(n_elements: int) -> int:\n    """Hand-written helper."""\n    return 4 * n_elements\n'
+HAND_TEST = (
+    "\n\ndef test_hand_written_extra_case():\n"
+    "    from liger_kernel.ops.act import act_flops\n\n"
+    "    assert act_flops(3) == 12\n"
+)
+HAND_FUNCTIONAL_COMMENT = "# Hand edit: the act wrapper is public API.\n"
+
+
+# Merge unit tests -------------------------------------------------------------------------------------------
+def test_merge_takes_each_sides_separate_changes():
+    base = "a\nb\nc\nd\ne\n"
+    ours = "a\nB (hand)\nc\nd\ne\n"
+    theirs = "a\nb\nc\nd\nE (new)\n"
+    result = merge3(base, ours, theirs)
+    assert result.clean
+    assert result.text == "a\nB (hand)\nc\nd\nE (new)\n"
+
+
+def test_merge_marks_overlapping_changes_as_a_conflict():
+    result = merge3("a\nb\nc\n", "a\nhand\nc\n", "a\nnew\nc\n")
+    assert not result.clean and len(result.conflicts) == 1
+    assert result.text == "a\n<<<<<<< current\nhand\n=======\nnew\n>>>>>>> kernelgen\nc\n"
+    assert result.conflicts[0].line == 2
+    assert result.conflicts[0].ours == ("hand\n",) and result.conflicts[0].theirs == ("new\n",)
+
+
+def test_merge_accepts_the_same_change_on_both_sides():
+    result = merge3("a\nb\nc\n", "a\nsame\nc\nhand\n", "a\nsame\nc\n")
+    assert result.clean
+    assert result.text == "a\nsame\nc\nhand\n"
+
+
+def test_merge_of_two_insertions_at_the_same_place_is_a_conflict():
+    result = merge3("a\nb\n", "a\nhand\nb\n", "a\nnew\nb\n")
+    assert len(result.conflicts) == 1
+    assert result.text == "a\n<<<<<<< current\nhand\n=======\nnew\n>>>>>>> kernelgen\nb\n"
+
+
+def test_merge_keeps_lines_added_right_after_a_changed_line():
+    # A hand-written helper appended after the function whose last line the new render changes.
+    result = merge3(
+        "def f():\n    return 1\n", "def f():\n    return 1\n\n\ndef g():\n    pass\n", "def f():\n    return 2\n"
+    )
+    assert result.clean
+    assert result.text == "def f():\n    return 2\n\n\ndef g():\n    pass\n"
+
+
+def test_merge_trims_the_common_lines_out_of_a_conflict_and_ends_markers_on_their_own_line():
+    result = merge3("x\n", "same\nhand", "same\nnew")
+    assert result.text == "same\n<<<<<<< current\nhand\n=======\nnew\n>>>>>>> kernelgen\n"
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git not installed")
+@pytest.mark.parametrize(
+    "base, ours, theirs",
+    [
+        ("a\nb\nc\nd\ne\nf\n", "a\nB\nc\nd\ne\nf\n", "a\nb\nc\nd\nE\nf\n"),
+        ("a\nb\nc\n", "a\nhand\nc\n", "a\nnew\nc\n"),
+        ("1\n2\n3\n4\n5\n6\n7\n", "0\n1\n2\n3\n4\n5\n6\n7\n", "1\n2\n3\n5\n6\n7\n8\n"),
+        ("a\nb\n", "a\nx\nb\n", "a\nx\nb\n"),
+    ],
+)
+def test_merge_agrees_with_git_merge_file(tmp_path, base, ours, theirs):
+    for name, text in (("ours", ours), ("base", base), ("theirs", theirs)):
+        (tmp_path / name).write_text(text)
+    labels = ["-L", "current", "-L", "base", "-L", "kernelgen"]
+    git = subprocess.run(
+        ["git", "merge-file", "-p", *labels, "ours", "base", "theirs"], cwd=tmp_path, capture_output=True, text=True
+    )
+    result = merge3(base, ours, theirs)
+    assert result.text == git.stdout
+    assert (git.returncode == 0) == result.clean
+
+
+# End to end on a generated kernel -------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory) -> Path:
+    """A checkout with kernel 'act' generated from ``sigmoid(a) * b`` (made once, copied by each test)."""
+    root = tmp_path_factory.mktemp("generated")
+    checkout = copy_checkout(root / "liger")
+    (root / "act.py").write_text(REFERENCE)
+    result = run_kernelgen("new", "act", "--reference", str(root / "act.py"), "--repo", str(checkout))
+    assert result.returncode == 0, result.stderr
+    return checkout
+
+
+@pytest.fixture
+def edited(generated, tmp_path) -> Path:
+    """A copy of the generated checkout with hand edits in the ops, test and functional files."""
+    checkout = tmp_path / "liger"
+    shutil.copytree(generated, checkout)
+    ops = checkout / OPS
+    text = ops.read_text()
+    anchor = "from liger_kernel.ops.utils import ensure_contiguous\n"
+    ops.write_text(text.replace(anchor, anchor + "\n" + HAND_COMMENT, 1) + HAND_HELPER)
+    test = checkout / TEST
+    test.write_text(test.read_text() + HAND_TEST)
+    functional = checkout / FUNCTIONAL
+    functional.write_text(
+        functional.read_text().replace("def liger_act(", HAND_FUNCTIONAL_COMMENT + "def liger_act(", 1)
+    )
+    return checkout
+
+
+def _write_reference(tmp_path: Path, source: str) -> str:
+    path = tmp_path / "act_new.py"
+    path.write_text(source)
+    return str(path)
+
+
+def test_modify_merges_new_math_keeps_hand_edits_and_the_kernel_tests_pass(edited, tmp_path):
+    reference = _write_reference(tmp_path, WITH_BETA)
+    result = run_kernelgen("new", "act", "--modify", "--reference", reference, "--repo", str(edited))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"merged     {OPS}" in result.stdout
+
+    ops = (edited / OPS).read_text()
+    assert HAND_COMMENT in ops and HAND_HELPER in ops
+    assert "tl.sigmoid(a * beta)" in ops and "def act_forward(a, b, beta=1.0):" in ops
+    test = (edited / TEST).read_text()
+    assert HAND_TEST in test
+    assert '"beta": 2.0' in test  # the new profile's hyper-parameter sweep
+    functional = (edited / FUNCTIONAL).read_text()
+    assert HAND_FUNCTIONAL_COMMENT + "def liger_act(a, b, beta=1.0):" in functional
+    assert "def act(a, b, beta=1.0):" in (edited / RECORD).read_text()
+
+    tests = run_pytest(edited, TEST)
+    assert tests.returncode == 0, tests.stdout[-3000:]
+    assert "1 passed" in run_pytest(edited, TEST, "-k", "hand_written_extra_case").stdout
+
+
+def test_overlapping_edit_is_a_reported_conflict_and_nothing_is_written(edited, tmp_path):
+    ops = edited / OPS
+    ops.write_text(ops.read_text().replace("y = b * tl.sigmoid(a)", "y = tl.sigmoid(a) * b  # hand-reordered", 1))
+    before = snapshot(edited)
+    reference = _write_reference(tmp_path, WITH_TANH)
+    result = run_kernelgen("new", "act", "--modify", "--reference", reference, "--repo", str(edited))
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert f"conflict   {OPS}" in result.stdout
+    assert "<<<<<<< current\n    y = tl.sigmoid(a) * b  # hand-reordered\n=======\n" in result.stdout
+    assert ">>>>>>> kernelgen" in result.stdout
+    assert "nothing written" in result.stderr
+    assert snapshot(edited) == before
+
+
+def test_dry_run_prints_the_diff_and_writes_nothing(edited, tmp_path):
+    before = snapshot(edited)
+    reference = _write_reference(tmp_path, WITH_BETA)
+    result = run_kernelgen("modify", "act", "--reference", reference, "--repo", str(edited), "--dry-run")
+    assert result.returncode == 0, result.stderr
+    assert f"+++ b/{OPS}" in result.stdout
+    assert "+    y = b * tl.sigmoid(a * beta)" in result.stdout
+    assert "dry run, nothing written" in result.stderr
+    assert snapshot(edited) == before
+
+
+def test_modify_without_a_source_reuses_the_record_and_changes_nothing(edited):
+    repo = LigerRepo.open(edited)
+    args = argparse.Namespace(name="act", profile=None, reference=None)
+    plan = plan_modify(repo, "act", profile_for_modify(args, repo))
+    assert plan.changes.changes == {}
+    assert not plan.conflicted
+    statuses = {report.path: report.status for report in plan.reports}
+    assert statuses[OPS] == "unchanged" and statuses[FUNCTIONAL] == "unchanged"
+
+
+def test_renamed_wrapper_is_registered_and_the_old_name_reported_stale(generated):
+    repo = LigerRepo.open(generated)
+    profile = load_profile(generated / RECORD)
+    profile.functional_name = "liger_act_v2"
+    plan = plan_modify(repo, "act", profile)
+    functional = plan.changes.changes[FUNCTIONAL]
+    assert "def liger_act_v2(a, b):" in functional and "def liger_act(a, b):" in functional
+    assert any(note.startswith("stale: liger_act (from the old profile)") for note in plan.notes)
+
+
+def test_modify_of_a_kernel_that_does_not_exist_is_a_user_error(generated):
+    repo = LigerRepo.open(generated)
+    args = argparse.Namespace(name="act", profile=None, reference=None)
+    with pytest.raises(ModifyError, match="no kernel 'nothing_here'"):
+        plan_modify(repo, "nothing_here", profile_for_modify(args, repo))
+
+
+# Hand-written host kernel (no record) ----------------------------------------------------------------------
+def test_modify_on_host_rms_norm_appends_a_test_and_touches_no_existing_code(checkout, tmp_path):
+    host_test = "test/transformers/test_rms_norm.py"
+    shutil.copy2(REPO_ROOT / host_test, checkout / host_test)
+    profile = yaml.safe_load((EXAMPLES / "rms_norm.yaml").read_text())
+    profile["test"]["cpu_shapes"].append([5, 33])  # the new case
+    profile_path = tmp_path / "rms_norm_more.yaml"
+    profile_path.write_text(yaml.safe_dump(profile, sort_keys=False))
+    host_files = [
+        "src/liger_kernel/ops/rms_norm.py",
+        "src/liger_kernel/transformers/rms_norm.py",
+        "src/liger_kernel/ops/__init__.py",
+        "src/liger_kernel/transformers/__init__.py",
+        FUNCTIONAL,
+        host_test,
+    ]
+    before = {path: (checkout / path).read_text() for path in host_files}
+    ops_bytes = (checkout / host_files[0]).read_bytes()
+
+    result = run_kernelgen("new", "rms_norm", "--modify", "--profile", str(profile_path), "--repo", str(checkout))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "left       src/liger_kernel/ops/rms_norm.py: as is: no generation record; edit it by hand" in result.stdout
+    assert not (checkout / ".kernelgen" / "rms_norm.yaml").exists()
+    assert (checkout / host_files[0]).read_bytes() == ops_bytes
+    for path in host_files:
+        updated = iter((checkout / path).read_text().splitlines())
+        assert all(line in updated for line in before[path].splitlines()), f"{path} lost or reordered a line"
+    test_text = (checkout / host_test).read_text()
+    assert test_text.startswith(before[host_test])
+    assert "(5, 33)" in test_text[len(before[host_test]) :]
+
+    tests = run_pytest(checkout, host_test, "-k", "kernelgen_cases")
+    assert tests.returncode == 0, tests.stdout[-3000:]
+    assert "12 passed" in tests.stdout  # 4 CPU shapes x 3 hyper-parameter sets in float32
+
+    # Same profile again: the cases are already there.
+    again = plan_modify(LigerRepo.open(checkout), "rms_norm", load_profile(profile_path))
+    assert again.changes.changes == {}
