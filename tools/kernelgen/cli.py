@@ -44,6 +44,9 @@ def build_parser() -> argparse.ArgumentParser:
     new.add_argument("--dry-run", action="store_true", help="print the unified diff of every change; write nothing")
     new.add_argument("--force", action="store_true", help="overwrite the kernel's files if they already exist")
     new.add_argument("--save-profile", metavar="FILE", help="also write the profile used to FILE")
+    new.add_argument(
+        "--modify", action="store_true", help="update the existing kernel in place, keeping hand edits (3-way merge)"
+    )
 
     analyze = commands.add_parser(
         "analyze",
@@ -55,6 +58,12 @@ def build_parser() -> argparse.ArgumentParser:
     analyze.add_argument("--name", help="kernel name (default: from the reference)")
 
     commands.add_parser("references", help="list the built-in references")
+    from tools.kernelgen.validate import register as register_validate
+
+    register_validate(commands)
+    from tools.kernelgen.modify import register as register_modify
+
+    register_modify(commands)
     return parser
 
 
@@ -102,6 +111,10 @@ def cmd_new(args) -> int:
     from tools.kernelgen.repo import LigerRepo
     from tools.kernelgen.writer import write_all
 
+    if args.modify:
+        from tools.kernelgen.modify import run_modify
+
+        return run_modify(args)
     check_kernel_name(args.name)
     repo = LigerRepo.open(args.repo)
     profile = _profile_for_new(args)
@@ -109,7 +122,8 @@ def cmd_new(args) -> int:
     if todo:
         raise CliError(
             f"'{args.name}' is tier {profile.tier} ({profile.tier_reason or profile.tier_description}); "
-            f"kernelgen synthesizes tier 1 only: run `python -m tools.kernelgen analyze ... -o {args.name}.yaml`, "
+            f"kernelgen synthesizes tier 1 only: run `python -m tools.kernelgen analyze {args.reference or args.name} "
+            f"--name {args.name} -o {args.name}.yaml`, "
             f"fill math ({todo}), then `new {args.name} --profile {args.name}.yaml`"
         )
     changes = plan_new(repo, profile, force=args.force)
@@ -156,7 +170,20 @@ def cmd_references(args) -> int:
     return 0
 
 
-COMMANDS = {"new": cmd_new, "analyze": cmd_analyze, "references": cmd_references}
+def cmd_modify(args) -> int:
+    from tools.kernelgen.modify import run_modify
+
+    return run_modify(args)
+
+
+def cmd_validate(args) -> int:
+    from tools.kernelgen.validate import run
+
+    return run(args)
+
+
+COMMANDS = {"new": cmd_new, "analyze": cmd_analyze, "references": cmd_references, "modify": cmd_modify}
+COMMANDS["validate"] = cmd_validate
 
 
 def user_errors() -> tuple[type[BaseException], ...]:
@@ -164,11 +191,15 @@ def user_errors() -> tuple[type[BaseException], ...]:
     from tools.kernelgen.analyze import AnalyzeError
     from tools.kernelgen.generate import GenerateError
     from tools.kernelgen.insert import InsertError
+    from tools.kernelgen.modify import ModifyError
     from tools.kernelgen.profile import ProfileError
     from tools.kernelgen.repo import RepoError
     from tools.kernelgen.writer import WriteError
 
-    errors = [CliError, AnalyzeError, GenerateError, InsertError, ProfileError, RepoError, WriteError]
+    errors = [CliError, AnalyzeError, GenerateError, InsertError, ModifyError, ProfileError, RepoError, WriteError]
+    from tools.kernelgen.validate import ValidateError
+
+    errors.append(ValidateError)
     try:
         from tools.kernelgen.synth import UnsupportedOpError
 

@@ -1,0 +1,206 @@
+"""Run a generated kernel and its PyTorch reference on the same data (imported only inside worker processes).
+
+The worker sets ``TRITON_INTERPRET`` and ``sys.path`` before this module imports the kernel. Inputs mirror the
+generated unit tests: tier 1/2 take every profile input as a ``(rows, cols)`` tensor (``randn * input_scale``, or
+``rand * input_scale + 0.1`` for a positive input domain) plus learnable parameters drawn in ``[0.5, 1.5)``; tier 3
+takes logits and integer targets. Each run gets fresh copies, because kernels may write gradients over the
+buffers they saved (Liger's in-place backward).
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import types
+
+from dataclasses import dataclass
+from dataclasses import field
+from pathlib import Path
+
+import torch
+
+from tools.kernelgen.profile import KernelProfile
+from tools.kernelgen.profile import load_yaml
+
+
+@dataclass
+class Case:
+    """One set of data: inputs and parameters in float32 (or the dtype under test), hyper-parameters, seed."""
+
+    inputs: list[torch.Tensor]
+    params: list[torch.Tensor]
+    hyper: dict
+    seed: int
+    label: str = ""
+
+
+@dataclass
+class RunResult:
+    outputs: list[torch.Tensor]
+    grads: dict[str, torch.Tensor] = field(default_factory=dict)
+
+
+def load_record(repo: Path, name: str) -> KernelProfile:
+    path = repo / ".kernelgen" / f"{name}.yaml"
+    return load_yaml(path.read_text(encoding="utf-8"), source=str(path))
+
+
+def import_function_class(repo: Path, profile: KernelProfile):
+    """The kernel's autograd Function, imported from the target checkout (its ``src`` first on ``sys.path``)."""
+    src = str(repo / "src")
+    if src in sys.path:
+        sys.path.remove(src)
+    sys.path.insert(0, src)
+    for module in [m for m in sys.modules if m == "liger_kernel" or m.startswith("liger_kernel.")]:
+        del sys.modules[module]
+    module = importlib.import_module(f"liger_kernel.ops.{profile.operation_name}")
+    return getattr(module, profile.function_class_name)
+
+
+def load_reference(profile: KernelProfile):
+    """The reference's entry, executed as a registered module (torch.compile looks its globals up by module)."""
+    name = f"kernelgen_reference_{profile.operation_name}"
+    module = types.ModuleType(name)
+    module.__file__ = f"<reference {profile.reference.origin or profile.operation_name}>"
+    sys.modules[name] = module
+    exec(compile(profile.reference.source, module.__file__, "exec"), module.__dict__)
+    return getattr(module, profile.reference.entry)
+
+
+def hyper_cases(profile: KernelProfile) -> list[dict]:
+    """The defaults, then each choice and each runtime float moved off its default (as the unit tests do)."""
+    defaults = {hp.name: hp.default for hp in profile.hyperparameters}
+    cases = [dict(defaults)]
+    for hp in profile.hyperparameters:
+        if hp.choices:
+            cases.extend({**defaults, hp.name: choice} for choice in hp.choices if choice != hp.default)
+        elif hp.type == "float" and not hp.constexpr and profile.tier != 3:
+            cases.append({**defaults, hp.name: float(hp.default) * 2.0 if hp.default else 0.5})
+    return cases
+
+
+class KernelUnderTest:
+    def __init__(self, repo: Path, name: str, device: str):
+        self.repo = repo
+        self.device = device
+        self.profile = load_record(repo, name)
+        self.function = import_function_class(repo, self.profile)
+        self.reference = load_reference(self.profile)
+        self.defaults = {hp.name: hp.default for hp in self.profile.hyperparameters}
+        self.tier = self.profile.tier
+        self.positive = self.profile.test.input_domain == "positive"
+        atol, rtol = self.profile.test.tolerances.get("float32", [1e-5, 1e-5])
+        self.tolerances = (float(atol), float(rtol))
+
+    # Data ---------------------------------------------------------------------------------------------------
+    def make_case(self, rows: int, cols: int, seed: int, *, hyper=None, dtype=torch.float32, label="") -> Case:
+        generator = torch.Generator().manual_seed(seed)
+        hyper = dict(self.defaults if hyper is None else hyper)
+        if self.tier == 3:
+            logits = torch.randn(rows, cols, generator=generator) * 4
+            target = torch.randint(0, cols, (rows,), generator=generator)
+            ignore_index = hyper.get("ignore_index")
+            if isinstance(ignore_index, int) and rows >= 3:
+                target[1::3] = ignore_index  # some ignored rows in every multi-row case
+            return Case([logits.to(self.device, dtype), target.to(self.device)], [], hyper, seed, label)
+        scale = float(self.profile.test.input_scale)
+        inputs = []
+        for _ in self.profile.inputs:
+            if self.positive:
+                value = torch.rand(rows, cols, generator=generator) * scale + 0.1
+            else:
+                value = torch.randn(rows, cols, generator=generator) * scale
+            inputs.append(value.to(self.device, dtype))
+        params = []
+        for param in self.profile.parameters:
+            size = (cols,) if param.shape == "channel" else ()
+            params.append((torch.rand(size, generator=generator) + 0.5).to(self.device, dtype))
+        return Case(inputs, params, hyper, seed, label)
+
+    def with_inputs(self, case: Case, inputs: list[torch.Tensor], label: str) -> Case:
+        return Case(inputs, case.params, case.hyper, case.seed, label)
+
+    def grad_outputs(self, outputs: list[torch.Tensor], seed: int) -> list[torch.Tensor]:
+        generator = torch.Generator().manual_seed(seed + 1000)
+        grads = []
+        for out in outputs:
+            if out.dim() == 0 or self.tier == 3:
+                grads.append(torch.rand(out.shape, generator=generator) + 0.5)
+            else:
+                grads.append(torch.randn(out.shape, generator=generator))
+        return [g.to(out.device, out.dtype) for g, out in zip(grads, outputs)]
+
+    # Names of what gets a gradient ---------------------------------------------------------------------------
+    def grad_labels(self) -> list[str]:
+        inputs = [t.name for t in self.profile.inputs if t.requires_grad]
+        return inputs + [p.name for p in self.profile.parameters]
+
+    # Runs ---------------------------------------------------------------------------------------------------
+    def run_kernel(self, case: Case, *, backward: bool = True) -> RunResult:
+        inputs = [self.leaf(x, spec.requires_grad) for x, spec in zip(case.inputs, self.profile.inputs)]
+        params = [self.leaf(p, True) for p in case.params]
+        hyper_values = [case.hyper[hp.name] for hp in self.profile.hyperparameters]
+        outputs = _tensors(self.function.apply(*inputs, *params, *hyper_values))
+        return self._finish(outputs, inputs, params, case.seed, backward)
+
+    def run_reference(self, case: Case, dtype: torch.dtype, *, backward: bool = True) -> RunResult:
+        inputs = [
+            self.leaf(x.to(dtype) if x.is_floating_point() else x, spec.requires_grad)
+            for x, spec in zip(case.inputs, self.profile.inputs)
+        ]
+        # nn.Parameter leaves: a module reference adopts these very objects, so gradients land on them.
+        params = [torch.nn.Parameter(p.detach().to(dtype).clone()) for p in case.params]
+        callable_ = self.reference_callable(inputs[0].shape[-1], case.hyper, dtype, params)
+        outputs = _tensors(callable_(*inputs, *([] if self.owns_params else params)))
+        return self._finish(outputs, inputs, params, case.seed, backward)
+
+    @property
+    def owns_params(self) -> bool:
+        return self.profile.reference.kind == "module" and bool(self.profile.parameters)
+
+    def reference_callable(self, n_cols: int, hyper: dict, dtype: torch.dtype, params: list[torch.Tensor]):
+        """A callable of the tensor inputs (and, for function references, the parameters) computing the reference.
+
+        A module reference that owns the learnable parameters gets ``params`` installed as its own, so their
+        gradients land on the caller's leaves."""
+        profile = self.profile
+        if profile.reference.kind != "module":
+            return lambda *tensors: self.reference(*tensors, **hyper)
+        if not params:
+            return self.reference(**hyper).to(self.device)
+        module = self.reference(**{profile.module.size_param: n_cols}, **hyper).to(device=self.device, dtype=dtype)
+        for param, leaf in zip(profile.parameters, params):
+            setattr(module, param.name, leaf)
+        return module
+
+    @staticmethod
+    def leaf(value: torch.Tensor, requires_grad: bool) -> torch.Tensor:
+        leaf = value.detach().clone()
+        if requires_grad and leaf.is_floating_point():
+            leaf.requires_grad_(True)
+        return leaf
+
+    def _finish(self, outputs, inputs, params, seed, backward) -> RunResult:
+        result = RunResult([o.detach().clone() for o in outputs])
+        if not backward:
+            return result
+        differentiable = [o for o in outputs if o.requires_grad]
+        if differentiable:
+            torch.autograd.backward(differentiable, self.grad_outputs(differentiable, seed))
+        names = [t.name for t in self.profile.inputs]
+        for name, leaf, spec in zip(names, inputs, self.profile.inputs):
+            if spec.requires_grad and leaf.is_floating_point():
+                result.grads[name] = _grad_or_zeros(leaf)
+        for param, leaf in zip(self.profile.parameters, params):
+            result.grads[param.name] = _grad_or_zeros(leaf)
+        return result
+
+
+def _grad_or_zeros(leaf: torch.Tensor) -> torch.Tensor:
+    # A missing gradient is a wrong gradient (zeros), not a crash: the comparison names it.
+    return leaf.grad.detach().clone() if leaf.grad is not None else torch.zeros_like(leaf).detach()
+
+
+def _tensors(result) -> list[torch.Tensor]:
+    values = result if isinstance(result, (tuple, list)) else (result,)
+    return [v for v in values if isinstance(v, torch.Tensor)]

@@ -1,0 +1,75 @@
+"""Stage 5: speed and peak memory on a GPU (``performance_worker`` in a subprocess); skipped without one."""
+
+from __future__ import annotations
+
+from tools.kernelgen.validate.report import FAIL
+from tools.kernelgen.validate.report import PASS
+from tools.kernelgen.validate.report import SKIP
+from tools.kernelgen.validate.report import WARN
+from tools.kernelgen.validate.report import StageResult
+from tools.kernelgen.validate.report import Target
+from tools.kernelgen.validate.workers import WorkerFailed
+from tools.kernelgen.validate.workers import run_worker
+
+WORKER = "tools.kernelgen.validate.performance_worker"
+SKIP_LINE = "performance: skipped (no GPU; run validate on a CUDA device)"
+TIMEOUT_S = 1200
+PROVIDERS = ("liger", "torch", "torch_compile")
+
+
+def block(report: dict) -> str:
+    rows, cols = report["shape"]
+    lines = [
+        "PERFORMANCE_VALIDATION",
+        f"device: {report['device']}  shape: {rows}x{cols} ({report['columns']})  dtype: {report['dtype']}  "
+        f"warm-up: {report['warmup']}  reps: {report['providers']['liger'].get('reps', '-')} (median, CUDA events)",
+    ]
+    for provider in PROVIDERS:
+        figures = report["providers"][provider]
+        if "ms" in figures:
+            lines.append(f"{provider + ':':<15} {figures['ms']:9.4f} ms   peak {figures['peak_mb']:10.1f} MB")
+        else:
+            lines.append(f"{provider + ':':<15} failed: {figures['error']}")
+    for provider in ("torch", "torch_compile"):
+        speedup = report.get(f"speedup_vs_{provider}")
+        lines.append(f"speedup vs {provider}: " + (f"{speedup:.2f}x" if speedup else "-"))
+    liger, torch_eager = report["providers"]["liger"], report["providers"]["torch"]
+    if "peak_mb" in liger and torch_eager.get("peak_mb"):
+        lines.append(f"memory vs torch: {liger['peak_mb'] / torch_eager['peak_mb']:.2f}x of eager's peak")
+    if "bandwidth_tb_s" in report:
+        lines.append(
+            f"bandwidth: {report['bandwidth_tb_s']:.2f} TB/s, {100 * report['roofline_fraction']:.0f}% of the H200's "
+            f"4.8 TB/s (estimate from {report['bytes_moved'] / 1e9:.2f} GB moved)"
+        )
+    return "\n".join(lines)
+
+
+def run(target: Target, cuda: bool) -> StageResult:
+    if not cuda:
+        print(SKIP_LINE)
+        return StageResult("performance", SKIP, "no GPU; run validate on a CUDA device")
+    try:
+        report = run_worker(WORKER, target, "performance.json", timeout=TIMEOUT_S)
+    except WorkerFailed as error:
+        return StageResult("performance", FAIL, f"the performance run crashed: {error}")
+    if "skipped" in report:
+        print(SKIP_LINE)
+        return StageResult("performance", SKIP, "no GPU; run validate on a CUDA device")
+    text = block(report)
+    liger = report["providers"]["liger"]
+    figures = {
+        "speedup": report.get("speedup_vs_torch"),
+        "speedup_compile": report.get("speedup_vs_torch_compile"),
+        "liger_ms": liger.get("ms"),
+        "peak_mb": liger.get("peak_mb"),
+    }
+    if "ms" not in liger:
+        print(text + "\noverall: FAIL")
+        return StageResult("performance", FAIL, f"the kernel failed at the benchmark shape: {liger['error']}", figures)
+    speedup = report.get("speedup_vs_torch")
+    verdict = WARN if speedup is not None and speedup < 1.0 else PASS
+    print(text + f"\noverall: {verdict}")
+    summary = f"{liger['ms']:.3f} ms fwd+bwd, " + (f"{speedup:.2f}x vs eager" if speedup else "eager failed")
+    if report.get("speedup_vs_torch_compile"):
+        summary += f", {report['speedup_vs_torch_compile']:.2f}x vs torch.compile"
+    return StageResult("performance", verdict, summary, figures)

@@ -1,0 +1,161 @@
+"""Forward+backward speed and peak memory of a kernel against its reference (eager and torch.compile), on CUDA.
+
+``python -m tools.kernelgen.validate.performance_worker REPO NAME OUT.json``. Method (rules/performance.md): one
+realistic shape (BT=4096 rows; the profile's benchmark size for the columns), bf16 where the GPU has it, 10
+warm-up steps (torch.compile compiles there), then >= 100 timed steps, each between two CUDA events on the stream,
+with fresh input copies made before the first event (kernels write gradients over their inputs); the median is
+reported. Peak memory is ``max_memory_allocated`` during one step minus what was allocated before it.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+
+from pathlib import Path
+
+import torch
+
+from tools.kernelgen.validate.harness import KernelUnderTest
+
+BT = 4096
+DEFAULT_COLUMNS = 4096
+WARMUP = 10
+REPS = 100
+H200_PEAK_BYTES_PER_S = 4.8e12  # HBM3e
+
+
+def columns_for(kut: KernelUnderTest) -> tuple[str, int]:
+    """The dimension the op runs along, from the profile's benchmark config (as the generated benchmark does)."""
+    fixed = kut.profile.benchmark.fixed_config
+    if kut.tier == 3:
+        key = "vocab_size"
+    elif kut.profile.module.kind == "mlp":
+        key = "intermediate_size"
+    else:
+        key = "hidden_size"
+    return key, int(fixed.get(key, DEFAULT_COLUMNS))
+
+
+def _step_factory(kut: KernelUnderTest, case, dtype, provider: str):
+    """(make_args, step): make_args copies the inputs as fresh leaves; step runs forward and backward."""
+    profile = kut.profile
+    hyper_values = [case.hyper[hp.name] for hp in profile.hyperparameters]
+    grads_cache: dict = {}
+
+    def make_args():
+        inputs = [kut.leaf(x, spec.requires_grad) for x, spec in zip(case.inputs, profile.inputs)]
+        params = [torch.nn.Parameter(p.detach().clone()) for p in case.params]
+        return inputs, params
+
+    if provider == "liger":
+
+        def forward(inputs, params):
+            return kut.function.apply(*inputs, *params, *hyper_values)
+
+    else:
+        params_for_reference = make_args()[1]
+        reference = kut.reference_callable(case.inputs[0].shape[-1], case.hyper, dtype, params_for_reference)
+        owns = kut.owns_params
+        if provider == "torch_compile":
+            reference = torch.compile(reference)
+
+        def forward(inputs, params):
+            return reference(*inputs) if owns else reference(*inputs, *params)
+
+    def step(inputs, params):
+        outputs = forward(inputs, params)
+        outputs = [o for o in (outputs if isinstance(outputs, (tuple, list)) else (outputs,)) if o is not None]
+        outputs = [o for o in outputs if o.requires_grad]
+        key = tuple((tuple(o.shape), o.dtype) for o in outputs)
+        if key not in grads_cache:
+            grads_cache[key] = kut.grad_outputs(outputs, case.seed)
+        torch.autograd.backward(outputs, grads_cache[key])
+
+    return make_args, step
+
+
+def measure(kut: KernelUnderTest, case, dtype, provider: str) -> dict:
+    make_args, step = _step_factory(kut, case, dtype, provider)
+    for _ in range(WARMUP):
+        step(*make_args())
+    torch.cuda.synchronize()
+    events = []
+    for _ in range(REPS):
+        args = make_args()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        step(*args)
+        end.record()
+        events.append((start, end))
+    torch.cuda.synchronize()
+    times = [start.elapsed_time(end) for start, end in events]
+    args = make_args()
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    before = torch.cuda.memory_allocated()
+    step(*args)
+    torch.cuda.synchronize()
+    peak = torch.cuda.max_memory_allocated() - before
+    return {"ms": statistics.median(times), "ms_min": min(times), "peak_mb": peak / 2**20, "reps": REPS}
+
+
+def bytes_moved(kut: KernelUnderTest, rows: int, cols: int, element_size: int) -> int:
+    """Minimum HBM traffic of forward+backward: every tensor read or written once per pass."""
+    n = rows * cols
+    if kut.tier == 3:
+        # forward reads the logits and writes the gradient over them; backward is a no-op at grad_output == 1
+        return 2 * n * element_size
+    n_in = len(kut.profile.inputs)
+    n_out = len(kut.profile.outputs)
+    n_grad = len(kut.profile.grad_inputs)
+    forward = (n_in + n_out) * n
+    backward = (n_in + n_out + n_grad) * n  # reads inputs and grad_output(s), writes input gradients
+    return (forward + backward) * element_size
+
+
+def run(repo: Path, name: str) -> dict:
+    kut = KernelUnderTest(repo, name, "cuda")
+    dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float32
+    key, cols = columns_for(kut)
+    case = kut.make_case(BT, cols, seed=50, dtype=dtype, label="performance")
+    report = {
+        "device": torch.cuda.get_device_name(),
+        "shape": [BT, cols],
+        "columns": key,
+        "dtype": str(dtype).replace("torch.", ""),
+        "warmup": WARMUP,
+        "providers": {},
+    }
+    for provider in ("liger", "torch", "torch_compile"):
+        try:
+            report["providers"][provider] = measure(kut, case, dtype, provider)
+        except Exception as error:  # torch.compile may not handle a reference: report it, keep the others
+            lines = str(error).strip().splitlines()
+            report["providers"][provider] = {"error": f"{type(error).__name__}: {lines[0] if lines else ''}"}
+        torch.cuda.empty_cache()
+    liger = report["providers"]["liger"]
+    if "ms" in liger:
+        moved = bytes_moved(kut, BT, cols, torch.tensor([], dtype=dtype).element_size())
+        report["bytes_moved"] = moved
+        report["bandwidth_tb_s"] = moved / (liger["ms"] * 1e-3) / 1e12
+        report["roofline_fraction"] = report["bandwidth_tb_s"] * 1e12 / H200_PEAK_BYTES_PER_S
+        for provider in ("torch", "torch_compile"):
+            other = report["providers"][provider]
+            if "ms" in other:
+                report[f"speedup_vs_{provider}"] = other["ms"] / liger["ms"]
+    return report
+
+
+def main(argv: list[str]) -> int:
+    repo, name, out = Path(argv[0]), argv[1], Path(argv[2])
+    if not torch.cuda.is_available():
+        out.write_text(json.dumps({"skipped": "no GPU"}), encoding="utf-8")
+        return 0
+    out.write_text(json.dumps(run(repo, name), indent=2), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,21 @@
+"""Stage 2: the purity rules of ``purity.py`` applied to the kernel's ops file."""
+
+from __future__ import annotations
+
+from tools.kernelgen.validate.purity import check_source
+from tools.kernelgen.validate.report import FAIL
+from tools.kernelgen.validate.report import PASS
+from tools.kernelgen.validate.report import StageResult
+from tools.kernelgen.validate.report import Target
+
+
+def run(target: Target) -> StageResult:
+    path = target.paths["ops"]
+    profile = target.profile
+    grad_names = [t.name for t in profile.inputs if t.requires_grad] + [p.name for p in profile.parameters]
+    findings = check_source(target.repo.read(path), path, grad_names)
+    for finding in findings:
+        print(f"  {finding}")
+    if findings:
+        return StageResult("purity", FAIL, f"{len(findings)} violation(s); first: {findings[0]}")
+    return StageResult("purity", PASS, f"{path}: kernels are pure Triton, wrappers allocate/reshape/launch only")

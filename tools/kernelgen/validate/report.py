@@ -1,0 +1,47 @@
+"""What every stage hands back, and how the command prints it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from dataclasses import field
+from pathlib import Path
+
+from tools.kernelgen.profile import KernelProfile
+from tools.kernelgen.repo import LigerRepo
+
+PASS = "PASS"
+FAIL = "FAIL"
+SKIP = "SKIP"
+WARN = "WARN"  # ran and passed its gates, with a figure worth a look (slower than eager PyTorch)
+NOT_RUN = "NOT RUN"
+
+
+@dataclass
+class Target:
+    """The kernel under validation: checkout, name, its files by role and the profile it was generated from."""
+
+    repo: LigerRepo
+    name: str
+    paths: dict[str, str]
+    profile: KernelProfile
+    workspace: Path
+
+
+@dataclass
+class StageResult:
+    stage: str
+    verdict: str
+    summary: str
+    figures: dict = field(default_factory=dict)
+
+    @property
+    def failed(self) -> bool:
+        return self.verdict == FAIL
+
+
+def header(index: int, total: int, stage: str) -> str:
+    return f"== [{index}/{total}] {stage} " + "=" * max(3, 60 - len(stage))
+
+
+def verdict_line(result: StageResult) -> str:
+    return f"{result.stage}: {result.verdict} ({result.summary})"

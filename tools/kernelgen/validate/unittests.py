@@ -1,0 +1,43 @@
+"""Stage 3: the kernel's generated pytest file, in a subprocess in the target checkout (a hard gate)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+from tools.kernelgen.validate.report import FAIL
+from tools.kernelgen.validate.report import PASS
+from tools.kernelgen.validate.report import StageResult
+from tools.kernelgen.validate.report import Target
+
+COUNT = re.compile(r"(\d+) (passed|failed|skipped|errors?|xfailed|xpassed|deselected)")
+TAIL_LINES = 25
+
+
+def counts(output: str) -> dict[str, int]:
+    """``{"passed": 6, "skipped": 6}`` from pytest's last summary line."""
+    summary = [line for line in output.splitlines() if COUNT.search(line)]
+    if not summary:
+        return {}
+    found = {}
+    for number, kind in COUNT.findall(summary[-1]):
+        found["errors" if kind.startswith("error") else kind] = int(number)
+    return found
+
+
+def run(target: Target) -> StageResult:
+    test = target.paths["test"]
+    if not target.repo.exists(test):
+        return StageResult("unit tests", FAIL, f"{test} is missing")
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", test]
+    print(f"  $ {' '.join(['python', *command[1:]])}")
+    result = subprocess.run(command, cwd=target.repo.root, capture_output=True, text=True, check=False)
+    output = result.stdout + result.stderr
+    found = counts(output)
+    described = ", ".join(f"{n} {kind}" for kind, n in found.items()) or "no summary line"
+    if result.returncode != 0 or not found.get("passed"):
+        for line in output.strip().splitlines()[-TAIL_LINES:]:
+            print(f"  | {line}")
+        return StageResult("unit tests", FAIL, f"{test}: {described} (exit {result.returncode})", found)
+    return StageResult("unit tests", PASS, f"{test}: {described}", found)

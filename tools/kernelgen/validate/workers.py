@@ -1,0 +1,42 @@
+"""Run a worker module (correctness, performance) in its own Python process and read back its JSON report."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from pathlib import Path
+
+from tools.kernelgen.repo import default_repo_root
+from tools.kernelgen.validate.report import Target
+
+TAIL_LINES = 20
+
+
+class WorkerFailed(RuntimeError):
+    """The worker died before writing its report (the kernel does not import, the reference does not run...)."""
+
+
+def run_worker(module: str, target: Target, report_name: str, timeout: float | None = None) -> dict:
+    out = target.workspace / report_name
+    out.unlink(missing_ok=True)
+    kernelgen_root = default_repo_root()
+    env = dict(os.environ)
+    # ``tools.kernelgen`` from this checkout; the kernel itself is imported from the target's src/ by the worker.
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(kernelgen_root), env.get("PYTHONPATH", "")) if p)
+    command = [sys.executable, "-m", module, str(target.repo.root), target.name, str(out)]
+    try:
+        result = subprocess.run(
+            command, cwd=kernelgen_root, env=env, capture_output=True, text=True, timeout=timeout, check=False
+        )
+    except subprocess.TimeoutExpired:
+        raise WorkerFailed(f"{module} ran past {timeout:.0f} s") from None
+    if result.returncode != 0 or not out.exists():
+        tail = (result.stderr or result.stdout).strip().splitlines()[-TAIL_LINES:]
+        for line in tail:
+            print(f"  | {line}")
+        last = tail[-1] if tail else f"exit status {result.returncode}"
+        raise WorkerFailed(last)
+    return json.loads(Path(out).read_text(encoding="utf-8"))
