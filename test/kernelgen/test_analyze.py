@@ -474,7 +474,7 @@ class TorchTL:
 
 
 def run_statements(statements, names):
-    scope = {"tl": TorchTL, **names}
+    scope = {"tl": TorchTL, "_tanh": torch.tanh, **names}
     for statement in statements:
         exec(statement, scope)
     return scope

@@ -33,6 +33,7 @@ from tools.kernelgen.synth import make_symbols
 from tools.kernelgen.synth import parse_formula
 from tools.kernelgen.synth import print_triton
 from tools.kernelgen.synth import synthesize_elementwise
+from tools.kernelgen.synth.printer import TANH_HELPER_SOURCE
 from tools.kernelgen.synth.rules import tensor_arguments
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -89,7 +90,7 @@ class TorchTL:
 
 def run_statements(statements: list[str], values: dict[str, torch.Tensor]) -> dict:
     dtype = next(iter(values.values())).dtype
-    namespace = {"tl": TorchTL(dtype), **values}
+    namespace = {"tl": TorchTL(dtype), "_tanh": torch.tanh, **values}
     exec(compile("\n".join(statements), "<synthesized>", "exec"), namespace)
     return namespace
 
@@ -353,7 +354,7 @@ def test_dyt_uses_and_shared_subexpressions():
     assert math.backward_uses == ["alpha", "grad_y", "weight", "x"]  # bias is not needed to differentiate
     assert [line.split(" = ")[0] for line in math.backward][-4:] == ["grad_x", "grad_alpha", "grad_weight", "grad_bias"]
     # tanh(alpha * x) is computed once and shared by three gradients.
-    assert sum("tl.sigmoid" in line for line in math.backward) == 1
+    assert sum("_tanh(" in line for line in math.backward) == 1
     assert math.precision_sensitive_ops == ["tanh"]
     assert set(math.gradient_formulas) == {"grad_x", "grad_alpha", "grad_weight", "grad_bias"}
     assert math.gradient_formulas["grad_bias"] == "grad_y"
@@ -460,7 +461,7 @@ def test_printer_conventions():
     assert print_triton(x + 1) == "x + 1.0"
     assert print_triton(x - y) == "x - y"
     assert print_triton(sympy.sqrt(2 / sympy.pi) * x) == f"{(2 / 3.141592653589793) ** 0.5!r} * x"
-    assert print_triton(sympy.tanh(x)) == "(2.0 * tl.sigmoid(2.0 * x) - 1.0)"
+    assert print_triton(sympy.tanh(x)) == "_tanh(x)"
     assert print_triton(apply_op("sigmoid", x)) == "tl.sigmoid(x)"
     assert print_triton(apply_op("where", apply_op("gt", x, 0), x, 0.5 * y)) == "tl.where(x > 0.0, x, 0.5 * y)"
     assert print_triton((x + y) ** 2) == "(x + y) * (x + y)"
@@ -589,7 +590,7 @@ def render_kernels(math, inputs, parameters, hypers) -> str:
     # Parameter gradients are stored per element (one row each) and reduced by the caller, like the templates.
     backward_body += [f"tl.store({g}_ptr + offsets, {g}, mask=mask)" for g in grads]
     return (
-        "import triton\nimport triton.language as tl\n\n\n"
+        "import triton\nimport triton.language as tl\n\n\n" + TANH_HELPER_SOURCE + "\n\n"
         f"@triton.jit\ndef forward_kernel({forward_args}, y_ptr, {hyper_args}n_cols, BLOCK: tl.constexpr):\n"
         f"{_indent(forward_body)}\n\n\n"
         f"@triton.jit\ndef backward_kernel({backward_args}, {hyper_args}n_cols, BLOCK: tl.constexpr):\n"

@@ -14,6 +14,8 @@ from pathlib import Path
 import jinja2
 
 from tools.kernelgen.profile import KernelProfile
+from tools.kernelgen.synth.printer import TANH_HELPER
+from tools.kernelgen.synth.printer import TANH_HELPER_SOURCE
 
 TEMPLATE_DIR = Path(__file__).parent / "templates"
 TRIPLE_DOUBLE = '"' * 3
@@ -244,6 +246,8 @@ def tier1_context(profile: KernelProfile) -> dict:
         "forward": profile.math.forward,
         "backward": profile.math.backward,
         "needs_sm_count": bool(params),
+        "uses_tanh": any(f"{TANH_HELPER}(" in line for line in profile.math.forward + profile.math.backward),
+        "tanh_helper_source": TANH_HELPER_SOURCE,
         "in_place": _in_place_gradients(profile),
         "fwd_signature": _signature(inputs + param_names + list(hypers)),
         "bwd_signature": ", ".join(inputs + param_names + grad_outputs + hyper_names),

@@ -7,8 +7,8 @@
 - powers: exponents 2..8 as repeated multiplication, negative integers as divisions (``1.0 / x``), ``0.5`` as
   ``tl.sqrt``, ``-0.5`` as ``tl.rsqrt`` (half-integers combine the two), any other constant as
   ``tl.exp2(p * tl.log2(x))`` (valid for ``x > 0`` only, like a fractional power in torch);
-- ``tanh(u)`` as ``(2.0 * tl.sigmoid(2.0 * u) - 1.0)``: exact, saturates without overflow, and runs compiled and
-  under the interpreter alike (``libdevice`` does not exist in the interpreter, so it is never emitted);
+- ``tanh(u)`` as ``_tanh(u)``, a jit helper the tier-1 template defines from core ``tl`` ops: it saturates
+  without overflow, stays accurate near 0, and runs compiled and under the Triton interpreter (no libdevice).
 - ``softplus``/``logsigmoid`` in their overflow-free forms ``max(u, 0) + log(1 + exp(-|u|))``;
 - ``Piecewise`` as nested ``tl.where``; comparisons as ``x > 0.0``; ``&``/``|`` between conditions.
 
@@ -30,6 +30,20 @@ def float_literal(value) -> str:
     if not number.is_real or not number.is_finite:
         raise ValueError(f"constant {value} is not a finite real number")
     return repr(float(number))
+
+
+TANH_HELPER = "_tanh"
+# Source of the helper, emitted once into every generated file whose statements call it.
+TANH_HELPER_SOURCE = """@triton.jit
+def _tanh(x):
+    # tanh from core tl ops, because libdevice does not exist under the Triton interpreter: an odd Taylor
+    # polynomial near 0 (where 1 - exp(-2|x|) would cancel) and the overflow-free exponential form elsewhere.
+    x2 = x * x
+    series = x * (1.0 + x2 * (-1.0 / 3.0 + x2 * (2.0 / 15.0 + x2 * (-17.0 / 315.0 + x2 * (62.0 / 2835.0)))))
+    e = tl.exp(-2.0 * tl.abs(x))
+    magnitude = (1.0 - e) / (1.0 + e)
+    return tl.where(tl.abs(x) < 0.1, series, tl.where(x < 0.0, -magnitude, magnitude))
+"""
 
 
 class TritonPrinter(StrPrinter):
@@ -147,7 +161,9 @@ class TritonPrinter(StrPrinter):
         return f"tl.where({x} > 0.0, 1.0, tl.where({x} < 0.0, -1.0, 0.0))"
 
     def _print_tanh(self, expr):
-        return f"(2.0 * tl.sigmoid({self._print(2 * expr.args[0])}) - 1.0)"
+        # A helper the tier-1 template defines from core tl ops (libdevice.tanh does not exist under the
+        # interpreter); it stays accurate near 0, where 2 * sigmoid(2u) - 1 would cancel to nothing.
+        return f"{TANH_HELPER}({self._print(expr.args[0])})"
 
     def _print_Sigmoid(self, expr):
         return f"tl.sigmoid({self._print(expr.args[0])})"
