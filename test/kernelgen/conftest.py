@@ -8,6 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from tools.kernelgen.render import kernel_paths
+from tools.kernelgen.repo import FUNCTIONAL
+from tools.kernelgen.repo import OPS_INIT
+from tools.kernelgen.repo import TRANSFORMERS_INIT
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO_ROOT / ".claude" / "skills" / "liger-kernel-gen" / "examples"
 
@@ -29,7 +34,25 @@ def copy_checkout(destination: Path) -> Path:
             shutil.copy2(source, target)
     (destination / "test" / "transformers").mkdir(parents=True, exist_ok=True)
     (destination / "benchmark" / "scripts").mkdir(parents=True, exist_ok=True)
+    _drop_kernels_generated_here(destination)
     return destination
+
+
+def _drop_kernels_generated_here(destination: Path) -> None:
+    """Kernels generated into this checkout (e.g. by the README's ``new geglu``) are not part of the library the
+    tests start from: remove their files and take the registration files as committed."""
+    records = sorted((REPO_ROOT / ".kernelgen").glob("*.yaml"))
+    if not records:
+        return
+    for record in records:
+        for relative in kernel_paths(record.stem).values():
+            (destination / relative).unlink(missing_ok=True)
+    for relative in (OPS_INIT, TRANSFORMERS_INIT, FUNCTIONAL):
+        committed = subprocess.run(
+            ["git", "show", f"HEAD:{relative}"], cwd=REPO_ROOT, capture_output=True, text=True, check=False
+        )
+        if committed.returncode == 0:
+            (destination / relative).write_text(committed.stdout)
 
 
 def snapshot(root: Path) -> dict[str, bytes]:
