@@ -10,6 +10,7 @@ import pytest
 
 from test.kernelgen.conftest import copy_checkout
 from test.kernelgen.conftest import run_pytest
+from test.kernelgen.test_analyze import TIER1_BUILTINS
 from tools.kernelgen.analyze import analyze
 from tools.kernelgen.generate import plan_new
 from tools.kernelgen.render import kernel_paths
@@ -23,21 +24,10 @@ from tools.kernelgen.writer import write_all
 #   softplus_gate: softplus (beta, threshold)   mish: mish   logsigmoid: logsigmoid
 #   hardtanh: hardtanh           clamp_mul: clamp with a hyper-parameter
 #   gated_sin: sin, sigmoid, three inputs       snake: sin, div, per-channel parameter
-ELEMENTWISE_REFERENCES = [
-    "clamp_mul",
-    "dyt",
-    "gated_sin",
-    "geglu",
-    "hardtanh",
-    "leaky_relu_mul",
-    "logsigmoid",
-    "mish",
-    "reglu",
-    "relu_squared",
-    "snake",
-    "softplus_gate",
-    "swiglu",
-]
+#   gelu_erf_mul: erf-gelu * b   log_ratio: sqrt, rsqrt, log, exp, abs, div (positive inputs)
+#   elu_select: where + comparison, maximum, minimum, neg, cos, elu
+# Every tier-1 built-in (the analyzer's tests pin the list and each one's tier).
+ELEMENTWISE_REFERENCES = TIER1_BUILTINS
 
 
 @pytest.fixture(scope="module")
