@@ -17,6 +17,8 @@ from tools.kernelgen.generate import GenerateError
 from tools.kernelgen.generate import plan_new
 from tools.kernelgen.profile import load_profile
 from tools.kernelgen.render import kernel_paths
+from tools.kernelgen.render import render_kernel
+from tools.kernelgen.render import target_helpers
 from tools.kernelgen.repo import LigerRepo
 
 
@@ -175,3 +177,14 @@ def test_generation_record_reloads_as_the_same_profile(checkout):
         copy = copy_checkout(checkout.parent / "second")
         writer.write_all(copy, changes.changes)
         plan_new(LigerRepo.open(copy), profile)
+
+
+def test_target_without_get_num_sms_gets_a_local_helper():
+    assert target_helpers("def get_num_sms():\n    return 1\n") == {"get_num_sms"}
+    assert target_helpers("def calculate_settings(n):\n    pass\n") == frozenset()
+    profile = load_profile(EXAMPLES / "rms_norm.yaml").renamed("rms_norm_gen")
+    ops_path = kernel_paths("rms_norm_gen")["ops"]
+    local = render_kernel(profile, helpers=frozenset()).files[ops_path]
+    shared = render_kernel(profile).files[ops_path]
+    assert "def get_num_sms() -> int:" in local and "import get_num_sms" not in local
+    assert "from liger_kernel.ops.utils import get_num_sms" in shared and "def get_num_sms" not in shared

@@ -25,6 +25,7 @@ from tools.kernelgen.profile import KernelProfile
 from tools.kernelgen.profile import dump_yaml
 from tools.kernelgen.render import kernel_paths
 from tools.kernelgen.render import render_kernel
+from tools.kernelgen.render import target_helpers
 from tools.kernelgen.repo import FUNCTIONAL
 from tools.kernelgen.repo import OPS_INIT
 from tools.kernelgen.repo import TRANSFORMERS_INIT
@@ -110,7 +111,7 @@ def plan_new(repo: LigerRepo, profile: KernelProfile, *, force: bool = False) ->
             f"kernel '{profile.operation_name}' already exists ({present[0]}); "
             f"use --modify to update it or --force to overwrite the generated files"
         )
-    rendered = render_kernel(profile)
+    rendered = render_kernel(profile, target_helpers(repo.read("src/liger_kernel/ops/utils.py")))
     changes = ChangeSet()
     for path, text in rendered.files.items():
         try:

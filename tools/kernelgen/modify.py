@@ -101,9 +101,10 @@ def render_formatted(repo: LigerRepo, profile: KernelProfile) -> tuple[dict[str,
     from tools.kernelgen.formatting import format_snippet
     from tools.kernelgen.formatting import format_source
     from tools.kernelgen.render import render_kernel
+    from tools.kernelgen.render import target_helpers
     from tools.kernelgen.repo import FUNCTIONAL
 
-    rendered = render_kernel(profile)
+    rendered = render_kernel(profile, target_helpers(repo.read("src/liger_kernel/ops/utils.py")))
     try:
         files = {path: format_source(text, repo.root, path) for path, text in rendered.files.items()}
         functional = format_snippet(rendered.functional_source, repo.root, FUNCTIONAL)

@@ -364,10 +364,31 @@ def kernel_paths(name: str) -> dict[str, str]:
     }
 
 
-def render_kernel(profile: KernelProfile) -> RenderedKernel:
-    """Render every file of the kernel (unformatted: the pipeline formats with the target repo's ruff)."""
+# Helpers of ``liger_kernel.ops.utils`` the templates use when the target checkout has them (this host has all).
+OPTIONAL_TARGET_HELPERS = frozenset({"get_num_sms"})
+
+
+def target_helpers(ops_utils_source: str) -> frozenset[str]:
+    """Top-level names a target checkout's ``ops/utils.py`` defines, among those the templates can use."""
+    try:
+        tree = ast.parse(ops_utils_source)
+    except SyntaxError:
+        return frozenset()
+    defined = {node.name for node in tree.body if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
+    defined |= {
+        t.id for node in tree.body if isinstance(node, ast.Assign) for t in node.targets if isinstance(t, ast.Name)
+    }
+    return frozenset(defined & OPTIONAL_TARGET_HELPERS)
+
+
+def render_kernel(profile: KernelProfile, helpers: frozenset[str] = OPTIONAL_TARGET_HELPERS) -> RenderedKernel:
+    """Render every file of the kernel (unformatted: the pipeline formats with the target repo's ruff).
+
+    ``helpers``: the optional ``ops/utils.py`` helpers the target has; missing ones are defined in the ops file.
+    """
     env = _environment()
     context = common_context(profile)
+    context["target_helpers"] = helpers
     context.update(module_context(profile))
     tier = profile.tier
     if tier == 1:
