@@ -7,6 +7,7 @@ import pytest
 import yaml
 
 from test.kernelgen.conftest import EXAMPLES
+from test.kernelgen.conftest import REPO_ROOT
 from test.kernelgen.conftest import copy_checkout
 from test.kernelgen.conftest import run_kernelgen
 from test.kernelgen.conftest import run_pytest
@@ -19,7 +20,10 @@ from tools.kernelgen.profile import load_profile
 from tools.kernelgen.render import kernel_paths
 from tools.kernelgen.render import render_kernel
 from tools.kernelgen.render import target_helpers
+from tools.kernelgen.repo import TRANSFORMERS_INIT
 from tools.kernelgen.repo import LigerRepo
+
+FIXTURES = REPO_ROOT / "test" / "kernelgen" / "fixtures"
 
 
 @pytest.mark.parametrize("example", ["swiglu", "rms_norm", "cross_entropy"])
@@ -188,3 +192,19 @@ def test_target_without_get_num_sms_gets_a_local_helper():
     shared = render_kernel(profile).files[ops_path]
     assert "def get_num_sms() -> int:" in local and "import get_num_sms" not in local
     assert "from liger_kernel.ops.utils import get_num_sms" in shared and "def get_num_sms" not in shared
+
+
+def test_new_geglu_into_an_upstream_style_checkout_registers_and_its_tests_pass(checkout):
+    # Upstream's transformers/__init__.py: set-style lazy table inside __getattr__, __all__.extend under a flag,
+    # and no functional names re-exported at the top.
+    upstream_init = (FIXTURES / "upstream_layout" / "transformers_init.py.txt").read_text()
+    (checkout / TRANSFORMERS_INIT).write_text(upstream_init)
+    result = run_kernelgen("new", "geglu_up", "--reference", "geglu", "--repo", str(checkout))
+    assert result.returncode == 0, result.stderr
+    text = (checkout / TRANSFORMERS_INIT).read_text()
+    assert "from liger_kernel.transformers.geglu_up import LigerGegluUpMLP  # noqa: F401\n" in text
+    assert '    "LigerGegluUpMLP",\n' in text
+    assert "liger_geglu_up" not in text  # upstream does not re-export functional names there
+    assert all(line in text.splitlines() for line in upstream_init.splitlines())
+    tests = run_pytest(checkout, kernel_paths("geglu_up")["test"])
+    assert tests.returncode == 0, tests.stdout[-3000:]
