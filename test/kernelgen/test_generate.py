@@ -2,6 +2,8 @@
 
 import os
 import shutil
+import subprocess
+import sys
 
 import pytest
 import yaml
@@ -38,6 +40,19 @@ def test_round_trip_from_example_profile_is_ruff_clean_and_its_tests_pass(checko
     tests = run_pytest(checkout, paths["test"])
     assert tests.returncode == 0, tests.stdout[-3000:]
     assert " passed" in tests.stdout
+    # The generated benchmark runs too (tiny shapes on the CPU) and writes harness rows.
+    csv_path = checkout / "smoke.csv"
+    bench = subprocess.run(
+        [sys.executable, paths["benchmark"], "--smoke", "--csv", str(csv_path)],
+        cwd=checkout,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert bench.returncode == 0, bench.stderr[-3000:]
+    rows = csv_path.read_text().splitlines()
+    assert rows[0].startswith("kernel_name,kernel_provider,kernel_operation_mode")
+    assert len(rows) > 1 and all(row.startswith(f"{name},") for row in rows[1:])
 
 
 def test_dry_run_prints_the_diff_and_writes_nothing(checkout):
