@@ -551,3 +551,15 @@ def test_tier1_profiles_validate_and_round_trip(name):
     assert again.math.forward == profile.math.forward
     assert again.math.backward == profile.math.backward
     assert again.backward.gradient_formulas == profile.backward.gradient_formulas
+
+
+def test_archived_kernel_sharing_the_most_ops_is_named_closest(tmp_path):
+    knowledge = tmp_path / ".claude" / "skills" / "liger-kernel-gen" / "knowledge"
+    for archived in ("mish", "logsigmoid"):
+        (knowledge / archived).mkdir(parents=True)
+        (knowledge / archived / "profile.yaml").write_text(dump_yaml(analyze(archived)))
+    # softplus_gate computes softplus(a) * b: it shares softplus with mish (x * tanh(softplus(x))) only.
+    assert analyze("softplus_gate", knowledge_root=tmp_path).closest_existing_kernel == "mish"
+    # A reference whose hints name its closest kernel keeps it; with no archive the tier default stays.
+    assert analyze("reglu", knowledge_root=tmp_path).closest_existing_kernel == "swiglu"
+    assert analyze("softplus_gate", knowledge_root=tmp_path / "none").closest_existing_kernel == "swiglu"

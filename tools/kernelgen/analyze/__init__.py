@@ -8,20 +8,35 @@ Tier 2/3 profiles carry everything but the math, with ``math.extra["todo"]`` say
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from tools.kernelgen.analyze.classify import classify
+from tools.kernelgen.analyze.closest import closest_archived_kernel
 from tools.kernelgen.analyze.errors import AnalyzeError
 from tools.kernelgen.analyze.fill import build_profile
 from tools.kernelgen.analyze.load import load_reference
 from tools.kernelgen.analyze.references import list_builtin_references
 from tools.kernelgen.analyze.trace import trace_reference
 from tools.kernelgen.profile import KernelProfile
+from tools.kernelgen.repo import default_repo_root
 
 
-def analyze(ref: str, *, name: str | None = None, stdin_source: str | None = None) -> KernelProfile:
-    """The kernel profile of reference ``ref``; ``name`` overrides the operation name. Raises ``AnalyzeError``."""
+def analyze(
+    ref: str, *, name: str | None = None, stdin_source: str | None = None, knowledge_root: Path | None = None
+) -> KernelProfile:
+    """The kernel profile of reference ``ref``; ``name`` overrides the operation name. Raises ``AnalyzeError``.
+
+    ``knowledge_root``: the checkout whose archived kernels (``validate --archive``) may be named as the closest
+    existing kernel (default: this checkout); a reference's own hint wins.
+    """
     loaded = load_reference(ref, stdin_source)
     traced = trace_reference(loaded)
-    return build_profile(traced, classify(traced), name)
+    profile = build_profile(traced, classify(traced), name)
+    if "closest_existing_kernel" not in loaded.hints:
+        archived = closest_archived_kernel(profile, knowledge_root or default_repo_root())
+        if archived:
+            profile.closest_existing_kernel = archived
+    return profile
 
 
 __all__ = ["AnalyzeError", "analyze", "list_builtin_references"]
