@@ -76,10 +76,11 @@ def _read_stdin_if_needed(reference: str | None) -> str | None:
     return None
 
 
-def _analyze(reference: str, name: str | None):
+def _analyze(reference: str, name: str | None, repo: str | None = None):
     from tools.kernelgen.analyze import analyze
 
-    return analyze(reference, name=name, stdin_source=_read_stdin_if_needed(reference))
+    knowledge_root = Path(repo).resolve() if repo else None  # archived kernels of the target checkout
+    return analyze(reference, name=name, stdin_source=_read_stdin_if_needed(reference), knowledge_root=knowledge_root)
 
 
 def _profile_for_new(args):
@@ -101,7 +102,7 @@ def _profile_for_new(args):
                 f"(built-in references: {', '.join(builtins)})"
             )
         reference = args.name
-    return _analyze(reference, args.name)
+    return _analyze(reference, args.name, args.repo)
 
 
 def cmd_new(args) -> int:
