@@ -17,25 +17,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import torch
 
-from benchmark.scripts.benchmark_model_configs import CPU_SEQ_LEN_SWEEP
-from benchmark.scripts.benchmark_model_configs import compute_seq_len_sweep_config
-from benchmark.scripts.benchmark_model_configs import get_benchmark_model_config
 from benchmark.scripts.utils import SingleBenchmarkRunInput
 from benchmark.scripts.utils import SingleBenchmarkRunOutput
-from benchmark.scripts.utils import benchmark_csv_path
-from benchmark.scripts.utils import benchmark_dtype_name
-from benchmark.scripts.utils import full_pass_peak_bytes
-from benchmark.scripts.utils import parse_benchmark_script_args
 from benchmark.scripts.utils import run_memory_benchmark
-from benchmark.scripts.utils import run_speed_and_memory_sweeps
+from benchmark.scripts.utils import run_model_sweeps
 from benchmark.scripts.utils import run_speed_benchmark
-from benchmark.scripts.utils import select_providers
-from benchmark.scripts.utils import setup_benchmark_device
 
 KERNEL_NAME = "cross_entropy"
 PROVIDERS = ["liger", "torch", "torch_compile"]
-MAX_BT = 16384
-PROBE_BT = 1024
 # Not a power of two, so the smoke run also covers the masked tail of the vocabulary blocks.
 SMOKE_VOCAB_SIZE = 127
 
@@ -79,33 +68,18 @@ def bench_memory_cross_entropy(input: SingleBenchmarkRunInput) -> SingleBenchmar
 
 
 def main(argv=None) -> None:
-    args = parse_benchmark_script_args(argv, description=__doc__)
-    device = setup_benchmark_device(KERNEL_NAME, args)
-    model = get_benchmark_model_config(args.model)
-    providers = select_providers(KERNEL_NAME, args, PROVIDERS[:2] if args.smoke else PROVIDERS)
-    csv_path = benchmark_csv_path(KERNEL_NAME, args)
-
-    dtype = benchmark_dtype_name(model.dtype, device)
-    if args.smoke:
-        vocab_size, bt_values = SMOKE_VOCAB_SIZE, CPU_SEQ_LEN_SWEEP
-    else:
-        vocab_size = model.vocab_size
-        probe_config = {"vocab_size": vocab_size, "dtype": dtype}
-        probe_bytes = full_pass_peak_bytes(
-            _setup_cross_entropy, SingleBenchmarkRunInput(PROBE_BT, "torch", "full", probe_config)
-        )
-        bt_values = compute_seq_len_sweep_config(model, probe_bytes / PROBE_BT, max_seq_len=MAX_BT)
-
-    sweeps = [
-        {
-            "x_name": "BT",
-            "x_label": "B * T",
-            "x_values": bt_values,
-            "extra_benchmark_configs": [{"model": model.name, "vocab_size": vocab_size, "dtype": dtype}],
-        },
-    ]
-    run_speed_and_memory_sweeps(
-        KERNEL_NAME, bench_speed_cross_entropy, bench_memory_cross_entropy, sweeps, providers, args.overwrite, csv_path
+    run_model_sweeps(
+        KERNEL_NAME,
+        _setup_cross_entropy,
+        bench_speed_cross_entropy,
+        bench_memory_cross_entropy,
+        size_key="vocab_size",
+        size_label="vocabulary size",
+        smoke_size=SMOKE_VOCAB_SIZE,
+        providers=PROVIDERS,
+        sweep_size=False,
+        argv=argv,
+        description=__doc__,
     )
 
 

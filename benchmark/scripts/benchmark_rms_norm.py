@@ -16,31 +16,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import torch
 
-from benchmark.scripts.benchmark_model_configs import CPU_HIDDEN_SIZE_SWEEP
-from benchmark.scripts.benchmark_model_configs import CPU_SEQ_LEN_SWEEP
-from benchmark.scripts.benchmark_model_configs import compute_hidden_size_sweep_config
-from benchmark.scripts.benchmark_model_configs import compute_seq_len_sweep_config
-from benchmark.scripts.benchmark_model_configs import get_benchmark_model_config
 from benchmark.scripts.utils import SingleBenchmarkRunInput
 from benchmark.scripts.utils import SingleBenchmarkRunOutput
-from benchmark.scripts.utils import benchmark_csv_path
-from benchmark.scripts.utils import benchmark_dtype_name
-from benchmark.scripts.utils import full_pass_peak_bytes
-from benchmark.scripts.utils import parse_benchmark_script_args
 from benchmark.scripts.utils import run_memory_benchmark
-from benchmark.scripts.utils import run_speed_and_memory_sweeps
+from benchmark.scripts.utils import run_model_sweeps
 from benchmark.scripts.utils import run_speed_benchmark
-from benchmark.scripts.utils import select_providers
-from benchmark.scripts.utils import setup_benchmark_device
 
 KERNEL_NAME = "rms_norm"
 PROVIDERS = ["liger", "torch", "torch_compile"]
 EPS = 1e-6
-MAX_BT = 16384
-HIDDEN_SWEEP_BT = 4096
-PROBE_BT = 1024
 SMOKE_HIDDEN_SIZE = 64
-SMOKE_HIDDEN_SWEEP_BT = 4
 
 
 def torch_rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = EPS) -> torch.Tensor:
@@ -93,43 +78,17 @@ def bench_memory_rms_norm(input: SingleBenchmarkRunInput) -> SingleBenchmarkRunO
 
 
 def main(argv=None) -> None:
-    args = parse_benchmark_script_args(argv, description=__doc__)
-    device = setup_benchmark_device(KERNEL_NAME, args)
-    model = get_benchmark_model_config(args.model)
-    providers = select_providers(KERNEL_NAME, args, PROVIDERS[:2] if args.smoke else PROVIDERS)
-    csv_path = benchmark_csv_path(KERNEL_NAME, args)
-
-    dtype = benchmark_dtype_name(model.dtype, device)
-    if args.smoke:
-        hidden_size, hidden_sweep_bt = SMOKE_HIDDEN_SIZE, SMOKE_HIDDEN_SWEEP_BT
-        bt_values, hidden_values = CPU_SEQ_LEN_SWEEP, CPU_HIDDEN_SIZE_SWEEP
-    else:
-        hidden_size, hidden_sweep_bt = model.hidden_size, HIDDEN_SWEEP_BT
-        probe_config = {"hidden_size": hidden_size, "dtype": dtype}
-        probe_bytes = full_pass_peak_bytes(
-            _setup_rms_norm, SingleBenchmarkRunInput(PROBE_BT, "torch", "full", probe_config)
-        )
-        bt_values = compute_seq_len_sweep_config(model, probe_bytes / PROBE_BT, max_seq_len=MAX_BT)
-        hidden_values = compute_hidden_size_sweep_config(
-            model, probe_bytes / (PROBE_BT * hidden_size), num_tokens=hidden_sweep_bt
-        )
-
-    sweeps = [
-        {
-            "x_name": "BT",
-            "x_label": "B * T",
-            "x_values": bt_values,
-            "extra_benchmark_configs": [{"model": model.name, "hidden_size": hidden_size, "dtype": dtype}],
-        },
-        {
-            "x_name": "hidden_size",
-            "x_label": "hidden size",
-            "x_values": hidden_values,
-            "extra_benchmark_configs": [{"model": model.name, "BT": hidden_sweep_bt, "dtype": dtype}],
-        },
-    ]
-    run_speed_and_memory_sweeps(
-        KERNEL_NAME, bench_speed_rms_norm, bench_memory_rms_norm, sweeps, providers, args.overwrite, csv_path
+    run_model_sweeps(
+        KERNEL_NAME,
+        _setup_rms_norm,
+        bench_speed_rms_norm,
+        bench_memory_rms_norm,
+        size_key="hidden_size",
+        size_label="hidden size",
+        smoke_size=SMOKE_HIDDEN_SIZE,
+        providers=PROVIDERS,
+        argv=argv,
+        description=__doc__,
     )
 
 

@@ -17,30 +17,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import torch
 import torch.nn.functional as F
 
-from benchmark.scripts.benchmark_model_configs import CPU_HIDDEN_SIZE_SWEEP
-from benchmark.scripts.benchmark_model_configs import CPU_SEQ_LEN_SWEEP
-from benchmark.scripts.benchmark_model_configs import compute_hidden_size_sweep_config
-from benchmark.scripts.benchmark_model_configs import compute_seq_len_sweep_config
-from benchmark.scripts.benchmark_model_configs import get_benchmark_model_config
 from benchmark.scripts.utils import SingleBenchmarkRunInput
 from benchmark.scripts.utils import SingleBenchmarkRunOutput
-from benchmark.scripts.utils import benchmark_csv_path
-from benchmark.scripts.utils import benchmark_dtype_name
-from benchmark.scripts.utils import full_pass_peak_bytes
-from benchmark.scripts.utils import parse_benchmark_script_args
 from benchmark.scripts.utils import run_memory_benchmark
-from benchmark.scripts.utils import run_speed_and_memory_sweeps
+from benchmark.scripts.utils import run_model_sweeps
 from benchmark.scripts.utils import run_speed_benchmark
-from benchmark.scripts.utils import select_providers
-from benchmark.scripts.utils import setup_benchmark_device
 
 KERNEL_NAME = "swiglu"
 PROVIDERS = ["liger", "torch", "torch_compile"]
-MAX_BT = 16384
-HIDDEN_SWEEP_BT = 4096
-PROBE_BT = 1024
 SMOKE_INTERMEDIATE_SIZE = 64
-SMOKE_HIDDEN_SWEEP_BT = 4
 
 
 def torch_swiglu(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -88,43 +73,17 @@ def bench_memory_swiglu(input: SingleBenchmarkRunInput) -> SingleBenchmarkRunOut
 
 
 def main(argv=None) -> None:
-    args = parse_benchmark_script_args(argv, description=__doc__)
-    device = setup_benchmark_device(KERNEL_NAME, args)
-    model = get_benchmark_model_config(args.model)
-    providers = select_providers(KERNEL_NAME, args, PROVIDERS[:2] if args.smoke else PROVIDERS)
-    csv_path = benchmark_csv_path(KERNEL_NAME, args)
-
-    dtype = benchmark_dtype_name(model.dtype, device)
-    if args.smoke:
-        intermediate_size, hidden_sweep_bt = SMOKE_INTERMEDIATE_SIZE, SMOKE_HIDDEN_SWEEP_BT
-        bt_values, intermediate_values = CPU_SEQ_LEN_SWEEP, CPU_HIDDEN_SIZE_SWEEP
-    else:
-        intermediate_size, hidden_sweep_bt = model.intermediate_size, HIDDEN_SWEEP_BT
-        probe_config = {"intermediate_size": intermediate_size, "dtype": dtype}
-        probe_bytes = full_pass_peak_bytes(
-            _setup_swiglu, SingleBenchmarkRunInput(PROBE_BT, "torch", "full", probe_config)
-        )
-        bt_values = compute_seq_len_sweep_config(model, probe_bytes / PROBE_BT, max_seq_len=MAX_BT)
-        intermediate_values = compute_hidden_size_sweep_config(
-            model, probe_bytes / (PROBE_BT * intermediate_size), num_tokens=hidden_sweep_bt
-        )
-
-    sweeps = [
-        {
-            "x_name": "BT",
-            "x_label": "B * T",
-            "x_values": bt_values,
-            "extra_benchmark_configs": [{"model": model.name, "intermediate_size": intermediate_size, "dtype": dtype}],
-        },
-        {
-            "x_name": "intermediate_size",
-            "x_label": "intermediate size",
-            "x_values": intermediate_values,
-            "extra_benchmark_configs": [{"model": model.name, "BT": hidden_sweep_bt, "dtype": dtype}],
-        },
-    ]
-    run_speed_and_memory_sweeps(
-        KERNEL_NAME, bench_speed_swiglu, bench_memory_swiglu, sweeps, providers, args.overwrite, csv_path
+    run_model_sweeps(
+        KERNEL_NAME,
+        _setup_swiglu,
+        bench_speed_swiglu,
+        bench_memory_swiglu,
+        size_key="intermediate_size",
+        size_label="intermediate size",
+        smoke_size=SMOKE_INTERMEDIATE_SIZE,
+        providers=PROVIDERS,
+        argv=argv,
+        description=__doc__,
     )
 
 

@@ -22,9 +22,14 @@ from typing import Sequence
 
 import torch
 
+from benchmark.scripts.benchmark_model_configs import CPU_HIDDEN_SIZE_SWEEP
+from benchmark.scripts.benchmark_model_configs import CPU_SEQ_LEN_SWEEP
 from benchmark.scripts.benchmark_model_configs import DEFAULT_MODEL_CONFIG
 from benchmark.scripts.benchmark_model_configs import MODEL_CONFIGS
+from benchmark.scripts.benchmark_model_configs import compute_hidden_size_sweep_config
+from benchmark.scripts.benchmark_model_configs import compute_seq_len_sweep_config
 from benchmark.scripts.benchmark_model_configs import estimate_kernel_peak_memory
+from benchmark.scripts.benchmark_model_configs import get_benchmark_model_config
 from benchmark.scripts.memory_stats import BYTES_PER_MB
 from benchmark.scripts.memory_stats import accelerator_module
 from benchmark.scripts.memory_stats import measure_peak_bytes
@@ -429,3 +434,72 @@ def benchmark_csv_path(kernel_name: str, args: argparse.Namespace) -> Path:
         print(f"benchmark_{kernel_name}: smoke run, writing results to {path}")
         return path
     return resolve_csv_path()
+
+
+# Shapes every kernel script sweeps: tokens up to MAX_BT, then the model dimension at a fixed token count. The
+# probe run (eager torch, full mode) sizes both sweeps to the GPU's free memory.
+MAX_BT = 16384
+PROBE_BT = 1024
+SIZE_SWEEP_BT = 4096
+SMOKE_SIZE_SWEEP_BT = 4
+
+
+def run_model_sweeps(
+    kernel_name: str,
+    setup_fn: Callable[[SingleBenchmarkRunInput], Any],
+    bench_speed_fn: Callable[[SingleBenchmarkRunInput], SingleBenchmarkRunOutput],
+    bench_memory_fn: Callable[[SingleBenchmarkRunInput], SingleBenchmarkRunOutput],
+    *,
+    size_key: str,
+    size_label: str,
+    smoke_size: int,
+    providers: Sequence[str] = ("liger", "torch", "torch_compile"),
+    sweep_size: bool = True,
+    argv: Sequence[str] | None = None,
+    description: str | None = None,
+) -> None:
+    """The ``main`` of a ``benchmark_{kernel}.py`` script: parse its arguments, then run speed and memory sweeps
+    over BT at the model's ``size_key`` (``hidden_size``, ``intermediate_size`` or ``vocab_size``) and, with
+    ``sweep_size``, over that size at a fixed BT. ``setup_fn(input)`` reads ``BT`` and ``size_key`` from the extra
+    config, falling back to ``input.x`` for the swept one. ``--smoke`` uses tiny shapes and no torch.compile."""
+    args = parse_benchmark_script_args(argv, description=description)
+    device = setup_benchmark_device(kernel_name, args)
+    model = get_benchmark_model_config(args.model)
+    available = [name for name in providers if not (args.smoke and name == "torch_compile")]
+    providers = select_providers(kernel_name, args, available)
+    csv_path = benchmark_csv_path(kernel_name, args)
+    dtype = benchmark_dtype_name(model.dtype, device)
+
+    if args.smoke:
+        size, size_sweep_bt = smoke_size, SMOKE_SIZE_SWEEP_BT
+        bt_values, size_values = CPU_SEQ_LEN_SWEEP, CPU_HIDDEN_SIZE_SWEEP
+    else:
+        size, size_sweep_bt = getattr(model, size_key), SIZE_SWEEP_BT
+        probe = SingleBenchmarkRunInput(PROBE_BT, "torch", "full", {size_key: size, "dtype": dtype})
+        probe_bytes = full_pass_peak_bytes(setup_fn, probe)
+        bt_values = compute_seq_len_sweep_config(model, probe_bytes / PROBE_BT, max_seq_len=MAX_BT)
+        if sweep_size:
+            size_values = compute_hidden_size_sweep_config(
+                model, probe_bytes / (PROBE_BT * size), num_tokens=size_sweep_bt
+            )
+
+    sweeps = [
+        {
+            "x_name": "BT",
+            "x_label": "B * T",
+            "x_values": bt_values,
+            "extra_benchmark_configs": [{"model": model.name, size_key: size, "dtype": dtype}],
+        }
+    ]
+    if sweep_size:
+        sweeps.append(
+            {
+                "x_name": size_key,
+                "x_label": size_label,
+                "x_values": size_values,
+                "extra_benchmark_configs": [{"model": model.name, "BT": size_sweep_bt, "dtype": dtype}],
+            }
+        )
+    run_speed_and_memory_sweeps(
+        kernel_name, bench_speed_fn, bench_memory_fn, sweeps, providers, args.overwrite, csv_path
+    )

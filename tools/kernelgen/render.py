@@ -344,12 +344,19 @@ def benchmark_context(profile: KernelProfile) -> dict:
         size_key, size_name = "hidden_size", "hidden size"
     init_args = [f"{profile.module.size_param}=size"] if profile.parameters else []
     init_args += [f"{hp.name}={hp.default!r}" for hp in profile.hyperparameters]
+    # Losses sweep BT only: a vocabulary sweep says little about a kernel that streams one row at a time.
+    sweep_size = profile.tier != 3
+    if sweep_size:
+        sweep_description = f"Sweeps the token count BT at the model's {size_name}, then the {size_name} at a fixed BT."
+    else:
+        sweep_description = f"Sweeps the token count BT at the model's {size_name}."
     return {
         "tier": profile.tier,
         "size_key": size_key,
         "size_name": size_name,
-        "model_size_expr": f"model.{size_key}",
-        "max_bt": max(profile.benchmark.x_values),
+        "sweep_size": sweep_size,
+        "sweep_description": sweep_description,
+        "smoke_size": 127,
         "reference_init_args": ", ".join(init_args),
     }
 
