@@ -247,7 +247,6 @@ def tier1_context(profile: KernelProfile) -> dict:
         "backward": profile.math.backward,
         "needs_sm_count": bool(params),
         "uses_tanh": any(f"{TANH_HELPER}(" in line for line in profile.math.forward + profile.math.backward),
-        "tanh_helper_source": TANH_HELPER_SOURCE,
         "in_place": _in_place_gradients(profile),
         "fwd_signature": _signature(inputs + param_names + list(hypers)),
         "bwd_signature": ", ".join(inputs + param_names + grad_outputs + hyper_names),
@@ -303,6 +302,7 @@ def common_context(profile: KernelProfile) -> dict:
     return {
         "p": profile,
         "k": profile.operation_name,
+        "tanh_helper_source": TANH_HELPER_SOURCE,
         "inputs": [t.name for t in profile.inputs],
         "outputs": [t.name for t in profile.outputs],
         "grad_inputs": [t.name for t in profile.inputs if t.requires_grad],
