@@ -28,6 +28,7 @@ from tools.kernelgen.render import render_kernel
 from tools.kernelgen.render import target_helpers
 from tools.kernelgen.repo import FUNCTIONAL
 from tools.kernelgen.repo import OPS_INIT
+from tools.kernelgen.repo import OPS_UTILS
 from tools.kernelgen.repo import TRANSFORMERS_INIT
 from tools.kernelgen.repo import LigerRepo
 
@@ -111,19 +112,13 @@ def plan_new(repo: LigerRepo, profile: KernelProfile, *, force: bool = False) ->
             f"kernel '{profile.operation_name}' already exists ({present[0]}); "
             f"use --modify to update it or --force to overwrite the generated files"
         )
-    rendered = render_kernel(profile, target_helpers(repo.read("src/liger_kernel/ops/utils.py")))
+    files, functional_source = render_formatted(repo, profile)
     changes = ChangeSet()
-    for path, text in rendered.files.items():
-        try:
-            formatted = format_source(text, repo.root, path)
-        except FormatError as error:
-            raise GenerateError(f"internal: template output for {path} is not ruff-clean: {error}") from None
-        _check_python(path, formatted)
-        changes.changes[path] = formatted
+    for path, text in files.items():
+        changes.changes[path] = text
         changes.originals[path] = repo.read(path) if repo.exists(path) else None
 
     existing = {path: repo.read(path) for path in (OPS_INIT, TRANSFORMERS_INIT, FUNCTIONAL)}
-    functional_source = format_snippet(rendered.functional_source, repo.root, FUNCTIONAL)
     try:
         updated = register_kernel(existing, registration_for(profile, functional_source))
     except InsertError as error:
@@ -132,8 +127,7 @@ def plan_new(repo: LigerRepo, profile: KernelProfile, *, force: bool = False) ->
         if text == existing[path]:
             continue
         _check_python(path, text)
-        before = {_strip_location(f) for f in lint_findings(existing[path], repo.root, path)}
-        new_findings = [f for f in lint_findings(text, repo.root, path) if _strip_location(f) not in before]
+        new_findings = added_lint_findings(repo, path, existing[path], text)
         if new_findings:
             raise GenerateError(f"registering in {path} would add ruff findings: {new_findings[0]}")
         changes.changes[path] = text
@@ -152,14 +146,41 @@ def record_text(profile: KernelProfile) -> str:
     )
 
 
+def render_formatted(repo: LigerRepo, profile: KernelProfile) -> tuple[dict[str, str], str]:
+    """The kernel's own files and its functional wrapper, rendered for ``repo`` and formatted with its ruff."""
+    rendered = render_kernel(profile, target_helpers(repo.read(OPS_UTILS)))
+    files = {}
+    for path, text in rendered.files.items():
+        try:
+            files[path] = format_source(text, repo.root, path)
+        except FormatError as error:
+            raise GenerateError(f"internal: template output for {path} is not ruff-clean: {error}") from None
+        _check_python(path, files[path])
+    return files, format_snippet(rendered.functional_source, repo.root, FUNCTIONAL)
+
+
+def added_lint_findings(repo: LigerRepo, path: str, original: str, updated: str) -> list[str]:
+    """ruff findings ``updated`` has that ``original`` had not (a finding that only moved lines is not new)."""
+    before = {_strip_location(f) for f in lint_findings(original, repo.root, path)}
+    return [f for f in lint_findings(updated, repo.root, path) if _strip_location(f) not in before]
+
+
+def compile_problem(path: str, text: str) -> str | None:
+    """None when ``text`` compiles, else why not (one line)."""
+    try:
+        compile(ast.parse(text, filename=path), path, "exec")
+    except SyntaxError as error:
+        return f"line {error.lineno}: {error.msg}"
+    return None
+
+
 def _strip_location(finding: str) -> str:
-    # "path:12:5: F401 ..." -> "F401 ..." so a finding that merely moved lines is not counted as new.
+    # "path:12:5: F401 ..." -> "F401 ..."
     parts = finding.split(": ", 1)
     return parts[1] if len(parts) == 2 else finding
 
 
 def _check_python(path: str, text: str) -> None:
-    try:
-        compile(ast.parse(text, filename=path), path, "exec")
-    except SyntaxError as error:
-        raise GenerateError(f"internal: generated {path} does not compile (line {error.lineno}: {error.msg})") from None
+    problem = compile_problem(path, text)
+    if problem:
+        raise GenerateError(f"internal: generated {path} does not compile ({problem})")

@@ -96,30 +96,21 @@ class ModifyPlan:
 
 # Rendering ---------------------------------------------------------------------------------------------------
 def render_formatted(repo: LigerRepo, profile: KernelProfile) -> tuple[dict[str, str], str]:
-    """The kernel's files and functional wrapper as ``new`` writes them (rendered, then ruff-formatted)."""
-    from tools.kernelgen.formatting import FormatError
-    from tools.kernelgen.formatting import format_snippet
-    from tools.kernelgen.formatting import format_source
-    from tools.kernelgen.render import render_kernel
-    from tools.kernelgen.render import target_helpers
-    from tools.kernelgen.repo import FUNCTIONAL
+    """The kernel's files and functional wrapper exactly as ``new`` writes them."""
+    from tools.kernelgen import generate
 
-    rendered = render_kernel(profile, target_helpers(repo.read("src/liger_kernel/ops/utils.py")))
     try:
-        files = {path: format_source(text, repo.root, path) for path, text in rendered.files.items()}
-        functional = format_snippet(rendered.functional_source, repo.root, FUNCTIONAL)
-    except FormatError as error:
-        raise ModifyError(f"internal: template output is not ruff-clean: {error}") from None
-    return files, functional
+        return generate.render_formatted(repo, profile)
+    except generate.GenerateError as error:
+        raise ModifyError(str(error)) from None
 
 
 def _compiles(text: str, path: str) -> str | None:
     """None when ``text`` compiles, else why not (one line)."""
-    try:
-        compile(ast.parse(text, filename=path), path, "exec")
-    except SyntaxError as error:
-        return f"the merge does not compile (line {error.lineno}: {error.msg})"
-    return None
+    from tools.kernelgen.generate import compile_problem
+
+    problem = compile_problem(path, text)
+    return f"the merge does not compile ({problem})" if problem else None
 
 
 def _newline_of(text: str) -> str:
@@ -198,7 +189,7 @@ def _apply_registrations(
     repo: LigerRepo, plan: ModifyPlan, current: dict[str, str], registration, merged_reports: dict[str, FileReport]
 ) -> None:
     """Run the inserter over ``current`` (registration files, possibly merged already) and record changes."""
-    from tools.kernelgen.formatting import lint_findings
+    from tools.kernelgen.generate import added_lint_findings
     from tools.kernelgen.insert import InsertError
     from tools.kernelgen.insert import register_kernel
 
@@ -214,8 +205,7 @@ def _apply_registrations(
             problem = _compiles(final, path)
             if problem:
                 raise ModifyError(f"internal: {path}: {problem}")
-            before = {_strip_location(f) for f in lint_findings(original, repo.root, path)}
-            added = [f for f in lint_findings(final, repo.root, path) if _strip_location(f) not in before]
+            added = added_lint_findings(repo, path, original, final)
             if added:
                 raise ModifyError(f"updating {path} would add ruff findings: {added[0]}")
             plan.changes.changes[path] = final
@@ -229,11 +219,6 @@ def _apply_registrations(
             plan.reports.append(FileReport(path, "registered", "missing registrations added"))
         else:
             plan.reports.append(FileReport(path, "unchanged", "every registration already there"))
-
-
-def _strip_location(finding: str) -> str:
-    parts = finding.split(": ", 1)
-    return parts[1] if len(parts) == 2 else finding
 
 
 def _plan_recorded(repo: LigerRepo, name: str, new: KernelProfile) -> ModifyPlan:

@@ -8,7 +8,8 @@ from pathlib import Path
 OPS_INIT = "src/liger_kernel/ops/__init__.py"
 TRANSFORMERS_INIT = "src/liger_kernel/transformers/__init__.py"
 FUNCTIONAL = "src/liger_kernel/transformers/functional.py"
-REQUIRED_FILES = (OPS_INIT, TRANSFORMERS_INIT, FUNCTIONAL, "src/liger_kernel/ops/utils.py")
+OPS_UTILS = "src/liger_kernel/ops/utils.py"
+REQUIRED_FILES = (OPS_INIT, TRANSFORMERS_INIT, FUNCTIONAL, OPS_UTILS)
 REQUIRED_DIRS = ("test", "benchmark/scripts")
 
 
