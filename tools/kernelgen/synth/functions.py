@@ -9,6 +9,8 @@ and piecewise ops get torch's derivative at their kinks (``relu'(0) = 0``, ties 
 ``parse_formula`` accepts.
 """
 
+import operator
+
 import sympy
 
 from mpmath.libmp import prec_to_dps
@@ -133,52 +135,41 @@ class Relu(ElementwiseFunction):
         return sympy.Max(self.args[0], 0)
 
 
-class Maximum(ElementwiseFunction):
-    """Element-wise ``max(a, b)``; torch splits the gradient half/half where ``a == b``."""
+class _Extremum(ElementwiseFunction):
+    """Element-wise max/min of two arguments; torch splits the gradient half/half where ``a == b``."""
 
+    nargs = 2
+    builtin = None  # sympy.Max / sympy.Min
+    wins = None  # operator.gt / operator.lt: when ``this`` is the result, and so receives the whole gradient
+
+    @classmethod
+    def eval(cls, a, b):
+        if a == b:
+            return a
+        if a.is_number and b.is_number:
+            return cls.builtin(a, b)
+        return None
+
+    def fdiff(self, argindex=1):
+        if argindex not in (1, 2):
+            raise sympy.ArgumentIndexError(self, argindex)
+        this, other = self.args if argindex == 1 else self.args[::-1]
+        return sympy.Piecewise((1, type(self).wins(this, other)), (sympy.S.Half, sympy.Eq(this, other)), (0, True))
+
+    def as_builtin(self):
+        return self.builtin(*self.args)
+
+
+class Maximum(_Extremum):
     op_name = "maximum"
-    nargs = 2
-
-    @classmethod
-    def eval(cls, a, b):
-        if a == b:
-            return a
-        if a.is_number and b.is_number:
-            return sympy.Max(a, b)
-        return None
-
-    def fdiff(self, argindex=1):
-        if argindex not in (1, 2):
-            raise sympy.ArgumentIndexError(self, argindex)
-        this, other = self.args if argindex == 1 else self.args[::-1]
-        return sympy.Piecewise((1, this > other), (sympy.S.Half, sympy.Eq(this, other)), (0, True))
-
-    def as_builtin(self):
-        return sympy.Max(*self.args)
+    builtin = sympy.Max
+    wins = operator.gt
 
 
-class Minimum(ElementwiseFunction):
-    """Element-wise ``min(a, b)``; torch splits the gradient half/half where ``a == b``."""
-
+class Minimum(_Extremum):
     op_name = "minimum"
-    nargs = 2
-
-    @classmethod
-    def eval(cls, a, b):
-        if a == b:
-            return a
-        if a.is_number and b.is_number:
-            return sympy.Min(a, b)
-        return None
-
-    def fdiff(self, argindex=1):
-        if argindex not in (1, 2):
-            raise sympy.ArgumentIndexError(self, argindex)
-        this, other = self.args if argindex == 1 else self.args[::-1]
-        return sympy.Piecewise((1, this < other), (sympy.S.Half, sympy.Eq(this, other)), (0, True))
-
-    def as_builtin(self):
-        return sympy.Min(*self.args)
+    builtin = sympy.Min
+    wins = operator.lt
 
 
 CUSTOM_FUNCTIONS = (Sigmoid, Softplus, LogSigmoid, Relu, Maximum, Minimum)

@@ -28,27 +28,6 @@ JIT_BUILTINS = frozenset({"range", "float", "int", "bool", "min", "max", "abs", 
 FORBIDDEN_IN_JIT = ("torch", "numpy", "math", "scipy")
 JIT_ALLOWED_PREFIXES = ("triton.", "liger_kernel.ops.utils.")
 
-# torch functions a wrapper may call: allocation, the grad_output == 1 shortcut, device properties.
-ALLOWED_TORCH_CALLS = frozenset(
-    {
-        "torch.empty",
-        "torch.empty_like",
-        "torch.empty_strided",
-        "torch.zeros",
-        "torch.zeros_like",
-        "torch.ones",
-        "torch.ones_like",
-        "torch.full",
-        "torch.full_like",
-        "torch.equal",
-        "torch.device",
-        "torch.finfo",
-        "torch.iinfo",
-        "torch.is_tensor",
-        "torch.is_grad_enabled",
-    }
-)
-ALLOWED_TORCH_PREFIXES = ("torch.cuda.", "torch.xpu.")  # device queries: properties, current device, streams
 TORCH_ALLOCATORS = frozenset(
     {
         "torch.empty",
@@ -62,6 +41,16 @@ TORCH_ALLOCATORS = frozenset(
         "torch.full_like",
     }
 )
+# torch functions a wrapper may call: allocation, the grad_output == 1 shortcut, device properties.
+ALLOWED_TORCH_CALLS = TORCH_ALLOCATORS | {
+    "torch.equal",
+    "torch.device",
+    "torch.finfo",
+    "torch.iinfo",
+    "torch.is_tensor",
+    "torch.is_grad_enabled",
+}
+ALLOWED_TORCH_PREFIXES = ("torch.cuda.", "torch.xpu.")  # device queries: properties, current device, streams
 # Tensor methods a wrapper may call: views, reshapes, layout and dtype changes, metadata, buffer allocation.
 ALLOWED_TENSOR_METHODS = frozenset(
     {
