@@ -219,6 +219,7 @@ def main(argv: list[str] | None = None) -> int:
         print("kernelgen: interrupted; nothing was written", file=sys.stderr)
         return EXIT_INTERRUPTED
     except user_errors() as error:
-        message = " ".join(str(error).split("\n")[0:1]) if not hasattr(error, "problems") else str(error)
+        # Every user error is one line (a profile's problems are joined with "; "): keep it that way on screen.
+        message = (str(error).splitlines() or [type(error).__name__])[0]
         print(f"kernelgen: error: {message}", file=sys.stderr)
         return EXIT_USAGE

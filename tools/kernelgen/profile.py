@@ -36,6 +36,7 @@ TIER_DESCRIPTIONS = {
 }
 CLOSEST_KERNEL_BY_TIER = {1: "swiglu", 2: "rms_norm", 3: "cross_entropy"}
 MODULE_KINDS = ("mlp", "elementwise", "norm", "loss")
+TIER3_HYPERPARAMETERS = ("ignore_index", "lse_square_scale", "label_smoothing", "reduction", "softcap", "return_z_loss")
 SCALAR_TYPES = ("float", "int", "bool", "str")
 PARAMETER_SHAPES = ("channel", "scalar")
 INIT_KINDS = ("ones", "zeros", "constant")
@@ -284,8 +285,15 @@ def validate_profile(profile: KernelProfile) -> list[str]:
             problems.append("math.row_statistics: tier 2 needs the per-row statistics statements")
         if not profile.backward.saved_row_statistics:
             problems.append("backward.saved_row_statistics: tier 2 needs the names of the saved row statistics")
-    if profile.tier in (2, 3) and len(profile.inputs) < 1:
-        problems.append("inputs: tier 2/3 kernels take the row tensor first")
+    if profile.tier == 3:
+        # The tier-3 template is the softmax-loss family (ops_tier3.py.j2): logits and targets, and a switch for
+        # each feature it implements.
+        if len(profile.inputs) != 2:
+            problems.append("inputs: tier 3 (softmax-loss template) takes exactly [logits, target]")
+        names = {hp.name for hp in profile.hyperparameters}
+        missing = [name for name in TIER3_HYPERPARAMETERS if name not in names]
+        if missing:
+            problems.append(f"hyperparameters: tier 3 (softmax-loss template) needs {', '.join(missing)}")
     for index, statement in enumerate(profile.math.forward + profile.math.backward + profile.math.row_statistics):
         if not isinstance(statement, str):
             problems.append(f"math: statement {index} is not a string")
@@ -361,9 +369,11 @@ def _build(cls, data: Any, path: str, problems: list[str]):
         if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
     ]
     missing = [name for name in required if name not in kwargs]
+    reported = {problem.split(":")[0] for problem in problems}
     for name in missing:
-        if f"{path}.{name}" if path else name not in [p.split(":")[0] for p in problems]:
-            problems.append(f"{path + '.' if path else ''}{name}: missing")
+        field_path = f"{path}.{name}" if path else name
+        if field_path not in reported:  # a value of the wrong type was reported already
+            problems.append(f"{field_path}: missing")
     return None if missing else cls(**kwargs)
 
 

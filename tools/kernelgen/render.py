@@ -13,6 +13,8 @@ from pathlib import Path
 
 import jinja2
 
+from tools.kernelgen import render_tiers
+from tools.kernelgen.profile import HyperParameter
 from tools.kernelgen.profile import KernelProfile
 from tools.kernelgen.synth.printer import TANH_HELPER
 from tools.kernelgen.synth.printer import TANH_HELPER_SOURCE
@@ -183,7 +185,7 @@ def module_context(profile: KernelProfile) -> dict:
     init_names = {ip.name for ip in init_params}
     size_param = profile.module.size_param
     if params and size_param not in init_names:
-        init_params.insert(0, _size_param(size_param))
+        init_params.insert(0, HyperParameter(name=size_param, type="int", default=None))
     for hp in profile.hyperparameters:
         if hp.name not in init_names and profile.module.kind != "mlp":
             init_params.append(hp)
@@ -217,12 +219,6 @@ def _required_init_params(profile: KernelProfile) -> frozenset[str]:
     if profile.parameters:
         required.add(profile.module.size_param)
     return frozenset(required)
-
-
-def _size_param(name: str):
-    from tools.kernelgen.profile import HyperParameter
-
-    return HyperParameter(name=name, type="int", default=None)
 
 
 def tier1_context(profile: KernelProfile) -> dict:
@@ -398,12 +394,7 @@ def render_kernel(profile: KernelProfile, helpers: frozenset[str] = OPTIONAL_TAR
     context["target_helpers"] = helpers
     context.update(module_context(profile))
     tier = profile.tier
-    if tier == 1:
-        context.update(tier1_context(profile))
-    else:
-        from tools.kernelgen import render_tiers
-
-        context.update(render_tiers.context_for(profile))
+    context.update(tier1_context(profile) if tier == 1 else render_tiers.context_for(profile))
     paths = kernel_paths(profile.operation_name)
     files = {
         paths["ops"]: env.get_template(f"ops_tier{tier}.py.j2").render(context),

@@ -1,13 +1,19 @@
-"""Template variables for tier 2 (row reduction) and tier 3 (fused loss over long rows)."""
+"""Template variables for tier 2 (row reduction) and tier 3 (the softmax-loss family over long rows).
+
+The profile is validated before rendering, so the fields each tier needs are there (see ``validate_profile``).
+"""
 
 from __future__ import annotations
 
 from tools.kernelgen.profile import KernelProfile
 
+# Reduction names the tier-3 kernel receives as a constexpr.
+REDUCTIONS = {"none": 0, "mean": 1, "sum": 2}
+
 
 def _signature(names, hypers) -> str:
-    parts = list(names) + [f"{hp.name}={hp.default!r}" if hp.default is not None else hp.name for hp in hypers]
-    return ", ".join(parts)
+    """``x, weight, eps=1e-06``: every hyper-parameter keeps its default (None included: a feature that is off)."""
+    return ", ".join(list(names) + [f"{hp.name}={hp.default!r}" for hp in hypers])
 
 
 def tier2_context(profile: KernelProfile) -> dict:
@@ -42,11 +48,24 @@ def tier2_context(profile: KernelProfile) -> dict:
     }
 
 
-def context_for(profile: KernelProfile) -> dict:
-    if profile.tier == 2:
-        return tier2_context(profile)
-    if profile.tier == 3:
-        from tools.kernelgen.render_tier3 import tier3_context
+def tier3_context(profile: KernelProfile) -> dict:
+    x, target = profile.inputs[0].name, profile.inputs[1].name
+    hypers = profile.hyperparameters
+    signature = _signature([x, target], hypers)
+    return {
+        "x": x,
+        "target": target,
+        "reductions": REDUCTIONS,
+        "fwd_signature": signature,
+        "apply_signature": signature,
+        "fwd_call_args": [x, target] + [hp.name for hp in hypers],
+        "apply_returns": [f"{x}_grad", "None"] + ["None"] * len(hypers),
+        "defaults": {hp.name: hp.default for hp in hypers},
+    }
 
-        return tier3_context(profile)
-    raise ValueError(f"tier {profile.tier} has no templates")
+
+def context_for(profile: KernelProfile) -> dict:
+    contexts = {2: tier2_context, 3: tier3_context}
+    if profile.tier not in contexts:
+        raise ValueError(f"tier {profile.tier} has no templates")
+    return contexts[profile.tier](profile)
