@@ -18,7 +18,9 @@ from tools.kernelgen import writer
 from tools.kernelgen.formatting import lint_findings
 from tools.kernelgen.generate import GenerateError
 from tools.kernelgen.generate import plan_new
+from tools.kernelgen.profile import from_dict
 from tools.kernelgen.profile import load_profile
+from tools.kernelgen.profile import validate_profile
 from tools.kernelgen.render import kernel_paths
 from tools.kernelgen.render import render_kernel
 from tools.kernelgen.render import target_helpers
@@ -223,3 +225,12 @@ def test_new_geglu_into_an_upstream_style_checkout_registers_and_its_tests_pass(
     assert all(line in text.splitlines() for line in upstream_init.splitlines())
     tests = run_pytest(checkout, kernel_paths("geglu_up")["test"])
     assert tests.returncode == 0, tests.stdout[-3000:]
+
+
+def test_tier3_profile_without_the_template_switches_is_reported_with_the_other_problems():
+    data = yaml.safe_load((EXAMPLES / "cross_entropy.yaml").read_text())
+    data["hyperparameters"] = [hp for hp in data["hyperparameters"] if hp["name"] not in ("softcap", "reduction")]
+    data["inputs"] = data["inputs"][:1]
+    problems = validate_profile(from_dict(data, validate=False))
+    assert "inputs: tier 3 (softmax-loss template) takes exactly [logits, target]" in problems
+    assert "hyperparameters: tier 3 (softmax-loss template) needs reduction, softcap" in problems
