@@ -14,8 +14,6 @@ import json
 
 from pathlib import Path
 
-import jinja2
-
 from tools.kernelgen.formatting import FormatError
 from tools.kernelgen.formatting import format_source
 from tools.kernelgen.formatting import lint_findings
@@ -23,118 +21,12 @@ from tools.kernelgen.insert import InsertError
 from tools.kernelgen.insert import add_import
 from tools.kernelgen.profile import KernelProfile
 from tools.kernelgen.render import common_context
+from tools.kernelgen.render import template_environment
 
 MARKER = "# --- kernelgen --modify"
 TEST_UTILS = ("assert_verbose_allclose", "infer_device", "set_seed", "supports_bfloat16")
 STRAIGHT_IMPORTS = ("pytest", "torch")
-
-_TEMPLATE = '''\
-import pytest
-import torch
-
-from liger_kernel.ops.{{ k }} import {{ p.function_class_name }}
-from test.utils import assert_verbose_allclose
-from test.utils import infer_device
-from test.utils import set_seed
-from test.utils import supports_bfloat16
-
-
-{{ marker }}: cases from the profile ({{ origin }}), checked against its PyTorch reference.
-# The tests above are hand-written and stay as they are.
-def {{ factory }}():
-    """The PyTorch reference of those cases, inside a function so that its names stay out of this module."""
-{% for line in reference_imports %}
-    {{ line }}
-{% endfor %}
-
-{{ reference_body | indent(4, first=true) }}
-
-    return {{ p.reference.entry }}
-
-
-@pytest.mark.parametrize("hyper", {{ hyper_cases }})
-@pytest.mark.parametrize("shape", {{ cpu_shapes }} if infer_device() == "cpu" else {{ gpu_shapes }})
-@pytest.mark.parametrize(
-    "dtype, atol, rtol",
-    [
-        pytest.param(torch.float32, {{ tol.float32[0] }}, {{ tol.float32[1] }}, id="float32"),
-        pytest.param(
-            torch.bfloat16,
-            {{ tol.bfloat16[0] }},
-            {{ tol.bfloat16[1] }},
-            id="bfloat16",
-            marks=pytest.mark.skipif(not supports_bfloat16(), reason="bfloat16 not supported on this device"),
-        ),
-    ],
-)
-def {{ test_name }}(shape, dtype, atol, rtol, hyper):
-    device = infer_device()
-    set_seed(42)
-    entry = {{ factory }}()
-    inputs = [
-{% for name in inputs %}
-{% if positive_domain %}
-        (torch.rand(shape, device=device, dtype=torch.float32) * {{ input_scale }} + 0.1).to(dtype),
-{% else %}
-        (torch.randn(shape, device=device, dtype=torch.float32) * {{ input_scale }}).to(dtype),
-{% endif %}
-{% endfor %}
-    ]
-    # float64 reference for fp32 cases, fp32 for bf16 ones: at least as accurate as the kernel's fp32 math.
-    ref_dtype = torch.float64 if dtype == torch.float32 else torch.float32
-    ref_inputs = [x.detach().to(ref_dtype).requires_grad_(True) for x in inputs]
-    liger_inputs = [x.detach().clone().requires_grad_(True) for x in inputs]
-{% if params %}
-    n_cols = shape[-1]
-    reference = entry({{ reference_module_args }}).to(device)
-    # Random parameters (not the ones/zeros of a fresh module) so every gradient term is exercised.
-    with torch.no_grad():
-        for parameter in reference.parameters():
-            parameter.copy_(torch.rand_like(parameter) + 0.5)
-    ref_outputs = reference(*ref_inputs)
-    liger_params = [
-{% for prm in params %}
-        reference.{{ prm.name }}.detach().clone().to(dtype).requires_grad_(True),
-{% endfor %}
-    ]
-    liger_outputs = {{ p.function_class_name }}.apply(*liger_inputs, *liger_params{% for name in hyper_names %}, hyper["{{ name }}"]{% endfor %})
-{% elif p.reference.kind == "module" %}
-    ref_outputs = entry(**hyper)(*ref_inputs)
-    liger_outputs = {{ p.function_class_name }}.apply(*liger_inputs{% for name in hyper_names %}, hyper["{{ name }}"]{% endfor %})
-{% else %}
-    ref_outputs = entry(*ref_inputs, **hyper)
-    liger_outputs = {{ p.function_class_name }}.apply(*liger_inputs{% for name in hyper_names %}, hyper["{{ name }}"]{% endfor %})
-{% endif %}
-    ref_outputs = ref_outputs if isinstance(ref_outputs, tuple) else (ref_outputs,)
-    liger_outputs = liger_outputs if isinstance(liger_outputs, tuple) else (liger_outputs,)
-    assert len(liger_outputs) == len(ref_outputs)
-    for liger_out, ref_out in zip(liger_outputs, ref_outputs):
-        assert liger_out.dtype == dtype
-        assert_verbose_allclose(liger_out, ref_out, atol=atol, rtol=rtol, extra_info="[forward]")
-
-    grads = [torch.randn_like(out, dtype=torch.float32) for out in ref_outputs]
-    torch.autograd.backward(ref_outputs, [g.to(out.dtype) for g, out in zip(grads, ref_outputs)])
-    # Clones: some kernels write the input gradient into the buffer of the output gradient they receive.
-    torch.autograd.backward(liger_outputs, [g.to(dtype).clone() for g in grads])
-{% for name in inputs %}
-{% if name in grad_inputs %}
-    assert_verbose_allclose(
-        liger_inputs[{{ loop.index0 }}].grad, ref_inputs[{{ loop.index0 }}].grad, atol=atol, rtol=rtol, extra_info="[grad {{ name }}]"
-    )
-{% endif %}
-{% endfor %}
-{% for prm in params %}
-    # Parameter gradients sum over every row: their tolerance grows with the number of rows summed.
-    n_rows = liger_inputs[0].numel() // shape[-1]
-    assert_verbose_allclose(
-        liger_params[{{ loop.index0 }}].grad,
-        reference.{{ prm.name }}.grad,
-        atol=atol * n_rows**0.5,
-        rtol=rtol * 10,
-        extra_info="[grad {{ prm.name }}]",
-    )
-{% endfor %}
-'''
+TEMPLATE = "test_cases_appended.py.j2"
 
 
 class CasesError(ValueError):
@@ -202,8 +94,7 @@ def render_case_block(profile: KernelProfile, host_imports: set[str], repo_root:
         factory=f"_kernelgen_reference_{digest}",
         test_name=case_test_name(profile),
     )
-    env = jinja2.Environment(undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
-    standalone = env.from_string(_TEMPLATE).render(context)
+    standalone = template_environment().get_template(TEMPLATE).render(context)
     try:
         formatted = format_source(standalone, repo_root, test_path)
     except FormatError as error:

@@ -32,7 +32,7 @@ class RenderedKernel:
     functional_source: str
 
 
-def _environment() -> jinja2.Environment:
+def template_environment() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(TEMPLATE_DIR)),
         undefined=jinja2.StrictUndefined,
@@ -389,7 +389,7 @@ def render_kernel(profile: KernelProfile, helpers: frozenset[str] = OPTIONAL_TAR
 
     ``helpers``: the optional ``ops/utils.py`` helpers the target has; missing ones are defined in the ops file.
     """
-    env = _environment()
+    env = template_environment()
     context = common_context(profile)
     context["target_helpers"] = helpers
     context.update(module_context(profile))
