@@ -17,7 +17,7 @@ from tools.kernelgen.validate.unittests import counts
 from tools.kernelgen.validate.workspace import COLUMNS
 
 OPS = "src/liger_kernel/ops/geglu.py"
-SKIP_LINE = "performance: skipped (no GPU; run validate on a CUDA device)"
+SKIP_LINE = "performance: SKIP (no GPU; run validate on a CUDA device)"
 
 
 @pytest.fixture(scope="module")

@@ -12,9 +12,10 @@ from tools.kernelgen.validate.workers import WorkerFailed
 from tools.kernelgen.validate.workers import run_worker
 
 WORKER = "tools.kernelgen.validate.performance_worker"
-SKIP_LINE = "performance: skipped (no GPU; run validate on a CUDA device)"
+NO_GPU = "no GPU; run validate on a CUDA device"
 TIMEOUT_S = 1200
 PROVIDERS = ("liger", "torch", "torch_compile")
+KERNELS_SHOWN = 6  # the per-kernel lines of one liger step (torch.profiler), longest first
 
 
 def block(report: dict) -> str:
@@ -41,20 +42,21 @@ def block(report: dict) -> str:
             f"bandwidth: {report['bandwidth_tb_s']:.2f} TB/s, {100 * report['roofline_fraction']:.0f}% of the H200's "
             f"4.8 TB/s (estimate from {report['bytes_moved'] / 1e9:.2f} GB moved)"
         )
+    for kernel in report.get("liger_kernels", [])[:KERNELS_SHOWN]:
+        calls = f" x{kernel['calls']}" if kernel["calls"] > 1 else ""
+        lines.append(f"  liger kernel {kernel['us']:9.1f} us{calls:<4} {kernel['name'][:80]}")
     return "\n".join(lines)
 
 
 def run(target: Target, cuda: bool) -> StageResult:
     if not cuda:
-        print(SKIP_LINE)
-        return StageResult("performance", SKIP, "no GPU; run validate on a CUDA device")
+        return StageResult("performance", SKIP, NO_GPU)
     try:
         report = run_worker(WORKER, target, "performance.json", timeout=TIMEOUT_S)
     except WorkerFailed as error:
         return StageResult("performance", FAIL, f"the performance run crashed: {error}")
     if "skipped" in report:
-        print(SKIP_LINE)
-        return StageResult("performance", SKIP, "no GPU; run validate on a CUDA device")
+        return StageResult("performance", SKIP, NO_GPU)
     text = block(report)
     liger = report["providers"]["liger"]
     figures = {

@@ -3,8 +3,8 @@
 ``python -m tools.kernelgen.validate.performance_worker REPO NAME OUT.json``. Method (rules/performance.md): one
 realistic shape (BT=4096 rows; the profile's benchmark size for the columns), bf16 where the GPU has it, 10
 warm-up steps (torch.compile compiles there), then >= 100 timed steps, each between two CUDA events on the stream,
-with fresh input copies made before the first event (kernels write gradients over their inputs); the median is
-reported. Peak memory is ``max_memory_allocated`` during one step minus what was allocated before it.
+with fresh input copies made before the first event (kernels write gradients over their inputs) and a GPU-side
+wait queued before it, so the host has queued the whole step before the GPU reaches it; the median is reported. Peak memory is ``max_memory_allocated`` during one step minus what was allocated before it.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ DEFAULT_COLUMNS = 4096
 WARMUP = 10
 REPS = 100
 H200_PEAK_BYTES_PER_S = 4.8e12  # HBM3e
+QUEUE_AHEAD_CYCLES = 4_000_000  # ~2 ms of GPU clock: more than one step's host time
 
 
 def columns_for(kut: KernelUnderTest) -> tuple[str, int]:
@@ -85,6 +86,9 @@ def measure(kut: KernelUnderTest, case, dtype, provider: str) -> dict:
     for _ in range(REPS):
         args = make_args()
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        # Keep the GPU busy while the host queues the step: without this the events would time the host's launch
+        # and autograd overhead (large for torch.compile's wrappers) rather than the kernels.
+        torch.cuda._sleep(QUEUE_AHEAD_CYCLES)
         start.record()
         step(*args)
         end.record()
@@ -99,6 +103,26 @@ def measure(kut: KernelUnderTest, case, dtype, provider: str) -> dict:
     torch.cuda.synchronize()
     peak = torch.cuda.max_memory_allocated() - before
     return {"ms": statistics.median(times), "ms_min": min(times), "peak_mb": peak / 2**20, "reps": REPS}
+
+
+def kernel_breakdown(kut: KernelUnderTest, case, dtype) -> list[dict]:
+    """GPU time of each kernel in one liger step (torch.profiler), longest first: where the step's time goes."""
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile
+
+    make_args, step = _step_factory(kut, case, dtype, "liger")
+    step(*make_args())
+    args = make_args()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        step(*args)
+        torch.cuda.synchronize()
+    kernels = [
+        {"name": event.key, "us": event.self_device_time_total / event.count, "calls": event.count}
+        for event in prof.key_averages()
+        if event.self_device_time_total > 0
+    ]
+    return sorted(kernels, key=lambda kernel: -kernel["us"] * kernel["calls"])
 
 
 def bytes_moved(kut: KernelUnderTest, rows: int, cols: int, element_size: int) -> int:
@@ -137,6 +161,7 @@ def run(repo: Path, name: str) -> dict:
         torch.cuda.empty_cache()
     liger = report["providers"]["liger"]
     if "ms" in liger:
+        report["liger_kernels"] = kernel_breakdown(kut, case, dtype)
         moved = bytes_moved(kut, BT, cols, torch.tensor([], dtype=dtype).element_size())
         report["bytes_moved"] = moved
         report["bandwidth_tb_s"] = moved / (liger["ms"] * 1e-3) / 1e12
