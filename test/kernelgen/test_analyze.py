@@ -162,7 +162,7 @@ def test_unknown_builtin_lists_the_available_ones():
     with pytest.raises(AnalyzeError) as info:
         analyze("not_a_kernel")
     assert_one_line(info.value)
-    assert "unknown reference" in str(info.value) and "geglu" in str(info.value)
+    assert "unknown reference 'not_a_kernel'" in str(info.value) and "geglu" in str(info.value)
 
 
 def test_missing_symbol_names_file_and_candidates(tmp_path):

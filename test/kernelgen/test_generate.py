@@ -18,6 +18,7 @@ from tools.kernelgen import writer
 from tools.kernelgen.formatting import lint_findings
 from tools.kernelgen.generate import GenerateError
 from tools.kernelgen.generate import plan_new
+from tools.kernelgen.profile import ProfileError
 from tools.kernelgen.profile import from_dict
 from tools.kernelgen.profile import load_profile
 from tools.kernelgen.profile import validate_profile
@@ -225,6 +226,22 @@ def test_new_geglu_into_an_upstream_style_checkout_registers_and_its_tests_pass(
     assert all(line in text.splitlines() for line in upstream_init.splitlines())
     tests = run_pytest(checkout, kernel_paths("geglu_up")["test"])
     assert tests.returncode == 0, tests.stdout[-3000:]
+
+
+def test_missing_names_do_not_hide_the_other_problems():
+    data = yaml.safe_load((EXAMPLES / "rms_norm.yaml").read_text())
+    for derived in ("operation_name", "function_class_name", "module_class_name", "functional_name"):
+        data.pop(derived, None)
+    del data["inputs"][0]["name"]
+    data["tier"] = 9
+    with pytest.raises(ProfileError) as caught:
+        from_dict(data)
+    problems = caught.value.problems
+    assert "operation_name: missing" in problems
+    assert "inputs[0].name: missing" in problems
+    assert "tier: 9 is not one of 1, 2, 3" in problems
+    # Nothing about the stand-in values or the names derived from the missing operation_name.
+    assert not [problem for problem in problems if "''" in problem or problem.startswith("function_class_name")]
 
 
 def test_tier3_profile_without_the_template_switches_is_reported_with_the_other_problems():

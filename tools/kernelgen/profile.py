@@ -328,6 +328,10 @@ def to_dict(profile: KernelProfile) -> dict[str, Any]:
     return dataclasses.asdict(profile)
 
 
+DERIVED_NAMES = ("function_class_name", "module_class_name", "functional_name")
+MISSING_VALUE = ""  # stands in for a missing required field while the rest of a profile is checked
+
+
 def dump_yaml(profile: KernelProfile) -> str:
     header = f"# kernelgen kernel profile for '{profile.operation_name}' (edit, then: new NAME --profile FILE)\n"
     return header + yaml.dump(to_dict(profile), Dumper=_LiteralDumper, sort_keys=False, width=120)
@@ -374,7 +378,10 @@ def _build(cls, data: Any, path: str, problems: list[str]):
         field_path = f"{path}.{name}" if path else name
         if field_path not in reported:  # a value of the wrong type was reported already
             problems.append(f"{field_path}: missing")
-    return None if missing else cls(**kwargs)
+        # A stand-in (every required field is a name) so the rest of the profile is still checked: every problem
+        # is reported at once. Problems validation finds at these paths are dropped (see from_dict).
+        kwargs[name] = MISSING_VALUE
+    return cls(**kwargs)
 
 
 def _type_name(expected) -> str:
@@ -438,7 +445,10 @@ def from_dict(data: Any, source: str = "<profile>", validate: bool = True) -> Ke
     problems: list[str] = []
     profile = _build(KernelProfile, data, "", problems)
     if profile is not None and validate:
-        problems.extend(validate_profile(profile))
+        already = {problem.split(":")[0] for problem in problems}
+        if "operation_name" in already:  # names derived from it would only repeat that it is missing
+            already.update(name for name in DERIVED_NAMES if name not in data)
+        problems.extend(problem for problem in validate_profile(profile) if problem.split(":")[0] not in already)
     if problems:
         raise ProfileError(source, problems)
     return profile

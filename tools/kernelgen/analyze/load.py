@@ -70,7 +70,9 @@ def load_reference(ref: str, stdin_source: str | None = None) -> LoadedReference
     if not path.is_file():
         if symbol is None and "/" not in target and not target.endswith(".py"):
             available = ", ".join(list_builtin_references())
-            raise AnalyzeError(f"unknown reference: not a built-in (available: {available}) and no such file")
+            raise AnalyzeError(
+                f"unknown reference {target!r}: not a built-in (available: {available}) and no such file"
+            )
         what = "is a directory, not a Python file" if path.is_dir() else "no such file"
         raise AnalyzeError(what, origin=target)
     try:
