@@ -2,7 +2,8 @@
 
 ``validate NAME --archive`` files accepted kernels under the skill's ``knowledge/`` folder; their profiles say
 what they compute. A new reference is compared with each by the functions its Triton statements call (Jaccard
-overlap; the formula's functions for profiles without statements); the host's swiglu / rms_norm / cross_entropy remain the answer when nothing archived overlaps.
+overlap; the formula's functions for profiles without statements); the host's swiglu / rms_norm / cross_entropy
+remain the answer when nothing archived overlaps.
 """
 
 from __future__ import annotations

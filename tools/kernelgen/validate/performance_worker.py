@@ -4,7 +4,8 @@
 realistic shape (BT=4096 rows; the profile's benchmark size for the columns), bf16 where the GPU has it, 10
 warm-up steps (torch.compile compiles there), then >= 100 timed steps, each between two CUDA events on the stream,
 with fresh input copies made before the first event (kernels write gradients over their inputs) and a GPU-side
-wait queued before it, so the host has queued the whole step before the GPU reaches it; the median is reported. Peak memory is ``max_memory_allocated`` during one step minus what was allocated before it.
+wait queued before it, so the host has queued the whole step before the GPU reaches it; the median is reported.
+Peak memory is ``max_memory_allocated`` during one step minus what was allocated before it.
 """
 
 from __future__ import annotations
@@ -111,7 +112,7 @@ def kernel_breakdown(kut: KernelUnderTest, case, dtype) -> list[dict]:
     from torch.profiler import profile
 
     make_args, step = _step_factory(kut, case, dtype, "liger")
-    step(*make_args())
+    step(*make_args())  # a fresh factory makes its upstream gradients on the first step: keep that out of the profile
     args = make_args()
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
