@@ -7,6 +7,7 @@ import textwrap
 import pytest
 import torch
 
+from test.kernelgen.conftest import run_kernelgen
 from tools.kernelgen.analyze import AnalyzeError
 from tools.kernelgen.analyze import analyze
 from tools.kernelgen.analyze import list_builtin_references
@@ -139,6 +140,17 @@ def test_stdin_source_reference():
     assert profile.reference.source == textwrap.dedent(FILE_SOURCE)
     by_symbol = analyze("-:scaled_swish", stdin_source=textwrap.dedent(FILE_SOURCE), name="swish_gate")
     assert by_symbol.operation_name == "swish_gate"
+
+
+def test_cli_reads_a_stdin_reference_with_a_symbol():
+    result = run_kernelgen(
+        "analyze", "--name", "swish_gate", "--", "-:scaled_swish", stdin=textwrap.dedent(FILE_SOURCE)
+    )
+    assert result.returncode == 0, result.stderr
+    assert "operation_name: swish_gate" in result.stdout
+    empty = run_kernelgen("analyze", "--", "-:scaled_swish", stdin="")
+    assert empty.returncode == 2
+    assert empty.stderr.strip() == "kernelgen: error: reference '-': nothing on standard input"
 
 
 def test_stdin_without_source_is_an_error():

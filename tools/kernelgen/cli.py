@@ -67,22 +67,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _read_stdin_if_needed(reference: str | None) -> str | None:
-    if reference == "-":
-        text = sys.stdin.read()
-        if not text.strip():
-            raise CliError("reference '-': nothing on standard input")
-        return text
-    return None
-
-
-def _analyze(reference: str, name: str | None, repo: str | None = None):
-    from tools.kernelgen.analyze import analyze
-
-    knowledge_root = Path(repo).resolve() if repo else None  # archived kernels of the target checkout
-    return analyze(reference, name=name, stdin_source=_read_stdin_if_needed(reference), knowledge_root=knowledge_root)
-
-
 def _profile_for_new(args):
     from tools.kernelgen.profile import load_profile
 
@@ -102,7 +86,9 @@ def _profile_for_new(args):
                 f"(built-in references: {', '.join(builtins)})"
             )
         reference = args.name
-    return _analyze(reference, args.name, args.repo)
+    from tools.kernelgen.analyze import analyze_for_checkout
+
+    return analyze_for_checkout(reference, name=args.name, repo_root=Path(args.repo).resolve() if args.repo else None)
 
 
 def cmd_new(args) -> int:
@@ -148,9 +134,10 @@ def cmd_new(args) -> int:
 
 
 def cmd_analyze(args) -> int:
+    from tools.kernelgen.analyze import analyze_for_checkout
     from tools.kernelgen.profile import dump_yaml
 
-    profile = _analyze(args.reference, args.name)
+    profile = analyze_for_checkout(args.reference, name=args.name)
     text = dump_yaml(profile)
     if args.output:
         Path(args.output).write_text(text, encoding="utf-8")

@@ -445,18 +445,9 @@ def plan_modify(repo: LigerRepo, name: str, new_profile: KernelProfile) -> Modif
     return _plan_unrecorded(repo, name, new_profile)
 
 
-def _read_stdin(reference: str) -> str | None:
-    if reference.split(":", 1)[0] != "-":
-        return None
-    text = sys.stdin.read()
-    if not text.strip():
-        raise ModifyError("reference '-': nothing on standard input")
-    return text
-
-
 def profile_for_modify(args, repo: LigerRepo) -> KernelProfile:
     """--profile, --reference, else the built-in reference of that name, else the record as it is."""
-    from tools.kernelgen.analyze import analyze
+    from tools.kernelgen.analyze import analyze_for_checkout
     from tools.kernelgen.analyze import list_builtin_references
     from tools.kernelgen.generate import record_path
     from tools.kernelgen.profile import load_profile
@@ -465,12 +456,12 @@ def profile_for_modify(args, repo: LigerRepo) -> KernelProfile:
     if getattr(args, "profile", None):
         return load_profile(args.profile)
     if getattr(args, "reference", None):
-        return analyze(args.reference, name=name, stdin_source=_read_stdin(args.reference))
+        return analyze_for_checkout(args.reference, name=name, repo_root=repo.root)
     recorded = _read_record(repo, name) if repo.exists(record_path(name)) else None
     builtin = name in list_builtin_references()
     # A record made from another reference keeps it: the built-in of the same name is a different op.
     if builtin and (recorded is None or recorded.reference.origin == f"builtin:{name}"):
-        return analyze(name, name=name)
+        return analyze_for_checkout(name, name=name, repo_root=repo.root)
     if recorded is not None:
         return recorded
     raise ModifyError(f"nothing to modify '{name}' with: pass --profile FILE or --reference REF")

@@ -15,6 +15,7 @@ from tools.kernelgen.analyze.closest import closest_archived_kernel
 from tools.kernelgen.analyze.errors import AnalyzeError
 from tools.kernelgen.analyze.fill import build_profile
 from tools.kernelgen.analyze.load import load_reference
+from tools.kernelgen.analyze.load import read_stdin_source
 from tools.kernelgen.analyze.references import list_builtin_references
 from tools.kernelgen.analyze.trace import trace_reference
 from tools.kernelgen.profile import KernelProfile
@@ -39,4 +40,10 @@ def analyze(
     return profile
 
 
-__all__ = ["AnalyzeError", "analyze", "list_builtin_references"]
+def analyze_for_checkout(ref: str, *, name: str | None = None, repo_root: Path | None = None) -> KernelProfile:
+    """``analyze`` as the commands run it: REF ``-`` or ``-:Symbol`` reads standard input, and the closest existing
+    kernel is looked for among the archived kernels of the target checkout ``repo_root`` (default: this one)."""
+    return analyze(ref, name=name, stdin_source=read_stdin_source(ref), knowledge_root=repo_root)
+
+
+__all__ = ["AnalyzeError", "analyze", "analyze_for_checkout", "list_builtin_references"]

@@ -53,6 +53,16 @@ def split_symbol(ref: str) -> tuple[str, str | None]:
     return ref, None
 
 
+def read_stdin_source(ref: str) -> str | None:
+    """The reference's source from standard input when REF is ``-`` or ``-:Symbol``; None for any other REF."""
+    if split_symbol(ref.strip())[0] != "-":
+        return None
+    text = sys.stdin.read()
+    if not text.strip():
+        raise AnalyzeError("reference '-': nothing on standard input")
+    return text
+
+
 def load_reference(ref: str, stdin_source: str | None = None) -> LoadedReference:
     if not isinstance(ref, str) or not ref.strip():
         raise AnalyzeError("empty REF: give a built-in name, a file.py, file.py:Symbol or - (stdin)")
