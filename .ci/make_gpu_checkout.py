@@ -24,7 +24,8 @@ from tools.kernelgen.writer import write_all  # noqa: E402
 
 
 def main() -> None:
-    destination = ROOT / ".gpu-run"
+    # An optional folder instead of .gpu-run/ (e.g. to diff what a generator change does to every kernel).
+    destination = Path(sys.argv[1]).resolve() if len(sys.argv) > 1 else ROOT / ".gpu-run"
     shutil.rmtree(destination, ignore_errors=True)
     copy_checkout(destination)
     profiles = [analyze("geglu")] + [analyze(name, name=f"{name}_gen") for name in TIER1_BUILTINS]
