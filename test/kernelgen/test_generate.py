@@ -244,6 +244,32 @@ def test_missing_names_do_not_hide_the_other_problems():
     assert not [problem for problem in problems if "''" in problem or problem.startswith("function_class_name")]
 
 
+def test_field_types_come_from_the_profile_annotations():
+    data = yaml.safe_load((EXAMPLES / "rms_norm.yaml").read_text())
+    data["hyperparameters"][0]["choices"] = 5
+    data["tiling"]["grid"] = 5
+    data["tier"] = True
+    data["outputs"][0]["dtype"] = "float16"
+    with pytest.raises(ProfileError) as caught:
+        from_dict(data)
+    problems = caught.value.problems
+    assert "hyperparameters[0].choices: expected list, got int" in problems
+    assert "tiling.grid: expected str, got int" in problems
+    assert "tier: expected int, got bool" in problems
+    assert any(problem.startswith("outputs[0].dtype: 'float16' is not one of") for problem in problems)
+
+
+def test_loss_modules_and_tier_3_go_together():
+    data = yaml.safe_load((EXAMPLES / "cross_entropy.yaml").read_text())
+    data["module"]["kind"] = "elementwise"
+    problems = validate_profile(from_dict(data, validate=False))
+    assert "module.kind: 'elementwise' with tier 3: the softmax-loss template needs 'loss'" in problems
+    data = yaml.safe_load((EXAMPLES / "swiglu.yaml").read_text())
+    data["module"]["kind"] = "loss"
+    problems = validate_profile(from_dict(data, validate=False))
+    assert "module.kind: 'loss' needs tier 3 (the softmax-loss template makes the loss module)" in problems
+
+
 def test_tier3_profile_without_the_template_switches_is_reported_with_the_other_problems():
     data = yaml.safe_load((EXAMPLES / "cross_entropy.yaml").read_text())
     data["hyperparameters"] = [hp for hp in data["hyperparameters"] if hp["name"] not in ("softcap", "reduction")]

@@ -16,8 +16,11 @@ Names used inside ``math`` fragments (Triton statements, computed in fp32):
 from __future__ import annotations
 
 import dataclasses
+import functools
 import keyword
 import re
+import types
+import typing
 
 from dataclasses import dataclass
 from dataclasses import field
@@ -41,6 +44,7 @@ SCALAR_TYPES = ("float", "int", "bool", "str")
 PARAMETER_SHAPES = ("channel", "scalar")
 INIT_KINDS = ("ones", "zeros", "constant")
 DTYPES = ("same", "float32", "int64", "int32", "bool")
+DERIVED_NAMES = ("function_class_name", "module_class_name", "functional_name")  # from operation_name
 
 
 class ProfileError(ValueError):
@@ -234,14 +238,21 @@ def _check_identifier(problems: list[str], path: str, value: Any) -> None:
 def validate_profile(profile: KernelProfile) -> list[str]:
     """Every problem of the profile at once, each prefixed with its YAML path."""
     problems: list[str] = []
-    if not isinstance(profile.operation_name, str) or not SNAKE_CASE.match(profile.operation_name):
+    name_valid = isinstance(profile.operation_name, str) and SNAKE_CASE.match(profile.operation_name)
+    if not name_valid:
         problems.append(f"operation_name: {profile.operation_name!r} is not a snake_case identifier")
-    for attr in ("function_class_name", "module_class_name", "functional_name"):
-        _check_identifier(problems, attr, getattr(profile, attr))
+    for attr in DERIVED_NAMES:
+        value = getattr(profile, attr)
+        if value or name_valid:  # empty ones are derived from operation_name, whose problem is reported above
+            _check_identifier(problems, attr, value)
     if profile.tier not in TIER_DESCRIPTIONS:
         problems.append(f"tier: {profile.tier!r} is not one of 1, 2, 3")
     if profile.module.kind not in MODULE_KINDS:
         problems.append(f"module.kind: {profile.module.kind!r} is not one of {', '.join(MODULE_KINDS)}")
+    elif profile.module.kind == "loss" and profile.tier != 3:
+        problems.append("module.kind: 'loss' needs tier 3 (the softmax-loss template makes the loss module)")
+    elif profile.tier == 3 and profile.module.kind != "loss":
+        problems.append(f"module.kind: {profile.module.kind!r} with tier 3: the softmax-loss template needs 'loss'")
     if not profile.inputs:
         problems.append("inputs: at least one tensor input is required")
     if not profile.outputs:
@@ -260,9 +271,10 @@ def validate_profile(profile: KernelProfile) -> list[str]:
             if item.name in seen:
                 problems.append(f"{path}: {item.name!r} already used in {seen[item.name]}")
             seen[item.name] = group
-    for index, tensor in enumerate(profile.inputs + profile.outputs):
-        if tensor.dtype not in DTYPES:
-            problems.append(f"inputs/outputs[{index}].dtype: {tensor.dtype!r} is not one of {', '.join(DTYPES)}")
+    for group, tensors in (("inputs", profile.inputs), ("outputs", profile.outputs)):
+        for index, tensor in enumerate(tensors):
+            if tensor.dtype not in DTYPES:
+                problems.append(f"{group}[{index}].dtype: {tensor.dtype!r} is not one of {', '.join(DTYPES)}")
     for index, hyper in enumerate(profile.hyperparameters):
         if hyper.type not in SCALAR_TYPES:
             problems.append(f"hyperparameters[{index}].type: {hyper.type!r} is not one of {', '.join(SCALAR_TYPES)}")
@@ -328,7 +340,6 @@ def to_dict(profile: KernelProfile) -> dict[str, Any]:
     return dataclasses.asdict(profile)
 
 
-DERIVED_NAMES = ("function_class_name", "module_class_name", "functional_name")
 MISSING_VALUE = ""  # stands in for a missing required field while the rest of a profile is checked
 
 
@@ -343,27 +354,27 @@ def _build(cls, data: Any, path: str, problems: list[str]):
         problems.append(f"{path or '<root>'}: expected a mapping, got {type(data).__name__}")
         return None
     kwargs = {}
-    fields = {f.name: f for f in dataclasses.fields(cls)}
     for key, value in data.items():
         child = f"{path}.{key}" if path else str(key)
-        if key not in fields:
+        if key not in _field_kinds(cls):
             problems.append(f"{child}: unknown field")
             continue
-        nested = _NESTED.get((cls, key))
-        if nested is not None:
-            if isinstance(nested, list):
-                if not isinstance(value, list):
-                    problems.append(f"{child}: expected a list")
-                    continue
-                items = [_build(nested[0], item, f"{child}[{i}]", problems) for i, item in enumerate(value)]
-                kwargs[key] = [item for item in items if item is not None]
-            else:
-                built = _build(nested, value, child, problems)
-                if built is not None:
-                    kwargs[key] = built
+        kind, expected = _field_kinds(cls)[key]
+        if kind == "nested_list":
+            if not isinstance(value, list):
+                problems.append(f"{child}: expected a list")
+                continue
+            items = [_build(expected, item, f"{child}[{i}]", problems) for i, item in enumerate(value)]
+            kwargs[key] = [item for item in items if item is not None]
             continue
-        expected = _SCALAR_TYPES.get((cls, key))
-        if expected is not None and value is not None and not isinstance(value, expected):
+        if kind == "nested":
+            built = _build(expected, value, child, problems)
+            if built is not None:
+                kwargs[key] = built
+            continue
+        # bool is an int to isinstance, but ``tier: true`` is a mistake, not tier 1.
+        wrong_bool = isinstance(value, bool) and expected is int
+        if expected is not None and value is not None and (not isinstance(value, expected) or wrong_bool):
             problems.append(f"{child}: expected {_type_name(expected)}, got {type(value).__name__}")
             continue
         kwargs[key] = value
@@ -390,64 +401,34 @@ def _type_name(expected) -> str:
     return expected.__name__
 
 
-_NESTED = {
-    (KernelProfile, "inputs"): [TensorSpec],
-    (KernelProfile, "outputs"): [TensorSpec],
-    (KernelProfile, "hyperparameters"): [HyperParameter],
-    (KernelProfile, "parameters"): [LearnableParameter],
-    (KernelProfile, "backward"): Backward,
-    (KernelProfile, "tiling"): Tiling,
-    (KernelProfile, "module"): ModuleSpec,
-    (KernelProfile, "benchmark"): BenchmarkSpec,
-    (KernelProfile, "reference"): Reference,
-    (KernelProfile, "math"): Math,
-    (KernelProfile, "test"): TestSpec,
-    (ModuleSpec, "init_params"): [HyperParameter],
-}
-_SCALAR_TYPES = {
-    (KernelProfile, "operation_name"): str,
-    (KernelProfile, "function_class_name"): str,
-    (KernelProfile, "module_class_name"): str,
-    (KernelProfile, "functional_name"): str,
-    (KernelProfile, "tier"): int,
-    (KernelProfile, "forward_computation"): str,
-    (KernelProfile, "precision_sensitive_ops"): list,
-    (TensorSpec, "shape"): list,
-    (TensorSpec, "requires_grad"): bool,
-    (HyperParameter, "constexpr"): bool,
-    (LearnableParameter, "init_value"): (int, float),
-    (Backward, "saved_tensors"): list,
-    (Backward, "recompute"): list,
-    (Backward, "gradient_formulas"): dict,
-    (Backward, "saved_row_statistics"): list,
-    (Backward, "in_place_gradients"): bool,
-    (Tiling, "needs_sm_parallelism"): bool,
-    (BenchmarkSpec, "x_values"): list,
-    (BenchmarkSpec, "providers"): list,
-    (BenchmarkSpec, "fixed_config"): dict,
-    (Math, "forward"): list,
-    (Math, "backward"): list,
-    (Math, "row_statistics"): list,
-    (Math, "synthesized"): bool,
-    (Math, "extra"): dict,
-    (Reference, "source"): str,
-    (Reference, "entry"): str,
-    (TestSpec, "cpu_shapes"): list,
-    (TestSpec, "gpu_shapes"): list,
-    (TestSpec, "tolerances"): dict,
-    (TestSpec, "input_scale"): (int, float),
-    (TestSpec, "input_domain"): str,
-    (ModuleSpec, "size_param"): str,
-}
+def _field_kind(annotation: Any) -> tuple[str, Any]:
+    """How ``_build`` reads a field of this annotation: ("nested", cls), ("nested_list", cls) or ("scalar", types)."""
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if dataclasses.is_dataclass(annotation):
+        return "nested", annotation
+    if origin is list and args and dataclasses.is_dataclass(args[0]):
+        return "nested_list", args[0]
+    if origin in (types.UnionType, typing.Union):  # ``X | None``: None is always accepted (the field's default)
+        (annotation,) = [arg for arg in args if arg is not type(None)]
+        origin = typing.get_origin(annotation)
+    if annotation is Any:
+        return "scalar", None
+    if annotation is float:
+        return "scalar", (int, float)
+    return "scalar", origin or annotation
+
+
+@functools.cache
+def _field_kinds(cls) -> dict[str, tuple[str, Any]]:
+    """Every field of dataclass ``cls`` with how it is read, from its type annotation."""
+    return {name: _field_kind(annotation) for name, annotation in typing.get_type_hints(cls).items()}
 
 
 def from_dict(data: Any, source: str = "<profile>", validate: bool = True) -> KernelProfile:
     problems: list[str] = []
     profile = _build(KernelProfile, data, "", problems)
     if profile is not None and validate:
-        already = {problem.split(":")[0] for problem in problems}
-        if "operation_name" in already:  # names derived from it would only repeat that it is missing
-            already.update(name for name in DERIVED_NAMES if name not in data)
+        already = {problem.split(":")[0] for problem in problems}  # a missing field's stand-in is not checked again
         problems.extend(problem for problem in validate_profile(profile) if problem.split(":")[0] not in already)
     if problems:
         raise ProfileError(source, problems)
