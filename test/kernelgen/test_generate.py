@@ -259,6 +259,15 @@ def test_field_types_come_from_the_profile_annotations():
     assert any(problem.startswith("outputs[0].dtype: 'float16' is not one of") for problem in problems)
 
 
+def test_a_profile_whose_math_is_still_to_be_written_is_invalid():
+    data = yaml.safe_load((EXAMPLES / "rms_norm.yaml").read_text())
+    data["math"].setdefault("extra", {})["todo"] = "write the row statistics"
+    problems = validate_profile(from_dict(data, validate=False))
+    assert problems == [
+        "math.extra.todo: the math is still to be written (write the row statistics); write it, then remove the todo"
+    ]
+
+
 def test_loss_modules_and_tier_3_go_together():
     data = yaml.safe_load((EXAMPLES / "cross_entropy.yaml").read_text())
     data["module"]["kind"] = "elementwise"

@@ -349,8 +349,6 @@ def _plan_unrecorded(repo: LigerRepo, name: str, new: KernelProfile) -> ModifyPl
 
     def render_once() -> tuple[dict[str, str], str]:
         if not rendered:
-            if new.math.extra.get("todo"):
-                raise ModifyError(f"the profile's math is not filled ({new.math.extra['todo']}): cannot render files")
             rendered.append(render_formatted(repo, new))
         return rendered[0]
 
@@ -434,11 +432,6 @@ def plan_modify(repo: LigerRepo, name: str, new_profile: KernelProfile) -> Modif
         new_profile = new_profile.renamed(name)
     new_profile.validate(f"profile for {name}")
     if repo.exists(record_path(name)):
-        if new_profile.math.extra.get("todo"):
-            raise ModifyError(
-                f"'{name}' is tier {new_profile.tier}: fill the profile's math ({new_profile.math.extra['todo']}) "
-                f"and pass it with --profile"
-            )
         return _plan_recorded(repo, name, new_profile)
     if not kernel_present(repo, name):
         raise ModifyError(f"no kernel '{name}' in {repo.root} to modify; generate it with: new {name}")

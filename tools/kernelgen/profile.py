@@ -287,6 +287,9 @@ def validate_profile(profile: KernelProfile) -> list[str]:
             problems.append(f"parameters[{index}].init: {param.init!r} is not one of {', '.join(INIT_KINDS)}")
         if param.init == "constant" and param.init_value is None:
             problems.append(f"parameters[{index}].init_value: required when init is 'constant'")
+    todo = profile.math.extra.get("todo")
+    if todo:  # analyze leaves it in tier 2/3 profiles; whoever writes the math removes it
+        problems.append(f"math.extra.todo: the math is still to be written ({todo}); write it, then remove the todo")
     if profile.tier == 1:
         if not profile.math.forward:
             problems.append("math.forward: tier 1 needs the forward statements (run synthesis or write them)")
