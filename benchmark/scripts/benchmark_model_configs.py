@@ -3,13 +3,10 @@
 import math
 
 from dataclasses import dataclass
-from typing import Any
-from typing import Callable
 
 import torch
 
 from benchmark.scripts.memory_stats import accelerator_module
-from benchmark.scripts.memory_stats import measure_peak_bytes
 
 
 @dataclass(frozen=True)
@@ -53,15 +50,6 @@ def get_benchmark_model_config(name: str | None = None) -> ModelConfig:
         return MODEL_CONFIGS[name]
     except KeyError:
         raise ValueError(f"unknown model config {name!r}; valid names: {', '.join(sorted(MODEL_CONFIGS))}") from None
-
-
-def estimate_kernel_peak_memory(probe_fn: Callable[[], Any]) -> int:
-    """Run ``probe_fn`` once (a small shape) and return the bytes it needed beyond what was already allocated.
-
-    On the CPU this is the bytes of the tensors ``probe_fn`` returns, as in ``memory_stats.measure_peak_bytes``.
-    Divide by the probe's token count to get the ``kernel_bytes_per_token`` the sweep helpers take.
-    """
-    return measure_peak_bytes(probe_fn)
 
 
 def free_accelerator_bytes() -> int | None:

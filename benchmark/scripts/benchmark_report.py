@@ -16,7 +16,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import torch
 
+from benchmark.scripts.results_csv import config_string
+from benchmark.scripts.results_csv import experiment_key
+from benchmark.scripts.results_csv import read_benchmark_rows
 from benchmark.scripts.results_csv import resolve_csv_path
+from benchmark.scripts.utils import gpu_name
 from benchmark.scripts.utils import run_benchmarks
 
 # kernel -> (swept size key, sizes). Gated activations run on [BT, intermediate]; norms on [BT, hidden];
@@ -28,6 +32,46 @@ HEADLINES = {
     "cross_entropy": ("vocab_size", [32000, 128256]),
 }
 PROVIDERS = ["liger", "torch", "torch_compile"]
+METRICS = (("speed", "ms"), ("memory", "MB"))
+
+
+def headline_config(size_key: str, size: int, bt: int) -> dict:
+    return {"model": "headline", size_key: size, "dtype": "bfloat16", "BT": bt}
+
+
+def headline_figures(
+    csv_path, kernel: str, size_key: str, sizes: list[int], bt: int, device_name: str
+) -> dict[tuple[int, str], dict[str, float]]:
+    """``(size, provider) -> {metric: median}`` of ``kernel``'s headline experiments, read from the results CSV.
+
+    Read back from the table rather than taken from ``run_benchmarks`` (which returns only the rows it ran), so
+    experiments kept from an earlier run (no ``--overwrite``) fill the table as well as freshly measured ones.
+    """
+    wanted = {}
+    for size in sizes:
+        config_str = config_string(headline_config(size_key, size, bt))
+        for metric, _ in METRICS:
+            for provider in PROVIDERS:
+                key = experiment_key(
+                    {
+                        "kernel_name": kernel,
+                        "kernel_provider": provider,
+                        "kernel_operation_mode": "full",
+                        "metric_name": metric,
+                        "x_name": "BT",
+                        "x_value": bt,
+                        "extra_benchmark_config_str": config_str,
+                        "gpu_name": device_name,
+                    }
+                )
+                wanted[key] = (size, provider, metric)
+    figures = {}
+    for row in read_benchmark_rows(csv_path):
+        match = wanted.get(experiment_key(row))
+        if match is not None:
+            size, provider, metric = match
+            figures.setdefault((size, provider), {})[metric] = float(row["y_value_50"])
+    return figures
 
 
 def copy_bandwidth_gbps(n_bytes: int = 2 * 1024**3) -> float:
@@ -67,14 +111,10 @@ def main(argv=None) -> int:
         except ModuleNotFoundError:
             lines.append(f"| {kernel} | - | - | not generated here | - |")
             continue
-        configs = [{"model": "headline", size_key: size, "dtype": "bfloat16", "BT": args.bt} for size in sizes]
-        results = {}
-        for metric, unit, fn in (
-            ("speed", "ms", getattr(module, f"bench_speed_{kernel}")),
-            ("memory", "MB", getattr(module, f"bench_memory_{kernel}")),
-        ):
-            rows = run_benchmarks(
-                bench_test_fn=fn,
+        configs = [headline_config(size_key, size, args.bt) for size in sizes]
+        for metric, unit in METRICS:
+            run_benchmarks(
+                bench_test_fn=getattr(module, f"bench_{metric}_{kernel}"),
                 kernel_name=kernel,
                 metric_name=metric,
                 metric_unit=unit,
@@ -87,9 +127,7 @@ def main(argv=None) -> int:
                 overwrite=args.overwrite,
                 csv_path=csv_path,
             )
-            for row in rows:
-                size = eval_size(row["extra_benchmark_config_str"], size_key)
-                results.setdefault((size, row["kernel_provider"]), {})[metric] = row["y_value_50"]
+        results = headline_figures(csv_path, kernel, size_key, sizes, args.bt, gpu_name())
         for size in sizes:
             for provider in PROVIDERS:
                 figures = results.get((size, provider), {})
@@ -103,12 +141,6 @@ def main(argv=None) -> int:
     if args.markdown:
         Path(args.markdown).write_text(table + "\n")
     return 0
-
-
-def eval_size(config_str: str, key: str) -> int:
-    import json
-
-    return int(json.loads(config_str)[key])
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ Standard library only, so the visualizer can read the table without importing to
 """
 
 import csv
+import json
 import os
 
 from pathlib import Path
@@ -49,6 +50,11 @@ def resolve_csv_path(csv_path: str | os.PathLike | None = None) -> Path:
         return Path(csv_path)
     from_env = os.environ.get(CSV_PATH_ENV_VAR)
     return Path(from_env) if from_env else DEFAULT_CSV_PATH
+
+
+def config_string(config: dict) -> str:
+    """A run's extra benchmark config as stored in ``extra_benchmark_config_str``: JSON with sorted keys."""
+    return json.dumps(config, sort_keys=True, default=str)
 
 
 def experiment_key(row: dict) -> tuple[str, ...]:

@@ -5,7 +5,6 @@ machine without a GPU must set ``TRITON_INTERPRET=1`` (``setup_benchmark_device`
 """
 
 import argparse
-import json
 import math
 import os
 import sys
@@ -28,12 +27,12 @@ from benchmark.scripts.benchmark_model_configs import DEFAULT_MODEL_CONFIG
 from benchmark.scripts.benchmark_model_configs import MODEL_CONFIGS
 from benchmark.scripts.benchmark_model_configs import compute_hidden_size_sweep_config
 from benchmark.scripts.benchmark_model_configs import compute_seq_len_sweep_config
-from benchmark.scripts.benchmark_model_configs import estimate_kernel_peak_memory
 from benchmark.scripts.benchmark_model_configs import get_benchmark_model_config
 from benchmark.scripts.memory_stats import BYTES_PER_MB
 from benchmark.scripts.memory_stats import accelerator_module
 from benchmark.scripts.memory_stats import measure_peak_bytes
 from benchmark.scripts.memory_stats import tensor_bytes
+from benchmark.scripts.results_csv import config_string
 from benchmark.scripts.results_csv import experiment_key
 from benchmark.scripts.results_csv import read_benchmark_rows
 from benchmark.scripts.results_csv import resolve_csv_path
@@ -110,7 +109,9 @@ def _build_timed_fn(fwd_fn: Callable[[], Any], mode: str, grad_to_none: Sequence
     raise ValueError(f"unknown kernel_operation_mode {mode!r}; expected one of {OPERATION_MODES}")
 
 
-def _wall_clock_quantiles_ms(fn: Callable[[], Any], grad_to_none: Sequence[torch.Tensor], rep: float) -> list[float]:
+def _wall_clock_quantiles_ms(
+    fn: Callable[[], Any], grad_to_none: Sequence[torch.Tensor], rep: float
+) -> SingleBenchmarkRunOutput:
     """CPU stand-in for ``triton.testing.do_bench`` (which needs a GPU): same quantiles, a handful of calls."""
 
     def timed_call() -> float:
@@ -121,9 +122,7 @@ def _wall_clock_quantiles_ms(fn: Callable[[], Any], grad_to_none: Sequence[torch
 
     estimate = timed_call()  # warm-up: the interpreter parses each kernel on its first launch
     reps = max(1, min(CPU_MAX_TIMED_REPS, int(rep / max(estimate, 1e-6))))
-    samples = [timed_call() for _ in range(reps)]
-    result = _quantile_output(samples)
-    return [result.y_50, result.y_20, result.y_80]
+    return _quantile_output([timed_call() for _ in range(reps)])
 
 
 def run_speed_benchmark(
@@ -143,14 +142,12 @@ def run_speed_benchmark(
     grad_to_none = list(input_tensors if grad_to_none is None else grad_to_none)
     timed_fn = _build_timed_fn(fwd_fn, mode, grad_to_none)
     if accelerator_module() is None:
-        quantiles = _wall_clock_quantiles_ms(timed_fn, grad_to_none, rep)
-    else:
-        import triton.testing
+        return _wall_clock_quantiles_ms(timed_fn, grad_to_none, rep)
+    import triton.testing
 
-        quantiles = triton.testing.do_bench(
-            timed_fn, grad_to_none=grad_to_none, quantiles=QUANTILES, rep=rep, warmup=warmup
-        )
-    y_50, y_20, y_80 = quantiles
+    y_50, y_20, y_80 = triton.testing.do_bench(
+        timed_fn, grad_to_none=grad_to_none, quantiles=QUANTILES, rep=rep, warmup=warmup
+    )
     return SingleBenchmarkRunOutput(y_20=y_20, y_50=y_50, y_80=y_80)
 
 
@@ -222,7 +219,7 @@ def full_pass_peak_bytes(
         y.backward(_upstream_grad(y))
         return [*input_tensors, *(tensor.grad for tensor in input_tensors)]
 
-    return estimate_kernel_peak_memory(probe)
+    return measure_peak_bytes(probe)
 
 
 def gpu_name() -> str:
@@ -292,7 +289,7 @@ def run_benchmarks(
     progress = _Progress(len(configs) * len(modes) * len(kernel_providers) * len(x_values), stream)
     written = []
     for config in configs:
-        config_str = json.dumps(config, sort_keys=True, default=str)
+        config_str = config_string(config)
         for mode in modes:
             for provider in kernel_providers:
                 for x in x_values:

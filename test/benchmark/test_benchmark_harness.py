@@ -18,11 +18,12 @@ from benchmark.scripts.benchmark_model_configs import DEFAULT_MODEL_CONFIG
 from benchmark.scripts.benchmark_model_configs import MODEL_CONFIGS
 from benchmark.scripts.benchmark_model_configs import compute_hidden_size_sweep_config
 from benchmark.scripts.benchmark_model_configs import compute_seq_len_sweep_config
-from benchmark.scripts.benchmark_model_configs import estimate_kernel_peak_memory
 from benchmark.scripts.benchmark_model_configs import get_benchmark_model_config
+from benchmark.scripts.memory_stats import measure_peak_bytes
 from benchmark.scripts.results_csv import CSV_COLUMNS
 from benchmark.scripts.results_csv import CSV_PATH_ENV_VAR
 from benchmark.scripts.results_csv import DEFAULT_CSV_PATH
+from benchmark.scripts.results_csv import config_string
 from benchmark.scripts.results_csv import read_benchmark_rows
 from benchmark.scripts.results_csv import resolve_csv_path
 from benchmark.scripts.results_csv import update_benchmark_csv
@@ -371,12 +372,76 @@ def test_sweeps_fall_back_to_tiny_values_without_gpu(monkeypatch):
     assert compute_hidden_size_sweep_config(model, 10, num_tokens=8) == benchmark_model_configs.CPU_HIDDEN_SIZE_SWEEP
 
 
-def test_estimate_kernel_peak_memory_grows_with_the_probe_shape():
+def test_measure_peak_bytes_grows_with_the_probe_shape():
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    small = estimate_kernel_peak_memory(lambda: torch.ones(256, 256, device=device) * 2)
-    large = estimate_kernel_peak_memory(lambda: torch.ones(1024, 256, device=device) * 2)
+    small = measure_peak_bytes(lambda: torch.ones(256, 256, device=device) * 2)
+    large = measure_peak_bytes(lambda: torch.ones(1024, 256, device=device) * 2)
     assert small >= 256 * 256 * 4
     assert large >= 4 * 256 * 256 * 4 and large > small
+
+
+# ------------------------------------------------------------------------------------------------ headline report
+
+
+def test_benchmark_report_table_shows_kept_and_new_csv_rows(tmp_path, monkeypatch):
+    """Without --overwrite the experiments already in the CSV are not re-run: the table must still show them."""
+    from benchmark.scripts import benchmark_report
+    from benchmark.scripts import benchmark_swiglu
+
+    bt, device_name = 16384, "Fake GPU"
+    size_key, sizes = benchmark_report.HEADLINES["swiglu"]
+    missing = (sizes[-1], "torch_compile", "speed")  # the one experiment this run measures
+    kept = []
+    expected = {}
+    for i, size in enumerate(sizes):
+        config_str = config_string(benchmark_report.headline_config(size_key, size, bt))
+        for j, provider in enumerate(benchmark_report.PROVIDERS):
+            speed, memory = i + 1 + j / 10, 100 * (i + 1) + j
+            expected[(size, provider)] = (9.5 if (size, provider, "speed") == missing else speed, memory)
+            for metric, unit, y in (("speed", "ms", speed), ("memory", "MB", memory)):
+                if (size, provider, metric) != missing:
+                    kept.append(
+                        _row(
+                            kernel_name="swiglu",
+                            provider=provider,
+                            x=bt,
+                            y=y,
+                            metric_name=metric,
+                            metric_unit=unit,
+                            extra_benchmark_config_str=config_str,
+                            gpu_name=device_name,
+                        )
+                    )
+    csv_path = tmp_path / "headline.csv"
+    update_benchmark_csv(kept, csv_path)
+
+    calls = []
+
+    def fake_speed(run_input):
+        calls.append((run_input.extra_benchmark_config[size_key], run_input.kernel_provider))
+        return SingleBenchmarkRunOutput(y_20=9.0, y_50=9.5, y_80=10.0)
+
+    def no_memory_run(run_input):
+        raise AssertionError(f"kept experiment re-run: {run_input}")
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *args: device_name)
+    monkeypatch.setattr(benchmark_report, "copy_bandwidth_gbps", lambda: 1000.0)
+    monkeypatch.setattr(benchmark_swiglu, "bench_speed_swiglu", fake_speed)
+    monkeypatch.setattr(benchmark_swiglu, "bench_memory_swiglu", no_memory_run)
+    markdown = tmp_path / "headline.md"
+    code = benchmark_report.main(["--kernels", "swiglu", "--csv", str(csv_path), "--markdown", str(markdown)])
+
+    assert code == 0
+    assert calls == [missing[:2]]
+    assert len(read_benchmark_rows(csv_path)) == len(kept) + 1
+    lines = markdown.read_text().splitlines()
+    assert lines[0] == f"GPU: {device_name}; device-to-device copy: 1000 GB/s (read + write)"
+    table_rows = [line for line in lines if line.startswith("| swiglu |")]
+    assert table_rows == [
+        f"| swiglu | {size_key}={size} | {provider} | {speed:.3f} | {memory:.0f} |"
+        for (size, provider), (speed, memory) in expected.items()
+    ]
 
 
 # --------------------------------------------------------------------------------------------------- visualizer
