@@ -282,6 +282,21 @@ def test_logits_untouched_without_grad():
     assert torch.equal(logits, original)
 
 
+def test_weight_requiring_grad_with_logits_not_requiring_grad():
+    # Autograd calls backward because the weight (an nn.Parameter) requires a gradient, although the logits do
+    # not and the forward saved nothing: backward must return no gradient instead of failing.
+    logits, target, weight = make_inputs(4, 33, weighted=True)
+    weight = torch.nn.Parameter(weight)
+    original = logits.clone()
+    loss = LigerCrossEntropyFunction.apply(logits, target, weight, IGNORE_INDEX)[0]
+    assert loss.requires_grad
+    loss.backward()
+    assert weight.grad is None
+    ref_loss, _, _ = reference(logits, target, weight.detach())
+    assert_matches(loss, ref_loss)
+    assert torch.equal(logits, original)
+
+
 def test_non_contiguous_logits():
     logits, target, _ = make_inputs(8, 254)
     target = torch.where(target == IGNORE_INDEX, target, target % 127)

@@ -337,9 +337,15 @@ class LigerCrossEntropyFunction(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_output, grad_output2):
+        # One gradient per forward input: _input, then eight that never get one (target, weight, and the options).
+        no_grads = (None,) * 8
+        if not ctx.needs_input_grad[0]:
+            # Autograd still calls backward when only another input (a class `weight` that is an nn.Parameter)
+            # requires a gradient; the forward then saved nothing, and no gradient flows to the weight.
+            return (None, *no_grads)
         (_input,) = ctx.saved_tensors
         grad_input = cross_entropy_backward(_input, grad_output)
-        return grad_input, None, None, None, None, None, None, None, None
+        return (grad_input, *no_grads)
 
 
 __all__ = [
