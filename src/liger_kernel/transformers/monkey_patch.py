@@ -16,6 +16,7 @@ from transformers.models.llama import modeling_llama
 from liger_kernel.transformers.functional import liger_cross_entropy
 from liger_kernel.transformers.rms_norm import LigerRMSNorm
 from liger_kernel.transformers.swiglu import LigerSwiGLUMLP
+from liger_kernel.transformers.swiglu import check_swiglu_config
 
 logger = logging.getLogger(__name__)
 
@@ -47,15 +48,6 @@ def _convert_rms_norm(module: nn.Module) -> None:
     module.__class__ = LigerRMSNorm
 
 
-def _check_mlp_convertible(module: nn.Module) -> None:
-    config = module.config
-    if config.hidden_act not in ("silu", "swish") or getattr(config, "mlp_bias", False):
-        raise ValueError(
-            f"cannot convert LlamaMLP with hidden_act={config.hidden_act!r}, "
-            f"mlp_bias={getattr(config, 'mlp_bias', False)} to LigerSwiGLUMLP"
-        )
-
-
 def _convert_mlp(module: nn.Module) -> None:
     # The fused kernel replaces act_fn; the projections (and so the weights) are kept as they are.
     del module.act_fn
@@ -83,7 +75,7 @@ def apply_liger_kernel_to_llama(
         mlps = [m for m in model.modules() if swiglu and type(m) is _HF_LLAMA_MLP]
         # Validate before changing anything, so that a refusal leaves transformers and the model as they were.
         for mlp in mlps:
-            _check_mlp_convertible(mlp)
+            check_swiglu_config(mlp.config)
 
     if rms_norm:
         modeling_llama.LlamaRMSNorm = LigerRMSNorm
