@@ -3,8 +3,8 @@
 import torch
 import torch.nn as nn
 
-from liger_kernel.ops import LigerCrossEntropyFunction
 from liger_kernel.ops.cross_entropy import check_cross_entropy_args
+from liger_kernel.transformers.functional import liger_cross_entropy
 
 
 class LigerCrossEntropyLoss(nn.Module):
@@ -38,7 +38,7 @@ class LigerCrossEntropyLoss(nn.Module):
         self.return_z_loss = return_z_loss
 
     def forward(self, _input: torch.Tensor, target: torch.Tensor):
-        loss, z_loss = LigerCrossEntropyFunction.apply(
+        return liger_cross_entropy(
             _input,
             target,
             self.weight,
@@ -49,9 +49,6 @@ class LigerCrossEntropyLoss(nn.Module):
             self.softcap,
             self.return_z_loss,
         )
-        if self.return_z_loss:
-            return loss, z_loss
-        return loss
 
     def extra_repr(self) -> str:
         return (
