@@ -1,10 +1,10 @@
-.PHONY: setup test test-gpu checkstyle format new-geglu
+.PHONY: setup test checkstyle format new-geglu
 
 PYTHON ?= python3
 
+# The README's first command: the same pins, no silent fallback to another torch.
 setup:
-	$(PYTHON) -m pip install -q torch==2.13.0 2>/dev/null || $(PYTHON) -m pip install -q torch
-	$(PYTHON) -m pip install -q -e ".[dev]"
+	$(PYTHON) -m pip install -q torch==2.13.0 triton==3.6.0 -e ".[dev]"
 
 test:
 	$(PYTHON) -m pytest -q -p no:cacheprovider

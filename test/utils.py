@@ -1,6 +1,5 @@
 """Shared helpers for the unit tests: seeding, verbose comparisons, device and dtype capabilities."""
 
-import os
 import random
 
 import numpy as np
@@ -20,7 +19,6 @@ def set_seed(seed: int = 42) -> None:
     torch.manual_seed(seed)
     if torch.cuda.is_available():
         torch.cuda.manual_seed_all(seed)
-    os.environ["PYTHONHASHSEED"] = str(seed)
 
 
 def supports_bfloat16() -> bool:
@@ -29,10 +27,6 @@ def supports_bfloat16() -> bool:
     if device == "cuda":
         return torch.cuda.get_device_capability() >= (8, 0)
     return device == "xpu"
-
-
-def is_interpreter() -> bool:
-    return os.environ.get("TRITON_INTERPRET", "0") == "1"
 
 
 def assert_verbose_allclose(tensor1, tensor2, rtol=1e-05, atol=1e-08, max_print=5, extra_info=""):
