@@ -9,9 +9,10 @@ import torch
 
 from test.kernelgen.conftest import copy_checkout
 from test.kernelgen.conftest import run_kernelgen
+from tools.kernelgen.cli import COMMANDS
 from tools.kernelgen.cli import build_parser
+from tools.kernelgen.cli import cmd_validate
 from tools.kernelgen.validate import knowledge_kernels
-from tools.kernelgen.validate import run as validate_run
 from tools.kernelgen.validate.purity import check_source
 from tools.kernelgen.validate.unittests import counts
 from tools.kernelgen.validate.workspace import COLUMNS
@@ -161,7 +162,7 @@ def test_archive_with_skipped_tests_is_refused(geglu_checkout):
 def test_cli_parses_validate_and_routes_to_the_validate_package():
     args = build_parser().parse_args(["validate", "geglu", "--workspace", "w", "--skip-tests", "--archive"])
     assert (args.name, args.workspace, args.skip_tests, args.archive) == ("geglu", "w", True, True)
-    assert args.handler is validate_run
+    assert args.command == "validate" and COMMANDS[args.command] is cmd_validate
 
 
 # Purity checker on small sources --------------------------------------------------------------------------------

@@ -34,9 +34,6 @@ class LigerRepo:
                 raise RepoError(f"{root} is not a Liger-Kernel checkout: directory {relative}/ is missing")
         return cls(root)
 
-    def path(self, relative: str) -> Path:
-        return self.root / relative
-
     def read(self, relative: str) -> str:
         # newline="" keeps CRLF endings as they are, so untouched lines stay byte-identical.
         with open(self.root / relative, encoding="utf-8", newline="") as handle:

@@ -7,27 +7,19 @@ import libcst as cst
 from tools.kernelgen.insert.errors import InsertError
 from tools.kernelgen.insert.errors import parse_source
 from tools.kernelgen.insert.imports import absolute_from_import
+from tools.kernelgen.insert.ordering import BLANK_LINE
 from tools.kernelgen.insert.ordering import dotted_name
 from tools.kernelgen.insert.ordering import import_blocks
+from tools.kernelgen.insert.ordering import leading_blank_lines
 
 # ``indent=False``: a blank line inside a block must not get the block's indentation as trailing spaces.
-BLANK_LINE = cst.EmptyLine(indent=False)
 DEFAULT_BLANK_LINES = 2  # PEP 8 / ruff format around top-level definitions
-
-
-def _leading_blank_count(statement: cst.BaseStatement) -> int:
-    count = 0
-    for line in statement.leading_lines:
-        if line.comment is not None:
-            break
-        count += 1
-    return count
 
 
 def _blank_lines_convention(body: list[cst.BaseStatement]) -> int:
     """The most common number of blank lines above the file's top-level defs (not the first statement)."""
     counts = Counter(
-        _leading_blank_count(statement)
+        leading_blank_lines(statement.leading_lines)
         for index, statement in enumerate(body)
         if index > 0 and isinstance(statement, cst.FunctionDef)
     )
@@ -51,7 +43,7 @@ def _parse_function(function_source: str, newline: str) -> cst.FunctionDef:
 
 def _with_blank_lines(statement: cst.BaseStatement, count: int) -> cst.BaseStatement:
     """``statement`` with at least ``count`` blank lines above it (existing lines all kept)."""
-    missing = count - _leading_blank_count(statement)
+    missing = count - leading_blank_lines(statement.leading_lines)
     if missing <= 0:
         return statement
     return statement.with_changes(leading_lines=[BLANK_LINE] * missing + list(statement.leading_lines))

@@ -16,8 +16,10 @@ from tools.kernelgen.insert.errors import InsertError
 from tools.kernelgen.insert.errors import parse_source
 from tools.kernelgen.insert.errors import replace_in_statement
 from tools.kernelgen.insert.exports import add_to_all
+from tools.kernelgen.insert.exports import entry_key
 from tools.kernelgen.insert.imports import add_import
 from tools.kernelgen.insert.imports import find_type_checking_block
+from tools.kernelgen.insert.ordering import BLANK_LINE
 from tools.kernelgen.insert.ordering import member_key
 from tools.kernelgen.insert.sequences import insert_sorted
 from tools.kernelgen.insert.sequences import make_string
@@ -25,7 +27,6 @@ from tools.kernelgen.insert.sequences import quote_style
 from tools.kernelgen.insert.sequences import string_value
 
 # ``indent=False``: a blank line inside a block must not get the block's indentation as trailing spaces.
-BLANK_LINE = cst.EmptyLine(indent=False)
 _IMPORT_MODULE_CALL = m.Call(
     func=m.Attribute(value=m.Name("importlib"), attr=m.Name("import_module")) | m.Name("import_module"),
     args=[m.Arg(value=m.SimpleString())],
@@ -186,15 +187,10 @@ def _add_to_table(source: str, name: str, module: str) -> str:
         index, table = located.get(variable, (None, None))
         if branch_module == module and isinstance(table, cst.Set):
             entry = cst.Element(value=make_string(name, quote_style(table)))
-            updated = insert_sorted(table, entry, member_key(name), _set_entry_key)
+            updated = insert_sorted(table, entry, member_key(name), entry_key)
             return replace_in_statement(tree, index, table, updated).code
     new_function = _new_set_branch(function, name, module, branches[0][2])
     return replace_in_statement(tree, getattr_index, function, new_function).code
-
-
-def _set_entry_key(element: cst.BaseElement) -> tuple | None:
-    text = string_value(getattr(element, "value", None))
-    return None if text is None else member_key(text)
 
 
 def add_lazy_symbol(source: str, name: str, module: str) -> str:

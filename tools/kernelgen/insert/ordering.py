@@ -23,6 +23,7 @@ FIRST_PARTY = frozenset({"liger_kernel"})
 SECTION_FUTURE, SECTION_STDLIB, SECTION_THIRD_PARTY, SECTION_FIRST_PARTY, SECTION_LOCAL = range(5)
 KIND_STRAIGHT, KIND_FROM = 0, 1
 MEMBER_CONSTANT, MEMBER_CLASS, MEMBER_VARIABLE = range(3)
+BLANK_LINE = cst.EmptyLine(indent=False)
 
 
 def _is_digit(text: str, index: int) -> bool:
@@ -211,7 +212,8 @@ def import_blocks(body: Sequence[cst.BaseStatement]) -> Iterator[list[int]]:
         yield run
 
 
-def _leading_blank_lines(lines: Sequence[cst.EmptyLine]) -> int:
+def leading_blank_lines(lines: Sequence[cst.EmptyLine]) -> int:
+    """Blank lines above a statement, down to its first comment line."""
     count = 0
     for line in lines:
         if line.comment is not None:
@@ -223,7 +225,7 @@ def _leading_blank_lines(lines: Sequence[cst.EmptyLine]) -> int:
 def _lines_after_imports_problem(statement: cst.BaseStatement) -> str | None:
     """ruff's automatic lines-after-imports at module level: 2 blank lines before a def or class, else 1."""
     wanted = 2 if isinstance(statement, (cst.FunctionDef, cst.ClassDef)) else 1
-    found = _leading_blank_lines(statement.leading_lines)
+    found = leading_blank_lines(statement.leading_lines)
     return None if found == wanted else f"{found} blank lines after the imports, ruff wants {wanted}"
 
 
@@ -236,7 +238,7 @@ def _leading_layout_problem(
     from-imports of a section (lines-between-types), plus one when comments follow; inside a group none, or one
     above comments. Checked against ruff's output in the tests.
     """
-    blanks_before_comments = _leading_blank_lines(lines)
+    blanks_before_comments = leading_blank_lines(lines)
     rest = lines[blanks_before_comments:]
     if any(line.comment is None for line in rest):
         return "blank line after a comment"

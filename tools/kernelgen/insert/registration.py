@@ -5,6 +5,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from tools.kernelgen.insert.errors import SOURCE_PLACEHOLDER
 from tools.kernelgen.insert.errors import InsertError
 from tools.kernelgen.insert.errors import parse_source
 from tools.kernelgen.insert.exports import add_to_all
@@ -14,10 +15,10 @@ from tools.kernelgen.insert.imports import add_import
 from tools.kernelgen.insert.invariants import check_invariants
 from tools.kernelgen.insert.lazy import add_lazy_symbol
 from tools.kernelgen.insert.ordering import dotted_name
+from tools.kernelgen.repo import FUNCTIONAL
+from tools.kernelgen.repo import OPS_INIT
+from tools.kernelgen.repo import TRANSFORMERS_INIT
 
-OPS_INIT = "src/liger_kernel/ops/__init__.py"
-TRANSFORMERS_INIT = "src/liger_kernel/transformers/__init__.py"
-FUNCTIONAL = "src/liger_kernel/transformers/functional.py"
 FUNCTIONAL_MODULE = "liger_kernel.transformers.functional"
 
 
@@ -49,7 +50,9 @@ def _top_level_imports(source: str) -> list[tuple[str, str]]:
 def _require_imports_from(source: str, prefix: str) -> list[tuple[str, str]]:
     imports = [(module, name) for module, name in _top_level_imports(source) if module.startswith(prefix)]
     if not imports:
-        raise InsertError("<source>", f"no module-level `from {prefix}... import` line to anchor the registration")
+        raise InsertError(
+            SOURCE_PLACEHOLDER, f"no module-level `from {prefix}... import` line to anchor the registration"
+        )
     return imports
 
 
@@ -127,7 +130,7 @@ def register_kernel(files: dict[str, str], registration: Registration) -> dict[s
         except InsertError as error:
             if error.path == path:
                 raise
-            raise InsertError(path, error.message if error.path == "<source>" else str(error)) from error
+            raise InsertError(path, error.message if error.path == SOURCE_PLACEHOLDER else str(error)) from error
         if result != original:
             changed[path] = result
     return changed

@@ -17,7 +17,6 @@ from pathlib import Path
 from tools.kernelgen.validate.knowledge import knowledge_kernels
 
 EXIT_FAILED = 1
-STAGE_COUNT = 5
 
 
 class ValidateError(ValueError):
@@ -43,7 +42,6 @@ def register(subparsers) -> argparse.ArgumentParser:
     )
     parser.add_argument("--focus", default="validate", help="iterations.tsv 'focus' column (what this try changed)")
     parser.add_argument("--description", default="", help="iterations.tsv 'description' column (default: verdicts)")
-    parser.set_defaults(handler=run)
     return parser
 
 

@@ -52,51 +52,36 @@ ALLOWED_TORCH_CALLS = TORCH_ALLOCATORS | {
 }
 ALLOWED_TORCH_PREFIXES = ("torch.cuda.", "torch.xpu.")  # device queries: properties, current device, streams
 # Tensor methods a wrapper may call: views, reshapes, layout and dtype changes, metadata, buffer allocation.
-ALLOWED_TENSOR_METHODS = frozenset(
-    {
-        "view",
-        "view_as",
-        "reshape",
-        "flatten",
-        "squeeze",
-        "unsqueeze",
-        "expand",
-        "expand_as",
-        "contiguous",
-        "stride",
-        "size",
-        "dim",
-        "numel",
-        "element_size",
-        "is_contiguous",
-        "data_ptr",
-        "to",
-        "float",
-        "type_as",
-        "detach",
-        "detach_",
-        "clone",
-        "requires_grad_",
-        "new_empty",
-        "new_zeros",
-        "new_full",
-        "zero_",
-        "fill_",
-    }
-)
+# Tensor metadata: allowed, but they return numbers, not tensors.
+METADATA_METHODS = frozenset({"stride", "size", "dim", "numel", "element_size", "is_contiguous", "data_ptr"})
+ALLOWED_TENSOR_METHODS = METADATA_METHODS | {
+    "view",
+    "view_as",
+    "reshape",
+    "flatten",
+    "squeeze",
+    "unsqueeze",
+    "expand",
+    "expand_as",
+    "contiguous",
+    "to",
+    "float",
+    "type_as",
+    "detach",
+    "detach_",
+    "clone",
+    "requires_grad_",
+    "new_empty",
+    "new_zeros",
+    "new_full",
+    "zero_",
+    "fill_",
+}
 ALLOCATING_METHODS = frozenset({"new_empty", "new_zeros", "new_full"})
 # Methods allowed only on the kept-rows count ``(target != ignore_index).sum()``.
 COUNT_METHODS = frozenset({"clamp", "clamp_", "to", "float"})
 # Methods that return a tensor when called on one (used to follow tensors through assignments).
-TENSOR_RESULT_METHODS = (ALLOWED_TENSOR_METHODS | COUNT_METHODS | {"sum"}) - {
-    "stride",
-    "size",
-    "dim",
-    "numel",
-    "element_size",
-    "is_contiguous",
-    "data_ptr",
-}
+TENSOR_RESULT_METHODS = (ALLOWED_TENSOR_METHODS | COUNT_METHODS | {"sum"}) - METADATA_METHODS
 # Attributes only tensors have: a name used with one of them is a tensor.
 TENSOR_EVIDENCE = frozenset(
     {
