@@ -254,3 +254,17 @@ def test_modify_on_host_rms_norm_appends_a_test_and_touches_no_existing_code(che
     # Same profile again: the cases are already there.
     again = plan_modify(LigerRepo.open(checkout), "rms_norm", load_profile(profile_path))
     assert again.changes.changes == {}
+
+
+def test_a_clean_functional_merge_that_does_not_compile_is_a_conflict(monkeypatch):
+    from tools.kernelgen import modify
+
+    profile = load_profile(EXAMPLES / "swiglu.yaml")
+    source = "import torch\n\n\ndef liger_swiglu(a, b):\n    return a * b\n"
+    broken = "def liger_swiglu(a, b):\n    return (a * b\n"
+    # A three-way merge can apply both sides cleanly and still leave code that does not parse.
+    monkeypatch.setattr(modify, "merge_text", lambda path, *_: (modify.FileReport(path, "merged", "merged"), broken))
+    report, text = modify._merge_functional(source, profile, profile, "old\n", "new\n")
+    assert report.status == "conflict"
+    assert report.detail.startswith("the merge does not compile (line ")
+    assert text == source  # nothing of the broken merge is kept

@@ -21,6 +21,27 @@ class CliError(ValueError):
     """A user-facing error raised by the CLI layer itself."""
 
 
+def add_kernel_options(parser: argparse.ArgumentParser) -> None:
+    """NAME and the options ``new`` and ``modify`` share (``modify NAME`` is ``new NAME --modify``)."""
+    parser.add_argument("name", help="kernel name, snake_case (e.g. geglu)")
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument("--profile", metavar="FILE", help="kernel profile YAML (from `analyze -o`, edited)")
+    source.add_argument(
+        "--reference", metavar="REF", help="PyTorch reference: built-in name, file.py, file.py:Symbol, or - (stdin)"
+    )
+    parser.add_argument("--repo", metavar="PATH", help="Liger checkout to change (default: this one)")
+    parser.add_argument("--dry-run", action="store_true", help="print the unified diff of every change; write nothing")
+    parser.add_argument("--save-profile", metavar="FILE", help="also write the profile used to FILE")
+
+
+def save_profile(path: str | None, profile) -> None:
+    """``--save-profile``: the profile the command used, after the kernel's own files are written."""
+    if path:
+        from tools.kernelgen.profile import dump_yaml
+
+        Path(path).write_text(dump_yaml(profile), encoding="utf-8")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m tools.kernelgen",
@@ -34,16 +55,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="generate a kernel: ops, module, functional, test, benchmark, registrations",
         description="Generate a kernel. Without --profile/--reference, NAME must be a built-in reference.",
     )
-    new.add_argument("name", help="kernel name, snake_case (e.g. geglu)")
-    source = new.add_mutually_exclusive_group()
-    source.add_argument("--profile", metavar="FILE", help="kernel profile YAML (from `analyze -o`, edited)")
-    source.add_argument(
-        "--reference", metavar="REF", help="PyTorch reference: built-in name, file.py, file.py:Symbol, or - (stdin)"
-    )
-    new.add_argument("--repo", metavar="PATH", help="Liger checkout to write into (default: this one)")
-    new.add_argument("--dry-run", action="store_true", help="print the unified diff of every change; write nothing")
+    add_kernel_options(new)
     new.add_argument("--force", action="store_true", help="overwrite the kernel's files if they already exist")
-    new.add_argument("--save-profile", metavar="FILE", help="also write the profile used to FILE")
     new.add_argument(
         "--modify", action="store_true", help="update the existing kernel in place, keeping hand edits (3-way merge)"
     )
@@ -94,7 +107,6 @@ def _profile_for_new(args):
 def cmd_new(args) -> int:
     from tools.kernelgen.generate import check_kernel_name
     from tools.kernelgen.generate import plan_new
-    from tools.kernelgen.profile import dump_yaml
     from tools.kernelgen.repo import LigerRepo
     from tools.kernelgen.writer import write_all
 
@@ -118,12 +130,8 @@ def cmd_new(args) -> int:
         sys.stdout.write(changes.diff())
         print(f"kernelgen: dry run, nothing written ({len(changes.changes)} files would change)", file=sys.stderr)
         return 0
-    extra = {}
-    if args.save_profile:
-        extra[str(Path(args.save_profile).resolve())] = dump_yaml(profile)
     write_all(repo.root, changes.changes)
-    for path, text in extra.items():
-        Path(path).write_text(text, encoding="utf-8")
+    save_profile(args.save_profile, profile)
     print(f"kernelgen: generated '{profile.operation_name}' (tier {profile.tier}) in {repo.root}")
     for path in changes.created:
         print(f"  created   {path}")
@@ -170,8 +178,13 @@ def cmd_validate(args) -> int:
     return run(args)
 
 
-COMMANDS = {"new": cmd_new, "analyze": cmd_analyze, "references": cmd_references, "modify": cmd_modify}
-COMMANDS["validate"] = cmd_validate
+COMMANDS = {
+    "new": cmd_new,
+    "analyze": cmd_analyze,
+    "references": cmd_references,
+    "modify": cmd_modify,
+    "validate": cmd_validate,
+}
 
 
 def user_errors() -> tuple[type[BaseException], ...]:
@@ -182,19 +195,22 @@ def user_errors() -> tuple[type[BaseException], ...]:
     from tools.kernelgen.modify import ModifyError
     from tools.kernelgen.profile import ProfileError
     from tools.kernelgen.repo import RepoError
+    from tools.kernelgen.synth import UnsupportedOpError
+    from tools.kernelgen.validate import ValidateError
     from tools.kernelgen.writer import WriteError
 
-    errors = [CliError, AnalyzeError, GenerateError, InsertError, ModifyError, ProfileError, RepoError, WriteError]
-    from tools.kernelgen.validate import ValidateError
-
-    errors.append(ValidateError)
-    try:
-        from tools.kernelgen.synth import UnsupportedOpError
-
-        errors.append(UnsupportedOpError)
-    except ImportError:  # pragma: no cover
-        pass
-    return tuple(errors)
+    return (
+        CliError,
+        AnalyzeError,
+        GenerateError,
+        InsertError,
+        ModifyError,
+        ProfileError,
+        RepoError,
+        WriteError,
+        UnsupportedOpError,
+        ValidateError,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

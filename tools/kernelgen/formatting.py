@@ -29,7 +29,7 @@ def format_source(source: str, repo_root: Path, relative_path: str) -> str:
     formatted = _ruff(["format", "--quiet"], fixed.stdout, repo_root, relative_path)
     if formatted.returncode != 0:
         raise FormatError(f"{relative_path}: ruff format failed: {_first_line(formatted.stderr)}")
-    findings = lint_findings(formatted.stdout, repo_root, relative_path)
+    findings = _check_findings(formatted.stdout, repo_root, relative_path)  # formatted just now: no format check
     if findings:
         raise FormatError(f"{relative_path}: generated code has ruff findings: {findings[0]}")
     return formatted.stdout
@@ -45,16 +45,34 @@ def format_snippet(source: str, repo_root: Path, relative_path: str) -> str:
 
 def lint_findings(source: str, repo_root: Path, relative_path: str) -> list[str]:
     """``ruff check`` and ``ruff format --check`` findings for one file's text, as one line each."""
-    findings = []
-    check = _ruff(["check", "--output-format", "concise", "--quiet"], source, repo_root, relative_path)
-    if check.returncode != 0:
-        findings.extend(line for line in check.stdout.splitlines() if line.strip())
-        if check.stderr.strip():
-            findings.append(_first_line(check.stderr))
+    findings = _check_findings(source, repo_root, relative_path)
     fmt = _ruff(["format", "--check", "--quiet"], source, repo_root, relative_path)
     if fmt.returncode != 0:
         findings.append(f"{relative_path}: not formatted as ruff format would")
     return findings
+
+
+def _check_findings(source: str, repo_root: Path, relative_path: str) -> list[str]:
+    """``ruff check`` findings alone, one line each."""
+    check = _ruff(["check", "--output-format", "concise", "--quiet"], source, repo_root, relative_path)
+    if check.returncode == 0:
+        return []
+    findings = [line for line in check.stdout.splitlines() if line.strip()]
+    if check.stderr.strip():
+        findings.append(_first_line(check.stderr))
+    return findings
+
+
+def added_lint_findings(original: str, updated: str, repo_root: Path, relative_path: str) -> list[str]:
+    """Findings ``updated`` has that ``original`` had not (a finding that only moved lines is not new)."""
+    before = {_without_location(f) for f in lint_findings(original, repo_root, relative_path)}
+    return [f for f in lint_findings(updated, repo_root, relative_path) if _without_location(f) not in before]
+
+
+def _without_location(finding: str) -> str:
+    # "path:12:5: F401 ..." -> "F401 ..."
+    parts = finding.split(": ", 1)
+    return parts[1] if len(parts) == 2 else finding
 
 
 def _first_line(text: str) -> str:

@@ -14,9 +14,9 @@ from dataclasses import field
 
 from tools.kernelgen import __version__
 from tools.kernelgen.formatting import FormatError
+from tools.kernelgen.formatting import added_lint_findings
 from tools.kernelgen.formatting import format_snippet
 from tools.kernelgen.formatting import format_source
-from tools.kernelgen.formatting import lint_findings
 from tools.kernelgen.insert import InsertError
 from tools.kernelgen.insert import Registration
 from tools.kernelgen.insert import register_kernel
@@ -78,10 +78,10 @@ def record_path(name: str) -> str:
     return f"{RECORD_DIR}/{name}.yaml"
 
 
-def existing_kernel_files(repo: LigerRepo, profile: KernelProfile) -> list[str]:
-    """Files or registrations that show the kernel is already in the checkout."""
-    found = [path for path in kernel_paths(profile.operation_name).values() if repo.exists(path)]
-    ops_module = f"liger_kernel.ops.{profile.operation_name} import"
+def existing_kernel_files(repo: LigerRepo, name: str) -> list[str]:
+    """Files or registrations that show kernel ``name`` is already in the checkout."""
+    found = [path for path in kernel_paths(name).values() if repo.exists(path)]
+    ops_module = f"liger_kernel.ops.{name} import"
     if ops_module in repo.read(OPS_INIT):
         found.append(OPS_INIT)
     return found
@@ -106,7 +106,7 @@ def plan_new(repo: LigerRepo, profile: KernelProfile, *, force: bool = False) ->
     """Compute (without writing) every change ``new`` makes for ``profile`` in ``repo``."""
     check_kernel_name(profile.operation_name)
     profile.validate(f"profile for {profile.operation_name}")
-    present = existing_kernel_files(repo, profile)
+    present = existing_kernel_files(repo, profile.operation_name)
     if present and not force:
         raise GenerateError(
             f"kernel '{profile.operation_name}' already exists ({present[0]}); "
@@ -127,7 +127,7 @@ def plan_new(repo: LigerRepo, profile: KernelProfile, *, force: bool = False) ->
         if text == existing[path]:
             continue
         _check_python(path, text)
-        new_findings = added_lint_findings(repo, path, existing[path], text)
+        new_findings = added_lint_findings(existing[path], text, repo.root, path)
         if new_findings:
             raise GenerateError(f"registering in {path} would add ruff findings: {new_findings[0]}")
         changes.changes[path] = text
@@ -150,19 +150,14 @@ def render_formatted(repo: LigerRepo, profile: KernelProfile) -> tuple[dict[str,
     """The kernel's own files and its functional wrapper, rendered for ``repo`` and formatted with its ruff."""
     rendered = render_kernel(profile, target_helpers(repo.read(OPS_UTILS)))
     files = {}
-    for path, text in rendered.files.items():
-        try:
+    try:
+        for path, text in rendered.files.items():
             files[path] = format_source(text, repo.root, path)
-        except FormatError as error:
-            raise GenerateError(f"internal: template output for {path} is not ruff-clean: {error}") from None
-        _check_python(path, files[path])
-    return files, format_snippet(rendered.functional_source, repo.root, FUNCTIONAL)
-
-
-def added_lint_findings(repo: LigerRepo, path: str, original: str, updated: str) -> list[str]:
-    """ruff findings ``updated`` has that ``original`` had not (a finding that only moved lines is not new)."""
-    before = {_strip_location(f) for f in lint_findings(original, repo.root, path)}
-    return [f for f in lint_findings(updated, repo.root, path) if _strip_location(f) not in before]
+            _check_python(path, files[path])
+        functional_source = format_snippet(rendered.functional_source, repo.root, FUNCTIONAL)
+    except FormatError as error:
+        raise GenerateError(f"internal: template output is not ruff-clean: {error}") from None
+    return files, functional_source
 
 
 def compile_problem(path: str, text: str) -> str | None:
@@ -172,12 +167,6 @@ def compile_problem(path: str, text: str) -> str | None:
     except SyntaxError as error:
         return f"line {error.lineno}: {error.msg}"
     return None
-
-
-def _strip_location(finding: str) -> str:
-    # "path:12:5: F401 ..." -> "F401 ..."
-    parts = finding.split(": ", 1)
-    return parts[1] if len(parts) == 2 else finding
 
 
 def _check_python(path: str, text: str) -> None:

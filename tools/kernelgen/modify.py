@@ -189,7 +189,7 @@ def _apply_registrations(
     repo: LigerRepo, plan: ModifyPlan, current: dict[str, str], registration, merged_reports: dict[str, FileReport]
 ) -> None:
     """Run the inserter over ``current`` (registration files, possibly merged already) and record changes."""
-    from tools.kernelgen.generate import added_lint_findings
+    from tools.kernelgen.formatting import added_lint_findings
     from tools.kernelgen.insert import InsertError
     from tools.kernelgen.insert import register_kernel
 
@@ -205,7 +205,7 @@ def _apply_registrations(
             problem = _compiles(final, path)
             if problem:
                 raise ModifyError(f"internal: {path}: {problem}")
-            added = added_lint_findings(repo, path, original, final)
+            added = added_lint_findings(original, final, repo.root, path)
             if added:
                 raise ModifyError(f"updating {path} would add ruff findings: {added[0]}")
             plan.changes.changes[path] = final
@@ -307,7 +307,11 @@ def _merge_functional(
         offset = first
         report.conflicts = [Conflict(c.line + offset, c.base, c.ours, c.theirs) for c in report.conflicts]
         return report, source
-    return report, "".join(lines[:first]) + merged + "".join(lines[end:])
+    merged_source = "".join(lines[:first]) + merged + "".join(lines[end:])
+    problem = _compiles(merged_source, FUNCTIONAL)
+    if problem:  # a clean text merge can still break the code: the person reconciles it, as a conflict
+        return FileReport(FUNCTIONAL, "conflict", problem, [], merged_source), source
+    return report, merged_source
 
 
 # Hand-written kernels ----------------------------------------------------------------------------------------
@@ -321,15 +325,6 @@ def _top_level_names(source: str) -> set[str]:
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             names.update((a.asname or a.name).split(".")[0] for a in node.names)
     return names
-
-
-def kernel_present(repo: LigerRepo, name: str) -> bool:
-    from tools.kernelgen.render import kernel_paths
-    from tools.kernelgen.repo import OPS_INIT
-
-    if any(repo.exists(path) for path in kernel_paths(name).values()):
-        return True
-    return f"liger_kernel.ops.{name} import" in repo.read(OPS_INIT)
 
 
 def _plan_unrecorded(repo: LigerRepo, name: str, new: KernelProfile) -> ModifyPlan:
@@ -425,6 +420,7 @@ def _plan_unrecorded(repo: LigerRepo, name: str, new: KernelProfile) -> ModifyPl
 def plan_modify(repo: LigerRepo, name: str, new_profile: KernelProfile) -> ModifyPlan:
     """Compute (without writing) the update of kernel ``name`` in ``repo`` to ``new_profile``."""
     from tools.kernelgen.generate import check_kernel_name
+    from tools.kernelgen.generate import existing_kernel_files
     from tools.kernelgen.generate import record_path
 
     check_kernel_name(name)
@@ -433,7 +429,7 @@ def plan_modify(repo: LigerRepo, name: str, new_profile: KernelProfile) -> Modif
     new_profile.validate(f"profile for {name}")
     if repo.exists(record_path(name)):
         return _plan_recorded(repo, name, new_profile)
-    if not kernel_present(repo, name):
+    if not existing_kernel_files(repo, name):
         raise ModifyError(f"no kernel '{name}' in {repo.root} to modify; generate it with: new {name}")
     return _plan_unrecorded(repo, name, new_profile)
 
@@ -446,9 +442,9 @@ def profile_for_modify(args, repo: LigerRepo) -> KernelProfile:
     from tools.kernelgen.profile import load_profile
 
     name = args.name
-    if getattr(args, "profile", None):
+    if args.profile:
         return load_profile(args.profile)
-    if getattr(args, "reference", None):
+    if args.reference:
         return analyze_for_checkout(args.reference, name=name, repo_root=repo.root)
     recorded = _read_record(repo, name) if repo.exists(record_path(name)) else None
     builtin = name in list_builtin_references()
@@ -461,16 +457,18 @@ def profile_for_modify(args, repo: LigerRepo) -> KernelProfile:
 
 
 def run_modify(args) -> int:
+    from tools.kernelgen.cli import save_profile
     from tools.kernelgen.generate import check_kernel_name
-    from tools.kernelgen.profile import dump_yaml
     from tools.kernelgen.repo import LigerRepo
     from tools.kernelgen.writer import write_all
 
     if getattr(args, "force", False):
         raise ModifyError("--modify merges into the existing files; --force (overwrite them) cannot go with it")
     check_kernel_name(args.name)
-    repo = LigerRepo.open(getattr(args, "repo", None))
+    repo = LigerRepo.open(args.repo)
     profile = profile_for_modify(args, repo)
+    if profile.operation_name != args.name:
+        profile = profile.renamed(args.name)
     plan = plan_modify(repo, args.name, profile)
     mode = " (conflicts: none of this is written)" if plan.conflicted else " (dry run)" if args.dry_run else ""
     print(f"kernelgen: modify '{args.name}' in {repo.root}{mode}")
@@ -489,15 +487,14 @@ def run_modify(args) -> int:
         sys.stdout.write(plan.changes.diff())
         print(f"kernelgen: dry run, nothing written ({len(plan.changes.changes)} files would change)", file=sys.stderr)
         return 0
-    if not plan.changes.changes:
-        print("kernelgen: nothing to change")
-        return 0
-    write_all(repo.root, plan.changes.changes)
-    save_profile = getattr(args, "save_profile", None)
-    if save_profile:
-        with open(save_profile, "w", encoding="utf-8") as handle:
-            handle.write(dump_yaml(profile))
-    print(f"kernelgen: wrote {len(plan.changes.changes)} files")
+    if plan.changes.changes:
+        write_all(repo.root, plan.changes.changes)
+    save_profile(args.save_profile, profile)
+    print(
+        f"kernelgen: wrote {len(plan.changes.changes)} files"
+        if plan.changes.changes
+        else "kernelgen: nothing to change"
+    )
     return 0
 
 
@@ -508,11 +505,7 @@ def register(subparsers) -> argparse.ArgumentParser:
         help="update an existing kernel in place, keeping hand edits (same as new NAME --modify)",
         description="Three-way merge a new profile into a generated kernel, or add cases to a hand-written one.",
     )
-    parser.add_argument("name", help="kernel name, snake_case (e.g. geglu)")
-    source = parser.add_mutually_exclusive_group()
-    source.add_argument("--profile", metavar="FILE", help="kernel profile YAML")
-    source.add_argument("--reference", metavar="REF", help="built-in name, file.py, file.py:Symbol, or - (stdin)")
-    parser.add_argument("--repo", metavar="PATH", help="Liger checkout to modify (default: this one)")
-    parser.add_argument("--dry-run", action="store_true", help="print the unified diff of every change; write nothing")
-    parser.add_argument("--save-profile", metavar="FILE", help="also write the profile used to FILE")
+    from tools.kernelgen.cli import add_kernel_options
+
+    add_kernel_options(parser)
     return parser

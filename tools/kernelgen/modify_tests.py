@@ -15,8 +15,8 @@ import json
 from pathlib import Path
 
 from tools.kernelgen.formatting import FormatError
+from tools.kernelgen.formatting import added_lint_findings
 from tools.kernelgen.formatting import format_source
-from tools.kernelgen.formatting import lint_findings
 from tools.kernelgen.insert import InsertError
 from tools.kernelgen.insert import add_import
 from tools.kernelgen.profile import KernelProfile
@@ -124,13 +124,7 @@ def append_cases(source: str, profile: KernelProfile, repo_root: Path, test_path
     newline = "\r\n" if "\r\n" in source else "\n"
     updated = updated.rstrip("\r\n") + "\n\n\n" + block
     updated = updated.replace("\r\n", "\n").replace("\n", newline)
-    before = {_without_location(f) for f in lint_findings(source, repo_root, test_path)}
-    added = [f for f in lint_findings(updated, repo_root, test_path) if _without_location(f) not in before]
+    added = added_lint_findings(source, updated, repo_root, test_path)
     if added:
         raise CasesError(f"internal: appending cases to {test_path} would add ruff findings: {added[0]}")
     return updated
-
-
-def _without_location(finding: str) -> str:
-    parts = finding.split(": ", 1)
-    return parts[1] if len(parts) == 2 else finding
