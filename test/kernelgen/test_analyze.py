@@ -7,12 +7,15 @@ import textwrap
 import pytest
 import torch
 
+from test.kernelgen.conftest import EXAMPLES
 from test.kernelgen.conftest import run_kernelgen
 from tools.kernelgen.analyze import AnalyzeError
 from tools.kernelgen.analyze import analyze
 from tools.kernelgen.analyze import list_builtin_references
+from tools.kernelgen.analyze.closest import _op_names
 from tools.kernelgen.analyze.load import load_reference
 from tools.kernelgen.profile import dump_yaml
+from tools.kernelgen.profile import load_profile
 from tools.kernelgen.profile import load_yaml
 from tools.kernelgen.profile import validate_profile
 
@@ -354,6 +357,11 @@ def test_cross_entropy_inputs_hyperparameters_and_kind():
         ("return torch.matmul(x, x.transpose(-1, -2))", 3, "`torch.matmul`"),
         ("return torch.log_softmax(x, -1).logsumexp(-1, keepdim=True).softmax(-1)", 3, "chain of 3"),
         ("return x / x.norm(dim=-1, keepdim=True)", 2, "reduces each row"),
+        # A reduction of a reduction (or of a flattened tensor) does not reduce a row of the inputs.
+        ("return x.sum(-1).sum(-1)", 3, "`.sum()` (line 5) reduces a last dimension that is not the inputs' row"),
+        ("return x.sum(-1, keepdim=True).sum(-1)", 3, "not the inputs' row"),
+        ("return x.flatten().sum(-1)", 3, "not the inputs' row"),
+        ("return x.amax(-1, keepdim=True).sum(-1, keepdim=True) + x", 3, "not the inputs' row"),
         ("return x.float().exp().type_as(x)", 1, "only element-wise ops (exp)"),
     ],
 )
@@ -575,3 +583,26 @@ def test_archived_kernel_sharing_the_most_ops_is_named_closest(tmp_path):
     # A reference whose hints name its closest kernel keeps it; with no archive the tier default stays.
     assert analyze("reglu", knowledge_root=tmp_path).closest_existing_kernel == "swiglu"
     assert analyze("softplus_gate", knowledge_root=tmp_path / "none").closest_existing_kernel == "swiglu"
+
+
+def test_archived_tier2_kernel_is_named_closest_by_the_formula_functions(tmp_path):
+    knowledge = tmp_path / ".claude" / "skills" / "liger-kernel-gen" / "knowledge"
+    archived = {
+        "rms_norm_ex": load_profile(EXAMPLES / "rms_norm.yaml").renamed("rms_norm_ex"),
+        "mish": analyzed("mish"),
+    }
+    for name, profile in archived.items():
+        (knowledge / name).mkdir(parents=True)
+        (knowledge / name / "profile.yaml").write_text(dump_yaml(profile))
+    # The archived rms_norm's statements call tl.rsqrt and tl.sum (row statistics and backward; its forward calls
+    # nothing); layer_norm's formula calls mean and rsqrt: rsqrt is shared. mish is tier 1, never a candidate.
+    assert _op_names(archived["rms_norm_ex"]) == {"rsqrt", "sum"}
+    assert analyze("layer_norm", knowledge_root=tmp_path).closest_existing_kernel == "rms_norm_ex"
+    # softmax's formula shares nothing with it: the tier default stays.
+    assert analyze("softmax", knowledge_root=tmp_path).closest_existing_kernel == "rms_norm"
+
+
+def test_closest_kernel_op_names_drop_qualifiers_and_method_calls():
+    profile = load_profile(EXAMPLES / "rms_norm.yaml")
+    profile.math.forward = ["y = (libdevice.tanh(x) * tl.extra.cuda.libdevice.exp(x)).to(tl.float32) * _tanh(x)"]
+    assert _op_names(profile) == {"rsqrt", "sum", "tanh", "exp"}

@@ -1,9 +1,10 @@
 """Tier classification of a traced reference, with a one-sentence reason that names the deciding op and line.
 
-1 (element-wise): only element-wise ops. 2 (row reduction): reductions along the last dimension only, at most
-two chained (mean then variance, max then sum of exponentials), every output one row-shaped tensor.
-3 (fused / complex): losses over a class dimension, gathers and indexing by tensor, matrix products, element
-reordering, reductions over other dims or over everything, longer reduction chains, or outputs of different shapes.
+1 (element-wise): only element-wise ops. 2 (row reduction): reductions along the last dimension (the inputs'
+row) only, at most two chained (mean then variance, max then sum of exponentials), every output one row-shaped
+tensor. 3 (fused / complex): losses over a class dimension, gathers and indexing by tensor, matrix products, element
+reordering, reductions over other dims, over everything or over what is no longer the row (``x.sum(-1).sum(-1)``),
+longer reduction chains, or outputs of different shapes.
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ MAX_ROW_REDUCTION_CHAIN = 2
 class Classification:
     tier: int
     reason: str
-    deciding_op: OpCall | None = None
 
 
 def _at(call: OpCall) -> str:
@@ -70,6 +70,13 @@ def _input_rank(traced: TracedReference, call: OpCall) -> int | None:
     return traced.rank if not traced.shapes_known else None
 
 
+def _reduces_rows(traced: TracedReference, call: OpCall) -> bool:
+    """Whether the operand's last dim is still the row (the inputs' hidden dim), not what an earlier reduction,
+    a flatten or an unsqueeze left there; True when shapes are unknown."""
+    shape = traced.shape(call.operands[0]) if call.operands else None
+    return shape is None or (len(shape) >= traced.rank and shape[-1] == traced.hidden)
+
+
 def _reduction_chain_depth(traced: TracedReference) -> tuple[int, OpCall | None]:
     depth: dict[fx.Node, int] = {}
     deepest, deepest_call = 0, None
@@ -89,34 +96,43 @@ def classify(traced: TracedReference) -> Classification:
     if structural:
         # The most telling op decides: a loss or a gather says more than the transpose that feeds it.
         call = min(structural, key=_structural_rank)
-        return Classification(3, _structural_reason(call) + ".", call)
+        return Classification(3, _structural_reason(call) + ".")
     reductions = [call for call in calls if call.family == REDUCTION]
+    off_row = None  # the first reduction whose operand's last dim is no longer the row
     for call in reductions:
         rank = _input_rank(traced, call)
         dims = reduced_dims(call, rank)
         if dims is None or rank is None:
             continue
         if len(dims) == rank and rank > 1:
-            return Classification(3, f"{_at(call)} reduces the whole tensor to a scalar, a loss-style reduction.", call)
+            return Classification(3, f"{_at(call)} reduces the whole tensor to a scalar, a loss-style reduction.")
         if dims != (rank - 1,):
             named = ", ".join(str(d) for d in dims)
-            return Classification(3, f"{_at(call)} reduces over dim {named}, not only the last dimension.", call)
+            return Classification(3, f"{_at(call)} reduces over dim {named}, not only the last dimension.")
+        if off_row is None and not _reduces_rows(traced, call):
+            off_row = call
     depth, deepest = _reduction_chain_depth(traced)
     if depth > MAX_ROW_REDUCTION_CHAIN:
         reason = (
             f"{_at(deepest)} ends a chain of {depth} dependent reductions, which needs several passes over each row."
         )
-        return Classification(3, reason, deepest)
+        return Classification(3, reason)
+    if off_row is not None:
+        reason = (
+            f"{_at(off_row)} reduces a last dimension that is not the inputs' row (its operand was already "
+            "reduced, flattened or unsqueezed), not each row."
+        )
+        return Classification(3, reason)
     shapes = {traced.shape(node) for node in traced.outputs}
     if len(traced.outputs) > 1 and len(shapes) > 1 and None not in shapes:
-        return Classification(3, f"it returns {len(traced.outputs)} outputs of different shapes.", None)
+        return Classification(3, f"it returns {len(traced.outputs)} outputs of different shapes.")
     if reductions:
         labels = list(dict.fromkeys(f"`{call.label}`" for call in reductions))
         lines = sorted({call.line for call in reductions if call.line is not None})
         where = f" (line {', '.join(map(str, lines))})" if lines else ""
         verb = "reduces" if len(labels) == 1 else "reduce"
         reason = f"{', '.join(labels)}{where} {verb} each row along the last dimension; outputs depend on whole rows."
-        return Classification(2, reason, reductions[0])
+        return Classification(2, reason)
     names = ", ".join(dict.fromkeys(call.name for call in calls if call.family == "elementwise")) or "none"
     inputs = ", ".join(traced.tensor_inputs)
     return Classification(
