@@ -29,10 +29,13 @@ from tools.kernelgen.synth import OPS
 from tools.kernelgen.synth import SUPPORTED_OPS
 from tools.kernelgen.synth import UnsupportedOpError
 from tools.kernelgen.synth import apply_op
+from tools.kernelgen.synth import format_formula
 from tools.kernelgen.synth import make_symbols
 from tools.kernelgen.synth import parse_formula
 from tools.kernelgen.synth import print_triton
 from tools.kernelgen.synth import synthesize_elementwise
+from tools.kernelgen.synth.derive import _temporary_prefix
+from tools.kernelgen.synth.functions import Softplus
 from tools.kernelgen.synth.printer import TANH_HELPER_SOURCE
 from tools.kernelgen.synth.rules import tensor_arguments
 
@@ -470,6 +473,50 @@ def test_printer_conventions():
     assert print_triton(apply_op("log1p", x)) == "tl.log(x + 1.0)"
     with pytest.raises(ValueError, match="no Triton printing rule"):
         print_triton(sympy.cosh(x))
+
+
+def test_conditions_print_alike_as_triton_and_as_formulas():
+    x, y = make_symbols(["x", "y"]).values()
+    condition = sympy.And(x > 0, sympy.Or(sympy.Le(y, 1), sympy.Eq(x, y)))
+    expr = sympy.Piecewise((x, condition), (y, sympy.Ne(x, 2)), (x * y, True))
+    assert print_triton(expr) == "tl.where((x > 0.0) & ((x == y) | (y <= 1.0)), x, tl.where(x != 2.0, y, x * y))"
+    assert format_formula(expr) == "where((x > 0) & ((x == y) | (y <= 1)), x, where(x != 2, y, x*y))"
+    for relation, spelled in ((sympy.Gt, ">"), (sympy.Ge, ">="), (sympy.Lt, "<"), (sympy.Le, "<=")):
+        assert print_triton(relation(x, y)) == f"x {spelled} y"
+        assert format_formula(relation(x, y)) == f"x {spelled} y"
+    # Only Triton needs a value everywhere: a Piecewise without a default branch is refused there.
+    with pytest.raises(ValueError, match="without a default branch"):
+        print_triton(sympy.Piecewise((x, x > 0)))
+
+
+def test_temporaries_and_precision_sensitive_ops_are_named_after_their_functions():
+    x, y = make_symbols(["x", "y"]).values()
+    named = {
+        apply_op("sigmoid", x): "sig",
+        Softplus(x): "softplus",
+        apply_op("logsigmoid", x): "logsig",
+        sympy.tanh(x): "tanh",
+        sympy.exp(x): "exp",
+        sympy.cos(x): "cos",
+        sympy.sqrt(x): "sqrt",
+        1 / sympy.sqrt(x): "rsqrt",
+        1 / x: "inv",
+        x**3: "pow",
+        apply_op("where", x > y, x, y): "sel",
+        x > y: "mask",
+        x * y: "t",
+    }
+    assert {expr: _temporary_prefix(expr) for expr in named} == named
+    math = synthesize_elementwise(
+        {"z": parse_formula("sigmoid(x) * sqrt(y) + exp(x) * rsqrt(y)", ["x", "y"])}, ["x", "y"]
+    )
+    assert [line.split(" = ")[0] for line in math.backward][:2] == ["exp0", "sig0"]
+    # y ** -1.5 in grad_y: a fractional power; where() alone is not precision-sensitive.
+    assert math.precision_sensitive_ops == ["exp", "pow", "rsqrt", "sigmoid"]
+    math = synthesize_elementwise(
+        {"z": parse_formula("where(x > y, sin(x), cos(y)) * x ** 1.5", ["x", "y"])}, ["x", "y"]
+    )
+    assert math.precision_sensitive_ops == ["cos", "pow", "sin", "sqrt"]
 
 
 @pytest.mark.parametrize("formula", ["tanh(x)", "gelu(x, approximate='tanh')", "mish(x)", "softplus(x)"])

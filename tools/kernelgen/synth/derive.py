@@ -15,7 +15,6 @@ from dataclasses import field
 
 import sympy
 
-from tools.kernelgen.synth.formula import parse_formula
 from tools.kernelgen.synth.functions import LogSigmoid
 from tools.kernelgen.synth.functions import Sigmoid
 from tools.kernelgen.synth.functions import Softplus
@@ -39,27 +38,30 @@ class ElementwiseMath:
     precision_sensitive_ops: list[str] = field(default_factory=list)  # ops that need fp32 (exp, sigmoid, tanh...)
 
 
-# Temporaries are named after the op that makes them, so generated kernels read like hand-written ones.
-_TEMPORARY_PREFIXES = {
-    Sigmoid: "sig",
-    Softplus: "softplus",
-    LogSigmoid: "logsig",
-    sympy.tanh: "tanh",
-    sympy.exp: "exp",
-    sympy.log: "log",
-    sympy.erf: "erf",
-    sympy.sin: "sin",
-    sympy.cos: "cos",
-    sympy.Piecewise: "sel",
+# The functions the printer emits, each with the prefix of the temporaries it makes (so generated kernels read
+# like hand-written ones) and its op name when it is precision-sensitive (needs fp32), else None.
+_FUNCTIONS = {
+    Sigmoid: ("sig", "sigmoid"),
+    Softplus: ("softplus", "softplus"),
+    LogSigmoid: ("logsig", "logsigmoid"),
+    sympy.tanh: ("tanh", "tanh"),
+    sympy.exp: ("exp", "exp"),
+    sympy.log: ("log", "log"),
+    sympy.erf: ("erf", "erf"),
+    sympy.sin: ("sin", "sin"),
+    sympy.cos: ("cos", "cos"),
+    sympy.Piecewise: ("sel", None),
 }
+# Powers printed as a root (tl.sqrt / tl.rsqrt): temporary prefix and precision-sensitive op name alike.
+_ROOTS = {sympy.S.Half: "sqrt", -sympy.S.Half: "rsqrt"}
 
 
 def _temporary_prefix(expr: sympy.Basic) -> str:
     if isinstance(expr, sympy.core.relational.Relational):
         return "mask"
     if isinstance(expr, sympy.Pow):
-        return {sympy.S.Half: "sqrt", -sympy.S.Half: "rsqrt", sympy.S.NegativeOne: "inv"}.get(expr.exp, "pow")
-    for kind, prefix in _TEMPORARY_PREFIXES.items():
+        return {**_ROOTS, sympy.S.NegativeOne: "inv"}.get(expr.exp, "pow")
+    for kind, (prefix, _) in _FUNCTIONS.items():
         if isinstance(expr, kind):
             return prefix
     return "t"
@@ -91,30 +93,17 @@ def _statements(assignments: dict[str, sympy.Expr], taken: set[str]) -> list[str
     return lines
 
 
-_PRECISION_SENSITIVE = {
-    sympy.exp: "exp",
-    sympy.log: "log",
-    Sigmoid: "sigmoid",
-    Softplus: "softplus",
-    LogSigmoid: "logsigmoid",
-    sympy.tanh: "tanh",
-    sympy.erf: "erf",
-    sympy.sin: "sin",
-    sympy.cos: "cos",
-}
-
-
 def _precision_sensitive_ops(exprs) -> list[str]:
     found = set()
     for expr in exprs:
         for node in sympy.preorder_traversal(expr):
             if isinstance(node, sympy.Expr) and node.is_number:
                 continue  # constants such as sqrt(2 / pi) are folded into literals
-            for kind, name in _PRECISION_SENSITIVE.items():
-                if isinstance(node, kind):
+            for kind, (_, name) in _FUNCTIONS.items():
+                if name is not None and isinstance(node, kind):
                     found.add(name)
             if isinstance(node, sympy.Pow) and not node.exp.is_Integer:
-                found.add({sympy.S.Half: "sqrt", -sympy.S.Half: "rsqrt"}.get(node.exp, "pow"))
+                found.add(_ROOTS.get(node.exp, "pow"))
             elif isinstance(node, sympy.Pow) and node.exp.is_negative:
                 found.add("div")  # reciprocals of bf16 values lose precision unless computed in fp32
     return sorted(found)
@@ -195,4 +184,4 @@ def synthesize_elementwise(
     )
 
 
-__all__ = ["PARAMETER_KINDS", "ElementwiseMath", "make_symbols", "parse_formula", "synthesize_elementwise"]
+__all__ = ["PARAMETER_KINDS", "ElementwiseMath", "make_symbols", "synthesize_elementwise"]

@@ -172,10 +172,7 @@ class Minimum(_Extremum):
     wins = operator.lt
 
 
-CUSTOM_FUNCTIONS = (Sigmoid, Softplus, LogSigmoid, Relu, Maximum, Minimum)
-
 __all__ = [
-    "CUSTOM_FUNCTIONS",
     "ElementwiseFunction",
     "LogSigmoid",
     "Maximum",

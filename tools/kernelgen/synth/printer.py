@@ -46,10 +46,37 @@ def _tanh(x):
 """
 
 
-class TritonPrinter(StrPrinter):
+class _ConditionPrinting:
+    """Printing shared by both printers: ``Piecewise`` as nested ``where_name`` calls, comparisons and ``&``/``|``.
+
+    Python, Triton and ``parse_formula`` spell sympy's six relations (``==``, ``!=``, ``<``, ``<=``, ``>``, ``>=``)
+    alike, and arithmetic binds tighter than comparisons, so neither side needs parentheses.
+    """
+
+    where_name = "where"
+
+    def _print_Piecewise(self, expr):
+        *branches, (otherwise, _) = expr.args
+        text = self._print(otherwise)
+        for value, condition in reversed(branches):
+            text = f"{self.where_name}({self._print(condition)}, {self._print(value)}, {text})"
+        return text
+
+    def _print_Relational(self, expr):
+        return f"{self._print(expr.lhs)} {expr.rel_op} {self._print(expr.rhs)}"
+
+    def _print_And(self, expr):
+        return " & ".join(f"({self._print(arg)})" for arg in expr.args)
+
+    def _print_Or(self, expr):
+        return " | ".join(f"({self._print(arg)})" for arg in expr.args)
+
+
+class TritonPrinter(_ConditionPrinting, StrPrinter):
     """sympy expression -> Triton expression over fp32 tensors (see the module docstring)."""
 
     printmethod = "_tritoncode"  # never defined: our classes' ``_sympystr`` must not leak into kernels
+    where_name = "tl.where"
 
     def _print(self, expr, **kwargs):
         # Fold every constant subexpression (sqrt(2), pi, exp(-1), sigmoid(3)...) into one literal.
@@ -198,26 +225,9 @@ class TritonPrinter(StrPrinter):
         return text
 
     def _print_Piecewise(self, expr):
-        *branches, (otherwise, last_condition) = expr.args
-        if last_condition is not sympy.true:
+        if expr.args[-1].cond is not sympy.true:
             raise ValueError(f"Piecewise without a default branch has no value everywhere: {expr}")
-        text = self._print(otherwise)
-        for value, condition in reversed(branches):
-            text = f"tl.where({self._print(condition)}, {self._print(value)}, {text})"
-        return text
-
-    def _print_Relational(self, expr):
-        operators = {"==": "==", "!=": "!=", ">": ">", ">=": ">=", "<": "<", "<=": "<="}
-        if expr.rel_op not in operators:
-            return self._print_Basic(expr)
-        # Arithmetic binds tighter than comparisons in Python, so neither side needs parentheses.
-        return f"{self._print(expr.lhs)} {operators[expr.rel_op]} {self._print(expr.rhs)}"
-
-    def _print_And(self, expr):
-        return " & ".join(f"({self._print(arg)})" for arg in expr.args)
-
-    def _print_Or(self, expr):
-        return " | ".join(f"({self._print(arg)})" for arg in expr.args)
+        return super()._print_Piecewise(expr)
 
     def _print_Not(self, expr):
         return f"~({self._print(expr.args[0])})"
@@ -229,24 +239,8 @@ class TritonPrinter(StrPrinter):
         return "False"
 
 
-class FormulaPrinter(StrPrinter):
+class FormulaPrinter(_ConditionPrinting, StrPrinter):
     """Human-readable formulas in the canonical op names, parseable again by ``parse_formula``."""
-
-    def _print_Piecewise(self, expr):
-        *branches, (otherwise, _) = expr.args
-        text = self._print(otherwise)
-        for value, condition in reversed(branches):
-            text = f"where({self._print(condition)}, {self._print(value)}, {text})"
-        return text
-
-    def _print_Relational(self, expr):
-        return f"{self._print(expr.lhs)} {expr.rel_op} {self._print(expr.rhs)}"
-
-    def _print_And(self, expr):
-        return " & ".join(f"({self._print(arg)})" for arg in expr.args)
-
-    def _print_Or(self, expr):
-        return " | ".join(f"({self._print(arg)})" for arg in expr.args)
 
     def _print_Abs(self, expr):
         return f"abs({self._print(expr.args[0])})"
