@@ -13,6 +13,7 @@ from tools.kernelgen.analyze.ops import CAST
 from tools.kernelgen.analyze.ops import ELEMENTWISE
 from tools.kernelgen.analyze.ops import LAYOUT
 from tools.kernelgen.analyze.ops import OpCall
+from tools.kernelgen.analyze.ops import node_line
 from tools.kernelgen.analyze.trace import TracedReference
 from tools.kernelgen.synth import SUPPORTED_OPS
 from tools.kernelgen.synth import ElementwiseMath
@@ -24,8 +25,7 @@ from tools.kernelgen.synth import synthesize_elementwise
 class _ExpressionBuilder:
     def __init__(self, traced: TracedReference):
         self.traced = traced
-        runtime_hypers = [h.name for h in traced.hyperparameters if h.name not in traced.specialized]
-        names = traced.tensor_inputs + [p.name for p in traced.parameters] + runtime_hypers
+        names = traced.tensor_inputs + [p.name for p in traced.parameters] + traced.runtime_hyperparameters
         self.symbols = make_symbols(names)
         self.cache: dict[fx.Node, Any] = {}
 
@@ -62,7 +62,7 @@ class _ExpressionBuilder:
         return AnalyzeError(
             f"{message}; rewrite it with supported ops {HAND_WRITTEN_PROFILE_HINT}",
             origin=self.traced.loaded.origin,
-            line=node.meta.get("kernelgen_line"),
+            line=node_line(node),
         )
 
 
@@ -74,9 +74,8 @@ def build_expressions(traced: TracedReference) -> dict[str, sympy.Expr]:
 def synthesize(traced: TracedReference) -> ElementwiseMath:
     outputs = build_expressions(traced)
     parameters = {p.name: p.shape for p in traced.parameters}
-    hypers = [h.name for h in traced.hyperparameters if h.name not in traced.specialized]
     try:
-        return synthesize_elementwise(outputs, list(traced.tensor_inputs), parameters, hypers)
+        return synthesize_elementwise(outputs, list(traced.tensor_inputs), parameters, traced.runtime_hyperparameters)
     except ValueError as error:
         raise AnalyzeError(
             f"synthesizing the element-wise math failed: {error}; rewrite the reference {HAND_WRITTEN_PROFILE_HINT}",

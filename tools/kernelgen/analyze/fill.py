@@ -59,7 +59,9 @@ _PRECISION_OPS = {
 _DOMAIN_OPS = ("log", "log1p", "sqrt", "rsqrt")
 _NONNEGATIVE_OPS = {"exp", "sigmoid", "softplus", "relu", "abs", "square", "sqrt", "rsqrt", "softmax", "var", "std"}
 _NONNEGATIVE_OPS |= {"norm"}
-_HINTED_IDENTITY = ("function_class_name", "module_class_name", "functional_name", "closest_existing_kernel")
+# Hinted names of the reference's own classes: they only apply under its natural name (closest_existing_kernel,
+# hinted, applies under any name).
+_HINTED_IDENTITY = ("function_class_name", "module_class_name", "functional_name")
 
 
 def snake_case(name: str) -> str:

@@ -26,6 +26,7 @@ STRUCTURAL = "structural"
 CAST = "cast"
 LAYOUT = "layout"  # reshapes that keep every element where it is relative to the others (view, contiguous)
 META = "meta"  # shape, dtype and device queries: not values of the computation
+LINE_KEY = "kernelgen_line"  # node.meta key of the reference line that created the node
 
 
 @dataclass(frozen=True)
@@ -262,8 +263,9 @@ def _label(node: fx.Node) -> str:
 _MODULE_ALIASES = {"torch.nn.functional": "F", "torch._C._nn": "F", "torch._C._VariableFunctions": "torch"}
 
 
-def _line(node: fx.Node) -> int | None:
-    return node.meta.get("kernelgen_line")
+def node_line(node: fx.Node) -> int | None:
+    """The reference line that created ``node`` (stamped by the tracer under ``LINE_KEY``), if known."""
+    return node.meta.get(LINE_KEY)
 
 
 def _bind(spec: OpSpec, args: list[Any], kwargs: dict[str, Any]) -> tuple[list[Any], dict[str, Any], list[Any]]:
@@ -280,7 +282,9 @@ def _bind(spec: OpSpec, args: list[Any], kwargs: dict[str, Any]) -> tuple[list[A
 
 def _make(node: fx.Node, spec: OpSpec, args: list[Any], kwargs: dict[str, Any], name: str | None = None) -> OpCall:
     operands, options, index_operands = _bind(spec, args, kwargs)
-    return OpCall(node, name or spec.name, spec.family, operands, options, _label(node), _line(node), index_operands)
+    return OpCall(
+        node, name or spec.name, spec.family, operands, options, _label(node), node_line(node), index_operands
+    )
 
 
 def _normalize_call(node: fx.Node, target: Any, name: str, args: list[Any], kwargs: dict[str, Any]) -> OpCall:
@@ -291,9 +295,9 @@ def _normalize_call(node: fx.Node, target: Any, name: str, args: list[Any], kwar
     if target is builtins.getattr:
         attribute = args[1] if len(args) > 1 else None
         if attribute in ("T", "mT", "H", "mH"):
-            return OpCall(node, "transpose", STRUCTURAL, [args[0]], {}, f".{attribute}", _line(node))
+            return OpCall(node, "transpose", STRUCTURAL, [args[0]], {}, f".{attribute}", node_line(node))
         if attribute in _META_ATTRIBUTES:
-            return OpCall(node, attribute, META, [], {}, f".{attribute}", _line(node))
+            return OpCall(node, attribute, META, [], {}, f".{attribute}", node_line(node))
         raise UnknownOpError(f".{attribute}")
     if name in _MAX_MIN and _function_module_ok(target):
         elementwise, reduction = _MAX_MIN[name]
@@ -301,7 +305,7 @@ def _normalize_call(node: fx.Node, target: Any, name: str, args: list[Any], kwar
         if isinstance(second, fx.Node) and not _is_meta(second):
             return _make(node, _BY_NAME[elementwise], args, kwargs)
         options = {"dim": second, "keepdim": args[2] if len(args) > 2 else kwargs.get("keepdim", False)}
-        return OpCall(node, reduction, REDUCTION, [args[0]], options, _label(node), _line(node))
+        return OpCall(node, reduction, REDUCTION, [args[0]], options, _label(node), node_line(node))
     if name in _BY_NAME and _function_module_ok(target):
         return _make(node, _BY_NAME[name], args, kwargs)
     raise UnknownOpError(_label(node))
@@ -322,19 +326,19 @@ def _is_meta(value: Any) -> bool:
 def _normalize_getitem(node: fx.Node, args: list[Any]) -> OpCall:
     source, index = args[0], args[1]
     if _is_meta(source):
-        return OpCall(node, "getitem", META, [], {}, "[...]", _line(node))
+        return OpCall(node, "getitem", META, [], {}, "[...]", node_line(node))
     if isinstance(source, fx.Node) and source.meta.get("kernelgen_family") in (REDUCTION, STRUCTURAL):
         # (values, indices) of max(x, dim) / pieces of chunk(): the element is the producing op's result.
         if source.meta.get("kernelgen_family") == REDUCTION and index == 0:
-            return OpCall(node, "values", LAYOUT, [source], {}, "[0]", _line(node))
-        return OpCall(node, "getitem", STRUCTURAL, [source], {"index": index}, "[...]", _line(node))
+            return OpCall(node, "values", LAYOUT, [source], {}, "[0]", node_line(node))
+        return OpCall(node, "getitem", STRUCTURAL, [source], {"index": index}, "[...]", node_line(node))
     tensor_index = [item for item in _flatten(index) if isinstance(item, fx.Node)]
     if tensor_index:
-        return OpCall(node, "index", STRUCTURAL, [source], {}, "indexing by a tensor", _line(node), tensor_index)
+        return OpCall(node, "index", STRUCTURAL, [source], {}, "indexing by a tensor", node_line(node), tensor_index)
     if all(item is None or item is Ellipsis or item == slice(None) for item in _flatten(index)):
         # x[..., None] / x[:, None]: adds broadcast dims only.
-        return OpCall(node, "unsqueeze", LAYOUT, [source], {}, "[..., None]", _line(node))
-    return OpCall(node, "slice", STRUCTURAL, [source], {"index": index}, "slicing", _line(node))
+        return OpCall(node, "unsqueeze", LAYOUT, [source], {}, "[..., None]", node_line(node))
+    return OpCall(node, "slice", STRUCTURAL, [source], {"index": index}, "slicing", node_line(node))
 
 
 def _flatten(index: Any) -> list[Any]:
@@ -346,12 +350,12 @@ def _normalize_module(node: fx.Node, module: nn.Module) -> OpCall:
         shape = tuple(getattr(module, "normalized_shape", ()))
         options = {"normalized_shape": shape, "eps": getattr(module, "eps", None)}
         name = "rms_norm" if type(module).__name__ == "RMSNorm" else "layer_norm"
-        return OpCall(node, name, REDUCTION, [node.args[0]], options, f"nn.{type(module).__name__}", _line(node))
-    for module_type, (spec, attributes) in _MODULES.items():
-        if type(module) is module_type:
-            kwargs = {name: getattr(module, name) for name in attributes}
-            return _make(node, spec, list(node.args), {**kwargs, **node.kwargs})
-    raise UnknownOpError(f"nn.{type(module).__name__}")
+        return OpCall(node, name, REDUCTION, [node.args[0]], options, f"nn.{type(module).__name__}", node_line(node))
+    if type(module) not in _MODULES:
+        raise UnknownOpError(f"nn.{type(module).__name__}")
+    spec, attributes = _MODULES[type(module)]
+    kwargs = {name: getattr(module, name) for name in attributes}
+    return _make(node, spec, list(node.args), {**kwargs, **node.kwargs})
 
 
 def reduced_dims(call: OpCall, rank: int | None) -> tuple[int, ...] | None:

@@ -9,8 +9,9 @@ nn.Modules: instantiated with the ``__init__`` defaults (required sizes from the
 hidden size); ``nn.Parameter``s become learnable parameters, and float attributes (``self.eps``) are replaced by
 fx Proxies for the trace, so they reach the graph as named inputs instead of anonymous constants.
 
-Every node records the reference line that created it (``node.meta["kernelgen_line"]``), found by walking the
-Python stack to the reference's file: that works for functions and modules alike and across torch versions.
+Every node records the reference line that created it (``node.meta["kernelgen_line"]``, read back with
+``ops.node_line``), found by walking the Python stack to the reference's file: that works for functions and modules
+alike and across torch versions.
 """
 
 from __future__ import annotations
@@ -32,9 +33,10 @@ from tools.kernelgen.analyze.errors import HAND_WRITTEN_PROFILE_HINT
 from tools.kernelgen.analyze.errors import AnalyzeError
 from tools.kernelgen.analyze.load import LoadedReference
 from tools.kernelgen.analyze.load import line_in_traceback
-from tools.kernelgen.analyze.ops import META
+from tools.kernelgen.analyze.ops import LINE_KEY
 from tools.kernelgen.analyze.ops import OpCall
 from tools.kernelgen.analyze.ops import UnknownOpError
+from tools.kernelgen.analyze.ops import node_line
 from tools.kernelgen.analyze.ops import normalize
 from tools.kernelgen.profile import HyperParameter
 from tools.kernelgen.profile import LearnableParameter
@@ -67,8 +69,10 @@ class TracedReference:
     specialized: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
-    def line(self, node: fx.Node) -> int | None:
-        return node.meta.get("kernelgen_line")
+    @property
+    def runtime_hyperparameters(self) -> list[str]:
+        """Names of the hyper-parameters that stay runtime inputs of the math (not specialised into the trace)."""
+        return [h.name for h in self.hyperparameters if h.name not in self.specialized]
 
     def shape(self, node: Any) -> tuple[int, ...] | None:
         meta = node.meta.get("tensor_meta") if isinstance(node, fx.Node) else None
@@ -90,7 +94,7 @@ class _ReferenceTracer(fx.Tracer):
         frame = sys._getframe(1)
         while frame is not None and frame.f_code.co_filename != self.filename:
             frame = frame.f_back
-        node.meta["kernelgen_line"] = frame.f_lineno if frame is not None else None
+        node.meta[LINE_KEY] = frame.f_lineno if frame is not None else None
         return node
 
     def create_args_for_root(self, root_fn, is_module, concrete_args=None):
@@ -247,7 +251,7 @@ def _normalize_all(loaded: LoadedReference, graph_module: fx.GraphModule, live: 
                 f"express it with supported ops (e.g. torch.where, clamp, exp, log, sigmoid, tanh) "
                 f"{HAND_WRITTEN_PROFILE_HINT}",
                 origin=loaded.origin,
-                line=node.meta.get("kernelgen_line"),
+                line=node_line(node),
             ) from None
         node.meta["kernelgen_family"] = call.family
         calls[node] = call
@@ -298,9 +302,11 @@ def _finish(loaded, graph_module, order, tensors, hypers, concrete, attributes, 
             else:
                 parameters.append(learnable)
 
-    rank = 2 if index_inputs else 3
+    # Example inputs: rows of ``hidden`` values; a class target or gather index is one per row, so inputs
+    # that come with one are a flat (6, hidden) batch, others (2, 3, hidden).
+    rows_shape = (6,) if index_inputs else (2, 3)
     shapes_known = _propagate_shapes(
-        graph_module, order, tensors, index_inputs, calls, hypers, concrete, attributes, hidden
+        graph_module, order, tensors, index_inputs, rows_shape, calls, hypers, concrete, attributes, hidden
     )
     specialized = {name: value for name, value in concrete.items() if _scalar_type(value) is not None}
     traced = TracedReference(
@@ -317,7 +323,7 @@ def _finish(loaded, graph_module, order, tensors, hypers, concrete, attributes, 
         outputs=outputs,
         output_names=output_names,
         hidden=hidden,
-        rank=rank,
+        rank=len(rows_shape) + 1,
         shapes_known=shapes_known,
         placeholder_names={node: name for name, node in placeholders.items()},
         specialized=specialized,
@@ -356,9 +362,11 @@ def _learnable(name: str, tensor: torch.Tensor, hidden: int) -> LearnableParamet
     )
 
 
-def _propagate_shapes(graph_module, order, tensors, index_inputs, calls, hypers, concrete, attributes, hidden) -> bool:
-    """Run the graph on small float64 examples to record every node's shape (best effort)."""
-    rows_shape = (6,) if index_inputs else (2, 3)
+def _propagate_shapes(
+    graph_module, order, tensors, index_inputs, rows_shape, calls, hypers, concrete, attributes, hidden
+) -> bool:
+    """Run the graph on small float64 examples (``rows_shape + (hidden,)``) to record every node's shape (best
+    effort)."""
     gather_like = {
         operand.target
         for call in calls.values()
@@ -386,4 +394,4 @@ def _propagate_shapes(graph_module, order, tensors, index_inputs, calls, hypers,
     return True
 
 
-__all__ = ["META", "TracedReference", "trace_reference"]
+__all__ = ["TracedReference", "trace_reference"]
