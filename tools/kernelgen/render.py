@@ -16,7 +16,7 @@ import jinja2
 from tools.kernelgen import render_tiers
 from tools.kernelgen.profile import HyperParameter
 from tools.kernelgen.profile import KernelProfile
-from tools.kernelgen.synth.printer import TANH_HELPER
+from tools.kernelgen.render_tiers import signature
 from tools.kernelgen.synth.printer import TANH_HELPER_SOURCE
 
 TEMPLATE_DIR = Path(__file__).parent / "templates"
@@ -43,21 +43,6 @@ def template_environment() -> jinja2.Environment:
     )
     env.filters["pyrepr"] = repr
     return env
-
-
-def names_read(statements: list[str]) -> set[str]:
-    """Names a list of statements reads before (or without) assigning them."""
-    assigned: set[str] = set()
-    read: set[str] = set()
-    for statement in statements:
-        tree = ast.parse(statement)
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id not in assigned:
-                read.add(node.id)
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-                assigned.add(node.id)
-    return read
 
 
 def split_reference(source: str) -> tuple[list[str], str]:
@@ -165,20 +150,6 @@ def _param_init(profile: KernelProfile, size_param: str) -> dict[str, str]:
     return inits
 
 
-def _signature(items, required: frozenset[str] = frozenset()) -> str:
-    """``a, b, eps=1e-06``: plain names for tensors and required sizes, ``name=default`` for hyper-parameters
-    (a default of None stays None: an optional feature that is off)."""
-    plain, defaulted = [], []
-    for item in items:
-        if isinstance(item, str):
-            plain.append(item)
-        elif item.name in required:
-            plain.append(item.name)
-        else:
-            defaulted.append(f"{item.name}={item.default!r}")
-    return ", ".join(plain + defaulted)
-
-
 def module_context(profile: KernelProfile) -> dict:
     params = profile.parameters
     init_params = list(profile.module.init_params)
@@ -197,7 +168,7 @@ def module_context(profile: KernelProfile) -> dict:
     return {
         "kind": profile.module.kind,
         "init_params": init_params,
-        "init_signature": _signature(init_params, _required_init_params(profile)),
+        "init_signature": signature(init_params, _required_init_params(profile)),
         "param_init": _param_init(profile, size_param),
         "self_params": [f"self.{prm.name}" for prm in params],
         "self_hypers": [f"self.{name}" for name in hyper_names],
@@ -219,64 +190,6 @@ def _required_init_params(profile: KernelProfile) -> frozenset[str]:
     if profile.parameters:
         required.add(profile.module.size_param)
     return frozenset(required)
-
-
-def tier1_context(profile: KernelProfile) -> dict:
-    inputs = [t.name for t in profile.inputs]
-    outputs = [t.name for t in profile.outputs]
-    grad_inputs = [t.name for t in profile.inputs if t.requires_grad]
-    params = profile.parameters
-    param_names = [prm.name for prm in params]
-    hypers = profile.hyperparameters
-    hyper_names = [hp.name for hp in hypers]
-    fwd_reads = names_read(profile.math.forward)
-    bwd_reads = names_read(profile.math.backward)
-    grad_outputs = [f"grad_{name}" for name in outputs]
-    backward_returns = [f"grad_{name}" for name in grad_inputs] + [f"grad_{name}" for name in param_names]
-    return {
-        "fwd_inputs": [name for name in inputs if name in fwd_reads],
-        "fwd_params": [prm for prm in params if prm.name in fwd_reads],
-        "bwd_inputs": [name for name in inputs if name in bwd_reads],
-        "bwd_params": [prm for prm in params if prm.name in bwd_reads],
-        "bwd_grad_outputs": [name for name in grad_outputs if name in bwd_reads],
-        "forward": profile.math.forward,
-        "backward": profile.math.backward,
-        "needs_sm_count": bool(params),
-        "uses_tanh": any(f"{TANH_HELPER}(" in line for line in profile.math.forward + profile.math.backward),
-        "in_place": _in_place_gradients(profile),
-        "fwd_signature": _signature(inputs + param_names + list(hypers)),
-        "bwd_signature": ", ".join(inputs + param_names + grad_outputs + hyper_names),
-        "bwd_call_args": inputs + param_names + grad_outputs + [f"ctx.{name}" for name in hyper_names],
-        "outputs_viewed": [f"{name}.view(*shape)" for name in outputs],
-        "grad_input_names": [f"grad_{name}" for name in grad_inputs],
-        "partial_names": [f"grad_{name}_partial" for name in param_names],
-        "backward_returns": backward_returns,
-        "backward_return_exprs": [f"grad_{name}.view(*shape)" for name in grad_inputs]
-        + [f"grad_{name}" for name in param_names],
-        "apply_signature": _signature(inputs + param_names + list(hypers)),
-        "apply_returns": [f"grad_{name}" if name in grad_inputs else "None" for name in inputs]
-        + [f"grad_{name}" for name in param_names]
-        + ["None"] * len(hypers),
-        "grad_outputs": grad_outputs,
-        "precision_note": _precision_note(profile),
-    }
-
-
-def _in_place_gradients(profile: KernelProfile) -> bool:
-    """Gradients overwrite the saved inputs only where the inputs are dead: by default when the module itself
-    made them (the gate/up projections of an MLP), as Liger's swiglu does; never for user-owned tensors."""
-    if profile.backward.in_place_gradients is None:
-        return profile.module.kind == "mlp"
-    return profile.backward.in_place_gradients
-
-
-def _precision_note(profile: KernelProfile) -> list[str]:
-    ops = ", ".join(profile.precision_sensitive_ops)
-    text = "Loads are upcast to fp32"
-    if ops:
-        text += f" (precision-sensitive in bf16/fp16: {ops})"
-    text += ": the math runs in fp32 and rounds once, on store."
-    return textwrap.wrap(text, width=100)
 
 
 def common_context(profile: KernelProfile) -> dict:
@@ -319,10 +232,11 @@ def common_context(profile: KernelProfile) -> dict:
         "liger_module_args": liger_module_args,
         "hidden_act": str(profile.math.extra.get("hidden_act", profile.operation_name)),
         "mlp_cases": profile.math.extra.get("mlp_cases_cpu", [(4, 32, 48), (3, 31, 67)]),
-        "functional_signature": _signature(
-            [t.name for t in profile.inputs] + [prm.name for prm in params] + list(profile.hyperparameters)
+        # The Function's (and the functional's) arguments: tensors, then parameters, then hyper-parameters.
+        "signature": signature(
+            [t.name for t in profile.inputs] + [prm.name for prm in params] + profile.hyperparameters
         ),
-        "functional_call_args": [t.name for t in profile.inputs] + [prm.name for prm in params] + hyper_names,
+        "call_args": [t.name for t in profile.inputs] + [prm.name for prm in params] + hyper_names,
         "functional_docstring": wrap_docstring(
             f"{profile.forward_computation or profile.operation_name}; see ``{profile.function_class_name}``."
         ),
@@ -394,7 +308,7 @@ def render_kernel(profile: KernelProfile, helpers: frozenset[str] = OPTIONAL_TAR
     context["target_helpers"] = helpers
     context.update(module_context(profile))
     tier = profile.tier
-    context.update(tier1_context(profile) if tier == 1 else render_tiers.context_for(profile))
+    context.update(render_tiers.context_for(profile))
     paths = kernel_paths(profile.operation_name)
     files = {
         paths["ops"]: env.get_template(f"ops_tier{tier}.py.j2").render(context),
