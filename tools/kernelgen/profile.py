@@ -296,6 +296,8 @@ def validate_profile(profile: KernelProfile) -> list[str]:
         if not profile.math.backward and any(t.requires_grad for t in profile.inputs):
             problems.append("math.backward: tier 1 needs the backward statements (run synthesis or write them)")
     if profile.tier == 2:
+        if len(profile.inputs) != 1:
+            problems.append("inputs: tier 2 (row-reduction template) takes exactly one input, the row x")
         if not profile.math.row_statistics:
             problems.append("math.row_statistics: tier 2 needs the per-row statistics statements")
         if not profile.backward.saved_row_statistics:
