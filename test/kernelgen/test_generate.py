@@ -279,6 +279,13 @@ def test_loss_modules_and_tier_3_go_together():
     assert "module.kind: 'loss' needs tier 3 (the softmax-loss template makes the loss module)" in problems
 
 
+def test_tier2_takes_one_input():
+    data = yaml.safe_load((EXAMPLES / "rms_norm.yaml").read_text())
+    data["inputs"].append(dict(data["inputs"][0], name="residual"))
+    problems = validate_profile(from_dict(data, validate=False))
+    assert "inputs: tier 2 (row-reduction template) takes exactly one input, the row x" in problems
+
+
 def test_tier3_profile_without_the_template_switches_is_reported_with_the_other_problems():
     data = yaml.safe_load((EXAMPLES / "cross_entropy.yaml").read_text())
     data["hyperparameters"] = [hp for hp in data["hyperparameters"] if hp["name"] not in ("softcap", "reduction")]
