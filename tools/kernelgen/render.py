@@ -219,6 +219,9 @@ def common_context(profile: KernelProfile) -> dict:
         "param_names": [prm.name for prm in params],
         "hypers": profile.hyperparameters,
         "hyper_names": hyper_names,
+        # How generated tests pass one HYPERPARAMETERS case: positionally to .apply, by keyword to the functional.
+        "hyper_values": [f"hyper[{name!r}]" for name in hyper_names],
+        "hyper_keywords": [f"{name}=hyper[{name!r}]" for name in hyper_names],
         "docstring": _docstring(profile),
         "reference_imports": imports,
         "reference_body": body,
