@@ -308,7 +308,9 @@ def render_kernel(profile: KernelProfile, helpers: frozenset[str] = OPTIONAL_TAR
     """
     env = template_environment()
     context = common_context(profile)
-    context["target_helpers"] = helpers
+    # Kernels with learnable parameters size their partial-sum grids by the SM count: imported from the target's
+    # ops/utils.py when it has get_num_sms, else defined in the ops file.
+    context["num_sms"] = None if not profile.parameters else "import" if "get_num_sms" in helpers else "define"
     context.update(module_context(profile))
     tier = profile.tier
     context.update(render_tiers.context_for(profile))

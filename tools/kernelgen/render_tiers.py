@@ -64,7 +64,6 @@ def tier1_context(profile: KernelProfile) -> dict:
         "bwd_grad_outputs": [name for name in grad_outputs if name in bwd_reads],
         "forward": profile.math.forward,
         "backward": profile.math.backward,
-        "needs_sm_count": bool(params),
         "uses_tanh": any(f"{TANH_HELPER}(" in line for line in profile.math.forward + profile.math.backward),
         "in_place": _in_place_gradients(profile),
         "bwd_signature": ", ".join(inputs + param_names + grad_outputs + hyper_names),
