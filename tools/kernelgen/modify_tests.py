@@ -21,6 +21,7 @@ from tools.kernelgen.insert import InsertError
 from tools.kernelgen.insert import add_import
 from tools.kernelgen.profile import KernelProfile
 from tools.kernelgen.render import common_context
+from tools.kernelgen.render import single_line_imports
 from tools.kernelgen.render import template_environment
 
 MARKER = "# --- kernelgen --modify"
@@ -73,12 +74,8 @@ def _module_imports(source: str) -> set[str]:
     """Top-level single-name import lines, normalized (``import torch``, ``from x import y``)."""
     found = set()
     for node in ast.parse(source).body:
-        if isinstance(node, ast.Import):
-            found.update(f"import {a.name}" + (f" as {a.asname}" if a.asname else "") for a in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.level == 0:
-            found.update(
-                f"from {node.module} import {a.name}" + (f" as {a.asname}" if a.asname else "") for a in node.names
-            )
+        if isinstance(node, ast.Import) or (isinstance(node, ast.ImportFrom) and node.level == 0):
+            found.update(single_line_imports(node))
     return found
 
 

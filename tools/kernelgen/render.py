@@ -16,6 +16,7 @@ import jinja2
 from tools.kernelgen import render_tiers
 from tools.kernelgen.profile import HyperParameter
 from tools.kernelgen.profile import KernelProfile
+from tools.kernelgen.profile import TestSpec
 from tools.kernelgen.render_tiers import signature
 from tools.kernelgen.synth.printer import TANH_HELPER_SOURCE
 
@@ -56,13 +57,13 @@ def split_reference(source: str) -> tuple[list[str], str]:
     body_ranges: list[tuple[int, int]] = []
     for node in tree.body:
         start = node.lineno - 1
-        if node.decorator_list if isinstance(node, (ast.FunctionDef, ast.ClassDef)) else False:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.decorator_list:
             start = node.decorator_list[0].lineno - 1
         segment = (start, node.end_lineno)
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             if isinstance(node, ast.ImportFrom) and node.module == "__future__":
                 continue
-            imports.extend(_single_line_imports(node))
+            imports.extend(single_line_imports(node))
         elif isinstance(node, ast.Assign) and any(
             isinstance(t, ast.Name) and t.id in ("KERNELGEN", "__all__") for t in node.targets
         ):
@@ -75,7 +76,8 @@ def split_reference(source: str) -> tuple[list[str], str]:
     return imports, body
 
 
-def _single_line_imports(node: ast.Import | ast.ImportFrom) -> list[str]:
+def single_line_imports(node: ast.Import | ast.ImportFrom) -> list[str]:
+    """``from a import b, c`` -> [``from a import b``, ``from a import c``]: one import per line, as isort keeps them."""
     out = []
     for alias in node.names:
         suffix = f" as {alias.asname}" if alias.asname else ""
@@ -162,9 +164,11 @@ def module_context(profile: KernelProfile) -> dict:
             init_params.append(hp)
             init_names.add(hp.name)
     hyper_names = [hp.name for hp in profile.hyperparameters]
-    fields = [ip.name for ip in init_params if ip.name not in [p.name for p in params]]
-    repr_fields = _fstring_chunks([f"{name}={{self.{name}}}" for name in fields])
-    module_inputs = [t.name for t in profile.inputs]
+    # extra_repr's fields: an MLP's sizes come from its HF config; other modules show their __init__ arguments.
+    if profile.module.kind == "mlp":
+        fields = ["hidden_size", "intermediate_size"] + hyper_names
+    else:
+        fields = [ip.name for ip in init_params if ip.name not in [p.name for p in params]]
     return {
         "kind": profile.module.kind,
         "init_params": init_params,
@@ -172,15 +176,10 @@ def module_context(profile: KernelProfile) -> dict:
         "param_init": _param_init(profile, size_param),
         "self_params": [f"self.{prm.name}" for prm in params],
         "self_hypers": [f"self.{name}" for name in hyper_names],
-        "module_inputs": module_inputs,
-        "repr_fields": repr_fields,
+        "repr_fields": _fstring_chunks([f"{name}={{self.{name}}}" for name in fields]),
         "module_docstring": wrap_docstring(
             f"{profile.forward_computation or profile.operation_name} as a module, computed by "
             f"``{profile.function_class_name}``."
-        ),
-        "mlp_repr_fields": _fstring_chunks(
-            ["hidden_size={self.hidden_size}", "intermediate_size={self.intermediate_size}"]
-            + [f"{name}={{self.{name}}}" for name in hyper_names]
         ),
     }
 
@@ -194,9 +193,7 @@ def _required_init_params(profile: KernelProfile) -> frozenset[str]:
 
 def common_context(profile: KernelProfile) -> dict:
     imports, body = split_reference(profile.reference.source) if profile.reference.source.strip() else ([], "")
-    tol = {key: list(value) for key, value in profile.test.tolerances.items()}
-    tol.setdefault("float32", [1e-5, 1e-5])
-    tol.setdefault("bfloat16", [1e-2, 1e-2])
+    tol = {key: list(value) for key, value in {**TestSpec().tolerances, **profile.test.tolerances}.items()}
     params = profile.parameters
     size_param = profile.module.size_param
     hyper_names = [hp.name for hp in profile.hyperparameters]
@@ -269,7 +266,6 @@ def benchmark_context(profile: KernelProfile) -> dict:
         "size_name": size_name,
         "sweep_size": sweep_size,
         "sweep_description": sweep_description,
-        "smoke_size": 127,
         "reference_init_args": ", ".join(init_args),
     }
 
@@ -323,4 +319,4 @@ def render_kernel(profile: KernelProfile, helpers: frozenset[str] = OPTIONAL_TAR
     context.update(benchmark_context(profile))
     files[paths["benchmark"]] = env.get_template("benchmark.py.j2").render(context)
     functional = env.get_template("functional.py.j2").render(context)
-    return RenderedKernel(files=files, functional_source=textwrap.dedent(functional))
+    return RenderedKernel(files=files, functional_source=functional)
