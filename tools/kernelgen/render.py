@@ -213,6 +213,7 @@ def common_context(profile: KernelProfile) -> dict:
         "outputs": [t.name for t in profile.outputs],
         "grad_inputs": [t.name for t in profile.inputs if t.requires_grad],
         "params": params,
+        "channel_params": [prm for prm in params if prm.shape == "channel"],
         "param_names": [prm.name for prm in params],
         "hypers": profile.hyperparameters,
         "hyper_names": hyper_names,
