@@ -22,6 +22,11 @@ def is_triton_interpreter() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") == "1"
 
 
+def is_hip() -> bool:
+    """True on AMD GPUs, where torch is built on ROCm/HIP instead of CUDA."""
+    return torch.version.hip is not None
+
+
 def ensure_contiguous(fn: Callable) -> Callable:
     """Make every tensor argument of an autograd ``forward``/``backward`` contiguous before the call."""
 
@@ -133,6 +138,7 @@ __all__ = [
     "element_mul_kernel",
     "ensure_contiguous",
     "get_num_sms",
+    "is_hip",
     "is_triton_interpreter",
     "pow",
     "tanh",
