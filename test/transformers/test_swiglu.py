@@ -203,3 +203,66 @@ def test_liger_swiglu_mlp_state_dict_keys_match_hf_llama_mlp():
     hf_keys = set(LlamaMLP(config).state_dict())
     assert liger_keys == hf_keys
     assert "intermediate_size=40" in repr(LigerSwiGLUMLP(config))
+
+
+# Gate / down multipliers (Falcon-H1) -------------------------------------------------------------------------
+MULTIPLIERS = [(0.7, 1.3), (1.5, 0.5), (1.0, 2.0), (0.25, 1.0)]
+# Against an fp32 reference, bf16 output carries up to three roundings (silu, the product, the down multiplier).
+SCALED_DTYPES = [
+    pytest.param(torch.float32, 1e-5, 1e-5, id="fp32"),
+    pytest.param(
+        torch.bfloat16,
+        2e-2,
+        2e-2,
+        id="bf16",
+        marks=pytest.mark.skipif(not supports_bfloat16(), reason="bf16 needs an Ampere+ GPU (no interpreter)"),
+    ),
+]
+
+
+@pytest.mark.parametrize("shape", ACT_SHAPES)
+@pytest.mark.parametrize("gate_multiplier, down_multiplier", MULTIPLIERS)
+@pytest.mark.parametrize("dtype, atol, rtol", SCALED_DTYPES)
+def test_silu_mul_function_with_multipliers_matches_torch(shape, gate_multiplier, down_multiplier, dtype, atol, rtol):
+    set_seed(5)
+    a = torch.randn(shape, device=device, dtype=dtype, requires_grad=True)
+    b = torch.randn(shape, device=device, dtype=dtype, requires_grad=True)
+    a_ref = a.detach().float().requires_grad_(True)
+    b_ref = b.detach().float().requires_grad_(True)
+
+    c = LigerSiLUMulFunction.apply(a.clone(), b.clone(), gate_multiplier, down_multiplier)
+    c_ref = F.silu(a_ref * gate_multiplier) * b_ref * down_multiplier
+    assert c.dtype == dtype
+    assert_verbose_allclose(c, c_ref, atol=atol, rtol=rtol, extra_info="[c]")
+
+    dc = torch.randn_like(c)
+    c.backward(dc)
+    c_ref.backward(dc.float())
+    assert_verbose_allclose(a.grad, a_ref.grad, atol=atol, rtol=rtol, extra_info="[da]")
+    assert_verbose_allclose(b.grad, b_ref.grad, atol=atol, rtol=rtol, extra_info="[db]")
+
+
+def test_unit_multipliers_are_bit_identical_to_plain_swiglu():
+    set_seed(6)
+    a = torch.randn(5, 67, device=device)
+    b = torch.randn(5, 67, device=device)
+    dc = torch.randn(5, 67, device=device)
+    results = []
+    for extra in ((), (1.0, 1.0), (1, 1)):
+        a_leaf = a.clone().requires_grad_(True)
+        b_leaf = b.clone().requires_grad_(True)
+        c = LigerSiLUMulFunction.apply(a_leaf.clone(), b_leaf.clone(), *extra)
+        c.backward(dc)
+        results.append((c.detach(), a_leaf.grad, b_leaf.grad))
+    for other in results[1:]:
+        for expected, actual in zip(results[0], other):
+            assert torch.equal(actual, expected)
+
+
+def test_functional_liger_swiglu_passes_multipliers():
+    set_seed(7)
+    a = torch.randn(3, 41, device=device)
+    b = torch.randn(3, 41, device=device)
+    expected = LigerSiLUMulFunction.apply(a.clone(), b.clone(), 0.5, 3.0)
+    assert torch.equal(liger_swiglu(a.clone(), b.clone(), gate_multiplier=0.5, down_multiplier=3.0), expected)
+    assert_verbose_allclose(expected, F.silu(a * 0.5) * b * 3.0, atol=1e-5, rtol=1e-5)

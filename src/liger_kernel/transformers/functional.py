@@ -30,6 +30,6 @@ def liger_rms_norm(X, W, eps, offset=0.0, casting_mode="llama", in_place=True):
     return LigerRMSNormFunction.apply(X, W, eps, offset, casting_mode, in_place)
 
 
-def liger_swiglu(a, b):
-    """``silu(a) * b``; backward overwrites ``a`` and ``b`` with their gradients."""
-    return LigerSiLUMulFunction.apply(a, b)
+def liger_swiglu(a, b, gate_multiplier=1.0, down_multiplier=1.0):
+    """``silu(a * gate_multiplier) * b * down_multiplier``; backward overwrites ``a`` and ``b`` with their gradients."""
+    return LigerSiLUMulFunction.apply(a, b, gate_multiplier, down_multiplier)
