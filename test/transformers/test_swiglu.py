@@ -9,6 +9,10 @@ from liger_kernel.ops.swiglu import LigerSiLUMulFunction
 from liger_kernel.ops.swiglu import swiglu_backward
 from liger_kernel.ops.swiglu import swiglu_forward
 from liger_kernel.transformers.functional import liger_swiglu
+from liger_kernel.transformers.swiglu import LigerBlockSparseTop2MLP
+from liger_kernel.transformers.swiglu import LigerExperts
+from liger_kernel.transformers.swiglu import LigerFalconH1SwiGLUMLP
+from liger_kernel.transformers.swiglu import LigerPhi3SwiGLUMLP
 from liger_kernel.transformers.swiglu import LigerSwiGLUMLP
 from test.utils import assert_verbose_allclose
 from test.utils import infer_device
@@ -266,3 +270,136 @@ def test_functional_liger_swiglu_passes_multipliers():
     expected = LigerSiLUMulFunction.apply(a.clone(), b.clone(), 0.5, 3.0)
     assert torch.equal(liger_swiglu(a.clone(), b.clone(), gate_multiplier=0.5, down_multiplier=3.0), expected)
     assert_verbose_allclose(expected, F.silu(a * 0.5) * b * 3.0, atol=1e-5, rtol=1e-5)
+
+
+# Other model families' MLPs ----------------------------------------------------------------------------------
+def _run_module(module, x, dy, *extra_inputs):
+    """Output, input gradient and every parameter gradient of ``module`` on a copy of ``x``."""
+    x = x.clone().requires_grad_(True)
+    y = module(x, *extra_inputs)
+    y.backward(dy)
+    return {"y": y.detach(), "dx": x.grad, **{name: p.grad for name, p in module.named_parameters()}}
+
+
+def _assert_same_results(actual, expected, atol=1e-5, rtol=1e-4):
+    assert actual.keys() == expected.keys()
+    for name in expected:
+        assert_verbose_allclose(actual[name], expected[name], atol=atol, rtol=rtol, extra_info=f"[{name}]")
+
+
+@pytest.mark.parametrize("bsz, seq_len, hidden_size, intermediate_size", MLP_SHAPES)
+def test_liger_phi3_mlp_matches_hf_phi3_mlp(bsz, seq_len, hidden_size, intermediate_size):
+    from transformers.models.phi3.configuration_phi3 import Phi3Config
+    from transformers.models.phi3.modeling_phi3 import Phi3MLP
+
+    set_seed(8)
+    config = Phi3Config(hidden_size=hidden_size, intermediate_size=intermediate_size, hidden_act="silu")
+    hf_mlp = Phi3MLP(config).to(device)
+    liger_mlp = LigerPhi3SwiGLUMLP(config).to(device)
+    liger_mlp.load_state_dict(hf_mlp.state_dict())
+    x = torch.randn(bsz, seq_len, hidden_size, device=device)
+    dy = torch.randn(bsz, seq_len, hidden_size, device=device)
+    _assert_same_results(_run_module(liger_mlp, x, dy), _run_module(hf_mlp, x, dy))
+
+
+class _MixtralExpertReference(torch.nn.Module):
+    """One Mixtral expert as transformers < 5 wrote it: w2(silu(w1(x)) * w3(x))."""
+
+    def __init__(self, hidden_size, intermediate_size):
+        super().__init__()
+        self.w1 = torch.nn.Linear(hidden_size, intermediate_size, bias=False)
+        self.w2 = torch.nn.Linear(intermediate_size, hidden_size, bias=False)
+        self.w3 = torch.nn.Linear(hidden_size, intermediate_size, bias=False)
+
+    def forward(self, x):
+        return self.w2(F.silu(self.w1(x)) * self.w3(x))
+
+
+@pytest.mark.parametrize("bsz, seq_len, hidden_size, intermediate_size", MLP_SHAPES)
+def test_liger_block_sparse_top2_mlp_matches_a_mixtral_expert(bsz, seq_len, hidden_size, intermediate_size):
+    set_seed(9)
+    config = _llama_config(hidden_size, intermediate_size)
+    reference = _MixtralExpertReference(hidden_size, intermediate_size).to(device)
+    liger_mlp = LigerBlockSparseTop2MLP(config).to(device)
+    liger_mlp.load_state_dict(reference.state_dict())
+    x = torch.randn(bsz, seq_len, hidden_size, device=device)
+    dy = torch.randn(bsz, seq_len, hidden_size, device=device)
+    _assert_same_results(_run_module(liger_mlp, x, dy), _run_module(reference, x, dy))
+
+
+@pytest.mark.parametrize("bsz, seq_len, hidden_size, intermediate_size", MLP_SHAPES)
+@pytest.mark.parametrize("num_experts, top_k", [(4, 2), (3, 1)])
+def test_liger_experts_match_hf_mixtral_experts(bsz, seq_len, hidden_size, intermediate_size, num_experts, top_k):
+    modeling_mixtral = pytest.importorskip("transformers.models.mixtral.modeling_mixtral")
+    if not hasattr(modeling_mixtral, "MixtralExperts"):
+        pytest.skip("MixtralExperts (3-D expert weights) exists from transformers v5 on")
+    from transformers.models.mixtral.configuration_mixtral import MixtralConfig
+
+    set_seed(10)
+    config = MixtralConfig(
+        hidden_size=hidden_size,
+        intermediate_size=intermediate_size,
+        num_local_experts=num_experts,
+        num_experts_per_tok=top_k,
+        hidden_act="silu",
+        experts_implementation="eager",
+    )
+    hf_experts = modeling_mixtral.MixtralExperts(config).to(device)
+    liger_experts = LigerExperts(config).to(device)
+    with torch.no_grad():
+        for param in hf_experts.parameters():
+            param.copy_(torch.randn_like(param) / hidden_size**0.5)
+    liger_experts.load_state_dict(hf_experts.state_dict())
+
+    tokens = bsz * seq_len
+    x = torch.randn(tokens, hidden_size, device=device)
+    dy = torch.randn(tokens, hidden_size, device=device)
+    router = torch.randn(tokens, num_experts, device=device).softmax(dim=-1)
+    top_k_weights, top_k_index = router.topk(top_k, dim=-1)
+    expected = _run_module(hf_experts, x, dy, top_k_index, top_k_weights)
+    actual = _run_module(liger_experts, x, dy, top_k_index, top_k_weights)
+    _assert_same_results(actual, expected)
+
+
+class _FalconH1MLPReference(torch.nn.Module):
+    def __init__(self, hidden_size, intermediate_size, gate_multiplier, down_multiplier):
+        super().__init__()
+        self.gate_proj = torch.nn.Linear(hidden_size, intermediate_size, bias=False)
+        self.up_proj = torch.nn.Linear(hidden_size, intermediate_size, bias=False)
+        self.down_proj = torch.nn.Linear(intermediate_size, hidden_size, bias=False)
+        self.gate_multiplier = gate_multiplier
+        self.down_multiplier = down_multiplier
+
+    def forward(self, x):
+        hidden = F.silu(self.gate_proj(x) * self.gate_multiplier) * self.up_proj(x)
+        return self.down_proj(hidden) * self.down_multiplier
+
+
+@pytest.mark.parametrize("bsz, seq_len, hidden_size, intermediate_size", MLP_SHAPES)
+@pytest.mark.parametrize("gate_multiplier, down_multiplier", [(0.7, 1.3), (2.0, 0.25)])
+def test_liger_falcon_h1_mlp_matches_reference(
+    bsz, seq_len, hidden_size, intermediate_size, gate_multiplier, down_multiplier
+):
+    from transformers.models.falcon_h1.configuration_falcon_h1 import FalconH1Config
+
+    set_seed(11)
+    config = FalconH1Config(
+        hidden_size=hidden_size,
+        intermediate_size=intermediate_size,
+        mlp_multipliers=[gate_multiplier, down_multiplier],
+    )
+    reference = _FalconH1MLPReference(hidden_size, intermediate_size, gate_multiplier, down_multiplier).to(device)
+    liger_mlp = LigerFalconH1SwiGLUMLP(config).to(device)
+    liger_mlp.load_state_dict(reference.state_dict())
+    x = torch.randn(bsz, seq_len, hidden_size, device=device)
+    dy = torch.randn(bsz, seq_len, hidden_size, device=device)
+    _assert_same_results(_run_module(liger_mlp, x, dy), _run_module(reference, x, dy))
+    assert "gate_multiplier=" in repr(liger_mlp)
+
+
+@pytest.mark.parametrize("module_class", [LigerPhi3SwiGLUMLP, LigerBlockSparseTop2MLP, LigerExperts])
+def test_other_mlps_reject_non_silu_activation(module_class):
+    config = _llama_config(16, 32, hidden_act="gelu")
+    config.num_local_experts = 2
+    with pytest.raises(ValueError, match="hidden_act"):
+        module_class(config)

@@ -15,6 +15,10 @@ from liger_kernel.transformers.functional import liger_cross_entropy  # noqa: F4
 from liger_kernel.transformers.functional import liger_rms_norm  # noqa: F401
 from liger_kernel.transformers.functional import liger_swiglu  # noqa: F401
 from liger_kernel.transformers.rms_norm import LigerRMSNorm  # noqa: F401
+from liger_kernel.transformers.swiglu import LigerBlockSparseTop2MLP  # noqa: F401
+from liger_kernel.transformers.swiglu import LigerExperts  # noqa: F401
+from liger_kernel.transformers.swiglu import LigerFalconH1SwiGLUMLP  # noqa: F401
+from liger_kernel.transformers.swiglu import LigerPhi3SwiGLUMLP  # noqa: F401
 from liger_kernel.transformers.swiglu import LigerSwiGLUMLP  # noqa: F401
 
 if TYPE_CHECKING:
@@ -56,7 +60,11 @@ def __getattr__(name: str):
 
 
 __all__ = [
+    "LigerBlockSparseTop2MLP",
     "LigerCrossEntropyLoss",
+    "LigerExperts",
+    "LigerFalconH1SwiGLUMLP",
+    "LigerPhi3SwiGLUMLP",
     "LigerRMSNorm",
     "LigerSwiGLUMLP",
     "liger_cross_entropy",
