@@ -231,3 +231,105 @@ def test_liger_rms_norm_rejects_unknown_init_fn_and_reports_settings():
     text = repr(LigerRMSNorm(12, eps=1e-5, offset=1.0, casting_mode="gemma", init_fn="zeros", in_place=False))
     for expected in ("(12,)", "eps=1e-05", "offset=1.0", "casting_mode=gemma", "in_place=False"):
         assert expected in text
+
+
+# No elementwise affine (W=None) and row_mode ------------------------------------------------------------------
+class NoAffineRMSNorm(torch.nn.Module):
+    """``x / rms(x)`` with the arithmetic in fp32 ("llama", "gemma") or in the input dtype ("none")."""
+
+    def __init__(self, eps, upcast):
+        super().__init__()
+        self.eps = eps
+        self.upcast = upcast
+
+    def forward(self, x):
+        h = x.float() if self.upcast else x
+        return (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)).to(x.dtype)
+
+
+NO_AFFINE_MODES = [
+    pytest.param("llama", True, torch.float32, *FP32_TOL, id="llama-fp32"),
+    pytest.param("gemma", True, torch.float32, *FP32_TOL, id="gemma-fp32"),
+    pytest.param("none", False, torch.float32, *FP32_TOL, id="none-fp32"),
+    pytest.param("none", False, torch.float16, 1e-2, 1e-2, id="none-fp16"),
+    pytest.param(
+        "llama",
+        True,
+        torch.bfloat16,
+        2e-2,
+        2e-2,
+        id="llama-bf16",
+        marks=pytest.mark.skipif(not supports_bfloat16(), reason="bf16 needs an Ampere+ GPU (no interpreter)"),
+    ),
+]
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("casting_mode, upcast, dtype, atol, rtol", NO_AFFINE_MODES)
+@pytest.mark.parametrize("in_place", [True, False])
+def test_no_elementwise_affine_matches_reference(shape, casting_mode, upcast, dtype, atol, rtol, in_place):
+    set_seed(7)
+    hidden = shape[-1]
+    # offset has no weight to shift without an affine: it must not change the result.
+    liger = LigerRMSNorm(
+        hidden, eps=EPS, offset=1.0, casting_mode=casting_mode, in_place=in_place, elementwise_affine=False
+    )
+    assert liger.weight is None and list(liger.parameters()) == []
+    reference = NoAffineRMSNorm(EPS, upcast)
+
+    x = torch.randn(shape, device=device, dtype=dtype)
+    x_ref = x.clone().requires_grad_(True)
+    x_liger = x.clone().requires_grad_(True)
+    y_ref = reference(x_ref)
+    y_liger = liger.to(device)(x_liger)
+    assert y_liger.dtype == dtype
+    assert_verbose_allclose(y_liger, y_ref, atol=atol, rtol=rtol, extra_info="[y]")
+
+    dy = torch.randn_like(y_ref)
+    y_ref.backward(dy)
+    y_liger.backward(dy.clone())
+    assert_verbose_allclose(x_liger.grad, x_ref.grad, atol=atol, rtol=rtol, extra_info="[dx]")
+
+
+def test_function_without_weight_returns_no_weight_gradient():
+    set_seed(8)
+    x = torch.randn(5, 3, 37, device=device)
+    results = []
+    for fn in (liger_rms_norm, LigerRMSNormFunction.apply):
+        x_leaf = x.clone().requires_grad_(True)
+        y = fn(x_leaf, None, EPS, 0.0, "gemma", False)
+        y.backward(torch.ones_like(y))
+        results.append((y.detach(), x_leaf.grad))
+    for functional, direct in zip(*results):
+        assert torch.equal(functional, direct)
+    _, x2d, rstd, block_size, num_warps, mode = rms_norm_forward(x, None, EPS, 0.0, "gemma")
+    dx, dw = rms_norm_backward(torch.ones_like(x), x2d, None, rstd, 0.0, mode, block_size, num_warps, False)
+    assert dw is None
+    assert torch.equal(dx, results[0][1])
+
+
+@pytest.mark.parametrize("row_mode", [None, True, False])
+@pytest.mark.parametrize("elementwise_affine", [True, False])
+def test_row_mode_is_accepted_and_changes_nothing(row_mode, elementwise_affine):
+    set_seed(9)
+    x = torch.randn(7, 5, 64, device=device)
+    dy = torch.randn_like(x)
+    outputs = []
+    for mode in (row_mode, None):
+        norm = LigerRMSNorm(64, row_mode=mode, elementwise_affine=elementwise_affine, in_place=False).to(device)
+        x_leaf = x.clone().requires_grad_(True)
+        y = norm(x_leaf)
+        y.backward(dy)
+        outputs.append((y.detach(), x_leaf.grad) + ((norm.weight.grad,) if elementwise_affine else ()))
+    for first, second in zip(*outputs):
+        assert torch.equal(first, second)
+    w = torch.ones(64, device=device) if elementwise_affine else None
+    assert torch.equal(liger_rms_norm(x, w, EPS, row_mode=row_mode), LigerRMSNormFunction.apply(x, w, EPS))
+
+
+def test_no_affine_repr_and_state_dict():
+    norm = LigerRMSNorm(12, elementwise_affine=False, row_mode=True)
+    assert dict(norm.state_dict()) == {}
+    text = repr(norm)
+    for expected in ("(12,)", "elementwise_affine=False", "row_mode=True"):
+        assert expected in text

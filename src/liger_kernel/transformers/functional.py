@@ -25,9 +25,9 @@ def liger_cross_entropy(
     return loss
 
 
-def liger_rms_norm(X, W, eps, offset=0.0, casting_mode="llama", in_place=True):
-    """RMSNorm of ``X`` over its last dimension, scaled by ``offset + W``."""
-    return LigerRMSNormFunction.apply(X, W, eps, offset, casting_mode, in_place)
+def liger_rms_norm(X, W, eps, offset=0.0, casting_mode="llama", in_place=True, row_mode=None):
+    """RMSNorm of ``X`` over its last dimension, scaled by ``offset + W`` (not scaled when ``W`` is None)."""
+    return LigerRMSNormFunction.apply(X, W, eps, offset, casting_mode, in_place, row_mode)
 
 
 def liger_swiglu(a, b, gate_multiplier=1.0, down_multiplier=1.0):

@@ -45,6 +45,9 @@ def _convert_rms_norm(module: nn.Module) -> None:
     module.offset = 0.0
     module.casting_mode = "llama"
     module.in_place = True
+    module.row_mode = None
+    module.elementwise_affine = True
+    module.hidden_size = module.weight.shape[0]
     module.__class__ = LigerRMSNorm
 
 
