@@ -15,6 +15,11 @@ divides. Rows whose target is ``ignore_index`` give zero loss and a zero gradien
 
 Storing the gradient in the logits buffer saves a ``[BT, V]`` allocation -- for an LLM head the largest tensor
 of the step -- at the price that the logits are destroyed whenever a gradient is needed.
+
+On request the first pass also tracks each row's argmax, which gives the predicted tokens (``-1`` for ignored
+rows) and the token accuracy without reading the logits again. The loss is computed and reduced in fp32 and
+returned in the logits' dtype, as torch does; targets outside ``[0, V)`` other than ``ignore_index`` are
+refused before the kernel reads anything.
 """
 
 import torch
@@ -37,6 +42,7 @@ def _cross_entropy_kernel(
     weight_ptr,
     loss_ptr,
     z_loss_ptr,
+    predicted_ptr,
     ce_denominator_ptr,
     row_denominator_ptr,
     ignore_index,
@@ -52,6 +58,7 @@ def _cross_entropy_kernel(
     HAS_SOFTCAP: tl.constexpr,
     IS_MEAN: tl.constexpr,
     RETURN_Z_LOSS: tl.constexpr,
+    COMPUTE_ARGMAX: tl.constexpr,
     COMPUTE_GRAD: tl.constexpr,
     BLOCK_SIZE: tl.constexpr,
 ):
@@ -67,6 +74,8 @@ def _cross_entropy_kernel(
         tl.store(loss_ptr + row, 0.0)
         if RETURN_Z_LOSS:
             tl.store(z_loss_ptr + row, 0.0)
+        if COMPUTE_ARGMAX:
+            tl.store(predicted_ptr + row, -1)
         if COMPUTE_GRAD:
             for start in range(0, n_cols, BLOCK_SIZE):
                 cols = start + tl.arange(0, BLOCK_SIZE)
@@ -79,10 +88,20 @@ def _cross_entropy_kernel(
     running_sum = 0.0
     weighted_z_sum = 0.0
     weight_sum = 0.0
+    best_logit = float("-inf")
+    best_index = 0
     for start in range(0, n_cols, BLOCK_SIZE):
         cols = start + tl.arange(0, BLOCK_SIZE)
         mask = cols < n_cols
         z = tl.load(row_ptr + cols, mask=mask, other=float("-inf")).to(tl.float32)
+        if COMPUTE_ARGMAX:
+            # On the raw logits (softcapping is monotonic but can round distinct logits to one value). A strict
+            # ">" keeps the earliest of equal maxima across chunks, and tl.argmax the earliest within one, as
+            # torch.argmax does.
+            chunk_max = tl.max(z, axis=0)
+            better = chunk_max > best_logit
+            best_index = tl.where(better, start + tl.argmax(z, axis=0), best_index)
+            best_logit = tl.where(better, chunk_max, best_logit)
         if HAS_SOFTCAP:
             # tanh maps the -inf padding to -softcap, so the padding is masked again afterwards.
             z = tl.where(mask, softcap * tanh(z * inv_softcap), float("-inf"))
@@ -100,6 +119,8 @@ def _cross_entropy_kernel(
             else:
                 weighted_z_sum += tl.sum(tl.where(mask, z, 0.0), axis=0)
     lse = running_max + tl.log(running_sum)
+    if COMPUTE_ARGMAX:
+        tl.store(predicted_ptr + row, best_index)
 
     z_target = tl.load(row_ptr + target).to(tl.float32)
     if HAS_SOFTCAP:
@@ -192,6 +213,27 @@ def check_cross_entropy_args(reduction: str, label_smoothing: float, softcap: fl
         raise ValueError(f"softcap must be positive or None, got {softcap}")
 
 
+class TargetOutOfBoundsError(ValueError, AssertionError):
+    """A target that is neither a class index in ``[0, V)`` nor ``ignore_index``.
+
+    A ValueError like the other argument checks, and an AssertionError too, because upstream Liger-Kernel raises
+    one for this case and callers written against it catch that.
+    """
+
+
+def _check_targets(target: torch.Tensor, kept: torch.Tensor, n_cols: int, ignore_index: int) -> None:
+    """Raise TargetOutOfBoundsError unless every kept target indexes a column; costs one small reduction and a
+    host sync, which an index the kernel would read (and write) outside its row is worth."""
+    if target.numel() == 0:
+        return
+    smallest, largest = torch.stack(torch.aminmax(torch.where(kept, target, 0))).tolist()
+    if smallest < 0 or largest >= n_cols:
+        bad = smallest if smallest < 0 else largest
+        raise TargetOutOfBoundsError(
+            f"Target {bad} is out of bounds: targets must lie in [0, {n_cols}) or equal ignore_index ({ignore_index})"
+        )
+
+
 def cross_entropy_forward(
     _input: torch.Tensor,
     target: torch.Tensor,
@@ -202,15 +244,21 @@ def cross_entropy_forward(
     reduction: str,
     softcap: float | None,
     return_z_loss: bool,
+    return_token_accuracy: bool = False,
+    return_predicted_tokens: bool = False,
     *,
     compute_grad: bool = True,
     _block_size: int | None = None,
-) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
-    """Loss (fp32), z-loss (fp32 or None) and ``_input`` holding d loss / d input (when ``compute_grad``).
+):
+    """Return ``(loss, z_loss, token_accuracy, predicted_tokens, _input)``; ``_input`` then holds d loss / d input
+    (when ``compute_grad``).
 
-    ``loss`` is a scalar for "mean"/"sum" and ``[BT]`` for "none"; it already includes the z-loss, which is
-    returned on its own (reduced the same way) only for logging. ``_block_size`` overrides the vocabulary chunk
-    width so tests can cover several chunks with small vocabularies.
+    ``loss`` (in the logits' dtype) is a scalar for "mean"/"sum" and ``[BT]`` for "none"; it already includes
+    the z-loss, which is returned on its own (reduced the same way, same dtype) only for logging. The other
+    outputs are None unless requested: ``token_accuracy`` (fp32) is the fraction of non-ignored rows whose argmax
+    is the target (0 when every row is ignored), or per row 1.0 / 0.0 for "none"; ``predicted_tokens`` (int64,
+    ``[BT]``) is each row's argmax, -1 for ignored rows. ``_block_size`` overrides the vocabulary chunk width so
+    tests can cover several chunks with small vocabularies.
     """
     check_cross_entropy_args(reduction, label_smoothing, softcap)
     if _input.dim() != 2:
@@ -218,10 +266,13 @@ def cross_entropy_forward(
     n_rows, n_cols = _input.shape
     if target.shape != (n_rows,):
         raise ValueError(f"expected target of shape ({n_rows},), got {tuple(target.shape)}")
+    target = target.contiguous()
     if weight is not None:
         if weight.shape != (n_cols,):
             raise ValueError(f"expected weight of shape ({n_cols},), got {tuple(weight.shape)}")
         weight = weight.contiguous()
+    kept = target != ignore_index
+    _check_targets(target, kept, n_cols, ignore_index)
 
     block_size, num_warps = _chunk_settings(n_cols)
     if _block_size is not None:
@@ -229,12 +280,13 @@ def cross_entropy_forward(
 
     loss_1d = torch.empty(n_rows, dtype=torch.float32, device=_input.device)
     z_loss_1d = torch.empty(n_rows, dtype=torch.float32, device=_input.device) if return_z_loss else None
+    compute_argmax = return_token_accuracy or return_predicted_tokens
+    predicted = torch.empty(n_rows, dtype=torch.int64, device=_input.device) if compute_argmax else None
 
     is_mean = reduction == "mean"
     ce_denominator = row_denominator = loss_1d  # placeholders: the kernel reads them only for "mean"
     if is_mean:
         # Kept on the device: no host sync. An all-ignored batch gives 0 here, but then no row divides by it.
-        kept = target != ignore_index
         row_denominator = kept.sum().to(torch.float32)
         if weight is None:
             ce_denominator = row_denominator
@@ -249,6 +301,7 @@ def cross_entropy_forward(
         weight if weight is not None else _input,  # placeholder pointer, unread without HAS_WEIGHT
         loss_1d,
         z_loss_1d if return_z_loss else loss_1d,
+        predicted if compute_argmax else loss_1d,
         ce_denominator,
         row_denominator,
         ignore_index,
@@ -262,16 +315,28 @@ def cross_entropy_forward(
         HAS_SOFTCAP=softcap is not None,
         IS_MEAN=is_mean,
         RETURN_Z_LOSS=return_z_loss,
+        COMPUTE_ARGMAX=compute_argmax,
         COMPUTE_GRAD=compute_grad,
         BLOCK_SIZE=block_size,
         num_warps=num_warps,
     )
 
+    token_accuracy = None
+    if return_token_accuracy:
+        correct = ((predicted == target) & kept).float()
+        token_accuracy = correct if reduction == "none" else correct.sum() / kept.sum().clamp(min=1)
+    predicted_tokens = predicted if return_predicted_tokens else None
+
+    # Summed in fp32, rounded once to the logits' dtype (torch's losses come back in their input's dtype).
     if reduction == "none":
-        return loss_1d, z_loss_1d, _input
-    loss = loss_1d.sum()
-    z_loss = z_loss_1d.sum() if return_z_loss else None
-    return loss, z_loss, _input
+        loss, z_loss = loss_1d, z_loss_1d
+    else:
+        loss = loss_1d.sum()
+        z_loss = z_loss_1d.sum() if return_z_loss else None
+    loss = loss.to(_input.dtype)
+    if z_loss is not None:
+        z_loss = z_loss.to(_input.dtype)
+    return loss, z_loss, token_accuracy, predicted_tokens, _input
 
 
 def cross_entropy_backward(_input: torch.Tensor, grad_output: torch.Tensor) -> torch.Tensor:
@@ -285,7 +350,8 @@ def cross_entropy_backward(_input: torch.Tensor, grad_output: torch.Tensor) -> t
         element_mul_kernel[(n_rows,)](
             _input,
             _input.stride(-2),
-            grad_output.contiguous(),
+            # The loss, and so its gradient, has the logits' dtype; the kernel multiplies by it in fp32.
+            grad_output.to(torch.float32).contiguous(),
             n_cols,
             BLOCK_SIZE=block_size,
             num_warps=num_warps,
@@ -298,8 +364,11 @@ def cross_entropy_backward(_input: torch.Tensor, grad_output: torch.Tensor) -> t
 class LigerCrossEntropyFunction(torch.autograd.Function):
     """Cross entropy over ``[BT, V]`` logits with ignore_index, label smoothing, z-loss, softcap and class weights.
 
-    Returns ``(loss, z_loss)``; ``z_loss`` is None unless ``return_z_loss`` and is not differentiable (it is
-    already part of ``loss``). When the logits need a gradient they are overwritten by it in the forward pass.
+    ``apply(_input, target, weight=None, ignore_index=-100, lse_square_scale=0.0, label_smoothing=0.0,
+    reduction="mean", softcap=None, return_z_loss=False, return_token_accuracy=False,
+    return_predicted_tokens=False)`` returns ``(loss, z_loss, token_accuracy, predicted_tokens)``; each of the
+    last three is None unless requested and none of them is differentiable (the z-loss is already part of
+    ``loss``). When the logits need a gradient they are overwritten by it in the forward pass.
     """
 
     @staticmethod
@@ -315,9 +384,11 @@ class LigerCrossEntropyFunction(torch.autograd.Function):
         reduction: str = "mean",
         softcap: float | None = None,
         return_z_loss: bool = False,
+        return_token_accuracy: bool = False,
+        return_predicted_tokens: bool = False,
     ):
         compute_grad = ctx.needs_input_grad[0]
-        loss, z_loss, _input = cross_entropy_forward(
+        loss, z_loss, token_accuracy, predicted_tokens, _input = cross_entropy_forward(
             _input,
             target,
             weight,
@@ -327,18 +398,21 @@ class LigerCrossEntropyFunction(torch.autograd.Function):
             reduction,
             softcap,
             return_z_loss,
+            return_token_accuracy,
+            return_predicted_tokens,
             compute_grad=compute_grad,
         )
         if compute_grad:
             ctx.save_for_backward(_input.detach())
-        if z_loss is not None:
-            ctx.mark_non_differentiable(z_loss)
-        return loss, z_loss
+        extras = [t for t in (z_loss, token_accuracy, predicted_tokens) if t is not None]
+        if extras:
+            ctx.mark_non_differentiable(*extras)
+        return loss, z_loss, token_accuracy, predicted_tokens
 
     @staticmethod
-    def backward(ctx, grad_output, grad_output2):
-        # One gradient per forward input: _input, then eight that never get one (target, weight, and the options).
-        no_grads = (None,) * 8
+    def backward(ctx, grad_output, *_extra_grads):
+        # One gradient per forward input: _input, then ten that never get one (target, weight, and the options).
+        no_grads = (None,) * 10
         if not ctx.needs_input_grad[0]:
             # Autograd still calls backward when only another input (a class `weight` that is an nn.Parameter)
             # requires a gradient; the forward then saved nothing, and no gradient flows to the weight.
@@ -348,9 +422,14 @@ class LigerCrossEntropyFunction(torch.autograd.Function):
         return (grad_input, *no_grads)
 
 
+# Upstream Liger-Kernel's name for the kernel. Its arguments are this module's own, not upstream's.
+liger_cross_entropy_kernel = _cross_entropy_kernel
+
 __all__ = [
     "LigerCrossEntropyFunction",
+    "TargetOutOfBoundsError",
     "check_cross_entropy_args",
     "cross_entropy_backward",
     "cross_entropy_forward",
+    "liger_cross_entropy_kernel",
 ]

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 # Always-safe imports (independent of 'transformers')
 from liger_kernel.transformers.cross_entropy import LigerCrossEntropyLoss  # noqa: F401
+from liger_kernel.transformers.functional import CrossEntropyOutput  # noqa: F401
 from liger_kernel.transformers.functional import liger_cross_entropy  # noqa: F401
 from liger_kernel.transformers.functional import liger_rms_norm  # noqa: F401
 from liger_kernel.transformers.functional import liger_swiglu  # noqa: F401
@@ -60,6 +61,7 @@ def __getattr__(name: str):
 
 
 __all__ = [
+    "CrossEntropyOutput",
     "LigerBlockSparseTop2MLP",
     "LigerCrossEntropyLoss",
     "LigerExperts",
