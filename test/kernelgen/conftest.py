@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from tools.kernelgen.render import kernel_paths
-from tools.kernelgen.repo import FUNCTIONAL
-from tools.kernelgen.repo import OPS_INIT
-from tools.kernelgen.repo import TRANSFORMERS_INIT
+from tools.kernelgen.layout import FUNCTIONAL
+from tools.kernelgen.layout import OPS_INIT
+from tools.kernelgen.layout import TRANSFORMERS_INIT
+from tools.kernelgen.layout import kernel_paths
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO_ROOT / ".claude" / "skills" / "liger-kernel-gen" / "examples"

@@ -14,6 +14,7 @@ from tools.kernelgen.analyze import analyze
 from tools.kernelgen.analyze import list_builtin_references
 from tools.kernelgen.analyze.closest import _op_names
 from tools.kernelgen.analyze.load import load_reference
+from tools.kernelgen.derivation import elementwise_math
 from tools.kernelgen.profile import dump_yaml
 from tools.kernelgen.profile import load_profile
 from tools.kernelgen.profile import load_yaml
@@ -72,13 +73,11 @@ def test_builtin_reference_profile_identity():
     assert profile.reference.kind == "function"
     assert 'F.gelu(a, approximate="tanh") * b' in profile.reference.source
     assert profile.forward_computation == "y = gelu_tanh(a) * b"
-    assert profile.backward.recompute == ["gelu_tanh(a)"]
-    assert profile.backward.saved_tensors == ["a", "b"]
-    assert set(profile.backward.gradient_formulas) == {"grad_a", "grad_b"}
-    assert profile.math.synthesized
-    assert "tanh" in profile.precision_sensitive_ops
-    assert profile.benchmark.variable == "BT"
-    assert profile.benchmark.x_values == [1024, 2048, 4096, 8192, 16384]
+    # The math is the reference's own formula, in canonical op names; rendering derives the Triton from it.
+    assert profile.math.outputs == {"y": "gelu(a, approximate='tanh') * b"}
+    assert profile.math.triton is None
+    assert set(profile.notes.gradient_formulas) == {"grad_a", "grad_b"}
+    assert "tanh" in elementwise_math(profile).precision_sensitive_ops
     assert profile.benchmark.providers == ["liger", "torch", "torch_compile"]
     assert profile.benchmark.fixed_config["hidden_size"] == 4096
     assert validate_profile(profile) == []
@@ -311,37 +310,38 @@ def test_module_needing_unknown_init_argument(tmp_path):
 def test_builtin_classification(name):
     profile = analyzed(name)
     assert profile.tier == EXPECTED_TIERS[name]
-    assert profile.tier_reason.endswith(".")
+    assert profile.notes.tier_reason.endswith(".")
     assert profile.tier_description
-    assert profile.closest_existing_kernel
+    assert profile.notes.closest_existing_kernel
     # Every profile must dump to YAML and read back, complete or not.
     again = load_yaml(dump_yaml(profile), validate=False)
     assert again.tier == profile.tier and again.reference.source == profile.reference.source
 
 
 def test_tier_reasons_name_the_deciding_ops():
-    assert analyzed("swiglu").tier_reason.startswith("only element-wise ops (silu, mul)")
-    assert "`.mean()` (line 14) reduces each row along the last dimension" in analyzed("rms_norm").tier_reason
-    assert "`torch.softmax`" in analyzed("softmax").tier_reason
-    assert "`F.cross_entropy` (line 14) is a loss over the class dimension" in analyzed("cross_entropy").tier_reason
+    assert analyzed("swiglu").notes.tier_reason.startswith("only element-wise ops (silu, mul)")
+    assert "`.mean()` (line 14) reduces each row along the last dimension" in analyzed("rms_norm").notes.tier_reason
+    assert "`torch.softmax`" in analyzed("softmax").notes.tier_reason
+    assert (
+        "`F.cross_entropy` (line 14) is a loss over the class dimension" in analyzed("cross_entropy").notes.tier_reason
+    )
 
 
 @pytest.mark.parametrize("name", ["rms_norm", "layer_norm", "softmax", "cross_entropy"])
-def test_tier2_and_tier3_leave_math_with_a_todo(name):
+def test_tier2_and_tier3_leave_math_empty_and_say_so(name):
     profile = analyzed(name)
-    assert profile.math.forward == [] and profile.math.backward == [] and not profile.math.synthesized
-    assert f"tier {profile.tier} math is not synthesized" in profile.math.extra["todo"]
+    assert profile.math.outputs == {} and profile.math.triton is None
+    assert any(f"tier {profile.tier}" in remark for remark in profile.notes.remarks)
     problems = validate_profile(profile)
     if profile.tier == 2:
-        assert any(problem.startswith("math.row_statistics") for problem in problems)
+        assert any(problem.startswith("math.outputs") for problem in problems)
 
 
 def test_cross_entropy_inputs_hyperparameters_and_kind():
     profile = analyzed("cross_entropy")
     logits, target = profile.inputs
     assert (logits.name, logits.dtype, logits.requires_grad) == ("logits", "same", True)
-    assert (target.name, target.dtype, target.requires_grad, target.shape) == ("target", "int64", False, ["*"])
-    assert profile.outputs[0].shape == []
+    assert (target.name, target.dtype, target.requires_grad) == ("target", "int64", False)
     hypers = {h.name: h for h in profile.hyperparameters}
     assert (hypers["ignore_index"].type, hypers["ignore_index"].default) == ("int", -100)
     assert (hypers["label_smoothing"].type, hypers["label_smoothing"].constexpr) == ("float", False)
@@ -369,13 +369,13 @@ def test_classification_of_small_references(tmp_path, body, tier, fragment):
     path = write(tmp_path, "ref.py", f"import torch\n\n\ndef ref(x):\n    {body}\n")
     profile = analyze(str(path))
     assert profile.tier == tier
-    assert fragment in profile.tier_reason
+    assert fragment in profile.notes.tier_reason
 
 
 def test_casts_are_noted(tmp_path):
     path = write(tmp_path, "cast.py", "import torch\n\n\ndef ref(x):\n    return x.float().exp().type_as(x)\n")
     profile = analyze(str(path))
-    assert profile.math.extra["casts"] == [".float() at line 5", ".type_as() at line 5"]
+    assert profile.notes.casts == [".float() at line 5", ".type_as() at line 5"]
 
 
 # Parameter and hyper-parameter discovery ---------------------------------------------------------------------
@@ -390,9 +390,8 @@ def test_dyt_parameters():
     assert profile.hyperparameters == []  # init_alpha only initialises alpha
     assert [(p.name, p.default) for p in profile.module.init_params] == [("hidden_size", None), ("init_alpha", 0.5)]
     assert profile.module.size_param == "hidden_size"
-    assert profile.tiling.needs_sm_parallelism
-    assert profile.backward.saved_tensors == ["x", "alpha", "weight"]
-    assert profile.backward.recompute == ["tanh(alpha * x)"]
+    # bias is only added: the backward reads neither it nor anything but x, alpha and weight.
+    assert elementwise_math(profile).backward_uses == ["alpha", "grad_y", "weight", "x"]
     assert profile.forward_computation == "y = weight * tanh(alpha * x) + bias"
     assert profile.function_class_name == "LigerDyTFunction"
 
@@ -401,8 +400,8 @@ def test_leaky_relu_mul_hyperparameter():
     profile = analyzed("leaky_relu_mul")
     (slope,) = profile.hyperparameters
     assert (slope.name, slope.type, slope.default, slope.constexpr) == ("negative_slope", "float", 0.01, False)
-    assert any("negative_slope" in statement for statement in profile.math.forward)
-    assert not profile.tiling.needs_sm_parallelism
+    assert "negative_slope" in profile.math.outputs["y"]
+    assert any("negative_slope" in statement for statement in elementwise_math(profile).forward)
     assert profile.parameters == []
 
 
@@ -458,8 +457,8 @@ def test_string_hyperparameter_is_constexpr_and_specialized(tmp_path):
     profile = analyze(str(path))
     (hyper,) = profile.hyperparameters
     assert (hyper.name, hyper.type, hyper.default, hyper.constexpr) == ("approximate", "str", "none", True)
-    assert profile.math.extra["specialized"] == {"approximate": "none"}
-    assert "erf" in " ".join(profile.math.forward)
+    assert profile.notes.specialized == {"approximate": "none"}
+    assert "erf" in " ".join(elementwise_math(profile).forward)
 
 
 # Tier 1 math, executed on torch ------------------------------------------------------------------------------
@@ -547,14 +546,13 @@ def test_tier1_math_matches_reference_and_autograd(name):
     differentiable = [t.name for t in profile.inputs] + list(params)
     expected_grads = torch.autograd.grad(expected, [leaves[key] for key in differentiable], grad_output)
 
-    forward_scope = run_statements(profile.math.forward, {**inputs, **params, **hypers})
+    math = elementwise_math(profile)
+    forward_scope = run_statements(math.forward, {**inputs, **params, **hypers})
     torch.testing.assert_close(
         _tensor(forward_scope[output.name]).expand(rows, cols), expected.detach(), rtol=1e-6, atol=1e-9
     )
 
-    backward_scope = run_statements(
-        profile.math.backward, {**inputs, **params, **hypers, f"grad_{output.name}": grad_output}
-    )
+    backward_scope = run_statements(math.backward, {**inputs, **params, **hypers, f"grad_{output.name}": grad_output})
     for key, want in zip(differentiable, expected_grads):
         got = _tensor(backward_scope[f"grad_{key}"]).expand(rows, cols)
         if key in params:
@@ -568,9 +566,8 @@ def test_tier1_profiles_validate_and_round_trip(name):
     profile = analyzed(name)
     assert validate_profile(profile) == []
     again = load_yaml(dump_yaml(profile))
-    assert again.math.forward == profile.math.forward
-    assert again.math.backward == profile.math.backward
-    assert again.backward.gradient_formulas == profile.backward.gradient_formulas
+    assert again == profile
+    assert elementwise_math(again).backward == elementwise_math(profile).backward
 
 
 def test_archived_kernel_sharing_the_most_ops_is_named_closest(tmp_path):
@@ -579,10 +576,10 @@ def test_archived_kernel_sharing_the_most_ops_is_named_closest(tmp_path):
         (knowledge / archived).mkdir(parents=True)
         (knowledge / archived / "profile.yaml").write_text(dump_yaml(analyze(archived)))
     # softplus_gate computes softplus(a) * b: it shares softplus with mish (x * tanh(softplus(x))) only.
-    assert analyze("softplus_gate", knowledge_root=tmp_path).closest_existing_kernel == "mish"
+    assert analyze("softplus_gate", knowledge_root=tmp_path).notes.closest_existing_kernel == "mish"
     # A reference whose hints name its closest kernel keeps it; with no archive the tier default stays.
-    assert analyze("reglu", knowledge_root=tmp_path).closest_existing_kernel == "swiglu"
-    assert analyze("softplus_gate", knowledge_root=tmp_path / "none").closest_existing_kernel == "swiglu"
+    assert analyze("reglu", knowledge_root=tmp_path).notes.closest_existing_kernel == "swiglu"
+    assert analyze("softplus_gate", knowledge_root=tmp_path / "none").notes.closest_existing_kernel == "swiglu"
 
 
 def test_archived_tier2_kernel_is_named_closest_by_the_formula_functions(tmp_path):
@@ -597,12 +594,12 @@ def test_archived_tier2_kernel_is_named_closest_by_the_formula_functions(tmp_pat
     # The archived rms_norm's statements call tl.rsqrt and tl.sum (row statistics and backward; its forward calls
     # nothing); layer_norm's formula calls mean and rsqrt: rsqrt is shared. mish is tier 1, never a candidate.
     assert _op_names(archived["rms_norm_ex"]) == {"rsqrt", "sum"}
-    assert analyze("layer_norm", knowledge_root=tmp_path).closest_existing_kernel == "rms_norm_ex"
+    assert analyze("layer_norm", knowledge_root=tmp_path).notes.closest_existing_kernel == "rms_norm_ex"
     # softmax's formula shares nothing with it: the tier default stays.
-    assert analyze("softmax", knowledge_root=tmp_path).closest_existing_kernel == "rms_norm"
+    assert analyze("softmax", knowledge_root=tmp_path).notes.closest_existing_kernel == "rms_norm"
 
 
 def test_closest_kernel_op_names_drop_qualifiers_and_method_calls():
     profile = load_profile(EXAMPLES / "rms_norm.yaml")
-    profile.math.forward = ["y = (libdevice.tanh(x) * tl.extra.cuda.libdevice.exp(x)).to(tl.float32) * _tanh(x)"]
+    profile.math.triton.forward = ["y = (libdevice.tanh(x) * tl.extra.cuda.libdevice.exp(x)).to(tl.float32) * _tanh(x)"]
     assert _op_names(profile) == {"rsqrt", "sum", "tanh", "exp"}

@@ -18,14 +18,14 @@ from tools.kernelgen import writer
 from tools.kernelgen.formatting import lint_findings
 from tools.kernelgen.generate import GenerateError
 from tools.kernelgen.generate import plan_new
+from tools.kernelgen.layout import TRANSFORMERS_INIT
+from tools.kernelgen.layout import kernel_paths
 from tools.kernelgen.profile import ProfileError
 from tools.kernelgen.profile import from_dict
 from tools.kernelgen.profile import load_profile
 from tools.kernelgen.profile import validate_profile
-from tools.kernelgen.render import kernel_paths
 from tools.kernelgen.render import render_kernel
 from tools.kernelgen.render import target_helpers
-from tools.kernelgen.repo import TRANSFORMERS_INIT
 from tools.kernelgen.repo import LigerRepo
 
 FIXTURES = REPO_ROOT / "test" / "kernelgen" / "fixtures"
@@ -247,25 +247,39 @@ def test_missing_names_do_not_hide_the_other_problems():
 def test_field_types_come_from_the_profile_annotations():
     data = yaml.safe_load((EXAMPLES / "rms_norm.yaml").read_text())
     data["hyperparameters"][0]["choices"] = 5
-    data["tiling"]["grid"] = 5
+    data["tiling"]["programs_per_sm"] = "many"
     data["tier"] = True
     data["outputs"][0]["dtype"] = "float16"
     with pytest.raises(ProfileError) as caught:
         from_dict(data)
     problems = caught.value.problems
     assert "hyperparameters[0].choices: expected list, got int" in problems
-    assert "tiling.grid: expected str, got int" in problems
+    assert "tiling.programs_per_sm: expected int, got str" in problems
     assert "tier: expected int, got bool" in problems
     assert any(problem.startswith("outputs[0].dtype: 'float16' is not one of") for problem in problems)
 
 
-def test_a_profile_whose_math_is_still_to_be_written_is_invalid():
+def test_a_profile_without_math_is_invalid():
     data = yaml.safe_load((EXAMPLES / "rms_norm.yaml").read_text())
-    data["math"].setdefault("extra", {})["todo"] = "write the row statistics"
+    del data["math"]
     problems = validate_profile(from_dict(data, validate=False))
-    assert problems == [
-        "math.extra.todo: the math is still to be written (write the row statistics); write it, then remove the todo"
-    ]
+    assert problems == ["math.outputs: a formula for every output is required (or hand-written math.triton)"]
+
+
+def test_a_format_1_profile_names_each_field_that_moved():
+    data = yaml.safe_load((EXAMPLES / "swiglu.yaml").read_text())
+    data["profile_version"] = 1
+    data["tier_reason"] = "only element-wise ops"
+    data["backward"]["saved_tensors"] = ["a", "b"]
+    data["math"]["forward"] = ["y = a * b * tl.sigmoid(a)"]
+    with pytest.raises(ProfileError) as caught:
+        from_dict(data)
+    problems = caught.value.problems
+    assert "tier_reason: moved to notes.tier_reason in profile format 2" in problems
+    assert any(problem.startswith("backward.saved_tensors: removed in profile format 2") for problem in problems)
+    assert any(problem.startswith("math.forward: moved to math.triton.forward") for problem in problems)
+    assert "profile_version: 1; this kernelgen reads format 2" in problems
+    assert "\n" not in str(caught.value)  # one line on screen
 
 
 def test_loss_modules_and_tier_3_go_together():
@@ -283,7 +297,7 @@ def test_tier2_takes_one_input():
     data = yaml.safe_load((EXAMPLES / "rms_norm.yaml").read_text())
     data["inputs"].append(dict(data["inputs"][0], name="residual"))
     problems = validate_profile(from_dict(data, validate=False))
-    assert "inputs: tier 2 (row-reduction template) takes exactly one input, the row x" in problems
+    assert "inputs: hand-written tier-2 math takes exactly one input, the row x" in problems
 
 
 def test_tier3_profile_without_the_template_switches_is_reported_with_the_other_problems():

@@ -1,6 +1,5 @@
 """``new NAME --modify``: hand edits survive a re-generation, overlapping edits stop it, host kernels only grow."""
 
-import argparse
 import shutil
 import subprocess
 
@@ -191,8 +190,7 @@ def test_dry_run_prints_the_diff_and_writes_nothing(edited, tmp_path):
 
 def test_modify_without_a_source_reuses_the_record_and_changes_nothing(edited):
     repo = LigerRepo.open(edited)
-    args = argparse.Namespace(name="act", profile=None, reference=None)
-    plan = plan_modify(repo, "act", profile_for_modify(args, repo))
+    plan = plan_modify(repo, "act", profile_for_modify(repo, "act"))
     assert plan.changes.changes == {}
     assert not plan.conflicted
     statuses = {report.path: report.status for report in plan.reports}
@@ -211,9 +209,8 @@ def test_renamed_wrapper_is_registered_and_the_old_name_reported_stale(generated
 
 def test_modify_of_a_kernel_that_does_not_exist_is_a_user_error(generated):
     repo = LigerRepo.open(generated)
-    args = argparse.Namespace(name="act", profile=None, reference=None)
     with pytest.raises(ModifyError, match="no kernel 'nothing_here'"):
-        plan_modify(repo, "nothing_here", profile_for_modify(args, repo))
+        plan_modify(repo, "nothing_here", profile_for_modify(repo, "act"))
 
 
 # Hand-written host kernel (no record) ----------------------------------------------------------------------

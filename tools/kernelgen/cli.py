@@ -71,12 +71,32 @@ def build_parser() -> argparse.ArgumentParser:
     analyze.add_argument("--name", help="kernel name (default: from the reference)")
 
     commands.add_parser("references", help="list the built-in references")
-    from tools.kernelgen.validate import register as register_validate
 
-    register_validate(commands)
-    from tools.kernelgen.modify import register as register_modify
+    validate = commands.add_parser(
+        "validate",
+        help="check a generated kernel: checkstyle, purity, unit tests, correctness, performance",
+        description="Validate a generated kernel; exit 0 when every stage passes, 1 when one fails.",
+    )
+    validate.add_argument("name", help="kernel name, as given to `new` (its record is .kernelgen/NAME.yaml)")
+    validate.add_argument("--repo", metavar="PATH", help="Liger checkout holding the kernel (default: this one)")
+    validate.add_argument(
+        "--workspace", metavar="DIR", help="where iterations.tsv and summary.md go (default: .kernelgen-work/NAME/)"
+    )
+    validate.add_argument("--skip-tests", action="store_true", help="skip the unit-test stage")
+    validate.add_argument(
+        "--archive",
+        action="store_true",
+        help="when every stage passes, copy profile, ops file and summary to the skill's knowledge/NAME/",
+    )
+    validate.add_argument("--focus", default="validate", help="iterations.tsv 'focus' column (what this try changed)")
+    validate.add_argument("--description", default="", help="iterations.tsv 'description' column (default: verdicts)")
 
-    register_modify(commands)
+    modify = commands.add_parser(
+        "modify",
+        help="update an existing kernel in place, keeping hand edits (same as new NAME --modify)",
+        description="Three-way merge a new profile into a generated kernel, or add cases to a hand-written one.",
+    )
+    add_kernel_options(modify)
     return parser
 
 
@@ -105,26 +125,16 @@ def _profile_for_new(args):
 
 
 def cmd_new(args) -> int:
-    from tools.kernelgen.generate import check_kernel_name
     from tools.kernelgen.generate import plan_new
+    from tools.kernelgen.layout import check_kernel_name
     from tools.kernelgen.repo import LigerRepo
     from tools.kernelgen.writer import write_all
 
     if args.modify:
-        from tools.kernelgen.modify import run_modify
-
-        return run_modify(args)
+        return cmd_modify(args)
     check_kernel_name(args.name)
     repo = LigerRepo.open(args.repo)
     profile = _profile_for_new(args)
-    todo = profile.math.extra.get("todo")
-    if todo:
-        raise CliError(
-            f"'{args.name}' is tier {profile.tier} ({profile.tier_reason or profile.tier_description}); "
-            f"kernelgen synthesizes tier 1 only: run `python -m tools.kernelgen analyze {args.reference or args.name} "
-            f"--name {args.name} -o {args.name}.yaml`, "
-            f"fill math ({todo}), then `new {args.name} --profile {args.name}.yaml`"
-        )
     changes = plan_new(repo, profile, force=args.force)
     if args.dry_run:
         sys.stdout.write(changes.diff())
@@ -150,7 +160,7 @@ def cmd_analyze(args) -> int:
     if args.output:
         Path(args.output).write_text(text, encoding="utf-8")
         print(
-            f"kernelgen: wrote {args.output} ({profile.operation_name}, tier {profile.tier}: {profile.tier_reason})",
+            f"kernelgen: wrote {args.output} ({profile.operation_name}, tier {profile.tier}: {profile.notes.tier_reason})",
             file=sys.stderr,
         )
     else:
@@ -167,15 +177,62 @@ def cmd_references(args) -> int:
 
 
 def cmd_modify(args) -> int:
-    from tools.kernelgen.modify import run_modify
+    from tools.kernelgen.layout import check_kernel_name
+    from tools.kernelgen.modify import EXIT_CONFLICT
+    from tools.kernelgen.modify import ModifyError
+    from tools.kernelgen.modify import plan_modify
+    from tools.kernelgen.modify import profile_for_modify
+    from tools.kernelgen.repo import LigerRepo
+    from tools.kernelgen.writer import write_all
 
-    return run_modify(args)
+    if getattr(args, "force", False):
+        raise ModifyError("--modify merges into the existing files; --force (overwrite them) cannot go with it")
+    check_kernel_name(args.name)
+    repo = LigerRepo.open(args.repo)
+    profile = profile_for_modify(repo, args.name, profile_path=args.profile, reference=args.reference)
+    if profile.operation_name != args.name:
+        profile = profile.renamed(args.name)
+    plan = plan_modify(repo, args.name, profile)
+    mode = " (conflicts: none of this is written)" if plan.conflicted else " (dry run)" if args.dry_run else ""
+    print(f"kernelgen: modify '{args.name}' in {repo.root}{mode}")
+    sys.stdout.write(plan.report_text())
+    if plan.conflicted:
+        sys.stdout.write(plan.conflict_text())
+        sys.stdout.flush()
+        files = len(plan.conflicted)
+        print(
+            f"kernelgen: {plan.conflict_count} conflict(s) in {files} file(s); nothing written. Reconcile the hand "
+            f"edits shown above with the new profile (or undo them), then run --modify again",
+            file=sys.stderr,
+        )
+        return EXIT_CONFLICT
+    if args.dry_run:
+        sys.stdout.write(plan.changes.diff())
+        print(f"kernelgen: dry run, nothing written ({len(plan.changes.changes)} files would change)", file=sys.stderr)
+        return 0
+    if plan.changes.changes:
+        write_all(repo.root, plan.changes.changes)
+    save_profile(args.save_profile, profile)
+    print(
+        f"kernelgen: wrote {len(plan.changes.changes)} files"
+        if plan.changes.changes
+        else "kernelgen: nothing to change"
+    )
+    return 0
 
 
 def cmd_validate(args) -> int:
     from tools.kernelgen.validate import run
 
-    return run(args)
+    return run(
+        args.name,
+        repo=args.repo,
+        workspace=args.workspace,
+        skip_tests=args.skip_tests,
+        archive=args.archive,
+        focus=args.focus,
+        description=args.description,
+    )
 
 
 COMMANDS = {
@@ -192,6 +249,7 @@ def user_errors() -> tuple[type[BaseException], ...]:
     from tools.kernelgen.analyze import AnalyzeError
     from tools.kernelgen.generate import GenerateError
     from tools.kernelgen.insert import InsertError
+    from tools.kernelgen.layout import KernelNameError
     from tools.kernelgen.modify import ModifyError
     from tools.kernelgen.profile import ProfileError
     from tools.kernelgen.repo import RepoError
@@ -204,6 +262,7 @@ def user_errors() -> tuple[type[BaseException], ...]:
         AnalyzeError,
         GenerateError,
         InsertError,
+        KernelNameError,
         ModifyError,
         ProfileError,
         RepoError,

@@ -1,8 +1,7 @@
-"""Archive validated kernels in the skill's knowledge base, and list what it holds.
+"""The archive of validated kernels (``validate NAME --archive``), which ``analyze`` reads back.
 
-``validate NAME --archive`` copies the generation record (as ``profile.yaml``), the ops file and ``summary.md``
-into ``.claude/skills/liger-kernel-gen/knowledge/NAME/`` of the target checkout; ``analyze`` can then name an
-archived kernel as the closest existing one.
+Each archived kernel is a folder ``.claude/skills/liger-kernel-gen/knowledge/NAME/`` of the checkout holding its
+generation record (as ``profile.yaml``), its ops file and the ``summary.md`` of the validation that accepted it.
 """
 
 from __future__ import annotations
@@ -11,26 +10,30 @@ import shutil
 
 from pathlib import Path
 
-from tools.kernelgen.repo import LigerRepo
-from tools.kernelgen.validate.report import Target
+from tools.kernelgen.layout import KNOWLEDGE_DIR
+from tools.kernelgen.layout import KNOWLEDGE_PROFILE
+from tools.kernelgen.layout import kernel_paths
+from tools.kernelgen.layout import record_path
 
-KNOWLEDGE_DIR = ".claude/skills/liger-kernel-gen/knowledge"
-PROFILE_FILE = "profile.yaml"
 
-
-def knowledge_kernels(repo) -> list[str]:
-    """Names of the kernels archived in ``repo`` (a path or a ``LigerRepo``), sorted; each has a profile.yaml."""
-    root = repo.root if isinstance(repo, LigerRepo) else Path(repo)
-    base = root / KNOWLEDGE_DIR
+def knowledge_kernels(root: Path) -> list[str]:
+    """Names of the kernels archived in the checkout at ``root``, sorted; each has a profile.yaml."""
+    base = Path(root) / KNOWLEDGE_DIR
     if not base.is_dir():
         return []
-    return sorted(entry.name for entry in base.iterdir() if (entry / PROFILE_FILE).is_file())
+    return sorted(entry.name for entry in base.iterdir() if (entry / KNOWLEDGE_PROFILE).is_file())
 
 
-def archive(target: Target, summary: Path) -> Path:
-    destination = target.repo.root / KNOWLEDGE_DIR / target.name
+def archived_profile_path(root: Path, name: str) -> Path:
+    return Path(root) / KNOWLEDGE_DIR / name / KNOWLEDGE_PROFILE
+
+
+def archive(root: Path, name: str, summary: Path) -> Path:
+    """Copy kernel ``name``'s record, ops file and validation summary into the archive; returns its folder."""
+    root = Path(root)
+    destination = root / KNOWLEDGE_DIR / name
     destination.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(target.repo.root / ".kernelgen" / f"{target.name}.yaml", destination / PROFILE_FILE)
-    shutil.copyfile(target.repo.root / target.paths["ops"], destination / f"{target.name}.py")
+    shutil.copyfile(root / record_path(name), destination / KNOWLEDGE_PROFILE)
+    shutil.copyfile(root / kernel_paths(name)["ops"], destination / f"{name}.py")
     shutil.copyfile(summary, destination / "summary.md")
     return destination

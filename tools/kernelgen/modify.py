@@ -16,22 +16,40 @@ otherwise one all-or-nothing ``writer.write_all``.
 
 from __future__ import annotations
 
-import argparse
 import ast
 import re
-import sys
 
 from dataclasses import dataclass
 from dataclasses import field
-from typing import TYPE_CHECKING
 
+from tools.kernelgen import generate
+from tools.kernelgen.analyze import analyze_for_checkout
+from tools.kernelgen.analyze import list_builtin_references
+from tools.kernelgen.formatting import added_lint_findings
+from tools.kernelgen.generate import ChangeSet
+from tools.kernelgen.generate import compile_problem
+from tools.kernelgen.generate import existing_kernel_files
+from tools.kernelgen.generate import registration_for
+from tools.kernelgen.insert import InsertError
+from tools.kernelgen.insert import Registration
+from tools.kernelgen.insert import register_kernel
+from tools.kernelgen.layout import FUNCTIONAL
+from tools.kernelgen.layout import OPS_INIT
+from tools.kernelgen.layout import TRANSFORMERS_INIT
+from tools.kernelgen.layout import check_kernel_name
+from tools.kernelgen.layout import kernel_paths
+from tools.kernelgen.layout import record_path
 from tools.kernelgen.merge import Conflict
 from tools.kernelgen.merge import merge3
-
-if TYPE_CHECKING:  # the pipeline modules pull in libcst/jinja2: imported where used, so `--help` stays fast
-    from tools.kernelgen.generate import ChangeSet
-    from tools.kernelgen.profile import KernelProfile
-    from tools.kernelgen.repo import LigerRepo
+from tools.kernelgen.modify_tests import CasesError
+from tools.kernelgen.modify_tests import append_cases
+from tools.kernelgen.profile import KernelProfile
+from tools.kernelgen.profile import ProfileError
+from tools.kernelgen.profile import load_profile
+from tools.kernelgen.record import read_record
+from tools.kernelgen.record import record_text
+from tools.kernelgen.record import written_by_this_version
+from tools.kernelgen.repo import LigerRepo
 
 EXIT_CONFLICT = 1
 CONTEXT_LINES = 2
@@ -97,7 +115,6 @@ class ModifyPlan:
 # Rendering ---------------------------------------------------------------------------------------------------
 def render_formatted(repo: LigerRepo, profile: KernelProfile) -> tuple[dict[str, str], str]:
     """The kernel's files and functional wrapper exactly as ``new`` writes them."""
-    from tools.kernelgen import generate
 
     try:
         return generate.render_formatted(repo, profile)
@@ -107,7 +124,6 @@ def render_formatted(repo: LigerRepo, profile: KernelProfile) -> tuple[dict[str,
 
 def _compiles(text: str, path: str) -> str | None:
     """None when ``text`` compiles, else why not (one line)."""
-    from tools.kernelgen.generate import compile_problem
 
     problem = compile_problem(path, text)
     return f"the merge does not compile ({problem})" if problem else None
@@ -152,15 +168,10 @@ def function_region(source: str, name: str) -> tuple[int, int] | None:
 
 # Recorded kernels --------------------------------------------------------------------------------------------
 def _read_record(repo: LigerRepo, name: str) -> KernelProfile:
-    from tools.kernelgen.generate import record_path
-    from tools.kernelgen.profile import ProfileError
-    from tools.kernelgen.profile import load_yaml
-
-    path = record_path(name)
     try:
-        return load_yaml(repo.read(path), source=path)
+        return read_record(repo.root, name)
     except ProfileError as error:
-        raise ModifyError(f"{path} is not a usable generation record: {'; '.join(error.problems)}") from None
+        raise ModifyError(f"{error.source} is not a usable generation record: {'; '.join(error.problems)}") from None
 
 
 def _registration_names(profile: KernelProfile) -> set[str]:
@@ -189,9 +200,6 @@ def _apply_registrations(
     repo: LigerRepo, plan: ModifyPlan, current: dict[str, str], registration, merged_reports: dict[str, FileReport]
 ) -> None:
     """Run the inserter over ``current`` (registration files, possibly merged already) and record changes."""
-    from tools.kernelgen.formatting import added_lint_findings
-    from tools.kernelgen.insert import InsertError
-    from tools.kernelgen.insert import register_kernel
 
     try:
         registered = register_kernel(current, registration)
@@ -222,21 +230,12 @@ def _apply_registrations(
 
 
 def _plan_recorded(repo: LigerRepo, name: str, new: KernelProfile) -> ModifyPlan:
-    from tools.kernelgen import __version__
-    from tools.kernelgen.generate import ChangeSet
-    from tools.kernelgen.generate import record_path
-    from tools.kernelgen.generate import record_text
-    from tools.kernelgen.generate import registration_for
-    from tools.kernelgen.render import kernel_paths
-    from tools.kernelgen.repo import FUNCTIONAL
-    from tools.kernelgen.repo import OPS_INIT
-    from tools.kernelgen.repo import TRANSFORMERS_INIT
 
     record = record_path(name)
     old = _read_record(repo, name)
     plan = ModifyPlan(name, ChangeSet())
     recorded_with = repo.read(record).split("\n", 1)[0]
-    if f"kernelgen {__version__};" not in recorded_with:
+    if not written_by_this_version(recorded_with):
         plan.notes.append(
             f"{record} was written by another kernelgen version ({recorded_with.lstrip('# ')}): differences "
             f"between the two generators' output count as hand edits"
@@ -289,7 +288,6 @@ def _merge_functional(
     source: str, old: KernelProfile, new: KernelProfile, old_snippet: str, new_snippet: str
 ) -> tuple[FileReport, str] | None:
     """Merge the functional wrapper's own lines in ``functional.py``; None when the inserter should handle it."""
-    from tools.kernelgen.repo import FUNCTIONAL
 
     if old.functional_name != new.functional_name:
         return None  # a new name: the inserter adds the new wrapper, the old one is reported as stale
@@ -328,15 +326,6 @@ def _top_level_names(source: str) -> set[str]:
 
 
 def _plan_unrecorded(repo: LigerRepo, name: str, new: KernelProfile) -> ModifyPlan:
-    from tools.kernelgen.generate import ChangeSet
-    from tools.kernelgen.generate import record_path
-    from tools.kernelgen.insert import Registration
-    from tools.kernelgen.modify_tests import CasesError
-    from tools.kernelgen.modify_tests import append_cases
-    from tools.kernelgen.render import kernel_paths
-    from tools.kernelgen.repo import FUNCTIONAL
-    from tools.kernelgen.repo import OPS_INIT
-    from tools.kernelgen.repo import TRANSFORMERS_INIT
 
     plan = ModifyPlan(name, ChangeSet())
     paths = kernel_paths(name)
@@ -419,9 +408,6 @@ def _plan_unrecorded(repo: LigerRepo, name: str, new: KernelProfile) -> ModifyPl
 # Entry points -------------------------------------------------------------------------------------------------
 def plan_modify(repo: LigerRepo, name: str, new_profile: KernelProfile) -> ModifyPlan:
     """Compute (without writing) the update of kernel ``name`` in ``repo`` to ``new_profile``."""
-    from tools.kernelgen.generate import check_kernel_name
-    from tools.kernelgen.generate import existing_kernel_files
-    from tools.kernelgen.generate import record_path
 
     check_kernel_name(name)
     if new_profile.operation_name != name:
@@ -434,18 +420,15 @@ def plan_modify(repo: LigerRepo, name: str, new_profile: KernelProfile) -> Modif
     return _plan_unrecorded(repo, name, new_profile)
 
 
-def profile_for_modify(args, repo: LigerRepo) -> KernelProfile:
-    """--profile, --reference, else the built-in reference of that name, else the record as it is."""
-    from tools.kernelgen.analyze import analyze_for_checkout
-    from tools.kernelgen.analyze import list_builtin_references
-    from tools.kernelgen.generate import record_path
-    from tools.kernelgen.profile import load_profile
-
-    name = args.name
-    if args.profile:
-        return load_profile(args.profile)
-    if args.reference:
-        return analyze_for_checkout(args.reference, name=name, repo_root=repo.root)
+def profile_for_modify(
+    repo: LigerRepo, name: str, *, profile_path: str | None = None, reference: str | None = None
+) -> KernelProfile:
+    """The profile at ``profile_path``, the analysis of ``reference``, else the built-in reference of that name,
+    else the record as it is."""
+    if profile_path:
+        return load_profile(profile_path)
+    if reference:
+        return analyze_for_checkout(reference, name=name, repo_root=repo.root)
     recorded = _read_record(repo, name) if repo.exists(record_path(name)) else None
     builtin = name in list_builtin_references()
     # A record made from another reference keeps it: the built-in of the same name is a different op.
@@ -454,58 +437,3 @@ def profile_for_modify(args, repo: LigerRepo) -> KernelProfile:
     if recorded is not None:
         return recorded
     raise ModifyError(f"nothing to modify '{name}' with: pass --profile FILE or --reference REF")
-
-
-def run_modify(args) -> int:
-    from tools.kernelgen.cli import save_profile
-    from tools.kernelgen.generate import check_kernel_name
-    from tools.kernelgen.repo import LigerRepo
-    from tools.kernelgen.writer import write_all
-
-    if getattr(args, "force", False):
-        raise ModifyError("--modify merges into the existing files; --force (overwrite them) cannot go with it")
-    check_kernel_name(args.name)
-    repo = LigerRepo.open(args.repo)
-    profile = profile_for_modify(args, repo)
-    if profile.operation_name != args.name:
-        profile = profile.renamed(args.name)
-    plan = plan_modify(repo, args.name, profile)
-    mode = " (conflicts: none of this is written)" if plan.conflicted else " (dry run)" if args.dry_run else ""
-    print(f"kernelgen: modify '{args.name}' in {repo.root}{mode}")
-    sys.stdout.write(plan.report_text())
-    if plan.conflicted:
-        sys.stdout.write(plan.conflict_text())
-        sys.stdout.flush()
-        files = len(plan.conflicted)
-        print(
-            f"kernelgen: {plan.conflict_count} conflict(s) in {files} file(s); nothing written. Reconcile the hand "
-            f"edits shown above with the new profile (or undo them), then run --modify again",
-            file=sys.stderr,
-        )
-        return EXIT_CONFLICT
-    if args.dry_run:
-        sys.stdout.write(plan.changes.diff())
-        print(f"kernelgen: dry run, nothing written ({len(plan.changes.changes)} files would change)", file=sys.stderr)
-        return 0
-    if plan.changes.changes:
-        write_all(repo.root, plan.changes.changes)
-    save_profile(args.save_profile, profile)
-    print(
-        f"kernelgen: wrote {len(plan.changes.changes)} files"
-        if plan.changes.changes
-        else "kernelgen: nothing to change"
-    )
-    return 0
-
-
-def register(subparsers) -> argparse.ArgumentParser:
-    """The ``modify NAME`` sub-command: the same as ``new NAME --modify``."""
-    parser = subparsers.add_parser(
-        "modify",
-        help="update an existing kernel in place, keeping hand edits (same as new NAME --modify)",
-        description="Three-way merge a new profile into a generated kernel, or add cases to a hand-written one.",
-    )
-    from tools.kernelgen.cli import add_kernel_options
-
-    add_kernel_options(parser)
-    return parser

@@ -9,6 +9,7 @@ name carries a digest of the cases, so running ``--modify`` again with the same 
 from __future__ import annotations
 
 import ast
+import dataclasses
 import hashlib
 import json
 
@@ -20,9 +21,10 @@ from tools.kernelgen.formatting import format_source
 from tools.kernelgen.insert import InsertError
 from tools.kernelgen.insert import add_import
 from tools.kernelgen.profile import KernelProfile
-from tools.kernelgen.render import common_context
+from tools.kernelgen.render import kernel_view
 from tools.kernelgen.render import single_line_imports
 from tools.kernelgen.render import template_environment
+from tools.kernelgen.render import test_view
 
 MARKER = "# --- kernelgen --modify"
 TEST_UTILS = ("assert_verbose_allclose", "infer_device", "set_seed", "supports_bfloat16")
@@ -48,15 +50,15 @@ def unsupported_reason(profile: KernelProfile) -> str | None:
 
 def cases_digest(profile: KernelProfile) -> str:
     """Eight hex digits naming the case set: same profile cases, same test function name."""
-    context = common_context(profile)
+    test = test_view(profile)
     key = {
         "function": profile.function_class_name,
         "reference": profile.reference.source,
         "entry": profile.reference.entry,
-        "hyper_cases": context["hyper_cases"],
-        "cpu_shapes": context["cpu_shapes"],
-        "gpu_shapes": context["gpu_shapes"],
-        "tolerances": context["tol"],
+        "hyper_cases": test.hyper_cases,
+        "cpu_shapes": test.cpu_shapes,
+        "gpu_shapes": test.gpu_shapes,
+        "tolerances": test.tol,
         "domain": [profile.test.input_domain, profile.test.input_scale],
     }
     return hashlib.sha256(json.dumps(key, sort_keys=True, default=repr).encode()).hexdigest()[:8]
@@ -81,11 +83,13 @@ def _module_imports(source: str) -> set[str]:
 
 def render_case_block(profile: KernelProfile, host_imports: set[str], repo_root: Path, test_path: str) -> str:
     """The appended block (marker comment, reference factory, test function), ruff-formatted."""
-    context = common_context(profile)
+    kernel = kernel_view(profile)
     digest = cases_digest(profile)
     # Imports the module already makes would only shadow themselves inside the factory.
-    context["reference_imports"] = [line for line in context["reference_imports"] if line not in host_imports]
-    context.update(
+    imports = [line for line in kernel.reference_imports if line not in host_imports]
+    context = dict(
+        kernel=dataclasses.replace(kernel, reference_imports=imports),
+        test=test_view(profile),
         marker=MARKER,
         origin=profile.reference.origin or "profile",
         factory=f"_kernelgen_reference_{digest}",

@@ -1,20 +1,26 @@
-"""The kernel profile: one typed object that every kernelgen stage reads and fills.
+"""The kernel profile: the typed, human-editable checkpoint between analysis and rendering.
 
-analyze -> profile (YAML the user may edit) -> synth fills ``math`` -> render -> insert -> validate.
+analyze -> profile (YAML a person reviews and may edit) -> render (synthesis of the math, templates) -> insert.
 
-Names used inside ``math`` fragments (Triton statements, computed in fp32):
-- tier 1 (element-wise): every input and learnable parameter by its name, hyper-parameters by name; the
-  forward assigns every output; the backward reads ``grad_{output}`` and assigns ``grad_{input}`` for each
-  input that requires a gradient and ``grad_{parameter}`` for each learnable parameter (the element-wise
-  contribution: the template sums it over rows).
+Every field of a profile changes what kernelgen generates (or, for ``benchmark.fixed_config``, what ``validate``
+measures), except the ``notes`` section, which only informs a person (why this tier, the derived gradients, which
+kernel to read for patterns). The math is held as formulas over named values (``math.statistics`` and
+``math.outputs``, written with the op names of ``tools/kernelgen/synth/rules.py``): rendering derives the forward
+and backward Triton from them, so editing a formula changes the kernel. ``math.triton`` instead holds hand-written
+Triton statements (an override for math kernelgen cannot derive):
+- tier 1 (element-wise): every input and learnable parameter by its name, hyper-parameters by name; ``forward``
+  assigns every output; ``backward`` reads ``grad_{output}`` and assigns ``grad_{input}`` for each input that
+  requires a gradient and ``grad_{parameter}`` for each learnable parameter (the element-wise contribution: the
+  template sums it over rows).
 - tier 2 (row reduction): ``x`` (the row, masked with ``mask``), ``n_cols``, parameters and hyper-parameters
-  by name; ``row_statistics`` assigns every name in ``backward.saved_row_statistics``; ``forward`` assigns
-  ``y``; ``backward`` reads ``grad_y`` and the statistics and assigns ``grad_x`` and ``grad_{parameter}``.
-- tier 3 (fused loss over a long row): see ``templates/ops_tier3.py.j2``.
+  by name; ``row_statistics`` assigns every name in ``saved_row_statistics``; ``forward`` assigns ``y``;
+  ``backward`` reads ``grad_y`` and the statistics and assigns ``grad_x`` and ``grad_{parameter}``.
+- tier 3 (fused loss over a long row): the softmax-loss template (``templates/ops_tier3.py.j2``) is the math.
 """
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import functools
 import keyword
@@ -29,8 +35,9 @@ from typing import Any
 
 import yaml
 
-PROFILE_VERSION = 1
-SNAKE_CASE = re.compile(r"^[a-z][a-z0-9]*(_[a-z0-9]+)*$")
+from tools.kernelgen.layout import SNAKE_CASE
+
+PROFILE_VERSION = 2
 IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 TIER_DESCRIPTIONS = {
     1: "element-wise: every output element depends only on the input elements at the same position",
@@ -44,7 +51,40 @@ SCALAR_TYPES = ("float", "int", "bool", "str")
 PARAMETER_SHAPES = ("channel", "scalar")
 INIT_KINDS = ("ones", "zeros", "constant")
 DTYPES = ("same", "float32", "int64", "int32", "bool")
+REDUCE_KINDS = ("sum", "mean", "max", "min")
 DERIVED_NAMES = ("function_class_name", "module_class_name", "functional_name")  # from operation_name
+# Names a formula may use besides the profile's own: the row length and pi.
+FORMULA_CONSTANTS = ("n_cols", "pi")
+
+# Fields of profile format 1 that moved or went away: such a profile gets one line per field saying where.
+RETIRED_FIELDS = {
+    "inputs[].shape": "removed in profile format 2 (did nothing: the tier sets the layout)",
+    "outputs[].shape": "removed in profile format 2 (did nothing: the tier sets the layout)",
+    "outputs[].requires_grad": "removed in profile format 2 (did nothing: every output is differentiable)",
+    "module.init_params[].type": "removed in profile format 2 (a constructor argument is its name and default)",
+    "module.init_params[].constexpr": "removed in profile format 2 (a constructor argument is its name and default)",
+    "module.init_params[].choices": "removed in profile format 2 (a constructor argument is its name and default)",
+    "tier_description": "removed in profile format 2 (it is the fixed description of the tier)",
+    "tier_reason": "moved to notes.tier_reason in profile format 2",
+    "closest_existing_kernel": "moved to notes.closest_existing_kernel in profile format 2",
+    "precision_sensitive_ops": "removed in profile format 2 (derived from the math when rendering)",
+    "backward.saved_tensors": "removed in profile format 2 (the template saves what the backward reads)",
+    "backward.recompute": "removed in profile format 2 (the backward recomputes every element-wise value)",
+    "backward.gradient_formulas": "moved to notes.gradient_formulas in profile format 2",
+    "backward.saved_row_statistics": "moved to math.triton.saved_row_statistics in profile format 2",
+    "tiling.grid": "removed in profile format 2 (did nothing; tiling now holds the launch settings templates read)",
+    "tiling.block_size_source": "removed in profile format 2 (did nothing; see tiling.block_elements)",
+    "tiling.needs_sm_parallelism": "removed in profile format 2 (did nothing; see tiling.programs_per_sm)",
+    "benchmark.variable": "removed in profile format 2 (did nothing: the benchmark sweeps BT, then the size)",
+    "benchmark.x_label": "removed in profile format 2 (did nothing: the benchmark sweeps BT, then the size)",
+    "benchmark.x_values": "removed in profile format 2 (did nothing: the model config sets the sweep)",
+    "math.forward": "moved to math.triton.forward in profile format 2 (or write math.outputs formulas)",
+    "math.backward": "moved to math.triton.backward in profile format 2 (or write math.outputs formulas)",
+    "math.row_statistics": "moved to math.triton.row_statistics in profile format 2 (or write math.statistics)",
+    "math.synthesized": "removed in profile format 2 (math.outputs are derived, math.triton is hand-written)",
+    "math.extra": "removed in profile format 2 (hidden_act: module.hidden_act, mlp_cases_cpu: test.mlp_shapes, "
+    "the rest: notes)",
+}
 
 
 class ProfileError(ValueError):
@@ -62,10 +102,21 @@ def pascal_case(snake: str) -> str:
 
 @dataclass
 class TensorSpec:
+    """A tensor input: ``[..., n_cols]`` rows for tiers 1 and 2; tier 3 also takes a target per row (int64).
+    ``requires_grad: false`` makes it a constant of the math (no gradient is derived, stored or returned)."""
+
     name: str
-    shape: list[str] = field(default_factory=lambda: ["*", "H"])
     dtype: str = "same"
     requires_grad: bool = True
+    description: str = ""
+
+
+@dataclass
+class OutputSpec:
+    """A tensor output (the math gives its formula under ``math.outputs.NAME``)."""
+
+    name: str
+    dtype: str = "same"
     description: str = ""
 
 
@@ -82,6 +133,15 @@ class HyperParameter:
 
 
 @dataclass
+class InitParameter:
+    """An argument of the module's constructor (sizes, ``init_alpha``): ``default: null`` makes it required."""
+
+    name: str
+    default: Any = None
+    description: str = ""
+
+
+@dataclass
 class LearnableParameter:
     """An ``nn.Parameter`` the module owns: ``channel`` broadcasts over rows (shape [H]); ``scalar`` is one value."""
 
@@ -93,26 +153,70 @@ class LearnableParameter:
 
 
 @dataclass
-class Backward:
-    saved_tensors: list[str] = field(default_factory=list)
-    recompute: list[str] = field(default_factory=list)
-    gradient_formulas: dict[str, str] = field(default_factory=dict)
+class Statistic:
+    """A per-row reduction along the last dimension: ``name = reduce(of)`` over each row's columns (``mean``
+    divides the sum by ``n_cols``). ``of`` is a formula over the inputs, parameters, hyper-parameters and the
+    statistics listed before this one."""
+
+    name: str
+    reduce: str = "sum"
+    of: str = ""
+
+
+@dataclass
+class HandWrittenMath:
+    """Triton statements a person wrote instead of formulas kernelgen derives (names: see the module docstring)."""
+
+    forward: list[str] = field(default_factory=list)
+    backward: list[str] = field(default_factory=list)
+    row_statistics: list[str] = field(default_factory=list)
     saved_row_statistics: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Math:
+    """What the kernel computes: formulas kernelgen derives the forward and backward from, or hand-written Triton.
+
+    ``outputs`` maps every output to its formula; ``statistics`` (tier 2) are the per-row reductions those formulas
+    read by name. ``triton`` replaces both with hand-written statements."""
+
+    statistics: list[Statistic] = field(default_factory=list)
+    outputs: dict[str, str] = field(default_factory=dict)
+    triton: HandWrittenMath | None = None
+
+
+@dataclass
+class Backward:
     in_place_gradients: bool | None = None  # None: only where the module made the inputs (mlp)
 
 
 @dataclass
 class Tiling:
-    grid: str = "rows x column blocks"
-    block_size_source: str = "n_cols"
-    needs_sm_parallelism: bool = False
+    """Launch settings the ops template reads (``None``: the tier's measured default, filled in on load).
+
+    ``block_elements``: elements of one program's tile (tier 1: its 2-D tile; tier 3: the chunk of classes a pass
+    over a row holds). ``max_block_cols`` (tier 1): the widest column slice of a long row. ``programs_per_sm``: programs per SM of the persistent grids that reduce parameter gradients.
+    ``num_warps``: warps per program (``None``: chosen from the tile size)."""
+
+    block_elements: int | None = None
+    max_block_cols: int | None = None
+    programs_per_sm: int | None = None
+    num_warps: int | None = None
+
+
+# The tiling fields each tier's template reads, with their defaults (from measured sweeps on an H200).
+TILING_DEFAULTS = {
+    1: {"block_elements": 4096, "max_block_cols": 2048, "programs_per_sm": 2},
+    2: {"programs_per_sm": 1},
+    3: {"block_elements": 32768},
+}
+TILING_AUTO = ("num_warps",)  # fields whose None means "chosen by the template", for every tier
 
 
 @dataclass
 class BenchmarkSpec:
-    variable: str = "BT"
-    x_label: str = "B * T"
-    x_values: list[int] = field(default_factory=lambda: [1024, 2048, 4096, 8192, 16384])
+    """``providers`` the generated benchmark runs; ``fixed_config``: the model sizes ``validate`` measures at."""
+
     providers: list[str] = field(default_factory=lambda: ["liger", "torch", "torch_compile"])
     fixed_config: dict[str, Any] = field(default_factory=dict)
 
@@ -123,8 +227,9 @@ class ModuleSpec:
     (forward takes the tensor inputs), ``norm`` (owns a weight of ``hidden_size``), ``loss`` (input, target)."""
 
     kind: str = "elementwise"
-    init_params: list[HyperParameter] = field(default_factory=list)
+    init_params: list[InitParameter] = field(default_factory=list)
     size_param: str = "hidden_size"  # the init param that sizes per-channel parameters
+    hidden_act: str = ""  # mlp: the HF ``config.hidden_act`` the generated test's config carries
 
 
 @dataclass
@@ -138,17 +243,6 @@ class Reference:
 
 
 @dataclass
-class Math:
-    """Triton fragments (statement lists) the templates wrap; ``synthesized`` says kernelgen derived them."""
-
-    forward: list[str] = field(default_factory=list)
-    backward: list[str] = field(default_factory=list)
-    row_statistics: list[str] = field(default_factory=list)
-    synthesized: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
 class TestSpec:
     cpu_shapes: list[list[int]] = field(default_factory=lambda: [[2, 3, 31], [1, 5, 64], [3, 127]])
     gpu_shapes: list[list[int]] = field(default_factory=lambda: [[2, 512, 4096], [1, 256, 14336], [4, 333, 1023]])
@@ -157,6 +251,20 @@ class TestSpec:
     )
     input_scale: float = 1.0
     input_domain: str = "real"  # "positive" when the reference takes log/sqrt/fractional powers of its inputs
+    mlp_shapes: list[list[int]] = field(default_factory=lambda: [[4, 32, 48], [3, 31, 67]])  # mlp: (BT, H, I)
+
+
+@dataclass
+class Notes:
+    """For the person reading the profile: nothing in this section changes what kernelgen generates."""
+
+    tier_reason: str = ""
+    closest_existing_kernel: str = ""
+    gradient_formulas: dict[str, str] = field(default_factory=dict)
+    casts: list[str] = field(default_factory=list)
+    specialized: dict[str, Any] = field(default_factory=dict)
+    other_parameters: list[str] = field(default_factory=list)
+    remarks: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -166,29 +274,26 @@ class KernelProfile:
     module_class_name: str = ""
     functional_name: str = ""
     tier: int = 1
-    tier_description: str = ""
-    tier_reason: str = ""
-    closest_existing_kernel: str = ""
     inputs: list[TensorSpec] = field(default_factory=list)
-    outputs: list[TensorSpec] = field(default_factory=list)
+    outputs: list[OutputSpec] = field(default_factory=list)
     hyperparameters: list[HyperParameter] = field(default_factory=list)
     parameters: list[LearnableParameter] = field(default_factory=list)
-    forward_computation: str = ""
-    precision_sensitive_ops: list[str] = field(default_factory=list)
+    forward_computation: str = ""  # one line for docstrings
+    math: Math = field(default_factory=Math)
     backward: Backward = field(default_factory=Backward)
     tiling: Tiling = field(default_factory=Tiling)
     module: ModuleSpec = field(default_factory=ModuleSpec)
     benchmark: BenchmarkSpec = field(default_factory=BenchmarkSpec)
     reference: Reference = field(default_factory=Reference)
-    math: Math = field(default_factory=Math)
     test: TestSpec = field(default_factory=TestSpec)
+    notes: Notes = field(default_factory=Notes)
     profile_version: int = PROFILE_VERSION
 
     def __post_init__(self):
         self.fill_defaults()
 
     def fill_defaults(self) -> None:
-        """Derive identity and classification fields that were left empty from ``operation_name`` and ``tier``."""
+        """Derive what was left empty: class and function names from ``operation_name``, tiling from ``tier``."""
         pascal = pascal_case(self.operation_name) if SNAKE_CASE.match(self.operation_name or "") else ""
         if not self.function_class_name and pascal:
             self.function_class_name = f"Liger{pascal}Function"
@@ -197,10 +302,9 @@ class KernelProfile:
             self.module_class_name = f"Liger{pascal}{suffix}"
         if not self.functional_name and self.operation_name:
             self.functional_name = f"liger_{self.operation_name}"
-        if not self.tier_description and self.tier in TIER_DESCRIPTIONS:
-            self.tier_description = TIER_DESCRIPTIONS[self.tier]
-        if not self.closest_existing_kernel and self.tier in CLOSEST_KERNEL_BY_TIER:
-            self.closest_existing_kernel = CLOSEST_KERNEL_BY_TIER[self.tier]
+        for key, value in TILING_DEFAULTS.get(self.tier, {}).items():
+            if getattr(self.tiling, key) is None:
+                setattr(self.tiling, key, value)
 
     # Names of the rendered artefacts ------------------------------------------------------------------------
     @property
@@ -214,6 +318,15 @@ class KernelProfile:
     @property
     def grad_inputs(self) -> list[TensorSpec]:
         return [t for t in self.inputs if t.requires_grad]
+
+    @property
+    def tier_description(self) -> str:
+        return TIER_DESCRIPTIONS.get(self.tier, "")
+
+    @property
+    def formula_hyperparameters(self) -> list[str]:
+        """Hyper-parameters a formula can read: the numbers (bools and strings are switches of the templates)."""
+        return [hp.name for hp in self.hyperparameters if hp.type in ("float", "int")]
 
     def renamed(self, new_name: str) -> KernelProfile:
         """A copy for another kernel name; class and function names are re-derived from the new name."""
@@ -229,10 +342,143 @@ class KernelProfile:
             raise ProfileError(source, problems)
 
 
+def hyper_cases(profile: KernelProfile) -> list[dict]:
+    """The hyper-parameter sets tests sweep: the defaults, then each choice, then each runtime float moved off its
+    default (doubled, or 0.5 for a default of 0). The loss template's floats switch features on and off, so tier 3
+    sweeps its choices only."""
+    defaults = {hp.name: hp.default for hp in profile.hyperparameters}
+    cases = [dict(defaults)]
+    for hp in profile.hyperparameters:
+        if hp.choices:
+            cases.extend({**defaults, hp.name: choice} for choice in hp.choices if choice != hp.default)
+        elif hp.type == "float" and not hp.constexpr and profile.tier != 3:
+            cases.append({**defaults, hp.name: float(hp.default) * 2.0 if hp.default else 0.5})
+    return cases
+
+
+# The model dimension a kernel runs along, as the benchmark sweeps it: (config key, words for plots).
+def benchmark_dimension(profile: KernelProfile) -> tuple[str, str]:
+    """The vocabulary for losses, the intermediate size for gated MLP activations, the hidden size otherwise."""
+    if profile.tier == 3:
+        return "vocab_size", "vocabulary size"
+    if profile.module.kind == "mlp":
+        return "intermediate_size", "intermediate size"
+    return "hidden_size", "hidden size"
+
+
+DEFAULT_BENCHMARK_SIZE = 4096
+
+
+def benchmark_size(profile: KernelProfile) -> tuple[str, int]:
+    """The dimension's key and the size ``validate`` measures at: ``benchmark.fixed_config`` or 4096."""
+    key, _ = benchmark_dimension(profile)
+    return key, int(profile.benchmark.fixed_config.get(key, DEFAULT_BENCHMARK_SIZE))
+
+
+# Fields that mean something only for some profiles: dumps leave them out elsewhere, validation flags them set.
+def _applies(profile: KernelProfile, path: str) -> bool:
+    section, _, key = path.partition(".")
+    if section == "tiling":
+        return key in TILING_DEFAULTS.get(profile.tier, {}) or key in TILING_AUTO
+    if path in ("module.hidden_act", "test.mlp_shapes"):
+        return profile.module.kind == "mlp"
+    return True
+
+
+CONDITIONAL_FIELDS = (
+    *(f"tiling.{f.name}" for f in dataclasses.fields(Tiling)),
+    "module.hidden_act",
+    "test.mlp_shapes",
+)
+
+
 # Validation -------------------------------------------------------------------------------------------------
 def _check_identifier(problems: list[str], path: str, value: Any) -> None:
     if not isinstance(value, str) or not IDENTIFIER.match(value) or keyword.iskeyword(value):
         problems.append(f"{path}: {value!r} is not a Python identifier")
+
+
+def _formula_names(text: str) -> set[str] | str:
+    """Names a formula reads (function names excluded), or why it is not a formula."""
+    try:
+        tree = ast.parse(text.strip(), mode="eval")
+    except SyntaxError as error:
+        return f"does not parse ({error.msg})"
+    called = {id(node.func) for node in ast.walk(tree) if isinstance(node, ast.Call)}
+    return {node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and id(node) not in called}
+
+
+def _check_statement(problems: list[str], path: str, statement: Any) -> None:
+    if not isinstance(statement, str):
+        problems.append(f"{path}: not a string")
+        return
+    try:
+        tree = ast.parse(statement)
+    except SyntaxError as error:
+        problems.append(f"{path}: {statement!r} does not parse ({error.msg})")
+        return
+    if len(tree.body) != 1 or isinstance(tree.body[0], (ast.Import, ast.ImportFrom)):
+        problems.append(f"{path}: {statement!r} must be one statement (an assignment), not {len(tree.body)}")
+
+
+def _validate_math(profile: KernelProfile, problems: list[str]) -> None:
+    math = profile.math
+    written = math.triton
+    if profile.tier == 3:
+        if math.outputs or math.statistics or written is not None:
+            problems.append("math: tier 3 uses the softmax-loss template (ops_tier3.py.j2) as its math; leave it empty")
+        return
+    if written is not None:
+        if math.outputs or math.statistics:
+            problems.append("math: give formulas (outputs, statistics) or hand-written Triton (triton), not both")
+        for group in ("forward", "backward", "row_statistics"):
+            for index, statement in enumerate(getattr(written, group)):
+                _check_statement(problems, f"math.triton.{group}[{index}]", statement)
+        if not written.forward:
+            problems.append("math.triton.forward: the forward statements are required")
+        if not written.backward and profile.grad_inputs:
+            problems.append("math.triton.backward: the backward statements are required")
+        if profile.tier == 2:
+            if len(profile.inputs) != 1:
+                problems.append("inputs: hand-written tier-2 math takes exactly one input, the row x")
+            if not written.row_statistics:
+                problems.append("math.triton.row_statistics: tier 2 needs the per-row statistics statements")
+            if not written.saved_row_statistics:
+                problems.append("math.triton.saved_row_statistics: tier 2 needs the names of the saved statistics")
+        elif written.row_statistics or written.saved_row_statistics:
+            problems.append("math.triton: row_statistics are for tier 2 only")
+        return
+    output_names = [t.name for t in profile.outputs]
+    if not math.outputs:
+        problems.append("math.outputs: a formula for every output is required (or hand-written math.triton)")
+    elif list(math.outputs) != output_names:
+        problems.append(f"math.outputs: formulas for {list(math.outputs)}, expected one per output {output_names}")
+    if profile.tier == 1 and math.statistics:
+        problems.append("math.statistics: a tier-1 (element-wise) kernel has no row statistics; use tier 2")
+    known = {t.name for t in profile.inputs} | {p.name for p in profile.parameters} | set(FORMULA_CONSTANTS)
+    known |= set(profile.formula_hyperparameters)
+    for index, statistic in enumerate(math.statistics):
+        path = f"math.statistics[{index}]"
+        _check_identifier(problems, f"{path}.name", statistic.name)
+        if statistic.reduce not in REDUCE_KINDS:
+            problems.append(f"{path}.reduce: {statistic.reduce!r} is not one of {', '.join(REDUCE_KINDS)}")
+        _check_formula(problems, f"{path}.of", statistic.of, known)
+        known.add(statistic.name)
+    for name, formula in math.outputs.items():
+        _check_formula(problems, f"math.outputs.{name}", formula, known)
+
+
+def _check_formula(problems: list[str], path: str, formula: Any, known: set[str]) -> None:
+    if not isinstance(formula, str) or not formula.strip():
+        problems.append(f"{path}: a formula (a string) is required")
+        return
+    names = _formula_names(formula)
+    if isinstance(names, str):
+        problems.append(f"{path}: {formula!r} {names}")
+        return
+    unknown = sorted(names - known)
+    if unknown:
+        problems.append(f"{path}: {formula!r} reads {', '.join(unknown)}, which is not defined before it")
 
 
 def validate_profile(profile: KernelProfile) -> list[str]:
@@ -245,6 +491,8 @@ def validate_profile(profile: KernelProfile) -> list[str]:
         value = getattr(profile, attr)
         if value or name_valid:  # empty ones are derived from operation_name, whose problem is reported above
             _check_identifier(problems, attr, value)
+    if profile.profile_version != PROFILE_VERSION:
+        problems.append(f"profile_version: {profile.profile_version!r}; this kernelgen reads format {PROFILE_VERSION}")
     if profile.tier not in TIER_DESCRIPTIONS:
         problems.append(f"tier: {profile.tier!r} is not one of 1, 2, 3")
     if profile.module.kind not in MODULE_KINDS:
@@ -275,6 +523,11 @@ def validate_profile(profile: KernelProfile) -> list[str]:
         for index, tensor in enumerate(tensors):
             if tensor.dtype not in DTYPES:
                 problems.append(f"{group}[{index}].dtype: {tensor.dtype!r} is not one of {', '.join(DTYPES)}")
+            elif tensor.dtype != "same" and profile.tier in (1, 2):
+                problems.append(
+                    f"{group}[{index}].dtype: {tensor.dtype!r}, but tier-{profile.tier} kernels compute on floating-point "
+                    f"tensors of the first input's dtype ('same')"
+                )
     for index, hyper in enumerate(profile.hyperparameters):
         if hyper.type not in SCALAR_TYPES:
             problems.append(f"hyperparameters[{index}].type: {hyper.type!r} is not one of {', '.join(SCALAR_TYPES)}")
@@ -287,21 +540,7 @@ def validate_profile(profile: KernelProfile) -> list[str]:
             problems.append(f"parameters[{index}].init: {param.init!r} is not one of {', '.join(INIT_KINDS)}")
         if param.init == "constant" and param.init_value is None:
             problems.append(f"parameters[{index}].init_value: required when init is 'constant'")
-    todo = profile.math.extra.get("todo")
-    if todo:  # analyze leaves it in tier 2/3 profiles; whoever writes the math removes it
-        problems.append(f"math.extra.todo: the math is still to be written ({todo}); write it, then remove the todo")
-    if profile.tier == 1:
-        if not profile.math.forward:
-            problems.append("math.forward: tier 1 needs the forward statements (run synthesis or write them)")
-        if not profile.math.backward and any(t.requires_grad for t in profile.inputs):
-            problems.append("math.backward: tier 1 needs the backward statements (run synthesis or write them)")
-    if profile.tier == 2:
-        if len(profile.inputs) != 1:
-            problems.append("inputs: tier 2 (row-reduction template) takes exactly one input, the row x")
-        if not profile.math.row_statistics:
-            problems.append("math.row_statistics: tier 2 needs the per-row statistics statements")
-        if not profile.backward.saved_row_statistics:
-            problems.append("backward.saved_row_statistics: tier 2 needs the names of the saved row statistics")
+    _validate_math(profile, problems)
     if profile.tier == 3:
         # The tier-3 template is the softmax-loss family (ops_tier3.py.j2): logits and targets, and a switch for
         # each feature it implements.
@@ -311,20 +550,20 @@ def validate_profile(profile: KernelProfile) -> list[str]:
         missing = [name for name in TIER3_HYPERPARAMETERS if name not in names]
         if missing:
             problems.append(f"hyperparameters: tier 3 (softmax-loss template) needs {', '.join(missing)}")
-    for index, statement in enumerate(profile.math.forward + profile.math.backward + profile.math.row_statistics):
-        if not isinstance(statement, str):
-            problems.append(f"math: statement {index} is not a string")
+    for key in dataclasses.fields(Tiling):
+        value = getattr(profile.tiling, key.name)
+        if value is None:
             continue
-        try:
-            compile(statement, "<fragment>", "exec")
-        except SyntaxError as error:
-            problems.append(f"math: statement {statement!r} does not parse ({error.msg})")
+        if not _applies(profile, f"tiling.{key.name}"):
+            problems.append(f"tiling.{key.name}: the tier-{profile.tier} template does not read it; remove it")
+        elif not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            problems.append(f"tiling.{key.name}: {value!r} is not a positive integer")
+    if profile.module.hidden_act and not _applies(profile, "module.hidden_act"):
+        problems.append("module.hidden_act: only mlp modules carry an HF hidden_act; remove it")
     if not profile.reference.source.strip():
         problems.append("reference.source: the PyTorch reference is required (tests compare against it)")
     elif not profile.reference.entry:
         problems.append("reference.entry: name of the function or module in reference.source is required")
-    if not profile.benchmark.x_values or not all(isinstance(v, int) and v > 0 for v in profile.benchmark.x_values):
-        problems.append("benchmark.x_values: a list of positive integers is required")
     return problems
 
 
@@ -338,7 +577,15 @@ def _str_representer(dumper: yaml.SafeDumper, data: str):
     return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
 
 
+def _list_representer(dumper: yaml.SafeDumper, data: list):
+    # Short lists of scalars (shapes, tolerances, providers) on one line: [2, 3, 31].
+    flat = all(isinstance(item, (str, int, float, bool)) or item is None for item in data)
+    flow = flat and len(repr(data)) <= 80 and not any(isinstance(item, str) and "\n" in item for item in data)
+    return dumper.represent_sequence("tag:yaml.org,2002:seq", data, flow_style=flow)
+
+
 _LiteralDumper.add_representer(str, _str_representer)
+_LiteralDumper.add_representer(list, _list_representer)
 
 
 def to_dict(profile: KernelProfile) -> dict[str, Any]:
@@ -349,8 +596,17 @@ MISSING_VALUE = ""  # stands in for a missing required field while the rest of a
 
 
 def dump_yaml(profile: KernelProfile) -> str:
-    header = f"# kernelgen kernel profile for '{profile.operation_name}' (edit, then: new NAME --profile FILE)\n"
-    return header + yaml.dump(to_dict(profile), Dumper=_LiteralDumper, sort_keys=False, width=120)
+    """The profile as YAML, without the fields that do not apply to it (another tier's tiling, mlp-only fields)."""
+    data = to_dict(profile)
+    for path in CONDITIONAL_FIELDS:
+        if not _applies(profile, path):
+            section, key = path.split(".")
+            data[section].pop(key, None)
+    header = (
+        f"# kernelgen kernel profile for '{profile.operation_name}' (edit, then: new NAME --profile FILE).\n"
+        "# Every field changes what kernelgen generates, except the notes section at the end.\n"
+    )
+    return header + yaml.dump(data, Dumper=_LiteralDumper, sort_keys=False, width=120)
 
 
 def _build(cls, data: Any, path: str, problems: list[str]):
@@ -362,7 +618,8 @@ def _build(cls, data: Any, path: str, problems: list[str]):
     for key, value in data.items():
         child = f"{path}.{key}" if path else str(key)
         if key not in _field_kinds(cls):
-            problems.append(f"{child}: unknown field")
+            retired = RETIRED_FIELDS.get(re.sub(r"\[\d+\]", "[]", child), "unknown field")
+            problems.append(f"{child}: {retired}")
             continue
         kind, expected = _field_kinds(cls)[key]
         if kind == "nested_list":
@@ -373,6 +630,9 @@ def _build(cls, data: Any, path: str, problems: list[str]):
             kwargs[key] = [item for item in items if item is not None]
             continue
         if kind == "nested":
+            if value is None and _optional(cls, key):
+                kwargs[key] = None
+                continue
             built = _build(expected, value, child, problems)
             if built is not None:
                 kwargs[key] = built
@@ -409,18 +669,25 @@ def _type_name(expected) -> str:
 def _field_kind(annotation: Any) -> tuple[str, Any]:
     """How ``_build`` reads a field of this annotation: ("nested", cls), ("nested_list", cls) or ("scalar", types)."""
     origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin in (types.UnionType, typing.Union):  # ``X | None``: None is always accepted (the field's default)
+        (annotation,) = [arg for arg in args if arg is not type(None)]
+        origin, args = typing.get_origin(annotation), typing.get_args(annotation)
     if dataclasses.is_dataclass(annotation):
         return "nested", annotation
     if origin is list and args and dataclasses.is_dataclass(args[0]):
         return "nested_list", args[0]
-    if origin in (types.UnionType, typing.Union):  # ``X | None``: None is always accepted (the field's default)
-        (annotation,) = [arg for arg in args if arg is not type(None)]
-        origin = typing.get_origin(annotation)
     if annotation is Any:
         return "scalar", None
     if annotation is float:
         return "scalar", (int, float)
     return "scalar", origin or annotation
+
+
+def _optional(cls, key: str) -> bool:
+    annotation = typing.get_type_hints(cls)[key]
+    return typing.get_origin(annotation) in (types.UnionType, typing.Union) and type(None) in typing.get_args(
+        annotation
+    )
 
 
 @functools.cache

@@ -5,11 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-OPS_INIT = "src/liger_kernel/ops/__init__.py"
-TRANSFORMERS_INIT = "src/liger_kernel/transformers/__init__.py"
-FUNCTIONAL = "src/liger_kernel/transformers/functional.py"
-OPS_UTILS = "src/liger_kernel/ops/utils.py"
-REQUIRED_FILES = (OPS_INIT, TRANSFORMERS_INIT, FUNCTIONAL, OPS_UTILS)
+from tools.kernelgen.layout import OPS_UTILS
+from tools.kernelgen.layout import REGISTRATION_FILES
+
+REQUIRED_FILES = (*REGISTRATION_FILES, OPS_UTILS)
 REQUIRED_DIRS = ("test", "benchmark/scripts")
 
 

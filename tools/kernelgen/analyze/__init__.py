@@ -36,7 +36,7 @@ def analyze(
     if "closest_existing_kernel" not in loaded.hints:
         archived = closest_archived_kernel(profile, knowledge_root or default_repo_root())
         if archived:
-            profile.closest_existing_kernel = archived
+            profile.notes.closest_existing_kernel = archived
     return profile
 
 

@@ -1,9 +1,9 @@
 """Name the closest existing kernel: an archived, validated kernel of the same tier that shares the most ops.
 
 ``validate NAME --archive`` files accepted kernels under the skill's ``knowledge/`` folder; their profiles say
-what they compute. A new reference is compared with each by the functions its Triton statements call (row
-statistics, forward and backward; Jaccard overlap), or by its formula's functions for a profile without statements
-(a new tier 2/3 reference); names are compared without their ``tl.`` / ``libdevice.`` qualifier, so ``tl.rsqrt``
+what they compute. A new reference is compared with each by the functions its Triton statements call (derived from
+its formulas, or hand-written; Jaccard overlap), or by its description's functions for a profile without math (a
+tier-3 reference); names are compared without their ``tl.`` / ``libdevice.`` qualifier, so ``tl.rsqrt``
 and the formula's ``rsqrt`` match. The host's swiglu / rms_norm / cross_entropy remain the answer when nothing
 archived overlaps.
 """
@@ -14,11 +14,11 @@ import re
 
 from pathlib import Path
 
+from tools.kernelgen.derivation import elementwise_math
+from tools.kernelgen.knowledge import archived_profile_path
+from tools.kernelgen.knowledge import knowledge_kernels
 from tools.kernelgen.profile import ProfileError
 from tools.kernelgen.profile import load_yaml
-from tools.kernelgen.validate.knowledge import KNOWLEDGE_DIR
-from tools.kernelgen.validate.knowledge import PROFILE_FILE
-from tools.kernelgen.validate.knowledge import knowledge_kernels
 
 # A called function, by its bare name: ``tl.rsqrt(`` / ``libdevice.rsqrt(`` / ``tl.extra.cuda.libdevice.rsqrt(``
 # give ``rsqrt``, and a jit helper's leading underscores go (``_tanh(`` reads ``tanh``). Method calls
@@ -27,23 +27,29 @@ _CALL = re.compile(r"(?<![\w.])(?:(?:tl|libdevice)\.(?:\w+\.)*)?_*([A-Za-z]\w*)\
 
 
 def _op_names(profile) -> set[str]:
-    """Functions the kernel calls: from its Triton statements when it has them, else from its formula."""
+    """Functions the kernel calls: from its Triton statements (hand-written or derived from its formulas), else
+    from its description."""
     math = profile.math
-    statements = [*math.row_statistics, *math.forward, *math.backward]
-    if statements:
-        return {name for line in statements for name in _CALL.findall(line)}
+    if math.triton is not None:
+        texts = [*math.triton.row_statistics, *math.triton.forward, *math.triton.backward]
+    elif profile.tier == 1 and math.outputs:
+        derived = elementwise_math(profile)
+        texts = derived.forward + derived.backward
+    else:
+        texts = [f"{s.reduce}({s.of})" for s in math.statistics] + list(math.outputs.values())
+    if texts:
+        return {name for text in texts for name in _CALL.findall(text)}
     return set(_CALL.findall(profile.forward_computation))
 
 
 def closest_archived_kernel(profile, repo_root: Path) -> str | None:
     """The archived kernel closest to ``profile`` (same tier, most shared ops), or None."""
-    base = Path(repo_root) / KNOWLEDGE_DIR
     wanted = _op_names(profile)
     best, best_score = None, 0.0
     for name in knowledge_kernels(repo_root):
         if name == profile.operation_name:
             continue
-        record = base / name / PROFILE_FILE
+        record = archived_profile_path(repo_root, name)
         try:
             archived = load_yaml(record.read_text(encoding="utf-8"), source=str(record), validate=False)
         except ProfileError:

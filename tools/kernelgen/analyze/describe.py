@@ -35,9 +35,13 @@ def _number(value: Any) -> str:
 
 
 class Describer:
-    def __init__(self, traced: TracedReference, named: dict[fx.Node, str] | None = None):
+    """``formula=True`` writes canonical op calls only (``gelu(a, approximate='tanh')``), which ``parse_formula``
+    reads back; otherwise the shorter names people use (``gelu_tanh(a)``)."""
+
+    def __init__(self, traced: TracedReference, named: dict[fx.Node, str] | None = None, formula: bool = False):
         self.traced = traced
         self.named = named or {}  # shared intermediates rendered by name instead of inlined
+        self.formula = formula
         self.cache: dict[fx.Node, tuple[str, int]] = {}
 
     def node_name(self, node: fx.Node) -> str:
@@ -91,9 +95,9 @@ class Describer:
             return f"-{_wrap(inner, precedence, 3)}", 3
         name = call.name
         options = dict(call.options)
-        if name == "gelu" and options.get("approximate") == "tanh":
+        if name == "gelu" and options.get("approximate") == "tanh" and not self.formula:
             name, options = "gelu_tanh", {}
-        elif name == "gelu":
+        elif name == "gelu" and options.get("approximate") == "none":
             options.pop("approximate", None)
         arguments = [self.text(operand) for operand in operands]
         for key, value in options.items():

@@ -1,4 +1,4 @@
-"""Tier 1: turn the traced graph into sympy expressions with ``apply_op`` and synthesize the Triton math."""
+"""Tier 1: the traced graph as sympy expressions (``apply_op``) and as formulas for the profile."""
 
 from __future__ import annotations
 
@@ -7,19 +7,19 @@ from typing import Any
 import sympy
 import torch.fx as fx
 
+from tools.kernelgen.analyze.describe import Describer
 from tools.kernelgen.analyze.errors import HAND_WRITTEN_PROFILE_HINT
 from tools.kernelgen.analyze.errors import AnalyzeError
 from tools.kernelgen.analyze.ops import CAST
 from tools.kernelgen.analyze.ops import ELEMENTWISE
 from tools.kernelgen.analyze.ops import LAYOUT
-from tools.kernelgen.analyze.ops import OpCall
 from tools.kernelgen.analyze.ops import node_line
 from tools.kernelgen.analyze.trace import TracedReference
 from tools.kernelgen.synth import SUPPORTED_OPS
-from tools.kernelgen.synth import ElementwiseMath
 from tools.kernelgen.synth import apply_op
+from tools.kernelgen.synth import format_formula
 from tools.kernelgen.synth import make_symbols
-from tools.kernelgen.synth import synthesize_elementwise
+from tools.kernelgen.synth import parse_formula
 
 
 class _ExpressionBuilder:
@@ -71,39 +71,18 @@ def build_expressions(traced: TracedReference) -> dict[str, sympy.Expr]:
     return {name: builder.value(node) for name, node in zip(traced.output_names, traced.outputs)}
 
 
-def synthesize(traced: TracedReference) -> ElementwiseMath:
-    outputs = build_expressions(traced)
-    parameters = {p.name: p.shape for p in traced.parameters}
-    try:
-        return synthesize_elementwise(outputs, list(traced.tensor_inputs), parameters, traced.runtime_hyperparameters)
-    except ValueError as error:
-        raise AnalyzeError(
-            f"synthesizing the element-wise math failed: {error}; rewrite the reference {HAND_WRITTEN_PROFILE_HINT}",
-            origin=traced.loaded.origin,
-        ) from None
-
-
-def activation_calls(traced: TracedReference) -> list[OpCall]:
-    """Non-arithmetic element-wise ops that read an input: the activations a backward recomputes."""
-    arithmetic = {"add", "sub", "mul", "div", "neg", "pow", "square", "reciprocal", "abs", "where"}
-    arithmetic |= {"gt", "ge", "lt", "le", "eq", "ne", "maximum", "minimum"}
-    return [
-        call
-        for call in traced.calls.values()
-        if call.family == ELEMENTWISE and call.name not in arithmetic and _reads_tensor(traced, call.node)
-    ]
-
-
-def _reads_tensor(traced: TracedReference, node: fx.Node) -> bool:
-    stack, seen = [node], set()
-    while stack:
-        current = stack.pop()
-        if current in seen:
-            continue
-        seen.add(current)
-        if current.op == "get_attr":
-            return True
-        if current.op == "placeholder" and traced.placeholder_names.get(current) in traced.tensor_inputs:
-            return True
-        stack.extend(current.all_input_nodes)
-    return False
+def output_formulas(traced: TracedReference) -> dict[str, str]:
+    """Each output's formula for the profile, in the reference's own ops (``gelu(a, approximate='tanh') * b``)
+    when that reads back to exactly the traced expression, else in the expanded sympy form."""
+    expressions = build_expressions(traced)
+    names = traced.tensor_inputs + [p.name for p in traced.parameters] + traced.runtime_hyperparameters
+    describer = Describer(traced, formula=True)
+    formulas = {}
+    for name, node in zip(traced.output_names, traced.outputs):
+        text = describer.text(node)
+        try:
+            same = parse_formula(text, names) == expressions[name]
+        except (ValueError, TypeError):
+            same = False
+        formulas[name] = text if same else format_formula(expressions[name])
+    return formulas

@@ -1,4 +1,4 @@
-"""Fill a ``KernelProfile`` from a traced and classified reference (and, for tier 1, the synthesized math)."""
+"""Fill a ``KernelProfile`` from a traced and classified reference: tensors, parameters, the math as formulas."""
 
 from __future__ import annotations
 
@@ -12,50 +12,41 @@ import torch.fx as fx
 
 from tools.kernelgen.analyze.classify import CLASS_LOSSES
 from tools.kernelgen.analyze.classify import Classification
-from tools.kernelgen.analyze.describe import Describer
 from tools.kernelgen.analyze.describe import forward_computation
-from tools.kernelgen.analyze.elementwise import activation_calls
-from tools.kernelgen.analyze.elementwise import synthesize
+from tools.kernelgen.analyze.elementwise import output_formulas
 from tools.kernelgen.analyze.errors import AnalyzeError
 from tools.kernelgen.analyze.ops import CAST
 from tools.kernelgen.analyze.ops import LAYOUT
 from tools.kernelgen.analyze.ops import is_fractional_exponent
 from tools.kernelgen.analyze.ops import is_integer_exponent
 from tools.kernelgen.analyze.trace import TracedReference
+from tools.kernelgen.derivation import elementwise_math
+from tools.kernelgen.profile import CLOSEST_KERNEL_BY_TIER
 from tools.kernelgen.profile import SNAKE_CASE
-from tools.kernelgen.profile import Backward
 from tools.kernelgen.profile import BenchmarkSpec
-from tools.kernelgen.profile import HyperParameter
+from tools.kernelgen.profile import InitParameter
 from tools.kernelgen.profile import KernelProfile
 from tools.kernelgen.profile import Math
 from tools.kernelgen.profile import ModuleSpec
+from tools.kernelgen.profile import Notes
+from tools.kernelgen.profile import OutputSpec
 from tools.kernelgen.profile import Reference
 from tools.kernelgen.profile import TensorSpec
 from tools.kernelgen.profile import TestSpec
-from tools.kernelgen.profile import Tiling
 
 DEFAULT_BENCHMARK_CONFIG = {"hidden_size": 4096}
-MLP_CONFIG = HyperParameter(
+MLP_CONFIG = InitParameter(
     name="config",
-    type="str",
     default=None,
     description="HF-style model config object: hidden_size, intermediate_size and the hyper-parameters by name",
 )
 TODO_TIER2 = (
-    "tier 2 math is not synthesized: write math.row_statistics (statements over the masked row `x` assigning each "
-    "per-row statistic, e.g. rstd), list those names in backward.saved_row_statistics, and write math.forward "
-    "(assign `y`) and math.backward (read `grad_y`, assign `grad_x` and `grad_<parameter>` per parameter), "
-    "as the rms_norm kernel does"
+    "tier 2 math is not derived yet: write math.statistics and math.outputs formulas, or hand-written Triton in "
+    "math.triton (row_statistics, saved_row_statistics, forward, backward) as examples/rms_norm.yaml does"
 )
 TODO_TIER3 = (
-    "tier 3 math is not synthesized: fill the fragments templates/ops_tier3.py.j2 expects (the per-row passes "
-    "over column blocks, the loss and its gradient, the hyper-parameter switches), as the cross_entropy kernel does"
+    "tier 3 is the softmax-loss template (ops_tier3.py.j2): a reference of another loss cannot be generated yet"
 )
-_PRECISION_OPS = {
-    "exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "tanh", "sigmoid", "silu", "gelu", "softplus", "mish",
-    "logsigmoid", "erf", "sin", "cos", "div", "reciprocal", "softmax", "log_softmax", "logsumexp", "mean", "sum",
-    "var", "std", "norm", "layer_norm", "rms_norm", "cross_entropy", "nll_loss",
-}  # fmt: skip
 _DOMAIN_OPS = ("log", "log1p", "sqrt", "rsqrt")
 _NONNEGATIVE_OPS = {"exp", "sigmoid", "softplus", "relu", "abs", "square", "sqrt", "rsqrt", "softmax", "var", "std"}
 _NONNEGATIVE_OPS |= {"norm"}
@@ -78,20 +69,22 @@ def build_profile(traced: TracedReference, classification: Classification, name:
     hints = loaded.hints
     kind = hints.get("module_kind") or _default_module_kind(traced, classification)
     identity = {key: hints[key] for key in _HINTED_IDENTITY if key in hints and operation_name == natural}
-    if "closest_existing_kernel" in hints:
-        identity["closest_existing_kernel"] = hints["closest_existing_kernel"]
+    notes = _notes(traced, hints, classification)
 
     profile = KernelProfile(
         operation_name=operation_name,
         tier=classification.tier,
-        tier_reason=classification.reason,
         inputs=_inputs(traced),
         outputs=_outputs(traced),
         hyperparameters=[copy.deepcopy(h) for h in traced.hyperparameters],
         parameters=[copy.deepcopy(p) for p in traced.parameters],
         forward_computation=forward_computation(traced),
-        tiling=_tiling(traced, classification),
-        module=ModuleSpec(kind=kind, init_params=_init_params(traced, kind), size_param=traced.size_param),
+        module=ModuleSpec(
+            kind=kind,
+            init_params=_init_params(traced, kind),
+            size_param=traced.size_param,
+            hidden_act=str(hints.get("hidden_act", operation_name)) if kind == "mlp" else "",
+        ),
         benchmark=_benchmark(hints, loaded.origin),
         reference=Reference(
             source=loaded.source,
@@ -100,57 +93,31 @@ def build_profile(traced: TracedReference, classification: Classification, name:
             origin=loaded.origin if not loaded.builtin_name else f"builtin:{loaded.builtin_name}",
         ),
         test=_test_spec(traced, hints),
+        notes=notes,
         **identity,
     )
-    extra = _extra(traced, hints)
     if classification.tier == 1:
-        _fill_tier1(profile, traced, extra)
+        profile.math = Math(outputs=output_formulas(traced))
+        notes.gradient_formulas = dict(elementwise_math(profile, profile.reference.origin).gradient_formulas)
     else:
-        profile.precision_sensitive_ops = sorted(
-            {call.name for call in traced.calls.values() if call.name in _PRECISION_OPS}
-        )
-        profile.backward = Backward(saved_tensors=list(traced.tensor_inputs) + [p.name for p in traced.parameters])
-        extra["todo"] = TODO_TIER2 if classification.tier == 2 else TODO_TIER3
-        profile.math = Math(extra=extra)
+        notes.remarks.append(TODO_TIER2 if classification.tier == 2 else TODO_TIER3)
     return profile
 
 
-def _fill_tier1(profile: KernelProfile, traced: TracedReference, extra: dict[str, Any]) -> None:
-    math = synthesize(traced)
-    differentiable = list(traced.tensor_inputs) + [p.name for p in traced.parameters]
-    describer = Describer(traced)
-    recompute = list(dict.fromkeys(describer.text(call.node) for call in activation_calls(traced)))
-    profile.precision_sensitive_ops = list(math.precision_sensitive_ops)
-    profile.backward = Backward(
-        saved_tensors=[name for name in differentiable if name in math.backward_uses],
-        recompute=recompute,
-        gradient_formulas=dict(math.gradient_formulas),
-    )
-    extra["forward_formulas"] = dict(math.forward_formulas)
-    profile.math = Math(forward=list(math.forward), backward=list(math.backward), synthesized=True, extra=extra)
-
-
-def _extra(traced: TracedReference, hints: dict[str, Any]) -> dict[str, Any]:
-    extra: dict[str, Any] = {}
-    casts = [
+def _notes(traced: TracedReference, hints: dict[str, Any], classification: Classification) -> Notes:
+    closest = hints.get("closest_existing_kernel") or CLOSEST_KERNEL_BY_TIER.get(classification.tier, "")
+    notes = Notes(tier_reason=classification.reason, closest_existing_kernel=closest)
+    notes.casts = [
         f"{call.label}" + (f" at line {call.line}" if call.line is not None else "")
         for call in traced.calls.values()
         if call.family == CAST
     ]
-    if casts:
-        # The reference changes precision here on purpose; the generated kernel computes in fp32 throughout.
-        extra["casts"] = casts
-    if traced.specialized:
-        extra["specialized"] = dict(traced.specialized)
-    if traced.other_parameters:
-        extra["other_parameters"] = list(traced.other_parameters)
-    if traced.notes:
-        extra["notes"] = list(traced.notes)
-    if "hidden_act" in hints:
-        extra["hidden_act"] = hints["hidden_act"]
+    notes.specialized = dict(traced.specialized)
+    notes.other_parameters = list(traced.other_parameters)
+    notes.remarks = list(traced.notes)
     if "description" in hints:
-        extra["description"] = hints["description"]
-    return extra
+        notes.remarks.insert(0, hints["description"])
+    return notes
 
 
 def _default_module_kind(traced: TracedReference, classification: Classification) -> str:
@@ -163,57 +130,25 @@ def _default_module_kind(traced: TracedReference, classification: Classification
     return "elementwise"
 
 
-def _shape_spec(traced: TracedReference, node: Any, default: list[str]) -> list[str]:
-    shape = traced.shape(node)
-    if shape is None:
-        return list(default)
-    if shape == ():
-        return []
-    rank = traced.rank
-    if len(shape) == rank and shape[-1] == traced.hidden:
-        return ["*", "H"]
-    if len(shape) == rank and shape[-1] == 1:
-        return ["*", "1"]
-    if len(shape) == rank - 1:
-        return ["*"]
-    return [str(size) for size in shape]
-
-
 def _inputs(traced: TracedReference) -> list[TensorSpec]:
-    placeholders = {name: node for node, name in traced.placeholder_names.items()}
     specs = []
     for name in traced.tensor_inputs:
         if name in traced.index_inputs:
-            shape = _shape_spec(traced, placeholders.get(name), ["*"])
-            specs.append(TensorSpec(name=name, shape=shape, dtype="int64", requires_grad=False))
+            specs.append(TensorSpec(name=name, dtype="int64", requires_grad=False))
         else:
-            specs.append(TensorSpec(name=name, shape=_shape_spec(traced, placeholders.get(name), ["*", "H"])))
+            specs.append(TensorSpec(name=name))
     return specs
 
 
-def _outputs(traced: TracedReference) -> list[TensorSpec]:
-    return [
-        TensorSpec(name=name, shape=_shape_spec(traced, node, ["*", "H"]))
-        for name, node in zip(traced.output_names, traced.outputs)
-    ]
+def _outputs(traced: TracedReference) -> list[OutputSpec]:
+    return [OutputSpec(name=name) for name, node in zip(traced.output_names, traced.outputs)]
 
 
-def _tiling(traced: TracedReference, classification: Classification) -> Tiling:
-    # Parameter gradients are sums over rows: per-SM partial sums, added on the host.
-    needs_sm = bool(traced.parameters)
-    if classification.tier == 1:
-        return Tiling(grid="rows x column blocks", block_size_source="n_cols", needs_sm_parallelism=needs_sm)
-    if classification.tier == 2:
-        return Tiling(grid="one program per row", block_size_source="n_cols", needs_sm_parallelism=needs_sm)
-    return Tiling(grid="one program per row, looping over column blocks", needs_sm_parallelism=needs_sm)
-
-
-def _init_params(traced: TracedReference, kind: str) -> list[HyperParameter]:
+def _init_params(traced: TracedReference, kind: str) -> list[InitParameter]:
     if kind == "mlp":
         return [copy.deepcopy(MLP_CONFIG)]
-    if traced.loaded.kind == "module":
-        return [copy.deepcopy(p) for p in traced.init_params]
-    return [copy.deepcopy(h) for h in traced.hyperparameters]
+    arguments = traced.init_params if traced.loaded.kind == "module" else traced.hyperparameters
+    return [InitParameter(name=a.name, default=a.default, description=a.description) for a in arguments]
 
 
 def _apply_hints(spec: Any, overrides: dict[str, Any], section: str, origin: str) -> Any:

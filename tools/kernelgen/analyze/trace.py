@@ -170,8 +170,7 @@ def _instantiate(loaded: LoadedReference) -> tuple[nn.Module, list[HyperParamete
         kwargs[parameter.name] = value
         default = None if parameter.default is inspect.Parameter.empty else parameter.default
         kind = _scalar_type(value) or "str"
-        description = "required" if default is None else ""
-        init_params.append(HyperParameter(name=parameter.name, type=kind, default=default, description=description))
+        init_params.append(HyperParameter(name=parameter.name, type=kind, default=default))
     try:
         module = loaded.obj(**kwargs)
     except Exception as error:  # noqa: BLE001 - user code

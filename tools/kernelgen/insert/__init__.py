@@ -13,11 +13,11 @@ from tools.kernelgen.insert.invariants import is_line_subsequence
 from tools.kernelgen.insert.lazy import add_lazy_symbol
 from tools.kernelgen.insert.ordering import import_order_problems
 from tools.kernelgen.insert.ordering import imports_are_sorted
-from tools.kernelgen.insert.registration import FUNCTIONAL
-from tools.kernelgen.insert.registration import OPS_INIT
-from tools.kernelgen.insert.registration import TRANSFORMERS_INIT
 from tools.kernelgen.insert.registration import Registration
 from tools.kernelgen.insert.registration import register_kernel
+from tools.kernelgen.layout import FUNCTIONAL
+from tools.kernelgen.layout import OPS_INIT
+from tools.kernelgen.layout import TRANSFORMERS_INIT
 
 __all__ = [
     "FUNCTIONAL",

@@ -15,9 +15,9 @@ from tools.kernelgen.insert.imports import add_import
 from tools.kernelgen.insert.invariants import check_invariants
 from tools.kernelgen.insert.lazy import add_lazy_symbol
 from tools.kernelgen.insert.ordering import dotted_name
-from tools.kernelgen.repo import FUNCTIONAL
-from tools.kernelgen.repo import OPS_INIT
-from tools.kernelgen.repo import TRANSFORMERS_INIT
+from tools.kernelgen.layout import FUNCTIONAL
+from tools.kernelgen.layout import OPS_INIT
+from tools.kernelgen.layout import TRANSFORMERS_INIT
 
 FUNCTIONAL_MODULE = "liger_kernel.transformers.functional"
 

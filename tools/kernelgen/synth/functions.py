@@ -90,7 +90,7 @@ class Softplus(ElementwiseFunction):
 
     def _sympystr(self, printer):
         # ``softplus(x)`` in a formula means torch's thresholded op; this is the plain function.
-        return f"log1p(exp({printer._print(self.args[0])}))"
+        return f"softplus({printer._print(self.args[0])}, threshold=None)"
 
 
 class LogSigmoid(ElementwiseFunction):

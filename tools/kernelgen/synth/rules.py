@@ -153,9 +153,11 @@ def _elu(x, alpha=1.0):
 
 
 def _softplus(x, beta=1, threshold=20):
-    x, beta, threshold = _value(x), _value(beta), _value(threshold)
+    x, beta = _value(x), _value(beta)
+    if threshold is None:  # the plain function, as formulas print it: softplus(u, threshold=None)
+        return Softplus(beta * x) / beta
     # torch returns x itself once beta * x exceeds the threshold (log(1 + exp(u)) == u there in fp32 anyway).
-    return select(beta * x > threshold, x, Softplus(beta * x) / beta)
+    return select(beta * x > _value(threshold), x, Softplus(beta * x) / beta)
 
 
 def _hardtanh(x, min_val=-1.0, max_val=1.0):

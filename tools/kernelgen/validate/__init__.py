@@ -5,16 +5,14 @@ tests (the kernel's pytest file) -> correctness (staged comparison with the refe
 performance (GPU only). Bad input (unknown kernel, not a checkout) is one line on stderr and exit 2. Each run
 appends a row to ``<workspace>/iterations.tsv`` and rewrites ``<workspace>/summary.md``.
 
-This module stays light (argparse only): the stages import ruff wrappers, torch and the kernel lazily.
+This module stays light: the stages import ruff wrappers, torch and the kernel lazily.
 """
 
 from __future__ import annotations
 
-import argparse
-
 from pathlib import Path
 
-from tools.kernelgen.validate.knowledge import knowledge_kernels
+from tools.kernelgen.knowledge import knowledge_kernels
 
 EXIT_FAILED = 1
 
@@ -23,61 +21,39 @@ class ValidateError(ValueError):
     """Bad input to ``validate``: unknown kernel, not a checkout, conflicting options."""
 
 
-def register(subparsers) -> argparse.ArgumentParser:
-    parser = subparsers.add_parser(
-        "validate",
-        help="check a generated kernel: checkstyle, purity, unit tests, correctness, performance",
-        description="Validate a generated kernel; exit 0 when every stage passes, 1 when one fails.",
-    )
-    parser.add_argument("name", help="kernel name, as given to `new` (its record is .kernelgen/NAME.yaml)")
-    parser.add_argument("--repo", metavar="PATH", help="Liger checkout holding the kernel (default: this one)")
-    parser.add_argument(
-        "--workspace", metavar="DIR", help="where iterations.tsv and summary.md go (default: .kernelgen-work/NAME/)"
-    )
-    parser.add_argument("--skip-tests", action="store_true", help="skip the unit-test stage")
-    parser.add_argument(
-        "--archive",
-        action="store_true",
-        help="when every stage passes, copy profile, ops file and summary to the skill's knowledge/NAME/",
-    )
-    parser.add_argument("--focus", default="validate", help="iterations.tsv 'focus' column (what this try changed)")
-    parser.add_argument("--description", default="", help="iterations.tsv 'description' column (default: verdicts)")
-    return parser
-
-
-def open_target(args):
-    from tools.kernelgen.generate import check_kernel_name
-    from tools.kernelgen.generate import record_path
+def open_target(name: str, repo_path: str | None, workspace: str | None):
+    from tools.kernelgen.layout import check_kernel_name
+    from tools.kernelgen.layout import kernel_paths
+    from tools.kernelgen.layout import record_path
     from tools.kernelgen.profile import ProfileError
-    from tools.kernelgen.profile import load_yaml
-    from tools.kernelgen.render import kernel_paths
+    from tools.kernelgen.record import read_record
     from tools.kernelgen.repo import LigerRepo
     from tools.kernelgen.validate.report import Target
     from tools.kernelgen.validate.workspace import default_workspace
 
-    check_kernel_name(args.name)
-    repo = LigerRepo.open(args.repo)
-    record = record_path(args.name)
-    paths = kernel_paths(args.name)
+    check_kernel_name(name)
+    repo = LigerRepo.open(repo_path)
+    record = record_path(name)
+    paths = kernel_paths(name)
     if not repo.exists(record):
         if repo.exists(paths["ops"]):
             raise ValidateError(
-                f"'{args.name}' has no generation record {record} in {repo.root}: validate needs the profile it was "
-                f"generated from (regenerate with `python -m tools.kernelgen new {args.name} --force`)"
+                f"'{name}' has no generation record {record} in {repo.root}: validate needs the profile it was "
+                f"generated from (regenerate with `python -m tools.kernelgen new {name} --force`)"
             )
         raise ValidateError(
-            f"no kernel '{args.name}' in {repo.root} ({record} is missing); "
-            f"generate it first: python -m tools.kernelgen new {args.name}"
+            f"no kernel '{name}' in {repo.root} ({record} is missing); "
+            f"generate it first: python -m tools.kernelgen new {name}"
         )
     try:
-        profile = load_yaml(repo.read(record), source=record)
+        profile = read_record(repo.root, name)
     except ProfileError as error:
         raise ValidateError(str(error)) from None
-    if profile.operation_name != args.name:
-        raise ValidateError(f"{record} is the record of '{profile.operation_name}', not '{args.name}'")
-    workspace = Path(args.workspace).resolve() if args.workspace else default_workspace(repo.root, args.name)
-    workspace.mkdir(parents=True, exist_ok=True)
-    return Target(repo=repo, name=args.name, paths=paths, profile=profile, workspace=workspace)
+    if profile.operation_name != name:
+        raise ValidateError(f"{record} is the record of '{profile.operation_name}', not '{name}'")
+    folder = Path(workspace).resolve() if workspace else default_workspace(repo.root, name)
+    folder.mkdir(parents=True, exist_ok=True)
+    return Target(repo=repo, name=name, paths=paths, profile=profile, workspace=folder)
 
 
 def run_stages(target, skip_tests: bool) -> list:
@@ -121,32 +97,41 @@ def run_stages(target, skip_tests: bool) -> list:
     return results
 
 
-def run(args) -> int:
-    from tools.kernelgen.validate.knowledge import archive
+def run(
+    name: str,
+    *,
+    repo: str | None = None,
+    workspace: str | None = None,
+    skip_tests: bool = False,
+    archive: bool = False,
+    focus: str = "validate",
+    description: str = "",
+) -> int:
+    from tools.kernelgen.knowledge import archive as archive_kernel
     from tools.kernelgen.validate.workspace import append_iteration
     from tools.kernelgen.validate.workspace import status
     from tools.kernelgen.validate.workspace import write_summary
 
-    if args.archive and args.skip_tests:
+    if archive and skip_tests:
         raise ValidateError("--archive needs every stage, the unit tests included: drop --skip-tests")
-    target = open_target(args)
+    target = open_target(name, repo, workspace)
     print(f"kernelgen validate '{target.name}' in {target.repo.root} (workspace {target.workspace})", flush=True)
-    results = run_stages(target, args.skip_tests)
+    results = run_stages(target, skip_tests)
     passed = not any(result.failed for result in results)
-    iteration = append_iteration(target.workspace, results, args.focus, args.description)
+    iteration = append_iteration(target.workspace, results, focus, description)
     notes = []
-    if args.archive and not passed:
+    if archive and not passed:
         notes.append("Not archived: a stage failed.")
     summary = write_summary(target, results, iteration, notes)
     print("=" * 70)
     print(f"validate {target.name}: {status(results).upper()} (iteration {iteration}; summary: {summary})")
-    if args.archive:
+    if archive:
         if passed:
-            destination = archive(target, summary)
+            destination = archive_kernel(target.repo.root, target.name, summary)
             print(f"archived to {destination.relative_to(target.repo.root)}/")
         else:
             print("archive: skipped (a stage failed)")
     return 0 if passed else EXIT_FAILED
 
 
-__all__ = ["ValidateError", "knowledge_kernels", "register", "run"]
+__all__ = ["ValidateError", "knowledge_kernels", "run"]

@@ -28,10 +28,10 @@ CUDA = torch.cuda.is_available()
 if not CUDA:
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
+from tools.kernelgen.profile import hyper_cases  # noqa: E402
 from tools.kernelgen.validate.harness import Case  # noqa: E402
 from tools.kernelgen.validate.harness import KernelUnderTest  # noqa: E402
 from tools.kernelgen.validate.harness import RunResult  # noqa: E402
-from tools.kernelgen.validate.harness import hyper_cases  # noqa: E402
 
 # Non-power-of-2 widths, one column, many short rows, one long row; model-sized ones on a GPU.
 CPU_SHAPES = [(1, 1), (3, 1), (2049, 7), (5, 4099)]

@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 
 from tools.kernelgen.profile import KernelProfile
-from tools.kernelgen.profile import load_yaml
+from tools.kernelgen.record import read_record
 
 
 @dataclass
@@ -38,11 +38,6 @@ class Case:
 class RunResult:
     outputs: list[torch.Tensor]
     grads: dict[str, torch.Tensor] = field(default_factory=dict)
-
-
-def load_record(repo: Path, name: str) -> KernelProfile:
-    path = repo / ".kernelgen" / f"{name}.yaml"
-    return load_yaml(path.read_text(encoding="utf-8"), source=str(path))
 
 
 def import_function_class(repo: Path, profile: KernelProfile):
@@ -67,23 +62,11 @@ def load_reference(profile: KernelProfile):
     return getattr(module, profile.reference.entry)
 
 
-def hyper_cases(profile: KernelProfile) -> list[dict]:
-    """The defaults, then each choice and each runtime float moved off its default (as the unit tests do)."""
-    defaults = {hp.name: hp.default for hp in profile.hyperparameters}
-    cases = [dict(defaults)]
-    for hp in profile.hyperparameters:
-        if hp.choices:
-            cases.extend({**defaults, hp.name: choice} for choice in hp.choices if choice != hp.default)
-        elif hp.type == "float" and not hp.constexpr and profile.tier != 3:
-            cases.append({**defaults, hp.name: float(hp.default) * 2.0 if hp.default else 0.5})
-    return cases
-
-
 class KernelUnderTest:
     def __init__(self, repo: Path, name: str, device: str):
         self.repo = repo
         self.device = device
-        self.profile = load_record(repo, name)
+        self.profile = read_record(repo, name)
         self.function = import_function_class(repo, self.profile)
         self.reference = load_reference(self.profile)
         self.defaults = {hp.name: hp.default for hp in self.profile.hyperparameters}

@@ -18,26 +18,14 @@ from pathlib import Path
 
 import torch
 
+from tools.kernelgen.profile import benchmark_size
 from tools.kernelgen.validate.harness import KernelUnderTest
 
 BT = 4096
-DEFAULT_COLUMNS = 4096
 WARMUP = 10
 REPS = 100
 H200_PEAK_BYTES_PER_S = 4.8e12  # HBM3e
 QUEUE_AHEAD_CYCLES = 4_000_000  # ~2 ms of GPU clock: more than one step's host time
-
-
-def columns_for(kut: KernelUnderTest) -> tuple[str, int]:
-    """The dimension the op runs along, from the profile's benchmark config (as the generated benchmark does)."""
-    fixed = kut.profile.benchmark.fixed_config
-    if kut.tier == 3:
-        key = "vocab_size"
-    elif kut.profile.module.kind == "mlp":
-        key = "intermediate_size"
-    else:
-        key = "hidden_size"
-    return key, int(fixed.get(key, DEFAULT_COLUMNS))
 
 
 def _step_factory(kut: KernelUnderTest, case, dtype, provider: str):
@@ -143,7 +131,7 @@ def bytes_moved(kut: KernelUnderTest, rows: int, cols: int, element_size: int) -
 def run(repo: Path, name: str) -> dict:
     kut = KernelUnderTest(repo, name, "cuda")
     dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float32
-    key, cols = columns_for(kut)
+    key, cols = benchmark_size(kut.profile)
     case = kut.make_case(BT, cols, seed=50, dtype=dtype, label="performance")
     report = {
         "device": torch.cuda.get_device_name(),

@@ -21,10 +21,5 @@ KERNELGEN = {
     "module_class_name": "LigerCrossEntropyLoss",
     "module_kind": "loss",
     "description": "F.cross_entropy(logits, target) with ignore_index, label smoothing and reduction",
-    "benchmark": {
-        "variable": "V",
-        "x_label": "vocabulary size",
-        "x_values": [4096, 8192, 16384, 32768, 65536],
-        "fixed_config": {"BT": 4096},
-    },
+    "benchmark": {"fixed_config": {"BT": 4096, "vocab_size": 32000}},
 }

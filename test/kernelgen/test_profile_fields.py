@@ -1,0 +1,219 @@
+"""Every field of a profile a person can edit changes what kernelgen generates (the notes section and free-text
+descriptions excepted, as documented in kernel-profile-format.md).
+
+``EDITS`` has one edit per field of the profile's schema; the completeness test fails when a field is added to
+the dataclasses without an edit here, so a field that does nothing cannot slip in.
+"""
+
+import copy
+import dataclasses
+import types
+import typing
+
+import pytest
+
+from test.kernelgen.conftest import EXAMPLES
+from tools.kernelgen.analyze import analyze
+from tools.kernelgen.profile import KernelProfile
+from tools.kernelgen.profile import benchmark_size
+from tools.kernelgen.profile import load_profile
+from tools.kernelgen.profile import validate_profile
+from tools.kernelgen.render import render_kernel
+
+# Documentation only, and said so in kernel-profile-format.md.
+INFORMATIONAL = {"notes", "profile_version"}
+INFORMATIONAL_SUFFIX = ".description"
+
+
+def _schema_paths(cls, prefix: str = "") -> set[str]:
+    paths = set()
+    for name, annotation in typing.get_type_hints(cls).items():
+        path = f"{prefix}{name}"
+        origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+        if origin in (types.UnionType, typing.Union):
+            annotation = next(arg for arg in args if arg is not type(None))
+            origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+        if dataclasses.is_dataclass(annotation):
+            paths |= _schema_paths(annotation, f"{path}.")
+        elif origin is list and args and dataclasses.is_dataclass(args[0]):
+            paths |= _schema_paths(args[0], f"{path}[].")
+        else:
+            paths.add(path)
+    return paths
+
+
+def _example(name: str) -> KernelProfile:
+    return load_profile(EXAMPLES / f"{name}.yaml")
+
+
+PROFILES = {
+    "swiglu": lambda: _example("swiglu"),  # tier 1, derived from a formula, mlp module
+    "rms_norm": lambda: _example("rms_norm"),  # tier 2, hand-written Triton, norm module
+    "cross_entropy": lambda: _example("cross_entropy"),  # tier 3, loss module
+    "dyt": lambda: analyze("dyt"),  # tier 1 with scalar and per-channel parameters, a module reference
+    "leaky_relu_mul": lambda: analyze("leaky_relu_mul"),  # tier 1 with a runtime hyper-parameter
+}
+
+
+def _rename_input(profile):
+    profile.inputs[1].name = "up"
+    profile.math.outputs["y"] = "silu(a) * up"
+
+
+def _rename_output(profile):
+    profile.outputs[0].name = "out"
+    profile.math.outputs = {"out": profile.math.outputs["y"]}
+
+
+def _rename_hyper(profile):
+    profile.hyperparameters[0].name = "slope"
+    profile.math.outputs["y"] = profile.math.outputs["y"].replace("=negative_slope", "=slope")
+
+
+def _rename_parameter(profile):
+    profile.parameters[1].name = "gamma"
+    profile.math.outputs["y"] = profile.math.outputs["y"].replace("weight", "gamma")
+
+
+def _set(path: str, value):
+    def edit(profile):
+        *parents, last = path.split(".")
+        target = profile
+        for part in parents:
+            target = target[int(part)] if part.isdigit() else getattr(target, part)
+        setattr(target, last, value)
+
+    return edit
+
+
+# path -> (profile, edit, what changes: "files" (the rendered kernel) or "validation" (the profile is refused))
+EDITS = {
+    "operation_name": ("swiglu", lambda p: p.__dict__.update(p.renamed("swiglu_other").__dict__), "files"),
+    "function_class_name": ("swiglu", _set("function_class_name", "LigerOtherFunction"), "files"),
+    "module_class_name": ("swiglu", _set("module_class_name", "LigerOtherMLP"), "files"),
+    "functional_name": ("swiglu", _set("functional_name", "liger_other"), "files"),
+    "tier": ("swiglu", _set("tier", 2), "validation"),
+    "inputs[].name": ("swiglu", _rename_input, "files"),
+    "inputs[].dtype": ("swiglu", _set("inputs.1.dtype", "int64"), "validation"),
+    "inputs[].requires_grad": ("swiglu", _set("inputs.1.requires_grad", False), "files"),
+    "outputs[].name": ("swiglu", _rename_output, "files"),
+    "outputs[].dtype": ("swiglu", _set("outputs.0.dtype", "float32"), "validation"),
+    "hyperparameters[].name": ("leaky_relu_mul", _rename_hyper, "files"),
+    "hyperparameters[].type": ("leaky_relu_mul", _set("hyperparameters.0.type", "int"), "files"),
+    "hyperparameters[].default": ("leaky_relu_mul", _set("hyperparameters.0.default", 0.2), "files"),
+    "hyperparameters[].constexpr": ("leaky_relu_mul", _set("hyperparameters.0.constexpr", True), "files"),
+    "hyperparameters[].choices": ("leaky_relu_mul", _set("hyperparameters.0.choices", [0.01, 0.1]), "files"),
+    "parameters[].name": ("dyt", _rename_parameter, "files"),
+    "parameters[].shape": ("dyt", _set("parameters.1.shape", "scalar"), "files"),
+    "parameters[].init": ("dyt", _set("parameters.1.init", "zeros"), "files"),
+    "parameters[].init_value": ("dyt", _set("parameters.0.init_value", 0.25), "files"),
+    "forward_computation": ("swiglu", _set("forward_computation", "y = silu(gate) * up"), "files"),
+    "math.statistics[].name": None,  # filled in below once tier 2 is derived
+    "math.statistics[].reduce": None,
+    "math.statistics[].of": None,
+    "math.outputs": ("swiglu", _set("math.outputs", {"y": "silu(a) * b * 2.0"}), "files"),
+    "math.triton.forward": (
+        "rms_norm",
+        _set("math.triton.forward", ["y = x * rstd * (offset + weight) * 2.0"]),
+        "files",
+    ),
+    "math.triton.backward": (
+        "rms_norm",
+        lambda p: p.math.triton.backward.__setitem__(-1, "grad_weight = 2.0 * grad_y * x_hat"),
+        "files",
+    ),
+    "math.triton.row_statistics": (
+        "rms_norm",
+        _set("math.triton.row_statistics", ["rstd = tl.rsqrt(tl.sum(x * x, axis=0) / n_cols + 2.0 * eps)"]),
+        "files",
+    ),
+    "math.triton.saved_row_statistics": (
+        "rms_norm",
+        lambda p: (
+            p.math.triton.row_statistics.append("rms = 1.0 / rstd"),
+            p.math.triton.saved_row_statistics.append("rms"),
+        ),
+        "files",
+    ),
+    "backward.in_place_gradients": ("swiglu", _set("backward.in_place_gradients", False), "files"),
+    "tiling.block_elements": ("swiglu", _set("tiling.block_elements", 8192), "files"),
+    "tiling.max_block_cols": ("swiglu", _set("tiling.max_block_cols", 4096), "files"),
+    "tiling.programs_per_sm": ("dyt", _set("tiling.programs_per_sm", 4), "files"),
+    "tiling.num_warps": ("swiglu", _set("tiling.num_warps", 16), "files"),
+    "module.kind": (
+        "swiglu",
+        lambda p: (_set("module.kind", "elementwise")(p), _set("module.hidden_act", "")(p)),
+        "files",
+    ),
+    "module.init_params[].name": ("dyt", _set("module.init_params.1.name", "alpha_init"), "files"),
+    "module.init_params[].default": ("dyt", _set("module.init_params.1.default", 0.25), "files"),
+    "module.size_param": ("dyt", _set("module.size_param", "dim"), "files"),
+    "module.hidden_act": ("swiglu", _set("module.hidden_act", "silu"), "files"),
+    "benchmark.providers": ("swiglu", _set("benchmark.providers", ["liger", "torch"]), "files"),
+    "benchmark.fixed_config": ("swiglu", _set("benchmark.fixed_config", {"intermediate_size": 14336}), "measured"),
+    "reference.source": (
+        "swiglu",
+        lambda p: setattr(p.reference, "source", p.reference.source.replace("F.silu(a) * b", "b * F.silu(a)")),
+        "files",
+    ),
+    "reference.entry": (
+        "swiglu",
+        lambda p: (
+            setattr(p.reference, "source", p.reference.source.replace("def swiglu(", "def swiglu_ref(")),
+            setattr(p.reference, "entry", "swiglu_ref"),
+        ),
+        "files",
+    ),
+    "reference.kind": ("dyt", _set("reference.kind", "function"), "files"),
+    "reference.origin": ("swiglu", _set("reference.origin", "somewhere else"), "files"),
+    "test.cpu_shapes": ("swiglu", _set("test.cpu_shapes", [[7, 129]]), "files"),
+    "test.gpu_shapes": ("swiglu", _set("test.gpu_shapes", [[8, 4096]]), "files"),
+    "test.tolerances": (
+        "swiglu",
+        _set("test.tolerances", {"float32": [1e-6, 1e-6], "bfloat16": [1e-2, 1e-2]}),
+        "files",
+    ),
+    "test.input_scale": ("swiglu", _set("test.input_scale", 3.0), "files"),
+    "test.input_domain": ("swiglu", _set("test.input_domain", "positive"), "files"),
+    "test.mlp_shapes": ("swiglu", _set("test.mlp_shapes", [[2, 16, 40]]), "files"),
+}
+PENDING_TIER2 = {path for path, edit in EDITS.items() if edit is None}
+
+
+def _outcome(profile: KernelProfile, what: str):
+    if what == "validation":
+        return validate_profile(profile)
+    if what == "measured":
+        return benchmark_size(profile)
+    rendered = render_kernel(profile)
+    return rendered.files, rendered.functional_source
+
+
+def test_every_field_of_the_schema_has_an_edit():
+    fields = {
+        path
+        for path in _schema_paths(KernelProfile)
+        if path.split(".")[0] not in INFORMATIONAL and not path.endswith(INFORMATIONAL_SUFFIX)
+    }
+    assert fields == set(EDITS)
+
+
+@pytest.mark.parametrize("path", sorted(set(EDITS) - PENDING_TIER2))
+def test_editing_the_field_changes_the_output(path):
+    name, edit, what = EDITS[path]
+    original = PROFILES[name]()
+    assert validate_profile(original) == []
+    edited = copy.deepcopy(original)
+    edit(edited)
+    if what != "validation":
+        assert validate_profile(edited) == [], f"the edit of {path} must keep the profile valid"
+    assert _outcome(edited, what) != _outcome(original, what), f"editing {path} changed nothing"
+
+
+def test_notes_change_nothing_generated():
+    original = _example("swiglu")
+    edited = copy.deepcopy(original)
+    edited.notes.tier_reason = "another reason"
+    edited.notes.gradient_formulas = {"grad_a": "0"}
+    edited.notes.remarks = ["a remark"]
+    assert _outcome(edited, "files") == _outcome(original, "files")

@@ -1,0 +1,72 @@
+"""The profile's math, derived: formulas (``math.outputs``) become the forward and backward Triton statements the
+ops templates print; hand-written ``math.triton`` statements are taken as they are.
+
+Both analysis (to report the gradients and fail early) and rendering ask for the same derivation; it is cached,
+so a command derives each kernel's math once.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+
+from tools.kernelgen.profile import KernelProfile
+from tools.kernelgen.profile import ProfileError
+from tools.kernelgen.synth import ElementwiseMath
+from tools.kernelgen.synth import parse_formula
+from tools.kernelgen.synth import synthesize_elementwise
+
+
+def elementwise_math(profile: KernelProfile, source: str = "<profile>") -> ElementwiseMath:
+    """The tier-1 forward and backward statements with the names each reads."""
+    written = profile.math.triton
+    if written is not None:
+        return ElementwiseMath(
+            forward=list(written.forward),
+            backward=list(written.backward),
+            forward_uses=sorted(names_read(written.forward)),
+            backward_uses=sorted(names_read(written.backward)),
+        )
+    # Inputs that take no gradient are constants of the math, as the hyper-parameters are.
+    inputs = tuple(t.name for t in profile.inputs if t.requires_grad)
+    parameters = tuple((p.name, p.shape) for p in profile.parameters)
+    constants = [t.name for t in profile.inputs if not t.requires_grad]
+    hyperparameters = tuple(constants + profile.formula_hyperparameters)
+    try:
+        return _derive_elementwise(tuple(profile.math.outputs.items()), inputs, parameters, hyperparameters)
+    except _FormulaError as error:
+        raise ProfileError(source, [str(error)]) from None
+
+
+class _FormulaError(ValueError):
+    pass
+
+
+@functools.lru_cache(maxsize=64)
+def _derive_elementwise(formulas, inputs, parameters, hyperparameters) -> ElementwiseMath:
+    names = [*inputs, *(name for name, _ in parameters), *hyperparameters]
+    outputs = {}
+    for name, text in formulas:
+        try:
+            outputs[name] = parse_formula(text, names)
+        except (ValueError, TypeError) as error:
+            raise _FormulaError(f"math.outputs.{name}: {error}") from None
+    try:
+        return synthesize_elementwise(outputs, list(inputs), dict(parameters), list(hyperparameters))
+    except ValueError as error:
+        raise _FormulaError(f"math.outputs: {error}") from None
+
+
+def names_read(statements: list[str]) -> set[str]:
+    """Names a list of hand-written statements reads before (or without) assigning them."""
+    assigned: set[str] = set()
+    read: set[str] = set()
+    for statement in statements:
+        tree = ast.parse(statement)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id not in assigned:
+                read.add(node.id)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                assigned.add(node.id)
+    return read

@@ -1,0 +1,46 @@
+"""Where things live in a Liger checkout: the files every kernel registers in, each kernel's own files, and
+kernelgen's generation records. Every path is repository-relative; nothing here touches the disk."""
+
+from __future__ import annotations
+
+import keyword
+import re
+
+SNAKE_CASE = re.compile(r"^[a-z][a-z0-9]*(_[a-z0-9]+)*$")
+
+OPS_INIT = "src/liger_kernel/ops/__init__.py"
+TRANSFORMERS_INIT = "src/liger_kernel/transformers/__init__.py"
+FUNCTIONAL = "src/liger_kernel/transformers/functional.py"
+OPS_UTILS = "src/liger_kernel/ops/utils.py"
+REGISTRATION_FILES = (OPS_INIT, TRANSFORMERS_INIT, FUNCTIONAL)
+
+# What a kernel was generated from (its profile): ``--modify`` re-renders it to merge hand edits.
+RECORD_DIR = ".kernelgen"
+# Kernels ``validate --archive`` accepted, which ``analyze`` may name as the closest existing kernel.
+KNOWLEDGE_DIR = ".claude/skills/liger-kernel-gen/knowledge"
+KNOWLEDGE_PROFILE = "profile.yaml"
+
+
+def kernel_paths(name: str) -> dict[str, str]:
+    """A kernel's own files, by role."""
+    return {
+        "ops": f"src/liger_kernel/ops/{name}.py",
+        "module": f"src/liger_kernel/transformers/{name}.py",
+        "test": f"test/transformers/test_{name}.py",
+        "benchmark": f"benchmark/scripts/benchmark_{name}.py",
+    }
+
+
+def record_path(name: str) -> str:
+    return f"{RECORD_DIR}/{name}.yaml"
+
+
+class KernelNameError(ValueError):
+    """A kernel name that cannot name files and Python modules."""
+
+
+def check_kernel_name(name: str) -> None:
+    if not SNAKE_CASE.match(name or ""):
+        raise KernelNameError(f"kernel name {name!r} is not a snake_case identifier (e.g. geglu, relu_squared)")
+    if keyword.iskeyword(name):
+        raise KernelNameError(f"kernel name {name!r} is a Python keyword; it cannot name a module")

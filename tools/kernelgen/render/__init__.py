@@ -1,0 +1,89 @@
+"""Render stage: a validated profile -> the source text of a kernel's files (Jinja2 templates, StrictUndefined).
+
+``views.build_views`` decides everything a file needs; the templates in ``tools/kernelgen/templates`` only lay it
+out. Output is unformatted: the pipeline formats it with the target repository's ruff.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import jinja2
+
+from tools.kernelgen.layout import kernel_paths
+from tools.kernelgen.profile import KernelProfile
+from tools.kernelgen.render.text import single_line_imports
+from tools.kernelgen.render.text import split_reference
+from tools.kernelgen.render.text import wrap_docstring
+from tools.kernelgen.render.views import OPTIONAL_TARGET_HELPERS
+from tools.kernelgen.render.views import build_views
+from tools.kernelgen.render.views import kernel_view
+from tools.kernelgen.render.views import test_view
+
+TEMPLATE_DIR = Path(__file__).resolve().parents[1] / "templates"
+
+
+@dataclass
+class RenderedKernel:
+    """Every file of a new kernel plus the pieces the inserter registers in existing files."""
+
+    files: dict[str, str]
+    functional_source: str
+
+
+def template_environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(TEMPLATE_DIR)),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        autoescape=False,
+    )
+    env.filters["pyrepr"] = repr
+    return env
+
+
+def target_helpers(ops_utils_source: str) -> frozenset[str]:
+    """Top-level names a target checkout's ``ops/utils.py`` defines, among those the templates can use."""
+    try:
+        tree = ast.parse(ops_utils_source)
+    except SyntaxError:
+        return frozenset()
+    defined = {node.name for node in tree.body if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
+    defined |= {
+        t.id for node in tree.body if isinstance(node, ast.Assign) for t in node.targets if isinstance(t, ast.Name)
+    }
+    return frozenset(defined & OPTIONAL_TARGET_HELPERS)
+
+
+def render_kernel(profile: KernelProfile, helpers: frozenset[str] = OPTIONAL_TARGET_HELPERS) -> RenderedKernel:
+    """Render every file of the kernel. ``helpers``: the optional ``ops/utils.py`` helpers the target has."""
+    env = template_environment()
+    context = build_views(profile, helpers).context()
+    paths = kernel_paths(profile.operation_name)
+    tier = profile.tier
+    files = {
+        paths["ops"]: env.get_template(f"ops_tier{tier}.py.j2").render(context),
+        paths["module"]: env.get_template("module.py.j2").render(context),
+        paths["test"]: env.get_template(f"test_tier{tier}.py.j2").render(context),
+        paths["benchmark"]: env.get_template("benchmark.py.j2").render(context),
+    }
+    functional = env.get_template("functional.py.j2").render(context)
+    return RenderedKernel(files=files, functional_source=functional)
+
+
+__all__ = [
+    "RenderedKernel",
+    "kernel_view",
+    "render_kernel",
+    "single_line_imports",
+    "split_reference",
+    "target_helpers",
+    "template_environment",
+    "test_view",
+    "wrap_docstring",
+]

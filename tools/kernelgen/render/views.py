@@ -1,0 +1,433 @@
+"""What each generated file needs from a profile, computed once, in Python, with real names.
+
+Templates hold layout; every decision (what a kernel loads, saves, returns, which cases a test sweeps) is made
+here. ``kernel`` is shared by every file; ``ops`` (per tier), ``module``, ``test`` and ``bench`` belong to one file
+each.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+from dataclasses import dataclass
+from typing import Any
+
+from tools.kernelgen.derivation import elementwise_math
+from tools.kernelgen.profile import HyperParameter
+from tools.kernelgen.profile import InitParameter
+from tools.kernelgen.profile import KernelProfile
+from tools.kernelgen.profile import LearnableParameter
+from tools.kernelgen.profile import ProfileError
+from tools.kernelgen.profile import TestSpec
+from tools.kernelgen.profile import benchmark_dimension
+from tools.kernelgen.profile import hyper_cases
+from tools.kernelgen.render.text import fstring_chunks
+from tools.kernelgen.render.text import signature
+from tools.kernelgen.render.text import split_reference
+from tools.kernelgen.render.text import wrap_docstring
+from tools.kernelgen.synth.printer import TANH_HELPER
+from tools.kernelgen.synth.printer import TANH_HELPER_SOURCE
+
+# Reduction names the tier-3 kernel receives as a constexpr.
+REDUCTIONS = {"none": 0, "mean": 1, "sum": 2}
+# Helpers of ``liger_kernel.ops.utils`` the templates use when the target checkout has them (this host has all).
+OPTIONAL_TARGET_HELPERS = frozenset({"get_num_sms"})
+
+
+@dataclass(frozen=True)
+class KernelView:
+    """Names and signatures every file of the kernel shares."""
+
+    name: str
+    tier: int
+    function_class: str
+    module_class: str
+    functional: str
+    inputs: list[str]
+    outputs: list[str]
+    grad_inputs: list[str]
+    params: list[LearnableParameter]
+    channel_params: list[LearnableParameter]
+    param_names: list[str]
+    hypers: list[HyperParameter]
+    hyper_names: list[str]
+    signature: str  # of the Function's forward and of the functional: tensors, parameters, hyper-parameters
+    call_args: list[str]
+    docstring: str  # the autograd Function's
+    functional_docstring: str
+    reference_imports: list[str]
+    reference_body: str
+    reference_origin: str
+    reference_entry: str
+    reference_kind: str
+    # get_num_sms for persistent grids: "import"ed from the target's ops/utils.py, "define"d in the ops file, or None
+    num_sms: str | None
+
+
+@dataclass(frozen=True)
+class ElementwiseOpsView:
+    """Tier 1: the forward and backward kernels over 2-D tiles."""
+
+    forward: list[str]
+    backward: list[str]
+    forward_inputs: list[str]  # loaded by the forward kernel
+    forward_params: list[LearnableParameter]
+    backward_inputs: list[str]
+    backward_params: list[LearnableParameter]
+    backward_grad_outputs: list[str]
+    grad_outputs: list[str]
+    grad_input_names: list[str]
+    partial_names: list[str]
+    uses_tanh: bool
+    tanh_helper_source: str
+    in_place: bool
+    precision_note: list[str]
+    backward_signature: str
+    backward_call_args: list[str]
+    outputs_viewed: list[str]
+    backward_returns: list[str]
+    backward_return_exprs: list[str]
+    apply_returns: list[str]
+    block_elements: int
+    max_block_cols: int
+    programs_per_sm: int
+    num_warps: int | None
+
+
+@dataclass(frozen=True)
+class RowOpsView:
+    """Tier 2 with hand-written math: one program per row, the saved per-row statistics."""
+
+    x: str
+    y: str
+    stats: list[str]
+    row_statistics: list[str]
+    forward: list[str]
+    backward: list[str]
+    in_place: bool
+    backward_signature: str
+    backward_call_args: list[str]
+    saved: list[str]
+    apply_returns: list[str]
+    programs_per_sm: int
+    num_warps: int | None
+
+
+@dataclass(frozen=True)
+class LossOpsView:
+    """Tier 3: the softmax-loss template."""
+
+    x: str
+    target: str
+    reductions: dict[str, int]
+    apply_returns: list[str]
+    defaults: dict[str, Any]
+    tanh_helper_source: str
+    block_elements: int
+    num_warps: int | None
+
+
+@dataclass(frozen=True)
+class ModuleView:
+    kind: str
+    init_params: list[InitParameter | HyperParameter]
+    init_signature: str
+    param_init: dict[str, str]
+    self_params: list[str]
+    self_hypers: list[str]
+    repr_fields: str
+    docstring: str
+
+
+@dataclass(frozen=True)
+class TestView:
+    cpu_shapes: list[tuple]
+    gpu_shapes: list[tuple]
+    tol: dict[str, list[float]]
+    hyper_cases: list[dict]
+    hyper_values: list[str]  # one HYPERPARAMETERS case passed positionally to .apply
+    hyper_keywords: list[str]  # ... and by keyword to the functional
+    positive_domain: bool
+    input_scale: float
+    reference_module_args: str
+    liger_module_args: str
+    hidden_act: str
+    mlp_shapes: list[tuple]
+
+
+@dataclass(frozen=True)
+class BenchmarkView:
+    size_key: str
+    size_name: str
+    sweep_size: bool
+    sweep_description: str
+    reference_init_args: str
+    providers: list[str]
+
+
+@dataclass(frozen=True)
+class KernelViews:
+    kernel: KernelView
+    ops: ElementwiseOpsView | RowOpsView | LossOpsView
+    module: ModuleView
+    test: TestView
+    bench: BenchmarkView
+
+    def context(self) -> dict[str, Any]:
+        return {"kernel": self.kernel, "ops": self.ops, "module": self.module, "test": self.test, "bench": self.bench}
+
+
+def build_views(profile: KernelProfile, helpers: frozenset[str] = OPTIONAL_TARGET_HELPERS) -> KernelViews:
+    """Every view of ``profile`` (validated), for a target whose ``ops/utils.py`` defines ``helpers``."""
+    ops_builders = {1: _elementwise_ops, 2: _row_ops, 3: _loss_ops}
+    if profile.tier not in ops_builders:
+        raise ValueError(f"tier {profile.tier} has no templates")
+    return KernelViews(
+        kernel=kernel_view(profile, helpers),
+        ops=ops_builders[profile.tier](profile),
+        module=_module_view(profile),
+        test=test_view(profile),
+        bench=_benchmark_view(profile),
+    )
+
+
+def kernel_view(profile: KernelProfile, helpers: frozenset[str] = OPTIONAL_TARGET_HELPERS) -> KernelView:
+    imports, body = split_reference(profile.reference.source)
+    inputs = [t.name for t in profile.inputs]
+    params = profile.parameters
+    hyper_names = [hp.name for hp in profile.hyperparameters]
+    formula = profile.forward_computation or profile.operation_name
+    origin = profile.reference.origin or "a profile"
+    if not params:
+        num_sms = None
+    else:
+        num_sms = "import" if "get_num_sms" in helpers else "define"
+    return KernelView(
+        name=profile.operation_name,
+        tier=profile.tier,
+        function_class=profile.function_class_name,
+        module_class=profile.module_class_name,
+        functional=profile.functional_name,
+        inputs=inputs,
+        outputs=[t.name for t in profile.outputs],
+        grad_inputs=[t.name for t in profile.inputs if t.requires_grad],
+        params=params,
+        channel_params=[prm for prm in params if prm.shape == "channel"],
+        param_names=[prm.name for prm in params],
+        hypers=profile.hyperparameters,
+        hyper_names=hyper_names,
+        signature=signature(inputs + [prm.name for prm in params] + profile.hyperparameters),
+        call_args=inputs + [prm.name for prm in params] + hyper_names,
+        docstring=wrap_docstring(f"{formula}\n\nForward and backward in Triton, generated by kernelgen from {origin}."),
+        functional_docstring=wrap_docstring(f"{formula}; see ``{profile.function_class_name}``."),
+        reference_imports=imports,
+        reference_body=body,
+        reference_origin=profile.reference.origin,
+        reference_entry=profile.reference.entry,
+        reference_kind=profile.reference.kind,
+        num_sms=num_sms,
+    )
+
+
+# Ops -------------------------------------------------------------------------------------------------------
+def _in_place_gradients(profile: KernelProfile) -> bool:
+    """Gradients overwrite the saved inputs only where the inputs are dead: by default when the module itself
+    made them (the gate/up projections of an MLP), as Liger's swiglu does; never for user-owned tensors."""
+    if profile.backward.in_place_gradients is None:
+        return profile.module.kind == "mlp"
+    return profile.backward.in_place_gradients
+
+
+def _precision_note(ops: list[str]) -> list[str]:
+    text = "Loads are upcast to fp32"
+    if ops:
+        text += f" (precision-sensitive in bf16/fp16: {', '.join(ops)})"
+    text += ": the math runs in fp32 and rounds once, on store."
+    return textwrap.wrap(text, width=100)
+
+
+def _elementwise_ops(profile: KernelProfile) -> ElementwiseOpsView:
+    math = elementwise_math(profile)
+    inputs = [t.name for t in profile.inputs]
+    outputs = [t.name for t in profile.outputs]
+    grad_inputs = [t.name for t in profile.inputs if t.requires_grad]
+    params = profile.parameters
+    param_names = [prm.name for prm in params]
+    hyper_names = [hp.name for hp in profile.hyperparameters]
+    forward_reads, backward_reads = set(math.forward_uses), set(math.backward_uses)
+    grad_outputs = [f"grad_{name}" for name in outputs]
+    tiling = profile.tiling
+    return ElementwiseOpsView(
+        forward=math.forward,
+        backward=math.backward,
+        forward_inputs=[name for name in inputs if name in forward_reads],
+        forward_params=[prm for prm in params if prm.name in forward_reads],
+        backward_inputs=[name for name in inputs if name in backward_reads],
+        backward_params=[prm for prm in params if prm.name in backward_reads],
+        backward_grad_outputs=[name for name in grad_outputs if name in backward_reads],
+        grad_outputs=grad_outputs,
+        grad_input_names=[f"grad_{name}" for name in grad_inputs],
+        partial_names=[f"grad_{name}_partial" for name in param_names],
+        uses_tanh=any(f"{TANH_HELPER}(" in line for line in math.forward + math.backward),
+        tanh_helper_source=TANH_HELPER_SOURCE,
+        in_place=_in_place_gradients(profile),
+        precision_note=_precision_note(math.precision_sensitive_ops),
+        backward_signature=", ".join(inputs + param_names + grad_outputs + hyper_names),
+        backward_call_args=inputs + param_names + grad_outputs + [f"ctx.{name}" for name in hyper_names],
+        outputs_viewed=[f"{name}.view(*shape)" for name in outputs],
+        backward_returns=[f"grad_{name}" for name in grad_inputs] + [f"grad_{name}" for name in param_names],
+        backward_return_exprs=[f"grad_{name}.view(*shape)" for name in grad_inputs]
+        + [f"grad_{name}" for name in param_names],
+        apply_returns=[f"grad_{name}" if name in grad_inputs else "None" for name in inputs]
+        + [f"grad_{name}" for name in param_names]
+        + ["None"] * len(hyper_names),
+        block_elements=tiling.block_elements,
+        max_block_cols=tiling.max_block_cols,
+        programs_per_sm=tiling.programs_per_sm,
+        num_warps=tiling.num_warps,
+    )
+
+
+def _row_ops(profile: KernelProfile) -> RowOpsView:
+    written = profile.math.triton
+    if written is None:
+        raise ProfileError(
+            profile.operation_name, ["math: tier-2 formulas cannot be rendered yet; write math.triton by hand"]
+        )
+    x = profile.inputs[0].name
+    y = profile.outputs[0].name
+    param_names = [prm.name for prm in profile.parameters]
+    hyper_names = [hp.name for hp in profile.hyperparameters]
+    stats = list(written.saved_row_statistics)
+    return RowOpsView(
+        x=x,
+        y=y,
+        stats=stats,
+        row_statistics=written.row_statistics,
+        forward=written.forward,
+        backward=written.backward,
+        in_place=bool(profile.backward.in_place_gradients),
+        backward_signature=", ".join(
+            [f"grad_{y}", x] + param_names + stats + ["BLOCK_SIZE", "num_warps"] + hyper_names
+        ),
+        backward_call_args=[f"grad_{y}", x]
+        + param_names
+        + stats
+        + ["ctx.BLOCK_SIZE", "ctx.num_warps"]
+        + [f"ctx.{name}" for name in hyper_names],
+        saved=[x] + param_names + stats,
+        apply_returns=[f"grad_{x}"] + [f"grad_{name}" for name in param_names] + ["None"] * len(hyper_names),
+        programs_per_sm=profile.tiling.programs_per_sm,
+        num_warps=profile.tiling.num_warps,
+    )
+
+
+def _loss_ops(profile: KernelProfile) -> LossOpsView:
+    hypers = profile.hyperparameters
+    return LossOpsView(
+        x=profile.inputs[0].name,
+        target=profile.inputs[1].name,
+        reductions=REDUCTIONS,
+        apply_returns=[f"{profile.inputs[0].name}_grad", "None"] + ["None"] * len(hypers),
+        defaults={hp.name: hp.default for hp in hypers},
+        tanh_helper_source=TANH_HELPER_SOURCE,
+        block_elements=profile.tiling.block_elements,
+        num_warps=profile.tiling.num_warps,
+    )
+
+
+# Module ----------------------------------------------------------------------------------------------------
+def _param_init(profile: KernelProfile, size_param: str) -> dict[str, str]:
+    inits = {}
+    for prm in profile.parameters:
+        shape = size_param if prm.shape == "channel" else "1"
+        if prm.init == "ones":
+            inits[prm.name] = f"torch.ones({shape})"
+        elif prm.init == "zeros":
+            inits[prm.name] = f"torch.zeros({shape})"
+        else:
+            inits[prm.name] = f"torch.full(({shape},), {float(prm.init_value)!r})"
+    return inits
+
+
+def _module_view(profile: KernelProfile) -> ModuleView:
+    params = profile.parameters
+    init_params = list(profile.module.init_params)
+    init_names = {ip.name for ip in init_params}
+    size_param = profile.module.size_param
+    if params and size_param not in init_names:
+        init_params.insert(0, InitParameter(name=size_param, default=None))
+    for hp in profile.hyperparameters:
+        if hp.name not in init_names and profile.module.kind != "mlp":
+            init_params.append(hp)
+            init_names.add(hp.name)
+    hyper_names = [hp.name for hp in profile.hyperparameters]
+    # extra_repr's fields: an MLP's sizes come from its HF config; other modules show their __init__ arguments.
+    if profile.module.kind == "mlp":
+        fields = ["hidden_size", "intermediate_size"] + hyper_names
+    else:
+        fields = [ip.name for ip in init_params if ip.name not in [p.name for p in params]]
+    required = {ip.name for ip in profile.module.init_params if ip.default is None}
+    if params:
+        required.add(size_param)
+    return ModuleView(
+        kind=profile.module.kind,
+        init_params=init_params,
+        init_signature=signature(init_params, frozenset(required)),
+        param_init=_param_init(profile, size_param),
+        self_params=[f"self.{prm.name}" for prm in params],
+        self_hypers=[f"self.{name}" for name in hyper_names],
+        repr_fields=fstring_chunks([f"{name}={{self.{name}}}" for name in fields]),
+        docstring=wrap_docstring(
+            f"{profile.forward_computation or profile.operation_name} as a module, computed by "
+            f"``{profile.function_class_name}``."
+        ),
+    )
+
+
+# Test ------------------------------------------------------------------------------------------------------
+def test_view(profile: KernelProfile) -> TestView:
+    tolerances = {key: list(value) for key, value in {**TestSpec().tolerances, **profile.test.tolerances}.items()}
+    size_param = profile.module.size_param
+    hyper_names = [hp.name for hp in profile.hyperparameters]
+    module_reference = profile.reference.kind == "module"
+    reference_module_args = [f"{size_param}=n_cols"] + [f"{name}=hyper[{name!r}]" for name in hyper_names]
+    liger_module_args = [f"{size_param}=shape[-1]"] if profile.parameters else []
+    liger_module_args += [f"{name}=hyper[{name!r}]" for name in hyper_names]
+    return TestView(
+        cpu_shapes=[tuple(s) for s in profile.test.cpu_shapes],
+        gpu_shapes=[tuple(s) for s in profile.test.gpu_shapes],
+        tol=tolerances,
+        hyper_cases=hyper_cases(profile),
+        hyper_values=[f"hyper[{name!r}]" for name in hyper_names],
+        hyper_keywords=[f"{name}=hyper[{name!r}]" for name in hyper_names],
+        positive_domain=profile.test.input_domain == "positive",
+        input_scale=float(profile.test.input_scale),
+        reference_module_args=", ".join(reference_module_args if module_reference else []),
+        liger_module_args=", ".join(liger_module_args),
+        hidden_act=profile.module.hidden_act or profile.operation_name,
+        mlp_shapes=[tuple(s) for s in profile.test.mlp_shapes],
+    )
+
+
+# Benchmark -------------------------------------------------------------------------------------------------
+def _benchmark_view(profile: KernelProfile) -> BenchmarkView:
+    """Which model dimension the benchmark sweeps: vocabulary for losses, intermediate size for gated MLP
+    activations, hidden size otherwise."""
+    size_key, size_name = benchmark_dimension(profile)
+    init_args = [f"{profile.module.size_param}=size"] if profile.parameters else []
+    init_args += [f"{hp.name}={hp.default!r}" for hp in profile.hyperparameters]
+    # Losses sweep BT only: a vocabulary sweep says little about a kernel that streams one row at a time.
+    sweep_size = profile.tier != 3
+    if sweep_size:
+        sweep_description = f"Sweeps the token count BT at the model's {size_name}, then the {size_name} at a fixed BT."
+    else:
+        sweep_description = f"Sweeps the token count BT at the model's {size_name}."
+    return BenchmarkView(
+        size_key=size_key,
+        size_name=size_name,
+        sweep_size=sweep_size,
+        sweep_description=sweep_description,
+        reference_init_args=", ".join(init_args),
+        providers=list(profile.benchmark.providers),
+    )
