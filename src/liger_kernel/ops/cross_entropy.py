@@ -222,8 +222,11 @@ class TargetOutOfBoundsError(ValueError, AssertionError):
 
 
 def _check_targets(target: torch.Tensor, kept: torch.Tensor, n_cols: int, ignore_index: int) -> None:
-    """Raise TargetOutOfBoundsError unless every kept target indexes a column; costs one small reduction and a
-    host sync, which an index the kernel would read (and write) outside its row is worth."""
+    """Raise TargetOutOfBoundsError unless every kept target indexes a column.
+
+    Costs one small reduction and one host sync; without it the kernel would read (and, computing the gradient,
+    write) outside the row for such a target.
+    """
     if target.numel() == 0:
         return
     smallest, largest = torch.stack(torch.aminmax(torch.where(kept, target, 0))).tolist()
