@@ -2,7 +2,9 @@
 
 Generation needs libcst and ruff, which the GPU machine lacks; the generated checkout travels instead
 (device `run` with carry=[".gpu-run"]), and `.ci/gpu` runs there. Kernels: geglu (as the README makes it), every
-tier-1 built-in as NAME_gen, and the three example profiles as NAME_ex (the round trips of issue 4).
+tier-1 and tier-2 built-in as NAME_gen, the three example profiles as NAME_ex (the round trips of issue 4), and
+with ``--tiling-variants`` copies of rms_norm and layer_norm under other launch settings (``NAME_tv_...``) for a
+tiling sweep.
 """
 
 import shutil
@@ -16,22 +18,42 @@ sys.path.insert(0, str(ROOT))
 from test.kernelgen.conftest import EXAMPLES  # noqa: E402
 from test.kernelgen.conftest import copy_checkout  # noqa: E402
 from test.kernelgen.test_analyze import TIER1_BUILTINS  # noqa: E402
+from test.kernelgen.test_analyze import TIER2_BUILTINS  # noqa: E402
 from tools.kernelgen.analyze import analyze  # noqa: E402
 from tools.kernelgen.generate import plan_new  # noqa: E402
 from tools.kernelgen.profile import load_profile  # noqa: E402
 from tools.kernelgen.repo import LigerRepo  # noqa: E402
 from tools.kernelgen.writer import write_all  # noqa: E402
 
+# (block_elements, programs_per_sm, num_warps) of the tier-2 tiling sweep; None: the template's choice.
+TILING_VARIANTS = [(4096, programs, warps) for programs in (1, 2, 4, 8) for warps in (4, 8, 16, 32)]
+
+
+def tiling_variants() -> list:
+    variants = []
+    for base in ("rms_norm", "layer_norm"):
+        for block_elements, programs_per_sm, num_warps in TILING_VARIANTS:
+            name = f"{base}_tv_{block_elements}_{programs_per_sm}_{num_warps or 'auto'}"
+            profile = analyze(base, name=name)
+            profile.tiling.block_elements = block_elements
+            profile.tiling.programs_per_sm = programs_per_sm
+            profile.tiling.num_warps = num_warps
+            variants.append(profile)
+    return variants
+
 
 def main() -> None:
+    arguments = [arg for arg in sys.argv[1:] if not arg.startswith("--")]
     # An optional folder instead of .gpu-run/ (e.g. to diff what a generator change does to every kernel).
-    destination = Path(sys.argv[1]).resolve() if len(sys.argv) > 1 else ROOT / ".gpu-run"
+    destination = Path(arguments[0]).resolve() if arguments else ROOT / ".gpu-run"
     shutil.rmtree(destination, ignore_errors=True)
     copy_checkout(destination)
-    profiles = [analyze("geglu")] + [analyze(name, name=f"{name}_gen") for name in TIER1_BUILTINS]
+    profiles = [analyze("geglu")] + [analyze(name, name=f"{name}_gen") for name in TIER1_BUILTINS + TIER2_BUILTINS]
     profiles += [
         load_profile(EXAMPLES / f"{e}.yaml").renamed(f"{e}_ex") for e in ("swiglu", "rms_norm", "cross_entropy")
     ]
+    if "--tiling-variants" in sys.argv:
+        profiles += tiling_variants()
     for profile in profiles:
         write_all(destination, plan_new(LigerRepo.open(destination), profile).changes)
     print(f"{destination}: {len(profiles)} kernels generated")

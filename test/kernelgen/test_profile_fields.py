@@ -7,8 +7,11 @@ the dataclasses without an edit here, so a field that does nothing cannot slip i
 
 import copy
 import dataclasses
+import tempfile
 import types
 import typing
+
+from pathlib import Path
 
 import pytest
 
@@ -52,7 +55,21 @@ PROFILES = {
     "cross_entropy": lambda: _example("cross_entropy"),  # tier 3, loss module
     "dyt": lambda: analyze("dyt"),  # tier 1 with scalar and per-channel parameters, a module reference
     "leaky_relu_mul": lambda: analyze("leaky_relu_mul"),  # tier 1 with a runtime hyper-parameter
+    "layer_norm": lambda: analyze("layer_norm"),  # tier 2, derived from its statistics and formulas
+    "logsumexp": lambda: _analyze_source("import torch\n\n\ndef logsumexp(x):\n    return torch.logsumexp(x, -1)\n"),
 }
+
+
+def _analyze_source(source: str) -> KernelProfile:
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "reference.py"
+        path.write_text(source)
+        return analyze(str(path))
+
+
+def _rename_statistic(profile):
+    profile.math.statistics[1].name = "var"
+    profile.math.outputs["y"] = profile.math.outputs["y"].replace("variance", "var")
 
 
 def _rename_input(profile):
@@ -107,10 +124,12 @@ EDITS = {
     "parameters[].shape": ("dyt", _set("parameters.1.shape", "scalar"), "files"),
     "parameters[].init": ("dyt", _set("parameters.1.init", "zeros"), "files"),
     "parameters[].init_value": ("dyt", _set("parameters.0.init_value", 0.25), "files"),
+    "parameters[].attribute": ("dyt", _set("parameters.1.attribute", "affine.weight"), "files"),
     "forward_computation": ("swiglu", _set("forward_computation", "y = silu(gate) * up"), "files"),
-    "math.statistics[].name": None,  # filled in below once tier 2 is derived
-    "math.statistics[].reduce": None,
-    "math.statistics[].of": None,
+    "math.statistics[].name": ("layer_norm", _rename_statistic, "files"),
+    "math.statistics[].reduce": ("layer_norm", _set("math.statistics.1.reduce", "sum"), "files"),
+    "math.statistics[].of": ("layer_norm", _set("math.statistics.1.of", "abs(x - mean)"), "files"),
+    "outputs[].keepdim": ("logsumexp", _set("outputs.0.keepdim", True), "files"),
     "math.outputs": ("swiglu", _set("math.outputs", {"y": "silu(a) * b * 2.0"}), "files"),
     "math.triton.forward": (
         "rms_norm",
@@ -177,7 +196,6 @@ EDITS = {
     "test.input_domain": ("swiglu", _set("test.input_domain", "positive"), "files"),
     "test.mlp_shapes": ("swiglu", _set("test.mlp_shapes", [[2, 16, 40]]), "files"),
 }
-PENDING_TIER2 = {path for path, edit in EDITS.items() if edit is None}
 
 
 def _outcome(profile: KernelProfile, what: str):
@@ -198,7 +216,7 @@ def test_every_field_of_the_schema_has_an_edit():
     assert fields == set(EDITS)
 
 
-@pytest.mark.parametrize("path", sorted(set(EDITS) - PENDING_TIER2))
+@pytest.mark.parametrize("path", sorted(EDITS))
 def test_editing_the_field_changes_the_output(path):
     name, edit, what = EDITS[path]
     original = PROFILES[name]()

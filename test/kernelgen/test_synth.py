@@ -75,6 +75,8 @@ class TorchTL:
         return torch.zeros_like(x)
 
     def __getattr__(self, name):
+        if name == "float32":  # the printed kernels compute in fp32: here, in the values' own dtype
+            return self.dtype
         function = {
             "exp": torch.exp,
             "log": torch.log,
@@ -93,7 +95,7 @@ class TorchTL:
 
 def run_statements(statements: list[str], values: dict[str, torch.Tensor]) -> dict:
     dtype = next(iter(values.values())).dtype
-    namespace = {"tl": TorchTL(dtype), "_tanh": torch.tanh, **values}
+    namespace = {"tl": TorchTL(dtype), "_tanh": torch.tanh, "input_dtype": dtype, **values}
     exec(compile("\n".join(statements), "<synthesized>", "exec"), namespace)
     return namespace
 
@@ -219,6 +221,8 @@ OP_CASES = [
     OpCase("sin", torch.sin),
     OpCase("cos", torch.cos),
     OpCase("erf", torch.erf),
+    # Rounding to the input's dtype (float64 here) is exact; its gradient passes through.
+    OpCase("cast_to_input", lambda x: x),
 ]
 
 

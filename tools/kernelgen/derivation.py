@@ -15,6 +15,10 @@ from tools.kernelgen.profile import ProfileError
 from tools.kernelgen.synth import ElementwiseMath
 from tools.kernelgen.synth import parse_formula
 from tools.kernelgen.synth import synthesize_elementwise
+from tools.kernelgen.synth.rows import N_COLS
+from tools.kernelgen.synth.rows import RowMath
+from tools.kernelgen.synth.rows import RowProgramError
+from tools.kernelgen.synth.rows import synthesize_rows
 
 
 def elementwise_math(profile: KernelProfile, source: str = "<profile>") -> ElementwiseMath:
@@ -55,6 +59,47 @@ def _derive_elementwise(formulas, inputs, parameters, hyperparameters) -> Elemen
         return synthesize_elementwise(outputs, list(inputs), dict(parameters), list(hyperparameters))
     except ValueError as error:
         raise _FormulaError(f"math.outputs: {error}") from None
+
+
+def row_math(profile: KernelProfile, source: str = "<profile>") -> RowMath:
+    """The tier-2 forward and backward statements (2-D tiles, see ``synth/rows.py``) derived from the formulas."""
+    inputs = tuple(t.name for t in profile.inputs if t.requires_grad)
+    constants = tuple(t.name for t in profile.inputs if not t.requires_grad)
+    parameters = tuple((p.name, p.shape) for p in profile.parameters)
+    statistics = tuple((s.name, s.reduce, s.of) for s in profile.math.statistics)
+    try:
+        return _derive_rows(
+            statistics,
+            tuple(profile.math.outputs.items()),
+            inputs,
+            constants,
+            parameters,
+            tuple(profile.formula_hyperparameters),
+        )
+    except _FormulaError as error:
+        raise ProfileError(source, [str(error)]) from None
+
+
+@functools.lru_cache(maxsize=64)
+def _derive_rows(statistics, formulas, inputs, constants, parameters, hyperparameters) -> RowMath:
+    names = [*inputs, *constants, *(name for name, _ in parameters), *hyperparameters, N_COLS]
+    parsed = []
+    for index, (name, reduce, text) in enumerate(statistics):
+        try:
+            parsed.append((name, reduce, parse_formula(text, names)))
+        except (ValueError, TypeError) as error:
+            raise _FormulaError(f"math.statistics[{index}].of: {error}") from None
+        names.append(name)
+    outputs = {}
+    for name, text in formulas:
+        try:
+            outputs[name] = parse_formula(text, names)
+        except (ValueError, TypeError) as error:
+            raise _FormulaError(f"math.outputs.{name}: {error}") from None
+    try:
+        return synthesize_rows(parsed, outputs, list(inputs), dict(parameters), list(hyperparameters), list(constants))
+    except RowProgramError as error:
+        raise _FormulaError(f"math: {error}") from None
 
 
 def names_read(statements: list[str]) -> set[str]:

@@ -113,10 +113,13 @@ class TensorSpec:
 
 @dataclass
 class OutputSpec:
-    """A tensor output (the math gives its formula under ``math.outputs.NAME``)."""
+    """A tensor output (the math gives its formula under ``math.outputs.NAME``). An output with one value per row
+    (tier 2: a formula of statistics alone, such as rstd) keeps the reduced dimension as size 1 (``keepdim``) or
+    drops it."""
 
     name: str
     dtype: str = "same"
+    keepdim: bool = True
     description: str = ""
 
 
@@ -149,6 +152,7 @@ class LearnableParameter:
     shape: str = "channel"
     init: str = "ones"
     init_value: float | None = None
+    attribute: str = ""  # where the reference module holds it, when not ``self.<name>`` (``norm.weight``)
     description: str = ""
 
 
@@ -204,11 +208,12 @@ class Tiling:
     num_warps: int | None = None
 
 
-# The tiling fields each tier's template reads, with their defaults (from measured sweeps on an H200).
+# The tiling fields each ops template reads, with their defaults (from measured sweeps on an H200).
 TILING_DEFAULTS = {
-    1: {"block_elements": 4096, "max_block_cols": 2048, "programs_per_sm": 2},
-    2: {"programs_per_sm": 1},
-    3: {"block_elements": 32768},
+    "elementwise": {"block_elements": 4096, "max_block_cols": 2048, "programs_per_sm": 2},
+    "rows": {"block_elements": 4096, "programs_per_sm": 2},
+    "rows_handwritten": {"programs_per_sm": 1},
+    "loss": {"block_elements": 32768},
 }
 TILING_AUTO = ("num_warps",)  # fields whose None means "chosen by the template", for every tier
 
@@ -302,9 +307,17 @@ class KernelProfile:
             self.module_class_name = f"Liger{pascal}{suffix}"
         if not self.functional_name and self.operation_name:
             self.functional_name = f"liger_{self.operation_name}"
-        for key, value in TILING_DEFAULTS.get(self.tier, {}).items():
+        for key, value in TILING_DEFAULTS.get(self.template, {}).items():
             if getattr(self.tiling, key) is None:
                 setattr(self.tiling, key, value)
+
+    @property
+    def template(self) -> str:
+        """The ops template: ``elementwise`` (tier 1), ``rows`` (tier 2, derived), ``rows_handwritten`` (tier 2,
+        hand-written Triton), ``loss`` (tier 3)."""
+        if self.tier == 2:
+            return "rows_handwritten" if self.math.triton is not None else "rows"
+        return {1: "elementwise", 3: "loss"}.get(self.tier, "")
 
     # Names of the rendered artefacts ------------------------------------------------------------------------
     @property
@@ -379,10 +392,20 @@ def benchmark_size(profile: KernelProfile) -> tuple[str, int]:
 def _applies(profile: KernelProfile, path: str) -> bool:
     section, _, key = path.partition(".")
     if section == "tiling":
-        return key in TILING_DEFAULTS.get(profile.tier, {}) or key in TILING_AUTO
+        return key in TILING_DEFAULTS.get(profile.template, {}) or key in TILING_AUTO
     if path in ("module.hidden_act", "test.mlp_shapes"):
         return profile.module.kind == "mlp"
     return True
+
+
+def per_row_output(profile: KernelProfile, name: str) -> bool:
+    """Whether output ``name``'s formula reads statistics and nothing that varies along the row."""
+    formula = profile.math.outputs.get(name)
+    names = _formula_names(formula) if isinstance(formula, str) else set()
+    if isinstance(names, str):
+        return False
+    varying = {t.name for t in profile.inputs} | {p.name for p in profile.parameters if p.shape == "channel"}
+    return bool(names & {s.name for s in profile.math.statistics}) and not names & varying
 
 
 CONDITIONAL_FIELDS = (
@@ -528,6 +551,9 @@ def validate_profile(profile: KernelProfile) -> list[str]:
                     f"{group}[{index}].dtype: {tensor.dtype!r}, but tier-{profile.tier} kernels compute on floating-point "
                     f"tensors of the first input's dtype ('same')"
                 )
+    for index, output in enumerate(profile.outputs):
+        if not output.keepdim and not per_row_output(profile, output.name):
+            problems.append(f"outputs[{index}].keepdim: only an output with one value per row can drop the dimension")
     for index, hyper in enumerate(profile.hyperparameters):
         if hyper.type not in SCALAR_TYPES:
             problems.append(f"hyperparameters[{index}].type: {hyper.type!r} is not one of {', '.join(SCALAR_TYPES)}")
@@ -555,7 +581,7 @@ def validate_profile(profile: KernelProfile) -> list[str]:
         if value is None:
             continue
         if not _applies(profile, f"tiling.{key.name}"):
-            problems.append(f"tiling.{key.name}: the tier-{profile.tier} template does not read it; remove it")
+            problems.append(f"tiling.{key.name}: the {profile.template} template does not read it; remove it")
         elif not isinstance(value, int) or isinstance(value, bool) or value < 1:
             problems.append(f"tiling.{key.name}: {value!r} is not a positive integer")
     if profile.module.hidden_act and not _applies(profile, "module.hidden_act"):
@@ -602,6 +628,9 @@ def dump_yaml(profile: KernelProfile) -> str:
         if not _applies(profile, path):
             section, key = path.split(".")
             data[section].pop(key, None)
+    for output, spec in zip(profile.outputs, data["outputs"]):
+        if not per_row_output(profile, output.name):
+            spec.pop("keepdim")
     header = (
         f"# kernelgen kernel profile for '{profile.operation_name}' (edit, then: new NAME --profile FILE).\n"
         "# Every field changes what kernelgen generates, except the notes section at the end.\n"

@@ -1,17 +1,15 @@
 """Tier classification of a traced reference, with a one-sentence reason that names the deciding op and line.
 
 1 (element-wise): only element-wise ops. 2 (row reduction): reductions along the last dimension (the inputs'
-row) only, at most two chained (mean then variance, max then sum of exponentials), every output one row-shaped
-tensor. 3 (fused / complex): losses over a class dimension, gathers and indexing by tensor, matrix products, element
-reordering, reductions over other dims, over everything or over what is no longer the row (``x.sum(-1).sum(-1)``),
-longer reduction chains, or outputs of different shapes.
+row) only, chained as deep as the math goes (mean then variance, max then sum of exponentials), every output either
+row-shaped or one value per row (rstd, logsumexp). 3 (fused / complex): losses over a class dimension, gathers and
+indexing by tensor, matrix products, element reordering, reductions over other dims, over everything or over what is
+no longer the row (``x.sum(-1).sum(-1)``), or outputs of other shapes.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-import torch.fx as fx
 
 from tools.kernelgen.analyze.ops import REDUCTION
 from tools.kernelgen.analyze.ops import STRUCTURAL
@@ -22,7 +20,6 @@ from tools.kernelgen.analyze.trace import TracedReference
 CLASS_LOSSES = ("cross_entropy", "nll_loss")
 INDEXING = ("gather", "index_select", "index", "embedding")
 PRODUCTS = ("matmul", "linear", "einsum")
-MAX_ROW_REDUCTION_CHAIN = 2
 
 
 @dataclass
@@ -77,17 +74,14 @@ def _reduces_rows(traced: TracedReference, call: OpCall) -> bool:
     return shape is None or (len(shape) >= traced.rank and shape[-1] == traced.hidden)
 
 
-def _reduction_chain_depth(traced: TracedReference) -> tuple[int, OpCall | None]:
-    depth: dict[fx.Node, int] = {}
-    deepest, deepest_call = 0, None
-    for node in traced.graph_module.graph.nodes:
-        inherited = max((depth.get(arg, 0) for arg in node.all_input_nodes), default=0)
-        call = traced.calls.get(node)
-        own = 1 if call is not None and call.family == REDUCTION else 0
-        depth[node] = inherited + own
-        if own and depth[node] > deepest:
-            deepest, deepest_call = depth[node], call
-    return deepest, deepest_call
+def _row_shaped(traced: TracedReference, shape: tuple[int, ...] | None) -> bool:
+    """A whole row per row of the inputs, or one value per row (the reduced dim kept as 1 or dropped)."""
+    if shape is None:
+        return True
+    rank = traced.rank
+    if len(shape) == rank:
+        return shape[-1] in (traced.hidden, 1)
+    return len(shape) == rank - 1
 
 
 def classify(traced: TracedReference) -> Classification:
@@ -111,21 +105,15 @@ def classify(traced: TracedReference) -> Classification:
             return Classification(3, f"{_at(call)} reduces over dim {named}, not only the last dimension.")
         if off_row is None and not _reduces_rows(traced, call):
             off_row = call
-    depth, deepest = _reduction_chain_depth(traced)
-    if depth > MAX_ROW_REDUCTION_CHAIN:
-        reason = (
-            f"{_at(deepest)} ends a chain of {depth} dependent reductions, which needs several passes over each row."
-        )
-        return Classification(3, reason)
     if off_row is not None:
         reason = (
             f"{_at(off_row)} reduces a last dimension that is not the inputs' row (its operand was already "
             "reduced, flattened or unsqueezed), not each row."
         )
         return Classification(3, reason)
-    shapes = {traced.shape(node) for node in traced.outputs}
-    if len(traced.outputs) > 1 and len(shapes) > 1 and None not in shapes:
-        return Classification(3, f"it returns {len(traced.outputs)} outputs of different shapes.")
+    odd = [shape for shape in (traced.shape(node) for node in traced.outputs) if not _row_shaped(traced, shape)]
+    if odd:
+        return Classification(3, f"it returns an output of shape {list(odd[0])}, neither a row nor one value per row.")
     if reductions:
         labels = list(dict.fromkeys(f"`{call.label}`" for call in reductions))
         lines = sorted({call.line for call in reductions if call.line is not None})

@@ -15,6 +15,7 @@ import re
 from pathlib import Path
 
 from tools.kernelgen.derivation import elementwise_math
+from tools.kernelgen.derivation import row_math
 from tools.kernelgen.knowledge import archived_profile_path
 from tools.kernelgen.knowledge import knowledge_kernels
 from tools.kernelgen.profile import ProfileError
@@ -32,8 +33,8 @@ def _op_names(profile) -> set[str]:
     math = profile.math
     if math.triton is not None:
         texts = [*math.triton.row_statistics, *math.triton.forward, *math.triton.backward]
-    elif profile.tier == 1 and math.outputs:
-        derived = elementwise_math(profile)
+    elif math.outputs and profile.tier in (1, 2):
+        derived = elementwise_math(profile) if profile.tier == 1 else row_math(profile)
         texts = derived.forward + derived.backward
     else:
         texts = [f"{s.reduce}({s.of})" for s in math.statistics] + list(math.outputs.values())

@@ -117,6 +117,9 @@ _BY_NAME.update(
         "logsumexp": _spec("logsumexp", REDUCTION, ("input", "dim", "keepdim"), defaults={"keepdim": False}),
         "layer_norm": _spec("layer_norm", REDUCTION, ("input", "normalized_shape", "weight", "bias", "eps")),
         "rms_norm": _spec("rms_norm", REDUCTION, ("input", "normalized_shape", "weight", "eps")),
+        "normalize": _spec(
+            "normalize", REDUCTION, ("input", "p", "dim", "eps"), defaults={"p": 2.0, "dim": 1, "eps": 1e-12}
+        ),
         # Structural: tier 3 (losses over a class dimension, gathers, matmuls, reorderings).
         "cross_entropy": _spec("cross_entropy", STRUCTURAL, ("input", "target"), 2, index_params=("target",)),
         "nll_loss": _spec("nll_loss", STRUCTURAL, ("input", "target"), 2, index_params=("target",)),

@@ -16,7 +16,10 @@ alike and across torch versions.
 
 from __future__ import annotations
 
+import ast
+import contextlib
 import inspect
+import io
 import sys
 
 from dataclasses import dataclass
@@ -257,14 +260,40 @@ def _normalize_all(loaded: LoadedReference, graph_module: fx.GraphModule, live: 
     return calls
 
 
-def _output_nodes(graph_module: fx.GraphModule) -> tuple[list[fx.Node], list[str]]:
+def _output_nodes(graph_module: fx.GraphModule, loaded: LoadedReference) -> tuple[list[fx.Node], list[str]]:
     output = next(node for node in graph_module.graph.nodes if node.op == "output")
     value = output.args[0]
     if isinstance(value, dict):
         return list(value.values()), [str(key) for key in value]
     if isinstance(value, (tuple, list)):
-        return list(value), [f"y{index + 1}" for index in range(len(value))]
+        names = _returned_names(loaded, len(value)) or [f"y{index + 1}" for index in range(len(value))]
+        return list(value), names
     return [value], ["y"]
+
+
+def _returned_names(loaded: LoadedReference, count: int) -> list[str] | None:
+    """The variable names of ``return a, b`` in the entry (a module's forward), when every returned value is one."""
+    try:
+        tree = ast.parse(loaded.source)
+    except SyntaxError:
+        return None
+    scope = tree
+    if loaded.kind == "module":
+        classes = [node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == loaded.entry]
+        if not classes:
+            return None
+        scope = classes[0]
+    wanted = "forward" if loaded.kind == "module" else loaded.entry
+    for function in scope.body:
+        if not isinstance(function, ast.FunctionDef) or function.name != wanted:
+            continue
+        returns = [node for node in ast.walk(function) if isinstance(node, ast.Return)]
+        if len(returns) != 1 or not isinstance(returns[0].value, ast.Tuple):
+            return None
+        names = [element.id if isinstance(element, ast.Name) else None for element in returns[0].value.elts]
+        if len(names) == count and None not in names and len(set(names)) == count:
+            return names
+    return None
 
 
 def _finish(loaded, graph_module, order, tensors, hypers, concrete, attributes, hidden, init_params, module=None):
@@ -272,7 +301,7 @@ def _finish(loaded, graph_module, order, tensors, hypers, concrete, attributes, 
     placeholders = dict(zip(order, (node for node in graph_module.graph.nodes if node.op == "placeholder")))
     live = _reachable(graph_module.graph)
     calls = _normalize_all(loaded, graph_module, live)
-    outputs, output_names = _output_nodes(graph_module)
+    outputs, output_names = _output_nodes(graph_module, loaded)
     if any(not isinstance(node, fx.Node) for node in outputs):
         raise AnalyzeError(f"'{loaded.entry}' must return tensors computed from its inputs", origin=loaded.origin)
     taken = set(tensors) | {h.name for h in hypers}
@@ -299,6 +328,7 @@ def _finish(loaded, graph_module, order, tensors, hypers, concrete, attributes, 
             if learnable is None:
                 others.append(f"{name} {list(tensor.shape)}")
             else:
+                learnable.attribute = target if target != name else ""
                 parameters.append(learnable)
 
     # Example inputs: rows of ``hidden`` values; a class target or gather index is one per row, so inputs
@@ -364,7 +394,7 @@ def _learnable(name: str, tensor: torch.Tensor, hidden: int) -> LearnableParamet
 def _propagate_shapes(
     graph_module, order, tensors, index_inputs, rows_shape, calls, hypers, concrete, attributes, hidden
 ) -> bool:
-    """Run the graph on small float64 examples (``rows_shape + (hidden,)``) to record every node's shape (best
+    """Run the graph on small float32 examples (``rows_shape + (hidden,)``) to record every node's shape (best
     effort)."""
     gather_like = {
         operand.target
@@ -380,13 +410,14 @@ def _propagate_shapes(
             shape = rows_shape + ((1,) if name in gather_like else ())
             values[name] = torch.randint(0, hidden, shape, generator=generator)
         else:
-            values[name] = torch.rand(rows_shape + (hidden,), generator=generator, dtype=torch.float64) + 0.5
+            values[name] = torch.rand(rows_shape + (hidden,), generator=generator) + 0.5
     values.update({h.name: h.default for h in hypers})
     values.update(concrete)
     values.update(attributes)
     args = [values.get(name) for name in order]
     try:
-        with torch.no_grad():
+        # ShapeProp prints the traceback of a failing node before re-raising: the failure is handled here.
+        with torch.no_grad(), contextlib.redirect_stderr(io.StringIO()):
             ShapeProp(graph_module).propagate(*args)
     except Exception:  # noqa: BLE001 - shapes are a refinement; classification falls back to the dim arguments
         return False

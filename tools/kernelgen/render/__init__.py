@@ -24,6 +24,12 @@ from tools.kernelgen.render.views import kernel_view
 from tools.kernelgen.render.views import test_view
 
 TEMPLATE_DIR = Path(__file__).resolve().parents[1] / "templates"
+OPS_TEMPLATES = {
+    "elementwise": "ops_tier1.py.j2",
+    "rows": "ops_tier2.py.j2",
+    "rows_handwritten": "ops_tier2_handwritten.py.j2",
+    "loss": "ops_tier3.py.j2",
+}
 
 
 @dataclass
@@ -67,7 +73,7 @@ def render_kernel(profile: KernelProfile, helpers: frozenset[str] = OPTIONAL_TAR
     paths = kernel_paths(profile.operation_name)
     tier = profile.tier
     files = {
-        paths["ops"]: env.get_template(f"ops_tier{tier}.py.j2").render(context),
+        paths["ops"]: env.get_template(OPS_TEMPLATES[profile.template]).render(context),
         paths["module"]: env.get_template("module.py.j2").render(context),
         paths["test"]: env.get_template(f"test_tier{tier}.py.j2").render(context),
         paths["benchmark"]: env.get_template("benchmark.py.j2").render(context),

@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from tools.kernelgen.derivation import elementwise_math
+from tools.kernelgen.derivation import row_math
 from tools.kernelgen.profile import HyperParameter
 from tools.kernelgen.profile import InitParameter
 from tools.kernelgen.profile import KernelProfile
 from tools.kernelgen.profile import LearnableParameter
-from tools.kernelgen.profile import ProfileError
 from tools.kernelgen.profile import TestSpec
 from tools.kernelgen.profile import benchmark_dimension
 from tools.kernelgen.profile import hyper_cases
@@ -25,6 +25,7 @@ from tools.kernelgen.render.text import fstring_chunks
 from tools.kernelgen.render.text import signature
 from tools.kernelgen.render.text import split_reference
 from tools.kernelgen.render.text import wrap_docstring
+from tools.kernelgen.synth.printer import INPUT_DTYPE
 from tools.kernelgen.synth.printer import TANH_HELPER
 from tools.kernelgen.synth.printer import TANH_HELPER_SOURCE
 
@@ -90,6 +91,42 @@ class ElementwiseOpsView:
     apply_returns: list[str]
     block_elements: int
     max_block_cols: int
+    programs_per_sm: int
+    num_warps: int | None
+
+
+@dataclass(frozen=True)
+class RowProgramOpsView:
+    """Tier 2, derived: tiles of whole rows, the per-row statistics the backward reads saved in fp32."""
+
+    forward: list[str]
+    backward: list[str]
+    inputs: list[str]  # every tensor input (loaded as [BLOCK_ROWS, BLOCK_COLS] tiles)
+    element_outputs: list[str]
+    row_outputs: list[str]  # one value per row
+    row_output_shapes: dict[str, str]  # output -> the expression of its shape, keepdim or not
+    saved: list[str]  # statistics stored by forward, loaded by backward
+    forward_inputs: list[str]
+    forward_params: list[LearnableParameter]
+    backward_inputs: list[str]
+    backward_params: list[LearnableParameter]
+    backward_element_grads: list[str]  # grad_{output} of per-element outputs the backward loads
+    backward_row_grads: list[str]  # grad_{output} of per-row outputs the backward loads
+    grad_outputs: list[str]  # every grad_{output}, in output order (the backward's arguments)
+    grad_inputs: list[str]  # inputs that get a gradient
+    stored_grads: list[str]  # inputs whose gradient the backward kernel writes (the others alias one of them)
+    channel_grads: list[str]  # grad_{parameter} per element, summed over rows
+    scalar_grads: list[str]  # grad_{parameter} per row, summed over rows
+    saved_tensors: list[str]  # what ctx saves: the inputs the backward reads, every parameter, the statistics
+    backward_results: list[str]  # what the backward wrapper returns: grad_{input}, then grad_{parameter}
+    gradient_aliases: dict[str, str]  # grad_{input} -> the stored gradient it equals
+    in_place: bool  # the first input's gradient takes the first output's gradient buffer
+    uses_tanh: bool
+    uses_cast: bool
+    tanh_helper_source: str
+    precision_note: list[str]
+    apply_returns: list[str]
+    block_elements: int
     programs_per_sm: int
     num_warps: int | None
 
@@ -168,7 +205,7 @@ class BenchmarkView:
 @dataclass(frozen=True)
 class KernelViews:
     kernel: KernelView
-    ops: ElementwiseOpsView | RowOpsView | LossOpsView
+    ops: ElementwiseOpsView | RowProgramOpsView | RowOpsView | LossOpsView
     module: ModuleView
     test: TestView
     bench: BenchmarkView
@@ -179,12 +216,17 @@ class KernelViews:
 
 def build_views(profile: KernelProfile, helpers: frozenset[str] = OPTIONAL_TARGET_HELPERS) -> KernelViews:
     """Every view of ``profile`` (validated), for a target whose ``ops/utils.py`` defines ``helpers``."""
-    ops_builders = {1: _elementwise_ops, 2: _row_ops, 3: _loss_ops}
-    if profile.tier not in ops_builders:
+    ops_builders = {
+        "elementwise": _elementwise_ops,
+        "rows": _row_program_ops,
+        "rows_handwritten": _row_ops,
+        "loss": _loss_ops,
+    }
+    if profile.template not in ops_builders:
         raise ValueError(f"tier {profile.tier} has no templates")
     return KernelViews(
         kernel=kernel_view(profile, helpers),
-        ops=ops_builders[profile.tier](profile),
+        ops=ops_builders[profile.template](profile),
         module=_module_view(profile),
         test=test_view(profile),
         bench=_benchmark_view(profile),
@@ -288,12 +330,58 @@ def _elementwise_ops(profile: KernelProfile) -> ElementwiseOpsView:
     )
 
 
+def _row_program_ops(profile: KernelProfile) -> RowProgramOpsView:
+    math = row_math(profile)
+    inputs = [t.name for t in profile.inputs]
+    grad_inputs = [t.name for t in profile.inputs if t.requires_grad]
+    outputs = [t.name for t in profile.outputs]
+    params = profile.parameters
+    param_names = [p.name for p in params]
+    reads = set(math.backward_reads)
+    backward_inputs = [name for name in inputs if name in reads]
+    backward_params = [p for p in params if p.name in reads]
+    keepdim = {t.name: t.keepdim for t in profile.outputs}
+    statements = math.forward + math.backward
+    return RowProgramOpsView(
+        forward=math.forward,
+        backward=math.backward,
+        inputs=inputs,
+        element_outputs=[name for name in outputs if name not in math.row_outputs],
+        row_outputs=list(math.row_outputs),
+        row_output_shapes={name: "(*shape[:-1], 1)" if keepdim[name] else "shape[:-1]" for name in math.row_outputs},
+        saved=list(math.saved),
+        forward_inputs=[name for name in inputs if name in math.forward_reads],
+        forward_params=[p for p in params if p.name in math.forward_reads],
+        backward_inputs=backward_inputs,
+        backward_params=backward_params,
+        backward_element_grads=[
+            f"grad_{name}" for name in outputs if f"grad_{name}" in reads and name not in math.row_outputs
+        ],
+        backward_row_grads=[f"grad_{name}" for name in math.row_outputs if f"grad_{name}" in reads],
+        grad_outputs=[f"grad_{name}" for name in outputs],
+        grad_inputs=grad_inputs,
+        stored_grads=[name for name in grad_inputs if f"grad_{name}" not in math.gradient_aliases],
+        channel_grads=[f"grad_{p.name}" for p in params if p.shape == "channel"],
+        scalar_grads=[f"grad_{p.name}" for p in params if p.shape == "scalar"],
+        saved_tensors=backward_inputs + param_names + list(math.saved),
+        backward_results=[f"grad_{name}" for name in grad_inputs + param_names],
+        gradient_aliases=dict(math.gradient_aliases),
+        in_place=bool(profile.backward.in_place_gradients) and bool(grad_inputs) and bool(outputs),
+        uses_tanh=any(f"{TANH_HELPER}(" in line for line in statements),
+        uses_cast=any(f"{INPUT_DTYPE})" in line for line in statements),
+        tanh_helper_source=TANH_HELPER_SOURCE,
+        precision_note=_precision_note(math.precision_sensitive_ops),
+        apply_returns=[f"grad_{name}" if name in grad_inputs else "None" for name in inputs]
+        + [f"grad_{name}" for name in param_names]
+        + ["None"] * len(profile.hyperparameters),
+        block_elements=profile.tiling.block_elements,
+        programs_per_sm=profile.tiling.programs_per_sm,
+        num_warps=profile.tiling.num_warps,
+    )
+
+
 def _row_ops(profile: KernelProfile) -> RowOpsView:
     written = profile.math.triton
-    if written is None:
-        raise ProfileError(
-            profile.operation_name, ["math: tier-2 formulas cannot be rendered yet; write math.triton by hand"]
-        )
     x = profile.inputs[0].name
     y = profile.outputs[0].name
     param_names = [prm.name for prm in profile.parameters]

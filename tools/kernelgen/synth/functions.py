@@ -135,6 +135,28 @@ class Relu(ElementwiseFunction):
         return sympy.Max(self.args[0], 0)
 
 
+class CastToInput(ElementwiseFunction):
+    """The value rounded to the first input's dtype and back (``.to(x.dtype)`` in a reference that computes in fp32,
+    as Llama's RMSNorm does before the weight). Rounding passes the gradient through unchanged, as torch's cast."""
+
+    op_name = "cast_to_input"
+    nargs = 1
+
+    @classmethod
+    def eval(cls, x):
+        if isinstance(x, CastToInput):
+            return x  # rounding twice is rounding once
+        return None
+
+    def fdiff(self, argindex=1):
+        if argindex != 1:
+            raise sympy.ArgumentIndexError(self, argindex)
+        return sympy.S.One
+
+    def as_builtin(self):
+        return self.args[0]
+
+
 class _Extremum(ElementwiseFunction):
     """Element-wise max/min of two arguments; torch splits the gradient half/half where ``a == b``."""
 
@@ -173,6 +195,7 @@ class Minimum(_Extremum):
 
 
 __all__ = [
+    "CastToInput",
     "ElementwiseFunction",
     "LogSigmoid",
     "Maximum",

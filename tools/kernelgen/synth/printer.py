@@ -33,6 +33,7 @@ def float_literal(value) -> str:
 
 
 TANH_HELPER = "_tanh"
+INPUT_DTYPE = "input_dtype"
 # Source of the helper, emitted once into every generated file whose statements call it.
 TANH_HELPER_SOURCE = """@triton.jit
 def _tanh(x):
@@ -194,6 +195,10 @@ class TritonPrinter(_ConditionPrinting, StrPrinter):
 
     def _print_Sigmoid(self, expr):
         return f"tl.sigmoid({self._print(expr.args[0])})"
+
+    def _print_CastToInput(self, expr):
+        # ``input_dtype`` is the first input's element type, defined by the templates of kernels that round.
+        return f"({self._print(expr.args[0])}).to({INPUT_DTYPE}).to(tl.float32)"
 
     def _print_Softplus(self, expr):
         x = self._print(expr.args[0])

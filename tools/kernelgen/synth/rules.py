@@ -32,6 +32,7 @@ from sympy.core.relational import Relational
 from sympy.logic.boolalg import BooleanAtom
 from sympy.logic.boolalg import BooleanFunction
 
+from tools.kernelgen.synth.functions import CastToInput
 from tools.kernelgen.synth.functions import LogSigmoid
 from tools.kernelgen.synth.functions import Maximum
 from tools.kernelgen.synth.functions import Minimum
@@ -244,6 +245,7 @@ _ROWS = (
     OpRule("sin", _unary(sympy.sin), {"x": "cos(x)"}),
     OpRule("cos", _unary(sympy.cos), {"x": "-sin(x)"}),
     OpRule("erf", _unary(sympy.erf), {"x": "2 / sqrt(pi) * exp(-x**2)"}),
+    OpRule("cast_to_input", _unary(CastToInput), {"x": "1"}),
 )
 
 OPS: dict[str, OpRule] = {row.name: row for row in _ROWS}

@@ -153,7 +153,8 @@ class KernelUnderTest:
             return self.reference(**hyper).to(self.device)
         module = self.reference(**{profile.module.size_param: n_cols}, **hyper).to(device=self.device, dtype=dtype)
         for param, leaf in zip(profile.parameters, params):
-            setattr(module, param.name, leaf)
+            owner, _, attribute = (param.attribute or param.name).rpartition(".")
+            setattr(module.get_submodule(owner) if owner else module, attribute, leaf)
         return module
 
     @staticmethod

@@ -2,8 +2,8 @@
 
 Hints kernelgen reads: ``entry`` (the function or module to analyze), ``function_class_name``,
 ``module_class_name``, ``functional_name``, ``module_kind``, ``description``, ``closest_existing_kernel``,
-``init_args`` (arguments used to instantiate a module reference for tracing), ``benchmark`` and ``test``
-(fields of the profile sections of the same names).
+``init_args`` (arguments used to instantiate a module reference for tracing), ``backward``, ``benchmark`` and
+``test`` (fields of the profile sections of the same names).
 """
 
 from __future__ import annotations

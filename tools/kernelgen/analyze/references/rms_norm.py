@@ -1,4 +1,5 @@
-"""RMSNorm (Llama): x / sqrt(mean(x ** 2) + eps) over the hidden dimension, scaled per channel."""
+"""RMSNorm as Llama computes it: the statistics in fp32, the normalised row rounded back to the input's dtype
+before the per-channel weight scales it."""
 
 import torch
 import torch.nn as nn
@@ -7,11 +8,15 @@ import torch.nn as nn
 class RMSNorm(nn.Module):
     def __init__(self, hidden_size: int, eps: float = 1e-6):
         super().__init__()
-        self.eps = eps
         self.weight = nn.Parameter(torch.ones(hidden_size))
+        self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+        input_dtype = x.dtype
+        x = x.to(torch.float32)
+        variance = x.pow(2).mean(-1, keepdim=True)
+        x = x * torch.rsqrt(variance + self.eps)
+        return self.weight * x.to(input_dtype)
 
 
 KERNELGEN = {
@@ -19,5 +24,8 @@ KERNELGEN = {
     "module_class_name": "LigerRMSNorm",
     "module_kind": "norm",
     "init_args": {"hidden_size": 8},
-    "description": "x * rsqrt(mean(x ** 2, -1) + eps) * weight",
+    # As upstream Liger's RMSNorm: the input gradient is written over the output gradient's buffer (one [BT, H]
+    # tensor less at peak). Safe while nothing else reads that gradient tensor, as in a transformer block.
+    "backward": {"in_place_gradients": True},
+    "description": "weight * (x * rsqrt(mean(x ** 2, -1) + eps)), Llama's casting",
 }

@@ -1,0 +1,238 @@
+"""One process, one run: a generated kernel against upstream Liger-Kernel's hand-written one, eager torch and
+torch.compile of the kernel's own reference, with the device-to-device copy rate as the roofline.
+
+    python benchmark/scripts/compare_with_upstream.py --upstream DIR --helper-dir DIR \
+        --kernel rms_norm_gen=rms_norm --kernel layer_norm_gen=layer_norm --sizes 4096 8192 14336
+
+``--upstream`` holds upstream's wheel installed with ``pip install --no-deps --target DIR``; ``--helper-dir`` the
+folder of ``upstream_liger.py`` (the shared loader). Each ``--kernel`` pairs a generated kernel (its record in
+``.kernelgen/NAME.yaml`` gives the reference and the arguments) with an upstream kernel of ``UPSTREAM`` (or ``-``
+for none). Rows (providers ``liger``, ``liger_upstream``, ``torch``, ``torch_compile``; speed in ms and memory in
+MB, full forward + backward, bf16) go to the results CSV; a markdown table with TB/s is printed, bytes counted as
+``passes`` reads and writes of one ``[BT, H]`` tensor (see ``BYTES_MODEL``).
+"""
+
+import argparse
+import functools
+import sys
+import types
+
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+import torch
+import yaml
+
+from benchmark.scripts.utils import SingleBenchmarkRunInput
+from benchmark.scripts.utils import run_benchmarks
+from benchmark.scripts.utils import run_memory_benchmark
+from benchmark.scripts.utils import run_speed_benchmark
+
+ROOT = Path(__file__).resolve().parents[2]
+PROVIDERS = ["liger", "liger_upstream", "torch", "torch_compile"]
+
+
+# Upstream's hand-written kernels, called as upstream's own modules call them (in-place backward where upstream
+# defaults to it). ``params``: the reference module's parameters in profile order.
+UPSTREAM = {
+    "rms_norm": lambda up, x, params, hyper: up.ops.LigerRMSNormFunction.apply(
+        x, params[0], hyper.get("eps", 1e-6), 0.0, "llama", True
+    ),
+    "gemma_rms_norm": lambda up, x, params, hyper: up.ops.LigerRMSNormFunction.apply(
+        x, params[0], hyper.get("eps", 1e-6), 1.0, "gemma", True
+    ),
+    "layer_norm": lambda up, x, params, hyper: up.ops.LigerLayerNormFunction.apply(
+        x, params[0], params[1], hyper.get("eps", 1e-5)
+    ),
+    "softmax": lambda up, x, params, hyper: up.ops.LigerSoftmaxFunction.apply(x),
+    # Upstream's fused add + RMSNorm computes in fp32 throughout ("gemma" casting), like the built-in reference.
+    "fused_add_rms_norm": lambda up, x, residual, params, hyper: up.ops.LigerFusedAddRMSNormFunction.apply(
+        x, residual, params[0], hyper.get("eps", 1e-6), 0.0, "gemma"
+    ),
+}
+# Reads and writes of one [BT, H] tensor per forward + backward: x in, y out; dy and x in, dx out. Fused add +
+# RMSNorm: x and residual in, normed and sum out; both gradients in, the sum in, dx and dresidual out.
+BYTES_MODEL = {"default": 5, "fused_add_rms_norm": 9}
+
+
+def load_record(name: str) -> dict:
+    return yaml.safe_load((ROOT / ".kernelgen" / f"{name}.yaml").read_text().split("\n", 1)[1])
+
+
+@functools.cache
+def reference_entry(name: str):
+    record = load_record(name)
+    module = types.ModuleType(f"reference_{name}")
+    sys.modules[module.__name__] = module  # torch.compile looks globals up by module
+    exec(compile(record["reference"]["source"], f"<reference {name}>", "exec"), module.__dict__)
+    return record, getattr(module, record["reference"]["entry"])
+
+
+@functools.cache
+def reference_module(name: str, size: int, compiled: bool):
+    record, entry = reference_entry(name)
+    defaults = {hp["name"]: hp["default"] for hp in record["hyperparameters"]}
+    if record["reference"]["kind"] == "module":
+        size_param = record["module"]["size_param"]
+        module = entry(**{size_param: size}).to("cuda", torch.bfloat16)
+        with torch.no_grad():
+            for parameter in module.parameters():
+                parameter.copy_(torch.rand_like(parameter) + 0.5)
+    else:
+        module = _FunctionModule(functools.partial(entry, **defaults))
+    return torch.compile(module) if compiled else module
+
+
+class _FunctionModule(torch.nn.Module):
+    def __init__(self, function):
+        super().__init__()
+        self.function = function
+
+    def forward(self, *inputs):
+        return self.function(*inputs)
+
+
+def setup(name: str, upstream_key: str, up, run: SingleBenchmarkRunInput):
+    record, _ = reference_entry(name)
+    size = run.extra_benchmark_config["hidden_size"]
+    bt = run.x
+    inputs = [
+        torch.randn(bt, size, device="cuda", dtype=torch.bfloat16, requires_grad=spec["requires_grad"])
+        for spec in record["inputs"]
+    ]
+    module = reference_module(name, size, run.kernel_provider == "torch_compile")
+    params = [module.get_parameter(p.get("attribute") or p["name"]) for p in record["parameters"]]
+    hyper = {hp["name"]: hp["default"] for hp in record["hyperparameters"]}
+    if run.kernel_provider == "liger":
+        function = getattr(__import__(f"liger_kernel.ops.{name}", fromlist=["_"]), record["function_class_name"])
+        forward = lambda: function.apply(*inputs, *params, *hyper.values())  # noqa: E731
+    elif run.kernel_provider == "liger_upstream":
+        forward = lambda: UPSTREAM[upstream_key](up, *inputs, params, hyper)  # noqa: E731
+    else:
+        forward = lambda: module(*inputs)  # noqa: E731
+    return inputs, forward
+
+
+QUEUE_AHEAD_CYCLES = 4_000_000  # ~2 ms of GPU clock: longer than the host needs to queue one step
+
+
+def gpu_step_ms(forward, inputs, reps: int = 40) -> float:
+    """Median GPU time of forward + backward with the host kept out: a GPU-side wait is queued before each start
+    event, so the whole step is queued before the GPU reaches it (do_bench's figure includes host time whenever
+    launching a step takes longer than running it)."""
+    dy = torch.randn_like(_first(forward()))
+    events = []
+    for index in range(reps + 5):
+        for tensor in inputs:
+            tensor.grad = None
+        torch.cuda._sleep(QUEUE_AHEAD_CYCLES)
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        _first(forward()).backward(dy)
+        end.record()
+        if index >= 5:
+            events.append((start, end))
+    torch.cuda.synchronize()
+    times = sorted(start.elapsed_time(end) for start, end in events)
+    return times[len(times) // 2]
+
+
+def kernel_breakdown(forward, inputs) -> list[tuple[str, float]]:
+    """GPU microseconds of each kernel in one forward + backward (torch.profiler), longest first."""
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile
+
+    dy = torch.randn_like(_first(forward()))
+    for tensor in inputs:
+        tensor.grad = None
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        _first(forward()).backward(dy)
+        torch.cuda.synchronize()
+    kernels = [(e.key, e.self_device_time_total / e.count) for e in prof.key_averages() if e.self_device_time_total > 0]
+    return sorted(kernels, key=lambda kernel: -kernel[1])
+
+
+def _first(output):
+    return output[0] if isinstance(output, (tuple, list)) else output
+
+
+def copy_rate_tb_s() -> float:
+    """Device-to-device copy of 2 GiB: bytes read plus bytes written over the median time."""
+    import triton.testing
+
+    source = torch.empty(2**30, dtype=torch.bfloat16, device="cuda")
+    target = torch.empty_like(source)
+    ms = triton.testing.do_bench(lambda: target.copy_(source), rep=200, return_mode="median")
+    return 2 * source.numel() * source.element_size() / (ms * 1e-3) / 1e12
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--upstream", required=True, help="folder with upstream liger_kernel installed")
+    parser.add_argument("--helper-dir", required=True, help="folder holding upstream_liger.py")
+    parser.add_argument("--kernel", action="append", required=True, help="GENERATED=UPSTREAM (UPSTREAM may be -)")
+    parser.add_argument("--sizes", type=int, nargs="+", default=[4096, 8192, 14336])
+    parser.add_argument("--bt", type=int, default=16384)
+    parser.add_argument("--csv", default=None, help="results CSV (default: the harness's)")
+    parser.add_argument("--providers", nargs="+", default=PROVIDERS)
+    parser.add_argument("--gpu-time", action="store_true", help="also the GPU-only time (host kept out) per step")
+    parser.add_argument("--breakdown", action="store_true", help="print each kernel's GPU time in one step")
+    parser.add_argument("--speed-only", action="store_true", help="skip the peak-memory measurement")
+    args = parser.parse_args(argv)
+
+    sys.path.insert(0, args.helper_dir)
+    from upstream_liger import load_upstream
+
+    up = load_upstream(args.upstream)
+    rate = copy_rate_tb_s()
+    print(f"device-to-device copy: {rate:.2f} TB/s", flush=True)
+    table = ["| kernel | H | provider | full ms | peak MB | TB/s | % copy | GPU-only ms |"]
+    table.append("|---|---|---|---|---|---|---|---|")
+    for pair in args.kernel:
+        name, upstream_key = pair.split("=")
+        providers = [p for p in args.providers if p != "liger_upstream" or upstream_key in UPSTREAM]
+        for size in args.sizes:
+            config = {"hidden_size": size, "dtype": "bfloat16", "model": "compare"}
+            figures = {}
+            metrics = [("speed", "ms", run_speed_benchmark), ("memory", "MB", run_memory_benchmark)]
+            for metric, unit, runner in metrics[:1] if args.speed_only else metrics:
+
+                def bench(run, runner=runner):
+                    inputs, forward = setup(name, upstream_key, up, run)
+                    return runner(forward, "full", inputs)
+
+                rows = run_benchmarks(
+                    bench, name, metric, unit, "BT", "B * T", [args.bt], providers,
+                    extra_benchmark_configs=[config], overwrite=True, csv_path=args.csv,
+                )  # fmt: skip
+                for row in rows:
+                    figures.setdefault(row["kernel_provider"], {})[metric] = row["y_value_50"]
+            for provider in providers if args.gpu_time or args.breakdown else []:
+                run = SingleBenchmarkRunInput(args.bt, provider, "full", dict(config))
+                inputs, forward = setup(name, upstream_key, up, run)
+                if args.gpu_time:
+                    figures.setdefault(provider, {})["gpu"] = gpu_step_ms(forward, inputs)
+                if args.breakdown:
+                    for kernel, us in kernel_breakdown(forward, inputs)[:6]:
+                        print(f"  {name} H={size} {provider}: {us:8.1f} us  {kernel[:90]}", flush=True)
+            moved = BYTES_MODEL.get(upstream_key, BYTES_MODEL["default"]) * args.bt * size * 2
+            for provider in providers:
+                ms = figures.get(provider, {}).get("speed")
+                mb = figures.get(provider, {}).get("memory")
+                if ms is None:
+                    continue
+                tb_s = moved / (ms * 1e-3) / 1e12
+                gpu = figures[provider].get("gpu")
+                mb = float("nan") if mb is None else mb
+                gpu_text = f"{gpu:.3f}" if gpu is not None else "-"
+                table.append(
+                    f"| {name} | {size} | {provider} | {ms:.3f} | {mb:.0f} | {tb_s:.2f} | {tb_s / rate:.0%} | {gpu_text} |"
+                )
+    print("\n".join(table))
+
+
+if __name__ == "__main__":
+    main()

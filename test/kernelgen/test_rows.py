@@ -1,0 +1,319 @@
+"""Tier-2 synthesis: row programs lowered from references and derived in reverse mode, checked on float64 torch.
+
+The derived statements run on torch (``torch_tl.TorchTL``) over whole rows; forward and every gradient must match
+torch.autograd on the reference. The generated Triton kernels are tested by their own generated tests
+(test_row_kernels.py runs them).
+"""
+
+import re
+import textwrap
+
+import pytest
+import torch
+
+from test.kernelgen.test_analyze import TIER2_BUILTINS
+from test.kernelgen.torch_tl import run_statements
+from tools.kernelgen.analyze import AnalyzeError
+from tools.kernelgen.analyze import analyze
+from tools.kernelgen.derivation import row_math
+from tools.kernelgen.profile import validate_profile
+from tools.kernelgen.synth import parse_formula
+from tools.kernelgen.synth.rows import RowProgramError
+from tools.kernelgen.synth.rows import synthesize_rows
+
+# References in the styles people write, beside the built-ins: functions and modules, torch.* / F.* / methods,
+# library calls and the same math by hand, Llama-style casts, extra per-row outputs, scalar parameters.
+STYLES = textwrap.dedent(
+    """
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+
+    def functional_layer_norm(x, eps: float = 1e-5):
+        return F.layer_norm(x, (x.shape[-1],), eps=eps)
+
+
+    def method_softmax(x):
+        return x.softmax(dim=-1)
+
+
+    class WrappedLayerNorm(nn.Module):
+        def __init__(self, hidden_size):
+            super().__init__()
+            self.norm = nn.LayerNorm(hidden_size)
+
+        def forward(self, x):
+            return self.norm(x)
+
+
+    class FunctionalRMSNorm(nn.Module):
+        def __init__(self, dim, eps=1e-6):
+            super().__init__()
+            self.weight = nn.Parameter(torch.ones(dim))
+            self.eps = eps
+
+        def forward(self, x):
+            return F.rms_norm(x, (x.shape[-1],), self.weight, self.eps)
+
+
+    def standardize(x):
+        return (x - x.mean(dim=-1, keepdim=True)) / (x.std(dim=-1, keepdim=True) + 1e-6)
+
+
+    def logsumexp_rows(x):
+        return torch.logsumexp(x, -1)
+
+
+    class NormWithRstd(nn.Module):
+        def __init__(self, hidden_size, eps=1e-6):
+            super().__init__()
+            self.weight = nn.Parameter(torch.ones(hidden_size))
+            self.eps = eps
+
+        def forward(self, x):
+            input_dtype = x.dtype
+            rstd = torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + self.eps)
+            y = (x.float() * rstd).to(input_dtype) * self.weight
+            return y, rstd
+
+
+    def temperature_softmax(x, temperature: float = 2.0):
+        z = x / temperature
+        return torch.exp(z - torch.logsumexp(z, dim=-1, keepdim=True))
+
+
+    def max_shift(x):
+        return x - x.amax(dim=-1, keepdim=True)
+
+
+    def polynorm(x, w0: float = 0.5, w1: float = 0.3, eps: float = 1e-6):
+        def rms(t):
+            return t * torch.rsqrt(t.pow(2).mean(-1, keepdim=True) + eps)
+
+        return w0 * rms(x) + w1 * rms(x * x)
+
+
+    class ScaledRMSNorm(nn.Module):
+        def __init__(self, hidden_size, eps=1e-6):
+            super().__init__()
+            self.scale = nn.Parameter(torch.full((), 0.5))
+            self.eps = eps
+
+        def forward(self, x):
+            return self.scale * x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+
+
+    def centered_l1(x):
+        centered = x - x.mean(-1, keepdim=True)
+        return centered / centered.abs().sum(-1, keepdim=True)
+    """
+)
+STYLE_ENTRIES = [
+    "functional_layer_norm",
+    "method_softmax",
+    "WrappedLayerNorm",
+    "FunctionalRMSNorm",
+    "standardize",
+    "logsumexp_rows",
+    "NormWithRstd",
+    "temperature_softmax",
+    "max_shift",
+    "polynorm",
+    "ScaledRMSNorm",
+    "centered_l1",
+]
+
+
+@pytest.fixture(scope="module")
+def styles_path(tmp_path_factory):
+    path = tmp_path_factory.mktemp("refs") / "styles.py"
+    path.write_text(STYLES)
+    return path
+
+
+def _reference_call(profile, params: dict[str, torch.Tensor], cols: int):
+    namespace = {}
+    exec(compile(profile.reference.source, "<reference>", "exec"), namespace)
+    entry = namespace[profile.reference.entry]
+    if profile.reference.kind != "module":
+        return entry
+    module = entry(**{profile.module.size_param: cols}).double()
+    for param in profile.parameters:
+        owner, _, attribute = (param.attribute or param.name).rpartition(".")
+        setattr(module.get_submodule(owner) if owner else module, attribute, params[param.name])
+    return module
+
+
+def _check_against_autograd(profile, rows=5, cols=37, seed=0):
+    math = row_math(profile)
+    # A reference that casts to float32 on purpose (Llama, Gemma) computes in fp32 even on float64 inputs.
+    rtol, atol = (1e-5, 1e-6) if profile.notes.casts else (1e-9, 1e-10)
+    generator = torch.Generator().manual_seed(seed)
+    inputs = {t.name: torch.randn(rows, cols, generator=generator, dtype=torch.float64) for t in profile.inputs}
+    params = {}
+    for param in profile.parameters:
+        shape = (cols,) if param.shape == "channel" else ()
+        params[param.name] = torch.nn.Parameter(torch.rand(shape, generator=generator, dtype=torch.float64) + 0.5)
+    hypers = {h.name: h.default for h in profile.hyperparameters}
+    leaves = {name: value.clone().requires_grad_() for name, value in inputs.items()}
+    reference = _reference_call(profile, params, cols)
+    args = [leaves[t.name] for t in profile.inputs]
+    expected = reference(*args, **hypers) if profile.reference.kind != "module" else reference(*args)
+    expected = expected if isinstance(expected, tuple) else (expected,)
+    grads = [torch.randn(out.shape, generator=generator, dtype=torch.float64) for out in expected]
+    differentiable = [leaves[t.name] for t in profile.inputs] + list(params.values())
+    expected_grads = torch.autograd.grad(expected, differentiable, grads, allow_unused=True)
+
+    tile = {"mask": torch.ones(rows, cols, dtype=torch.bool), "n_cols": cols, "BLOCK_ROWS": rows, "BLOCK_COLS": cols}
+    tile["input_dtype"] = torch.float64  # rounding to the input's dtype: float64 here, so exact
+    values = {
+        **tile,
+        **inputs,
+        **{name: p.detach().view(1, -1) if p.dim() else p.detach() for name, p in params.items()},
+    }
+    values.update(hypers)
+    forward = run_statements(math.forward, dict(values))
+    for spec, want in zip(profile.outputs, expected):
+        got = forward[spec.name]
+        torch.testing.assert_close(got.reshape(want.shape), want.detach().to(got.dtype), rtol=rtol, atol=atol)
+    backward_values = {**values, **{s: forward[s] for s in math.saved}}
+    for spec, grad in zip(profile.outputs, grads):
+        row_output = spec.name in math.row_outputs
+        backward_values[f"grad_{spec.name}"] = grad.reshape(rows, 1) if row_output else grad
+    backward = run_statements(math.backward, backward_values)
+    names = [t.name for t in profile.inputs] + list(params)
+    for name, want in zip(names, expected_grads):
+        got = backward[math.gradient_aliases.get(f"grad_{name}", f"grad_{name}")]
+        if name in params:
+            got = got.sum(dim=0) if params[name].dim() == 1 else got.sum()
+        want = torch.zeros_like(got) if want is None else want
+        want = want.to(got.dtype)
+        torch.testing.assert_close(got.reshape(want.shape), want, rtol=rtol * 10, atol=atol * 10, msg=f"grad_{name}")
+    return math
+
+
+@pytest.mark.parametrize("name", TIER2_BUILTINS)
+def test_builtin_row_programs_match_autograd(name):
+    profile = analyze(name, name=f"{name}_gen")
+    assert profile.tier == 2 and validate_profile(profile) == []
+    _check_against_autograd(profile)
+
+
+@pytest.mark.parametrize("entry", STYLE_ENTRIES)
+def test_references_in_other_styles_match_autograd(styles_path, entry):
+    profile = analyze(f"{styles_path}:{entry}", name=f"style_{entry.lower()}")
+    assert profile.tier == 2, profile.notes.tier_reason
+    assert validate_profile(profile) == []
+    _check_against_autograd(profile)
+
+
+@pytest.mark.parametrize("name", ["softmax", "log_softmax"])
+def test_the_max_shift_of_a_softmax_has_an_exactly_zero_gradient(name):
+    profile = analyze(name, name=f"{name}_gen")
+    math = row_math(profile)
+    (peak,) = [s.name for s in profile.math.statistics if s.reduce == "max"]
+    assert math.zero_adjoints == [peak]
+    assert not any(f"{peak}_recomputed" in line for line in math.backward)
+
+
+def test_a_max_that_is_really_used_gets_its_gradient(styles_path):
+    profile = analyze(f"{styles_path}:max_shift", name="max_shift")
+    math = _check_against_autograd(profile)
+    assert math.zero_adjoints == []
+    assert any("amax_recomputed = tl.max(" in line for line in math.backward)
+
+
+def test_ties_of_a_max_split_the_gradient_evenly():
+    statistics = [("m", "max", parse_formula("x", ["x"]))]
+    math = synthesize_rows(statistics, {"y": parse_formula("x - m", ["x", "m"])}, ["x"])
+    rows = torch.tensor([[1.0, 3.0, 3.0, 2.0]], dtype=torch.float64)
+    tile = {"mask": torch.ones(1, 4, dtype=torch.bool), "n_cols": 4, "BLOCK_ROWS": 1, "BLOCK_COLS": 4}
+    forward = run_statements(math.forward, {**tile, "x": rows})
+    grad = run_statements(math.backward, {**tile, "x": rows, "grad_y": torch.ones(1, 4, dtype=torch.float64)})
+    reference = rows.clone().requires_grad_()
+    (reference - reference.amax(-1, keepdim=True)).backward(torch.ones(1, 4, dtype=torch.float64))
+    torch.testing.assert_close(grad["grad_x"], reference.grad)
+    assert forward["y"].tolist() == [[-2.0, 0.0, 0.0, -1.0]]
+
+
+def test_the_mean_inside_a_centred_variance_passes_no_gradient_through_the_variance():
+    profile = analyze("layer_norm", name="layer_norm_gen")
+    math = row_math(profile)
+    # The mean's adjoint is only its direct use in (x - mean); the path through the variance simplified to 0, so
+    # the backward reduces two row sums, not three.
+    assert sum("tl.sum(" in line for line in math.backward) == 2
+    assert math.saved == ["mean", "variance"]
+
+
+LIBRARY_AND_BY_HAND = [
+    (
+        "F.layer_norm(x, (x.shape[-1],), eps=1e-5)",
+        "(x - x.mean(-1, keepdim=True)) / torch.sqrt((x - x.mean(-1, keepdim=True)).pow(2).mean(-1, keepdim=True) + 1e-5)",
+    ),
+    (
+        "(x - x.mean(-1, keepdim=True)) / torch.sqrt(x.var(-1, keepdim=True, unbiased=False) + 1e-5)",
+        "F.layer_norm(x, (x.shape[-1],), eps=1e-5)",
+    ),
+    (
+        "torch.softmax(x, dim=-1)",
+        "torch.exp(x - x.amax(-1, keepdim=True)) / torch.exp(x - x.amax(-1, keepdim=True)).sum(-1, keepdim=True)",
+    ),
+    ("F.log_softmax(x, -1)", "x - torch.logsumexp(x, -1, keepdim=True)"),
+    ("F.normalize(x, dim=-1)", "x / x.norm(dim=-1, keepdim=True).clamp_min(1e-12)"),
+]
+
+
+def _canonical(profile) -> tuple:
+    """The profile's math with statistics renamed s0, s1, ... in order."""
+    renames = {s.name: f"s{i}" for i, s in enumerate(profile.math.statistics)}
+
+    def rename(text):
+        return re.sub(r"\b\w+\b", lambda m: renames.get(m.group(0), m.group(0)), text)
+
+    names = [t.name for t in profile.inputs] + ["n_cols"]
+    statistics = []
+    for statistic in profile.math.statistics:
+        statistics.append((statistic.reduce, parse_formula(rename(statistic.of), names)))
+        names.append(renames[statistic.name])
+    outputs = tuple(parse_formula(rename(text), names) for text in profile.math.outputs.values())
+    return tuple(statistics), outputs
+
+
+@pytest.mark.parametrize("library, by_hand", LIBRARY_AND_BY_HAND)
+def test_a_library_call_and_the_same_math_by_hand_lower_to_one_program(tmp_path, library, by_hand):
+    source = "import torch\nimport torch.nn.functional as F\n\n\ndef library(x):\n    return {}\n\n\ndef by_hand(x):\n    return {}\n"
+    path = tmp_path / "pair.py"
+    path.write_text(source.format(library, by_hand))
+    first = analyze(f"{path}:library", name="library")
+    second = analyze(f"{path}:by_hand", name="by_hand")
+    assert _canonical(first) == _canonical(second)
+
+
+def test_a_statistic_of_a_per_row_value_is_refused():
+    with pytest.raises(RowProgramError, match="does not vary along the row"):
+        synthesize_rows(
+            [("s", "sum", parse_formula("eps * 2", ["eps"]))],
+            {"y": parse_formula("x", ["x"])},
+            ["x"],
+            hyperparameters=["eps"],
+        )
+
+
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        ("return x.prod(-1, keepdim=True) * x", r"`\.prod\(\)` \(prod\) is a reduction kernelgen cannot write out"),
+        ("return x.norm(p=3, dim=-1, keepdim=True) * x", None),
+    ],
+)
+def test_reductions_outside_the_representation_name_the_op_and_line(tmp_path, body, message):
+    path = tmp_path / "ref.py"
+    path.write_text(f"import torch\n\n\ndef ref(x):\n    {body}\n")
+    if message is None:  # a p-norm is written out as sum(|x|^p)^(1/p)
+        profile = analyze(str(path))
+        _check_against_autograd(profile)
+        return
+    with pytest.raises(AnalyzeError, match=message) as caught:
+        analyze(str(path))
+    assert "ref.py:5:" in str(caught.value)

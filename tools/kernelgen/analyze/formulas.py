@@ -1,0 +1,55 @@
+"""The math section of a profile, written from the lowered reference: statistics and output formulas.
+
+Outputs of an element-wise reference are written in its own ops (``gelu(a, approximate='tanh') * b``) when that
+reads back to exactly the traced expression; everything else is written in sympy's spelling of the canonical ops.
+Every formula is read back with ``parse_formula`` before it goes into the profile: a profile says what the reference
+computes, or analysis stops.
+"""
+
+from __future__ import annotations
+
+import sympy
+
+from tools.kernelgen.analyze.describe import Describer
+from tools.kernelgen.analyze.errors import AnalyzeError
+from tools.kernelgen.analyze.program import LoweredProgram
+from tools.kernelgen.analyze.program import lower
+from tools.kernelgen.analyze.trace import TracedReference
+from tools.kernelgen.profile import Math
+from tools.kernelgen.profile import Statistic
+from tools.kernelgen.synth import format_formula
+from tools.kernelgen.synth import parse_formula
+from tools.kernelgen.synth.rows import N_COLS
+
+
+def profile_math(traced: TracedReference) -> tuple[Math, LoweredProgram]:
+    """The profile's ``math`` (formulas) and the lowered program it was written from."""
+    program = lower(traced)
+    names = [*traced.tensor_inputs, *(p.name for p in traced.parameters), *traced.runtime_hyperparameters]
+    statistics = []
+    for name, reduce, operand in program.statistics:
+        statistics.append(Statistic(name=name, reduce=reduce, of=_written(operand, [*names, N_COLS], traced)))
+        names.append(name)
+    describer = Describer(traced, formula=True)
+    outputs = {}
+    for (name, expr), node in zip(program.outputs.items(), traced.outputs):
+        own_ops = describer.text(node) if not program.statistics else None
+        outputs[name] = _written(expr, [*names, N_COLS], traced, own_ops)
+    return Math(statistics=statistics, outputs=outputs), program
+
+
+def _reads_back(text: str, names: list[str], expr: sympy.Expr) -> bool:
+    try:
+        parsed = parse_formula(text, names)
+    except (ValueError, TypeError):
+        return False
+    return parsed == expr or sympy.simplify(parsed - expr) == 0
+
+
+def _written(expr: sympy.Expr, names: list[str], traced: TracedReference, own_ops: str | None = None) -> str:
+    if own_ops is not None and _reads_back(own_ops, names, expr):
+        return own_ops
+    text = format_formula(expr)
+    if not _reads_back(text, names, expr):
+        raise AnalyzeError(f"internal: the formula {text!r} does not read back as {expr}", origin=traced.loaded.origin)
+    return text

@@ -1,0 +1,294 @@
+"""Lower a traced reference to a row program: sympy expressions over the inputs, parameters, hyper-parameters and
+per-row statistics, each statistic one reduction (sum, mean, max, min) along the last dimension.
+
+Element-wise ops go through ``apply_op``. Library reductions are written out in those four, so a library call and
+the same math spelled by hand lower to the same program: ``mean`` and ``sum`` are one statistic each, ``var`` and
+``std`` a mean and a centred sum of squares (torch's correction kept), ``norm`` a sum of powers, ``logsumexp``,
+``softmax`` and ``log_softmax`` a max and a sum of exponentials shifted by it, ``layer_norm`` and ``rms_norm``
+their means. Casts follow the reference: upcasts are free (the kernel computes in fp32), and a cast from an fp32
+value back to an input's dtype (Llama's ``.to(input_dtype)`` before the weight) rounds there
+(``cast_to_input``); a cast of a whole output is the store's own rounding.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from dataclasses import dataclass
+from dataclasses import field
+from typing import Any
+
+import sympy
+import torch
+import torch.fx as fx
+
+from tools.kernelgen.analyze.errors import HAND_WRITTEN_PROFILE_HINT
+from tools.kernelgen.analyze.errors import AnalyzeError
+from tools.kernelgen.analyze.ops import CAST
+from tools.kernelgen.analyze.ops import ELEMENTWISE
+from tools.kernelgen.analyze.ops import LAYOUT
+from tools.kernelgen.analyze.ops import META
+from tools.kernelgen.analyze.ops import REDUCTION
+from tools.kernelgen.analyze.ops import OpCall
+from tools.kernelgen.analyze.ops import node_line
+from tools.kernelgen.analyze.trace import TracedReference
+from tools.kernelgen.synth import SUPPORTED_OPS
+from tools.kernelgen.synth import apply_op
+from tools.kernelgen.synth import make_symbols
+from tools.kernelgen.synth import to_sympy_number
+from tools.kernelgen.synth.functions import CastToInput
+from tools.kernelgen.synth.rows import N_COLS
+
+_UPCASTS = (torch.float32, torch.float64)
+_UPCAST_METHODS = ("float", "double")
+_INPUT, _FP32 = "input", "fp32"
+
+
+@dataclass
+class LoweredProgram:
+    statistics: list[tuple[str, str, sympy.Expr]] = field(default_factory=list)
+    outputs: dict[str, sympy.Expr] = field(default_factory=dict)
+    keepdim: dict[str, bool] = field(default_factory=dict)  # per-row outputs: kept the reduced dimension
+
+
+class ProgramBuilder:
+    def __init__(self, traced: TracedReference):
+        self.traced = traced
+        self.names = traced.tensor_inputs + [p.name for p in traced.parameters] + traced.runtime_hyperparameters
+        self.symbols = make_symbols([*self.names, N_COLS])
+        self.n = self.symbols[N_COLS]
+        self.cache: dict[fx.Node, Any] = {}
+        self.dtypes: dict[fx.Node, str] = {}
+        self.program = LoweredProgram()
+        self.taken = set(self.names) | set(traced.output_names) | {N_COLS}
+        self.assignments = _single_name_assignments(traced.loaded.source)
+
+    # Values ------------------------------------------------------------------------------------------------
+    def value(self, value: Any) -> Any:
+        if isinstance(value, fx.Node):
+            if value not in self.cache:
+                self.cache[value] = self._node(value)
+            return self.cache[value]
+        if isinstance(value, (tuple, list)):
+            return type(value)(self.value(item) for item in value)
+        return value
+
+    def _parameter(self, target: str, node: fx.Node) -> sympy.Expr:
+        name = self.traced.parameter_names.get(target)
+        if name is None or name not in self.symbols:
+            raise self._error(f"`self.{target}` is not a per-channel or scalar parameter", node)
+        return self.symbols[name]
+
+    def _node(self, node: fx.Node) -> Any:
+        if node.op == "placeholder":
+            return self.symbols[self.traced.placeholder_names[node]]
+        if node.op == "get_attr":
+            return self._parameter(node.target, node)
+        call = self.traced.calls[node]
+        if call.family == CAST:
+            return self._cast(call)
+        if call.family == LAYOUT:
+            return self.value(call.operands[0])
+        if call.family == REDUCTION:
+            return self._reduction(call)
+        if call.family != ELEMENTWISE or call.name not in SUPPORTED_OPS:
+            raise self._error(f"`{call.label}` ({call.name}) is not element-wise-synthesizable", node)
+        operands = [self.value(operand) for operand in call.operands]
+        options = {key: self.value(option) for key, option in call.options.items()}
+        try:
+            return apply_op(call.name, *operands, **options)
+        except (ValueError, TypeError) as error:
+            raise self._error(f"`{call.label}`: {error}", node) from None
+
+    def _error(self, message: str, node: fx.Node) -> AnalyzeError:
+        return AnalyzeError(
+            f"{message}; rewrite it with supported ops {HAND_WRITTEN_PROFILE_HINT}",
+            origin=self.traced.loaded.origin,
+            line=node_line(node),
+        )
+
+    # Casts -------------------------------------------------------------------------------------------------
+    def dtype_of(self, node: Any) -> str:
+        """``fp32`` for values the reference computes in fp32 (after an upcast), else ``input``."""
+        if not isinstance(node, fx.Node):
+            return _INPUT
+        if node not in self.dtypes:
+            call = self.traced.calls.get(node)
+            if call is None:
+                self.dtypes[node] = _INPUT
+            elif call.family == CAST:
+                self.dtypes[node] = self._cast_target(call) or self.dtype_of(call.operands[0])
+            else:
+                kinds = {self.dtype_of(operand) for operand in call.operands if isinstance(operand, fx.Node)}
+                self.dtypes[node] = _FP32 if _FP32 in kinds else _INPUT
+        return self.dtypes[node]
+
+    def _cast_target(self, call: OpCall) -> str | None:
+        """What a cast converts to: ``fp32``, ``input`` (an input's dtype), or None (a fixed low precision,
+        which the kernel does not emulate)."""
+        node = call.node
+        if call.name in _UPCAST_METHODS:
+            return _FP32
+        arguments = list(node.args[1:]) + [node.kwargs[key] for key in ("dtype", "other") if key in node.kwargs]
+        for argument in arguments:
+            if isinstance(argument, torch.dtype):
+                return _FP32 if argument in _UPCASTS else None
+            if isinstance(argument, fx.Node):
+                source = argument
+                meta = self.traced.calls.get(argument)
+                if meta is not None and meta.family == META and argument.args:
+                    source = argument.args[0]  # x.dtype
+                return self.dtype_of(source)
+        return None
+
+    def _cast(self, call: OpCall) -> sympy.Expr:
+        operand = self.value(call.operands[0])
+        if self._cast_target(call) == _INPUT and self.dtype_of(call.operands[0]) == _FP32:
+            return CastToInput(operand)
+        return operand
+
+    # Reductions --------------------------------------------------------------------------------------------
+    def _assigned_name(self, node: fx.Node) -> str | None:
+        """``variance`` for the reduction in ``variance = x.pow(2).mean(-1, keepdim=True)``: the name the reference
+        gives the value, when the node is what its line computes (nothing on the same line reads it)."""
+        line = node_line(node)
+        if line is None or any(node_line(user) == line for user in node.users):
+            return None
+        return self.assignments.get(line)
+
+    def statistic(self, base: str, reduce: str, operand: sympy.Expr, node: fx.Node) -> sympy.Symbol:
+        if not (operand.free_symbols - self._row_constants()):
+            raise self._error(f"a row reduction of {operand}, which does not vary along the row", node)
+        for name, kind, existing in self.program.statistics:
+            if kind == reduce and existing == operand:  # x.mean() written twice, or inside x.var(): reduce once
+                return sympy.Symbol(name, real=True)
+        name = base
+        index = 0
+        while name in self.taken:
+            index += 1
+            name = f"{base}_{index}"
+        self.taken.add(name)
+        symbol = sympy.Symbol(name, real=True)
+        self.program.statistics.append((name, reduce, operand))
+        return symbol
+
+    def _row_constants(self) -> set[sympy.Symbol]:
+        hypers = {self.symbols[name] for name in self.traced.runtime_hyperparameters}
+        stats = {sympy.Symbol(name, real=True) for name, _, _ in self.program.statistics}
+        scalars = {self.symbols[p.name] for p in self.traced.parameters if p.shape == "scalar"}
+        return hypers | stats | scalars | {self.n}
+
+    def _reduction(self, call: OpCall) -> sympy.Expr:
+        node = call.node
+        base = self._assigned_name(node) or node.name
+        x = self.value(call.operands[0])
+        options = call.options
+        name = call.name
+        if name == "sum":
+            return self.statistic(base, "sum", x, node)
+        if name == "mean":
+            return self.statistic(base, "mean", x, node)
+        if name in ("amax", "amin"):
+            return self.statistic(base, "max" if name == "amax" else "min", x, node)
+        if name in ("var", "std"):
+            # Two passes (the mean, then the mean square about it): no cancellation for rows far from 0.
+            correction = self._correction(call)
+            mean = self.statistic(f"{base}_mean", "mean", x, node)
+            variance = self.statistic(f"{base}_var", "mean", (x - mean) ** 2, node)
+            if correction:
+                variance = variance * self.n / (self.n - correction)
+            return sympy.sqrt(variance) if name == "std" else variance
+        if name == "norm":
+            order = options.get("p", options.get("ord", 2))
+            order = 2 if order is None or order == "fro" else order
+            if order in (float("inf"), "inf"):
+                return self.statistic(f"{base}_max_abs", "max", sympy.Abs(x), node)
+            if order == 1:
+                return self.statistic(f"{base}_sum_abs", "sum", sympy.Abs(x), node)
+            if order == 2:
+                return sympy.sqrt(self.statistic(f"{base}_sum_sq", "sum", x**2, node))
+            if isinstance(order, (int, float)) and order > 0:
+                power = sympy.nsimplify(order)
+                return self.statistic(f"{base}_sum_pow", "sum", sympy.Abs(x) ** power, node) ** (1 / power)
+            raise self._error(f"`{call.label}` with p={order!r}", node)
+        if name in ("logsumexp", "softmax", "log_softmax"):
+            peak = self.statistic(f"{base}_max", "max", x, node)
+            total = self.statistic(f"{base}_sum", "sum", sympy.exp(x - peak), node)
+            if name == "logsumexp":
+                return peak + sympy.log(total)
+            if name == "softmax":
+                return sympy.exp(x - peak) / total
+            return x - peak - sympy.log(total)
+        if name == "layer_norm":
+            mean = self.statistic(f"{base}_mean", "mean", x, node)
+            variance = self.statistic(f"{base}_var", "mean", (x - mean) ** 2, node)
+            normed = (x - mean) / sympy.sqrt(variance + self._eps(call, 1e-5))
+            return self._affine(call, normed)
+        if name == "rms_norm":
+            squares = self.statistic(f"{base}_mean_sq", "mean", x**2, node)
+            normed = x / sympy.sqrt(squares + self._eps(call, float(torch.finfo(torch.float32).eps)))
+            return self._affine(call, normed)
+        if name == "normalize":
+            order = options.get("p", 2)
+            if order != 2:
+                raise self._error(f"`{call.label}` with p={order!r} (only p=2 is supported)", node)
+            norm = sympy.sqrt(self.statistic(f"{base}_sum_sq", "sum", x**2, node))
+            return x / apply_op("clamp", norm, min=to_sympy_number(self.value(options.get("eps", 1e-12))))
+        raise self._error(f"`{call.label}` ({name}) is a reduction kernelgen cannot write out", node)
+
+    def _correction(self, call: OpCall) -> int:
+        options = call.options
+        if "correction" in options and options["correction"] is not None:
+            return int(options["correction"])
+        unbiased = options.get("unbiased", True)
+        return 1 if unbiased in (True, None) else 0
+
+    def _eps(self, call: OpCall, default: float):
+        eps = call.options.get("eps")
+        return to_sympy_number(self.value(eps) if eps is not None else default)
+
+    def _affine(self, call: OpCall, normed: sympy.Expr) -> sympy.Expr:
+        """``normed * weight + bias`` of a norm call or module (either may be absent)."""
+        node = call.node
+        if node.op == "call_module":
+            weight = f"{node.target}.weight"
+            bias = f"{node.target}.bias"
+            weight = self._parameter(weight, node) if weight in self.traced.parameter_names else None
+            bias = self._parameter(bias, node) if bias in self.traced.parameter_names else None
+        else:
+            weight, bias = call.options.get("weight"), call.options.get("bias")
+            weight = self.value(weight) if weight is not None else None
+            bias = self.value(bias) if bias is not None else None
+        if weight is not None:
+            normed = normed * weight
+        if bias is not None:
+            normed = normed + bias
+        return normed
+
+
+def _single_name_assignments(source: str) -> dict[int, str]:
+    """Line -> target of each one-line ``name = value`` statement of the reference."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return {}
+    found = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            if node.lineno == node.end_lineno:
+                found[node.lineno] = node.targets[0].id
+    return found
+
+
+def lower(traced: TracedReference) -> LoweredProgram:
+    """The row program of ``traced`` (tier 1: no statistics)."""
+    builder = ProgramBuilder(traced)
+    program = builder.program
+    for name, node in zip(traced.output_names, traced.outputs):
+        expr = builder.value(node)
+        if isinstance(expr, CastToInput):
+            expr = expr.args[0]  # the store rounds to the output's dtype anyway
+        program.outputs[name] = expr
+        shape = traced.shape(node)
+        program.keepdim[name] = shape is None or len(shape) == traced.rank
+    return program

@@ -1,0 +1,498 @@
+"""Derive a row program (tier 2): element-wise math plus reductions along each row's last dimension.
+
+A row program is a list of *statistics* (``name = reduce(operand)`` over the columns of a row, ``reduce`` one of
+sum, mean, max, min) and *outputs* (formulas over the inputs, parameters, hyper-parameters, ``n_cols`` and the
+statistics). Every value has a shape class relative to a ``[rows, cols]`` tile: per element (the inputs), per
+column (channel parameters), per row (statistics and what is computed from them alone) or scalar.
+
+Reverse mode runs over it with the statistics as symbols of their own: an output's dependence on an input is
+``sympy.diff`` with the statistics held fixed, plus, for each statistic ``s``, its adjoint times the derivative of
+its operand: a broadcast's adjoint is a row sum, a row sum's adjoint a broadcast, and a max (or min) passes its
+adjoint to the elements equal to it, split evenly between ties as ``torch.amax`` does. Each row sum of the backward
+is a reduction of its own; statistics feeding later statistics (a mean inside a variance, the max inside a
+logsumexp) pass their adjoints on the same way.
+
+Exact zeros are shown, not assumed: a term of an adjoint (or the whole adjoint) is dropped when, with every row sum
+written out as a linear combination of row sums of monomials and each statistic's own definition substituted, it
+simplifies to 0. The shift of a softmax by its maximum and the mean inside a centred variance drop out this way,
+whatever names or spellings the reference used.
+
+Printed statements follow the tier-2 template's conventions: a tile is ``[BLOCK_ROWS, BLOCK_COLS]`` with ``mask``
+marking the real elements; a reduction is ``tl.sum(tl.where(mask, operand, 0.0), axis=1, keep_dims=True)`` (the
+identity of the reduction, not the load's padding, fills the masked lanes: -inf for max, +inf for min), so
+per-row values are ``[BLOCK_ROWS, 1]`` and broadcast against the tile.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from dataclasses import field
+
+import sympy
+
+from tools.kernelgen.synth.derive import _drop_singular_terms
+from tools.kernelgen.synth.derive import _precision_sensitive_ops
+from tools.kernelgen.synth.derive import _temporary_prefix
+from tools.kernelgen.synth.functions import indicator
+from tools.kernelgen.synth.printer import format_formula
+from tools.kernelgen.synth.printer import print_triton
+from tools.kernelgen.synth.simplify import simplify_bounded
+from tools.kernelgen.synth.symbols import make_symbols
+
+REDUCE_KINDS = ("sum", "mean", "max", "min")
+N_COLS = "n_cols"
+_IDENTITY = {"sum": "0.0", "mean": "0.0", "max": 'float("-inf")', "min": 'float("inf")'}
+_TL_REDUCE = {"sum": "tl.sum", "mean": "tl.sum", "max": "tl.max", "min": "tl.min"}
+# Expansions larger than this skip the exact-zero check (the term is then computed, which is correct, only slower).
+_MAX_LINEAR_TERMS = 400
+
+
+class RowSum(sympy.Function):
+    """Sum over the columns of one row (a marker: never printed, replaced by a reduction statement)."""
+
+    nargs = 1
+
+
+@dataclass(frozen=True)
+class StatisticSpec:
+    name: str
+    reduce: str
+    operand: sympy.Expr
+
+
+@dataclass
+class RowMath:
+    """The printed forward and backward of a row program, and what each reads (see the module docstring)."""
+
+    forward: list[str]
+    backward: list[str]
+    saved: list[str]  # statistics the forward stores (fp32, one per row) and the backward loads
+    forward_reads: list[str]
+    backward_reads: list[str]
+    row_outputs: list[str]  # outputs with one value per row ([rows, 1] in the tile)
+    row_gradients: list[str]  # grad_{parameter} of scalar parameters: one value per row, summed by the template
+    gradient_formulas: dict[str, str] = field(default_factory=dict)
+    precision_sensitive_ops: list[str] = field(default_factory=list)
+    zero_adjoints: list[str] = field(default_factory=list)  # statistics whose gradient is exactly 0
+    # grad_{input} -> the grad_{input} it equals (x + residual feeding everything): one buffer serves both.
+    gradient_aliases: dict[str, str] = field(default_factory=dict)
+
+
+class RowProgramError(ValueError):
+    """A row program kernelgen cannot derive; the message names the statistic or output."""
+
+
+def synthesize_rows(
+    statistics: list[tuple[str, str, sympy.Expr]],
+    outputs: dict[str, sympy.Expr],
+    inputs: list[str],
+    parameters: dict[str, str] | None = None,
+    hyperparameters: list[str] | None = None,
+    constants: list[str] | None = None,
+    row_inputs: list[str] | None = None,
+) -> RowMath:
+    """Forward and backward statements of a row program.
+
+    ``statistics``: ``(name, reduce, operand)`` in order, each operand over the names declared before it;
+    ``outputs``: name -> expression; ``inputs``: per-element tensors that get a gradient; ``constants``:
+    per-element tensors that do not; ``parameters``: name -> ``channel`` or ``scalar``; ``hyperparameters``:
+    scalars; ``row_inputs``: one value per row (class targets). ``n_cols`` (the row length) may appear anywhere.
+    """
+    program = _Program(
+        statistics, outputs, inputs, parameters or {}, hyperparameters or [], constants or [], row_inputs or []
+    )
+    return program.derive()
+
+
+class _Program:
+    def __init__(self, statistics, outputs, inputs, parameters, hyperparameters, constants, row_inputs=()):
+        stat_names = [name for name, _, _ in statistics]
+        declared = [*inputs, *constants, *row_inputs, *parameters, *hyperparameters, *stat_names, N_COLS]
+        self.symbols = make_symbols(declared)
+        clashes = sorted(set(outputs) & set(declared))
+        if clashes:
+            raise RowProgramError(f"names {clashes} are used both as outputs and as inputs or statistics")
+        self.n = self.symbols[N_COLS]
+        self.aliases: dict[str, str] = {}
+        self.inputs = list(inputs)
+        self.parameters = dict(parameters)
+        self.element = {self.symbols[name] for name in [*inputs, *constants]}
+        self.channel = {self.symbols[name] for name, kind in parameters.items() if kind == "channel"}
+        self.stat_symbols = {self.symbols[name] for name in stat_names}
+        # One value per row given with the inputs (class targets): row-constant, never differentiated.
+        self.row_inputs = {self.symbols[name] for name in row_inputs}
+        self.statistics: list[StatisticSpec] = []
+        for name, reduce, operand in statistics:
+            if reduce not in REDUCE_KINDS:
+                raise RowProgramError(f"statistic {name!r}: reduce {reduce!r} is not one of {', '.join(REDUCE_KINDS)}")
+            operand = self._bind(operand, f"statistic {name!r}")
+            if self.shape_class(operand) != "element":
+                raise RowProgramError(
+                    f"statistic {name!r} reduces {operand}, which does not vary along the row: reduce a per-element "
+                    f"value"
+                )
+            self.statistics.append(StatisticSpec(name, reduce, operand))
+        self.outputs = {}
+        for name, expr in outputs.items():
+            expr = simplify_bounded(self._bind(expr, f"output {name!r}"))
+            if self.shape_class(expr) == "scalar":
+                raise RowProgramError(f"output {name!r} = {expr} depends on no row; it must read an input")
+            self.outputs[name] = expr
+        self.grad_symbols = {name: sympy.Symbol(f"grad_{name}", real=True) for name in self.outputs}
+        self.row_outputs = [name for name, expr in self.outputs.items() if self.shape_class(expr) == "row"]
+        # The backward's per-element values: inputs, channel parameters and the gradients of per-element outputs.
+        self.varying = self.element | self.channel
+        self.varying |= {self.grad_symbols[name] for name in self.outputs if name not in self.row_outputs}
+
+    # Classes ------------------------------------------------------------------------------------------------
+    def _bind(self, expr, what: str) -> sympy.Expr:
+        expr = sympy.sympify(expr)
+        unknown = sorted(s.name for s in expr.free_symbols if s.name not in self.symbols)
+        if unknown:
+            raise RowProgramError(f"{what} reads undeclared names {unknown}")
+        return expr.xreplace({s: self.symbols[s.name] for s in expr.free_symbols})
+
+    def shape_class(self, expr: sympy.Expr) -> str:
+        free = expr.free_symbols
+        if free & (self.element | self.channel):
+            return "element"
+        if free & (self.stat_symbols | self.row_inputs):
+            return "row"
+        return "scalar"
+
+    def _row_constant(self, expr: sympy.Expr) -> bool:
+        return not (expr.free_symbols & self.varying)
+
+    # Derivation ----------------------------------------------------------------------------------------------
+    def _weight(self, statistic: StatisticSpec):
+        """How a statistic's adjoint reaches each element of its operand: 1 for a sum, 1/n for a mean, the even
+        split between the elements equal to the extremum for max and min."""
+        if statistic.reduce == "sum":
+            return sympy.S.One
+        if statistic.reduce == "mean":
+            return 1 / self.n
+        # Recomputed in the backward from the same operand, so the equality is exact there.
+        extremum = sympy.Symbol(f"{statistic.name}_recomputed", real=True)
+        hit = indicator(sympy.Eq(statistic.operand, extremum))
+        return hit / RowSum(hit)
+
+    def _adjoints(self) -> tuple[dict[str, sympy.Expr], list[str]]:
+        """Each statistic's adjoint (a per-row value), latest statistic first. In the returned expressions a later
+        statistic's adjoint appears as the symbol ``adjoint_symbol(name)``; exact zeros are tested on the written-out
+        form, because cancellations (the max of a softmax) happen between a term and a later adjoint."""
+        full: dict[str, sympy.Expr] = {}
+        symbolic: dict[str, sympy.Expr] = {}
+        zeros = []
+        for index in reversed(range(len(self.statistics))):
+            statistic = self.statistics[index]
+            symbol = self.symbols[statistic.name]
+            terms: list[tuple[sympy.Expr, sympy.Expr]] = []  # (written out, with adjoint symbols)
+            for name, expr in self.outputs.items():
+                derivative = _drop_singular_terms(sympy.diff(expr, symbol))
+                if derivative == 0:
+                    continue
+                contribution = self.grad_symbols[name] * derivative
+                term = contribution if name in self.row_outputs else RowSum(contribution)
+                terms.append((term, term))
+            for later in self.statistics[index + 1 :]:
+                derivative = _drop_singular_terms(sympy.diff(later.operand, symbol))
+                if full[later.name] == 0 or derivative == 0:
+                    continue
+                passed = RowSum(self._weight(later) * derivative)
+                terms.append((full[later.name] * passed, adjoint_symbol(later.name) * passed))
+            terms = [(written, named) for written, named in terms if not self._is_zero(written)]
+            written_total = sympy.Add(*(written for written, _ in terms))
+            if not terms or self._is_zero(written_total):
+                zeros.append(statistic.name)
+                full[statistic.name] = symbolic[statistic.name] = sympy.S.Zero
+            else:
+                full[statistic.name] = written_total
+                symbolic[statistic.name] = sympy.Add(*(named for _, named in terms))
+        return symbolic, sorted(zeros)
+
+    def _gradient(self, name: str, adjoints: dict[str, sympy.Expr], per_row: bool) -> sympy.Expr:
+        """d(loss)/d(name): per element (inputs, channel parameters) or per row (scalar parameters)."""
+        symbol = self.symbols[name]
+        terms = []
+        for output, expr in self.outputs.items():
+            derivative = _drop_singular_terms(sympy.diff(expr, symbol))
+            if derivative == 0:
+                continue
+            contribution = self.grad_symbols[output] * derivative
+            terms.append(RowSum(contribution) if per_row and output not in self.row_outputs else contribution)
+        for statistic in self.statistics:
+            derivative = _drop_singular_terms(sympy.diff(statistic.operand, symbol))
+            if adjoints[statistic.name] == 0 or derivative == 0:
+                continue
+            contribution = self._weight(statistic) * derivative
+            terms.append(adjoint_symbol(statistic.name) * (RowSum(contribution) if per_row else contribution))
+        return sympy.Add(*terms)
+
+    # Exact zeros -------------------------------------------------------------------------------------------
+    def _linear(self, expr: sympy.Expr) -> sympy.Expr:
+        """``expr`` with each row sum written as row-constant coefficients times row sums of monomials."""
+        return expr.replace(lambda node: isinstance(node, RowSum), lambda node: self._linear_sum(node.args[0]))
+
+    def _linear_sum(self, operand: sympy.Expr) -> sympy.Expr:
+        expanded = sympy.expand(operand, power_exp=True, log=False)
+        terms = sympy.Add.make_args(expanded)
+        if len(terms) > _MAX_LINEAR_TERMS:
+            raise _TooLarge
+        total = sympy.S.Zero
+        for term in terms:
+            constant, varying = sympy.S.One, sympy.S.One
+            for factor in sympy.Mul.make_args(term):
+                if self._row_constant(factor):
+                    constant *= factor
+                else:
+                    varying *= factor
+            total += constant * (self.n if varying == 1 else RowSum(varying))
+        return total
+
+    def _definitions(self) -> dict[sympy.Expr, sympy.Expr]:
+        """Row sums that a sum or mean statistic defines alone: ``RowSum(x) -> n_cols * mean`` and the like."""
+        if hasattr(self, "_known"):
+            return self._known
+        known: dict[sympy.Expr, sympy.Expr] = {}
+        for statistic in self.statistics:
+            if statistic.reduce not in ("sum", "mean"):
+                continue
+            value = self.symbols[statistic.name] * (self.n if statistic.reduce == "mean" else 1)
+            try:
+                linear = self._substitute(self._linear_sum(statistic.operand), known)
+            except _TooLarge:
+                continue
+            atoms = sorted(linear.atoms(RowSum), key=sympy.default_sort_key)
+            if len(atoms) != 1:
+                continue
+            (atom,) = atoms
+            coefficient = sympy.expand(linear).coeff(atom)
+            if coefficient == 0 or coefficient.has(RowSum):
+                continue
+            rest = sympy.expand(linear - coefficient * atom)
+            if rest.has(atom):
+                continue
+            known[atom] = (value - rest) / coefficient
+        self._known = known
+        return known
+
+    def _known_sum(self, operand: sympy.Expr) -> sympy.Expr | None:
+        """``RowSum(operand)`` written with statistics alone, when their definitions say what it is."""
+        try:
+            linear = self._substitute(self._linear_sum(operand), self._definitions())
+        except _TooLarge:
+            return None
+        return None if linear.has(RowSum) else sympy.powsimp(linear)
+
+    @staticmethod
+    def _substitute(expr: sympy.Expr, known: dict[sympy.Expr, sympy.Expr]) -> sympy.Expr:
+        for _ in range(8):
+            replaced = expr.xreplace(known)
+            if replaced == expr:
+                return expr
+            expr = replaced
+        return expr
+
+    def _is_zero(self, expr: sympy.Expr) -> bool:
+        try:
+            linear = self._substitute(self._linear(expr), self._definitions())
+        except _TooLarge:
+            return False
+        reduced = sympy.expand(sympy.powsimp(sympy.expand(linear, power_exp=True)))
+        if reduced == 0:
+            return True
+        return sympy.count_ops(reduced) <= 60 and sympy.simplify(reduced) == 0
+
+    # Printing ----------------------------------------------------------------------------------------------
+    def derive(self) -> RowMath:
+        adjoints, zeros = self._adjoints()
+        taken = {str(s) for s in self.symbols} | set(self.outputs) | {str(s) for s in self.grad_symbols.values()}
+        gradient_names = [f"grad_{name}" for name in [*self.inputs, *self.parameters]]
+        taken |= set(gradient_names)
+
+        forward_items = [(s.name, s.reduce, s.operand) for s in self.statistics]
+        forward_items += [(name, "value", expr) for name, expr in self.outputs.items()]
+        forward = _schedule(self._hoisted(forward_items, taken), taken)
+
+        backward_items, formulas = self._backward_items(adjoints, taken)
+        backward = _schedule(self._hoisted(backward_items, taken), taken)
+        defined = {name for name, _, _ in backward_items}
+        reads = {s.name for _, _, expr in backward_items for s in expr.free_symbols} - defined
+        saved = [s.name for s in self.statistics if s.name in reads]
+        forward_reads = {s.name for _, _, expr in forward_items for s in expr.free_symbols}
+        forward_reads -= {s.name for s in self.statistics} | {N_COLS}
+        every = [expr for _, _, expr in forward_items + backward_items]
+        return RowMath(
+            forward=forward,
+            backward=backward,
+            saved=saved,
+            forward_reads=sorted(forward_reads),
+            backward_reads=sorted(reads - {N_COLS}),
+            row_outputs=list(self.row_outputs),
+            row_gradients=[f"grad_{name}" for name, kind in self.parameters.items() if kind == "scalar"],
+            gradient_formulas=formulas,
+            precision_sensitive_ops=_precision_sensitive_ops(every),
+            zero_adjoints=zeros,
+            gradient_aliases=dict(self.aliases),
+        )
+
+    def _hoisted(self, items, taken: set[str]):
+        """``items`` with the per-row factors of per-element products gathered into one per-row value each:
+        ``2 * grad_var * x / n_cols`` multiplies each element once by ``2 * grad_var / n_cols``, not three times."""
+        extra: list[tuple[str, str, sympy.Expr]] = []
+        names: dict[sympy.Expr, sympy.Symbol] = {}
+
+        def gather(node):
+            constant = [f for f in node.args if self._row_constant(f) and not f.is_number]
+            numbers = [f for f in node.args if f.is_number]
+            varying = [f for f in node.args if not self._row_constant(f)]
+            if not varying or len(constant) + bool(numbers) < 2:
+                return node
+            factor = sympy.Mul(*numbers, *constant)
+            if factor not in names:
+                names[factor] = sympy.Symbol(_fresh("row_factor", taken), real=True)
+                extra.append((names[factor].name, "value", factor))
+            return sympy.Mul(names[factor], *varying, evaluate=False)
+
+        rewritten = [
+            (name, kind, expr.replace(lambda n: isinstance(n, sympy.Mul), gather)) for name, kind, expr in items
+        ]
+        return extra + rewritten
+
+    def _backward_items(self, adjoints, taken) -> tuple[list[tuple[str, str, sympy.Expr]], dict[str, str]]:
+        """Backward statements in order (recomputed extrema, row sums, adjoints, gradients) and readable formulas
+        of the adjoints and gradients."""
+        items: list[tuple[str, str, sympy.Expr]] = []
+        formulas: dict[str, str] = {}
+        for statistic in self.statistics:
+            if statistic.reduce in ("max", "min") and adjoints[statistic.name] != 0:
+                items.append((f"{statistic.name}_recomputed", statistic.reduce, statistic.operand))
+        sums: dict[sympy.Expr, sympy.Symbol] = {}
+
+        def name_sums(expr: sympy.Expr) -> sympy.Expr:
+            def replace(node):
+                # Row-constant factors leave the sum: one multiply per row instead of one per element.
+                constant, varying = sympy.S.One, sympy.S.One
+                for factor in sympy.Mul.make_args(name_sums(node.args[0])):
+                    if self._row_constant(factor):
+                        constant *= factor
+                    else:
+                        varying *= factor
+                if varying == 1:
+                    return self.n * constant
+                known = self._known_sum(varying)
+                if known is not None:  # the row sum of a statistic's own operand: the statistic, not a reduction
+                    return constant * known
+                if varying not in sums:
+                    sums[varying] = sympy.Symbol(_fresh("row_sum", taken), real=True)
+                    items.append((sums[varying].name, "sum", varying))
+                return constant * sums[varying]
+
+            return expr.replace(lambda node: isinstance(node, RowSum), replace)
+
+        # The adjoints (per-row values, later statistics first) are written into the gradients, which then take
+        # their common factors out: rstd * (dy * w - mean(dy * w) - ...) subtracts like-sized terms before scaling
+        # by rstd, where the distributed form would leave an fp32 rounding error of the scaled terms behind (a
+        # one-column LayerNorm's gradient is exactly 0 this way).
+        written: dict[sympy.Symbol, sympy.Expr] = {}
+        for statistic in reversed(self.statistics):
+            adjoint = adjoints[statistic.name]
+            if adjoint == 0:
+                continue
+            symbol = adjoint_symbol(statistic.name)
+            formulas[symbol.name] = format_formula(adjoint)
+            written[symbol] = name_sums(adjoint).xreplace(written)
+        seen: dict[sympy.Expr, str] = {}
+        for name in [*self.inputs, *self.parameters]:
+            per_row = self.parameters.get(name) == "scalar"
+            gradient = self._gradient(name, adjoints, per_row=per_row)
+            formulas[f"grad_{name}"] = format_formula(gradient)
+            if name in self.inputs and gradient != 0 and gradient in seen:
+                # x + residual: both inputs get the same gradient, computed and written once.
+                self.aliases[f"grad_{name}"] = seen[gradient]
+                continue
+            if name in self.inputs:
+                seen[gradient] = f"grad_{name}"
+            kind = "row_value" if per_row else "value"
+            expr = sympy.factor_terms(name_sums(gradient).xreplace(written))
+            items.append((f"grad_{name}", kind, expr))
+        return items, formulas
+
+
+def adjoint_symbol(statistic: str) -> sympy.Symbol:
+    """The backward's name for a statistic's adjoint (d loss / d statistic, one value per row)."""
+    return sympy.Symbol(f"grad_{statistic}", real=True)
+
+
+class _TooLarge(Exception):
+    pass
+
+
+def _fresh(prefix: str, taken: set[str]) -> str:
+    index = 0
+    name = prefix
+    while name in taken:
+        name = f"{prefix}{index}"
+        index += 1
+    taken.add(name)
+    return name
+
+
+def _schedule(items, taken: set[str]) -> list[str]:
+    """Statements for ``items`` (name, kind, expr): common subexpressions of all of them hoisted into named
+    temporaries, each statement emitted right after the values it reads."""
+    if not items:
+        return []
+    placeholders = sympy.numbered_symbols("_cse", real=True)
+    replacements, reduced = sympy.cse([expr for _, _, expr in items], symbols=placeholders, order="canonical")
+    definitions: dict[sympy.Symbol, tuple[str, str, sympy.Expr]] = {}
+    renames: dict[sympy.Symbol, sympy.Expr] = {}
+    counters: dict[str, int] = {}
+    for placeholder, expr in replacements:
+        expr = expr.xreplace(renames)
+        if expr.is_number:
+            renames[placeholder] = expr
+            continue
+        prefix = _temporary_prefix(expr)
+        while True:
+            candidate = f"{prefix}{counters.get(prefix, 0)}"
+            counters[prefix] = counters.get(prefix, 0) + 1
+            if candidate not in taken:
+                break
+        symbol = sympy.Symbol(candidate, real=True)
+        renames[placeholder] = symbol
+        definitions[symbol] = (candidate, "value", expr)
+    order = []
+    for (name, kind, _), expr in zip(items, reduced):
+        symbol = sympy.Symbol(name, real=True)
+        definitions[symbol] = (name, kind, expr.xreplace(renames))
+        order.append(symbol)
+
+    lines: list[str] = []
+    emitted: set[sympy.Symbol] = set()
+
+    def emit(symbol: sympy.Symbol) -> None:
+        if symbol in emitted or symbol not in definitions:
+            return
+        emitted.add(symbol)
+        name, kind, expr = definitions[symbol]
+        for dependency in sorted(expr.free_symbols, key=lambda s: s.name):
+            emit(dependency)
+        lines.append(_statement(name, kind, expr))
+
+    for symbol in order:
+        emit(symbol)
+    return lines
+
+
+def _statement(name: str, kind: str, expr: sympy.Expr) -> str:
+    if kind in ("value", "row_value"):
+        if expr == 0:
+            shape = "(BLOCK_ROWS, BLOCK_COLS)" if kind == "value" else "(BLOCK_ROWS, 1)"
+            return f"{name} = tl.zeros({shape}, dtype=tl.float32)"
+        return f"{name} = {print_triton(expr)}"
+    reduction = f"{_TL_REDUCE[kind]}(tl.where(mask, {print_triton(expr)}, {_IDENTITY[kind]}), axis=1, keep_dims=True)"
+    return f"{name} = {reduction} / {N_COLS}" if kind == "mean" else f"{name} = {reduction}"
+
+
+__all__ = ["REDUCE_KINDS", "RowMath", "RowProgramError", "RowSum", "synthesize_rows"]
