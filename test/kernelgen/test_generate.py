@@ -98,7 +98,8 @@ def test_existing_kernel_suggests_modify(checkout):
     before = snapshot(checkout)
     profile = EXAMPLES / "rms_norm.yaml"
     line = _one_line_error(run_kernelgen("new", "rms_norm", "--profile", str(profile), "--repo", str(checkout)))
-    assert "already exists" in line and "--modify" in line
+    assert "already exists" in line and "hand-written" in line and "modify rms_norm --reference REF" in line
+    assert "--force" not in line  # never advised for a hand-written kernel
     assert snapshot(checkout) == before
 
 

@@ -34,12 +34,23 @@ def add_kernel_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--save-profile", metavar="FILE", help="also write the profile used to FILE")
 
 
-def save_profile(path: str | None, profile) -> None:
-    """``--save-profile``: the profile the command used, after the kernel's own files are written."""
+def check_output_path(path: str | None, option: str) -> None:
+    """A file the command will write outside the checkout (``-o``, ``--save-profile``), checked before any work."""
     if path:
-        from tools.kernelgen.profile import dump_yaml
+        from tools.kernelgen.writer import check_writable
 
-        Path(path).write_text(dump_yaml(profile), encoding="utf-8")
+        problem = check_writable(Path(path))
+        if problem:
+            raise CliError(f"{option} {path}: {problem}; nothing written")
+
+
+def profile_file(path: str | None, profile) -> dict[str, str]:
+    """``--save-profile``: the profile the command used, as one more file of its all-or-nothing write."""
+    if not path:
+        return {}
+    from tools.kernelgen.profile import dump_yaml
+
+    return {str(Path(path).resolve()): dump_yaml(profile)}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -74,11 +85,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     validate = commands.add_parser(
         "validate",
-        help="check a generated kernel: checkstyle, purity, unit tests, correctness, performance",
-        description="Validate a generated kernel; exit 0 when every stage passes, 1 when one fails.",
+        help="check a kernel, generated or hand-written: checkstyle, purity, unit tests, correctness, performance",
+        description="Validate any kernel of the checkout against a PyTorch reference (--reference, else its generation "
+        "record, else the built-in reference of its name); exit 0 when every stage passes, 1 when one fails.",
     )
-    validate.add_argument("name", help="kernel name, as given to `new` (its record is .kernelgen/NAME.yaml)")
+    validate.add_argument("name", help="kernel name: src/liger_kernel/ops/NAME.py")
     validate.add_argument("--repo", metavar="PATH", help="Liger checkout holding the kernel (default: this one)")
+    validate.add_argument(
+        "--reference",
+        metavar="REF",
+        help="PyTorch reference to check against (built-in name, file.py, file.py:Symbol, or - for stdin); its "
+        "arguments are matched to the kernel's functional by name",
+    )
     validate.add_argument(
         "--workspace", metavar="DIR", help="where iterations.tsv and summary.md go (default: .kernelgen-work/NAME/)"
     )
@@ -135,6 +153,7 @@ def _profile_for_new(args):
 
 
 def cmd_new(args) -> int:
+    from tools.kernelgen.generate import check_new_target
     from tools.kernelgen.generate import plan_new
     from tools.kernelgen.layout import check_kernel_name
     from tools.kernelgen.repo import LigerRepo
@@ -143,15 +162,16 @@ def cmd_new(args) -> int:
     if args.modify:
         return cmd_modify(args)
     check_kernel_name(args.name)
+    check_output_path(args.save_profile, "--save-profile")
     repo = LigerRepo.open(args.repo)
+    check_new_target(repo, args.name, force=args.force)  # before the analysis: its advice would not apply
     profile = _profile_for_new(args)
     changes = plan_new(repo, profile, force=args.force)
     if args.dry_run:
         sys.stdout.write(changes.diff())
         print(f"kernelgen: dry run, nothing written ({len(changes.changes)} files would change)", file=sys.stderr)
         return 0
-    write_all(repo.root, changes.changes)
-    save_profile(args.save_profile, profile)
+    write_all(repo.root, {**changes.changes, **profile_file(args.save_profile, profile)})
     print(f"kernelgen: generated '{profile.operation_name}' (tier {profile.tier}) in {repo.root}")
     for path in changes.created:
         print(f"  created   {path}")
@@ -163,12 +183,18 @@ def cmd_new(args) -> int:
 
 def cmd_analyze(args) -> int:
     from tools.kernelgen.analyze import analyze_for_checkout
+    from tools.kernelgen.layout import check_kernel_name
     from tools.kernelgen.profile import dump_yaml
 
+    from tools.kernelgen.writer import write_all
+
+    if args.name is not None:
+        check_kernel_name(args.name)
+    check_output_path(args.output, "-o")
     profile = analyze_for_checkout(args.reference, name=args.name)
     text = dump_yaml(profile)
     if args.output:
-        Path(args.output).write_text(text, encoding="utf-8")
+        write_all(Path.cwd(), {str(Path(args.output).resolve()): text}, create_dirs=False)
         print(
             f"kernelgen: wrote {args.output} ({profile.operation_name}, tier {profile.tier}: {profile.notes.tier_reason})",
             file=sys.stderr,
@@ -198,6 +224,7 @@ def cmd_modify(args) -> int:
     if getattr(args, "force", False):
         raise ModifyError("--modify merges into the existing files; --force (overwrite them) cannot go with it")
     check_kernel_name(args.name)
+    check_output_path(args.save_profile, "--save-profile")
     repo = LigerRepo.open(args.repo)
     profile = profile_for_modify(repo, args.name, profile_path=args.profile, reference=args.reference)
     if profile.operation_name != args.name:
@@ -220,9 +247,8 @@ def cmd_modify(args) -> int:
         sys.stdout.write(plan.changes.diff())
         print(f"kernelgen: dry run, nothing written ({len(plan.changes.changes)} files would change)", file=sys.stderr)
         return 0
-    if plan.changes.changes:
-        write_all(repo.root, plan.changes.changes)
-    save_profile(args.save_profile, profile)
+    if plan.changes.changes or args.save_profile:
+        write_all(repo.root, {**plan.changes.changes, **profile_file(args.save_profile, profile)})
     print(
         f"kernelgen: wrote {len(plan.changes.changes)} files"
         if plan.changes.changes
@@ -242,6 +268,7 @@ def cmd_validate(args) -> int:
         archive=args.archive,
         focus=args.focus,
         description=args.description,
+        reference=args.reference,
     )
 
 
@@ -287,8 +314,19 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return COMMANDS[args.command](args)
-    except KeyboardInterrupt:
-        print("kernelgen: interrupted; nothing was written", file=sys.stderr)
+    except KeyboardInterrupt as interrupt:
+        from tools.kernelgen.writer import written_in_this_process
+
+        written = getattr(interrupt, "paths", None) if getattr(interrupt, "written", False) else None
+        written = written or written_in_this_process()
+        if written:
+            print(
+                f"kernelgen: interrupted after the write had finished: all {len(written)} file(s) were written "
+                f"({', '.join(written)})",
+                file=sys.stderr,
+            )
+        else:
+            print("kernelgen: interrupted; nothing was written", file=sys.stderr)
         return EXIT_INTERRUPTED
     except user_errors() as error:
         # Every user error is one line (a profile's problems are joined with "; "): keep it that way on screen.

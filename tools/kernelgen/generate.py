@@ -27,7 +27,11 @@ from tools.kernelgen.layout import check_kernel_name
 from tools.kernelgen.layout import kernel_paths
 from tools.kernelgen.layout import record_path
 from tools.kernelgen.profile import KernelProfile
+from tools.kernelgen.profile import ProfileError
+from tools.kernelgen.record import content_hash
+from tools.kernelgen.record import read_record
 from tools.kernelgen.record import record_text
+from tools.kernelgen.record import recorded_hashes
 from tools.kernelgen.render import render_kernel
 from tools.kernelgen.render import target_helpers
 from tools.kernelgen.repo import LigerRepo
@@ -76,6 +80,82 @@ def existing_kernel_files(repo: LigerRepo, name: str) -> list[str]:
     return found
 
 
+def check_new_target(repo: LigerRepo, name: str, *, force: bool = False) -> None:
+    """Refuse ``new NAME`` before any analysis when the kernel exists (without ``--force``), or when ``--force``
+    could only refuse: a hand-written kernel (files, no generation record) is never overwritten."""
+    present = existing_kernel_files(repo, name)
+    if not present:
+        return
+    recorded = repo.exists(record_path(name))
+    if not force:
+        if recorded:
+            advice = (
+                f"update it with: modify {name} --reference REF (hand edits are merged), or regenerate the files "
+                f"nobody edited with --force"
+            )
+        else:
+            advice = f"it is hand-written (no {record_path(name)}); change it with: modify {name} --reference REF"
+        raise GenerateError(f"kernel '{name}' already exists ({present[0]}); {advice}")
+    if not recorded:
+        own = [path for path in present if path in kernel_paths(name).values()] or present
+        raise GenerateError(
+            f"refusing to overwrite {len(own)} file(s) with no generation record ({', '.join(own)}): kernel "
+            f"'{name}' is hand-written; nothing written. Change it with: modify {name} --reference REF"
+        )
+
+
+def only_additions(old: str, new: str) -> bool:
+    """Whether ``new`` keeps every line of ``old``, in order, and only adds lines (what the inserter does)."""
+    matcher = difflib.SequenceMatcher(None, old.splitlines(), new.splitlines(), autojunk=False)
+    return all(tag in ("equal", "insert") for tag, *_ in matcher.get_opcodes())
+
+
+def _unchanged_since_generation(repo: LigerRepo, name: str, paths: list[str]) -> dict[str, bool]:
+    """For each of the kernel's own ``paths``: does the file still hold what kernelgen last rendered for it?
+
+    The record's sha256 lines answer; a record written before they were kept is rendered again and compared."""
+    record = repo.read(record_path(name))
+    hashes = recorded_hashes(record)
+    answers = {path: content_hash(repo.read(path)) == hashes[path] for path in paths if path in hashes}
+    rest = [path for path in paths if path not in answers]
+    if rest:
+        try:
+            rendered, _ = render_formatted(repo, read_record(repo.root, name))
+        except (ProfileError, GenerateError):
+            rendered = {}
+        for path in rest:
+            answers[path] = path in rendered and rendered[path] == repo.read(path)
+    return answers
+
+
+def overwrite_refusals(repo: LigerRepo, name: str, changes: ChangeSet) -> list[str]:
+    """``"PATH (why)"`` for every existing file the change set may not overwrite.
+
+    A kernel's own file is overwritten only when kernelgen generated it (there is a record) and nobody edited it
+    since; any other file (registrations, ``ops/utils.py``, other kernels) only ever gets lines added."""
+    own = set(kernel_paths(name).values())
+    record = record_path(name)
+    recorded = repo.exists(record)
+    changed = [
+        path
+        for path, text in sorted(changes.changes.items())
+        if changes.originals.get(path) is not None and changes.originals[path] != text
+    ]
+    edited = _unchanged_since_generation(repo, name, [p for p in changed if p in own]) if recorded else {}
+    refusals = []
+    for path in changed:
+        if path == record:
+            continue  # the record follows the files it describes
+        if path in own:
+            if not recorded:
+                refusals.append(f"{path} (no generation record: hand-written)")
+            elif not edited[path]:
+                refusals.append(f"{path} (edited since kernelgen generated it)")
+        elif not only_additions(changes.originals[path], changes.changes[path]):
+            refusals.append(f"{path} (not one of the kernel's own files: only additions are allowed)")
+    return refusals
+
+
 def registration_for(profile: KernelProfile, functional_source: str) -> Registration:
     name = profile.operation_name
     return Registration(
@@ -92,15 +172,14 @@ def registration_for(profile: KernelProfile, functional_source: str) -> Registra
 
 
 def plan_new(repo: LigerRepo, profile: KernelProfile, *, force: bool = False) -> ChangeSet:
-    """Compute (without writing) every change ``new`` makes for ``profile`` in ``repo``."""
-    check_kernel_name(profile.operation_name)
-    profile.validate(f"profile for {profile.operation_name}")
-    present = existing_kernel_files(repo, profile.operation_name)
-    if present and not force:
-        raise GenerateError(
-            f"kernel '{profile.operation_name}' already exists ({present[0]}); "
-            f"use --modify to update it or --force to overwrite the generated files"
-        )
+    """Compute (without writing) every change ``new`` makes for ``profile`` in ``repo``.
+
+    Raises ``GenerateError`` when the kernel exists (without ``force``) or when ``force`` would overwrite a file
+    it may not (see ``overwrite_refusals``): then nothing at all is written."""
+    name = profile.operation_name
+    check_kernel_name(name)
+    check_new_target(repo, name, force=force)
+    profile.validate(f"profile for {name}")
     files, functional_source = render_formatted(repo, profile)
     changes = ChangeSet()
     for path, text in files.items():
@@ -122,9 +201,15 @@ def plan_new(repo: LigerRepo, profile: KernelProfile, *, force: bool = False) ->
         changes.changes[path] = text
         changes.originals[path] = existing[path]
 
-    record = record_path(profile.operation_name)
-    changes.changes[record] = record_text(profile)
+    record = record_path(name)
+    changes.changes[record] = record_text(profile, files)
     changes.originals[record] = repo.read(record) if repo.exists(record) else None
+    refusals = overwrite_refusals(repo, name, changes)
+    if refusals:
+        raise GenerateError(
+            f"refusing to overwrite {len(refusals)} file(s): {'; '.join(refusals)}; nothing written"
+            + (f". Hand edits are merged by: modify {name} --profile FILE" if force else "")
+        )
     return changes
 
 

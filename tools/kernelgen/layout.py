@@ -39,8 +39,14 @@ class KernelNameError(ValueError):
     """A kernel name that cannot name files and Python modules."""
 
 
+SHARED_FILES = (*REGISTRATION_FILES, OPS_UTILS)
+
+
 def check_kernel_name(name: str) -> None:
     if not SNAKE_CASE.match(name or ""):
         raise KernelNameError(f"kernel name {name!r} is not a snake_case identifier (e.g. geglu, relu_squared)")
     if keyword.iskeyword(name):
         raise KernelNameError(f"kernel name {name!r} is a Python keyword; it cannot name a module")
+    taken = [path for path in kernel_paths(name).values() if path in SHARED_FILES]
+    if taken:
+        raise KernelNameError(f"kernel name {name!r} is taken: {taken[0]} is a file every kernel shares")

@@ -264,7 +264,7 @@ def _plan_recorded(repo: LigerRepo, name: str, new: KernelProfile) -> ModifyPlan
         _stale_names(old, new, {path: plan.changes.changes.get(path, text) for path, text in current.items()})
     )
 
-    text = record_text(new)
+    text = record_text(new, new_files)
     if repo.read(record) != text:
         plan.changes.changes[record] = text
         plan.changes.originals[record] = repo.read(record)

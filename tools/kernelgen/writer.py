@@ -1,4 +1,9 @@
-"""All-or-nothing writes: every file is staged next to its target, then swapped in; any failure undoes all."""
+"""All-or-nothing writes: every file is staged next to its target, then swapped in; any failure undoes all.
+
+Ctrl-C while files are staged discards the staging (nothing written); Ctrl-C during the swap is held until the swap
+and its clean-up are finished (everything written, no backup left behind), then raised as ``WriteInterrupted`` saying
+which of the two happened.
+"""
 
 from __future__ import annotations
 
@@ -9,15 +14,31 @@ import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
+BACKUP_SUFFIX = ".kernelgen-backup"
+_completed: list[str] = []  # every path this process wrote, for the CLI's report of an interrupt
+
 
 class WriteError(OSError):
     """A change set that could not be written; the repository was left exactly as it was."""
 
 
+class WriteInterrupted(KeyboardInterrupt):
+    """Ctrl-C during ``write_all``: ``written`` is True when the whole change set is on disk, False when none is."""
+
+    def __init__(self, written: bool, paths: list[str]):
+        super().__init__()
+        self.written = written
+        self.paths = paths
+
+
+def written_in_this_process() -> list[str]:
+    """Paths ``write_all`` finished writing so far in this process (an interrupt later must not deny them)."""
+    return list(_completed)
+
+
 @contextmanager
-def _deferred_interrupts():
+def _deferred_interrupts(received: list[int]):
     """Hold SIGINT while files are swapped so Ctrl-C cannot leave half the change set on disk."""
-    received = []
     try:
         previous = signal.signal(signal.SIGINT, lambda signum, frame: received.append(signum))
     except ValueError:  # not the main thread: nothing to defer
@@ -27,18 +48,35 @@ def _deferred_interrupts():
         yield
     finally:
         signal.signal(signal.SIGINT, previous)
-        if received:
-            raise KeyboardInterrupt
 
 
-def write_all(root: Path, changes: dict[str, str]) -> list[str]:
-    """Write ``changes`` (repo-relative path -> full text) atomically as a set; returns the paths written."""
+def check_writable(path: Path) -> str | None:
+    """Why ``path`` cannot be written (one phrase), or None: checked before anything else is written."""
+    path = Path(path)
+    if path.is_dir():
+        return f"{path} is a directory"
+    parent = path.parent
+    if not parent.exists():
+        return f"folder {parent} does not exist"
+    if not parent.is_dir():
+        return f"{parent} is not a folder"
+    if not os.access(parent, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        return f"{path} is not writable (permission denied)"
+    return None
+
+
+def write_all(root: Path, changes: dict[str, str], *, create_dirs: bool = True) -> list[str]:
+    """Write ``changes`` (path -> full text; relative to ``root`` unless absolute) atomically as a set; returns the
+    paths written. ``create_dirs=False``: a missing folder is an error rather than created."""
+    root = Path(root)
     staged: list[tuple[Path, Path]] = []
     created_dirs: list[Path] = []
     try:
         for relative, text in sorted(changes.items()):
             target = root / relative
             missing = [parent for parent in reversed(target.parents) if not parent.exists()]
+            if missing and not create_dirs:
+                raise WriteError(2, f"cannot write {target}: folder {missing[0]} does not exist")
             for directory in missing:
                 directory.mkdir()
                 created_dirs.append(directory)
@@ -55,17 +93,22 @@ def write_all(root: Path, changes: dict[str, str]) -> list[str]:
                 os.chmod(temp_name, target.stat().st_mode & 0o7777)
     except BaseException as error:
         _discard(staged, created_dirs)
+        if isinstance(error, WriteError):
+            raise
         if isinstance(error, OSError):
             raise WriteError(error.errno, f"cannot write {error.filename or 'a file'}: {error.strerror}") from None
+        if isinstance(error, KeyboardInterrupt):
+            raise WriteInterrupted(False, []) from None
         raise
 
+    received: list[int] = []
     backups: list[tuple[Path, Path | None]] = []
-    with _deferred_interrupts():
+    with _deferred_interrupts(received):
         try:
             for temp, target in staged:
                 backup = None
                 if target.exists():
-                    backup = target.with_name(f".{target.name}.kernelgen-backup")
+                    backup = target.with_name(f".{target.name}{BACKUP_SUFFIX}")
                     os.replace(target, backup)
                 backups.append((target, backup))
                 os.replace(temp, target)
@@ -75,10 +118,14 @@ def write_all(root: Path, changes: dict[str, str]) -> list[str]:
             if isinstance(error, OSError):
                 raise WriteError(error.errno, f"cannot write {error.filename or 'a file'}: {error.strerror}") from None
             raise
-    for _, backup in backups:
-        if backup is not None:
-            backup.unlink(missing_ok=True)
-    return sorted(changes)
+        for _, backup in backups:
+            if backup is not None:
+                backup.unlink(missing_ok=True)
+        written = sorted(changes)
+        _completed.extend(written)
+    if received:
+        raise WriteInterrupted(True, written)
+    return written
 
 
 def _rollback(backups: list[tuple[Path, Path | None]]) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import inspect
 import re
 
 from typing import Any
@@ -131,11 +132,48 @@ def _default_module_kind(traced: TracedReference, classification: Classification
     return "elementwise"
 
 
+# Tensor annotations that say "integer values": such an input is an index (a class target), never float math.
+INTEGER_TENSOR_TYPES = ("LongTensor", "IntTensor", "ShortTensor", "CharTensor", "ByteTensor", "BoolTensor")
+
+
+def integer_annotations(loaded) -> dict[str, str]:
+    """``{argument: "torch.LongTensor"}`` for the entry's tensor arguments annotated with an integer tensor type."""
+    function = loaded.obj.forward if loaded.kind == "module" else loaded.obj
+    try:
+        parameters = inspect.signature(function).parameters
+    except (TypeError, ValueError):
+        return {}
+    found = {}
+    for name, parameter in parameters.items():
+        annotation = parameter.annotation
+        if isinstance(annotation, str):  # ``from __future__ import annotations``: the text names the type
+            text = annotation.replace(" ", "")
+            hit = next((t for t in INTEGER_TENSOR_TYPES if text.endswith(f".{t}") or text == t), None)
+        else:
+            module = getattr(annotation, "__module__", "") or ""
+            hit = getattr(annotation, "__name__", "") if module.startswith("torch") else None
+            hit = hit if hit in INTEGER_TENSOR_TYPES else None
+        if hit:
+            found[name] = f"torch.{hit}"
+    return found
+
+
 def _inputs(traced: TracedReference) -> list[TensorSpec]:
+    integers = integer_annotations(traced.loaded)
     specs = []
     for name in traced.tensor_inputs:
         if name in traced.index_inputs:
             specs.append(TensorSpec(name=name, dtype="int64", requires_grad=False))
+        elif name in integers:
+            function = traced.loaded.obj.forward if traced.loaded.kind == "module" else traced.loaded.obj
+            line = getattr(getattr(function, "__code__", None), "co_firstlineno", None)
+            raise AnalyzeError(
+                f"input '{name}' is annotated {integers[name]}, but it is used as a number, not as an index: "
+                f"kernelgen's element-wise and row kernels compute on floating-point tensors (annotate it "
+                f"torch.Tensor and pass floats, or index with it)",
+                origin=traced.loaded.origin,
+                line=line,
+            )
         else:
             specs.append(TensorSpec(name=name))
     return specs

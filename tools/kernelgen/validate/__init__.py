@@ -21,12 +21,37 @@ class ValidateError(ValueError):
     """Bad input to ``validate``: unknown kernel, not a checkout, conflicting options."""
 
 
-def open_target(name: str, repo_path: str | None, workspace: str | None):
-    from tools.kernelgen.layout import check_kernel_name
-    from tools.kernelgen.layout import kernel_paths
+def _reference_profile(repo, name: str, reference: str | None, recorded: bool):
+    """The profile to validate against and where it came from: ``--reference``, the record, else the built-in."""
+    from tools.kernelgen.analyze import analyze_for_checkout
+    from tools.kernelgen.analyze import list_builtin_references
     from tools.kernelgen.layout import record_path
     from tools.kernelgen.profile import ProfileError
     from tools.kernelgen.record import read_record
+
+    if reference:
+        return analyze_for_checkout(reference, name=name, repo_root=repo.root), f"the reference {reference}"
+    if recorded:
+        try:
+            return read_record(repo.root, name), f"its generation record {record_path(name)}"
+        except ProfileError as error:
+            raise ValidateError(str(error)) from None
+    if name in list_builtin_references():
+        return analyze_for_checkout(name, name=name, repo_root=repo.root), f"the built-in reference {name}"
+    raise ValidateError(
+        f"no reference to validate '{name}' against: it has no generation record and no built-in reference has "
+        f"that name; pass --reference REF (a PyTorch reference of what it computes)"
+    )
+
+
+def open_target(name: str, repo_path: str | None, workspace: str | None, reference: str | None = None):
+    from tools.kernelgen.hostapi import ApiError
+    from tools.kernelgen.hostapi import SignatureMismatch
+    from tools.kernelgen.hostapi import match_arguments
+    from tools.kernelgen.hostapi import read_kernel_api
+    from tools.kernelgen.layout import check_kernel_name
+    from tools.kernelgen.layout import kernel_paths
+    from tools.kernelgen.layout import record_path
     from tools.kernelgen.repo import LigerRepo
     from tools.kernelgen.validate.report import Target
     from tools.kernelgen.validate.workspace import default_workspace
@@ -35,25 +60,47 @@ def open_target(name: str, repo_path: str | None, workspace: str | None):
     repo = LigerRepo.open(repo_path)
     record = record_path(name)
     paths = kernel_paths(name)
-    if not repo.exists(record):
-        if repo.exists(paths["ops"]):
-            raise ValidateError(
-                f"'{name}' has no generation record {record} in {repo.root}: validate needs the profile it was "
-                f"generated from (regenerate with `python -m tools.kernelgen new {name} --force`)"
-            )
+    recorded = repo.exists(record)
+    if not repo.exists(paths["ops"]):
         raise ValidateError(
-            f"no kernel '{name}' in {repo.root} ({record} is missing); "
+            f"no kernel '{name}' in {repo.root} ({paths['ops']} is missing); "
             f"generate it first: python -m tools.kernelgen new {name}"
         )
-    try:
-        profile = read_record(repo.root, name)
-    except ProfileError as error:
-        raise ValidateError(str(error)) from None
-    if profile.operation_name != name:
-        raise ValidateError(f"{record} is the record of '{profile.operation_name}', not '{name}'")
+    profile, source = _reference_profile(repo, name, reference, recorded)
+    call = None
+    grad_names = None
+    if recorded and not reference:
+        if profile.operation_name != name:
+            raise ValidateError(f"{record} is the record of '{profile.operation_name}', not '{name}'")
+    else:
+        try:
+            api = read_kernel_api(repo, name, profile)
+            mapping = match_arguments(profile, api.entry)
+        except (ApiError, SignatureMismatch) as error:
+            raise ValidateError(str(error)) from None
+        call = {
+            "module": api.entry.module,
+            "callable": api.entry.name,
+            "by_name": api.entry_is_functional,
+            "params": [[p.name, p.default] for p in api.entry.params],
+            "tensors": mapping.tensors,
+            "hypers": mapping.hypers,
+        }
+        wanted = {t.name for t in profile.inputs if t.requires_grad} | {p.name for p in profile.parameters}
+        grad_names = [entry for ref, entry in mapping.tensors.items() if ref in wanted]
     folder = Path(workspace).resolve() if workspace else default_workspace(repo.root, name)
     folder.mkdir(parents=True, exist_ok=True)
-    return Target(repo=repo, name=name, paths=paths, profile=profile, workspace=folder)
+    return Target(
+        repo=repo,
+        name=name,
+        paths=paths,
+        profile=profile,
+        workspace=folder,
+        call=call,
+        reference=source,
+        recorded=recorded,
+        grad_names=grad_names,
+    )
 
 
 def run_stages(target, skip_tests: bool) -> list:
@@ -106,6 +153,7 @@ def run(
     archive: bool = False,
     focus: str = "validate",
     description: str = "",
+    reference: str | None = None,
 ) -> int:
     from tools.kernelgen.knowledge import archive as archive_kernel
     from tools.kernelgen.validate.workspace import append_iteration
@@ -114,8 +162,11 @@ def run(
 
     if archive and skip_tests:
         raise ValidateError("--archive needs every stage, the unit tests included: drop --skip-tests")
-    target = open_target(name, repo, workspace)
+    target = open_target(name, repo, workspace, reference)
+    if archive and not target.recorded:
+        raise ValidateError(f"--archive keeps generated kernels; '{name}' has no generation record (hand-written)")
     print(f"kernelgen validate '{target.name}' in {target.repo.root} (workspace {target.workspace})", flush=True)
+    print(f"reference: {target.reference}", flush=True)
     results = run_stages(target, skip_tests)
     passed = not any(result.failed for result in results)
     iteration = append_iteration(target.workspace, results, focus, description)

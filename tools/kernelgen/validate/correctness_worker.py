@@ -32,6 +32,7 @@ from tools.kernelgen.profile import hyper_cases  # noqa: E402
 from tools.kernelgen.validate.harness import Case  # noqa: E402
 from tools.kernelgen.validate.harness import KernelUnderTest  # noqa: E402
 from tools.kernelgen.validate.harness import RunResult  # noqa: E402
+from tools.kernelgen.validate.harness import read_spec  # noqa: E402
 
 # Non-power-of-2 widths, one column, many short rows, one long row; model-sized ones on a GPU.
 CPU_SHAPES = [(1, 1), (3, 1), (2049, 7), (5, 4099)]
@@ -277,11 +278,11 @@ def _one_line(error: BaseException) -> str:
     return f"{type(error).__name__}: {text[0] if text else ''}".strip()
 
 
-def run(repo: Path, name: str) -> dict:
+def run(repo: Path, name: str, spec: dict | None = None) -> dict:
     device = "cuda" if CUDA else "cpu"
     report = {"device": torch.cuda.get_device_name() if CUDA else "cpu (Triton interpreter)", "cuda": CUDA}
     torch.manual_seed(0)
-    kut = KernelUnderTest(repo, name, device)
+    kut = KernelUnderTest(repo, name, device, spec)
     stages = []
     for label, stage in STAGES:
         try:
@@ -304,7 +305,7 @@ def run(repo: Path, name: str) -> dict:
 
 def main(argv: list[str]) -> int:
     repo, name, out = Path(argv[0]), argv[1], Path(argv[2])
-    report = run(repo, name)
+    report = run(repo, name, read_spec(argv[3] if len(argv) > 3 else None))
     out.write_text(json.dumps(report, indent=2), encoding="utf-8")
     return 0
 

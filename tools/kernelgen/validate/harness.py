@@ -1,6 +1,9 @@
-"""Run a generated kernel and its PyTorch reference on the same data (imported only inside worker processes).
+"""Run a kernel and its PyTorch reference on the same data (imported only inside worker processes).
 
-The worker sets ``TRITON_INTERPRET`` and ``sys.path`` before this module imports the kernel. Inputs mirror the
+The worker sets ``TRITON_INTERPRET`` and ``sys.path`` before this module imports the kernel. A kernel validated
+against its own generation record is called as ``Function.apply(*inputs, *params, *hyper-parameters)``, the order
+its template gives it; any other (hand-written, or checked against another reference) is called through its
+functional with every argument by name, as ``hostapi.match_arguments`` mapped them (the target spec). Inputs mirror the
 generated unit tests: tier 1/2 take every profile input as a ``(rows, cols)`` tensor (``randn * input_scale``, or
 ``rand * input_scale + 0.1`` for a positive input domain) plus learnable parameters drawn in ``[0.5, 1.5)``; tier 3
 takes logits and integer targets. Each run gets fresh copies, because kernels may write gradients over the
@@ -9,7 +12,9 @@ buffers they saved (Liger's in-place backward).
 
 from __future__ import annotations
 
+import ast
 import importlib
+import json
 import sys
 import types
 
@@ -20,6 +25,7 @@ from pathlib import Path
 import torch
 
 from tools.kernelgen.profile import KernelProfile
+from tools.kernelgen.profile import load_yaml
 from tools.kernelgen.record import read_record
 
 
@@ -40,16 +46,30 @@ class RunResult:
     grads: dict[str, torch.Tensor] = field(default_factory=dict)
 
 
-def import_function_class(repo: Path, profile: KernelProfile):
-    """The kernel's autograd Function, imported from the target checkout (its ``src`` first on ``sys.path``)."""
+def import_from_checkout(repo: Path, module_name: str, attribute: str):
+    """``module_name.attribute`` of the target checkout's ``liger_kernel`` (its ``src`` first on ``sys.path``)."""
     src = str(repo / "src")
     if src in sys.path:
         sys.path.remove(src)
     sys.path.insert(0, src)
     for module in [m for m in sys.modules if m == "liger_kernel" or m.startswith("liger_kernel.")]:
         del sys.modules[module]
-    module = importlib.import_module(f"liger_kernel.ops.{profile.operation_name}")
-    return getattr(module, profile.function_class_name)
+    value = importlib.import_module(module_name)
+    for part in attribute.split("."):
+        value = getattr(value, part)
+    return value
+
+
+def import_function_class(repo: Path, profile: KernelProfile):
+    """The kernel's autograd Function, imported from the target checkout."""
+    return import_from_checkout(repo, f"liger_kernel.ops.{profile.operation_name}", profile.function_class_name)
+
+
+def read_spec(path: str | Path | None) -> dict | None:
+    """The target spec the parent wrote (``{"profile": YAML, "call": {...}}``), or None: the kernel's record."""
+    if not path:
+        return None
+    return json.loads(Path(path).read_text(encoding="utf-8"))
 
 
 def load_reference(profile: KernelProfile):
@@ -63,11 +83,17 @@ def load_reference(profile: KernelProfile):
 
 
 class KernelUnderTest:
-    def __init__(self, repo: Path, name: str, device: str):
+    def __init__(self, repo: Path, name: str, device: str, spec: dict | None = None):
         self.repo = repo
         self.device = device
-        self.profile = read_record(repo, name)
-        self.function = import_function_class(repo, self.profile)
+        if spec is None:
+            self.profile = read_record(repo, name)
+            self.call = None
+            self.function = import_function_class(repo, self.profile)
+        else:
+            self.profile = load_yaml(spec["profile"], source=f"<profile for {name}>", validate=False)
+            self.call = spec["call"]
+            self.function = import_from_checkout(repo, self.call["module"], self.call["callable"])
         self.reference = load_reference(self.profile)
         self.defaults = {hp.name: hp.default for hp in self.profile.hyperparameters}
         self.tier = self.profile.tier
@@ -119,11 +145,26 @@ class KernelUnderTest:
         return inputs + [p.name for p in self.profile.parameters]
 
     # Runs ---------------------------------------------------------------------------------------------------
+    def call_kernel(self, inputs: list[torch.Tensor], params: list[torch.Tensor], hyper: dict):
+        """The kernel's outputs for these arguments (see the module docstring for the two calling conventions)."""
+        if self.call is None:
+            return self.function.apply(*inputs, *params, *[hyper[hp.name] for hp in self.profile.hyperparameters])
+        names = [t.name for t in self.profile.inputs] + [p.name for p in self.profile.parameters]
+        kwargs = {self.call["tensors"][name]: value for name, value in zip(names, [*inputs, *params])}
+        kwargs.update({self.call["hypers"][name]: value for name, value in hyper.items()})
+        if self.call["by_name"]:
+            return self.function(**kwargs)
+        # Function.apply takes positions only: the forward's defaults fill the gaps up to the last argument given.
+        order = [name for name, _ in self.call["params"]]
+        last = max(order.index(name) for name in kwargs)
+        defaults = dict(self.call["params"])
+        args = [kwargs[name] if name in kwargs else ast.literal_eval(defaults[name]) for name in order[: last + 1]]
+        return self.function(*args)
+
     def run_kernel(self, case: Case, *, backward: bool = True) -> RunResult:
         inputs = [self.leaf(x, spec.requires_grad) for x, spec in zip(case.inputs, self.profile.inputs)]
         params = [self.leaf(p, True) for p in case.params]
-        hyper_values = [case.hyper[hp.name] for hp in self.profile.hyperparameters]
-        outputs = _tensors(self.function.apply(*inputs, *params, *hyper_values))
+        outputs = _tensors(self.call_kernel(inputs, params, case.hyper))
         return self._finish(outputs, inputs, params, case.seed, backward)
 
     def run_reference(self, case: Case, dtype: torch.dtype, *, backward: bool = True) -> RunResult:

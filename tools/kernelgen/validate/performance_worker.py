@@ -20,6 +20,7 @@ import torch
 
 from tools.kernelgen.profile import benchmark_size
 from tools.kernelgen.validate.harness import KernelUnderTest
+from tools.kernelgen.validate.harness import read_spec
 
 BT = 4096
 WARMUP = 10
@@ -31,7 +32,6 @@ QUEUE_AHEAD_CYCLES = 4_000_000  # ~2 ms of GPU clock: more than one step's host 
 def _step_factory(kut: KernelUnderTest, case, dtype, provider: str):
     """(make_args, step): make_args copies the inputs as fresh leaves; step runs forward and backward."""
     profile = kut.profile
-    hyper_values = [case.hyper[hp.name] for hp in profile.hyperparameters]
     grads_cache: dict = {}
 
     def make_args():
@@ -42,7 +42,7 @@ def _step_factory(kut: KernelUnderTest, case, dtype, provider: str):
     if provider == "liger":
 
         def forward(inputs, params):
-            return kut.function.apply(*inputs, *params, *hyper_values)
+            return kut.call_kernel(inputs, params, case.hyper)
 
     else:
         params_for_reference = make_args()[1]
@@ -128,8 +128,8 @@ def bytes_moved(kut: KernelUnderTest, rows: int, cols: int, element_size: int) -
     return (forward + backward) * element_size
 
 
-def run(repo: Path, name: str) -> dict:
-    kut = KernelUnderTest(repo, name, "cuda")
+def run(repo: Path, name: str, spec: dict | None = None) -> dict:
+    kut = KernelUnderTest(repo, name, "cuda", spec)
     dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float32
     key, cols = benchmark_size(kut.profile)
     case = kut.make_case(BT, cols, seed=50, dtype=dtype, label="performance")
@@ -167,7 +167,8 @@ def main(argv: list[str]) -> int:
     if not torch.cuda.is_available():
         out.write_text(json.dumps({"skipped": "no GPU"}), encoding="utf-8")
         return 0
-    out.write_text(json.dumps(run(repo, name), indent=2), encoding="utf-8")
+    spec = read_spec(argv[3] if len(argv) > 3 else None)
+    out.write_text(json.dumps(run(repo, name, spec), indent=2), encoding="utf-8")
     return 0
 
 

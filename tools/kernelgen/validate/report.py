@@ -18,13 +18,21 @@ NOT_RUN = "NOT RUN"
 
 @dataclass
 class Target:
-    """The kernel under validation: checkout, name, its files by role and the profile it was generated from."""
+    """The kernel under validation: checkout, name, its files by role and the profile of its reference.
+
+    ``call``: how the workers call a kernel that is not checked against its own generation record (its functional,
+    arguments by name; see ``harness.KernelUnderTest.call_kernel``), None for one that is. ``reference``: where the
+    reference came from, in words. ``recorded``: the kernel has a generation record (kernelgen wrote it)."""
 
     repo: LigerRepo
     name: str
     paths: dict[str, str]
     profile: KernelProfile
     workspace: Path
+    call: dict | None = None
+    reference: str = "its generation record"
+    recorded: bool = True
+    grad_names: list[str] | None = None  # the kernel's names of what needs a gradient (purity), when not the profile's
 
 
 @dataclass

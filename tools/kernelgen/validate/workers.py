@@ -9,6 +9,7 @@ import sys
 
 from pathlib import Path
 
+from tools.kernelgen.profile import dump_yaml
 from tools.kernelgen.repo import default_repo_root
 from tools.kernelgen.validate.report import Target
 
@@ -27,6 +28,10 @@ def run_worker(module: str, target: Target, report_name: str, timeout: float | N
     # ``tools.kernelgen`` from this checkout; the kernel itself is imported from the target's src/ by the worker.
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(kernelgen_root), env.get("PYTHONPATH", "")) if p)
     command = [sys.executable, "-m", module, str(target.repo.root), target.name, str(out)]
+    if target.call is not None:
+        spec = target.workspace / "target.json"
+        spec.write_text(json.dumps({"profile": dump_yaml(target.profile), "call": target.call}), encoding="utf-8")
+        command.append(str(spec))
     try:
         result = subprocess.run(
             command, cwd=kernelgen_root, env=env, capture_output=True, text=True, timeout=timeout, check=False
