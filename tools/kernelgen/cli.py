@@ -185,7 +185,6 @@ def cmd_analyze(args) -> int:
     from tools.kernelgen.analyze import analyze_for_checkout
     from tools.kernelgen.layout import check_kernel_name
     from tools.kernelgen.profile import dump_yaml
-
     from tools.kernelgen.writer import write_all
 
     if args.name is not None:

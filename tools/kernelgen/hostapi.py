@@ -177,9 +177,7 @@ def read_kernel_api(repo: LigerRepo, name: str, profile: KernelProfile | None = 
     if repo.exists(paths["module"]):
         module_tree, _ = _parse(repo, paths["module"])
         modules = [
-            node.name
-            for node in module_tree.body
-            if isinstance(node, ast.ClassDef) and chosen in applied_classes(node)
+            node.name for node in module_tree.body if isinstance(node, ast.ClassDef) and chosen in applied_classes(node)
         ]
     return KernelApi(name, chosen, signature, functional, modules)
 

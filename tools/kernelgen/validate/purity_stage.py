@@ -21,8 +21,9 @@ def run(target: Target) -> StageResult:
         print(f"  {finding}")
     if findings and not target.recorded:
         # The rules describe what kernelgen generates; a hand-written kernel's host-side checks are reported only.
-        return StageResult("purity", WARN, f"{len(findings)} finding(s) in hand-written code, not a gate; first: "
-                           f"{findings[0]}")
+        return StageResult(
+            "purity", WARN, f"{len(findings)} finding(s) in hand-written code, not a gate; first: {findings[0]}"
+        )
     if findings:
         return StageResult("purity", FAIL, f"{len(findings)} violation(s); first: {findings[0]}")
     return StageResult("purity", PASS, f"{path}: kernels are pure Triton, wrappers allocate/reshape/launch only")
