@@ -15,6 +15,7 @@ from tools.kernelgen import __version__
 
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
+ALL_FILES = "*"  # --ours / --theirs without FILE (modify.ALL_FILES)
 
 
 class CliError(ValueError):
@@ -32,6 +33,48 @@ def add_kernel_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repo", metavar="PATH", help="Liger checkout to change (default: this one)")
     parser.add_argument("--dry-run", action="store_true", help="print the unified diff of every change; write nothing")
     parser.add_argument("--save-profile", metavar="FILE", help="also write the profile used to FILE")
+
+
+def add_modify_options(parser: argparse.ArgumentParser) -> None:
+    """How ``--modify`` settles conflicts (generated kernels) and how far it goes (hand-written kernels)."""
+    parser.add_argument(
+        "--conflicts",
+        choices=("stop", "markers"),
+        default="stop",
+        help="on a conflict: stop and write nothing (default), or write every file with git-style conflict markers "
+        "(the record is not updated until a clean --modify)",
+    )
+    for side, words in (("ours", "the hand edit"), ("theirs", "kernelgen's new text")):
+        parser.add_argument(
+            f"--{side}",
+            metavar="FILE",
+            nargs="?",
+            const=ALL_FILES,
+            action="append",
+            help=f"settle the conflicts of FILE (repeatable; every file without FILE) with {words}, as git merge does",
+        )
+    parser.add_argument(
+        "--tests-only",
+        action="store_true",
+        help="hand-written kernel: append the new reference's test cases alone, without changing the kernel",
+    )
+
+
+def _sides(args, repo) -> dict[str, str]:
+    """``--ours``/``--theirs`` as ``{repository-relative path or ALL_FILES: side}``."""
+    sides: dict[str, str] = {}
+    for side in ("ours", "theirs"):
+        for given in getattr(args, side, None) or []:
+            path = given
+            if given != ALL_FILES:
+                candidate = Path(given)
+                if candidate.is_absolute() and candidate.resolve().is_relative_to(repo.root):
+                    candidate = candidate.resolve().relative_to(repo.root)
+                path = candidate.as_posix()
+            if sides.get(path, side) != side:
+                raise CliError(f"--ours and --theirs both name {given}")
+            sides[path] = side
+    return sides
 
 
 def check_output_path(path: str | None, option: str) -> None:
@@ -67,10 +110,15 @@ def build_parser() -> argparse.ArgumentParser:
         description="Generate a kernel. Without --profile/--reference, NAME must be a built-in reference.",
     )
     add_kernel_options(new)
-    new.add_argument("--force", action="store_true", help="overwrite the kernel's files if they already exist")
+    new.add_argument(
+        "--force",
+        action="store_true",
+        help="regenerate an existing generated kernel's files that nobody edited (never a hand-written file)",
+    )
     new.add_argument(
         "--modify", action="store_true", help="update the existing kernel in place, keeping hand edits (3-way merge)"
     )
+    add_modify_options(new)
 
     analyze = commands.add_parser(
         "analyze",
@@ -112,9 +160,11 @@ def build_parser() -> argparse.ArgumentParser:
     modify = commands.add_parser(
         "modify",
         help="update an existing kernel in place, keeping hand edits (same as new NAME --modify)",
-        description="Three-way merge a new profile into a generated kernel, or add cases to a hand-written one.",
+        description="Three-way merge a new profile into a generated kernel; give a hand-written one the new "
+        "hyper-parameters of a new reference (targeted edits) and test cases for them.",
     )
     add_kernel_options(modify)
+    add_modify_options(modify)
     return parser
 
 
@@ -161,6 +211,8 @@ def cmd_new(args) -> int:
 
     if args.modify:
         return cmd_modify(args)
+    if args.tests_only or args.ours or args.theirs or args.conflicts != "stop":
+        raise CliError("--tests-only, --ours, --theirs and --conflicts go with --modify (or the modify command)")
     check_kernel_name(args.name)
     check_output_path(args.save_profile, "--save-profile")
     repo = LigerRepo.open(args.repo)
@@ -213,10 +265,12 @@ def cmd_references(args) -> int:
 
 def cmd_modify(args) -> int:
     from tools.kernelgen.layout import check_kernel_name
+    from tools.kernelgen.layout import record_path
     from tools.kernelgen.modify import EXIT_CONFLICT
     from tools.kernelgen.modify import ModifyError
     from tools.kernelgen.modify import plan_modify
     from tools.kernelgen.modify import profile_for_modify
+    from tools.kernelgen.modify import verify_plan
     from tools.kernelgen.repo import LigerRepo
     from tools.kernelgen.writer import write_all
 
@@ -225,34 +279,56 @@ def cmd_modify(args) -> int:
     check_kernel_name(args.name)
     check_output_path(args.save_profile, "--save-profile")
     repo = LigerRepo.open(args.repo)
+    sides = _sides(args, repo)
     profile = profile_for_modify(repo, args.name, profile_path=args.profile, reference=args.reference)
     if profile.operation_name != args.name:
         profile = profile.renamed(args.name)
-    plan = plan_modify(repo, args.name, profile)
-    mode = " (conflicts: none of this is written)" if plan.conflicted else " (dry run)" if args.dry_run else ""
+    plan = plan_modify(repo, args.name, profile, sides=sides, tests_only=args.tests_only)
+    markers = plan.conflicted and args.conflicts == "markers"
+    if plan.conflicted and not markers:
+        mode = " (conflicts: none of this is written)"
+    else:
+        mode = " (dry run)" if args.dry_run else ""
     print(f"kernelgen: modify '{args.name}' in {repo.root}{mode}")
     sys.stdout.write(plan.report_text())
+    for warning in plan.warnings:
+        print(f"kernelgen: WARNING: {warning}", file=sys.stderr)
     if plan.conflicted:
         sys.stdout.write(plan.conflict_text())
         sys.stdout.flush()
         files = len(plan.conflicted)
+        without_markers = [report.path for report in plan.conflicted if not report.conflicts]
+        if not markers or without_markers:
+            reason = f" ({without_markers[0]} has no conflict to mark: the merge does not compile)" if markers else ""
+            print(
+                f"kernelgen: {plan.conflict_count} conflict(s) in {files} file(s); nothing written{reason}. Settle "
+                f"them with --ours/--theirs [FILE], write them with --conflicts=markers, or reconcile the hand edits "
+                f"shown above with the new profile, then run --modify again",
+                file=sys.stderr,
+            )
+            return EXIT_CONFLICT
+    if plan.verify is not None:
+        verify_plan(repo, plan)
+    written = dict(plan.changes.changes)
+    if markers:
+        written.pop(record_path(args.name), None)  # recorded only once the merge is clean
+        written.update({report.path: report.merged_text for report in plan.conflicted})
+    if args.dry_run:
+        sys.stdout.write(plan.changes.diff())
+        print(f"kernelgen: dry run, nothing written ({len(written)} files would change)", file=sys.stderr)
+        return 0
+    if written or args.save_profile:
+        write_all(repo.root, {**written, **profile_file(args.save_profile, profile)})
+    if markers:
+        paths = ", ".join(report.path for report in plan.conflicted)
         print(
-            f"kernelgen: {plan.conflict_count} conflict(s) in {files} file(s); nothing written. Reconcile the hand "
-            f"edits shown above with the new profile (or undo them), then run --modify again",
+            f"kernelgen: wrote {len(written)} files, {plan.conflict_count} conflict(s) marked <<<<<<< current / "
+            f">>>>>>> kernelgen in {paths}; they do not import until resolved. Resolve them, then run the same "
+            f"--modify again to record the new profile",
             file=sys.stderr,
         )
         return EXIT_CONFLICT
-    if args.dry_run:
-        sys.stdout.write(plan.changes.diff())
-        print(f"kernelgen: dry run, nothing written ({len(plan.changes.changes)} files would change)", file=sys.stderr)
-        return 0
-    if plan.changes.changes or args.save_profile:
-        write_all(repo.root, {**plan.changes.changes, **profile_file(args.save_profile, profile)})
-    print(
-        f"kernelgen: wrote {len(plan.changes.changes)} files"
-        if plan.changes.changes
-        else "kernelgen: nothing to change"
-    )
+    print(f"kernelgen: wrote {len(written)} files" if written else "kernelgen: nothing to change")
     return 0
 
 

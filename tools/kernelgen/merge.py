@@ -32,10 +32,29 @@ class Conflict:
 class MergeResult:
     text: str
     conflicts: list[Conflict] = field(default_factory=list)
+    resolved: list[Conflict] = field(default_factory=list)  # conflicts settled by ``prefer`` (line: in the text)
+    reconciled: int = 0  # overlapping changes where the hand edit already holds the new text
 
     @property
     def clean(self) -> bool:
         return not self.conflicts
+
+
+SIDES = ("ours", "theirs")
+
+
+def _contains(ours: list[str], theirs: list[str]) -> bool:
+    """Whether the hand edit ``ours`` already holds the new generated lines ``theirs``: each non-blank line of
+    ``theirs``, stripped, is found inside a line of ``ours``, in order (a person who reconciled a conflict by
+    writing the new text into their edit)."""
+    wanted = [line.strip() for line in theirs if line.strip()]
+    if not wanted:
+        return False
+    position = 0
+    for line in ours:
+        if position < len(wanted) and wanted[position] in line:
+            position += 1
+    return position == len(wanted)
 
 
 def _matches(base: list[str], other: list[str]) -> list[tuple[int, int, int]]:
@@ -120,13 +139,19 @@ def merge3(
     *,
     ours_label: str = OURS_LABEL,
     theirs_label: str = THEIRS_LABEL,
+    prefer: str | None = None,
 ) -> MergeResult:
-    """Merge ``ours`` and ``theirs``, two descendants of ``base``; conflicts get ``<<<<<<<``/``=======``/``>>>>>>>``."""
+    """Merge ``ours`` and ``theirs``, two descendants of ``base``; conflicts get ``<<<<<<<``/``=======``/``>>>>>>>``.
+
+    A hand edit that already contains the new lines is taken as it is (``reconciled``). ``prefer`` ("ours" or
+    "theirs") settles each remaining conflict with that side, as ``git merge-file --ours/--theirs`` does."""
     base_lines = base.splitlines(keepends=True)
     ours_lines = ours.splitlines(keepends=True)
     theirs_lines = theirs.splitlines(keepends=True)
     out: list[str] = []
     conflicts: list[Conflict] = []
+    resolved: list[Conflict] = []
+    reconciled = 0
     b = o = t = 0
     for base_start, size, ours_start, theirs_start in _stable_regions(base_lines, ours_lines, theirs_lines):
         base_chunk = base_lines[b:base_start]
@@ -139,6 +164,17 @@ def merge3(
             out.extend(ours_chunk)
         elif adjacent is not None:
             out.extend(adjacent)
+        elif _contains(ours_chunk, theirs_chunk):
+            out.extend(ours_chunk)
+            reconciled += 1
+        elif prefer in SIDES:
+            prefix, suffix = _trim_common(ours_chunk, theirs_chunk)
+            ours_middle = ours_chunk[prefix : len(ours_chunk) - suffix]
+            theirs_middle = theirs_chunk[prefix : len(theirs_chunk) - suffix]
+            out.extend(ours_chunk[:prefix])
+            resolved.append(Conflict(len(out) + 1, tuple(base_chunk), tuple(ours_middle), tuple(theirs_middle)))
+            out.extend(ours_middle if prefer == "ours" else theirs_middle)
+            out.extend(ours_chunk[len(ours_chunk) - suffix :])
         else:
             prefix, suffix = _trim_common(ours_chunk, theirs_chunk)
             out.extend(ours_chunk[:prefix])
@@ -154,4 +190,4 @@ def merge3(
             out.extend(ours_chunk[len(ours_chunk) - suffix :])
         out.extend(ours_lines[ours_start : ours_start + size])
         b, o, t = base_start + size, ours_start + size, theirs_start + size
-    return MergeResult("".join(out), conflicts)
+    return MergeResult("".join(out), conflicts, resolved, reconciled)

@@ -6,12 +6,21 @@ disk (with hand edits), theirs = the new profile rendered. The functional wrappe
 on its own text region in ``functional.py``. Registrations are re-run with the inserter (idempotent adds);
 names the old profile registered and the new one does not are reported, not deleted.
 
-Hand-written kernels (no record) are never rewritten: missing registrations are added, the profile's cases
-are appended to the test file as one new test function, a missing test or benchmark is created from the
-template, and everything else is reported as left as is.
+A conflict stops the command (nothing written, the conflicts shown) unless it is settled per file with
+``--ours``/``--theirs`` (``git merge-file``'s sides: the hand edit or kernelgen's new text), or written into the
+file with git's markers (``--conflicts=markers``); a hand edit that already contains the new generated lines is
+not a conflict.
 
-Everything is computed in memory; one conflict anywhere means nothing is written (the conflicts are shown),
-otherwise one all-or-nothing ``writer.write_all``.
+Hand-written kernels (no record) are never rewritten whole. A new reference that adds hyper-parameters is
+threaded into their files by targeted AST edits (``retrofit``: the affine math delta kernelgen can derive, the
+parameters through the kernels, the wrappers, the autograd Function, the functional and the module); the
+reference's cases are appended to the test file as one new test function (the existing tests stay as they are);
+missing registrations of names the hand-written modules define are added. When the change cannot be made safely
+the command says why in one line and writes nothing; ``--tests-only`` then appends the cases alone. Before
+anything is written the changed files are staged in a scratch copy where every touched module must import, every
+touched test file must collect and the appended cases must pass (with ``--tests-only``: their default case).
+
+Everything is computed in memory; otherwise one all-or-nothing ``writer.write_all``.
 """
 
 from __future__ import annotations
@@ -30,6 +39,10 @@ from tools.kernelgen.generate import ChangeSet
 from tools.kernelgen.generate import compile_problem
 from tools.kernelgen.generate import existing_kernel_files
 from tools.kernelgen.generate import registration_for
+from tools.kernelgen.hostapi import ApiError
+from tools.kernelgen.hostapi import SignatureMismatch
+from tools.kernelgen.hostapi import match_arguments
+from tools.kernelgen.hostapi import read_kernel_api
 from tools.kernelgen.insert import InsertError
 from tools.kernelgen.insert import Registration
 from tools.kernelgen.insert import register_kernel
@@ -43,6 +56,8 @@ from tools.kernelgen.merge import Conflict
 from tools.kernelgen.merge import merge3
 from tools.kernelgen.modify_tests import CasesError
 from tools.kernelgen.modify_tests import append_cases
+from tools.kernelgen.modify_tests import case_call
+from tools.kernelgen.modify_tests import case_test_name
 from tools.kernelgen.profile import KernelProfile
 from tools.kernelgen.profile import ProfileError
 from tools.kernelgen.profile import load_profile
@@ -50,9 +65,14 @@ from tools.kernelgen.record import read_record
 from tools.kernelgen.record import record_text
 from tools.kernelgen.record import written_by_this_version
 from tools.kernelgen.repo import LigerRepo
+from tools.kernelgen.retrofit import RetrofitError
+from tools.kernelgen.retrofit import plan_retrofit
+from tools.kernelgen.verify import verify_changes
 
 EXIT_CONFLICT = 1
 CONTEXT_LINES = 2
+ALL_FILES = "*"  # --ours / --theirs without a file: every file
+TEST_HEADER = "import pytest\nimport torch\n"
 
 
 class ModifyError(ValueError):
@@ -64,7 +84,7 @@ class FileReport:
     """What ``--modify`` does to one file, and why."""
 
     path: str
-    status: str  # merged, updated, created, registered, appended, unchanged, left, conflict
+    status: str  # merged, updated, resolved, threaded, created, registered, appended, unchanged, left, conflict
     detail: str
     conflicts: list[Conflict] = field(default_factory=list)
     merged_text: str = ""  # the merge with conflict markers, for showing a conflict
@@ -81,6 +101,8 @@ class ModifyPlan:
     changes: ChangeSet
     reports: list[FileReport] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # said loudly: tests appended that fail for now
+    verify: VerifySpec | None = None  # the staged check a hand-written kernel's change must pass
 
     @property
     def conflicted(self) -> list[FileReport]:
@@ -112,6 +134,16 @@ class ModifyPlan:
         return "\n".join(chunks) + "\n"
 
 
+@dataclass(frozen=True)
+class VerifySpec:
+    """The appended case test to run in a scratch copy; ``defaults_only``: only its default case must pass
+    (``--tests-only``: the others test hyper-parameters the kernel does not have yet)."""
+
+    test_path: str
+    test_name: str
+    defaults_only: bool = False
+
+
 # Rendering ---------------------------------------------------------------------------------------------------
 def render_formatted(repo: LigerRepo, profile: KernelProfile) -> tuple[dict[str, str], str]:
     """The kernel's files and functional wrapper exactly as ``new`` writes them."""
@@ -138,8 +170,12 @@ def _with_newline(text: str, newline: str) -> str:
 
 
 # Three-way merge of one text ---------------------------------------------------------------------------------
-def merge_text(path: str, base: str, ours: str, theirs: str, what: str = "") -> tuple[FileReport, str]:
-    """Merge one generated text with its hand-edited copy; returns the report and the text to keep."""
+def merge_text(
+    path: str, base: str, ours: str, theirs: str, what: str = "", prefer: str | None = None
+) -> tuple[FileReport, str]:
+    """Merge one generated text with its hand-edited copy; returns the report and the text to keep.
+
+    ``prefer`` ("ours"/"theirs"): conflicts are settled with that side (status ``resolved``)."""
     newline = _newline_of(ours)
     base, theirs = _with_newline(base, newline), _with_newline(theirs, newline)
     subject = f"{what} " if what else ""
@@ -147,14 +183,20 @@ def merge_text(path: str, base: str, ours: str, theirs: str, what: str = "") -> 
         return FileReport(path, "unchanged", f"{subject}already matches the new profile"), ours
     if base == theirs:
         return FileReport(path, "unchanged", f"{subject}renders the same from the new profile; hand edits kept"), ours
-    result = merge3(base, ours, theirs)
+    result = merge3(base, ours, theirs, prefer=prefer)
     if not result.clean:
         count = len(result.conflicts)
         detail = f"{subject}{count} conflict{'s' if count > 1 else ''} between hand edits and the new profile"
         return FileReport(path, "conflict", detail, result.conflicts, result.text), ours
+    reconciled = f"; {result.reconciled} hand edit(s) already holding the new text kept" if result.reconciled else ""
+    if result.resolved:
+        count = len(result.resolved)
+        side = "the hand edit" if prefer == "ours" else "kernelgen's new text"
+        detail = f"{subject}{count} conflict{'s' if count > 1 else ''} settled with {side} (--{prefer}){reconciled}"
+        return FileReport(path, "resolved", detail, result.resolved), result.text
     if ours == base:
         return FileReport(path, "updated", f"{subject}no hand edits: now the new profile's render"), result.text
-    return FileReport(path, "merged", f"{subject}new profile merged, hand edits kept"), result.text
+    return FileReport(path, "merged", f"{subject}new profile merged, hand edits kept{reconciled}"), result.text
 
 
 def function_region(source: str, name: str) -> tuple[int, int] | None:
@@ -229,7 +271,7 @@ def _apply_registrations(
             plan.reports.append(FileReport(path, "unchanged", "every registration already there"))
 
 
-def _plan_recorded(repo: LigerRepo, name: str, new: KernelProfile) -> ModifyPlan:
+def _plan_recorded(repo: LigerRepo, name: str, new: KernelProfile, sides: dict[str, str]) -> ModifyPlan:
 
     record = record_path(name)
     old = _read_record(repo, name)
@@ -249,12 +291,14 @@ def _plan_recorded(repo: LigerRepo, name: str, new: KernelProfile) -> ModifyPlan
             plan.changes.originals[path] = None
             plan.reports.append(FileReport(path, "created", "was missing; rendered from the new profile"))
             continue
-        report, text = merge_text(path, old_files[path], repo.read(path), new_files[path])
+        report, text = merge_text(path, old_files[path], repo.read(path), new_files[path], prefer=_side(sides, path))
         _keep(plan, repo, path, report, text)
 
     current = {path: repo.read(path) for path in (OPS_INIT, TRANSFORMERS_INIT, FUNCTIONAL)}
     merged_reports: dict[str, FileReport] = {}
-    functional_report = _merge_functional(current[FUNCTIONAL], old, new, old_functional, new_functional)
+    functional_report = _merge_functional(
+        current[FUNCTIONAL], old, new, old_functional, new_functional, _side(sides, FUNCTIONAL)
+    )
     if functional_report is not None:
         report, text = functional_report
         current[FUNCTIONAL] = text
@@ -272,9 +316,14 @@ def _plan_recorded(repo: LigerRepo, name: str, new: KernelProfile) -> ModifyPlan
     return plan
 
 
+def _side(sides: dict[str, str], path: str) -> str | None:
+    """The side (``ours``/``theirs``) conflicts of ``path`` are settled with, if one was asked for."""
+    return sides.get(path, sides.get(ALL_FILES))
+
+
 def _keep(plan: ModifyPlan, repo: LigerRepo, path: str, report: FileReport, text: str) -> None:
     """Record a merged file in the plan; a merge that does not compile is reported as a conflict."""
-    if report.status in ("merged", "updated"):
+    if report.status in ("merged", "updated", "resolved"):
         problem = _compiles(text, path)
         if problem:
             report = FileReport(path, "conflict", problem, [], text)
@@ -285,7 +334,7 @@ def _keep(plan: ModifyPlan, repo: LigerRepo, path: str, report: FileReport, text
 
 
 def _merge_functional(
-    source: str, old: KernelProfile, new: KernelProfile, old_snippet: str, new_snippet: str
+    source: str, old: KernelProfile, new: KernelProfile, old_snippet: str, new_snippet: str, prefer: str | None = None
 ) -> tuple[FileReport, str] | None:
     """Merge the functional wrapper's own lines in ``functional.py``; None when the inserter should handle it."""
 
@@ -298,7 +347,7 @@ def _merge_functional(
     first, end = region
     ours = "".join(lines[first:end])
     what = f"{new.functional_name}():"
-    report, merged = merge_text(FUNCTIONAL, old_snippet.lstrip("\n"), ours, new_snippet.lstrip("\n"), what)
+    report, merged = merge_text(FUNCTIONAL, old_snippet.lstrip("\n"), ours, new_snippet.lstrip("\n"), what, prefer)
     if report.status == "conflict":
         # Show the conflict at its place in the whole file.
         report.merged_text = "".join(lines[:first]) + report.merged_text + "".join(lines[end:])
@@ -325,99 +374,150 @@ def _top_level_names(source: str) -> set[str]:
     return names
 
 
-def _plan_unrecorded(repo: LigerRepo, name: str, new: KernelProfile) -> ModifyPlan:
+def _plan_unrecorded(repo: LigerRepo, name: str, new: KernelProfile, tests_only: bool) -> ModifyPlan:
 
     plan = ModifyPlan(name, ChangeSet())
     paths = kernel_paths(name)
-    rendered: list[tuple[dict[str, str], str]] = []
-
-    def render_once() -> tuple[dict[str, str], str]:
-        if not rendered:
-            rendered.append(render_formatted(repo, new))
-        return rendered[0]
-
+    try:
+        api = read_kernel_api(repo, name, new)
+        mapping = match_arguments(new, api.entry, allow_new_hypers=True)
+    except (ApiError, SignatureMismatch) as error:
+        raise ModifyError(str(error)) from None
+    added = mapping.new_hypers
+    threaded: set[str] = set()
+    if added and not tests_only:
+        try:
+            retrofit = plan_retrofit(repo, name, new, api, mapping)
+        except RetrofitError as error:
+            raise ModifyError(
+                f"cannot give hand-written '{name}' {', '.join(added)}: {error}; nothing written "
+                f"(--tests-only appends the new test cases alone)"
+            ) from None
+        for path, text in retrofit.texts.items():
+            plan.changes.changes[path] = text
+            plan.changes.originals[path] = repo.read(path)
+            plan.reports.append(FileReport(path, "threaded", "; ".join(retrofit.changes.get(path, []))))
+            threaded.add(path)
+        plan.notes.append(f"math added to the hand-written kernels: {retrofit.delta.describe()}")
+        plan.notes.extend(retrofit.notes)
+    elif added:
+        plan.warnings.append(
+            f"--tests-only: the appended cases pass {', '.join(added)} to {api.entry.name}, which does not take "
+            f"{'it' if len(added) == 1 else 'them'} yet: those cases FAIL until the kernel implements "
+            f"{'it' if len(added) == 1 else 'them'}"
+        )
     for role in ("ops", "module"):
         path = paths[role]
+        if path in threaded:
+            continue
         if repo.exists(path):
-            plan.reports.append(FileReport(path, "left", "as is: no generation record; edit it by hand"))
+            plan.reports.append(FileReport(path, "left", "as is: hand-written (no generation record)"))
         else:
-            plan.reports.append(
-                FileReport(path, "left", "missing, not created: no generation record (new NAME --force generates all)")
-            )
+            plan.reports.append(FileReport(path, "left", "missing: a hand-written kernel's file is not generated"))
 
     test_path = paths["test"]
-    if repo.exists(test_path):
-        original = repo.read(test_path)
-        try:
-            updated = append_cases(original, new, repo.root, test_path)
-        except CasesError as error:
-            plan.reports.append(FileReport(test_path, "left", f"as is: cases not appended ({error})"))
+    call = case_call(new, api, mapping)
+    original = repo.read(test_path) if repo.exists(test_path) else None
+    try:
+        updated = append_cases(original if original is not None else TEST_HEADER, new, repo.root, test_path, call)
+    except CasesError as error:
+        if added:
+            raise ModifyError(
+                f"cannot append test cases for {', '.join(added)} to {test_path}: {error}; nothing written"
+            ) from None
+        plan.reports.append(FileReport(test_path, "left", f"as is: cases not appended ({error})"))
+    else:
+        if updated is None:
+            plan.reports.append(FileReport(test_path, "unchanged", "the profile's cases are already appended"))
         else:
-            if updated is None:
-                plan.reports.append(FileReport(test_path, "unchanged", "the profile's cases are already appended"))
-            else:
-                plan.changes.changes[test_path] = updated
-                plan.changes.originals[test_path] = original
-                plan.reports.append(
-                    FileReport(test_path, "appended", "a test of the profile's cases; existing tests untouched")
-                )
-    for role, path in (("test", test_path), ("benchmark", paths["benchmark"])):
-        if not repo.exists(path):
-            plan.changes.changes[path] = render_once()[0][path]
-            plan.changes.originals[path] = None
-            plan.reports.append(FileReport(path, "created", f"missing {role}, rendered from the template"))
-        elif role == "benchmark":
-            plan.reports.append(FileReport(path, "left", "as is: no generation record; edit it by hand"))
+            plan.changes.changes[test_path] = updated
+            plan.changes.originals[test_path] = original
+            status, detail = (
+                ("appended", "a test of the reference's cases; existing tests untouched")
+                if original is not None
+                else ("created", "a test of the reference's cases (there was no test file)")
+            )
+            plan.reports.append(FileReport(test_path, status, detail))
+            plan.verify = VerifySpec(test_path, case_test_name(new, call), defaults_only=bool(added) and tests_only)
+    if not repo.exists(paths["benchmark"]):
+        plan.notes.append(f"no {paths['benchmark']}: a hand-written kernel's benchmark is not generated")
 
-    ops_names = _top_level_names(repo.read(paths["ops"])) if repo.exists(paths["ops"]) else set()
+    ops_names = _top_level_names(repo.read(paths["ops"]))
     module_names = _top_level_names(repo.read(paths["module"])) if repo.exists(paths["module"]) else set()
     # Only names the hand-written modules define: registering anything else would break the package's import.
-    wanted_ops = (new.function_class_name, new.forward_wrapper, new.backward_wrapper)
-    current = {path: repo.read(path) for path in (OPS_INIT, TRANSFORMERS_INIT)}
-    has_functional = new.functional_name in _top_level_names(repo.read(FUNCTIONAL))
-    can_add_functional = new.function_class_name in ops_names and not has_functional
-    if can_add_functional:
-        current[FUNCTIONAL] = repo.read(FUNCTIONAL)
-    else:
-        reason = f"{new.functional_name} already defined" if has_functional else "no autograd Function to wrap"
-        plan.reports.append(FileReport(FUNCTIONAL, "unchanged", reason))
-    if not (has_functional or can_add_functional):
-        # transformers/__init__.py re-exports the functional wrapper, which this kernel does not have.
-        del current[TRANSFORMERS_INIT]
-        plan.notes.append(f"{TRANSFORMERS_INIT} left as is: no {new.functional_name} to export")
+    wanted_ops = (api.function_class,)
+    current = {path: plan.changes.changes.get(path, repo.read(path)) for path in (OPS_INIT, TRANSFORMERS_INIT)}
     registration = Registration(
         kernel=name,
         ops_module=f"liger_kernel.ops.{name}",
         ops_names=tuple(n for n in wanted_ops if n in ops_names),
         transformers_module=f"liger_kernel.transformers.{name}",
-        module_names=tuple(n for n in (new.module_class_name,) if n in module_names),
-        functional_name=new.functional_name,
-        functional_source=render_once()[1] if can_add_functional else "",
-        function_class_name=new.function_class_name,
+        module_names=tuple(n for n in api.module_classes if n in module_names),
+        functional_name=api.functional.name if api.functional else "",
+        functional_source="",
+        function_class_name=api.function_class,
     )
+    if api.functional is None:
+        del current[TRANSFORMERS_INIT]
+        plan.notes.append(f"{TRANSFORMERS_INIT} left as is: '{name}' has no functional to export")
+    if FUNCTIONAL not in threaded:
+        reason = f"{api.functional.name} already defined" if api.functional else "no functional (left as is)"
+        plan.reports.append(FileReport(FUNCTIONAL, "unchanged", reason))
     _apply_registrations(repo, plan, current, registration, {})
-    skipped = [n for n in wanted_ops if n not in ops_names] + [
-        n for n in (new.module_class_name,) if n not in module_names
-    ]
-    if skipped:
-        plan.notes.append(f"not registered (not defined by the hand-written modules): {', '.join(skipped)}")
-    plan.notes.append(f"no {record_path(name)} written: the kernel is hand-written, so there is nothing to merge with")
     return plan
 
 
 # Entry points -------------------------------------------------------------------------------------------------
-def plan_modify(repo: LigerRepo, name: str, new_profile: KernelProfile) -> ModifyPlan:
-    """Compute (without writing) the update of kernel ``name`` in ``repo`` to ``new_profile``."""
+def plan_modify(
+    repo: LigerRepo,
+    name: str,
+    new_profile: KernelProfile,
+    *,
+    sides: dict[str, str] | None = None,
+    tests_only: bool = False,
+) -> ModifyPlan:
+    """Compute (without writing) the update of kernel ``name`` in ``repo`` to ``new_profile``.
+
+    ``sides``: path (or ``ALL_FILES``) -> "ours"/"theirs", how conflicts of a generated kernel's files are settled.
+    ``tests_only``: a hand-written kernel gets the new test cases alone, its code is not changed."""
 
     check_kernel_name(name)
     if new_profile.operation_name != name:
         new_profile = new_profile.renamed(name)
-    new_profile.validate(f"profile for {name}")
     if repo.exists(record_path(name)):
-        return _plan_recorded(repo, name, new_profile)
+        if tests_only:
+            raise ModifyError(f"--tests-only is for hand-written kernels; '{name}' was generated (it has a record)")
+        new_profile.validate(f"profile for {name}")
+        plan = _plan_recorded(repo, name, new_profile, sides or {})
+        unknown = sorted(set(sides or {}) - {ALL_FILES} - {report.path for report in plan.reports})
+        if unknown:
+            raise ModifyError(f"--ours/--theirs {unknown[0]}: not a file this --modify merges")
+        return plan
+    if sides:
+        raise ModifyError(f"--ours/--theirs settle merge conflicts; '{name}' is hand-written (nothing is merged)")
     if not existing_kernel_files(repo, name):
         raise ModifyError(f"no kernel '{name}' in {repo.root} to modify; generate it with: new {name}")
-    return _plan_unrecorded(repo, name, new_profile)
+    if not repo.exists(kernel_paths(name)["ops"]):
+        raise ModifyError(f"'{name}' has no {kernel_paths(name)['ops']} (only registrations): nothing to modify")
+    return _plan_unrecorded(repo, name, new_profile, tests_only)
+
+
+def verify_plan(repo: LigerRepo, plan: ModifyPlan) -> None:
+    """Try the plan in a scratch copy (see ``verify.verify_changes``); raises ``ModifyError`` when it fails."""
+    spec = plan.verify
+    if spec is None:
+        return
+    problem = verify_changes(
+        repo, plan.changes.changes, spec.test_path, spec.test_name, defaults_only=spec.defaults_only
+    )
+    if problem is None:
+        return
+    if "-defaults]" in problem:
+        raise ModifyError(
+            f"the reference at its defaults is not what '{plan.name}' computes now ({problem}); it is not this "
+            f"kernel's math: nothing written"
+        )
+    raise ModifyError(f"the change, tried in a scratch copy, fails: {problem}; nothing written")
 
 
 def profile_for_modify(

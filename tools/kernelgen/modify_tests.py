@@ -2,8 +2,12 @@
 
 The existing tests are never rewritten: one new, self-contained test function is added at the end of the file.
 It checks the profile's shapes, dtypes and hyper-parameter sets against the profile's PyTorch reference, which
-is embedded inside a factory function so that its names cannot shadow the module's own helpers. The function
-name carries a digest of the cases, so running ``--modify`` again with the same profile adds nothing.
+is embedded inside a factory function so that its names cannot shadow the module's own helpers. The kernel is
+called through what the checkout really has (``CaseCall``: its functional with every argument by name, else
+``Function.apply``), so the test imports only names that exist. A hyper-parameter the kernel is being given (new
+in the reference) is passed only when a case moves it off its default: the default case checks that the kernel
+as it was computes the new reference there. The function name carries a digest of the cases, so running
+``--modify`` again with the same profile adds nothing.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import dataclasses
 import hashlib
 import json
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from tools.kernelgen.formatting import FormatError
@@ -36,6 +41,38 @@ class CasesError(ValueError):
     """The profile's cases cannot be appended to this test file; the message says why, in one line."""
 
 
+@dataclass(frozen=True)
+class CaseCall:
+    """How the appended test calls the kernel: ``from module import name``, then ``expression`` (which reads
+    ``liger_inputs``, ``liger_params`` and ``kwargs``, the case's hyper-parameters by name)."""
+
+    module: str
+    name: str
+    expression: str
+    new_defaults: tuple[tuple[str, object], ...] = ()  # (name, default) of hyper-parameters new to the kernel
+
+
+def case_call(profile: KernelProfile, api, mapping) -> CaseCall:
+    """The call of ``api.entry`` with the reference's arguments as ``mapping`` (``hostapi.match_arguments``) maps
+    them."""
+    inputs = [t.name for t in profile.inputs]
+    params = [p.name for p in profile.parameters]
+    new = tuple((hp.name, hp.default) for hp in profile.hyperparameters if hp.name in mapping.new_hypers)
+    entry = api.entry
+    if api.entry_is_functional:
+        args = [f"{mapping.tensors[name]}=liger_inputs[{i}]" for i, name in enumerate(inputs)]
+        args += [f"{mapping.tensors[name]}=liger_params[{i}]" for i, name in enumerate(params)]
+        return CaseCall(entry.module, entry.name, f"{entry.name}({', '.join(args + ['**kwargs'])})", new)
+    values = {mapping.tensors[name]: f"liger_inputs[{i}]" for i, name in enumerate(inputs)}
+    values.update({mapping.tensors[name]: f"liger_params[{i}]" for i, name in enumerate(params)})
+    values.update({entry_name: f"kwargs[{ref!r}]" for ref, entry_name in mapping.hypers.items()})
+    order = [p.name for p in entry.params]
+    last = max((order.index(name) for name in values), default=-1)
+    args = [values.get(p.name, p.default or "None") for p in entry.params[: last + 1]]
+    args += [f"kwargs[{name!r}]" for name, _ in new]
+    return CaseCall(entry.module, api.function_class, f"{entry.name}({', '.join(args)})", new)
+
+
 def unsupported_reason(profile: KernelProfile) -> str | None:
     """Why the generic case test cannot exercise this kernel (None when it can)."""
     if profile.tier == 3:
@@ -48,11 +85,11 @@ def unsupported_reason(profile: KernelProfile) -> str | None:
     return None
 
 
-def cases_digest(profile: KernelProfile) -> str:
+def cases_digest(profile: KernelProfile, call: CaseCall) -> str:
     """Eight hex digits naming the case set: same profile cases, same test function name."""
     test = test_view(profile)
     key = {
-        "function": profile.function_class_name,
+        "call": [call.module, call.expression, call.new_defaults],
         "reference": profile.reference.source,
         "entry": profile.reference.entry,
         "hyper_cases": test.hyper_cases,
@@ -64,8 +101,17 @@ def cases_digest(profile: KernelProfile) -> str:
     return hashlib.sha256(json.dumps(key, sort_keys=True, default=repr).encode()).hexdigest()[:8]
 
 
-def case_test_name(profile: KernelProfile) -> str:
-    return f"test_{profile.operation_name}_kernelgen_cases_{cases_digest(profile)}"
+def case_test_name(profile: KernelProfile, call: CaseCall) -> str:
+    return f"test_{profile.operation_name}_kernelgen_cases_{cases_digest(profile, call)}"
+
+
+def hyper_ids(cases: list[dict], defaults: dict) -> list[str]:
+    """pytest ids of the hyper-parameter cases: ``defaults``, then what each case moves (``scale=2.0``)."""
+    ids = []
+    for case in cases:
+        moved = [f"{name}={value!r}" for name, value in case.items() if value != defaults.get(name)]
+        ids.append(",".join(moved) or "defaults")
+    return ids
 
 
 def _defined_functions(source: str) -> set[str]:
@@ -81,19 +127,28 @@ def _module_imports(source: str) -> set[str]:
     return found
 
 
-def render_case_block(profile: KernelProfile, host_imports: set[str], repo_root: Path, test_path: str) -> str:
+def render_case_block(
+    profile: KernelProfile, call: CaseCall, host_imports: set[str], repo_root: Path, test_path: str
+) -> str:
     """The appended block (marker comment, reference factory, test function), ruff-formatted."""
     kernel = kernel_view(profile)
-    digest = cases_digest(profile)
-    # Imports the module already makes would only shadow themselves inside the factory.
+    digest = cases_digest(profile, call)
+    test = test_view(profile)
+    # Imports the module already makes would only shadow themselves inside the factory; the standalone text that
+    # ruff formats gets them at its top instead (so their names resolve there), and only the block is kept.
     imports = [line for line in kernel.reference_imports if line not in host_imports]
+    borrowed = [line for line in kernel.reference_imports if line in host_imports]
     context = dict(
         kernel=dataclasses.replace(kernel, reference_imports=imports),
-        test=test_view(profile),
+        test=test,
         marker=MARKER,
         origin=profile.reference.origin or "profile",
         factory=f"_kernelgen_reference_{digest}",
-        test_name=case_test_name(profile),
+        test_name=case_test_name(profile, call),
+        call=call,
+        hyper_ids=hyper_ids(test.hyper_cases, {hp.name: hp.default for hp in profile.hyperparameters}),
+        new_defaults=sorted(call.new_defaults),
+        borrowed_imports=borrowed,
     )
     standalone = template_environment().get_template(TEMPLATE).render(context)
     try:
@@ -103,12 +158,12 @@ def render_case_block(profile: KernelProfile, host_imports: set[str], repo_root:
     return formatted[formatted.index(MARKER) :]
 
 
-def append_cases(source: str, profile: KernelProfile, repo_root: Path, test_path: str) -> str | None:
+def append_cases(source: str, profile: KernelProfile, repo_root: Path, test_path: str, call: CaseCall) -> str | None:
     """``source`` with the profile's case test appended (and its imports added); None if it is already there."""
     reason = unsupported_reason(profile)
     if reason:
         raise CasesError(reason)
-    if case_test_name(profile) in _defined_functions(source):
+    if case_test_name(profile, call) in _defined_functions(source):
         return None
     host_imports = _module_imports(source)
     missing = [name for name in STRAIGHT_IMPORTS if f"import {name}" not in host_imports]
@@ -118,10 +173,10 @@ def append_cases(source: str, profile: KernelProfile, repo_root: Path, test_path
     try:
         for name in TEST_UTILS:
             updated = add_import(updated, "test.utils", name)
-        updated = add_import(updated, f"liger_kernel.ops.{profile.operation_name}", profile.function_class_name)
+        updated = add_import(updated, call.module, call.name)
     except InsertError as error:
         raise CasesError(f"{test_path}: {error.message}") from None
-    block = render_case_block(profile, _module_imports(updated), repo_root, test_path)
+    block = render_case_block(profile, call, _module_imports(updated), repo_root, test_path)
     newline = "\r\n" if "\r\n" in source else "\n"
     updated = updated.rstrip("\r\n") + "\n\n\n" + block
     updated = updated.replace("\r\n", "\n").replace("\n", newline)

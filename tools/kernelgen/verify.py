@@ -1,0 +1,156 @@
+"""Try a change set in a scratch copy of the checkout before anything is written to the real one.
+
+``verify_changes`` copies the library (``src/``), the test helpers and the pytest configuration into a temporary
+folder, writes the change set there, and in one Python process imports every changed module of ``liger_kernel``
+and runs one test function of one test file (the whole file is collected). It answers None when that went as
+required, else one line saying what failed: a module that no longer imports, a test file that no longer collects,
+or the first failing case.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import xml.etree.ElementTree as ElementTree
+
+from pathlib import Path
+
+from tools.kernelgen.repo import LigerRepo
+
+# What a test of the library needs besides the test file itself.
+STAGED_PARTS = ("src", "conftest.py", "pyproject.toml", "setup.cfg", "pytest.ini", "test/__init__.py", "test/utils.py")
+TIMEOUT_S = 900
+IMPORT_FAILED = 3
+
+_SCRIPT = """
+import importlib
+import os
+import sys
+
+import torch
+
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+sys.path[:0] = [{src!r}, {root!r}]
+for name in {modules!r}:
+    try:
+        importlib.import_module(name)
+    except Exception as error:
+        text = (str(error).strip().splitlines() or [""])[0]
+        print(f"KERNELGEN-IMPORT-FAILED {{name}}: {{type(error).__name__}}: {{text}}")
+        sys.exit({failed})
+import pytest
+
+sys.exit(pytest.main(["-q", "-p", "no:cacheprovider", "--junitxml", {xml!r}, {test!r}, "-k", {selector!r}]))
+"""
+
+
+def _module_name(path: str) -> str | None:
+    parts = Path(path).with_suffix("").parts
+    if path.endswith(".py") and parts[:2] == ("src", "liger_kernel"):
+        return ".".join(parts[1:-1] if parts[-1] == "__init__" else parts[1:])
+    return None
+
+
+def _stage(repo: LigerRepo, changes: dict[str, str], test_path: str, folder: Path) -> None:
+    for part in STAGED_PARTS:
+        source = repo.root / part
+        if source.is_dir():
+            shutil.copytree(source, folder / part, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        elif source.is_file():
+            (folder / part).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, folder / part)
+    # conftest.py files on the way to the test file configure it too.
+    for parent in reversed(Path(test_path).parents):
+        conftest = parent / "conftest.py"
+        if (repo.root / conftest).is_file() and not (folder / conftest).exists():
+            (folder / conftest).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(repo.root / conftest, folder / conftest)
+    if repo.exists(test_path):
+        (folder / test_path).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(repo.root / test_path, folder / test_path)
+    for path, text in changes.items():
+        target = folder / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
+
+
+def _outcomes(xml_path: Path) -> dict[str, tuple[str, str]]:
+    """``{test id: (passed|failed|error|skipped, first line of the message)}`` from pytest's JUnit XML."""
+    if not xml_path.exists():
+        return {}
+    found = {}
+    for case in ElementTree.parse(xml_path).getroot().iter("testcase"):
+        name = case.get("name", "")
+        outcome, message = "passed", ""
+        for child in case:
+            if child.tag in ("failure", "error", "skipped"):
+                outcome = {"failure": "failed", "error": "error", "skipped": "skipped"}[child.tag]
+                text = child.get("message") or child.text or ""
+                message = next((line.strip() for line in text.splitlines() if line.strip()), "")
+        found[name or case.get("classname", "")] = (outcome, message)
+    return found
+
+
+def verify_changes(
+    repo: LigerRepo, changes: dict[str, str], test_path: str, test_name: str, *, defaults_only: bool = False
+) -> str | None:
+    """None when, with ``changes`` applied, every changed module imports, ``test_path`` collects and every case of
+    ``test_name`` passes (``defaults_only``: its ``defaults`` cases); else what went wrong, in one line."""
+    modules = [m for m in (_module_name(path) for path in sorted(changes)) if m]
+    with tempfile.TemporaryDirectory(prefix="kernelgen-verify-") as scratch:
+        folder = Path(scratch)
+        _stage(repo, changes, test_path, folder)
+        xml_path = folder / "results.xml"
+        script = _SCRIPT.format(
+            src=str(folder / "src"),
+            root=str(folder),
+            modules=modules,
+            failed=IMPORT_FAILED,
+            xml=str(xml_path),
+            test=test_path,
+            selector=test_name,
+        )
+        env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+        try:
+            result = subprocess.run(
+                [sys.executable, "-c", script],
+                cwd=folder,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=TIMEOUT_S,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            return f"the staged check of {test_path} ran past {TIMEOUT_S} s"
+        output = result.stdout + result.stderr
+        if result.returncode == IMPORT_FAILED:
+            line = next((x for x in output.splitlines() if x.startswith("KERNELGEN-IMPORT-FAILED")), output)
+            return f"{line.removeprefix('KERNELGEN-IMPORT-FAILED ')} (after the change)"
+        outcomes = _outcomes(xml_path)
+    broken = [message for name, (outcome, message) in outcomes.items() if outcome == "error"]
+    if broken or result.returncode in (2, 3, 4) or not outcomes:
+        detail = broken[0] if broken else _last_line(output)
+        return f"{test_path} does not collect after the change: {detail}"
+    cases = {name: value for name, value in outcomes.items() if test_name in name}
+    if defaults_only:
+        cases = {name: value for name, value in cases.items() if name.endswith("-defaults]")}
+    ran = {name: value for name, value in cases.items() if value[0] != "skipped"}
+    if not ran:
+        return f"{test_name} ran no case in {test_path}"
+    failed = sorted(name for name, (outcome, _) in ran.items() if outcome != "passed")
+    if failed:
+        return f"{len(failed)} of {len(ran)} case(s) fail, first {failed[0]}: {ran[failed[0]][1]}"
+    return None
+
+
+def _last_line(output: str) -> str:
+    lines = [line for line in output.strip().splitlines() if line.strip()]
+    return lines[-1] if lines else "no output"
+
+
+__all__ = ["verify_changes"]
