@@ -284,6 +284,8 @@ def cmd_modify(args) -> int:
     if profile.operation_name != args.name:
         profile = profile.renamed(args.name)
     plan = plan_modify(repo, args.name, profile, sides=sides, tests_only=args.tests_only)
+    if plan.verify is not None and not plan.conflicted:
+        verify_plan(repo, plan)  # before anything is reported as done: a failed check writes nothing
     markers = plan.conflicted and args.conflicts == "markers"
     if plan.conflicted and not markers:
         mode = " (conflicts: none of this is written)"
@@ -307,8 +309,6 @@ def cmd_modify(args) -> int:
                 file=sys.stderr,
             )
             return EXIT_CONFLICT
-    if plan.verify is not None:
-        verify_plan(repo, plan)
     written = dict(plan.changes.changes)
     if markers:
         written.pop(record_path(args.name), None)  # recorded only once the merge is clean
@@ -328,7 +328,7 @@ def cmd_modify(args) -> int:
             file=sys.stderr,
         )
         return EXIT_CONFLICT
-    print(f"kernelgen: wrote {len(written)} files" if written else "kernelgen: nothing to change")
+    print(f"kernelgen: wrote {len(written)} file(s)" if written else "kernelgen: nothing to change")
     return 0
 
 

@@ -444,15 +444,15 @@ def _plan_unrecorded(repo: LigerRepo, name: str, new: KernelProfile, tests_only:
 
     ops_names = _top_level_names(repo.read(paths["ops"]))
     module_names = _top_level_names(repo.read(paths["module"])) if repo.exists(paths["module"]) else set()
-    # Only names the hand-written modules define: registering anything else would break the package's import.
-    wanted_ops = (api.function_class,)
+    # Only public names the hand-written modules define: registering anything else would break the package's import.
+    wanted_ops = tuple(n for n in (api.function_class,) if not n.startswith("_"))
     current = {path: plan.changes.changes.get(path, repo.read(path)) for path in (OPS_INIT, TRANSFORMERS_INIT)}
     registration = Registration(
         kernel=name,
         ops_module=f"liger_kernel.ops.{name}",
         ops_names=tuple(n for n in wanted_ops if n in ops_names),
         transformers_module=f"liger_kernel.transformers.{name}",
-        module_names=tuple(n for n in api.module_classes if n in module_names),
+        module_names=tuple(n for n in api.module_classes if n in module_names and not n.startswith("_")),
         functional_name=api.functional.name if api.functional else "",
         functional_source="",
         function_class_name=api.function_class,

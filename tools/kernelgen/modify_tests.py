@@ -158,6 +158,26 @@ def render_case_block(
     return formatted[formatted.index(MARKER) :]
 
 
+def _import(source: str, module: str, name: str) -> str:
+    """``add_import``; a file without imports of that package gets the line after its first-party (liger_kernel)
+    imports, which sort before ``test``, else after its last top-level import."""
+    try:
+        return add_import(source, module, name)
+    except InsertError:
+        pass
+    lines = source.splitlines(keepends=True)
+    tree = ast.parse(source)
+    imports = [node for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom))]
+    first_party = [
+        node for node in imports if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("liger_kernel")
+    ]
+    anchor = (first_party or imports or [None])[-1]
+    line = f"from {module} import {name}\n"
+    if anchor is None:
+        return line + source
+    return "".join(lines[: anchor.end_lineno] + [line] + lines[anchor.end_lineno :])
+
+
 def append_cases(source: str, profile: KernelProfile, repo_root: Path, test_path: str, call: CaseCall) -> str | None:
     """``source`` with the profile's case test appended (and its imports added); None if it is already there."""
     reason = unsupported_reason(profile)
@@ -171,9 +191,8 @@ def append_cases(source: str, profile: KernelProfile, repo_root: Path, test_path
         raise CasesError(f"{test_path} has no top-level `import {missing[0]}`; add it by hand and run again")
     updated = source
     try:
-        for name in TEST_UTILS:
-            updated = add_import(updated, "test.utils", name)
-        updated = add_import(updated, call.module, call.name)
+        for module, name in [("test.utils", name) for name in TEST_UTILS] + [(call.module, call.name)]:
+            updated = _import(updated, module, name)
     except InsertError as error:
         raise CasesError(f"{test_path}: {error.message}") from None
     block = render_case_block(profile, call, _module_imports(updated), repo_root, test_path)

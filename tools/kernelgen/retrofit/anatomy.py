@@ -39,6 +39,7 @@ from tools.kernelgen.retrofit.edits import ExtendRepr
 from tools.kernelgen.retrofit.edits import FileEdits
 from tools.kernelgen.retrofit.edits import InsertStatement
 from tools.kernelgen.retrofit.edits import RenameAt
+from tools.kernelgen.retrofit.edits import ReplaceExpression
 
 # Tensor methods whose result holds the same values as the tensor (for the alias graph).
 VIEW_METHODS = frozenset(
@@ -324,9 +325,11 @@ class OpsAnatomy:
 class _Site:
     kernel: str
     statement: ast.stmt
-    variable: str  # the loaded-into name, or the stored value's root name
+    variable: str  # the loaded-into name, or the stored value's root name ("" for a stored expression)
     roles: set[str]
     root: ast.Name | None = None  # stores: the Name node of the stored value
+    value: ast.expr | None = None  # stores of an expression: the expression
+    pointer: str = ""  # stores: the pointer's name
 
 
 class Threader:
@@ -518,13 +521,15 @@ class Threader:
         if len(roles) > 1:
             raise NotUnderstood(f"{where}: {kernel} stores to a pointer that is both {' and '.join(sorted(roles))}")
         value = call.args[1] if len(call.args) > 1 else next((k.value for k in call.keywords if k.arg == "value"), None)
+        if value is None or not isinstance(statement, ast.Expr) or statement.value is not call:
+            raise NotUnderstood(f"{where}: {kernel} stores {next(iter(roles))} other than as a tl.store(...) statement")
+        pointer = next(
+            (n.id for n in ast.walk(pointer) if isinstance(n, ast.Name) and pointer_roles.get(n.id)), "value"
+        )
         root = _chain_root(value)
-        if not isinstance(root, ast.Name) or not isinstance(statement, ast.Expr) or statement.value is not call:
-            raise NotUnderstood(
-                f"{where}: {kernel} stores {next(iter(roles))} as an expression; kernelgen changes a store of a name "
-                f"(tl.store(ptr, y, ...) or y.to(...))"
-            )
-        return _Site(kernel, statement, root.id, roles, root)
+        if isinstance(root, ast.Name):
+            return _Site(kernel, statement, root.id, roles, root, pointer=pointer)
+        return _Site(kernel, statement, "", roles, value=value, pointer=pointer)
 
     def _transform_load(self, site: _Site, edits: FileEdits, local: dict[str, str]) -> set[str]:
         (role,) = site.roles
@@ -547,12 +552,24 @@ class Threader:
         what, name = role.split(":", 1)
         affine = self.delta.outputs[name] if what == "out" else Affine(self.delta.inputs[name].scale)
         hypers = _hypers_of(affine, self.order)
-        new = _fresh(f"{site.variable}_{'_'.join(hypers)}", names)
+        stem = site.variable or site.pointer.lower().removesuffix("_ptr")
+        new = _fresh(f"{stem}_{'_'.join(hypers)}", names)
         names.add(new)
-        text = f"{new} = {affine.renamed(local).triton(site.variable)}"
+        if site.variable:
+            text = f"{new} = {affine.renamed(local).triton(site.variable)}"
+            edits.renames.append(RenameAt((site.root.lineno, site.root.col_offset), new))
+            stored = site.variable
+        else:
+            placeholder = "kernelgen_stored_value"
+            source = ast.unparse(site.value)
+            text = f"{new} = {affine.renamed(local).triton(placeholder)}".replace(placeholder, f"({source})")
+            value = site.value
+            edits.replacements.append(
+                ReplaceExpression((value.lineno, value.col_offset), (value.end_lineno, value.end_col_offset), new)
+            )
+            stored = f"`{source}`"
         edits.statements.append(InsertStatement(site.statement.lineno, text))
-        edits.renames.append(RenameAt((site.root.lineno, site.root.col_offset), new))
-        self.result.say(self.paths["ops"], f"{site.kernel}: {text}, stored instead of {site.variable}")
+        self.result.say(self.paths["ops"], f"{site.kernel}: {text}, stored instead of {stored}")
         return hypers
 
     def _check_opaque_use(self, kernel: str, call: ast.Call, pointer_roles: dict[str, set[str]]) -> None:

@@ -51,6 +51,13 @@ class RenameAt:
 
 
 @dataclass(frozen=True)
+class ReplaceExpression:
+    start: tuple[int, int]  # (line, column) where the expression starts
+    end: tuple[int, int]  # (line, column) where it ends
+    new: str  # the expression that replaces it
+
+
+@dataclass(frozen=True)
 class AppendReturnValue:
     line: int  # the return statement's line
     value: str = "None"
@@ -85,11 +92,12 @@ class FileEdits:
     appends: list[AppendStatement] = field(default_factory=list)
     reprs: list[ExtendRepr] = field(default_factory=list)
     attributes: list[ClassAttribute] = field(default_factory=list)
+    replacements: list[ReplaceExpression] = field(default_factory=list)
 
     @property
     def all(self) -> list:
         every = [*self.params, *self.args, *self.statements, *self.renames, *self.returns, *self.appends]
-        return every + [*self.reprs, *self.attributes]
+        return every + [*self.reprs, *self.attributes, *self.replacements]
 
     @property
     def empty(self) -> bool:
@@ -229,7 +237,19 @@ class _Editor(cst.CSTTransformer):
             self.used.add(edit)
         return updated.with_changes(args=args)
 
-    # Names and returns ----------------------------------------------------------------------------------------
+    # Expressions, names and returns ----------------------------------------------------------------------------
+    def on_leave(self, original, updated):
+        updated = super().on_leave(original, updated)
+        if self.edits.replacements and isinstance(original, cst.BaseExpression) and not getattr(original, "lpar", ()):
+            code_range = self.get_metadata(PositionProvider, original, None)
+            if code_range is not None:
+                span = ((code_range.start.line, code_range.start.column), (code_range.end.line, code_range.end.column))
+                for edit in self.edits.replacements:
+                    if (edit.start, edit.end) == span and edit not in self.used:
+                        self.used.add(edit)
+                        return cst.parse_expression(edit.new)
+        return updated
+
     def leave_Name(self, original, updated):
         for edit in self.edits.renames:
             if self._start(original) == edit.position:
@@ -357,5 +377,6 @@ __all__ = [
     "FileEdits",
     "InsertStatement",
     "RenameAt",
+    "ReplaceExpression",
     "apply_edits",
 ]

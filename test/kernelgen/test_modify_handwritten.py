@@ -1,0 +1,262 @@
+"""``--modify`` on hand-written kernels: a new reference's hyper-parameters are threaded into the host swiglu and
+rms_norm and into a small kernel of another style by targeted edits; every existing test keeps passing and the
+appended cases pass; anything that cannot be done safely is one line, exit 2, nothing written."""
+
+import ast
+import shutil
+
+from pathlib import Path
+
+import pytest
+
+from test.kernelgen.conftest import REPO_ROOT
+from test.kernelgen.conftest import copy_checkout
+from test.kernelgen.conftest import run_kernelgen
+from test.kernelgen.conftest import run_pytest
+from test.kernelgen.conftest import snapshot
+from test.kernelgen.handwritten import OPS as MULSIG_OPS
+from test.kernelgen.handwritten import install as install_mulsig
+from tools.kernelgen.analyze import analyze_for_checkout
+from tools.kernelgen.modify import plan_modify
+from tools.kernelgen.modify import profile_for_modify
+from tools.kernelgen.repo import LigerRepo
+from tools.kernelgen.writer import write_all
+
+FUNCTIONAL = "src/liger_kernel/transformers/functional.py"
+SWIGLU_SCALED = """\
+import torch.nn.functional as F
+
+
+def swiglu(a, b, gate=1.0, scale=1.0):
+    return F.silu(a * gate) * b * scale
+"""
+RMS_NORM_SCALED = """\
+import torch
+import torch.nn as nn
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, hidden_size, eps=1e-6, scale=1.0):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(hidden_size))
+        self.eps = eps
+        self.scale = scale
+
+    def forward(self, x):
+        input_dtype = x.dtype
+        x = x.to(torch.float32)
+        variance = x.pow(2).mean(-1, keepdim=True)
+        x = x * torch.rsqrt(variance + self.eps)
+        return self.weight * x.to(input_dtype) * self.scale
+"""
+MULSIG_ALPHA = "import torch\n\n\ndef mulsig(x, gate, alpha=1.0):\n    return x * torch.sigmoid(alpha * gate)\n"
+# Right at its default (beta = 0: silu(a) * b), but beta enters as a product with an input: not an affine map.
+SWIGLU_NOT_AFFINE = (
+    "import torch.nn.functional as F\n\n\ndef swiglu(a, b, beta=0.0):\n    return F.silu(a) * b * (1 + beta * a)\n"
+)
+SWIGLU_TANH = "import torch\n\n\ndef swiglu(a, b):\n    return torch.tanh(a) * b\n"
+
+
+def _checkout(tmp_path: Path, *tests: str) -> Path:
+    checkout = copy_checkout(tmp_path / "liger")
+    for name in tests:
+        shutil.copy2(REPO_ROOT / "test" / "transformers" / name, checkout / "test" / "transformers" / name)
+    return checkout
+
+
+def _reference(tmp_path: Path, source: str, name: str = "reference.py") -> str:
+    path = tmp_path / name
+    path.write_text(source)
+    return str(path)
+
+
+def _function_source(text: str, name: str) -> str:
+    tree = ast.parse(text)
+    return next(ast.get_source_segment(text, node) for node in ast.walk(tree) if getattr(node, "name", None) == name)
+
+
+def _one_line_error(result) -> str:
+    assert result.returncode == 2, result.stdout + result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("kernelgen: error: "), result.stderr
+    return lines[0]
+
+
+# The host kernels ---------------------------------------------------------------------------------------------
+def test_host_swiglu_gains_a_gate_and_a_scale_and_every_existing_test_still_passes(tmp_path):
+    checkout = _checkout(tmp_path, "test_swiglu.py", "test_monkey_patch.py")
+    ops, module, test = (
+        "src/liger_kernel/ops/swiglu.py",
+        "src/liger_kernel/transformers/swiglu.py",
+        "test/transformers/test_swiglu.py",
+    )
+    repo = LigerRepo.open(checkout)
+    before = {path: repo.read(path) for path in (ops, module, FUNCTIONAL, test)}
+    profile = analyze_for_checkout(_reference(tmp_path, SWIGLU_SCALED), name="swiglu", repo_root=checkout)
+    plan = plan_modify(repo, "swiglu", profile)
+    statuses = {report.path: report.status for report in plan.reports}
+    assert [statuses[p] for p in (ops, module, FUNCTIONAL, test)] == ["threaded", "threaded", "threaded", "appended"]
+    assert "math added to the hand-written kernels: a -> a*gate, y -> scale*y" in plan.notes
+    write_all(checkout, plan.changes.changes)
+
+    after = repo.read(ops)
+    # Targeted: the helpers and every comment of the hand-written file are as they were.
+    assert _function_source(after, "_is_scaled") == _function_source(before[ops], "_is_scaled")
+    comments = [line.strip() for line in before[ops].splitlines() if line.strip().startswith("#")]
+    assert all(comment in after for comment in comments)
+    assert len(after.splitlines()) - len(before[ops].splitlines()) < 40
+    for expected in (
+        "    a = (a * gate).to(a.dtype)\n",  # the gate on every load of a (forward and backward)
+        "    c_scale = c * scale\n",  # the scale on the stored output...
+        "    dc = (dc * scale).to(dc.dtype)\n",  # ...and on the incoming gradient
+        "    da_gate = da * gate\n",  # the chain rule of the gate on da
+        "        ctx.gate = gate\n",
+        "        return da, db, None, None, None, None\n",
+    ):
+        assert expected in after, expected
+    assert after.count("    a = (a * gate).to(a.dtype)\n") == 2
+    assert "def liger_swiglu(a, b, gate_multiplier=1.0, down_multiplier=1.0, gate=1.0, scale=1.0):" in repo.read(
+        FUNCTIONAL
+    )
+    module_text = repo.read(module)
+    assert "def __init__(self, config, gate=1.0, scale=1.0):" in module_text
+    assert "act=silu, gate={self.gate}, scale={self.scale}" in module_text
+    assert repo.read(test).startswith(before[test])  # the existing tests are not touched
+
+    result = run_pytest(checkout, test, "test/transformers/test_monkey_patch.py")
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert "passed" in result.stdout and " failed" not in result.stdout
+
+
+def test_host_rms_norm_gains_a_scale_and_every_existing_test_still_passes(tmp_path):
+    checkout = _checkout(tmp_path, "test_rms_norm.py", "test_monkey_patch.py")
+    ops, module, test = (
+        "src/liger_kernel/ops/rms_norm.py",
+        "src/liger_kernel/transformers/rms_norm.py",
+        "test/transformers/test_rms_norm.py",
+    )
+    repo = LigerRepo.open(checkout)
+    before = repo.read(ops)
+    profile = analyze_for_checkout(_reference(tmp_path, RMS_NORM_SCALED), name="rms_norm", repo_root=checkout)
+    plan = plan_modify(repo, "rms_norm", profile)
+    write_all(checkout, plan.changes.changes)
+
+    after = repo.read(ops)
+    assert _function_source(after, "_casting_mode_id") == _function_source(before, "_casting_mode_id")
+    assert "    y_scale = scale * y\n" in after
+    # The backward kernel already has a local named scale (offset + w): its new parameter takes another name.
+    assert "        dy = (dy * scale_param).to(dy.dtype)\n" in after and "scale_param=scale," in after
+    assert "        ctx.scale = scale\n" in after
+    assert "row_mode={self.row_mode}, scale={self.scale}" in repo.read(module)
+    assert "in_place=True, row_mode=None, scale=1.0):" in repo.read(FUNCTIONAL)
+
+    result = run_pytest(checkout, test, "test/transformers/test_monkey_patch.py")
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert "passed" in result.stdout and " failed" not in result.stdout
+
+
+# A kernel in another style, end to end through the command -----------------------------------------------------
+def test_a_hand_written_kernel_of_another_style_gains_a_hyper_parameter(tmp_path):
+    checkout = copy_checkout(tmp_path / "liger")
+    install_mulsig(checkout)
+    ops_path = checkout / "src/liger_kernel/ops/mulsig.py"
+    result = run_kernelgen(
+        "modify", "mulsig", "--reference", _reference(tmp_path, MULSIG_ALPHA), "--repo", str(checkout)
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "threaded   src/liger_kernel/ops/mulsig.py" in result.stdout
+    assert "note: math added to the hand-written kernels: gate -> alpha*gate" in result.stdout
+
+    ops = ops_path.read_text()
+    assert "meta['BLOCK']" in ops  # a file ruff would reformat is edited, not reformatted
+    assert "def _mulsig_fwd(X, G, OUT, N, alpha, BLOCK: tl.constexpr):" in ops
+    assert "_mulsig_fwd[grid](x, gate, out, n, BLOCK=256, alpha=alpha)" in ops
+    # The backward launch passes BLOCK by position: the new argument goes in before it.
+    assert "_mulsig_bwd[(triton.cdiv(n, 256),)](dout, x, gate, dx, dg, n, ctx.alpha, 256)" in ops
+    # A stored expression is bound to a name first.
+    assert "    dg_alpha = alpha * (dout * x * s * (1 - s))\n    tl.store(DG + offs, dg_alpha, mask=m)" in ops
+    assert "tl.store(DX + offs, dout * s, mask=m)" in ops  # x's gradient does not change
+    assert "        return dx, dg, None\n" in ops
+    module = (checkout / "src/liger_kernel/transformers/mulsig.py").read_text()
+    assert "    alpha = 1.0\n" in module  # for modules converted in place
+    assert "def __init__(self, alpha=1.0):" in module and 'return f"alpha={self.alpha}"' in module
+    assert "_MulSigFn" not in (checkout / "src/liger_kernel/ops/__init__.py").read_text()  # private: not exported
+
+    tests = run_pytest(checkout, "test/transformers/test_mulsig.py")
+    assert tests.returncode == 0, tests.stdout[-3000:]
+    assert "10 passed" in tests.stdout  # 4 hand-written + 3 shapes x 2 alpha values in float32
+
+
+# Refusals ------------------------------------------------------------------------------------------------------
+def test_math_that_is_not_derivable_is_refused_then_tests_only_appends_failing_cases(tmp_path):
+    checkout = _checkout(tmp_path, "test_swiglu.py")
+    reference = _reference(tmp_path, SWIGLU_NOT_AFFINE)
+    before = snapshot(checkout)
+    line = _one_line_error(run_kernelgen("modify", "swiglu", "--reference", reference, "--repo", str(checkout)))
+    assert "cannot give hand-written 'swiglu' beta: the math is not derivable" in line
+    assert "nothing written" in line and "--tests-only" in line
+    assert snapshot(checkout) == before
+
+    result = run_kernelgen("modify", "swiglu", "--reference", reference, "--repo", str(checkout), "--tests-only")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "WARNING" in result.stderr and "FAIL until the kernel implements it" in result.stderr
+    changed = {path for path, data in snapshot(checkout).items() if before.get(path) != data}
+    assert changed == {"test/transformers/test_swiglu.py"}
+    cases = run_pytest(checkout, "test/transformers/test_swiglu.py", "-k", "kernelgen_cases")
+    assert cases.returncode == 1
+    assert "3 failed, 3 passed" in cases.stdout  # beta=0.5 fails on every shape; the defaults pass
+
+
+def test_a_reference_that_is_not_the_kernels_math_is_refused(tmp_path):
+    checkout = _checkout(tmp_path, "test_swiglu.py")
+    before = snapshot(checkout)
+    reference = _reference(tmp_path, SWIGLU_TANH)
+    line = _one_line_error(run_kernelgen("modify", "swiglu", "--reference", reference, "--repo", str(checkout)))
+    assert "the reference at its defaults is not what 'swiglu' computes now" in line
+    assert "[forward]" in line and "nothing written" in line
+    assert snapshot(checkout) == before
+
+
+def test_a_kernel_whose_shape_is_not_understood_is_refused(tmp_path):
+    checkout = copy_checkout(tmp_path / "liger")
+    # The output written by an atomic add: kernelgen follows tl.load and tl.store only.
+    ops = MULSIG_OPS.replace(
+        "tl.store(OUT + offs, x * tl.sigmoid(g), mask=m)", "tl.atomic_add(OUT + offs, x * tl.sigmoid(g), mask=m)"
+    )
+    install_mulsig(checkout, ops)
+    before = snapshot(checkout)
+    reference = _reference(
+        tmp_path, "import torch\n\n\ndef mulsig(x, gate, scale=1.0):\n    return x * torch.sigmoid(gate) * scale\n"
+    )
+    line = _one_line_error(run_kernelgen("modify", "mulsig", "--reference", reference, "--repo", str(checkout)))
+    line_number = ops.splitlines().index("    tl.atomic_add(OUT + offs, x * tl.sigmoid(g), mask=m)") + 1
+    assert f"the kernel's shape is not understood: src/liger_kernel/ops/mulsig.py:{line_number}:" in line
+    assert "tl.atomic_add(...)" in line
+    assert snapshot(checkout) == before
+
+
+def test_a_reference_with_other_argument_names_is_one_line_with_both_signatures(tmp_path):
+    checkout = copy_checkout(tmp_path / "liger")
+    reference = _reference(
+        tmp_path, "import torch.nn.functional as F\n\n\ndef swiglu(x, y):\n    return F.silu(x) * y\n"
+    )
+    line = _one_line_error(run_kernelgen("modify", "swiglu", "--reference", reference, "--repo", str(checkout)))
+    assert "the reference swiglu(x, y) does not match the kernel's liger_swiglu(a, b, gate_multiplier=1.0" in line
+
+
+def test_without_a_reference_the_built_in_cases_are_appended_calling_the_real_functional(checkout):
+    shutil.copy2(REPO_ROOT / "test/transformers/test_swiglu.py", checkout / "test/transformers/test_swiglu.py")
+    repo = LigerRepo.open(checkout)
+    plan = plan_modify(repo, "swiglu", profile_for_modify(repo, "swiglu"))
+    text = plan.changes.changes["test/transformers/test_swiglu.py"]
+    compile(text, "test_swiglu.py", "exec")
+    block = text[text.index("# --- kernelgen --modify") :]
+    assert "liger_swiglu(a=liger_inputs[0], b=liger_inputs[1], **kwargs)" in block
+    assert "LigerSwigluFunction" not in text  # a name the kernel does not have
+    assert plan.verify is not None and plan.verify.test_name in block
+
+
+@pytest.mark.parametrize("flag", ["--tests-only", "--ours"])
+def test_modify_only_flags_need_modify(checkout, flag):
+    line = _one_line_error(run_kernelgen("new", "geglu", flag, "--repo", str(checkout)))
+    assert "go with --modify" in line
