@@ -265,3 +265,88 @@ def test_a_clean_functional_merge_that_does_not_compile_is_a_conflict(monkeypatc
     assert report.status == "conflict"
     assert report.detail.startswith("the merge does not compile (line ")
     assert text == source  # nothing of the broken merge is kept
+
+
+# Conflicts a person can resolve -----------------------------------------------------------------------------
+HAND_DOCSTRING = '    """y = sigmoid(a) * b: the gate of our model (hand-edited docstring).\n'
+
+
+def test_merge_takes_one_side_of_each_conflict_when_asked():
+    base, ours, theirs = "a\nb\nc\nd\n", "a\nhand\nc\nd\n", "a\nnew\nc\nD\n"
+    for side, middle in (("ours", "hand"), ("theirs", "new")):
+        result = merge3(base, ours, theirs, prefer=side)
+        assert result.clean and len(result.resolved) == 1
+        assert result.text == f"a\n{middle}\nc\nD\n"  # the other side's separate change still merges
+
+
+def test_a_hand_edit_that_already_holds_the_new_text_is_not_a_conflict():
+    base, theirs = 'def f():\n    """y = g(a)\n    """\n', 'def f():\n    """y = g(a * beta)\n    """\n'
+    ours = 'def f():\n    """y = g(a * beta): our notes\n    """\n'
+    result = merge3(base, ours, theirs)
+    assert result.clean and result.reconciled == 1
+    assert result.text == ours
+
+
+@pytest.fixture
+def docstring_edited(generated, tmp_path) -> Path:
+    """The generated 'act' with its Function's docstring edited by hand (the new formula changes that line)."""
+    checkout = tmp_path / "liger"
+    shutil.copytree(generated, checkout)
+    ops = checkout / OPS
+    ops.write_text(ops.read_text().replace('    """y = sigmoid(a) * b\n', HAND_DOCSTRING, 1))
+    return checkout
+
+
+def test_ours_keeps_the_edited_docstring_and_takes_the_new_formula(docstring_edited, tmp_path):
+    checkout = docstring_edited
+    reference = _write_reference(tmp_path, WITH_BETA)
+    stopped = run_kernelgen("modify", "act", "--reference", reference, "--repo", str(checkout))
+    assert stopped.returncode == 1 and "Settle them with --ours/--theirs [FILE]" in stopped.stderr
+
+    result = run_kernelgen("modify", "act", "--reference", reference, "--repo", str(checkout), "--ours", OPS)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"resolved   {OPS}: 1 conflict settled with the hand edit (--ours)" in result.stdout
+    ops = (checkout / OPS).read_text()
+    assert HAND_DOCSTRING in ops and "def forward(ctx, a, b, beta=1.0):" in ops
+    assert "beta=1.0" in (checkout / RECORD).read_text()
+    # The record now holds the new profile: the hand docstring is a plain hand edit from here on.
+    again = plan_modify(LigerRepo.open(checkout), "act", profile_for_modify(LigerRepo.open(checkout), "act"))
+    assert not again.conflicted and again.changes.changes == {}
+
+
+def test_theirs_takes_kernelgens_text_for_the_conflict(docstring_edited, tmp_path):
+    repo = LigerRepo.open(docstring_edited)
+    profile = profile_for_modify(repo, "act", reference=_write_reference(tmp_path, WITH_BETA))
+    plan = plan_modify(repo, "act", profile, sides={"*": "theirs"})
+    assert {r.path: r.status for r in plan.reports}[OPS] == "resolved"
+    assert '    """y = sigmoid(beta * a) * b\n' in plan.changes.changes[OPS]
+    assert HAND_DOCSTRING not in plan.changes.changes[OPS]
+
+
+def test_markers_are_written_into_the_file_and_the_record_waits(docstring_edited, tmp_path):
+    checkout = docstring_edited
+    record_before = (checkout / RECORD).read_text()
+    reference = _write_reference(tmp_path, WITH_BETA)
+    result = run_kernelgen("modify", "act", "--reference", reference, "--repo", str(checkout), "--conflicts=markers")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "conflict(s) marked <<<<<<< current / >>>>>>> kernelgen in " + OPS in result.stderr
+    ops = (checkout / OPS).read_text()
+    assert f"<<<<<<< current\n{HAND_DOCSTRING}=======\n" in ops and ">>>>>>> kernelgen\n" in ops
+    assert "def forward(ctx, a, b, beta=1.0):" in ops  # the rest of the merge is there
+    assert (checkout / RECORD).read_text() == record_before  # recorded only after a clean --modify
+
+    # Resolved by writing the new formula into the hand docstring: that is not a conflict any more.
+    start, end = ops.index("<<<<<<< current\n"), ops.index(">>>>>>> kernelgen\n") + len(">>>>>>> kernelgen\n")
+    reconciled = '    """y = sigmoid(beta * a) * b: the gate of our model (hand-edited docstring).\n'
+    (checkout / OPS).write_text(ops[:start] + reconciled + ops[end:])
+    again = run_kernelgen("modify", "act", "--reference", reference, "--repo", str(checkout))
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "hand edit(s) already holding the new text kept" in again.stdout
+    assert reconciled in (checkout / OPS).read_text() and "beta=1.0" in (checkout / RECORD).read_text()
+
+
+def test_a_side_for_a_file_the_merge_does_not_touch_is_a_user_error(docstring_edited, tmp_path):
+    repo = LigerRepo.open(docstring_edited)
+    profile = profile_for_modify(repo, "act", reference=_write_reference(tmp_path, WITH_BETA))
+    with pytest.raises(ModifyError, match="--ours/--theirs src/nope.py: not a file this --modify merges"):
+        plan_modify(repo, "act", profile, sides={"src/nope.py": "ours"})

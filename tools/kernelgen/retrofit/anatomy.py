@@ -622,13 +622,13 @@ class Threader:
                 if launch.kernel != kernel:
                     continue
                 positional = len(launch.call.args)
-                start = (launch.call.lineno, launch.call.col_offset)
+                start, end = _span(launch.call)
                 for offset, hyper in enumerate(ordered):
                     value = self._value(launch.scope, hyper)
                     if positional > index:
-                        edits.args.append(AddArg(start, value, index=index + offset))
+                        edits.args.append(AddArg(start, value, index=index + offset, end=end))
                     else:
-                        edits.args.append(AddArg(start, value, keyword=local[hyper]))
+                        edits.args.append(AddArg(start, value, keyword=local[hyper], end=end))
         # Wrappers: a parameter with the default, and the argument at each call on the chain.
         for scope, hypers in needs.items():
             if scope in anatomy.kernels or scope in (anatomy.forward_scope, anatomy.backward_scope):
@@ -652,10 +652,11 @@ class Threader:
                 continue
             callee_params = _positional(anatomy.functions[call.callee])
             all_positional = not call.call.keywords and len(call.call.args) == len(callee_params)
-            start = (call.call.lineno, call.call.col_offset)
+            start, end = _span(call.call)
             for hyper in wanted:
                 value = self._value(call.scope, hyper)
-                edits.args.append(AddArg(start, value) if all_positional else AddArg(start, value, keyword=hyper))
+                keyword = None if all_positional else hyper
+                edits.args.append(AddArg(start, value, keyword=keyword, end=end))
         # The Function: every new hyper-parameter in forward, saved for the backward, one more None per return.
         forward = anatomy.scopes[anatomy.forward_scope]
         if forward.args.vararg is not None or forward.args.kwarg is not None:
@@ -782,6 +783,10 @@ class Threader:
                 f"{', '.join(others)} also apply {self.api.function_class}: they keep the default "
                 f"{', '.join(self.order)} (left as is)"
             )
+
+
+def _span(node: ast.AST) -> tuple[tuple[int, int], tuple[int, int]]:
+    return (node.lineno, node.col_offset), (node.end_lineno, node.end_col_offset)
 
 
 def _value_names(expr: ast.AST) -> set[str]:

@@ -35,6 +35,7 @@ class AddArg:
     value: str
     keyword: str | None = None  # keyword argument name; None: positional
     index: int | None = None  # positional index to insert at; None: after the last positional argument
+    end: tuple[int, int] | None = None  # where the call ends (``f(a)(b)``: two calls start at one place)
 
 
 @dataclass(frozen=True)
@@ -136,6 +137,10 @@ class _Editor(cst.CSTTransformer):
         for arg in edits.args:
             self.args_at.setdefault(arg.position, []).append(arg)
 
+    def _end(self, node) -> tuple[int, int]:
+        position = self.get_metadata(PositionProvider, node).end
+        return position.line, position.column
+
     def _start(self, node) -> tuple[int, int]:
         position = self.get_metadata(PositionProvider, node).start
         return position.line, position.column
@@ -215,7 +220,8 @@ class _Editor(cst.CSTTransformer):
 
     # Calls ----------------------------------------------------------------------------------------------------
     def leave_Call(self, original, updated):
-        edits = self.args_at.get(self._start(original))
+        end = self._end(original)
+        edits = [e for e in self.args_at.get(self._start(original), []) if e.end is None or e.end == end]
         if not edits:
             return updated
         args = list(updated.args)

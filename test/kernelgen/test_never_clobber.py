@@ -1,0 +1,140 @@
+"""``new --force`` overwrites only what kernelgen generated and nobody edited; hand-written kernels, shared files and
+edited files are refused in one line, exit 2, nothing written; no advice recommends --force for a hand-written
+kernel."""
+
+import shutil
+
+from pathlib import Path
+
+import pytest
+
+from test.kernelgen.conftest import copy_checkout
+from test.kernelgen.conftest import run_kernelgen
+from test.kernelgen.conftest import snapshot
+from test.kernelgen.handwritten import install as install_mulsig
+from tools.kernelgen.cli import main
+from tools.kernelgen.generate import ChangeSet
+from tools.kernelgen.generate import GenerateError
+from tools.kernelgen.generate import overwrite_refusals
+from tools.kernelgen.generate import plan_new
+from tools.kernelgen.layout import FUNCTIONAL
+from tools.kernelgen.profile import load_profile
+from tools.kernelgen.record import recorded_hashes
+from tools.kernelgen.repo import LigerRepo
+from tools.kernelgen.writer import write_all
+
+ACT = "import torch\n\n\ndef act(a, b):\n    return torch.sigmoid(a) * b\n"
+ACT_OPS = "src/liger_kernel/ops/act.py"
+
+
+def _error(argv: list[str], capsys) -> str:
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("kernelgen: error: "), captured.err
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def generated_act(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("clobber")
+    checkout = copy_checkout(root / "liger")
+    (root / "act.py").write_text(ACT)
+    result = run_kernelgen("new", "act", "--reference", str(root / "act.py"), "--repo", str(checkout))
+    assert result.returncode == 0, result.stderr
+    return checkout
+
+
+def test_force_never_touches_a_hand_written_kernel(checkout, capsys):
+    before = snapshot(checkout)
+    line = _error(["new", "swiglu", "--force", "--repo", str(checkout)], capsys)
+    assert "refusing to overwrite 3 file(s) with no generation record (src/liger_kernel/ops/swiglu.py," in line
+    assert "hand-written; nothing written" in line and "modify swiglu --reference REF" in line
+    assert snapshot(checkout) == before
+
+
+@pytest.mark.parametrize("name, shared", [("utils", "src/liger_kernel/ops/utils.py"), ("functional", FUNCTIONAL)])
+def test_a_kernel_name_of_a_shared_file_is_refused(checkout, tmp_path, capsys, name, shared):
+    reference = tmp_path / "act.py"
+    reference.write_text(ACT)
+    before = snapshot(checkout)
+    line = _error(["new", name, "--reference", str(reference), "--force", "--repo", str(checkout)], capsys)
+    assert f"kernel name '{name}' is taken: {shared} is a file every kernel shares" in line
+    assert snapshot(checkout) == before
+
+
+def test_the_record_keeps_the_digest_of_every_generated_file(generated_act):
+    hashes = recorded_hashes((generated_act / ".kernelgen" / "act.yaml").read_text())
+    assert sorted(hashes) == sorted(
+        [
+            ACT_OPS,
+            "src/liger_kernel/transformers/act.py",
+            "test/transformers/test_act.py",
+            "benchmark/scripts/benchmark_act.py",
+        ]
+    )
+
+
+def test_force_regenerates_untouched_files_and_refuses_an_edited_one(generated_act, tmp_path):
+    checkout = tmp_path / "liger"
+    shutil.copytree(generated_act, checkout)
+    repo = LigerRepo.open(checkout)
+    profile = load_profile(checkout / ".kernelgen" / "act.yaml")
+    assert plan_new(repo, profile, force=True).changes  # nothing edited: regenerating is allowed
+    ops = checkout / ACT_OPS
+    ops.write_text(ops.read_text() + "\n# tuned by hand\n")
+    before = snapshot(checkout)
+    result = run_kernelgen(
+        "new", "act", "--force", "--profile", str(checkout / ".kernelgen" / "act.yaml"), "--repo", str(checkout)
+    )
+    assert result.returncode == 2
+    assert result.stderr.strip() == (
+        f"kernelgen: error: refusing to overwrite 1 file(s): {ACT_OPS} (edited since kernelgen generated it); "
+        f"nothing written. Hand edits are merged by: modify act --profile FILE"
+    )
+    assert snapshot(checkout) == before
+
+
+def test_a_record_without_digests_is_compared_by_rendering_it_again(generated_act, tmp_path):
+    checkout = tmp_path / "liger"
+    shutil.copytree(generated_act, checkout)
+    record = checkout / ".kernelgen" / "act.yaml"
+    record.write_text("".join(line for line in record.read_text().splitlines(True) if not line.startswith("# sha256")))
+    repo = LigerRepo.open(checkout)
+    profile = load_profile(record)
+    assert plan_new(repo, profile, force=True).changes
+    (checkout / ACT_OPS).write_text(
+        (checkout / ACT_OPS).read_text().replace("import torch\n", "import torch  # mine\n")
+    )
+    with pytest.raises(GenerateError, match="edited since kernelgen generated it"):
+        plan_new(repo, profile, force=True)
+
+
+def test_a_shared_file_only_ever_gets_lines_added(generated_act):
+    repo = LigerRepo.open(generated_act)
+    original = repo.read(FUNCTIONAL)
+    added = ChangeSet({FUNCTIONAL: original + "\n\ndef extra():\n    pass\n"}, {FUNCTIONAL: original})
+    assert overwrite_refusals(repo, "act", added) == []
+    replaced = ChangeSet(
+        {FUNCTIONAL: original.replace("def liger_act(", "def liger_act_renamed(")}, {FUNCTIONAL: original}
+    )
+    assert overwrite_refusals(repo, "act", replaced) == [
+        f"{FUNCTIONAL} (not one of the kernel's own files: only additions are allowed)"
+    ]
+
+
+def test_no_advice_recommends_force_for_a_hand_written_kernel(checkout, capsys):
+    install_mulsig(checkout)
+    exists = _error(["new", "mulsig", "--repo", str(checkout)], capsys)
+    assert "hand-written" in exists and "modify mulsig --reference REF" in exists and "--force" not in exists
+    no_reference = _error(["validate", "mulsig", "--repo", str(checkout)], capsys)
+    assert "pass --reference REF" in no_reference and "--force" not in no_reference
+
+
+def test_write_all_writes_nothing_when_one_target_cannot_be_written(tmp_path):
+    (tmp_path / "a.txt").write_text("old")
+    (tmp_path / "dir").write_text("a file where a folder is needed")
+    with pytest.raises(OSError):
+        write_all(tmp_path, {"a.txt": "new", "dir/b.txt": "x"})
+    assert (tmp_path / "a.txt").read_text() == "old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.txt", "dir"]
