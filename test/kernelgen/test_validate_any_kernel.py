@@ -1,0 +1,69 @@
+"""``validate`` on every kernel of the checkout, hand-written ones included: the reference comes from --reference,
+the record or the built-in of the kernel's name, and is matched to the kernel's functional by argument name."""
+
+import shutil
+
+import pytest
+
+from test.kernelgen.conftest import REPO_ROOT
+from test.kernelgen.conftest import copy_checkout
+from test.kernelgen.conftest import run_kernelgen
+
+STAGES = ("smoke", "shapes", "stability", "determinism", "edges")
+
+
+@pytest.fixture(scope="module")
+def host(tmp_path_factory):
+    checkout = copy_checkout(tmp_path_factory.mktemp("validate_any") / "liger")
+    for name in ("swiglu", "rms_norm", "cross_entropy"):  # checkstyle reads each kernel's test file too
+        shutil.copy2(REPO_ROOT / f"test/transformers/test_{name}.py", checkout / f"test/transformers/test_{name}.py")
+    return checkout
+
+
+@pytest.mark.parametrize(
+    "name, purity",
+    [
+        ("swiglu", "purity: PASS"),
+        ("rms_norm", "purity: PASS"),
+        # Host-side target checks and accuracy counts are reported, not a gate, in a hand-written kernel.
+        ("cross_entropy", "purity: WARN (17 finding(s) in hand-written code, not a gate;"),
+    ],
+)
+def test_a_hand_written_host_kernel_validates_against_its_built_in_reference(host, name, purity):
+    result = run_kernelgen("validate", name, "--repo", str(host), "--skip-tests")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr
+    out = result.stdout
+    assert f"reference: the built-in reference {name}" in out
+    assert "checkstyle: PASS" in out and purity in out
+    for stage in STAGES:
+        assert f"stage: {stage:<12} verdict: PASS" in out
+    assert "correctness: PASS" in out and f"validate {name}: PASS" in out
+
+
+def test_a_mismatched_reference_fails_correctness_with_the_first_differing_output(host, tmp_path):
+    reference = tmp_path / "tanh_mul.py"
+    reference.write_text("import torch\n\n\ndef swiglu(a, b):\n    return torch.tanh(a) * b\n")
+    result = run_kernelgen("validate", "swiglu", "--repo", str(host), "--skip-tests", "--reference", str(reference))
+    assert result.returncode == 1
+    out = result.stdout
+    assert f"reference: the reference {reference}" in out
+    assert "stage: smoke        verdict: FAIL  details: 4x33 no hyper-parameters: [forward y]: " in out
+    assert "correctness: FAIL (" in out and "worst at " in out
+
+
+def test_a_reference_with_other_argument_names_is_one_line_listing_both_signatures(host, tmp_path):
+    reference = tmp_path / "gate.py"
+    reference.write_text("import torch\n\n\ndef gate(x, y, beta=1.0):\n    return torch.sigmoid(beta * x) * y\n")
+    result = run_kernelgen("validate", "swiglu", "--repo", str(host), "--reference", str(reference))
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.strip() == (
+        "kernelgen: error: the reference gate(x, y, beta=1.0) does not match the kernel's liger_swiglu(a, b, "
+        "gate_multiplier=1.0, down_multiplier=1.0) (no parameter named x, y, beta; a, b required but not given by "
+        "the reference)"
+    )
+
+
+def test_archive_is_for_generated_kernels(host):
+    result = run_kernelgen("validate", "swiglu", "--repo", str(host), "--archive")
+    assert result.returncode == 2
+    assert "--archive keeps generated kernels; 'swiglu' has no generation record (hand-written)" in result.stderr
