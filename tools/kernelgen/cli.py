@@ -131,6 +131,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     commands.add_parser("references", help="list the built-in references")
 
+    export = commands.add_parser(
+        "export-baseline",
+        help="write the library (src/) of a git revision to a folder, for validate --baseline PATH elsewhere",
+        description="Export src/ at git revision REV into DIR (new or empty) for `validate NAME --baseline DIR` on a "
+        "machine without this checkout's git history.",
+    )
+    export.add_argument("revision", metavar="REV", help="git revision (HEAD~3, a tag, a commit)")
+    export.add_argument("directory", metavar="DIR", help="folder to write (must not exist, or be empty)")
+    export.add_argument("--repo", metavar="PATH", help="Liger checkout whose history to read (default: this one)")
+    export.add_argument("--kernel", metavar="NAME", help="check that kernel NAME exists at REV")
+
     validate = commands.add_parser(
         "validate",
         help="check a kernel, generated or hand-written: checkstyle, purity, unit tests, correctness, performance",
@@ -153,6 +164,17 @@ def build_parser() -> argparse.ArgumentParser:
         "--archive",
         action="store_true",
         help="when every stage passes, copy profile, ops file and summary to the skill's knowledge/NAME/",
+    )
+    validate.add_argument(
+        "--baseline",
+        metavar="REV|PATH",
+        help="also compare speed and peak memory (forward, backward, full; the benchmark's shapes; GPU) with the "
+        "same kernel at git revision REV or in the checkout or export-baseline folder PATH",
+    )
+    validate.add_argument(
+        "--smoke",
+        action="store_true",
+        help="run the --baseline comparison at the benchmark's smoke shapes, on the CPU too (checks the plumbing)",
     )
     validate.add_argument("--focus", default="validate", help="iterations.tsv 'focus' column (what this try changed)")
     validate.add_argument("--description", default="", help="iterations.tsv 'description' column (default: verdicts)")
@@ -344,7 +366,24 @@ def cmd_validate(args) -> int:
         focus=args.focus,
         description=args.description,
         reference=args.reference,
+        baseline=args.baseline,
+        smoke=args.smoke,
     )
+
+
+def cmd_export_baseline(args) -> int:
+    from tools.kernelgen.repo import LigerRepo
+    from tools.kernelgen.validate.baseline import BaselineError
+    from tools.kernelgen.validate.baseline import export_baseline
+
+    repo = LigerRepo.open(args.repo)
+    try:
+        commit = export_baseline(repo.root, args.revision, Path(args.directory), args.kernel)
+    except BaselineError as error:
+        raise CliError(str(error)) from None
+    print(f"kernelgen: exported src/ of {args.revision} ({commit[:10]}) to {args.directory}")
+    print(f"next, on the GPU machine: python -m tools.kernelgen validate NAME --baseline {args.directory}")
+    return 0
 
 
 COMMANDS = {
@@ -353,6 +392,7 @@ COMMANDS = {
     "references": cmd_references,
     "modify": cmd_modify,
     "validate": cmd_validate,
+    "export-baseline": cmd_export_baseline,
 }
 
 

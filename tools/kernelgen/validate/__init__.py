@@ -10,6 +10,8 @@ This module stays light: the stages import ruff wrappers, torch and the kernel l
 
 from __future__ import annotations
 
+import contextlib
+
 from pathlib import Path
 
 from tools.kernelgen.knowledge import knowledge_kernels
@@ -103,7 +105,7 @@ def open_target(name: str, repo_path: str | None, workspace: str | None, referen
     )
 
 
-def run_stages(target, skip_tests: bool) -> list:
+def run_stages(target, skip_tests: bool, baseline=None, smoke: bool = False) -> list:
     from tools.kernelgen.validate import checkstyle
     from tools.kernelgen.validate import correctness
     from tools.kernelgen.validate import performance
@@ -133,6 +135,10 @@ def run_stages(target, skip_tests: bool) -> list:
         ("correctness", correctness_stage),
         ("performance", lambda target: performance.run(target, cuda["value"])),
     ]
+    if baseline is not None:
+        from tools.kernelgen.validate.baseline import run_stage as baseline_stage
+
+        stages.append(("baseline", lambda target: baseline_stage(target, baseline, cuda["value"], smoke)))
     results = []
     for index, (label, stage) in enumerate(stages, start=1):
         print(header(index, len(stages), label), flush=True)
@@ -154,6 +160,8 @@ def run(
     focus: str = "validate",
     description: str = "",
     reference: str | None = None,
+    baseline: str | None = None,
+    smoke: bool = False,
 ) -> int:
     from tools.kernelgen.knowledge import archive as archive_kernel
     from tools.kernelgen.validate.workspace import append_iteration
@@ -162,12 +170,24 @@ def run(
 
     if archive and skip_tests:
         raise ValidateError("--archive needs every stage, the unit tests included: drop --skip-tests")
+    if smoke and not baseline:
+        raise ValidateError("--smoke runs the --baseline comparison at the benchmark's smoke shapes: give --baseline")
     target = open_target(name, repo, workspace, reference)
     if archive and not target.recorded:
         raise ValidateError(f"--archive keeps generated kernels; '{name}' has no generation record (hand-written)")
-    print(f"kernelgen validate '{target.name}' in {target.repo.root} (workspace {target.workspace})", flush=True)
-    print(f"reference: {target.reference}", flush=True)
-    results = run_stages(target, skip_tests)
+    with contextlib.ExitStack() as stack:
+        against = None
+        if baseline:
+            from tools.kernelgen.validate.baseline import BaselineError
+            from tools.kernelgen.validate.baseline import open_baseline
+
+            try:
+                against = stack.enter_context(open_baseline(target.repo.root, baseline, name))
+            except BaselineError as error:
+                raise ValidateError(str(error)) from None
+        print(f"kernelgen validate '{target.name}' in {target.repo.root} (workspace {target.workspace})", flush=True)
+        print(f"reference: {target.reference}" + (f"; baseline: {against.label}" if against else ""), flush=True)
+        results = run_stages(target, skip_tests, against, smoke)
     passed = not any(result.failed for result in results)
     iteration = append_iteration(target.workspace, results, focus, description)
     notes = []

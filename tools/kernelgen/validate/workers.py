@@ -20,15 +20,24 @@ class WorkerFailed(RuntimeError):
     """The worker died before writing its report (the kernel does not import, the reference does not run...)."""
 
 
-def run_worker(module: str, target: Target, report_name: str, timeout: float | None = None) -> dict:
+def run_worker(
+    module: str,
+    target: Target,
+    report_name: str,
+    timeout: float | None = None,
+    extra: tuple[str, ...] = (),
+    spec: bool = True,
+) -> dict:
+    """The worker's JSON report; it runs as ``python -m MODULE REPO NAME OUT [EXTRA...] [SPEC]`` (``SPEC``: the
+    target spec of a kernel not checked against its own record, for workers that take one)."""
     out = target.workspace / report_name
     out.unlink(missing_ok=True)
     kernelgen_root = default_repo_root()
     env = dict(os.environ)
     # ``tools.kernelgen`` from this checkout; the kernel itself is imported from the target's src/ by the worker.
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(kernelgen_root), env.get("PYTHONPATH", "")) if p)
-    command = [sys.executable, "-m", module, str(target.repo.root), target.name, str(out)]
-    if target.call is not None:
+    command = [sys.executable, "-m", module, str(target.repo.root), target.name, str(out), *extra]
+    if target.call is not None and spec:
         spec = target.workspace / "target.json"
         spec.write_text(json.dumps({"profile": dump_yaml(target.profile), "call": target.call}), encoding="utf-8")
         command.append(str(spec))

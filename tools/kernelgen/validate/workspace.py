@@ -81,7 +81,10 @@ def write_summary(target: Target, results: list[StageResult], iteration: int, ex
         result = next((r for r in results if r.stage == stage), None)
         verdict, summary = (result.verdict, result.summary) if result else (NOT_RUN, "an earlier stage failed")
         lines.append(f"| {stage} | {verdict} | {summary.replace('|', '/')} |")
-    for block_name in ("correctness.json", "performance.json"):
+    for result in results:
+        if result.stage not in STAGE_ORDER:  # optional stages (--baseline) appear only when they ran
+            lines.append(f"| {result.stage} | {result.verdict} | {result.summary.replace('|', '/')} |")
+    for block_name in ("correctness.json", "performance.json", "baseline.json"):
         if (target.workspace / block_name).exists():
             lines.append("")
             lines.append(f"Raw figures: `{block_name}` beside this file.")
