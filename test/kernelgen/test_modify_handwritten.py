@@ -186,6 +186,11 @@ def test_a_hand_written_kernel_of_another_style_gains_a_hyper_parameter(tmp_path
     assert tests.returncode == 0, tests.stdout[-3000:]
     assert "10 passed" in tests.stdout  # 4 hand-written + 3 shapes x 2 alpha values in float32
 
+    # The same reference again: the kernel has alpha now and its cases are there; nothing to change.
+    repo = LigerRepo.open(checkout)
+    again = plan_modify(repo, "mulsig", analyze_for_checkout(_reference(tmp_path, MULSIG_ALPHA), name="mulsig"))
+    assert again.changes.changes == {} and again.verify is None
+
 
 # Refusals ------------------------------------------------------------------------------------------------------
 def test_math_that_is_not_derivable_is_refused_then_tests_only_appends_failing_cases(tmp_path):

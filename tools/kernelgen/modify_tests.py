@@ -89,7 +89,8 @@ def cases_digest(profile: KernelProfile, call: CaseCall) -> str:
     """Eight hex digits naming the case set: same profile cases, same test function name."""
     test = test_view(profile)
     key = {
-        "call": [call.module, call.expression, call.new_defaults],
+        # Not ``new_defaults``: once the kernel has a hyper-parameter it is no longer new, and the cases are the same.
+        "call": [call.module, call.expression],
         "reference": profile.reference.source,
         "entry": profile.reference.entry,
         "hyper_cases": test.hyper_cases,
