@@ -1,8 +1,13 @@
-"""``python -m tools.kernelgen validate NAME``: prove a generated kernel is clean, pure, tested, correct and fast.
+"""``python -m tools.kernelgen validate NAME``: prove a kernel, generated or hand-written, is clean, pure, tested,
+correct and fast.
 
-Stages, in order, stopping at the first hard failure (exit 1): checkstyle (ruff) -> purity (AST rules) -> unit
-tests (the kernel's pytest file) -> correctness (staged comparison with the reference, in a subprocess) ->
-performance (GPU only). Bad input (unknown kernel, not a checkout) is one line on stderr and exit 2. Each run
+Stages, in order, stopping at the first hard failure (exit 1): checkstyle (ruff) -> purity (AST rules; a WARN in a
+hand-written kernel) -> unit tests (the kernel's pytest file) -> correctness (staged comparison with the reference,
+in a subprocess) -> performance (GPU only) -> with ``--baseline``, the comparison with the same kernel at another
+revision or checkout (``baseline.py``). The reference is ``--reference``, else the kernel's generation record, else
+the built-in reference of its name; a kernel not checked against its own record is called through its functional
+with the reference's arguments matched by name (``hostapi``). Bad input (unknown kernel, not a checkout, a
+reference whose arguments are not the kernel's, an unusable baseline) is one line on stderr and exit 2. Each run
 appends a row to ``<workspace>/iterations.tsv`` and rewrites ``<workspace>/summary.md``.
 
 This module stays light: the stages import ruff wrappers, torch and the kernel lazily.
