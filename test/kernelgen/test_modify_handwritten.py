@@ -265,3 +265,17 @@ def test_without_a_reference_the_built_in_cases_are_appended_calling_the_real_fu
 def test_modify_only_flags_need_modify(checkout, flag):
     line = _one_line_error(run_kernelgen("new", "geglu", flag, "--repo", str(checkout)))
     assert "go with --modify" in line
+
+
+def test_a_loss_kernel_is_refused_with_why_its_cases_cannot_be_appended_either(checkout, tmp_path):
+    reference = _reference(
+        tmp_path,
+        "import torch.nn.functional as F\n\n\n"
+        "def cross_entropy(logits, target, ignore_index=-100, scale=1.0):\n"
+        "    return F.cross_entropy(logits, target, ignore_index=ignore_index) * scale\n",
+    )
+    before = snapshot(checkout)
+    line = _one_line_error(run_kernelgen("modify", "cross_entropy", "--reference", reference, "--repo", str(checkout)))
+    assert "cannot give hand-written 'cross_entropy' scale: the math is not derivable: tier 3 kernels" in line
+    assert "its cases cannot be appended either" in line
+    assert snapshot(checkout) == before

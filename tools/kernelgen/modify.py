@@ -58,6 +58,7 @@ from tools.kernelgen.modify_tests import CasesError
 from tools.kernelgen.modify_tests import append_cases
 from tools.kernelgen.modify_tests import case_call
 from tools.kernelgen.modify_tests import case_test_name
+from tools.kernelgen.modify_tests import unsupported_reason
 from tools.kernelgen.profile import KernelProfile
 from tools.kernelgen.profile import ProfileError
 from tools.kernelgen.profile import load_profile
@@ -389,9 +390,14 @@ def _plan_unrecorded(repo: LigerRepo, name: str, new: KernelProfile, tests_only:
         try:
             retrofit = plan_retrofit(repo, name, new, api, mapping)
         except RetrofitError as error:
+            untestable = unsupported_reason(new)
+            advice = (
+                f"its cases cannot be appended either: {untestable}"
+                if untestable
+                else "--tests-only appends the new test cases alone"
+            )
             raise ModifyError(
-                f"cannot give hand-written '{name}' {', '.join(added)}: {error}; nothing written "
-                f"(--tests-only appends the new test cases alone)"
+                f"cannot give hand-written '{name}' {', '.join(added)}: {error}; nothing written ({advice})"
             ) from None
         for path, text in retrofit.texts.items():
             plan.changes.changes[path] = text
