@@ -213,3 +213,24 @@ def test_a_new_hyper_parameter_is_listed_only_when_allowed():
         "the reference op(a, b, scale=1.0) does not match the kernel's liger_swiglu(a, b, gate_multiplier=1.0, "
         "down_multiplier=1.0) (no parameter named scale)"
     )
+
+
+# The alias graph of an ops file ----------------------------------------------------------------------------------
+def test_roles_follow_tensors_through_views_saves_and_launches():
+    from test.kernelgen.handwritten import OPS
+    from tools.kernelgen.retrofit.anatomy import NotUnderstood
+    from tools.kernelgen.retrofit.anatomy import OpsAnatomy
+
+    indexed = OPS.replace(
+        "x, gate = ctx.saved_tensors", "x = ctx.saved_tensors[0]\n        gate = ctx.saved_tensors[1]"
+    )
+    anatomy = OpsAnatomy(indexed, "mulsig.py", "_MulSigFn")
+    seeds = {("_MulSigFn.forward", "gate"): "in:gate", ("_MulSigFn.backward", "dout"): "gout:y"}
+    seeds[("_MulSigFn.forward", "<ret 0>")] = "out:y"
+    roles = anatomy.roles(seeds)
+    assert roles[("_mulsig_fwd", "G")] == {"in:gate"} and roles[("_mulsig_bwd", "G")] == {"in:gate"}
+    assert roles[("_mulsig_fwd", "OUT")] == {"out:y"} and roles[("_mulsig_bwd", "DOUT")] == {"gout:y"}
+    assert roles.get(("_mulsig_bwd", "DX"), set()) == set()  # a fresh buffer: no role until the backward returns it
+    starred = OPS.replace("ctx.save_for_backward(x, gate)", "ctx.save_for_backward(*(x, gate))")
+    with pytest.raises(NotUnderstood, match=r"save_for_backward\(\*\.\.\.\) hides what is saved"):
+        OpsAnatomy(starred, "mulsig.py", "_MulSigFn")

@@ -263,6 +263,10 @@ class OpsAnatomy:
             for call in _own_calls(statement):
                 if isinstance(call.func, ast.Attribute) and call.func.attr == "save_for_backward":
                     for index, arg in enumerate(call.args):
+                        if isinstance(arg, ast.Starred):
+                            raise NotUnderstood(
+                                f"{self.path}:{call.lineno}: save_for_backward(*...) hides what is saved"
+                            )
                         g.union((SAVED, str(index)), (scope, _alias(arg)))
                 callee = self._wrapper_of(call)
                 if callee:
@@ -287,6 +291,9 @@ class OpsAnatomy:
         g = self.graph
         if isinstance(target, ast.Name):
             g.union((scope, target.id), (scope, _alias(value)))
+            saved = isinstance(value, ast.Subscript) and ast.unparse(value.value).endswith(".saved_tensors")
+            if saved and isinstance(value.slice, ast.Constant) and isinstance(value.slice.value, int):
+                g.union((scope, target.id), (SAVED, str(value.slice.value)))
             callee = self._wrapper_of(value)
             if callee and not self._returns_tuple(callee):
                 g.union((scope, target.id), (callee, "<ret 0>"))
