@@ -14,8 +14,10 @@ from test.kernelgen.torch_tl import run_statements
 from tools.kernelgen.analyze import AnalyzeError
 from tools.kernelgen.analyze import analyze
 from tools.kernelgen.analyze import list_builtin_references
+from tools.kernelgen.analyze.classify import classify
 from tools.kernelgen.analyze.closest import _op_names
 from tools.kernelgen.analyze.load import load_reference
+from tools.kernelgen.analyze.trace import trace_reference
 from tools.kernelgen.derivation import elementwise_math
 from tools.kernelgen.profile import dump_yaml
 from tools.kernelgen.profile import load_profile
@@ -334,14 +336,16 @@ def test_tier_reasons_name_the_deciding_ops():
     assert "`.mean()` (line 17) reduces each row along the last dimension" in analyzed("rms_norm").notes.tier_reason
     assert "`torch.softmax`" in analyzed("softmax").notes.tier_reason
     assert (
-        "`F.cross_entropy` (line 14) is a loss over the class dimension" in analyzed("cross_entropy").notes.tier_reason
+        "`F.cross_entropy` (line 17) is a loss over the class dimension" in analyzed("cross_entropy").notes.tier_reason
     )
 
 
-def test_tier3_leaves_math_empty_and_says_so():
+def test_tier3_math_is_statistics_per_row_and_a_reduction():
     profile = analyzed("cross_entropy")
-    assert profile.math.outputs == {} and profile.math.triton is None
-    assert any("tier 3" in remark for remark in profile.notes.remarks)
+    assert profile.math.triton is None and list(profile.math.outputs) == ["loss"]
+    assert {s.reduce for s in profile.math.statistics} == {"max", "sum"}
+    assert profile.math.loss.reduction == "reduction"
+    assert profile.math.loss.denominator == "where(ignore_index != target, 1, 0)"
 
 
 def test_cross_entropy_inputs_hyperparameters_and_kind():
@@ -367,7 +371,8 @@ def test_cross_entropy_inputs_hyperparameters_and_kind():
         ("return torch.softmax(torch.log_softmax(x, -1) * 2.0, -1)", 2, "reduce each row"),
         ("return x.sum(-1), x.amax(-1, keepdim=True)", 2, "reduce each row"),
         ("return x / x.norm(dim=-1, keepdim=True)", 2, "reduces each row"),
-        # A reduction of a reduction (or of a flattened tensor) does not reduce a row of the inputs.
+        # A reduction of a reduction (or of a flattened tensor) does not reduce a row of the inputs: the last two
+        # are losses instead (per-row sums, a sum of everything); the first sums some rows of [B, T, H] inputs.
         ("return x.sum(-1).sum(-1)", 3, "`.sum()` (line 5) reduces a last dimension that is not the inputs' row"),
         ("return x.sum(-1, keepdim=True).sum(-1)", 3, "not the inputs' row"),
         ("return x.flatten().sum(-1)", 3, "not the inputs' row"),
@@ -377,9 +382,21 @@ def test_cross_entropy_inputs_hyperparameters_and_kind():
 )
 def test_classification_of_small_references(tmp_path, body, tier, fragment):
     path = write(tmp_path, "ref.py", f"import torch\n\n\ndef ref(x):\n    {body}\n")
-    profile = analyze(str(path))
-    assert profile.tier == tier
-    assert fragment in profile.notes.tier_reason
+    classification = classify(trace_reference(load_reference(str(path))))
+    assert classification.tier == tier
+    assert fragment in classification.reason
+    if tier == 3 and body in LOSSES_OF_ROWS:
+        assert analyze(str(path)).math.loss.reduction == LOSSES_OF_ROWS[body]
+    elif tier == 3:  # no loss over rows: analysis stops on one line that names the op's line
+        with pytest.raises(AnalyzeError) as caught:
+            analyze(str(path))
+        assert "ref.py:5:" in str(caught.value) and "\n" not in str(caught.value)
+
+
+LOSSES_OF_ROWS = {
+    "return x.sum(-1, keepdim=True).sum(-1)": "none",
+    "return x.flatten().sum(-1)": "sum",
+}
 
 
 def test_casts_are_noted(tmp_path):

@@ -286,11 +286,11 @@ def test_loss_modules_and_tier_3_go_together():
     data = yaml.safe_load((EXAMPLES / "cross_entropy.yaml").read_text())
     data["module"]["kind"] = "elementwise"
     problems = validate_profile(from_dict(data, validate=False))
-    assert "module.kind: 'elementwise' with tier 3: the softmax-loss template needs 'loss'" in problems
+    assert "module.kind: 'elementwise' with tier 3: a loss needs the 'loss' module" in problems
     data = yaml.safe_load((EXAMPLES / "swiglu.yaml").read_text())
     data["module"]["kind"] = "loss"
     problems = validate_profile(from_dict(data, validate=False))
-    assert "module.kind: 'loss' needs tier 3 (the softmax-loss template makes the loss module)" in problems
+    assert "module.kind: 'loss' needs tier 3 (a loss over rows)" in problems
 
 
 def test_tier2_takes_one_input():
@@ -300,10 +300,16 @@ def test_tier2_takes_one_input():
     assert "inputs: hand-written tier-2 math takes exactly one input, the row x" in problems
 
 
-def test_tier3_profile_without_the_template_switches_is_reported_with_the_other_problems():
+def test_tier3_profile_problems_are_reported_together():
     data = yaml.safe_load((EXAMPLES / "cross_entropy.yaml").read_text())
-    data["hyperparameters"] = [hp for hp in data["hyperparameters"] if hp["name"] not in ("softcap", "reduction")]
-    data["inputs"] = data["inputs"][:1]
+    data["hyperparameters"] = [hp for hp in data["hyperparameters"] if hp["name"] != "reduction"]
+    data["inputs"][1]["requires_grad"] = True
+    data["math"]["loss"]["denominator"] = "where(target != nowhere, 1, 0)"
     problems = validate_profile(from_dict(data, validate=False))
-    assert "inputs: tier 3 (softmax-loss template) takes exactly [logits, target]" in problems
-    assert "hyperparameters: tier 3 (softmax-loss template) needs reduction, softcap" in problems
+    assert "math.loss.reduction: 'reduction' is neither one of mean, sum, none nor a str hyper-parameter" in problems
+    assert "inputs[1].requires_grad: class indices have no gradient" in problems
+    assert any(problem.startswith("math.loss.denominator:") and "nowhere" in problem for problem in problems)
+    data = yaml.safe_load((EXAMPLES / "cross_entropy.yaml").read_text())
+    del data["math"]["loss"]
+    problems = validate_profile(from_dict(data, validate=False))
+    assert "math.loss: tier 3 needs the reduction of its per-row values (reduction, denominator)" in problems

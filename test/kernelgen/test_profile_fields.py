@@ -56,6 +56,7 @@ PROFILES = {
     "dyt": lambda: analyze("dyt"),  # tier 1 with scalar and per-channel parameters, a module reference
     "leaky_relu_mul": lambda: analyze("leaky_relu_mul"),  # tier 1 with a runtime hyper-parameter
     "layer_norm": lambda: analyze("layer_norm"),  # tier 2, derived from its statistics and formulas
+    "kl_div": lambda: analyze("kl_div"),  # tier 3 with a reduction picked among values of its own
     "logsumexp": lambda: _analyze_source("import torch\n\n\ndef logsumexp(x):\n    return torch.logsumexp(x, -1)\n"),
 }
 
@@ -90,6 +91,12 @@ def _rename_hyper(profile):
 def _rename_parameter(profile):
     profile.parameters[1].name = "gamma"
     profile.math.outputs["y"] = profile.math.outputs["y"].replace("weight", "gamma")
+
+
+def _set_reduction_sum(profile):
+    profile.math.loss.reduction = "sum"
+    profile.hyperparameters = [hp for hp in profile.hyperparameters if hp.name != "reduction"]
+    profile.reference.source = profile.reference.source.replace(', reduction="mean"', "")
 
 
 def _set(path: str, value):
@@ -195,6 +202,12 @@ EDITS = {
     "test.input_scale": ("swiglu", _set("test.input_scale", 3.0), "files"),
     "test.input_domain": ("swiglu", _set("test.input_domain", "positive"), "files"),
     "test.mlp_shapes": ("swiglu", _set("test.mlp_shapes", [[2, 16, 40]]), "files"),
+    "inputs[].domain": ("kl_div", _set("inputs.1.domain", "positive"), "files"),
+    "math.loss.reduction": ("cross_entropy", _set_reduction_sum, "files"),
+    "math.loss.denominator": ("cross_entropy", _set("math.loss.denominator", "1"), "files"),
+    "math.loss.choices[].value": ("kl_div", _set("math.loss.choices.0.value", "per_row"), "validation"),
+    "math.loss.choices[].reduction": ("kl_div", _set("math.loss.choices.0.reduction", "sum"), "files"),
+    "math.loss.choices[].denominator": ("kl_div", _set("math.loss.choices.0.denominator", "2"), "files"),
 }
 
 

@@ -120,18 +120,8 @@ def _profile_for_new(args):
             )
         reference = args.name
     from tools.kernelgen.analyze import analyze_for_checkout
-    from tools.kernelgen.profile import validate_profile
 
-    profile = analyze_for_checkout(
-        reference, name=args.name, repo_root=Path(args.repo).resolve() if args.repo else None
-    )
-    if profile.tier == 3 and validate_profile(profile):
-        # A reference beyond the tiers kernelgen derives: say why it is tier 3, not which template fields it lacks.
-        raise CliError(
-            f"'{args.name}' is tier 3 ({profile.notes.tier_reason.rstrip('.')}): kernelgen generates tier-3 kernels "
-            f"from the softmax-loss template only (see examples/cross_entropy.yaml)"
-        )
-    return profile
+    return analyze_for_checkout(reference, name=args.name, repo_root=Path(args.repo).resolve() if args.repo else None)
 
 
 def cmd_new(args) -> int:

@@ -15,7 +15,8 @@ Triton statements (an override for math kernelgen cannot derive):
 - tier 2 (row reduction): ``x`` (the row, masked with ``mask``), ``n_cols``, parameters and hyper-parameters
   by name; ``row_statistics`` assigns every name in ``saved_row_statistics``; ``forward`` assigns ``y``;
   ``backward`` reads ``grad_y`` and the statistics and assigns ``grad_x`` and ``grad_{parameter}``.
-- tier 3 (fused loss over a long row): the softmax-loss template (``templates/ops_tier3.py.j2``) is the math.
+Tier 3 (a loss over a long row of classes) is formulas only: per-row statistics and per-row outputs as in tier 2,
+plus ``math.loss``, which says how the rows' values become the loss.
 """
 
 from __future__ import annotations
@@ -46,7 +47,8 @@ TIER_DESCRIPTIONS = {
 }
 CLOSEST_KERNEL_BY_TIER = {1: "swiglu", 2: "rms_norm", 3: "cross_entropy"}
 MODULE_KINDS = ("mlp", "elementwise", "norm", "loss")
-TIER3_HYPERPARAMETERS = ("ignore_index", "lse_square_scale", "label_smoothing", "reduction", "softcap", "return_z_loss")
+LOSS_REDUCTIONS = ("mean", "sum", "none")
+INPUT_DOMAINS = ("", "real", "positive", "probabilities", "log_probabilities")
 SCALAR_TYPES = ("float", "int", "bool", "str")
 PARAMETER_SHAPES = ("channel", "scalar")
 INIT_KINDS = ("ones", "zeros", "constant")
@@ -55,6 +57,7 @@ REDUCE_KINDS = ("sum", "mean", "max", "min")
 DERIVED_NAMES = ("function_class_name", "module_class_name", "functional_name")  # from operation_name
 # Names a formula may use besides the profile's own: the row length and pi.
 FORMULA_CONSTANTS = ("n_cols", "pi")
+COLUMN_INDEX = "col"  # tier 3: the class (column) index of an element, for class-index targets
 
 # Fields of profile format 1 that moved or went away: such a profile gets one line per field saying where.
 RETIRED_FIELDS = {
@@ -102,12 +105,15 @@ def pascal_case(snake: str) -> str:
 
 @dataclass
 class TensorSpec:
-    """A tensor input: ``[..., n_cols]`` rows for tiers 1 and 2; tier 3 also takes a target per row (int64).
-    ``requires_grad: false`` makes it a constant of the math (no gradient is derived, stored or returned)."""
+    """A tensor input: ``[..., n_cols]`` rows; tier 3 also takes class indices, one per row (``dtype: int64``).
+    ``requires_grad: false`` makes it a constant of the math (no gradient is derived, stored or returned).
+    ``domain``: what the tests draw for it (empty: ``test.input_domain``; ``probabilities`` and
+    ``log_probabilities``: a distribution over each row, as losses between distributions expect)."""
 
     name: str
     dtype: str = "same"
     requires_grad: bool = True
+    domain: str = ""
     description: str = ""
 
 
@@ -178,6 +184,30 @@ class HandWrittenMath:
 
 
 @dataclass
+class LossChoice:
+    """What one value of the hyper-parameter that picks the reduction means, when it is not a reduction of its own
+    name over ``math.loss.denominator`` (``batchmean``: ``mean`` over ``1`` per row)."""
+
+    value: str
+    reduction: str = "mean"
+    denominator: str = "1"
+
+
+@dataclass
+class LossSpec:
+    """Tier 3: how the per-row values of ``math.outputs`` become the loss. ``reduction``: ``mean`` (their sum over
+    the sum of ``denominator``, a per-row formula of class indices, hyper-parameters and ``n_cols``: 1 averages over
+    rows, ``target != ignore_index`` over the rows that count, ``n_cols`` over every element), ``sum``, ``none`` (one
+    value per row), or the name of a ``str`` hyper-parameter that picks one per call (its values are reductions by
+    name, or listed in ``choices``). The first output is the loss; the others are returned beside it, reduced the
+    same way, without gradients. A mean over nothing (every row ignored) is 0."""
+
+    reduction: str = "mean"
+    denominator: str = "1"
+    choices: list[LossChoice] = field(default_factory=list)
+
+
+@dataclass
 class Math:
     """What the kernel computes: formulas kernelgen derives the forward and backward from, or hand-written Triton.
 
@@ -187,6 +217,7 @@ class Math:
     statistics: list[Statistic] = field(default_factory=list)
     outputs: dict[str, str] = field(default_factory=dict)
     triton: HandWrittenMath | None = None
+    loss: LossSpec | None = None
 
 
 @dataclass
@@ -213,9 +244,11 @@ TILING_DEFAULTS = {
     "elementwise": {"block_elements": 4096, "max_block_cols": 2048, "programs_per_sm": 2},
     "rows": {"block_elements": 4096, "programs_per_sm": 2},
     "rows_handwritten": {"programs_per_sm": 1},
-    "loss": {"block_elements": 32768},
+    "loss": {},
 }
 TILING_AUTO = ("num_warps",)  # fields whose None means "chosen by the template", for every tier
+# ... and for one template: a loss's chunk of classes follows its schedule (see render/views.py).
+TILING_AUTO_BY_TEMPLATE = {"loss": ("block_elements",)}
 
 
 @dataclass
@@ -357,14 +390,13 @@ class KernelProfile:
 
 def hyper_cases(profile: KernelProfile) -> list[dict]:
     """The hyper-parameter sets tests sweep: the defaults, then each choice, then each runtime float moved off its
-    default (doubled, or 0.5 for a default of 0). The loss template's floats switch features on and off, so tier 3
-    sweeps its choices only."""
+    default (doubled, or 0.5 for a default of 0)."""
     defaults = {hp.name: hp.default for hp in profile.hyperparameters}
     cases = [dict(defaults)]
     for hp in profile.hyperparameters:
         if hp.choices:
             cases.extend({**defaults, hp.name: choice} for choice in hp.choices if choice != hp.default)
-        elif hp.type == "float" and not hp.constexpr and profile.tier != 3:
+        elif hp.type == "float" and not hp.constexpr:
             cases.append({**defaults, hp.name: float(hp.default) * 2.0 if hp.default else 0.5})
     return cases
 
@@ -392,7 +424,8 @@ def benchmark_size(profile: KernelProfile) -> tuple[str, int]:
 def _applies(profile: KernelProfile, path: str) -> bool:
     section, _, key = path.partition(".")
     if section == "tiling":
-        return key in TILING_DEFAULTS.get(profile.template, {}) or key in TILING_AUTO
+        auto = TILING_AUTO + TILING_AUTO_BY_TEMPLATE.get(profile.template, ())
+        return key in TILING_DEFAULTS.get(profile.template, {}) or key in auto
     if path in ("module.hidden_act", "test.mlp_shapes"):
         return profile.module.kind == "mlp"
     return True
@@ -448,9 +481,14 @@ def _validate_math(profile: KernelProfile, problems: list[str]) -> None:
     math = profile.math
     written = math.triton
     if profile.tier == 3:
-        if math.outputs or math.statistics or written is not None:
-            problems.append("math: tier 3 uses the softmax-loss template (ops_tier3.py.j2) as its math; leave it empty")
-        return
+        if written is not None:
+            problems.append("math.triton: tier 3 is derived from formulas only")
+        if math.loss is None:
+            problems.append("math.loss: tier 3 needs the reduction of its per-row values (reduction, denominator)")
+    elif math.loss is not None:
+        problems.append("math.loss: only tier 3 (a loss over rows) has one")
+    if profile.tier == 3:
+        _validate_loss(profile, problems)
     if written is not None:
         if math.outputs or math.statistics:
             problems.append("math: give formulas (outputs, statistics) or hand-written Triton (triton), not both")
@@ -480,6 +518,8 @@ def _validate_math(profile: KernelProfile, problems: list[str]) -> None:
         problems.append("math.statistics: a tier-1 (element-wise) kernel has no row statistics; use tier 2")
     known = {t.name for t in profile.inputs} | {p.name for p in profile.parameters} | set(FORMULA_CONSTANTS)
     known |= set(profile.formula_hyperparameters)
+    if profile.tier == 3:
+        known.add(COLUMN_INDEX)
     for index, statistic in enumerate(math.statistics):
         path = f"math.statistics[{index}]"
         _check_identifier(problems, f"{path}.name", statistic.name)
@@ -489,6 +529,51 @@ def _validate_math(profile: KernelProfile, problems: list[str]) -> None:
         known.add(statistic.name)
     for name, formula in math.outputs.items():
         _check_formula(problems, f"math.outputs.{name}", formula, known)
+
+
+def _validate_loss(profile: KernelProfile, problems: list[str]) -> None:
+    if profile.module.kind != "loss":
+        problems.append(f"module.kind: {profile.module.kind!r} with tier 3: a loss needs the 'loss' module")
+    if not any(t.dtype == "same" for t in profile.inputs):
+        problems.append("inputs: tier 3 needs a per-element input (the logits or a distribution)")
+    for index, tensor in enumerate(profile.inputs):
+        if tensor.dtype not in ("same", "int64"):
+            problems.append(f"inputs[{index}].dtype: {tensor.dtype!r}: tier 3 takes rows ('same') and class indices")
+        if tensor.dtype == "int64" and tensor.requires_grad:
+            problems.append(f"inputs[{index}].requires_grad: class indices have no gradient")
+    if profile.parameters:
+        problems.append("parameters: a tier-3 loss owns no parameters (pass class weights as an input)")
+    loss = profile.math.loss
+    if loss is None:
+        return
+    row_names = {t.name for t in profile.inputs if t.dtype == "int64"} | set(profile.formula_hyperparameters)
+    row_names.add("n_cols")
+    listed = {choice.value: choice for choice in loss.choices}
+    for index, choice in enumerate(loss.choices):
+        if choice.reduction not in LOSS_REDUCTIONS:
+            problems.append(
+                f"math.loss.choices[{index}].reduction: {choice.reduction!r} is not one of {', '.join(LOSS_REDUCTIONS)}"
+            )
+        _check_formula(problems, f"math.loss.choices[{index}].denominator", choice.denominator, row_names)
+    if loss.reduction not in LOSS_REDUCTIONS:
+        chooser = {hp.name: hp for hp in profile.hyperparameters}.get(loss.reduction)
+        if chooser is None or chooser.type != "str":
+            problems.append(
+                f"math.loss.reduction: {loss.reduction!r} is neither one of {', '.join(LOSS_REDUCTIONS)} nor a str "
+                f"hyper-parameter"
+            )
+        else:
+            unknown = [
+                v for v in (chooser.choices or [chooser.default]) if v not in LOSS_REDUCTIONS and v not in listed
+            ]
+            if unknown:
+                problems.append(
+                    f"hyperparameters: {chooser.name} can be {unknown}, which is no reduction: list it in "
+                    f"math.loss.choices"
+                )
+    elif loss.choices:
+        problems.append("math.loss.choices: only for a reduction picked by a hyper-parameter")
+    _check_formula(problems, "math.loss.denominator", loss.denominator, row_names)
 
 
 def _check_formula(problems: list[str], path: str, formula: Any, known: set[str]) -> None:
@@ -521,9 +606,7 @@ def validate_profile(profile: KernelProfile) -> list[str]:
     if profile.module.kind not in MODULE_KINDS:
         problems.append(f"module.kind: {profile.module.kind!r} is not one of {', '.join(MODULE_KINDS)}")
     elif profile.module.kind == "loss" and profile.tier != 3:
-        problems.append("module.kind: 'loss' needs tier 3 (the softmax-loss template makes the loss module)")
-    elif profile.tier == 3 and profile.module.kind != "loss":
-        problems.append(f"module.kind: {profile.module.kind!r} with tier 3: the softmax-loss template needs 'loss'")
+        problems.append("module.kind: 'loss' needs tier 3 (a loss over rows)")
     if not profile.inputs:
         problems.append("inputs: at least one tensor input is required")
     if not profile.outputs:
@@ -551,6 +634,9 @@ def validate_profile(profile: KernelProfile) -> list[str]:
                     f"{group}[{index}].dtype: {tensor.dtype!r}, but tier-{profile.tier} kernels compute on floating-point "
                     f"tensors of the first input's dtype ('same')"
                 )
+    for index, tensor in enumerate(profile.inputs):
+        if tensor.domain not in INPUT_DOMAINS:
+            problems.append(f"inputs[{index}].domain: {tensor.domain!r} is not one of {', '.join(INPUT_DOMAINS[1:])}")
     for index, output in enumerate(profile.outputs):
         if not output.keepdim and not per_row_output(profile, output.name):
             problems.append(f"outputs[{index}].keepdim: only an output with one value per row can drop the dimension")
@@ -567,15 +653,6 @@ def validate_profile(profile: KernelProfile) -> list[str]:
         if param.init == "constant" and param.init_value is None:
             problems.append(f"parameters[{index}].init_value: required when init is 'constant'")
     _validate_math(profile, problems)
-    if profile.tier == 3:
-        # The tier-3 template is the softmax-loss family (ops_tier3.py.j2): logits and targets, and a switch for
-        # each feature it implements.
-        if len(profile.inputs) != 2:
-            problems.append("inputs: tier 3 (softmax-loss template) takes exactly [logits, target]")
-        names = {hp.name for hp in profile.hyperparameters}
-        missing = [name for name in TIER3_HYPERPARAMETERS if name not in names]
-        if missing:
-            problems.append(f"hyperparameters: tier 3 (softmax-loss template) needs {', '.join(missing)}")
     for key in dataclasses.fields(Tiling):
         value = getattr(profile.tiling, key.name)
         if value is None:

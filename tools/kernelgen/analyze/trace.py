@@ -71,6 +71,9 @@ class TracedReference:
     placeholder_names: dict[fx.Node, str] = field(default_factory=dict)  # fx renames some; these are the arguments
     specialized: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    # A module's str/bool/int attributes set from __init__ arguments of the same name (``self.reduction``): the
+    # trace saw their values; a loss makes them hyper-parameters (tiers 1 and 2 leave them to the module).
+    module_switches: dict[str, Any] = field(default_factory=dict)
 
     @property
     def runtime_hyperparameters(self) -> list[str]:
@@ -108,10 +111,12 @@ class _ReferenceTracer(fx.Tracer):
         return root_fn, args
 
 
-def trace_reference(loaded: LoadedReference) -> TracedReference:
+def trace_reference(loaded: LoadedReference, overrides: dict[str, Any] | None = None) -> TracedReference:
+    """``overrides``: other values for specialised (bool/str/int) arguments than their defaults, to trace the
+    reference as it runs with them (the profile keeps the defaults)."""
     if loaded.kind == "module":
-        return _trace_module(loaded)
-    return _trace_function(loaded)
+        return _trace_module(loaded, overrides or {})
+    return _trace_function(loaded, overrides or {})
 
 
 def _scalar_type(value: Any) -> str | None:
@@ -143,8 +148,9 @@ def _split_signature(loaded: LoadedReference, fn, skip_self: bool):
     return tensors, hypers, concrete, order
 
 
-def _trace_function(loaded: LoadedReference) -> TracedReference:
+def _trace_function(loaded: LoadedReference, overrides: dict[str, Any]) -> TracedReference:
     tensors, hypers, concrete, order = _split_signature(loaded, loaded.obj, skip_self=False)
+    concrete.update({name: value for name, value in overrides.items() if name in concrete})
     tracer = _ReferenceTracer(loaded.filename)
     graph = _run_tracer(loaded, lambda: tracer.trace(loaded.obj, concrete_args=concrete or None))
     graph_module = fx.GraphModule(tracer.root, graph, loaded.entry)
@@ -152,7 +158,7 @@ def _trace_function(loaded: LoadedReference) -> TracedReference:
     return _finish(loaded, graph_module, order, tensors, hypers, concrete, {}, hidden, init_params=list(hypers))
 
 
-def _instantiate(loaded: LoadedReference) -> tuple[nn.Module, list[HyperParameter]]:
+def _instantiate(loaded: LoadedReference, overrides: dict[str, Any]) -> tuple[nn.Module, list[HyperParameter]]:
     hint_args = dict(loaded.hints.get("init_args", {}))
     kwargs, init_params = {}, []
     for parameter in list(inspect.signature(loaded.obj.__init__).parameters.values())[1:]:
@@ -170,7 +176,7 @@ def _instantiate(loaded: LoadedReference) -> tuple[nn.Module, list[HyperParamete
                 f"hint KERNELGEN = {{'init_args': {{'{parameter.name}': ...}}}}",
                 origin=loaded.origin,
             )
-        kwargs[parameter.name] = value
+        kwargs[parameter.name] = overrides.get(parameter.name, value)
         default = None if parameter.default is inspect.Parameter.empty else parameter.default
         kind = _scalar_type(value) or "str"
         init_params.append(HyperParameter(name=parameter.name, type=kind, default=default))
@@ -186,10 +192,11 @@ def _instantiate(loaded: LoadedReference) -> tuple[nn.Module, list[HyperParamete
     return module, init_params
 
 
-def _trace_module(loaded: LoadedReference) -> TracedReference:
-    module, init_params = _instantiate(loaded)
+def _trace_module(loaded: LoadedReference, overrides: dict[str, Any]) -> TracedReference:
+    module, init_params = _instantiate(loaded, overrides)
     module.eval()
     tensors, hypers, concrete, order = _split_signature(loaded, type(module).forward, skip_self=True)
+    concrete.update({name: value for name, value in overrides.items() if name in concrete})
     attributes = {
         name: value
         for name, value in vars(module).items()
@@ -206,6 +213,12 @@ def _trace_module(loaded: LoadedReference) -> TracedReference:
     hidden = int(vectors[0].numel()) if vectors else DEFAULT_HIDDEN
     order = order + list(attributes)
     traced = _finish(loaded, graph_module, order, tensors, hypers, concrete, attributes, hidden, init_params, module)
+    init_names = {ip.name for ip in init_params}
+    traced.module_switches = {
+        name: value
+        for name, value in vars(module).items()
+        if name in init_names and name not in HIDDEN_SIZE_NAMES and _scalar_type(value) in ("str", "bool", "int")
+    }
     sizes = [ip.name for ip in init_params if ip.name in HIDDEN_SIZE_NAMES]
     sizes += [ip.name for ip in init_params if ip.type == "int" and ip.name in loaded.hints.get("init_args", {})]
     if sizes:
@@ -332,8 +345,9 @@ def _finish(loaded, graph_module, order, tensors, hypers, concrete, attributes, 
                 parameters.append(learnable)
 
     # Example inputs: rows of ``hidden`` values; a class target or gather index is one per row, so inputs
-    # that come with one are a flat (6, hidden) batch, others (2, 3, hidden).
-    rows_shape = (6,) if index_inputs else (2, 3)
+    # that come with one are a flat (6, hidden) batch, as are the inputs of a loss over rows (``x.shape[0]`` is
+    # then the row count); others (2, 3, hidden).
+    rows_shape = (6,) if index_inputs or _reduces_rows_to_a_loss(calls) else (2, 3)
     shapes_known = _propagate_shapes(
         graph_module, order, tensors, index_inputs, rows_shape, calls, hypers, concrete, attributes, hidden
     )
@@ -363,12 +377,35 @@ def _finish(loaded, graph_module, order, tensors, hypers, concrete, attributes, 
 
 
 def _index_inputs(calls: dict[fx.Node, OpCall], tensors: list[str]) -> list[str]:
+    """Tensor inputs an index operand is computed from (``target``, ``target.unsqueeze(-1)``,
+    ``target.clamp(min=0)``)."""
     names = set()
-    for call in calls.values():
-        for operand in call.index_operands:
-            if isinstance(operand, fx.Node) and operand.op == "placeholder" and operand.target in tensors:
-                names.add(operand.target)
+    stack = [operand for call in calls.values() for operand in call.index_operands if isinstance(operand, fx.Node)]
+    seen = set()
+    while stack:
+        node = stack.pop()
+        if node in seen:
+            continue
+        seen.add(node)
+        if node.op == "placeholder":
+            if node.target in tensors:
+                names.add(node.target)
+            continue
+        stack.extend(node.all_input_nodes)
     return [name for name in tensors if name in names]
+
+
+_LOSSES = ("cross_entropy", "nll_loss", "kl_div", "one_hot")
+
+
+def _reduces_rows_to_a_loss(calls: dict[fx.Node, OpCall]) -> bool:
+    """A library loss, or a sum/mean over every dim (``x.sum()``): the reference reduces its rows to a loss."""
+    for call in calls.values():
+        if call.name in _LOSSES:
+            return True
+        if call.name in ("sum", "mean") and call.options.get("dim") in (None, (), []):
+            return True
+    return False
 
 
 def _learnable(name: str, tensor: torch.Tensor, hidden: int) -> LearnableParameter | None:
