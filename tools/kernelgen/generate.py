@@ -7,6 +7,7 @@ with no problem reaches ``writer.write_all``.
 from __future__ import annotations
 
 import ast
+import copy
 import difflib
 
 from dataclasses import dataclass
@@ -95,6 +96,10 @@ def plan_new(repo: LigerRepo, profile: KernelProfile, *, force: bool = False) ->
     """Compute (without writing) every change ``new`` makes for ``profile`` in ``repo``."""
     check_kernel_name(profile.operation_name)
     profile.validate(f"profile for {profile.operation_name}")
+    origin = repo.portable_origin(profile.reference.origin)
+    if origin != profile.reference.origin:
+        profile = copy.deepcopy(profile)
+        profile.reference.origin = origin
     present = existing_kernel_files(repo, profile.operation_name)
     if present and not force:
         raise GenerateError(

@@ -41,6 +41,18 @@ class LigerRepo:
     def exists(self, relative: str) -> bool:
         return (self.root / relative).exists()
 
+    def portable_origin(self, origin: str) -> str:
+        """A reference's origin as generated files may quote it: a file inside the checkout by its repository-relative
+        path, a file elsewhere by its name alone (an absolute path would record one machine's layout), anything else
+        (``builtin:NAME``, ``<stdin>``, empty) as it is."""
+        if not origin or origin.startswith("builtin:") or origin.startswith("<"):
+            return origin
+        path = Path(origin).expanduser().resolve()
+        try:
+            return path.relative_to(self.root).as_posix()
+        except ValueError:
+            return path.name
+
 
 def default_repo_root() -> Path:
     """The checkout kernelgen lives in (tools/kernelgen/ -> repository root)."""
