@@ -20,6 +20,7 @@ from tools.kernelgen.profile import KernelProfile
 from tools.kernelgen.profile import LearnableParameter
 from tools.kernelgen.profile import TestSpec
 from tools.kernelgen.profile import benchmark_dimension
+from tools.kernelgen.profile import benchmark_size
 from tools.kernelgen.profile import hyper_cases
 from tools.kernelgen.render.text import fstring_chunks
 from tools.kernelgen.render.text import signature
@@ -29,6 +30,8 @@ from tools.kernelgen.synth.printer import INPUT_DTYPE
 from tools.kernelgen.synth.printer import TANH_HELPER
 from tools.kernelgen.synth.printer import TANH_HELPER_SOURCE
 
+# An MLP's (hidden, intermediate) sizes when benchmark.fixed_config leaves them out (Llama 2 7B's).
+DEFAULT_MLP_SIZES = (4096, 11008)
 # Reduction names the tier-3 kernel receives as a constexpr.
 REDUCTIONS = {"none": 0, "mean": 1, "sum": 2}
 # Helpers of ``liger_kernel.ops.utils`` the templates use when the target checkout has them (this host has all).
@@ -207,6 +210,7 @@ class BenchmarkView:
     sweep_description: str
     reference_init_args: str
     providers: list[str]
+    sizes: dict[str, int]  # the model sizes an upstream-style script runs at (benchmark.fixed_config, else defaults)
 
 
 @dataclass(frozen=True)
@@ -552,4 +556,18 @@ def _benchmark_view(profile: KernelProfile) -> BenchmarkView:
         sweep_description=sweep_description,
         reference_init_args=", ".join(init_args),
         providers=list(profile.benchmark.providers),
+        sizes=_benchmark_sizes(profile),
     )
+
+
+def _benchmark_sizes(profile: KernelProfile) -> dict[str, int]:
+    """Model sizes for a script that sweeps BT alone: the swept dimension's (``benchmark_size``), with an MLP's
+    hidden size beside its intermediate one."""
+    key, size = benchmark_size(profile)
+    if profile.module.kind != "mlp":
+        return {key: size}
+    fixed = profile.benchmark.fixed_config
+    return {
+        "hidden_size": int(fixed.get("hidden_size", DEFAULT_MLP_SIZES[0])),
+        key: int(fixed.get(key, DEFAULT_MLP_SIZES[1])),
+    }
