@@ -220,6 +220,7 @@ def test_generated_files_quote_the_reference_by_a_portable_path(checkout, tmp_pa
         assert yaml.safe_load(texts[-1])["reference"]["origin"] == expected
     assert repo.portable_origin("builtin:geglu") == "builtin:geglu"
     assert repo.portable_origin("<stdin>") == "<stdin>"
+    assert repo.portable_origin("examples/rms_norm.yaml") == "examples/rms_norm.yaml"  # relative, not in the checkout
 
 
 def test_target_without_get_num_sms_gets_a_local_helper():

@@ -43,15 +43,16 @@ class LigerRepo:
 
     def portable_origin(self, origin: str) -> str:
         """A reference's origin as generated files may quote it: a file inside the checkout by its repository-relative
-        path, a file elsewhere by its name alone (an absolute path would record one machine's layout), anything else
-        (``builtin:NAME``, ``<stdin>``, empty) as it is."""
+        path, any other absolute path by the file's name alone (it would record one machine's layout); a relative
+        path found nowhere in the checkout, ``builtin:NAME``, ``<stdin>`` or nothing stay as they are."""
         if not origin or origin.startswith("builtin:") or origin.startswith("<"):
             return origin
-        path = Path(origin).expanduser().resolve()
+        given = Path(origin).expanduser()
+        path = given.resolve()
         try:
             return path.relative_to(self.root).as_posix()
         except ValueError:
-            return path.name
+            return path.name if given.is_absolute() else origin
 
 
 def default_repo_root() -> Path:
