@@ -1,7 +1,7 @@
 """Build .gpu-run/: a scratch Liger checkout with every kernel the GPU run checks already generated.
 
 Generation needs libcst and ruff, which the GPU machine lacks; the generated checkout travels instead
-(device `run` with carry=[".gpu-run"]), and `.ci/gpu` runs there. Kernels: geglu (as the README makes it), every
+(device `run` with carry=[".gpu-run"]), and `.ci/gpu` runs there. Kernels: geglu (as the README makes it) and dyt, every
 tier-1, tier-2 and tier-3 built-in as NAME_gen, the three example profiles as NAME_ex (the round trips of issue 4),
 and with ``--tiling-variants`` copies of rms_norm, layer_norm, cross_entropy and kl_div under other launch settings
 (``NAME_tv_...``) for a tiling sweep.
@@ -57,8 +57,9 @@ def main() -> None:
     destination = Path(arguments[0]).resolve() if arguments else ROOT / ".gpu-run"
     shutil.rmtree(destination, ignore_errors=True)
     copy_checkout(destination)
-    builtins = TIER1_BUILTINS + TIER2_BUILTINS + TIER3_BUILTINS
-    profiles = [analyze("geglu")] + [analyze(name, name=f"{name}_gen") for name in builtins]
+    # geglu and dyt under their own names: upstream's test_geglu.py and test_dyt.py import them so.
+    profiles = [analyze("geglu"), analyze("dyt")]
+    profiles += [analyze(name, name=f"{name}_gen") for name in TIER1_BUILTINS + TIER2_BUILTINS + TIER3_BUILTINS]
     profiles += [
         load_profile(EXAMPLES / f"{e}.yaml").renamed(f"{e}_ex") for e in ("swiglu", "rms_norm", "cross_entropy")
     ]

@@ -408,19 +408,56 @@ def test_casts_are_noted(tmp_path):
 # Parameter and hyper-parameter discovery ---------------------------------------------------------------------
 def test_dyt_parameters():
     profile = analyzed("dyt")
-    params = {(p.name, p.shape, p.init, p.init_value) for p in profile.parameters}
+    params = {(p.name, p.shape, p.init, p.init_value, p.init_arg, p.enabled_by) for p in profile.parameters}
     assert params == {
-        ("alpha", "scalar", "constant", 0.5),
-        ("weight", "channel", "ones", None),
-        ("bias", "channel", "zeros", None),
+        ("alpha", "scalar", "constant", None, "init_alpha", ""),  # starts at the constructor's init_alpha
+        ("gamma", "channel", "ones", None, "", ""),
+        ("beta", "channel", "zeros", None, "", "beta"),  # DyT(beta=False) has none: it computes as zeros
     }
     assert profile.hyperparameters == []  # init_alpha only initialises alpha
-    assert [(p.name, p.default) for p in profile.module.init_params] == [("hidden_size", None), ("init_alpha", 0.5)]
+    assert [(p.name, p.default) for p in profile.module.init_params] == [
+        ("hidden_size", None),
+        ("beta", True),
+        ("init_alpha", 0.5),
+    ]
     assert profile.module.size_param == "hidden_size"
-    # bias is only added: the backward reads neither it nor anything but x, alpha and weight.
-    assert elementwise_math(profile).backward_uses == ["alpha", "grad_y", "weight", "x"]
-    assert profile.forward_computation == "y = weight * tanh(alpha * x) + bias"
+    # beta is only added: the backward reads neither it nor anything but x, alpha and gamma.
+    assert elementwise_math(profile).backward_uses == ["alpha", "gamma", "grad_y", "x"]
+    assert profile.forward_computation == "y = gamma * tanh(alpha * x) + beta"
     assert profile.function_class_name == "LigerDyTFunction"
+
+
+def test_constructor_arguments_are_linked_only_when_the_probe_proves_it(tmp_path):
+    """A flag whose absence is not the parameter's initial value (a scale that becomes 2.0, not its ones), and a
+    float the parameter does not start at, stay unlinked; a tier-2 reference's optional weight is noted, not
+    made optional (its templates take every parameter)."""
+    source = (
+        "import torch\nimport torch.nn as nn\n\n\n"
+        "class Scaled(nn.Module):\n"
+        "    def __init__(self, hidden_size: int, learn: bool = True, start: float = 0.25):\n"
+        "        super().__init__()\n"
+        "        self.scale = nn.Parameter(torch.ones(hidden_size)) if learn else None\n"
+        "        self.shift = nn.Parameter(torch.full((1,), 0.5))\n"
+        "        self.start = start\n\n"
+        "    def forward(self, x):\n"
+        "        scale = self.scale if self.scale is not None else 2.0\n"
+        "        return scale * x + self.shift\n"
+    )
+    profile = analyze(str(write(tmp_path, "scaled.py", source)))
+    assert [(p.name, p.init_arg, p.enabled_by) for p in profile.parameters] == [("scale", "", ""), ("shift", "", "")]
+    norm = (
+        "import torch\nimport torch.nn as nn\n\n\n"
+        "class Norm(nn.Module):\n"
+        "    def __init__(self, hidden_size: int, affine: bool = True):\n"
+        "        super().__init__()\n"
+        "        self.weight = nn.Parameter(torch.ones(hidden_size)) if affine else None\n\n"
+        "    def forward(self, x):\n"
+        "        y = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)\n"
+        "        return y * self.weight if self.weight is not None else y\n"
+    )
+    profile = analyze(str(write(tmp_path, "norm.py", norm)))
+    assert profile.tier == 2 and profile.parameters[0].enabled_by == ""
+    assert any("weight is optional in the reference" in remark for remark in profile.notes.remarks)
 
 
 def test_leaky_relu_mul_hyperparameter():
@@ -544,7 +581,8 @@ def test_tier1_math_matches_reference_and_autograd(name):
         got = _tensor(backward_scope[f"grad_{key}"]).expand(rows, cols)
         if key in params:
             # The kernel stores per-element contributions; the template sums them over rows (or everything).
-            got = got.sum(dim=0) if params[key].dim() == 1 else got.sum()
+            # A scalar parameter may be held as shape () or (1,) (DyT's alpha, as Liger's).
+            got = got.sum(dim=0) if params[key].dim() == 1 else got.sum().reshape(want.shape)
         torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-9, msg=lambda m, key=key: f"{name} grad_{key}: {m}")
 
 

@@ -53,7 +53,8 @@ PROFILES = {
     "swiglu": lambda: _example("swiglu"),  # tier 1, derived from a formula, mlp module
     "rms_norm": lambda: _example("rms_norm"),  # tier 2, hand-written Triton, norm module
     "cross_entropy": lambda: _example("cross_entropy"),  # tier 3, loss module
-    "dyt": lambda: analyze("dyt"),  # tier 1 with scalar and per-channel parameters, a module reference
+    "dyt": lambda: analyze("dyt"),  # tier 1 with scalar, per-channel and optional parameters, a module reference
+    "dyt_fixed_alpha": lambda: _fixed_alpha(analyze("dyt")),
     "leaky_relu_mul": lambda: analyze("leaky_relu_mul"),  # tier 1 with a runtime hyper-parameter
     "layer_norm": lambda: analyze("layer_norm"),  # tier 2, derived from its statistics and formulas
     "kl_div": lambda: analyze("kl_div"),  # tier 3 with a reduction picked among values of its own
@@ -89,8 +90,15 @@ def _rename_hyper(profile):
 
 
 def _rename_parameter(profile):
-    profile.parameters[1].name = "gamma"
-    profile.math.outputs["y"] = profile.math.outputs["y"].replace("weight", "gamma")
+    profile.parameters[1].name = "scale"
+    profile.math.outputs["y"] = profile.math.outputs["y"].replace("gamma", "scale")
+
+
+def _fixed_alpha(profile):
+    """DyT whose alpha starts at a number of the profile instead of the init_alpha argument."""
+    profile.parameters[0].init_arg = ""
+    profile.parameters[0].init_value = 0.5
+    return profile
 
 
 def _set_reduction_sum(profile):
@@ -130,7 +138,9 @@ EDITS = {
     "parameters[].name": ("dyt", _rename_parameter, "files"),
     "parameters[].shape": ("dyt", _set("parameters.1.shape", "scalar"), "files"),
     "parameters[].init": ("dyt", _set("parameters.1.init", "zeros"), "files"),
-    "parameters[].init_value": ("dyt", _set("parameters.0.init_value", 0.25), "files"),
+    "parameters[].init_value": ("dyt_fixed_alpha", _set("parameters.0.init_value", 0.25), "files"),
+    "parameters[].init_arg": ("dyt", _set("parameters.0.init_arg", ""), "validation"),
+    "parameters[].enabled_by": ("dyt", _set("parameters.2.enabled_by", ""), "files"),
     "parameters[].attribute": ("dyt", _set("parameters.1.attribute", "affine.weight"), "files"),
     "forward_computation": ("swiglu", _set("forward_computation", "y = silu(gate) * up"), "files"),
     "math.statistics[].name": ("layer_norm", _rename_statistic, "files"),
@@ -171,10 +181,11 @@ EDITS = {
         lambda p: (_set("module.kind", "elementwise")(p), _set("module.hidden_act", "")(p)),
         "files",
     ),
-    "module.init_params[].name": ("dyt", _set("module.init_params.1.name", "alpha_init"), "files"),
-    "module.init_params[].default": ("dyt", _set("module.init_params.1.default", 0.25), "files"),
+    "module.init_params[].name": ("leaky_relu_mul", _set("module.init_params.0.name", "slope"), "files"),
+    "module.init_params[].default": ("dyt", _set("module.init_params.2.default", 0.25), "files"),
     "module.size_param": ("dyt", _set("module.size_param", "dim"), "files"),
     "module.hidden_act": ("swiglu", _set("module.hidden_act", "silu"), "files"),
+    "module.variants": ("swiglu", _set("module.variants", ["gemma4"]), "files"),
     "benchmark.providers": ("swiglu", _set("benchmark.providers", ["liger", "torch"]), "files"),
     "benchmark.fixed_config": ("swiglu", _set("benchmark.fixed_config", {"intermediate_size": 14336}), "measured"),
     "reference.source": (

@@ -7,6 +7,7 @@ with no problem reaches ``writer.write_all``.
 from __future__ import annotations
 
 import ast
+import copy
 import difflib
 
 from dataclasses import dataclass
@@ -16,6 +17,11 @@ from tools.kernelgen.formatting import FormatError
 from tools.kernelgen.formatting import added_lint_findings
 from tools.kernelgen.formatting import format_snippet
 from tools.kernelgen.formatting import format_source
+from tools.kernelgen.harness import BENCHMARK_UTILS
+from tools.kernelgen.harness import BenchmarkHarness
+from tools.kernelgen.harness import HarnessError
+from tools.kernelgen.harness import add_helpers
+from tools.kernelgen.harness import read_harness
 from tools.kernelgen.insert import InsertError
 from tools.kernelgen.insert import Registration
 from tools.kernelgen.insert import register_kernel
@@ -95,6 +101,10 @@ def plan_new(repo: LigerRepo, profile: KernelProfile, *, force: bool = False) ->
     """Compute (without writing) every change ``new`` makes for ``profile`` in ``repo``."""
     check_kernel_name(profile.operation_name)
     profile.validate(f"profile for {profile.operation_name}")
+    origin = repo.portable_origin(profile.reference.origin)
+    if origin != profile.reference.origin:
+        profile = copy.deepcopy(profile)
+        profile.reference.origin = origin
     present = existing_kernel_files(repo, profile.operation_name)
     if present and not force:
         raise GenerateError(
@@ -122,15 +132,40 @@ def plan_new(repo: LigerRepo, profile: KernelProfile, *, force: bool = False) ->
         changes.changes[path] = text
         changes.originals[path] = existing[path]
 
+    harness = benchmark_harness(repo)
+    if harness.missing:
+        # The script calls helpers the target's harness predates: kernelgen's versions join its utils.
+        original = repo.read(BENCHMARK_UTILS)
+        try:
+            updated = add_helpers(original, harness)
+        except HarnessError as error:
+            raise GenerateError(str(error)) from None
+        new_findings = added_lint_findings(original, updated, repo.root, BENCHMARK_UTILS)
+        if new_findings:
+            raise GenerateError(
+                f"adding {', '.join(harness.missing)} to {BENCHMARK_UTILS} would add ruff findings: {new_findings[0]}"
+            )
+        changes.changes[BENCHMARK_UTILS] = updated
+        changes.originals[BENCHMARK_UTILS] = original
+
     record = record_path(profile.operation_name)
     changes.changes[record] = record_text(profile)
     changes.originals[record] = repo.read(record) if repo.exists(record) else None
     return changes
 
 
+def benchmark_harness(repo: LigerRepo) -> BenchmarkHarness:
+    """The benchmark harness ``repo`` implements (the style of script to render for it)."""
+    try:
+        return read_harness(repo.read(BENCHMARK_UTILS) if repo.exists(BENCHMARK_UTILS) else None)
+    except HarnessError as error:
+        raise GenerateError(str(error)) from None
+
+
 def render_formatted(repo: LigerRepo, profile: KernelProfile) -> tuple[dict[str, str], str]:
     """The kernel's own files and its functional wrapper, rendered for ``repo`` and formatted with its ruff."""
-    rendered = render_kernel(profile, target_helpers(repo.read(OPS_UTILS)))
+    style = benchmark_harness(repo).style
+    rendered = render_kernel(profile, target_helpers(repo.read(OPS_UTILS)), benchmark_style=style)
     files = {}
     try:
         for path, text in rendered.files.items():

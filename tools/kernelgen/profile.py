@@ -52,6 +52,8 @@ INPUT_DOMAINS = ("", "real", "positive", "probabilities", "log_probabilities")
 SCALAR_TYPES = ("float", "int", "bool", "str")
 PARAMETER_SHAPES = ("channel", "scalar")
 INIT_KINDS = ("ones", "zeros", "constant")
+# Model-specific subclasses an mlp module can come with (``module.variants``), by the suffix of their class name.
+MLP_VARIANTS = {"gemma4": "ForGemma4"}
 DTYPES = ("same", "float32", "int64", "int32", "bool")
 REDUCE_KINDS = ("sum", "mean", "max", "min")
 DERIVED_NAMES = ("function_class_name", "module_class_name", "functional_name")  # from operation_name
@@ -158,6 +160,11 @@ class LearnableParameter:
     shape: str = "channel"
     init: str = "ones"
     init_value: float | None = None
+    # A constructor argument every element starts at (``init_alpha``), for ``init: constant`` without init_value.
+    init_arg: str = ""
+    # A bool constructor argument that creates it (``beta``): built without it, the module holds None, and the
+    # Function and functional take None for it, which computes as its initial value and gets no gradient.
+    enabled_by: str = ""
     attribute: str = ""  # where the reference module holds it, when not ``self.<name>`` (``norm.weight``)
     description: str = ""
 
@@ -268,6 +275,7 @@ class ModuleSpec:
     init_params: list[InitParameter] = field(default_factory=list)
     size_param: str = "hidden_size"  # the init param that sizes per-channel parameters
     hidden_act: str = ""  # mlp: the HF ``config.hidden_act`` the generated test's config carries
+    variants: list[str] = field(default_factory=list)  # mlp: model-specific subclasses (MLP_VARIANTS)
 
 
 @dataclass
@@ -589,6 +597,35 @@ def _check_formula(problems: list[str], path: str, formula: Any, known: set[str]
         problems.append(f"{path}: {formula!r} reads {', '.join(unknown)}, which is not defined before it")
 
 
+def _validate_constructor_links(
+    profile: KernelProfile, index: int, param: LearnableParameter, problems: list[str]
+) -> None:
+    """``init_arg`` and ``enabled_by`` name constructor arguments (``module.init_params``) of the right kind."""
+    defaults = {ip.name: ip.default for ip in profile.module.init_params}
+    path = f"parameters[{index}]"
+    if param.init_arg:
+        default = defaults.get(param.init_arg)
+        if param.init_arg not in defaults:
+            problems.append(f"{path}.init_arg: {param.init_arg!r} is not one of module.init_params")
+        elif isinstance(default, bool) or not isinstance(default, (int, float)):
+            problems.append(f"{path}.init_arg: {param.init_arg!r} needs a numeric default, not {default!r}")
+        if param.init != "constant":
+            problems.append(f"{path}.init_arg: only a 'constant' parameter starts at an argument's value")
+        elif param.init_value is not None:
+            problems.append(f"{path}.init_value: the value is init_arg's default; leave init_value empty")
+    if param.enabled_by:
+        if param.enabled_by not in defaults:
+            problems.append(f"{path}.enabled_by: {param.enabled_by!r} is not one of module.init_params")
+        elif not isinstance(defaults[param.enabled_by], bool):
+            problems.append(
+                f"{path}.enabled_by: {param.enabled_by!r} needs a bool default, not {defaults[param.enabled_by]!r}"
+            )
+        if profile.tier != 1:
+            problems.append(f"{path}.enabled_by: optional parameters are generated for tier 1 only")
+        if param.init_arg:
+            problems.append(f"{path}.enabled_by: a parameter started from init_arg cannot also be optional")
+
+
 def validate_profile(profile: KernelProfile) -> list[str]:
     """Every problem of the profile at once, each prefixed with its YAML path."""
     problems: list[str] = []
@@ -650,8 +687,9 @@ def validate_profile(profile: KernelProfile) -> list[str]:
             problems.append(f"parameters[{index}].shape: {param.shape!r} is not one of {', '.join(PARAMETER_SHAPES)}")
         if param.init not in INIT_KINDS:
             problems.append(f"parameters[{index}].init: {param.init!r} is not one of {', '.join(INIT_KINDS)}")
-        if param.init == "constant" and param.init_value is None:
-            problems.append(f"parameters[{index}].init_value: required when init is 'constant'")
+        if param.init == "constant" and param.init_value is None and not param.init_arg:
+            problems.append(f"parameters[{index}].init_value: required when init is 'constant' (or give init_arg)")
+        _validate_constructor_links(profile, index, param, problems)
     _validate_math(profile, problems)
     for key in dataclasses.fields(Tiling):
         value = getattr(profile.tiling, key.name)
@@ -663,6 +701,11 @@ def validate_profile(profile: KernelProfile) -> list[str]:
             problems.append(f"tiling.{key.name}: {value!r} is not a positive integer")
     if profile.module.hidden_act and not _applies(profile, "module.hidden_act"):
         problems.append("module.hidden_act: only mlp modules carry an HF hidden_act; remove it")
+    for variant in profile.module.variants:
+        if variant not in MLP_VARIANTS:
+            problems.append(f"module.variants: {variant!r} is not one of {', '.join(MLP_VARIANTS)}")
+        elif profile.module.kind != "mlp":
+            problems.append(f"module.variants: {variant!r} is a variant of mlp modules, not {profile.module.kind}")
     if not profile.reference.source.strip():
         problems.append("reference.source: the PyTorch reference is required (tests compare against it)")
     elif not profile.reference.entry:
@@ -708,6 +751,13 @@ def dump_yaml(profile: KernelProfile) -> str:
     for output, spec in zip(profile.outputs, data["outputs"]):
         if not per_row_output(profile, output.name):
             spec.pop("keepdim")
+    # Constructor links and mlp variants only where used: profiles without them read as before.
+    for spec in data["parameters"]:
+        for key in ("init_arg", "enabled_by"):
+            if not spec[key]:
+                spec.pop(key)
+    if not profile.module.variants:
+        data["module"].pop("variants")
     header = (
         f"# kernelgen kernel profile for '{profile.operation_name}' (edit, then: new NAME --profile FILE).\n"
         "# Every field changes what kernelgen generates, except the notes section at the end.\n"

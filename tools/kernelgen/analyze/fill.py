@@ -94,6 +94,7 @@ def build_profile(traced: TracedReference, classification: Classification, name:
             init_params=_init_params(traced, kind),
             size_param=traced.size_param,
             hidden_act=str(hints.get("hidden_act", operation_name)) if kind == "mlp" else "",
+            variants=[str(variant) for variant in hints.get("module_variants", [])] if kind == "mlp" else [],
         ),
         benchmark=_benchmark(hints, loaded.origin),
         backward=_apply_hints(Backward(), hints.get("backward", {}), "backward", loaded.origin),
@@ -107,6 +108,14 @@ def build_profile(traced: TracedReference, classification: Classification, name:
         notes=notes,
         **identity,
     )
+    if classification.tier != 1:
+        for param in profile.parameters:
+            if param.enabled_by:
+                notes.remarks.append(
+                    f"{param.name} is optional in the reference ({param.enabled_by}=False drops it); the tier-"
+                    f"{classification.tier} templates take every parameter, so the generated module always has it"
+                )
+                param.enabled_by = ""
     if classification.tier in (1, 2):
         profile.math, program = profile_math(traced)
         for output in profile.outputs:

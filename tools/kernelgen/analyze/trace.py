@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import copy
 import inspect
 import io
 import sys
@@ -158,8 +159,12 @@ def _trace_function(loaded: LoadedReference, overrides: dict[str, Any]) -> Trace
     return _finish(loaded, graph_module, order, tensors, hypers, concrete, {}, hidden, init_params=list(hypers))
 
 
-def _instantiate(loaded: LoadedReference, overrides: dict[str, Any]) -> tuple[nn.Module, list[HyperParameter]]:
-    hint_args = dict(loaded.hints.get("init_args", {}))
+def _instantiate(
+    loaded: LoadedReference, overrides: dict[str, Any] | None = None
+) -> tuple[nn.Module, list[HyperParameter], dict[str, Any]]:
+    """The reference module built from its defaults, the ``init_args`` hint and ``overrides``; its constructor's
+    arguments; the values it was built with."""
+    hint_args = {**loaded.hints.get("init_args", {}), **(overrides or {})}
     kwargs, init_params = {}, []
     for parameter in list(inspect.signature(loaded.obj.__init__).parameters.values())[1:]:
         if parameter.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
@@ -176,7 +181,7 @@ def _instantiate(loaded: LoadedReference, overrides: dict[str, Any]) -> tuple[nn
                 f"hint KERNELGEN = {{'init_args': {{'{parameter.name}': ...}}}}",
                 origin=loaded.origin,
             )
-        kwargs[parameter.name] = overrides.get(parameter.name, value)
+        kwargs[parameter.name] = value
         default = None if parameter.default is inspect.Parameter.empty else parameter.default
         kind = _scalar_type(value) or "str"
         init_params.append(HyperParameter(name=parameter.name, type=kind, default=default))
@@ -189,11 +194,11 @@ def _instantiate(loaded: LoadedReference, overrides: dict[str, Any]) -> tuple[nn
             origin=loaded.origin,
             line=line_in_traceback(error, loaded.filename),
         ) from None
-    return module, init_params
+    return module, init_params, kwargs
 
 
 def _trace_module(loaded: LoadedReference, overrides: dict[str, Any]) -> TracedReference:
-    module, init_params = _instantiate(loaded, overrides)
+    module, init_params, built_with = _instantiate(loaded, overrides)
     module.eval()
     tensors, hypers, concrete, order = _split_signature(loaded, type(module).forward, skip_self=True)
     concrete.update({name: value for name, value in overrides.items() if name in concrete})
@@ -223,7 +228,92 @@ def _trace_module(loaded: LoadedReference, overrides: dict[str, Any]) -> TracedR
     sizes += [ip.name for ip in init_params if ip.type == "int" and ip.name in loaded.hints.get("init_args", {})]
     if sizes:
         traced.size_param = sizes[0]
+    _link_constructor_arguments(loaded, module, traced, built_with)
     return traced
+
+
+def _link_constructor_arguments(
+    loaded: LoadedReference, module: nn.Module, traced: TracedReference, built_with: dict[str, Any]
+) -> None:
+    """Which constructor arguments shape the learnable parameters, found by building the module again with one
+    argument changed: a float argument a constant parameter starts at (``init_alpha``) becomes its ``init_arg``; a
+    bool argument that, switched off, removes a parameter whose absence computes as its initial value (``beta``)
+    becomes its ``enabled_by``. Anything the probes cannot establish is left unlinked."""
+    by_target = {p.attribute or p.name: p for p in traced.parameters}
+    size_names = set(HIDDEN_SIZE_NAMES) | {traced.size_param}
+    for name, value in built_with.items():
+        if name in size_names or name in {h.name for h in traced.hyperparameters}:
+            continue
+        if isinstance(value, float):
+            probe = value + 0.375
+            rebuilt = _rebuild(loaded, {name: probe})
+            for target, param in by_target.items():
+                if param.init != "constant" or param.init_value != value or rebuilt is None:
+                    continue
+                tensor = dict(rebuilt.named_parameters()).get(target)
+                if tensor is not None and bool((tensor.detach() == probe).all()):
+                    param.init_arg, param.init_value = name, None
+        elif value is True:
+            rebuilt = _rebuild(loaded, {name: False})
+            if rebuilt is None:
+                continue
+            present = dict(rebuilt.named_parameters())
+            # Removed parameters, each with a known initial value (a non-uniform one has a description).
+            removed = [p for target, p in by_target.items() if target not in present and not p.description]
+            if removed and _absent_is_initial(loaded, module, rebuilt):
+                for param in removed:
+                    param.enabled_by = name
+
+
+def _rebuild(loaded: LoadedReference, overrides: dict[str, Any]) -> nn.Module | None:
+    try:
+        return _instantiate(loaded, overrides)[0]
+    except AnalyzeError:
+        return None
+
+
+def _absent_is_initial(loaded: LoadedReference, full: nn.Module, reduced: nn.Module) -> bool:
+    """Whether the module without some parameters computes what the full one computes with them at their initial
+    values: the shared parameters get the same random values, the missing ones keep their initial ones."""
+    generator = torch.Generator().manual_seed(0)
+    full = copy.deepcopy(full).eval()
+    reduced = copy.deepcopy(reduced).eval()
+    shared = dict(reduced.named_parameters())
+    try:
+        with torch.no_grad():
+            for target, tensor in full.named_parameters():
+                if target in shared:
+                    tensor.copy_(torch.rand(tensor.shape, generator=generator) + 0.5)
+                    shared[target].copy_(tensor)
+            arguments = _signature_tensors(loaded, full, generator)
+            expected, actual = full(*arguments), reduced(*arguments)
+    except Exception:  # noqa: BLE001 - user code; an unanswered probe links nothing
+        return False
+    expected, actual = _as_tensors(expected), _as_tensors(actual)
+    return len(expected) == len(actual) and all(
+        e.shape == a.shape and torch.allclose(e, a, rtol=1e-6, atol=1e-6) for e, a in zip(expected, actual)
+    )
+
+
+def _signature_tensors(loaded: LoadedReference, module: nn.Module, generator: torch.Generator) -> list[Any]:
+    """Random rows for each forward argument without a default (the tensor inputs); defaults for the rest."""
+    vectors = [p for p in module.parameters() if p.dim() == 1 and p.numel() > 1]
+    hidden = int(vectors[0].numel()) if vectors else DEFAULT_HIDDEN
+    arguments = []
+    for parameter in list(inspect.signature(type(module).forward).parameters.values())[1:]:
+        if parameter.default is inspect.Parameter.empty:
+            arguments.append(torch.randn((2, 3, hidden), generator=generator))
+        else:
+            arguments.append(parameter.default)
+    return arguments
+
+
+def _as_tensors(value: Any) -> list[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, dict):
+        value = list(value.values())
+    return [item for item in value if isinstance(item, torch.Tensor)] if isinstance(value, (tuple, list)) else []
 
 
 def _run_tracer(loaded: LoadedReference, trace) -> fx.Graph:

@@ -66,8 +66,15 @@ def target_helpers(ops_utils_source: str) -> frozenset[str]:
     return frozenset(defined & OPTIONAL_TARGET_HELPERS)
 
 
-def render_kernel(profile: KernelProfile, helpers: frozenset[str] = OPTIONAL_TARGET_HELPERS) -> RenderedKernel:
-    """Render every file of the kernel. ``helpers``: the optional ``ops/utils.py`` helpers the target has."""
+# The benchmark script's template for each harness style (tools/kernelgen/harness.py).
+BENCHMARK_TEMPLATES = {"sweeps": "benchmark.py.j2", "upstream": "benchmark_upstream.py.j2"}
+
+
+def render_kernel(
+    profile: KernelProfile, helpers: frozenset[str] = OPTIONAL_TARGET_HELPERS, benchmark_style: str = "sweeps"
+) -> RenderedKernel:
+    """Render every file of the kernel. ``helpers``: the optional ``ops/utils.py`` helpers the target has;
+    ``benchmark_style``: the harness its ``benchmark/scripts/utils.py`` implements."""
     env = template_environment()
     context = build_views(profile, helpers).context()
     paths = kernel_paths(profile.operation_name)
@@ -76,7 +83,7 @@ def render_kernel(profile: KernelProfile, helpers: frozenset[str] = OPTIONAL_TAR
         paths["ops"]: env.get_template(OPS_TEMPLATES[profile.template]).render(context),
         paths["module"]: env.get_template("module.py.j2").render(context),
         paths["test"]: env.get_template(f"test_tier{tier}.py.j2").render(context),
-        paths["benchmark"]: env.get_template("benchmark.py.j2").render(context),
+        paths["benchmark"]: env.get_template(BENCHMARK_TEMPLATES[benchmark_style]).render(context),
     }
     functional = env.get_template("functional.py.j2").render(context)
     return RenderedKernel(files=files, functional_source=functional)

@@ -24,6 +24,7 @@ from tools.kernelgen.profile import KernelProfile
 from tools.kernelgen.profile import LearnableParameter
 from tools.kernelgen.profile import TestSpec
 from tools.kernelgen.profile import benchmark_dimension
+from tools.kernelgen.profile import benchmark_size
 from tools.kernelgen.profile import hyper_cases
 from tools.kernelgen.render.text import fstring_chunks
 from tools.kernelgen.render.text import signature
@@ -35,6 +36,8 @@ from tools.kernelgen.synth.printer import TANH_HELPER
 from tools.kernelgen.synth.printer import TANH_HELPER_SOURCE
 from tools.kernelgen.synth.printer import print_torch
 
+# An MLP's (hidden, intermediate) sizes when benchmark.fixed_config leaves them out (Llama 2 7B's).
+DEFAULT_MLP_SIZES = (4096, 11008)
 # Helpers of ``liger_kernel.ops.utils`` the templates use when the target checkout has them (this host has all).
 OPTIONAL_TARGET_HELPERS = frozenset({"get_num_sms"})
 
@@ -54,6 +57,9 @@ class KernelView:
     params: list[LearnableParameter]
     channel_params: list[LearnableParameter]
     param_names: list[str]
+    # Parameters the Function takes as None (``enabled_by``): name -> the literal they compute as when absent
+    optional: dict[str, str]
+    param_args: list[str]  # the parameters as launch arguments: an absent one passes a placeholder pointer
     hypers: list[HyperParameter]
     hyper_names: list[str]
     signature: str  # of the Function's forward and of the functional: tensors, parameters, hyper-parameters
@@ -83,6 +89,7 @@ class ElementwiseOpsView:
     grad_outputs: list[str]
     grad_input_names: list[str]
     partial_names: list[str]
+    partial_args: list[str]  # the partial-sum buffers as launch arguments (a placeholder for an absent parameter)
     uses_tanh: bool
     tanh_helper_source: str
     in_place: bool
@@ -206,11 +213,13 @@ class ModuleView:
     kind: str
     init_params: list[InitParameter | HyperParameter]
     init_signature: str
+    attributes: list[str]  # constructor arguments kept as attributes (not a flag named like its parameter)
     param_init: dict[str, str]
     self_params: list[str]
     self_hypers: list[str]
     repr_fields: str
     docstring: str
+    variants: list[str]  # mlp: model-specific subclasses (profile.MLP_VARIANTS)
 
 
 @dataclass(frozen=True)
@@ -227,6 +236,7 @@ class TestView:
     liger_module_args: str
     hidden_act: str
     mlp_shapes: list[tuple]
+    switches_off: str  # constructor arguments that build the reference without its optional parameters
 
 
 @dataclass(frozen=True)
@@ -237,6 +247,7 @@ class BenchmarkView:
     sweep_description: str
     reference_init_args: str
     providers: list[str]
+    sizes: dict[str, int]  # the model sizes an upstream-style script runs at (benchmark.fixed_config, else defaults)
 
 
 @dataclass(frozen=True)
@@ -281,6 +292,7 @@ def kernel_view(profile: KernelProfile, helpers: frozenset[str] = OPTIONAL_TARGE
         num_sms = None
     else:
         num_sms = "import" if "get_num_sms" in helpers else "define"
+    optional = {prm.name: repr(_initial_value(prm)) for prm in params if prm.enabled_by}
     return KernelView(
         name=profile.operation_name,
         tier=profile.tier,
@@ -293,6 +305,11 @@ def kernel_view(profile: KernelProfile, helpers: frozenset[str] = OPTIONAL_TARGE
         params=params,
         channel_params=[prm for prm in params if prm.shape == "channel"],
         param_names=[prm.name for prm in params],
+        optional=optional,
+        param_args=[
+            f"{prm.name} if {prm.name} is not None else {inputs[0]}" if prm.name in optional else prm.name
+            for prm in params
+        ],
         hypers=profile.hyperparameters,
         hyper_names=hyper_names,
         signature=signature(inputs + [prm.name for prm in params] + profile.hyperparameters),
@@ -306,6 +323,11 @@ def kernel_view(profile: KernelProfile, helpers: frozenset[str] = OPTIONAL_TARGE
         reference_kind=profile.reference.kind,
         num_sms=num_sms,
     )
+
+
+def _initial_value(prm: LearnableParameter) -> float:
+    """What a parameter's elements start at, which is also what an absent optional parameter computes as."""
+    return {"ones": 1.0, "zeros": 0.0}.get(prm.init, float(prm.init_value or 0.0))
 
 
 # Ops -------------------------------------------------------------------------------------------------------
@@ -347,6 +369,12 @@ def _elementwise_ops(profile: KernelProfile) -> ElementwiseOpsView:
         grad_outputs=grad_outputs,
         grad_input_names=[f"grad_{name}" for name in grad_inputs],
         partial_names=[f"grad_{name}_partial" for name in param_names],
+        partial_args=[
+            f"grad_{prm.name}_partial if {prm.name} is not None else {inputs[0]}"
+            if prm.enabled_by
+            else f"grad_{prm.name}_partial"
+            for prm in params
+        ],
         uses_tanh=any(f"{TANH_HELPER}(" in line for line in math.forward + math.backward),
         tanh_helper_source=TANH_HELPER_SOURCE,
         in_place=_in_place_gradients(profile),
@@ -550,11 +578,16 @@ def _param_init(profile: KernelProfile, size_param: str) -> dict[str, str]:
     for prm in profile.parameters:
         shape = size_param if prm.shape == "channel" else "1"
         if prm.init == "ones":
-            inits[prm.name] = f"torch.ones({shape})"
+            value = f"torch.ones({shape})"
         elif prm.init == "zeros":
-            inits[prm.name] = f"torch.zeros({shape})"
+            value = f"torch.zeros({shape})"
+        elif prm.init_arg:
+            value = f"torch.full(({shape},), float({prm.init_arg}))"
         else:
-            inits[prm.name] = f"torch.full(({shape},), {float(prm.init_value)!r})"
+            value = f"torch.full(({shape},), {float(prm.init_value)!r})"
+        inits[prm.name] = f"nn.Parameter({value})"
+        if prm.enabled_by:
+            inits[prm.name] += f" if {prm.enabled_by} else None"
     return inits
 
 
@@ -582,6 +615,7 @@ def _module_view(profile: KernelProfile) -> ModuleView:
         kind=profile.module.kind,
         init_params=init_params,
         init_signature=signature(init_params, frozenset(required)),
+        attributes=[ip.name for ip in init_params if ip.name not in {p.name for p in params}],
         param_init=_param_init(profile, size_param),
         self_params=[f"self.{prm.name}" for prm in params],
         self_hypers=[f"self.{name}" for name in hyper_names],
@@ -590,6 +624,7 @@ def _module_view(profile: KernelProfile) -> ModuleView:
             f"{profile.forward_computation or profile.operation_name} as a module, computed by "
             f"``{profile.function_class_name}``."
         ),
+        variants=list(profile.module.variants),
     )
 
 
@@ -615,6 +650,9 @@ def test_view(profile: KernelProfile) -> TestView:
         liger_module_args=", ".join(liger_module_args),
         hidden_act=profile.module.hidden_act or profile.operation_name,
         mlp_shapes=[tuple(s) for s in profile.test.mlp_shapes],
+        switches_off=", ".join(
+            f"{flag}=False" for flag in dict.fromkeys(p.enabled_by for p in profile.parameters if p.enabled_by)
+        ),
     )
 
 
@@ -638,4 +676,18 @@ def _benchmark_view(profile: KernelProfile) -> BenchmarkView:
         sweep_description=sweep_description,
         reference_init_args=", ".join(init_args),
         providers=list(profile.benchmark.providers),
+        sizes=_benchmark_sizes(profile),
     )
+
+
+def _benchmark_sizes(profile: KernelProfile) -> dict[str, int]:
+    """Model sizes for a script that sweeps BT alone: the swept dimension's (``benchmark_size``), with an MLP's
+    hidden size beside its intermediate one."""
+    key, size = benchmark_size(profile)
+    if profile.module.kind != "mlp":
+        return {key: size}
+    fixed = profile.benchmark.fixed_config
+    return {
+        "hidden_size": int(fixed.get("hidden_size", DEFAULT_MLP_SIZES[0])),
+        key: int(fixed.get(key, DEFAULT_MLP_SIZES[1])),
+    }
