@@ -1,10 +1,10 @@
 """Build .gpu-run/: a scratch Liger checkout with every kernel the GPU run checks already generated.
 
 Generation needs libcst and ruff, which the GPU machine lacks; the generated checkout travels instead
-(device `run` with carry=[".gpu-run"]), and `.ci/gpu` runs there. Kernels: geglu (as the README makes it) and dyt, every
-tier-1, tier-2 and tier-3 built-in as NAME_gen, the three example profiles as NAME_ex (the round trips of issue 4),
-and with ``--tiling-variants`` copies of rms_norm, layer_norm, cross_entropy and kl_div under other launch settings
-(``NAME_tv_...``) for a tiling sweep.
+(device `run` with carry=[".gpu-run"]), and `.ci/gpu` runs there. Kernels: geglu (as the README makes it) and
+dyt, every tier-1, tier-2 and tier-3 built-in as NAME_gen (cross entropy with its fused linear kernel), the three
+example profiles as NAME_ex (the round trips of issue 4), and with ``--tiling-variants`` copies of rms_norm,
+layer_norm, cross_entropy and kl_div under other launch settings (``NAME_tv_...``) for a tiling sweep.
 """
 
 import shutil
@@ -60,6 +60,9 @@ def main() -> None:
     # geglu and dyt under their own names: upstream's test_geglu.py and test_dyt.py import them so.
     profiles = [analyze("geglu"), analyze("dyt")]
     profiles += [analyze(name, name=f"{name}_gen") for name in TIER1_BUILTINS + TIER2_BUILTINS + TIER3_BUILTINS]
+    for profile in profiles:
+        if profile.operation_name == "cross_entropy_gen":
+            profile.fused_linear.enabled = True  # and fused_linear_cross_entropy_gen beside it
     profiles += [
         load_profile(EXAMPLES / f"{e}.yaml").renamed(f"{e}_ex") for e in ("swiglu", "rms_norm", "cross_entropy")
     ]

@@ -21,6 +21,7 @@ from tools.kernelgen.profile import KernelProfile
 from tools.kernelgen.profile import benchmark_size
 from tools.kernelgen.profile import load_profile
 from tools.kernelgen.profile import validate_profile
+from tools.kernelgen.render import render_fused_linear
 from tools.kernelgen.render import render_kernel
 
 # Documentation only, and said so in kernel-profile-format.md.
@@ -57,9 +58,17 @@ PROFILES = {
     "dyt_fixed_alpha": lambda: _fixed_alpha(analyze("dyt")),
     "leaky_relu_mul": lambda: analyze("leaky_relu_mul"),  # tier 1 with a runtime hyper-parameter
     "layer_norm": lambda: analyze("layer_norm"),  # tier 2, derived from its statistics and formulas
-    "kl_div": lambda: analyze("kl_div"),  # tier 3 with a reduction picked among values of its own
+    "kl_div": lambda: analyze("kl_div"),
+    "cross_entropy_fused": lambda: _with_fused_linear(
+        _example("cross_entropy")
+    ),  # and its fused linear kernel  # tier 3 with a reduction picked among values of its own
     "logsumexp": lambda: _analyze_source("import torch\n\n\ndef logsumexp(x):\n    return torch.logsumexp(x, -1)\n"),
 }
+
+
+def _with_fused_linear(profile: KernelProfile) -> KernelProfile:
+    profile.fused_linear.enabled = True
+    return profile
 
 
 def _analyze_source(source: str) -> KernelProfile:
@@ -219,6 +228,8 @@ EDITS = {
     "math.loss.choices[].value": ("kl_div", _set("math.loss.choices.0.value", "per_row"), "validation"),
     "math.loss.choices[].reduction": ("kl_div", _set("math.loss.choices.0.reduction", "sum"), "files"),
     "math.loss.choices[].denominator": ("kl_div", _set("math.loss.choices.0.denominator", "2"), "files"),
+    "fused_linear.enabled": ("cross_entropy", _set("fused_linear.enabled", True), "fused"),
+    "fused_linear.chunk_size": ("cross_entropy_fused", _set("fused_linear.chunk_size", 1024), "fused"),
 }
 
 
@@ -227,6 +238,8 @@ def _outcome(profile: KernelProfile, what: str):
         return validate_profile(profile)
     if what == "measured":
         return benchmark_size(profile)
+    if what == "fused":  # the fused linear kernel new writes beside the loss
+        return render_fused_linear(profile).files if profile.fused_linear.enabled else None
     rendered = render_kernel(profile)
     return rendered.files, rendered.functional_source
 

@@ -60,6 +60,11 @@ def build_parser() -> argparse.ArgumentParser:
     new.add_argument(
         "--modify", action="store_true", help="update the existing kernel in place, keeping hand edits (3-way merge)"
     )
+    new.add_argument(
+        "--fused-linear",
+        action="store_true",
+        help="a loss (tier 3): also generate fused_linear_NAME, the loss of hidden @ weight.T + bias in row chunks",
+    )
 
     analyze = commands.add_parser(
         "analyze",
@@ -135,6 +140,12 @@ def cmd_new(args) -> int:
     check_kernel_name(args.name)
     repo = LigerRepo.open(args.repo)
     profile = _profile_for_new(args)
+    if args.fused_linear:
+        if profile.tier != 3:
+            raise CliError(
+                f"--fused-linear: '{args.name}' is tier {profile.tier}; only a loss (tier 3) has a fused linear form"
+            )
+        profile.fused_linear.enabled = True
     changes = plan_new(repo, profile, force=args.force)
     if args.dry_run:
         sys.stdout.write(changes.diff())
@@ -147,7 +158,10 @@ def cmd_new(args) -> int:
         print(f"  created   {path}")
     for path in changes.modified:
         print(f"  modified  {path}")
-    print(f"next: python -m pytest test/transformers/test_{profile.operation_name}.py")
+    tests = [f"test/transformers/test_{profile.operation_name}.py"]
+    if profile.fused_linear.enabled:
+        tests.append(f"test/transformers/test_{profile.fused_linear_name}.py")
+    print(f"next: python -m pytest {' '.join(tests)}")
     return 0
 
 

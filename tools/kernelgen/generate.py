@@ -34,6 +34,7 @@ from tools.kernelgen.layout import kernel_paths
 from tools.kernelgen.layout import record_path
 from tools.kernelgen.profile import KernelProfile
 from tools.kernelgen.record import record_text
+from tools.kernelgen.render import render_fused_linear
 from tools.kernelgen.render import render_kernel
 from tools.kernelgen.render import target_helpers
 from tools.kernelgen.repo import LigerRepo
@@ -97,6 +98,23 @@ def registration_for(profile: KernelProfile, functional_source: str) -> Registra
     )
 
 
+def fused_linear_registration(profile: KernelProfile, functional_source: str) -> Registration:
+    """What the fused linear + loss kernel of a loss profile exports."""
+    name = profile.fused_linear_name
+    function_class, module_class, functional = profile.fused_linear_classes
+    return Registration(
+        kernel=name,
+        ops_module=f"liger_kernel.ops.{name}",
+        ops_names=(function_class, f"{name}_forward", f"{name}_backward"),
+        transformers_module=f"liger_kernel.transformers.{name}",
+        module_names=(module_class,),
+        lazy_names=(),
+        functional_name=functional,
+        functional_source=functional_source,
+        function_class_name=function_class,
+    )
+
+
 def plan_new(repo: LigerRepo, profile: KernelProfile, *, force: bool = False) -> ChangeSet:
     """Compute (without writing) every change ``new`` makes for ``profile`` in ``repo``."""
     check_kernel_name(profile.operation_name)
@@ -112,14 +130,27 @@ def plan_new(repo: LigerRepo, profile: KernelProfile, *, force: bool = False) ->
             f"use --modify to update it or --force to overwrite the generated files"
         )
     files, functional_source = render_formatted(repo, profile)
+    registrations = [registration_for(profile, functional_source)]
+    if profile.fused_linear.enabled:
+        fused_present = existing_kernel_files(repo, profile.fused_linear_name)
+        if fused_present and not force:
+            raise GenerateError(
+                f"kernel '{profile.fused_linear_name}' already exists ({fused_present[0]}); "
+                f"use --force to overwrite the generated files"
+            )
+        fused_files, fused_functional = render_formatted(repo, profile, fused_linear=True)
+        files.update(fused_files)
+        registrations.append(fused_linear_registration(profile, fused_functional))
     changes = ChangeSet()
     for path, text in files.items():
         changes.changes[path] = text
         changes.originals[path] = repo.read(path) if repo.exists(path) else None
 
     existing = {path: repo.read(path) for path in (OPS_INIT, TRANSFORMERS_INIT, FUNCTIONAL)}
+    updated = dict(existing)
     try:
-        updated = register_kernel(existing, registration_for(profile, functional_source))
+        for registration in registrations:
+            updated.update(register_kernel(updated, registration))
     except InsertError as error:
         raise GenerateError(str(error)) from None
     for path, text in updated.items():
@@ -162,10 +193,12 @@ def benchmark_harness(repo: LigerRepo) -> BenchmarkHarness:
         raise GenerateError(str(error)) from None
 
 
-def render_formatted(repo: LigerRepo, profile: KernelProfile) -> tuple[dict[str, str], str]:
-    """The kernel's own files and its functional wrapper, rendered for ``repo`` and formatted with its ruff."""
+def render_formatted(repo: LigerRepo, profile: KernelProfile, fused_linear: bool = False) -> tuple[dict[str, str], str]:
+    """The kernel's own files and its functional wrapper (``fused_linear``: those of the loss's fused linear
+    kernel), rendered for ``repo`` and formatted with its ruff."""
     style = benchmark_harness(repo).style
-    rendered = render_kernel(profile, target_helpers(repo.read(OPS_UTILS)), benchmark_style=style)
+    render = render_fused_linear if fused_linear else render_kernel
+    rendered = render(profile, target_helpers(repo.read(OPS_UTILS)), benchmark_style=style)
     files = {}
     try:
         for path, text in rendered.files.items():

@@ -233,6 +233,19 @@ class Backward:
 
 
 @dataclass
+class FusedLinear:
+    """Tier 3: also generate ``fused_linear_NAME``, the loss of ``hidden @ weight.T + bias`` computed over chunks of
+    rows so the ``[rows, classes]`` logits never exist whole (Liger's fused linear cross entropy): each chunk's
+    logits come from a matmul, the loss kernel writes their gradient in place, and matmuls accumulate the gradients
+    of the hidden states, the weight and the bias. ``chunk_size``: rows per chunk (``null``: ceil(rows / ceil(classes
+    / hidden)) rounded up to a power of two, as upstream Liger does: a chunk's logits about the size of the hidden
+    states)."""
+
+    enabled: bool = False
+    chunk_size: int | None = None
+
+
+@dataclass
 class Tiling:
     """Launch settings the ops template reads (``None``: the tier's measured default, filled in on load).
 
@@ -328,6 +341,7 @@ class KernelProfile:
     math: Math = field(default_factory=Math)
     backward: Backward = field(default_factory=Backward)
     tiling: Tiling = field(default_factory=Tiling)
+    fused_linear: FusedLinear = field(default_factory=FusedLinear)
     module: ModuleSpec = field(default_factory=ModuleSpec)
     benchmark: BenchmarkSpec = field(default_factory=BenchmarkSpec)
     reference: Reference = field(default_factory=Reference)
@@ -368,6 +382,24 @@ class KernelProfile:
     @property
     def backward_wrapper(self) -> str:
         return f"{self.operation_name}_backward"
+
+    @property
+    def fused_linear_name(self) -> str:
+        """The kernel ``fused_linear.enabled`` adds beside the loss."""
+        return f"fused_linear_{self.operation_name}"
+
+    @property
+    def fused_linear_classes(self) -> tuple[str, str, str]:
+        """Its autograd Function, module and functional: ``Liger`` + ``FusedLinear`` + the loss's own names
+        (``LigerCrossEntropyLoss`` -> ``LigerFusedLinearCrossEntropyLoss``, ``LigerJSD`` -> ``LigerFusedLinearJSD``)."""
+        module = self.module_class_name
+        if module.startswith("Liger"):
+            stem = module[len("Liger") :]
+            stem = stem[: -len("Loss")] if stem.endswith("Loss") else stem
+            module = f"LigerFusedLinear{module[len('Liger') :]}"
+        else:
+            stem, module = pascal_case(self.operation_name), f"FusedLinear{module}"
+        return f"LigerFusedLinear{stem}Function", module, f"liger_fused_linear_{self.operation_name}"
 
     @property
     def grad_inputs(self) -> list[TensorSpec]:
@@ -436,6 +468,8 @@ def _applies(profile: KernelProfile, path: str) -> bool:
         return key in TILING_DEFAULTS.get(profile.template, {}) or key in auto
     if path in ("module.hidden_act", "test.mlp_shapes"):
         return profile.module.kind == "mlp"
+    if section == "fused_linear":
+        return profile.tier == 3
     return True
 
 
@@ -451,6 +485,7 @@ def per_row_output(profile: KernelProfile, name: str) -> bool:
 
 CONDITIONAL_FIELDS = (
     *(f"tiling.{f.name}" for f in dataclasses.fields(Tiling)),
+    *(f"fused_linear.{f.name}" for f in dataclasses.fields(FusedLinear)),
     "module.hidden_act",
     "test.mlp_shapes",
 )
@@ -584,6 +619,33 @@ def _validate_loss(profile: KernelProfile, problems: list[str]) -> None:
     _check_formula(problems, "math.loss.denominator", loss.denominator, row_names)
 
 
+def _validate_fused_linear(profile: KernelProfile, problems: list[str]) -> None:
+    fused = profile.fused_linear
+    if not fused.enabled:
+        if fused.chunk_size is not None:
+            problems.append("fused_linear.chunk_size: set only with fused_linear.enabled")
+        return
+    if profile.tier != 3:
+        problems.append(
+            f"fused_linear.enabled: only a tier-3 loss has a fused linear form (this is tier {profile.tier})"
+        )
+        return
+    if fused.chunk_size is not None and (not isinstance(fused.chunk_size, int) or fused.chunk_size < 1):
+        problems.append(f"fused_linear.chunk_size: {fused.chunk_size!r} is not a positive integer")
+    bounded = [t.name for t in profile.inputs if t.dtype != "int64" and t.domain not in ("", "real")]
+    if bounded:
+        problems.append(
+            f"fused_linear.enabled: a linear layer makes logits, any real number, but {bounded[0]} holds "
+            f"{next(t.domain for t in profile.inputs if t.name == bounded[0])}"
+        )
+    loss = profile.math.loss
+    if loss is not None and loss.reduction == "none":
+        problems.append(
+            "fused_linear.enabled: a loss reduced per row ('none') has no fused linear form (the weight's gradient "
+            "sums over rows before any per-row grad_output is known)"
+        )
+
+
 def _check_formula(problems: list[str], path: str, formula: Any, known: set[str]) -> None:
     if not isinstance(formula, str) or not formula.strip():
         problems.append(f"{path}: a formula (a string) is required")
@@ -691,6 +753,7 @@ def validate_profile(profile: KernelProfile) -> list[str]:
             problems.append(f"parameters[{index}].init_value: required when init is 'constant' (or give init_arg)")
         _validate_constructor_links(profile, index, param, problems)
     _validate_math(profile, problems)
+    _validate_fused_linear(profile, problems)
     for key in dataclasses.fields(Tiling):
         value = getattr(profile.tiling, key.name)
         if value is None:
@@ -748,6 +811,8 @@ def dump_yaml(profile: KernelProfile) -> str:
         if not _applies(profile, path):
             section, key = path.split(".")
             data[section].pop(key, None)
+    if not data["fused_linear"]:
+        data.pop("fused_linear")
     for output, spec in zip(profile.outputs, data["outputs"]):
         if not per_row_output(profile, output.name):
             spec.pop("keepdim")

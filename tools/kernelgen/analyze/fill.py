@@ -243,8 +243,10 @@ def _log_domain_inputs(lowered: LoweredLoss, traced: TracedReference) -> set[str
         for node in sympy.preorder_traversal(expr):
             limited = isinstance(node, sympy.log) or (isinstance(node, sympy.Pow) and not node.exp.is_Integer)
             if limited:
-                argument = node.args[0]
-                found |= {s.name for s in argument.free_symbols if s.name in traced.tensor_inputs}
+                # The input itself or a multiple of it (log(target), sqrt(2 * x)), not a softmax of it.
+                for factor in sympy.Mul.make_args(node.args[0]):
+                    if isinstance(factor, sympy.Symbol) and factor.name in traced.tensor_inputs:
+                        found.add(factor.name)
     return found
 
 

@@ -214,6 +214,7 @@ class ModuleView:
     init_params: list[InitParameter | HyperParameter]
     init_signature: str
     attributes: list[str]  # constructor arguments kept as attributes (not a flag named like its parameter)
+    forward_signature: str  # the module's forward arguments (the kernel's tensors)
     param_init: dict[str, str]
     self_params: list[str]
     self_hypers: list[str]
@@ -616,6 +617,7 @@ def _module_view(profile: KernelProfile) -> ModuleView:
         init_params=init_params,
         init_signature=signature(init_params, frozenset(required)),
         attributes=[ip.name for ip in init_params if ip.name not in {p.name for p in params}],
+        forward_signature=", ".join(t.name for t in profile.inputs),
         param_init=_param_init(profile, size_param),
         self_params=[f"self.{prm.name}" for prm in params],
         self_hypers=[f"self.{name}" for name in hyper_names],
