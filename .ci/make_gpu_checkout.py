@@ -1,10 +1,10 @@
 """Build .gpu-run/: a scratch Liger checkout with every kernel the GPU run checks already generated.
 
 Generation needs libcst and ruff, which the GPU machine lacks; the generated checkout travels instead
-(device `run` with carry=[".gpu-run"]), and `.ci/gpu` runs there. Kernels: geglu (as the README makes it), every
-tier-1 and tier-2 built-in as NAME_gen, the three example profiles as NAME_ex (the round trips of issue 4), and
-with ``--tiling-variants`` copies of rms_norm and layer_norm under other launch settings (``NAME_tv_...``) for a
-tiling sweep.
+(device `run` with carry=[".gpu-run"]), and `.ci/gpu` runs there. Kernels: geglu (as the README makes it) and
+dyt, every tier-1, tier-2 and tier-3 built-in as NAME_gen (cross entropy with its fused linear kernel), the three
+example profiles as NAME_ex (the round trips of issue 4), and with ``--tiling-variants`` copies of rms_norm,
+layer_norm, cross_entropy and kl_div under other launch settings (``NAME_tv_...``) for a tiling sweep.
 """
 
 import shutil
@@ -19,6 +19,7 @@ from test.kernelgen.conftest import EXAMPLES  # noqa: E402
 from test.kernelgen.conftest import copy_checkout  # noqa: E402
 from test.kernelgen.test_analyze import TIER1_BUILTINS  # noqa: E402
 from test.kernelgen.test_analyze import TIER2_BUILTINS  # noqa: E402
+from test.kernelgen.test_losses import TIER3_BUILTINS  # noqa: E402
 from tools.kernelgen.analyze import analyze  # noqa: E402
 from tools.kernelgen.generate import plan_new  # noqa: E402
 from tools.kernelgen.profile import load_profile  # noqa: E402
@@ -27,6 +28,8 @@ from tools.kernelgen.writer import write_all  # noqa: E402
 
 # (block_elements, programs_per_sm, num_warps) of the tier-2 tiling sweep; None: the template's choice.
 TILING_VARIANTS = [(4096, programs, warps) for programs in (1, 2, 4, 8) for warps in (4, 8, 16, 32)]
+# (block_elements, num_warps) of the loss sweep (cross entropy: two sweeps over the row; KL: one).
+LOSS_TILING_VARIANTS = [(block, warps) for block in (4096, 8192, 16384, 32768) for warps in (8, 16, 32)]
 
 
 def tiling_variants() -> list:
@@ -39,6 +42,12 @@ def tiling_variants() -> list:
             profile.tiling.programs_per_sm = programs_per_sm
             profile.tiling.num_warps = num_warps
             variants.append(profile)
+    for base in ("cross_entropy", "kl_div"):
+        for block_elements, num_warps in LOSS_TILING_VARIANTS:
+            profile = analyze(base, name=f"{base}_tv_{block_elements}_{num_warps}")
+            profile.tiling.block_elements = block_elements
+            profile.tiling.num_warps = num_warps
+            variants.append(profile)
     return variants
 
 
@@ -48,7 +57,12 @@ def main() -> None:
     destination = Path(arguments[0]).resolve() if arguments else ROOT / ".gpu-run"
     shutil.rmtree(destination, ignore_errors=True)
     copy_checkout(destination)
-    profiles = [analyze("geglu")] + [analyze(name, name=f"{name}_gen") for name in TIER1_BUILTINS + TIER2_BUILTINS]
+    # geglu and dyt under their own names: upstream's test_geglu.py and test_dyt.py import them so.
+    profiles = [analyze("geglu"), analyze("dyt")]
+    profiles += [analyze(name, name=f"{name}_gen") for name in TIER1_BUILTINS + TIER2_BUILTINS + TIER3_BUILTINS]
+    for profile in profiles:
+        if profile.operation_name == "cross_entropy_gen":
+            profile.fused_linear.enabled = True  # and fused_linear_cross_entropy_gen beside it
     profiles += [
         load_profile(EXAMPLES / f"{e}.yaml").renamed(f"{e}_ex") for e in ("swiglu", "rms_norm", "cross_entropy")
     ]

@@ -34,6 +34,16 @@ ROOT = Path(__file__).resolve().parents[2]
 PROVIDERS = ["liger", "liger_upstream", "torch", "torch_compile"]
 
 
+def _cross_entropy_options(hyper):
+    """Upstream cross entropy's options after (logits, target, weight): ignore_index, z-loss scale, smoothing, reduction."""
+    return (
+        hyper.get("ignore_index", -100),
+        hyper.get("lse_square_scale", 0.0),
+        hyper.get("label_smoothing", 0.0),
+        hyper.get("reduction", "mean"),
+    )
+
+
 # Upstream's hand-written kernels, called as upstream's own modules call them (in-place backward where upstream
 # defaults to it). ``params``: the reference module's parameters in profile order.
 UPSTREAM = {
@@ -51,10 +61,38 @@ UPSTREAM = {
     "fused_add_rms_norm": lambda up, x, residual, params, hyper: up.ops.LigerFusedAddRMSNormFunction.apply(
         x, residual, params[0], hyper.get("eps", 1e-6), 0.0, "gemma"
     ),
+    # Losses over [BT, V]: the same arguments the generated kernel gets.
+    "cross_entropy": lambda up, logits, target, params, hyper: up.ops.LigerCrossEntropyFunction.apply(
+        logits, target, None, *_cross_entropy_options(hyper)
+    ),
+    "kl_div": lambda up, y_pred, y_true, params, hyper: up.ops.LigerKLDivLossFunction.apply(
+        y_pred, y_true, hyper.get("reduction", "batchmean"), False
+    ),
+    "jsd": lambda up, log_q, log_p, params, hyper: up.ops.LigerJSDFunction.apply(
+        log_q, log_p, None, hyper.get("beta", 0.5)
+    ),
+    "tvd": lambda up, p, q, params, hyper: up.ops.LigerTVDLossFunction.apply(
+        p, q, None, hyper.get("reduction", "batchmean")
+    ),
+    # Fused linear + loss: hidden states, the lm_head weight, the targets (no bias).
+    "fused_linear_cross_entropy": lambda up, hidden, weight, target, params, hyper: (
+        up.ops.LigerFusedLinearCrossEntropyFunction.apply(
+            hidden, weight, target, None, None, *_cross_entropy_options(hyper)
+        )
+    ),
 }
+FUSED_PREFIX = "fused_linear_"  # a fused linear kernel, generated beside the loss whose record it shares
 # Reads and writes of one [BT, H] tensor per forward + backward: x in, y out; dy and x in, dx out. Fused add +
-# RMSNorm: x and residual in, normed and sum out; both gradients in, the sum in, dx and dresidual out.
-BYTES_MODEL = {"default": 5, "fused_add_rms_norm": 9}
+# RMSNorm: x and residual in, normed and sum out; both gradients in, the sum in, dx and dresidual out. Losses
+# ([BT, V], the loss a scalar): every [BT, V] input read once per pass it needs, the gradient written once. Cross
+# entropy: the logits twice (statistics, then the gradient, which needs the row's final sum), the gradient once.
+# KL, JSD, TVD: both inputs once (the gradient needs no statistic of the row), the gradient once.
+BYTES_MODEL = {"default": 5, "fused_add_rms_norm": 9, "cross_entropy": 3, "kl_div": 3, "jsd": 3, "tvd": 3}
+# A fused linear loss is bound by its matmuls (2 * 3 * BT * H * V flops), not by memory: no TB/s.
+BYTES_MODEL["fused_linear_cross_entropy"] = 0
+# Losses without an upstream kernel, by the generated kernel's reference: cross entropy minus an entropy bonus
+# reads the logits twice, as cross entropy does.
+BYTES_MODEL_BY_REFERENCE = {"cross_entropy_entropy_bonus": 3}
 
 
 def load_record(name: str) -> dict:
@@ -95,24 +133,88 @@ class _FunctionModule(torch.nn.Module):
 
 
 def setup(name: str, upstream_key: str, up, run: SingleBenchmarkRunInput):
+    if name.startswith(FUSED_PREFIX):
+        return setup_fused_linear(name, upstream_key, up, run)
     record, _ = reference_entry(name)
     size = run.extra_benchmark_config["hidden_size"]
     bt = run.x
-    inputs = [
-        torch.randn(bt, size, device="cuda", dtype=torch.bfloat16, requires_grad=spec["requires_grad"])
-        for spec in record["inputs"]
-    ]
+    arguments = [_input(spec, bt, size) for spec in record["inputs"]]
+    inputs = [x for x in arguments if x.requires_grad]
     module = reference_module(name, size, run.kernel_provider == "torch_compile")
     params = [module.get_parameter(p.get("attribute") or p["name"]) for p in record["parameters"]]
     hyper = {hp["name"]: hp["default"] for hp in record["hyperparameters"]}
     if run.kernel_provider == "liger":
         function = getattr(__import__(f"liger_kernel.ops.{name}", fromlist=["_"]), record["function_class_name"])
-        forward = lambda: function.apply(*inputs, *params, *hyper.values())  # noqa: E731
+        forward = lambda: function.apply(*arguments, *params, *hyper.values())  # noqa: E731
     elif run.kernel_provider == "liger_upstream":
-        forward = lambda: UPSTREAM[upstream_key](up, *inputs, params, hyper)  # noqa: E731
+        forward = lambda: UPSTREAM[upstream_key](up, *arguments, params, hyper)  # noqa: E731
     else:
-        forward = lambda: module(*inputs)  # noqa: E731
+        forward = lambda: module(*arguments)  # noqa: E731
     return inputs, forward
+
+
+def setup_fused_linear(name: str, upstream_key: str, up, run: SingleBenchmarkRunInput):
+    """Hidden states [BT, H] and a weight [V, H] per logits input of the loss (H: ``--hidden``), its targets."""
+    loss = name[len(FUSED_PREFIX) :]
+    record, entry = reference_entry(loss)
+    n_classes, hidden_size, bt = run.extra_benchmark_config["hidden_size"], run.extra_benchmark_config["hidden"], run.x
+    arguments, targets = [], []
+    for spec in record["inputs"]:
+        if spec["dtype"] == "int64":
+            targets.append(torch.randint(0, n_classes, (bt,), device="cuda"))
+            continue
+        grad = spec["requires_grad"]
+        arguments.append(torch.randn(bt, hidden_size, device="cuda", dtype=torch.bfloat16, requires_grad=grad))
+        weight = torch.randn(n_classes, hidden_size, device="cuda") / hidden_size**0.5
+        arguments.append(weight.to(torch.bfloat16).requires_grad_(grad))
+    arguments += targets
+    inputs = [x for x in arguments if x.requires_grad]
+    hyper = {hp["name"]: hp["default"] for hp in record["hyperparameters"]}
+    if run.kernel_provider == "liger":
+        function = getattr(__import__(f"liger_kernel.ops.{name}", fromlist=["_"]), _fused_function_class(record))
+        biases = [None] * ((len(arguments) - len(targets)) // 2)
+        forward = lambda: function.apply(*arguments, *biases, *hyper.values())  # noqa: E731
+    elif run.kernel_provider == "liger_upstream":
+        forward = lambda: UPSTREAM[upstream_key](up, *arguments, [], hyper)  # noqa: E731
+    else:
+        module = _linear_then_loss(loss, run.kernel_provider == "torch_compile")
+        forward = lambda: module(*arguments)  # noqa: E731
+    return inputs, forward
+
+
+def _fused_function_class(record: dict) -> str:
+    module = record["module_class_name"]
+    stem = module[len("Liger") :].removesuffix("Loss") if module.startswith("Liger") else module
+    return f"LigerFusedLinear{stem}Function"
+
+
+@functools.cache
+def _linear_then_loss(loss: str, compiled: bool):
+    record, entry = reference_entry(loss)
+    defaults = {hp["name"]: hp["default"] for hp in record["hyperparameters"]}
+    n_logits = sum(spec["dtype"] != "int64" for spec in record["inputs"])
+
+    def forward(*arguments):
+        logits = [arguments[2 * i] @ arguments[2 * i + 1].t() for i in range(n_logits)]
+        return entry(*logits, *arguments[2 * n_logits :], **defaults)
+
+    module = _FunctionModule(forward)
+    return torch.compile(module) if compiled else module
+
+
+def _input(spec: dict, bt: int, size: int) -> torch.Tensor:
+    """One bf16 [BT, size] input as the kernel's tests draw it (class indices, distributions, positive or any)."""
+    if spec["dtype"] == "int64":
+        return torch.randint(0, size, (bt,), device="cuda")
+    x = torch.randn(bt, size, device="cuda")
+    domain = spec.get("domain", "")
+    if domain == "probabilities":
+        x = torch.softmax(x, dim=-1)
+    elif domain == "log_probabilities":
+        x = torch.log_softmax(x, dim=-1)
+    elif domain == "positive":
+        x = x.abs() + 0.1
+    return x.to(torch.bfloat16).requires_grad_(spec["requires_grad"])
 
 
 QUEUE_AHEAD_CYCLES = 4_000_000  # ~2 ms of GPU clock: longer than the host needs to queue one step
@@ -122,7 +224,8 @@ def gpu_step_ms(forward, inputs, reps: int = 40) -> float:
     """Median GPU time of forward + backward with the host kept out: a GPU-side wait is queued before each start
     event, so the whole step is queued before the GPU reaches it (do_bench's figure includes host time whenever
     launching a step takes longer than running it)."""
-    dy = torch.randn_like(_first(forward()))
+    output = _first(forward())
+    dy = None if output.dim() == 0 else torch.randn_like(output)  # a loss backpropagates from 1.0
     events = []
     for index in range(reps + 5):
         for tensor in inputs:
@@ -144,7 +247,8 @@ def kernel_breakdown(forward, inputs) -> list[tuple[str, float]]:
     from torch.profiler import ProfilerActivity
     from torch.profiler import profile
 
-    dy = torch.randn_like(_first(forward()))
+    output = _first(forward())
+    dy = None if output.dim() == 0 else torch.randn_like(output)
     for tensor in inputs:
         tensor.grad = None
     torch.cuda.synchronize()
@@ -176,6 +280,7 @@ def main(argv=None) -> None:
     parser.add_argument("--kernel", action="append", required=True, help="GENERATED=UPSTREAM (UPSTREAM may be -)")
     parser.add_argument("--sizes", type=int, nargs="+", default=[4096, 8192, 14336])
     parser.add_argument("--bt", type=int, default=16384)
+    parser.add_argument("--hidden", type=int, default=4096, help="hidden size of fused linear kernels")
     parser.add_argument("--csv", default=None, help="results CSV (default: the harness's)")
     parser.add_argument("--providers", nargs="+", default=PROVIDERS)
     parser.add_argument("--gpu-time", action="store_true", help="also the GPU-only time (host kept out) per step")
@@ -186,7 +291,9 @@ def main(argv=None) -> None:
     sys.path.insert(0, args.helper_dir)
     from upstream_liger import load_upstream
 
-    up = load_upstream(args.upstream)
+    # Upstream's JSD runs through its backend registry, which imports its Triton kernel on first use: by then
+    # `liger_kernel` is this repo's package, so the kernel module is loaded here, with upstream's.
+    up = load_upstream(args.upstream, modules=("ops", "transformers.functional", "ops.backends._triton.jsd"))
     rate = copy_rate_tb_s()
     print(f"device-to-device copy: {rate:.2f} TB/s", flush=True)
     table = ["| kernel | H | provider | full ms | peak MB | TB/s | % copy | GPU-only ms |"]
@@ -195,7 +302,7 @@ def main(argv=None) -> None:
         name, upstream_key = pair.split("=")
         providers = [p for p in args.providers if p != "liger_upstream" or upstream_key in UPSTREAM]
         for size in args.sizes:
-            config = {"hidden_size": size, "dtype": "bfloat16", "model": "compare"}
+            config = {"hidden_size": size, "hidden": args.hidden, "dtype": "bfloat16", "model": "compare"}
             figures = {}
             metrics = [("speed", "ms", run_speed_benchmark), ("memory", "MB", run_memory_benchmark)]
             for metric, unit, runner in metrics[:1] if args.speed_only else metrics:
@@ -218,13 +325,18 @@ def main(argv=None) -> None:
                 if args.breakdown:
                     for kernel, us in kernel_breakdown(forward, inputs)[:6]:
                         print(f"  {name} H={size} {provider}: {us:8.1f} us  {kernel[:90]}", flush=True)
-            moved = BYTES_MODEL.get(upstream_key, BYTES_MODEL["default"]) * args.bt * size * 2
+            record_name = name.removeprefix(FUSED_PREFIX)
+            reference = load_record(record_name)["reference"]["origin"].removeprefix("builtin:")
+            units = BYTES_MODEL.get(upstream_key, BYTES_MODEL_BY_REFERENCE.get(reference, BYTES_MODEL["default"]))
+            if name.startswith(FUSED_PREFIX):
+                units = 0
+            moved = units * args.bt * size * 2
             for provider in providers:
                 ms = figures.get(provider, {}).get("speed")
                 mb = figures.get(provider, {}).get("memory")
                 if ms is None:
                     continue
-                tb_s = moved / (ms * 1e-3) / 1e12
+                tb_s = moved / (ms * 1e-3) / 1e12 if moved else float("nan")
                 gpu = figures[provider].get("gpu")
                 mb = float("nan") if mb is None else mb
                 gpu_text = f"{gpu:.3f}" if gpu is not None else "-"

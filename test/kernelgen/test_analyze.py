@@ -14,8 +14,10 @@ from test.kernelgen.torch_tl import run_statements
 from tools.kernelgen.analyze import AnalyzeError
 from tools.kernelgen.analyze import analyze
 from tools.kernelgen.analyze import list_builtin_references
+from tools.kernelgen.analyze.classify import classify
 from tools.kernelgen.analyze.closest import _op_names
 from tools.kernelgen.analyze.load import load_reference
+from tools.kernelgen.analyze.trace import trace_reference
 from tools.kernelgen.derivation import elementwise_math
 from tools.kernelgen.profile import dump_yaml
 from tools.kernelgen.profile import load_profile
@@ -334,14 +336,16 @@ def test_tier_reasons_name_the_deciding_ops():
     assert "`.mean()` (line 17) reduces each row along the last dimension" in analyzed("rms_norm").notes.tier_reason
     assert "`torch.softmax`" in analyzed("softmax").notes.tier_reason
     assert (
-        "`F.cross_entropy` (line 14) is a loss over the class dimension" in analyzed("cross_entropy").notes.tier_reason
+        "`F.cross_entropy` (line 17) is a loss over the class dimension" in analyzed("cross_entropy").notes.tier_reason
     )
 
 
-def test_tier3_leaves_math_empty_and_says_so():
+def test_tier3_math_is_statistics_per_row_and_a_reduction():
     profile = analyzed("cross_entropy")
-    assert profile.math.outputs == {} and profile.math.triton is None
-    assert any("tier 3" in remark for remark in profile.notes.remarks)
+    assert profile.math.triton is None and list(profile.math.outputs) == ["loss"]
+    assert {s.reduce for s in profile.math.statistics} == {"max", "sum"}
+    assert profile.math.loss.reduction == "reduction"
+    assert profile.math.loss.denominator == "where(ignore_index != target, 1, 0)"
 
 
 def test_cross_entropy_inputs_hyperparameters_and_kind():
@@ -367,7 +371,8 @@ def test_cross_entropy_inputs_hyperparameters_and_kind():
         ("return torch.softmax(torch.log_softmax(x, -1) * 2.0, -1)", 2, "reduce each row"),
         ("return x.sum(-1), x.amax(-1, keepdim=True)", 2, "reduce each row"),
         ("return x / x.norm(dim=-1, keepdim=True)", 2, "reduces each row"),
-        # A reduction of a reduction (or of a flattened tensor) does not reduce a row of the inputs.
+        # A reduction of a reduction (or of a flattened tensor) does not reduce a row of the inputs: the last two
+        # are losses instead (per-row sums, a sum of everything); the first sums some rows of [B, T, H] inputs.
         ("return x.sum(-1).sum(-1)", 3, "`.sum()` (line 5) reduces a last dimension that is not the inputs' row"),
         ("return x.sum(-1, keepdim=True).sum(-1)", 3, "not the inputs' row"),
         ("return x.flatten().sum(-1)", 3, "not the inputs' row"),
@@ -377,9 +382,21 @@ def test_cross_entropy_inputs_hyperparameters_and_kind():
 )
 def test_classification_of_small_references(tmp_path, body, tier, fragment):
     path = write(tmp_path, "ref.py", f"import torch\n\n\ndef ref(x):\n    {body}\n")
-    profile = analyze(str(path))
-    assert profile.tier == tier
-    assert fragment in profile.notes.tier_reason
+    classification = classify(trace_reference(load_reference(str(path))))
+    assert classification.tier == tier
+    assert fragment in classification.reason
+    if tier == 3 and body in LOSSES_OF_ROWS:
+        assert analyze(str(path)).math.loss.reduction == LOSSES_OF_ROWS[body]
+    elif tier == 3:  # no loss over rows: analysis stops on one line that names the op's line
+        with pytest.raises(AnalyzeError) as caught:
+            analyze(str(path))
+        assert "ref.py:5:" in str(caught.value) and "\n" not in str(caught.value)
+
+
+LOSSES_OF_ROWS = {
+    "return x.sum(-1, keepdim=True).sum(-1)": "none",
+    "return x.flatten().sum(-1)": "sum",
+}
 
 
 def test_casts_are_noted(tmp_path):
@@ -391,19 +408,56 @@ def test_casts_are_noted(tmp_path):
 # Parameter and hyper-parameter discovery ---------------------------------------------------------------------
 def test_dyt_parameters():
     profile = analyzed("dyt")
-    params = {(p.name, p.shape, p.init, p.init_value) for p in profile.parameters}
+    params = {(p.name, p.shape, p.init, p.init_value, p.init_arg, p.enabled_by) for p in profile.parameters}
     assert params == {
-        ("alpha", "scalar", "constant", 0.5),
-        ("weight", "channel", "ones", None),
-        ("bias", "channel", "zeros", None),
+        ("alpha", "scalar", "constant", None, "init_alpha", ""),  # starts at the constructor's init_alpha
+        ("gamma", "channel", "ones", None, "", ""),
+        ("beta", "channel", "zeros", None, "", "beta"),  # DyT(beta=False) has none: it computes as zeros
     }
     assert profile.hyperparameters == []  # init_alpha only initialises alpha
-    assert [(p.name, p.default) for p in profile.module.init_params] == [("hidden_size", None), ("init_alpha", 0.5)]
+    assert [(p.name, p.default) for p in profile.module.init_params] == [
+        ("hidden_size", None),
+        ("beta", True),
+        ("init_alpha", 0.5),
+    ]
     assert profile.module.size_param == "hidden_size"
-    # bias is only added: the backward reads neither it nor anything but x, alpha and weight.
-    assert elementwise_math(profile).backward_uses == ["alpha", "grad_y", "weight", "x"]
-    assert profile.forward_computation == "y = weight * tanh(alpha * x) + bias"
+    # beta is only added: the backward reads neither it nor anything but x, alpha and gamma.
+    assert elementwise_math(profile).backward_uses == ["alpha", "gamma", "grad_y", "x"]
+    assert profile.forward_computation == "y = gamma * tanh(alpha * x) + beta"
     assert profile.function_class_name == "LigerDyTFunction"
+
+
+def test_constructor_arguments_are_linked_only_when_the_probe_proves_it(tmp_path):
+    """A flag whose absence is not the parameter's initial value (a scale that becomes 2.0, not its ones), and a
+    float the parameter does not start at, stay unlinked; a tier-2 reference's optional weight is noted, not
+    made optional (its templates take every parameter)."""
+    source = (
+        "import torch\nimport torch.nn as nn\n\n\n"
+        "class Scaled(nn.Module):\n"
+        "    def __init__(self, hidden_size: int, learn: bool = True, start: float = 0.25):\n"
+        "        super().__init__()\n"
+        "        self.scale = nn.Parameter(torch.ones(hidden_size)) if learn else None\n"
+        "        self.shift = nn.Parameter(torch.full((1,), 0.5))\n"
+        "        self.start = start\n\n"
+        "    def forward(self, x):\n"
+        "        scale = self.scale if self.scale is not None else 2.0\n"
+        "        return scale * x + self.shift\n"
+    )
+    profile = analyze(str(write(tmp_path, "scaled.py", source)))
+    assert [(p.name, p.init_arg, p.enabled_by) for p in profile.parameters] == [("scale", "", ""), ("shift", "", "")]
+    norm = (
+        "import torch\nimport torch.nn as nn\n\n\n"
+        "class Norm(nn.Module):\n"
+        "    def __init__(self, hidden_size: int, affine: bool = True):\n"
+        "        super().__init__()\n"
+        "        self.weight = nn.Parameter(torch.ones(hidden_size)) if affine else None\n\n"
+        "    def forward(self, x):\n"
+        "        y = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)\n"
+        "        return y * self.weight if self.weight is not None else y\n"
+    )
+    profile = analyze(str(write(tmp_path, "norm.py", norm)))
+    assert profile.tier == 2 and profile.parameters[0].enabled_by == ""
+    assert any("weight is optional in the reference" in remark for remark in profile.notes.remarks)
 
 
 def test_leaky_relu_mul_hyperparameter():
@@ -527,7 +581,8 @@ def test_tier1_math_matches_reference_and_autograd(name):
         got = _tensor(backward_scope[f"grad_{key}"]).expand(rows, cols)
         if key in params:
             # The kernel stores per-element contributions; the template sums them over rows (or everything).
-            got = got.sum(dim=0) if params[key].dim() == 1 else got.sum()
+            # A scalar parameter may be held as shape () or (1,) (DyT's alpha, as Liger's).
+            got = got.sum(dim=0) if params[key].dim() == 1 else got.sum().reshape(want.shape)
         torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-9, msg=lambda m, key=key: f"{name} grad_{key}: {m}")
 
 

@@ -8,8 +8,8 @@ shapes; on a GPU the same tests use model-sized shapes.
 
 import pytest
 
+from test.kernelgen.conftest import assert_generated_tests_pass
 from test.kernelgen.conftest import copy_checkout
-from test.kernelgen.conftest import run_pytest
 from test.kernelgen.test_analyze import TIER1_BUILTINS
 from tools.kernelgen.analyze import analyze
 from tools.kernelgen.generate import plan_new
@@ -51,9 +51,5 @@ def test_every_elementwise_reference_gets_a_synthesized_kernel(generated_checkou
 
 
 def test_generated_kernels_match_torch_autograd(generated_checkout):
-    tests = [kernel_paths(f"{reference}_gen")["test"] for reference in ELEMENTWISE_REFERENCES]
-    result = run_pytest(generated_checkout, *tests)
-    assert result.returncode == 0, result.stdout[-5000:]
-    summary = result.stdout.strip().splitlines()[-1]
-    passed = int(summary.split(" passed")[0].split()[-1])
-    assert passed >= 4 * len(ELEMENTWISE_REFERENCES), summary
+    names = [f"{reference}_gen" for reference in ELEMENTWISE_REFERENCES]
+    assert_generated_tests_pass(generated_checkout, names, at_least_per_kernel=4)

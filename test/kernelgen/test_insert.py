@@ -510,7 +510,9 @@ def test_register_kernel_on_fixture_layouts(layout, newline):
     assert f'    "LigerGELUMulFunction",{n}    "LigerRMSNormFunction",' in ops
     transformers = changed[TRANSFORMERS_INIT]
     assert f"from liger_kernel.transformers.geglu import LigerGEGLUMLP  # noqa: F401{n}" in transformers
-    assert transformers.count('"liger_geglu"') == 1  # both layouts already export liger_* functionals
+    # The host layout re-exports functional.py's helpers; upstream's exports only rope's own liger_* functions.
+    assert transformers.count('"liger_geglu"') == (1 if layout == "transformers_init_host.txt" else 0)
+    assert ("import liger_geglu" in transformers) == (layout == "transformers_init_host.txt")
     functional = changed[FUNCTIONAL]
     assert f"from liger_kernel.ops.geglu import LigerGELUMulFunction{n}from liger_kernel.ops.rms_norm" in functional
     assert f"{n}{n}{n}def liger_geglu(a, b):" in functional
@@ -568,6 +570,32 @@ def test_register_kernel_skips_functionals_when_the_package_exports_none():
     changed = register_kernel(files, geglu_registration(lazy_names=()))
     assert "liger_geglu" not in changed[TRANSFORMERS_INIT]
     assert "LigerGEGLUMLP" in changed[TRANSFORMERS_INIT]
+
+
+def test_register_kernel_imports_functions_from_the_ops_package_when_functional_py_does():
+    """Upstream's functional.py imports every Function from ``liger_kernel.ops`` (so backend replacement applies);
+    the new one joins them there. A file importing from submodules keeps doing so."""
+    package_style = dedent(
+        """
+        import torch
+
+        from liger_kernel.ops import LigerRMSNormFunction
+        from liger_kernel.ops import LigerSiLUMulFunction
+
+
+        def liger_rms_norm(x, weight, eps):
+            return LigerRMSNormFunction.apply(x, weight, eps)
+        """
+    )
+    changed = register_kernel({FUNCTIONAL: package_style}, geglu_registration(lazy_names=()))[FUNCTIONAL]
+    assert (
+        "from liger_kernel.ops import LigerGELUMulFunction\nfrom liger_kernel.ops import LigerRMSNormFunction\n"
+        in changed
+    )
+    assert "liger_kernel.ops.geglu" not in changed
+    submodule_style = fixture("functional.txt")
+    changed = register_kernel({FUNCTIONAL: submodule_style}, geglu_registration(lazy_names=()))[FUNCTIONAL]
+    assert "from liger_kernel.ops.geglu import LigerGELUMulFunction\n" in changed
 
 
 def test_register_kernel_errors_name_the_file():

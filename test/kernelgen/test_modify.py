@@ -125,7 +125,7 @@ def edited(generated, tmp_path) -> Path:
     shutil.copytree(generated, checkout)
     ops = checkout / OPS
     text = ops.read_text()
-    anchor = "from liger_kernel.ops.utils import ensure_contiguous\n"
+    anchor = "import triton.language as tl\n"
     ops.write_text(text.replace(anchor, anchor + "\n" + HAND_COMMENT, 1) + HAND_HELPER)
     test = checkout / TEST
     test.write_text(test.read_text() + HAND_TEST)

@@ -21,6 +21,7 @@ from tools.kernelgen.profile import KernelProfile
 from tools.kernelgen.profile import benchmark_size
 from tools.kernelgen.profile import load_profile
 from tools.kernelgen.profile import validate_profile
+from tools.kernelgen.render import render_fused_linear
 from tools.kernelgen.render import render_kernel
 
 # Documentation only, and said so in kernel-profile-format.md.
@@ -53,11 +54,21 @@ PROFILES = {
     "swiglu": lambda: _example("swiglu"),  # tier 1, derived from a formula, mlp module
     "rms_norm": lambda: _example("rms_norm"),  # tier 2, hand-written Triton, norm module
     "cross_entropy": lambda: _example("cross_entropy"),  # tier 3, loss module
-    "dyt": lambda: analyze("dyt"),  # tier 1 with scalar and per-channel parameters, a module reference
+    "dyt": lambda: analyze("dyt"),  # tier 1 with scalar, per-channel and optional parameters, a module reference
+    "dyt_fixed_alpha": lambda: _fixed_alpha(analyze("dyt")),
     "leaky_relu_mul": lambda: analyze("leaky_relu_mul"),  # tier 1 with a runtime hyper-parameter
     "layer_norm": lambda: analyze("layer_norm"),  # tier 2, derived from its statistics and formulas
+    "kl_div": lambda: analyze("kl_div"),
+    "cross_entropy_fused": lambda: _with_fused_linear(
+        _example("cross_entropy")
+    ),  # and its fused linear kernel  # tier 3 with a reduction picked among values of its own
     "logsumexp": lambda: _analyze_source("import torch\n\n\ndef logsumexp(x):\n    return torch.logsumexp(x, -1)\n"),
 }
+
+
+def _with_fused_linear(profile: KernelProfile) -> KernelProfile:
+    profile.fused_linear.enabled = True
+    return profile
 
 
 def _analyze_source(source: str) -> KernelProfile:
@@ -88,8 +99,21 @@ def _rename_hyper(profile):
 
 
 def _rename_parameter(profile):
-    profile.parameters[1].name = "gamma"
-    profile.math.outputs["y"] = profile.math.outputs["y"].replace("weight", "gamma")
+    profile.parameters[1].name = "scale"
+    profile.math.outputs["y"] = profile.math.outputs["y"].replace("gamma", "scale")
+
+
+def _fixed_alpha(profile):
+    """DyT whose alpha starts at a number of the profile instead of the init_alpha argument."""
+    profile.parameters[0].init_arg = ""
+    profile.parameters[0].init_value = 0.5
+    return profile
+
+
+def _set_reduction_sum(profile):
+    profile.math.loss.reduction = "sum"
+    profile.hyperparameters = [hp for hp in profile.hyperparameters if hp.name != "reduction"]
+    profile.reference.source = profile.reference.source.replace(', reduction="mean"', "")
 
 
 def _set(path: str, value):
@@ -123,7 +147,9 @@ EDITS = {
     "parameters[].name": ("dyt", _rename_parameter, "files"),
     "parameters[].shape": ("dyt", _set("parameters.1.shape", "scalar"), "files"),
     "parameters[].init": ("dyt", _set("parameters.1.init", "zeros"), "files"),
-    "parameters[].init_value": ("dyt", _set("parameters.0.init_value", 0.25), "files"),
+    "parameters[].init_value": ("dyt_fixed_alpha", _set("parameters.0.init_value", 0.25), "files"),
+    "parameters[].init_arg": ("dyt", _set("parameters.0.init_arg", ""), "validation"),
+    "parameters[].enabled_by": ("dyt", _set("parameters.2.enabled_by", ""), "files"),
     "parameters[].attribute": ("dyt", _set("parameters.1.attribute", "affine.weight"), "files"),
     "forward_computation": ("swiglu", _set("forward_computation", "y = silu(gate) * up"), "files"),
     "math.statistics[].name": ("layer_norm", _rename_statistic, "files"),
@@ -164,10 +190,11 @@ EDITS = {
         lambda p: (_set("module.kind", "elementwise")(p), _set("module.hidden_act", "")(p)),
         "files",
     ),
-    "module.init_params[].name": ("dyt", _set("module.init_params.1.name", "alpha_init"), "files"),
-    "module.init_params[].default": ("dyt", _set("module.init_params.1.default", 0.25), "files"),
+    "module.init_params[].name": ("leaky_relu_mul", _set("module.init_params.0.name", "slope"), "files"),
+    "module.init_params[].default": ("dyt", _set("module.init_params.2.default", 0.25), "files"),
     "module.size_param": ("dyt", _set("module.size_param", "dim"), "files"),
     "module.hidden_act": ("swiglu", _set("module.hidden_act", "silu"), "files"),
+    "module.variants": ("swiglu", _set("module.variants", ["gemma4"]), "files"),
     "benchmark.providers": ("swiglu", _set("benchmark.providers", ["liger", "torch"]), "files"),
     "benchmark.fixed_config": ("swiglu", _set("benchmark.fixed_config", {"intermediate_size": 14336}), "measured"),
     "reference.source": (
@@ -195,6 +222,14 @@ EDITS = {
     "test.input_scale": ("swiglu", _set("test.input_scale", 3.0), "files"),
     "test.input_domain": ("swiglu", _set("test.input_domain", "positive"), "files"),
     "test.mlp_shapes": ("swiglu", _set("test.mlp_shapes", [[2, 16, 40]]), "files"),
+    "inputs[].domain": ("kl_div", _set("inputs.1.domain", "positive"), "files"),
+    "math.loss.reduction": ("cross_entropy", _set_reduction_sum, "files"),
+    "math.loss.denominator": ("cross_entropy", _set("math.loss.denominator", "1"), "files"),
+    "math.loss.choices[].value": ("kl_div", _set("math.loss.choices.0.value", "per_row"), "validation"),
+    "math.loss.choices[].reduction": ("kl_div", _set("math.loss.choices.0.reduction", "sum"), "files"),
+    "math.loss.choices[].denominator": ("kl_div", _set("math.loss.choices.0.denominator", "2"), "files"),
+    "fused_linear.enabled": ("cross_entropy", _set("fused_linear.enabled", True), "fused"),
+    "fused_linear.chunk_size": ("cross_entropy_fused", _set("fused_linear.chunk_size", 1024), "fused"),
 }
 
 
@@ -203,6 +238,8 @@ def _outcome(profile: KernelProfile, what: str):
         return validate_profile(profile)
     if what == "measured":
         return benchmark_size(profile)
+    if what == "fused":  # the fused linear kernel new writes beside the loss
+        return render_fused_linear(profile).files if profile.fused_linear.enabled else None
     rendered = render_kernel(profile)
     return rendered.files, rendered.functional_source
 

@@ -10,8 +10,8 @@ shapes.
 
 import pytest
 
+from test.kernelgen.conftest import assert_generated_tests_pass
 from test.kernelgen.conftest import copy_checkout
-from test.kernelgen.conftest import run_pytest
 from test.kernelgen.test_analyze import TIER2_BUILTINS
 from test.kernelgen.test_rows import STYLE_ENTRIES
 from test.kernelgen.test_rows import STYLES
@@ -54,8 +54,4 @@ def test_generated_row_kernels_run_under_the_interpreter(generated_checkout):
 def test_generated_row_kernels_match_torch_autograd(generated_checkout):
     root, names = generated_checkout
     assert set(STYLE_KERNELS) <= set(STYLE_ENTRIES)
-    result = run_pytest(root, *[kernel_paths(name)["test"] for name in names])
-    assert result.returncode == 0, result.stdout[-5000:]
-    summary = result.stdout.strip().splitlines()[-1]
-    passed = int(summary.split(" passed")[0].split()[-1])
-    assert passed >= 6 * len(names), summary
+    assert_generated_tests_pass(root, names, at_least_per_kernel=6)

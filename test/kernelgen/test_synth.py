@@ -218,6 +218,7 @@ OP_CASES = [
     OpCase("clamp", lambda x: torch.clamp(x, -1.5, 0.25), args=(-1.5, 0.25)),
     OpCase("maximum", torch.maximum, names=("a", "b")),
     OpCase("minimum", torch.minimum, names=("a", "b")),
+    OpCase("xlogy", torch.xlogy, names=("a", "b"), domains={"a": "positive", "b": "positive"}),
     OpCase("sin", torch.sin),
     OpCase("cos", torch.cos),
     OpCase("erf", torch.erf),
@@ -395,7 +396,7 @@ def test_gradient_formulas_parse_back_to_the_printed_gradients(name):
 # The table documents each gradient convention; the documentation must agree with sympy's derivative.
 # ---------------------------------------------------------------------------------------------------------------
 
-POSITIVE_DOMAIN_OPS = {"log", "log1p", "sqrt", "rsqrt", "div", "reciprocal"}
+POSITIVE_DOMAIN_OPS = {"log", "log1p", "sqrt", "rsqrt", "div", "reciprocal", "xlogy"}
 
 
 @pytest.mark.parametrize("op", sorted(name for name, rule in OPS.items() if rule.derivative))

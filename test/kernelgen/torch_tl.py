@@ -52,6 +52,10 @@ class TorchTL:
     def zeros(shape, dtype=None):
         return torch.zeros(shape, dtype=torch.float64)
 
+    @staticmethod
+    def full(shape, value, dtype=None):
+        return torch.full(shape, float(value), dtype=torch.float64)
+
     float32 = torch.float64
 
 

@@ -118,6 +118,11 @@ def build_parser() -> argparse.ArgumentParser:
     new.add_argument(
         "--modify", action="store_true", help="update the existing kernel in place, keeping hand edits (3-way merge)"
     )
+    new.add_argument(
+        "--fused-linear",
+        action="store_true",
+        help="a loss (tier 3): also generate fused_linear_NAME, the loss of hidden @ weight.T + bias in row chunks",
+    )
     add_modify_options(new)
 
     analyze = commands.add_parser(
@@ -210,18 +215,8 @@ def _profile_for_new(args):
             )
         reference = args.name
     from tools.kernelgen.analyze import analyze_for_checkout
-    from tools.kernelgen.profile import validate_profile
 
-    profile = analyze_for_checkout(
-        reference, name=args.name, repo_root=Path(args.repo).resolve() if args.repo else None
-    )
-    if profile.tier == 3 and validate_profile(profile):
-        # A reference beyond the tiers kernelgen derives: say why it is tier 3, not which template fields it lacks.
-        raise CliError(
-            f"'{args.name}' is tier 3 ({profile.notes.tier_reason.rstrip('.')}): kernelgen generates tier-3 kernels "
-            f"from the softmax-loss template only (see examples/cross_entropy.yaml)"
-        )
-    return profile
+    return analyze_for_checkout(reference, name=args.name, repo_root=Path(args.repo).resolve() if args.repo else None)
 
 
 def cmd_new(args) -> int:
@@ -240,6 +235,12 @@ def cmd_new(args) -> int:
     repo = LigerRepo.open(args.repo)
     check_new_target(repo, args.name, force=args.force)  # before the analysis: its advice would not apply
     profile = _profile_for_new(args)
+    if args.fused_linear:
+        if profile.tier != 3:
+            raise CliError(
+                f"--fused-linear: '{args.name}' is tier {profile.tier}; only a loss (tier 3) has a fused linear form"
+            )
+        profile.fused_linear.enabled = True
     changes = plan_new(repo, profile, force=args.force)
     if args.dry_run:
         sys.stdout.write(changes.diff())
@@ -251,7 +252,10 @@ def cmd_new(args) -> int:
         print(f"  created   {path}")
     for path in changes.modified:
         print(f"  modified  {path}")
-    print(f"next: python -m pytest test/transformers/test_{profile.operation_name}.py")
+    tests = [f"test/transformers/test_{profile.operation_name}.py"]
+    if profile.fused_linear.enabled:
+        tests.append(f"test/transformers/test_{profile.fused_linear_name}.py")
+    print(f"next: python -m pytest {' '.join(tests)}")
     return 0
 
 

@@ -15,6 +15,9 @@ from tools.kernelgen.profile import ProfileError
 from tools.kernelgen.synth import ElementwiseMath
 from tools.kernelgen.synth import parse_formula
 from tools.kernelgen.synth import synthesize_elementwise
+from tools.kernelgen.synth.losses import COL
+from tools.kernelgen.synth.losses import LossMath
+from tools.kernelgen.synth.losses import synthesize_loss
 from tools.kernelgen.synth.rows import N_COLS
 from tools.kernelgen.synth.rows import RowMath
 from tools.kernelgen.synth.rows import RowProgramError
@@ -83,6 +86,45 @@ def row_math(profile: KernelProfile, source: str = "<profile>") -> RowMath:
 @functools.lru_cache(maxsize=64)
 def _derive_rows(statistics, formulas, inputs, constants, parameters, hyperparameters) -> RowMath:
     names = [*inputs, *constants, *(name for name, _ in parameters), *hyperparameters, N_COLS]
+    parsed, outputs = _parse_program(statistics, formulas, names)
+    try:
+        return synthesize_rows(parsed, outputs, list(inputs), dict(parameters), list(hyperparameters), list(constants))
+    except RowProgramError as error:
+        raise _FormulaError(f"math: {error}") from None
+
+
+def loss_math(profile: KernelProfile, source: str = "<profile>") -> LossMath:
+    """The tier-3 chunked forward (gradient included) derived from the formulas (see ``synth/losses.py``)."""
+    element = [t for t in profile.inputs if t.dtype != "int64"]
+    statistics = tuple((s.name, s.reduce, s.of) for s in profile.math.statistics)
+    try:
+        return _derive_loss(
+            statistics,
+            tuple(profile.math.outputs.items()),
+            tuple(t.name for t in element if t.requires_grad),
+            tuple(t.name for t in element if not t.requires_grad),
+            tuple(t.name for t in profile.inputs if t.dtype == "int64"),
+            tuple(profile.formula_hyperparameters),
+            tuple(hp.name for hp in profile.hyperparameters if hp.type == "int"),
+        )
+    except _FormulaError as error:
+        raise ProfileError(source, [str(error)]) from None
+
+
+@functools.lru_cache(maxsize=64)
+def _derive_loss(statistics, formulas, inputs, constants, row_inputs, hyperparameters, integers) -> LossMath:
+    names = [*inputs, *constants, *row_inputs, *hyperparameters, COL, N_COLS]
+    parsed, outputs = _parse_program(statistics, formulas, names)
+    try:
+        return synthesize_loss(
+            parsed, outputs, list(inputs), list(hyperparameters), list(constants), list(row_inputs), list(integers)
+        )
+    except RowProgramError as error:
+        raise _FormulaError(f"math: {error}") from None
+
+
+def _parse_program(statistics, formulas, names: list[str]):
+    names = list(names)
     parsed = []
     for index, (name, reduce, text) in enumerate(statistics):
         try:
@@ -96,10 +138,7 @@ def _derive_rows(statistics, formulas, inputs, constants, parameters, hyperparam
             outputs[name] = parse_formula(text, names)
         except (ValueError, TypeError) as error:
             raise _FormulaError(f"math.outputs.{name}: {error}") from None
-    try:
-        return synthesize_rows(parsed, outputs, list(inputs), dict(parameters), list(hyperparameters), list(constants))
-    except RowProgramError as error:
-        raise _FormulaError(f"math: {error}") from None
+    return parsed, outputs
 
 
 def names_read(statements: list[str]) -> set[str]:

@@ -7,6 +7,7 @@ with no problem reaches ``writer.write_all``.
 from __future__ import annotations
 
 import ast
+import copy
 import difflib
 
 from dataclasses import dataclass
@@ -16,6 +17,11 @@ from tools.kernelgen.formatting import FormatError
 from tools.kernelgen.formatting import added_lint_findings
 from tools.kernelgen.formatting import format_snippet
 from tools.kernelgen.formatting import format_source
+from tools.kernelgen.harness import BENCHMARK_UTILS
+from tools.kernelgen.harness import BenchmarkHarness
+from tools.kernelgen.harness import HarnessError
+from tools.kernelgen.harness import add_helpers
+from tools.kernelgen.harness import read_harness
 from tools.kernelgen.insert import InsertError
 from tools.kernelgen.insert import Registration
 from tools.kernelgen.insert import register_kernel
@@ -32,6 +38,7 @@ from tools.kernelgen.record import content_hash
 from tools.kernelgen.record import read_record
 from tools.kernelgen.record import record_text
 from tools.kernelgen.record import recorded_hashes
+from tools.kernelgen.render import render_fused_linear
 from tools.kernelgen.render import render_kernel
 from tools.kernelgen.render import target_helpers
 from tools.kernelgen.repo import LigerRepo
@@ -128,12 +135,14 @@ def _unchanged_since_generation(repo: LigerRepo, name: str, paths: list[str]) ->
     return answers
 
 
-def overwrite_refusals(repo: LigerRepo, name: str, changes: ChangeSet) -> list[str]:
+def overwrite_refusals(repo: LigerRepo, name: str, changes: ChangeSet, companions: tuple[str, ...] = ()) -> list[str]:
     """``"PATH (why)"`` for every existing file the change set may not overwrite.
 
     A kernel's own file is overwritten only when kernelgen generated it (there is a record) and nobody edited it
-    since; any other file (registrations, ``ops/utils.py``, other kernels) only ever gets lines added."""
-    own = set(kernel_paths(name).values())
+    since; any other file (registrations, ``ops/utils.py``, other kernels) only ever gets lines added.
+    ``companions``: kernels generated with this one under its record (a loss's fused linear form), whose files
+    count as its own."""
+    own = {path for kernel in (name, *companions) for path in kernel_paths(kernel).values()}
     record = record_path(name)
     recorded = repo.exists(record)
     changed = [
@@ -171,6 +180,23 @@ def registration_for(profile: KernelProfile, functional_source: str) -> Registra
     )
 
 
+def fused_linear_registration(profile: KernelProfile, functional_source: str) -> Registration:
+    """What the fused linear + loss kernel of a loss profile exports."""
+    name = profile.fused_linear_name
+    function_class, module_class, functional = profile.fused_linear_classes
+    return Registration(
+        kernel=name,
+        ops_module=f"liger_kernel.ops.{name}",
+        ops_names=(function_class, f"{name}_forward", f"{name}_backward"),
+        transformers_module=f"liger_kernel.transformers.{name}",
+        module_names=(module_class,),
+        lazy_names=(),
+        functional_name=functional,
+        functional_source=functional_source,
+        function_class_name=function_class,
+    )
+
+
 def plan_new(repo: LigerRepo, profile: KernelProfile, *, force: bool = False) -> ChangeSet:
     """Compute (without writing) every change ``new`` makes for ``profile`` in ``repo``.
 
@@ -180,15 +206,32 @@ def plan_new(repo: LigerRepo, profile: KernelProfile, *, force: bool = False) ->
     check_kernel_name(name)
     check_new_target(repo, name, force=force)
     profile.validate(f"profile for {name}")
+    origin = repo.portable_origin(profile.reference.origin)
+    if origin != profile.reference.origin:
+        profile = copy.deepcopy(profile)
+        profile.reference.origin = origin
     files, functional_source = render_formatted(repo, profile)
+    registrations = [registration_for(profile, functional_source)]
+    if profile.fused_linear.enabled:
+        fused_present = existing_kernel_files(repo, profile.fused_linear_name)
+        if fused_present and not force:
+            raise GenerateError(
+                f"kernel '{profile.fused_linear_name}' already exists ({fused_present[0]}); "
+                f"use --force to overwrite the generated files"
+            )
+        fused_files, fused_functional = render_formatted(repo, profile, fused_linear=True)
+        files.update(fused_files)
+        registrations.append(fused_linear_registration(profile, fused_functional))
     changes = ChangeSet()
     for path, text in files.items():
         changes.changes[path] = text
         changes.originals[path] = repo.read(path) if repo.exists(path) else None
 
     existing = {path: repo.read(path) for path in (OPS_INIT, TRANSFORMERS_INIT, FUNCTIONAL)}
+    updated = dict(existing)
     try:
-        updated = register_kernel(existing, registration_for(profile, functional_source))
+        for registration in registrations:
+            updated.update(register_kernel(updated, registration))
     except InsertError as error:
         raise GenerateError(str(error)) from None
     for path, text in updated.items():
@@ -201,10 +244,27 @@ def plan_new(repo: LigerRepo, profile: KernelProfile, *, force: bool = False) ->
         changes.changes[path] = text
         changes.originals[path] = existing[path]
 
+    harness = benchmark_harness(repo)
+    if harness.missing:
+        # The script calls helpers the target's harness predates: kernelgen's versions join its utils.
+        original = repo.read(BENCHMARK_UTILS)
+        try:
+            updated = add_helpers(original, harness)
+        except HarnessError as error:
+            raise GenerateError(str(error)) from None
+        new_findings = added_lint_findings(original, updated, repo.root, BENCHMARK_UTILS)
+        if new_findings:
+            raise GenerateError(
+                f"adding {', '.join(harness.missing)} to {BENCHMARK_UTILS} would add ruff findings: {new_findings[0]}"
+            )
+        changes.changes[BENCHMARK_UTILS] = updated
+        changes.originals[BENCHMARK_UTILS] = original
+
     record = record_path(name)
     changes.changes[record] = record_text(profile, files)
     changes.originals[record] = repo.read(record) if repo.exists(record) else None
-    refusals = overwrite_refusals(repo, name, changes)
+    companions = (profile.fused_linear_name,) if profile.fused_linear.enabled else ()
+    refusals = overwrite_refusals(repo, name, changes, companions)
     if refusals:
         raise GenerateError(
             f"refusing to overwrite {len(refusals)} file(s): {'; '.join(refusals)}; nothing written"
@@ -213,9 +273,20 @@ def plan_new(repo: LigerRepo, profile: KernelProfile, *, force: bool = False) ->
     return changes
 
 
-def render_formatted(repo: LigerRepo, profile: KernelProfile) -> tuple[dict[str, str], str]:
-    """The kernel's own files and its functional wrapper, rendered for ``repo`` and formatted with its ruff."""
-    rendered = render_kernel(profile, target_helpers(repo.read(OPS_UTILS)))
+def benchmark_harness(repo: LigerRepo) -> BenchmarkHarness:
+    """The benchmark harness ``repo`` implements (the style of script to render for it)."""
+    try:
+        return read_harness(repo.read(BENCHMARK_UTILS) if repo.exists(BENCHMARK_UTILS) else None)
+    except HarnessError as error:
+        raise GenerateError(str(error)) from None
+
+
+def render_formatted(repo: LigerRepo, profile: KernelProfile, fused_linear: bool = False) -> tuple[dict[str, str], str]:
+    """The kernel's own files and its functional wrapper (``fused_linear``: those of the loss's fused linear
+    kernel), rendered for ``repo`` and formatted with its ruff."""
+    style = benchmark_harness(repo).style
+    render = render_fused_linear if fused_linear else render_kernel
+    rendered = render(profile, target_helpers(repo.read(OPS_UTILS)), benchmark_style=style)
     files = {}
     try:
         for path, text in rendered.files.items():

@@ -15,7 +15,8 @@ Triton statements (an override for math kernelgen cannot derive):
 - tier 2 (row reduction): ``x`` (the row, masked with ``mask``), ``n_cols``, parameters and hyper-parameters
   by name; ``row_statistics`` assigns every name in ``saved_row_statistics``; ``forward`` assigns ``y``;
   ``backward`` reads ``grad_y`` and the statistics and assigns ``grad_x`` and ``grad_{parameter}``.
-- tier 3 (fused loss over a long row): the softmax-loss template (``templates/ops_tier3.py.j2``) is the math.
+Tier 3 (a loss over a long row of classes) is formulas only: per-row statistics and per-row outputs as in tier 2,
+plus ``math.loss``, which says how the rows' values become the loss.
 """
 
 from __future__ import annotations
@@ -46,15 +47,19 @@ TIER_DESCRIPTIONS = {
 }
 CLOSEST_KERNEL_BY_TIER = {1: "swiglu", 2: "rms_norm", 3: "cross_entropy"}
 MODULE_KINDS = ("mlp", "elementwise", "norm", "loss")
-TIER3_HYPERPARAMETERS = ("ignore_index", "lse_square_scale", "label_smoothing", "reduction", "softcap", "return_z_loss")
+LOSS_REDUCTIONS = ("mean", "sum", "none")
+INPUT_DOMAINS = ("", "real", "positive", "probabilities", "log_probabilities")
 SCALAR_TYPES = ("float", "int", "bool", "str")
 PARAMETER_SHAPES = ("channel", "scalar")
 INIT_KINDS = ("ones", "zeros", "constant")
+# Model-specific subclasses an mlp module can come with (``module.variants``), by the suffix of their class name.
+MLP_VARIANTS = {"gemma4": "ForGemma4"}
 DTYPES = ("same", "float32", "int64", "int32", "bool")
 REDUCE_KINDS = ("sum", "mean", "max", "min")
 DERIVED_NAMES = ("function_class_name", "module_class_name", "functional_name")  # from operation_name
 # Names a formula may use besides the profile's own: the row length and pi.
 FORMULA_CONSTANTS = ("n_cols", "pi")
+COLUMN_INDEX = "col"  # tier 3: the class (column) index of an element, for class-index targets
 
 # Fields of profile format 1 that moved or went away: such a profile gets one line per field saying where.
 RETIRED_FIELDS = {
@@ -102,12 +107,15 @@ def pascal_case(snake: str) -> str:
 
 @dataclass
 class TensorSpec:
-    """A tensor input: ``[..., n_cols]`` rows for tiers 1 and 2; tier 3 also takes a target per row (int64).
-    ``requires_grad: false`` makes it a constant of the math (no gradient is derived, stored or returned)."""
+    """A tensor input: ``[..., n_cols]`` rows; tier 3 also takes class indices, one per row (``dtype: int64``).
+    ``requires_grad: false`` makes it a constant of the math (no gradient is derived, stored or returned).
+    ``domain``: what the tests draw for it (empty: ``test.input_domain``; ``probabilities`` and
+    ``log_probabilities``: a distribution over each row, as losses between distributions expect)."""
 
     name: str
     dtype: str = "same"
     requires_grad: bool = True
+    domain: str = ""
     description: str = ""
 
 
@@ -152,6 +160,11 @@ class LearnableParameter:
     shape: str = "channel"
     init: str = "ones"
     init_value: float | None = None
+    # A constructor argument every element starts at (``init_alpha``), for ``init: constant`` without init_value.
+    init_arg: str = ""
+    # A bool constructor argument that creates it (``beta``): built without it, the module holds None, and the
+    # Function and functional take None for it, which computes as its initial value and gets no gradient.
+    enabled_by: str = ""
     attribute: str = ""  # where the reference module holds it, when not ``self.<name>`` (``norm.weight``)
     description: str = ""
 
@@ -178,6 +191,30 @@ class HandWrittenMath:
 
 
 @dataclass
+class LossChoice:
+    """What one value of the hyper-parameter that picks the reduction means, when it is not a reduction of its own
+    name over ``math.loss.denominator`` (``batchmean``: ``mean`` over ``1`` per row)."""
+
+    value: str
+    reduction: str = "mean"
+    denominator: str = "1"
+
+
+@dataclass
+class LossSpec:
+    """Tier 3: how the per-row values of ``math.outputs`` become the loss. ``reduction``: ``mean`` (their sum over
+    the sum of ``denominator``, a per-row formula of class indices, hyper-parameters and ``n_cols``: 1 averages over
+    rows, ``target != ignore_index`` over the rows that count, ``n_cols`` over every element), ``sum``, ``none`` (one
+    value per row), or the name of a ``str`` hyper-parameter that picks one per call (its values are reductions by
+    name, or listed in ``choices``). The first output is the loss; the others are returned beside it, reduced the
+    same way, without gradients. A mean over nothing (every row ignored) is 0."""
+
+    reduction: str = "mean"
+    denominator: str = "1"
+    choices: list[LossChoice] = field(default_factory=list)
+
+
+@dataclass
 class Math:
     """What the kernel computes: formulas kernelgen derives the forward and backward from, or hand-written Triton.
 
@@ -187,11 +224,25 @@ class Math:
     statistics: list[Statistic] = field(default_factory=list)
     outputs: dict[str, str] = field(default_factory=dict)
     triton: HandWrittenMath | None = None
+    loss: LossSpec | None = None
 
 
 @dataclass
 class Backward:
     in_place_gradients: bool | None = None  # None: only where the module made the inputs (mlp)
+
+
+@dataclass
+class FusedLinear:
+    """Tier 3: also generate ``fused_linear_NAME``, the loss of ``hidden @ weight.T + bias`` computed over chunks of
+    rows so the ``[rows, classes]`` logits never exist whole (Liger's fused linear cross entropy): each chunk's
+    logits come from a matmul, the loss kernel writes their gradient in place, and matmuls accumulate the gradients
+    of the hidden states, the weight and the bias. ``chunk_size``: rows per chunk (``null``: ceil(rows / ceil(classes
+    / hidden)) rounded up to a power of two, as upstream Liger does: a chunk's logits about the size of the hidden
+    states)."""
+
+    enabled: bool = False
+    chunk_size: int | None = None
 
 
 @dataclass
@@ -213,9 +264,11 @@ TILING_DEFAULTS = {
     "elementwise": {"block_elements": 4096, "max_block_cols": 2048, "programs_per_sm": 2},
     "rows": {"block_elements": 4096, "programs_per_sm": 2},
     "rows_handwritten": {"programs_per_sm": 1},
-    "loss": {"block_elements": 32768},
+    "loss": {},
 }
 TILING_AUTO = ("num_warps",)  # fields whose None means "chosen by the template", for every tier
+# ... and for one template: a loss's chunk of classes follows its schedule (see render/views.py).
+TILING_AUTO_BY_TEMPLATE = {"loss": ("block_elements",)}
 
 
 @dataclass
@@ -235,6 +288,7 @@ class ModuleSpec:
     init_params: list[InitParameter] = field(default_factory=list)
     size_param: str = "hidden_size"  # the init param that sizes per-channel parameters
     hidden_act: str = ""  # mlp: the HF ``config.hidden_act`` the generated test's config carries
+    variants: list[str] = field(default_factory=list)  # mlp: model-specific subclasses (MLP_VARIANTS)
 
 
 @dataclass
@@ -287,6 +341,7 @@ class KernelProfile:
     math: Math = field(default_factory=Math)
     backward: Backward = field(default_factory=Backward)
     tiling: Tiling = field(default_factory=Tiling)
+    fused_linear: FusedLinear = field(default_factory=FusedLinear)
     module: ModuleSpec = field(default_factory=ModuleSpec)
     benchmark: BenchmarkSpec = field(default_factory=BenchmarkSpec)
     reference: Reference = field(default_factory=Reference)
@@ -329,6 +384,24 @@ class KernelProfile:
         return f"{self.operation_name}_backward"
 
     @property
+    def fused_linear_name(self) -> str:
+        """The kernel ``fused_linear.enabled`` adds beside the loss."""
+        return f"fused_linear_{self.operation_name}"
+
+    @property
+    def fused_linear_classes(self) -> tuple[str, str, str]:
+        """Its autograd Function, module and functional: ``Liger`` + ``FusedLinear`` + the loss's own names
+        (``LigerCrossEntropyLoss`` -> ``LigerFusedLinearCrossEntropyLoss``, ``LigerJSD`` -> ``LigerFusedLinearJSD``)."""
+        module = self.module_class_name
+        if module.startswith("Liger"):
+            stem = module[len("Liger") :]
+            stem = stem[: -len("Loss")] if stem.endswith("Loss") else stem
+            module = f"LigerFusedLinear{module[len('Liger') :]}"
+        else:
+            stem, module = pascal_case(self.operation_name), f"FusedLinear{module}"
+        return f"LigerFusedLinear{stem}Function", module, f"liger_fused_linear_{self.operation_name}"
+
+    @property
     def grad_inputs(self) -> list[TensorSpec]:
         return [t for t in self.inputs if t.requires_grad]
 
@@ -357,14 +430,13 @@ class KernelProfile:
 
 def hyper_cases(profile: KernelProfile) -> list[dict]:
     """The hyper-parameter sets tests sweep: the defaults, then each choice, then each runtime float moved off its
-    default (doubled, or 0.5 for a default of 0). The loss template's floats switch features on and off, so tier 3
-    sweeps its choices only."""
+    default (doubled, or 0.5 for a default of 0)."""
     defaults = {hp.name: hp.default for hp in profile.hyperparameters}
     cases = [dict(defaults)]
     for hp in profile.hyperparameters:
         if hp.choices:
             cases.extend({**defaults, hp.name: choice} for choice in hp.choices if choice != hp.default)
-        elif hp.type == "float" and not hp.constexpr and profile.tier != 3:
+        elif hp.type == "float" and not hp.constexpr:
             cases.append({**defaults, hp.name: float(hp.default) * 2.0 if hp.default else 0.5})
     return cases
 
@@ -392,9 +464,12 @@ def benchmark_size(profile: KernelProfile) -> tuple[str, int]:
 def _applies(profile: KernelProfile, path: str) -> bool:
     section, _, key = path.partition(".")
     if section == "tiling":
-        return key in TILING_DEFAULTS.get(profile.template, {}) or key in TILING_AUTO
+        auto = TILING_AUTO + TILING_AUTO_BY_TEMPLATE.get(profile.template, ())
+        return key in TILING_DEFAULTS.get(profile.template, {}) or key in auto
     if path in ("module.hidden_act", "test.mlp_shapes"):
         return profile.module.kind == "mlp"
+    if section == "fused_linear":
+        return profile.tier == 3
     return True
 
 
@@ -410,6 +485,7 @@ def per_row_output(profile: KernelProfile, name: str) -> bool:
 
 CONDITIONAL_FIELDS = (
     *(f"tiling.{f.name}" for f in dataclasses.fields(Tiling)),
+    *(f"fused_linear.{f.name}" for f in dataclasses.fields(FusedLinear)),
     "module.hidden_act",
     "test.mlp_shapes",
 )
@@ -448,9 +524,14 @@ def _validate_math(profile: KernelProfile, problems: list[str]) -> None:
     math = profile.math
     written = math.triton
     if profile.tier == 3:
-        if math.outputs or math.statistics or written is not None:
-            problems.append("math: tier 3 uses the softmax-loss template (ops_tier3.py.j2) as its math; leave it empty")
-        return
+        if written is not None:
+            problems.append("math.triton: tier 3 is derived from formulas only")
+        if math.loss is None:
+            problems.append("math.loss: tier 3 needs the reduction of its per-row values (reduction, denominator)")
+    elif math.loss is not None:
+        problems.append("math.loss: only tier 3 (a loss over rows) has one")
+    if profile.tier == 3:
+        _validate_loss(profile, problems)
     if written is not None:
         if math.outputs or math.statistics:
             problems.append("math: give formulas (outputs, statistics) or hand-written Triton (triton), not both")
@@ -480,6 +561,8 @@ def _validate_math(profile: KernelProfile, problems: list[str]) -> None:
         problems.append("math.statistics: a tier-1 (element-wise) kernel has no row statistics; use tier 2")
     known = {t.name for t in profile.inputs} | {p.name for p in profile.parameters} | set(FORMULA_CONSTANTS)
     known |= set(profile.formula_hyperparameters)
+    if profile.tier == 3:
+        known.add(COLUMN_INDEX)
     for index, statistic in enumerate(math.statistics):
         path = f"math.statistics[{index}]"
         _check_identifier(problems, f"{path}.name", statistic.name)
@@ -489,6 +572,78 @@ def _validate_math(profile: KernelProfile, problems: list[str]) -> None:
         known.add(statistic.name)
     for name, formula in math.outputs.items():
         _check_formula(problems, f"math.outputs.{name}", formula, known)
+
+
+def _validate_loss(profile: KernelProfile, problems: list[str]) -> None:
+    if profile.module.kind != "loss":
+        problems.append(f"module.kind: {profile.module.kind!r} with tier 3: a loss needs the 'loss' module")
+    if not any(t.dtype == "same" for t in profile.inputs):
+        problems.append("inputs: tier 3 needs a per-element input (the logits or a distribution)")
+    for index, tensor in enumerate(profile.inputs):
+        if tensor.dtype not in ("same", "int64"):
+            problems.append(f"inputs[{index}].dtype: {tensor.dtype!r}: tier 3 takes rows ('same') and class indices")
+        if tensor.dtype == "int64" and tensor.requires_grad:
+            problems.append(f"inputs[{index}].requires_grad: class indices have no gradient")
+    if profile.parameters:
+        problems.append("parameters: a tier-3 loss owns no parameters (pass class weights as an input)")
+    loss = profile.math.loss
+    if loss is None:
+        return
+    row_names = {t.name for t in profile.inputs if t.dtype == "int64"} | set(profile.formula_hyperparameters)
+    row_names.add("n_cols")
+    listed = {choice.value: choice for choice in loss.choices}
+    for index, choice in enumerate(loss.choices):
+        if choice.reduction not in LOSS_REDUCTIONS:
+            problems.append(
+                f"math.loss.choices[{index}].reduction: {choice.reduction!r} is not one of {', '.join(LOSS_REDUCTIONS)}"
+            )
+        _check_formula(problems, f"math.loss.choices[{index}].denominator", choice.denominator, row_names)
+    if loss.reduction not in LOSS_REDUCTIONS:
+        chooser = {hp.name: hp for hp in profile.hyperparameters}.get(loss.reduction)
+        if chooser is None or chooser.type != "str":
+            problems.append(
+                f"math.loss.reduction: {loss.reduction!r} is neither one of {', '.join(LOSS_REDUCTIONS)} nor a str "
+                f"hyper-parameter"
+            )
+        else:
+            unknown = [
+                v for v in (chooser.choices or [chooser.default]) if v not in LOSS_REDUCTIONS and v not in listed
+            ]
+            if unknown:
+                problems.append(
+                    f"hyperparameters: {chooser.name} can be {unknown}, which is no reduction: list it in "
+                    f"math.loss.choices"
+                )
+    elif loss.choices:
+        problems.append("math.loss.choices: only for a reduction picked by a hyper-parameter")
+    _check_formula(problems, "math.loss.denominator", loss.denominator, row_names)
+
+
+def _validate_fused_linear(profile: KernelProfile, problems: list[str]) -> None:
+    fused = profile.fused_linear
+    if not fused.enabled:
+        if fused.chunk_size is not None:
+            problems.append("fused_linear.chunk_size: set only with fused_linear.enabled")
+        return
+    if profile.tier != 3:
+        problems.append(
+            f"fused_linear.enabled: only a tier-3 loss has a fused linear form (this is tier {profile.tier})"
+        )
+        return
+    if fused.chunk_size is not None and (not isinstance(fused.chunk_size, int) or fused.chunk_size < 1):
+        problems.append(f"fused_linear.chunk_size: {fused.chunk_size!r} is not a positive integer")
+    bounded = [t.name for t in profile.inputs if t.dtype != "int64" and t.domain not in ("", "real")]
+    if bounded:
+        problems.append(
+            f"fused_linear.enabled: a linear layer makes logits, any real number, but {bounded[0]} holds "
+            f"{next(t.domain for t in profile.inputs if t.name == bounded[0])}"
+        )
+    loss = profile.math.loss
+    if loss is not None and loss.reduction == "none":
+        problems.append(
+            "fused_linear.enabled: a loss reduced per row ('none') has no fused linear form (the weight's gradient "
+            "sums over rows before any per-row grad_output is known)"
+        )
 
 
 def _check_formula(problems: list[str], path: str, formula: Any, known: set[str]) -> None:
@@ -502,6 +657,35 @@ def _check_formula(problems: list[str], path: str, formula: Any, known: set[str]
     unknown = sorted(names - known)
     if unknown:
         problems.append(f"{path}: {formula!r} reads {', '.join(unknown)}, which is not defined before it")
+
+
+def _validate_constructor_links(
+    profile: KernelProfile, index: int, param: LearnableParameter, problems: list[str]
+) -> None:
+    """``init_arg`` and ``enabled_by`` name constructor arguments (``module.init_params``) of the right kind."""
+    defaults = {ip.name: ip.default for ip in profile.module.init_params}
+    path = f"parameters[{index}]"
+    if param.init_arg:
+        default = defaults.get(param.init_arg)
+        if param.init_arg not in defaults:
+            problems.append(f"{path}.init_arg: {param.init_arg!r} is not one of module.init_params")
+        elif isinstance(default, bool) or not isinstance(default, (int, float)):
+            problems.append(f"{path}.init_arg: {param.init_arg!r} needs a numeric default, not {default!r}")
+        if param.init != "constant":
+            problems.append(f"{path}.init_arg: only a 'constant' parameter starts at an argument's value")
+        elif param.init_value is not None:
+            problems.append(f"{path}.init_value: the value is init_arg's default; leave init_value empty")
+    if param.enabled_by:
+        if param.enabled_by not in defaults:
+            problems.append(f"{path}.enabled_by: {param.enabled_by!r} is not one of module.init_params")
+        elif not isinstance(defaults[param.enabled_by], bool):
+            problems.append(
+                f"{path}.enabled_by: {param.enabled_by!r} needs a bool default, not {defaults[param.enabled_by]!r}"
+            )
+        if profile.tier != 1:
+            problems.append(f"{path}.enabled_by: optional parameters are generated for tier 1 only")
+        if param.init_arg:
+            problems.append(f"{path}.enabled_by: a parameter started from init_arg cannot also be optional")
 
 
 def validate_profile(profile: KernelProfile) -> list[str]:
@@ -521,9 +705,7 @@ def validate_profile(profile: KernelProfile) -> list[str]:
     if profile.module.kind not in MODULE_KINDS:
         problems.append(f"module.kind: {profile.module.kind!r} is not one of {', '.join(MODULE_KINDS)}")
     elif profile.module.kind == "loss" and profile.tier != 3:
-        problems.append("module.kind: 'loss' needs tier 3 (the softmax-loss template makes the loss module)")
-    elif profile.tier == 3 and profile.module.kind != "loss":
-        problems.append(f"module.kind: {profile.module.kind!r} with tier 3: the softmax-loss template needs 'loss'")
+        problems.append("module.kind: 'loss' needs tier 3 (a loss over rows)")
     if not profile.inputs:
         problems.append("inputs: at least one tensor input is required")
     if not profile.outputs:
@@ -551,6 +733,9 @@ def validate_profile(profile: KernelProfile) -> list[str]:
                     f"{group}[{index}].dtype: {tensor.dtype!r}, but tier-{profile.tier} kernels compute on floating-point "
                     f"tensors of the first input's dtype ('same')"
                 )
+    for index, tensor in enumerate(profile.inputs):
+        if tensor.domain not in INPUT_DOMAINS:
+            problems.append(f"inputs[{index}].domain: {tensor.domain!r} is not one of {', '.join(INPUT_DOMAINS[1:])}")
     for index, output in enumerate(profile.outputs):
         if not output.keepdim and not per_row_output(profile, output.name):
             problems.append(f"outputs[{index}].keepdim: only an output with one value per row can drop the dimension")
@@ -564,18 +749,11 @@ def validate_profile(profile: KernelProfile) -> list[str]:
             problems.append(f"parameters[{index}].shape: {param.shape!r} is not one of {', '.join(PARAMETER_SHAPES)}")
         if param.init not in INIT_KINDS:
             problems.append(f"parameters[{index}].init: {param.init!r} is not one of {', '.join(INIT_KINDS)}")
-        if param.init == "constant" and param.init_value is None:
-            problems.append(f"parameters[{index}].init_value: required when init is 'constant'")
+        if param.init == "constant" and param.init_value is None and not param.init_arg:
+            problems.append(f"parameters[{index}].init_value: required when init is 'constant' (or give init_arg)")
+        _validate_constructor_links(profile, index, param, problems)
     _validate_math(profile, problems)
-    if profile.tier == 3:
-        # The tier-3 template is the softmax-loss family (ops_tier3.py.j2): logits and targets, and a switch for
-        # each feature it implements.
-        if len(profile.inputs) != 2:
-            problems.append("inputs: tier 3 (softmax-loss template) takes exactly [logits, target]")
-        names = {hp.name for hp in profile.hyperparameters}
-        missing = [name for name in TIER3_HYPERPARAMETERS if name not in names]
-        if missing:
-            problems.append(f"hyperparameters: tier 3 (softmax-loss template) needs {', '.join(missing)}")
+    _validate_fused_linear(profile, problems)
     for key in dataclasses.fields(Tiling):
         value = getattr(profile.tiling, key.name)
         if value is None:
@@ -586,6 +764,11 @@ def validate_profile(profile: KernelProfile) -> list[str]:
             problems.append(f"tiling.{key.name}: {value!r} is not a positive integer")
     if profile.module.hidden_act and not _applies(profile, "module.hidden_act"):
         problems.append("module.hidden_act: only mlp modules carry an HF hidden_act; remove it")
+    for variant in profile.module.variants:
+        if variant not in MLP_VARIANTS:
+            problems.append(f"module.variants: {variant!r} is not one of {', '.join(MLP_VARIANTS)}")
+        elif profile.module.kind != "mlp":
+            problems.append(f"module.variants: {variant!r} is a variant of mlp modules, not {profile.module.kind}")
     if not profile.reference.source.strip():
         problems.append("reference.source: the PyTorch reference is required (tests compare against it)")
     elif not profile.reference.entry:
@@ -628,9 +811,18 @@ def dump_yaml(profile: KernelProfile) -> str:
         if not _applies(profile, path):
             section, key = path.split(".")
             data[section].pop(key, None)
+    if not data["fused_linear"]:
+        data.pop("fused_linear")
     for output, spec in zip(profile.outputs, data["outputs"]):
         if not per_row_output(profile, output.name):
             spec.pop("keepdim")
+    # Constructor links and mlp variants only where used: profiles without them read as before.
+    for spec in data["parameters"]:
+        for key in ("init_arg", "enabled_by"):
+            if not spec[key]:
+                spec.pop(key)
+    if not profile.module.variants:
+        data["module"].pop("variants")
     header = (
         f"# kernelgen kernel profile for '{profile.operation_name}' (edit, then: new NAME --profile FILE).\n"
         "# Every field changes what kernelgen generates, except the notes section at the end.\n"

@@ -41,6 +41,19 @@ class LigerRepo:
     def exists(self, relative: str) -> bool:
         return (self.root / relative).exists()
 
+    def portable_origin(self, origin: str) -> str:
+        """A reference's origin as generated files may quote it: a file inside the checkout by its repository-relative
+        path, any other absolute path by the file's name alone (it would record one machine's layout); a relative
+        path found nowhere in the checkout, ``builtin:NAME``, ``<stdin>`` or nothing stay as they are."""
+        if not origin or origin.startswith("builtin:") or origin.startswith("<"):
+            return origin
+        given = Path(origin).expanduser()
+        path = given.resolve()
+        try:
+            return path.relative_to(self.root).as_posix()
+        except ValueError:
+            return path.name if given.is_absolute() else origin
+
 
 def default_repo_root() -> Path:
     """The checkout kernelgen lives in (tools/kernelgen/ -> repository root)."""

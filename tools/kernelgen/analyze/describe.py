@@ -12,6 +12,7 @@ import torch.fx as fx
 
 from tools.kernelgen.analyze.ops import CAST
 from tools.kernelgen.analyze.ops import LAYOUT
+from tools.kernelgen.analyze.ops import META
 from tools.kernelgen.analyze.ops import OpCall
 from tools.kernelgen.analyze.trace import TracedReference
 
@@ -90,6 +91,8 @@ class Describer:
             return f"{left} {symbol} {right}", precedence
         if call.name in _COMPARISONS and len(operands) == 2:
             return f"{self.text(operands[0])} {_COMPARISONS[call.name]} {self.text(operands[1])}", 0
+        if call.family == META:
+            return self._meta(call)
         if call.name == "neg":
             inner, precedence = self.value(operands[0])
             return f"-{_wrap(inner, precedence, 3)}", 3
@@ -107,6 +110,17 @@ class Describer:
                 continue
             arguments.append(f"{key}={self.text(value)}")
         return f"{name}({', '.join(arguments)})", _ATOM
+
+    def _meta(self, call: OpCall) -> tuple[str, int]:
+        """``x.shape[0]``, ``x.size(-1)``, ``x.numel()`` as written."""
+        node = call.node
+        args = node.args
+        if call.name == "getitem" and isinstance(args[0], fx.Node):
+            return f"{self.text(args[0])}[{self.text(args[1])}]", _ATOM
+        if call.name in ("shape", "dtype", "device", "ndim"):
+            return f"{self.text(args[0])}.{call.name}", _ATOM
+        rest = ", ".join(self.text(a) for a in args[1:])
+        return f"{self.text(args[0])}.{call.name}({rest})", _ATOM
 
 
 def _wrap(text: str, precedence: int, needed: int) -> str:

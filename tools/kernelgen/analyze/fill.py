@@ -6,29 +6,39 @@ import copy
 import dataclasses
 import inspect
 import re
+import warnings
 
 from typing import Any
 
+import sympy
 import torch.fx as fx
 
-from tools.kernelgen.analyze.classify import CLASS_LOSSES
 from tools.kernelgen.analyze.classify import Classification
 from tools.kernelgen.analyze.describe import forward_computation
 from tools.kernelgen.analyze.errors import AnalyzeError
+from tools.kernelgen.analyze.formulas import loss_profile_math
 from tools.kernelgen.analyze.formulas import profile_math
+from tools.kernelgen.analyze.formulas import written_formula
+from tools.kernelgen.analyze.losses import LoweredLoss
+from tools.kernelgen.analyze.losses import lower_loss
 from tools.kernelgen.analyze.ops import CAST
 from tools.kernelgen.analyze.ops import LAYOUT
 from tools.kernelgen.analyze.ops import is_fractional_exponent
 from tools.kernelgen.analyze.ops import is_integer_exponent
 from tools.kernelgen.analyze.trace import TracedReference
+from tools.kernelgen.analyze.trace import trace_reference
 from tools.kernelgen.derivation import elementwise_math
+from tools.kernelgen.derivation import loss_math
 from tools.kernelgen.derivation import row_math
 from tools.kernelgen.profile import CLOSEST_KERNEL_BY_TIER
+from tools.kernelgen.profile import INPUT_DOMAINS
 from tools.kernelgen.profile import SNAKE_CASE
 from tools.kernelgen.profile import Backward
 from tools.kernelgen.profile import BenchmarkSpec
+from tools.kernelgen.profile import HyperParameter
 from tools.kernelgen.profile import InitParameter
 from tools.kernelgen.profile import KernelProfile
+from tools.kernelgen.profile import LossChoice
 from tools.kernelgen.profile import ModuleSpec
 from tools.kernelgen.profile import Notes
 from tools.kernelgen.profile import OutputSpec
@@ -42,9 +52,12 @@ MLP_CONFIG = InitParameter(
     default=None,
     description="HF-style model config object: hidden_size, intermediate_size and the hyper-parameters by name",
 )
-TODO_TIER3 = (
-    "tier 3 is the softmax-loss template (ops_tier3.py.j2): a reference of another loss cannot be generated yet"
-)
+# The values a str hyper-parameter that picks a loss's reduction may take (each is traced to see what it does).
+REDUCTION_WORDS = ("mean", "sum", "none", "batchmean")
+# Losses run on [rows, classes]: CPU shapes include a vocabulary longer than one chunk of the kernel (16384
+# classes at most by default).
+LOSS_CPU_SHAPES = [[3, 127], [6, 509], [2, 20000]]
+LOSS_GPU_SHAPES = [[4096, 32000], [333, 128256]]
 _DOMAIN_OPS = ("log", "log1p", "sqrt", "rsqrt")
 _NONNEGATIVE_OPS = {"exp", "sigmoid", "softplus", "relu", "abs", "square", "sqrt", "rsqrt", "softmax", "var", "std"}
 _NONNEGATIVE_OPS |= {"norm"}
@@ -82,6 +95,7 @@ def build_profile(traced: TracedReference, classification: Classification, name:
             init_params=_init_params(traced, kind),
             size_param=traced.size_param,
             hidden_act=str(hints.get("hidden_act", operation_name)) if kind == "mlp" else "",
+            variants=[str(variant) for variant in hints.get("module_variants", [])] if kind == "mlp" else [],
         ),
         benchmark=_benchmark(hints, loaded.origin),
         backward=_apply_hints(Backward(), hints.get("backward", {}), "backward", loaded.origin),
@@ -95,6 +109,14 @@ def build_profile(traced: TracedReference, classification: Classification, name:
         notes=notes,
         **identity,
     )
+    if classification.tier != 1:
+        for param in profile.parameters:
+            if param.enabled_by:
+                notes.remarks.append(
+                    f"{param.name} is optional in the reference ({param.enabled_by}=False drops it); the tier-"
+                    f"{classification.tier} templates take every parameter, so the generated module always has it"
+                )
+                param.enabled_by = ""
     if classification.tier in (1, 2):
         profile.math, program = profile_math(traced)
         for output in profile.outputs:
@@ -102,8 +124,131 @@ def build_profile(traced: TracedReference, classification: Classification, name:
         derive = elementwise_math if classification.tier == 1 else row_math
         notes.gradient_formulas = dict(derive(profile, profile.reference.origin).gradient_formulas)
     else:
-        notes.remarks.append(TODO_TIER3)
+        _fill_loss(profile, traced)
     return profile
+
+
+def _fill_loss(profile: KernelProfile, traced: TracedReference) -> None:
+    """Tier 3: the loss's math, which inputs take gradients, what tests draw, the reduction's choices."""
+    _switches_as_hyperparameters(profile, traced)
+    lowered = lower_loss(traced)
+    if list(lowered.outputs) == ["y"]:
+        lowered.outputs = {"loss": lowered.outputs["y"]}
+        profile.outputs[0].name = "loss"
+    profile.math = loss_profile_math(traced, lowered)
+    chooser, accepted = _reduction_choices(traced, lowered)
+    for hp in profile.hyperparameters:
+        if hp.name in lowered.int_hyperparameters:
+            hp.constexpr = False  # read by the math (ignore_index): a runtime value
+            profile.notes.specialized.pop(hp.name, None)
+        elif hp.name == chooser:
+            hp.choices = list(accepted)
+        elif hp.name in traced.specialized and hp.type in ("bool", "str"):
+            hp.choices = [hp.default]  # traced with this value only: the kernel refuses others
+    if chooser:
+        _set_reduction_choices(profile, traced, chooser, accepted)
+    hints = traced.loaded.hints
+    element = [t for t in profile.inputs if t.dtype != "int64"]
+    wanted = hints.get("grad_inputs") or [element[0].name]
+    positive = _log_domain_inputs(lowered, traced)
+    domains = dict(hints.get("domains", {}))
+    for tensor in element:
+        tensor.requires_grad = tensor.name in wanted
+        tensor.domain = domains.get(tensor.name, "positive" if tensor.name in positive else "real")
+        if tensor.domain not in INPUT_DOMAINS:
+            raise AnalyzeError(
+                f"KERNELGEN hint 'domains': {tensor.domain!r} is not one of {INPUT_DOMAINS[1:]}",
+                origin=traced.loaded.origin,
+            )
+    unknown = sorted(set(wanted) - {t.name for t in element})
+    if unknown:
+        raise AnalyzeError(
+            f"KERNELGEN hint 'grad_inputs' names {unknown}, which are no [rows, classes] inputs",
+            origin=traced.loaded.origin,
+        )
+    profile.module.kind = "loss"
+    if "y" not in lowered.outputs:
+        profile.forward_computation = re.sub(r"(^|; )y = ", r"\1loss = ", profile.forward_computation)
+    profile.notes.gradient_formulas = dict(loss_math(profile, profile.reference.origin).gradient_formulas)
+
+
+def _switches_as_hyperparameters(profile: KernelProfile, traced: TracedReference) -> None:
+    """A loss module's ``self.reduction`` / ``self.ignore_index``: hyper-parameters of the kernel, as the arguments
+    of a loss function are (the trace saw their defaults)."""
+    known = {hp.name for hp in traced.hyperparameters}
+    defaults = {ip.name: ip.default for ip in traced.init_params}
+    for name, value in traced.module_switches.items():
+        if name in known:
+            continue
+        kind = {bool: "bool", int: "int", str: "str"}[type(value)]
+        hp = HyperParameter(name=name, type=kind, default=defaults.get(name, value), constexpr=kind != "int")
+        traced.hyperparameters.append(hp)
+        traced.specialized[name] = value
+        profile.hyperparameters.append(copy.deepcopy(hp))
+        profile.notes.specialized[name] = value
+
+
+def _reduction_choices(traced: TracedReference, lowered: LoweredLoss) -> tuple[str | None, dict]:
+    """The str hyper-parameter that picks the reduction, and what each of its values does: the reference is traced
+    again with each other reduction name; a value counts when the per-row math stays the same."""
+    for hp in traced.hyperparameters:
+        if hp.type != "str" or hp.name not in traced.specialized or hp.default not in REDUCTION_WORDS:
+            continue
+        accepted = {hp.default: (lowered.reduction, lowered.denominator)}
+        for value in REDUCTION_WORDS:
+            if value in accepted:
+                continue
+            try:
+                with warnings.catch_warnings():  # torch's notes on the other reductions (kl_div's "mean")
+                    warnings.simplefilter("ignore")
+                    other = lower_loss(trace_reference(traced.loaded, {hp.name: value}))
+            except AnalyzeError:
+                continue
+            same_rows = other.statistics == lowered.statistics and list(other.outputs.values()) == list(
+                lowered.outputs.values()
+            )
+            if same_rows:
+                accepted[value] = (other.reduction, other.denominator)
+        # A value that does what another value does under its own name (an unknown word falling through to
+        # the reference's "none" branch) is left out.
+        named = {value: result for value, result in accepted.items() if value == result[0]}
+        accepted = {
+            value: result
+            for value, result in accepted.items()
+            if value == hp.default or value == result[0] or result not in named.values()
+        }
+        if len(set(accepted.values())) > 1:
+            return hp.name, accepted
+    return None, {}
+
+
+def _set_reduction_choices(profile: KernelProfile, traced: TracedReference, chooser: str, accepted: dict) -> None:
+    names = [t.name for t in profile.inputs if t.dtype == "int64"] + profile.formula_hyperparameters + ["n_cols"]
+    means = [denominator for kind, denominator in accepted.values() if kind == "mean"]
+    base = accepted["mean"][1] if accepted.get("mean", ("",))[0] == "mean" else (means[0] if means else 1)
+    loss = profile.math.loss
+    loss.reduction = chooser
+    loss.denominator = written_formula(base, names, traced)
+    loss.choices = [
+        LossChoice(value=value, reduction=kind, denominator=written_formula(denominator, names, traced))
+        for value, (kind, denominator) in accepted.items()
+        if value != kind or (kind == "mean" and denominator != base)
+    ]
+
+
+def _log_domain_inputs(lowered: LoweredLoss, traced: TracedReference) -> set[str]:
+    """Inputs the math takes the log (or a root) of directly: tests draw them positive."""
+    found = set()
+    exprs = [operand for _, _, operand in lowered.statistics] + list(lowered.outputs.values())
+    for expr in exprs:
+        for node in sympy.preorder_traversal(expr):
+            limited = isinstance(node, sympy.log) or (isinstance(node, sympy.Pow) and not node.exp.is_Integer)
+            if limited:
+                # The input itself or a multiple of it (log(target), sqrt(2 * x)), not a softmax of it.
+                for factor in sympy.Mul.make_args(node.args[0]):
+                    if isinstance(factor, sympy.Symbol) and factor.name in traced.tensor_inputs:
+                        found.add(factor.name)
+    return found
 
 
 def _notes(traced: TracedReference, hints: dict[str, Any], classification: Classification) -> Notes:
@@ -125,11 +270,7 @@ def _notes(traced: TracedReference, hints: dict[str, Any], classification: Class
 def _default_module_kind(traced: TracedReference, classification: Classification) -> str:
     if classification.tier == 2 and traced.parameters:
         return "norm"
-    scalar_output = any(traced.shape(node) == () for node in traced.outputs)
-    class_loss = any(call.name in CLASS_LOSSES for call in traced.calls.values())
-    if classification.tier == 3 and (scalar_output or class_loss):
-        return "loss"
-    return "elementwise"
+    return "loss" if classification.tier == 3 else "elementwise"
 
 
 # Tensor annotations that say "integer values": such an input is an index (a class target), never float math.
@@ -207,6 +348,11 @@ def _benchmark(hints: dict[str, Any], origin: str) -> BenchmarkSpec:
 
 def _test_spec(traced: TracedReference, hints: dict[str, Any], tier: int) -> TestSpec:
     spec = TestSpec(input_domain="positive" if _needs_positive_inputs(traced) else "real")
+    if tier == 3:
+        # Per input instead (TensorSpec.domain): a loss's logits may be negative while its target is logged.
+        spec.input_domain = "real"
+        spec.cpu_shapes = [list(shape) for shape in LOSS_CPU_SHAPES]
+        spec.gpu_shapes = [list(shape) for shape in LOSS_GPU_SHAPES]
     if tier == 2:
         # Rows of one column, where a statistic sees a single value; bf16 outputs are normalised values near 1,
         # where one bf16 ulp is already 0.8%.

@@ -12,9 +12,12 @@ import sympy
 
 from tools.kernelgen.analyze.describe import Describer
 from tools.kernelgen.analyze.errors import AnalyzeError
+from tools.kernelgen.analyze.losses import LoweredLoss
 from tools.kernelgen.analyze.program import LoweredProgram
 from tools.kernelgen.analyze.program import lower
 from tools.kernelgen.analyze.trace import TracedReference
+from tools.kernelgen.profile import COLUMN_INDEX
+from tools.kernelgen.profile import LossSpec
 from tools.kernelgen.profile import Math
 from tools.kernelgen.profile import Statistic
 from tools.kernelgen.synth import format_formula
@@ -38,12 +41,30 @@ def profile_math(traced: TracedReference) -> tuple[Math, LoweredProgram]:
     return Math(statistics=statistics, outputs=outputs), program
 
 
+def loss_profile_math(traced: TracedReference, lowered: LoweredLoss) -> Math:
+    """The profile's ``math`` of a loss: statistics, per-row outputs and the reduction over rows."""
+    names = [*traced.tensor_inputs, *lowered.int_hyperparameters, *traced.runtime_hyperparameters]
+    names += [COLUMN_INDEX, N_COLS]
+    statistics = []
+    for name, reduce, operand in lowered.statistics:
+        statistics.append(Statistic(name=name, reduce=reduce, of=_written(operand, names, traced)))
+        names.append(name)
+    outputs = {name: _written(expr, names, traced) for name, expr in lowered.outputs.items()}
+    loss = LossSpec(reduction=lowered.reduction, denominator=_written(lowered.denominator, names, traced))
+    return Math(statistics=statistics, outputs=outputs, loss=loss)
+
+
 def _reads_back(text: str, names: list[str], expr: sympy.Expr) -> bool:
     try:
         parsed = parse_formula(text, names)
     except (ValueError, TypeError):
         return False
     return parsed == expr or sympy.simplify(parsed - expr) == 0
+
+
+def written_formula(expr: sympy.Expr, names: list[str], traced: TracedReference) -> str:
+    """``expr`` as a profile formula over ``names`` (checked to read back)."""
+    return _written(sympy.sympify(expr), names, traced)
 
 
 def _written(expr: sympy.Expr, names: list[str], traced: TracedReference, own_ops: str | None = None) -> str:

@@ -121,8 +121,32 @@ _BY_NAME.update(
             "normalize", REDUCTION, ("input", "p", "dim", "eps"), defaults={"p": 2.0, "dim": 1, "eps": 1e-12}
         ),
         # Structural: tier 3 (losses over a class dimension, gathers, matmuls, reorderings).
-        "cross_entropy": _spec("cross_entropy", STRUCTURAL, ("input", "target"), 2, index_params=("target",)),
-        "nll_loss": _spec("nll_loss", STRUCTURAL, ("input", "target"), 2, index_params=("target",)),
+        "cross_entropy": _spec(
+            "cross_entropy",
+            STRUCTURAL,
+            ("input", "target", "weight", "size_average", "ignore_index", "reduce", "reduction", "label_smoothing"),
+            2,
+            defaults={"weight": None, "ignore_index": -100, "reduction": "mean", "label_smoothing": 0.0},
+            index_params=("target",),
+        ),
+        "nll_loss": _spec(
+            "nll_loss",
+            STRUCTURAL,
+            ("input", "target", "weight", "size_average", "ignore_index", "reduce", "reduction"),
+            2,
+            defaults={"weight": None, "ignore_index": -100, "reduction": "mean"},
+            index_params=("target",),
+        ),
+        "kl_div": _spec(
+            "kl_div",
+            STRUCTURAL,
+            ("input", "target", "size_average", "reduce", "reduction", "log_target"),
+            2,
+            defaults={"reduction": "mean", "log_target": False},
+        ),
+        "one_hot": _spec("one_hot", STRUCTURAL, ("input", "num_classes"), 0, index_params=("input",)),
+        "xlogy": _spec("xlogy", params=_BINARY, operands=2),
+        "special_xlogy": _spec("xlogy", params=_BINARY, operands=2),
         "gather": _spec("gather", STRUCTURAL, ("input", "dim", "index"), index_params=("index",)),
         "take_along_dim": _spec("gather", STRUCTURAL, ("input", "indices", "dim"), index_params=("indices",)),
         "index_select": _spec("index_select", STRUCTURAL, ("input", "dim", "index"), index_params=("index",)),
@@ -134,7 +158,7 @@ _BY_NAME.update(
         "einsum": _spec("einsum", STRUCTURAL, ("equation",), 0),
     }
 )
-for _loss in ("binary_cross_entropy", "binary_cross_entropy_with_logits", "mse_loss", "l1_loss", "kl_div"):
+for _loss in ("binary_cross_entropy", "binary_cross_entropy_with_logits", "mse_loss", "l1_loss"):
     _BY_NAME[_loss] = _spec(_loss, STRUCTURAL, ("input", "target"), 2)
 for _name in ("cat", "stack", "chunk", "split", "transpose", "permute", "t", "flip", "roll", "topk", "sort"):
     _BY_NAME[_name] = _spec(_name, STRUCTURAL)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import copy
 import inspect
 import io
 import sys
@@ -71,6 +72,9 @@ class TracedReference:
     placeholder_names: dict[fx.Node, str] = field(default_factory=dict)  # fx renames some; these are the arguments
     specialized: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    # A module's str/bool/int attributes set from __init__ arguments of the same name (``self.reduction``): the
+    # trace saw their values; a loss makes them hyper-parameters (tiers 1 and 2 leave them to the module).
+    module_switches: dict[str, Any] = field(default_factory=dict)
 
     @property
     def runtime_hyperparameters(self) -> list[str]:
@@ -108,10 +112,12 @@ class _ReferenceTracer(fx.Tracer):
         return root_fn, args
 
 
-def trace_reference(loaded: LoadedReference) -> TracedReference:
+def trace_reference(loaded: LoadedReference, overrides: dict[str, Any] | None = None) -> TracedReference:
+    """``overrides``: other values for specialised (bool/str/int) arguments than their defaults, to trace the
+    reference as it runs with them (the profile keeps the defaults)."""
     if loaded.kind == "module":
-        return _trace_module(loaded)
-    return _trace_function(loaded)
+        return _trace_module(loaded, overrides or {})
+    return _trace_function(loaded, overrides or {})
 
 
 def _scalar_type(value: Any) -> str | None:
@@ -143,8 +149,9 @@ def _split_signature(loaded: LoadedReference, fn, skip_self: bool):
     return tensors, hypers, concrete, order
 
 
-def _trace_function(loaded: LoadedReference) -> TracedReference:
+def _trace_function(loaded: LoadedReference, overrides: dict[str, Any]) -> TracedReference:
     tensors, hypers, concrete, order = _split_signature(loaded, loaded.obj, skip_self=False)
+    concrete.update({name: value for name, value in overrides.items() if name in concrete})
     tracer = _ReferenceTracer(loaded.filename)
     graph = _run_tracer(loaded, lambda: tracer.trace(loaded.obj, concrete_args=concrete or None))
     graph_module = fx.GraphModule(tracer.root, graph, loaded.entry)
@@ -152,8 +159,12 @@ def _trace_function(loaded: LoadedReference) -> TracedReference:
     return _finish(loaded, graph_module, order, tensors, hypers, concrete, {}, hidden, init_params=list(hypers))
 
 
-def _instantiate(loaded: LoadedReference) -> tuple[nn.Module, list[HyperParameter]]:
-    hint_args = dict(loaded.hints.get("init_args", {}))
+def _instantiate(
+    loaded: LoadedReference, overrides: dict[str, Any] | None = None
+) -> tuple[nn.Module, list[HyperParameter], dict[str, Any]]:
+    """The reference module built from its defaults, the ``init_args`` hint and ``overrides``; its constructor's
+    arguments; the values it was built with."""
+    hint_args = {**loaded.hints.get("init_args", {}), **(overrides or {})}
     kwargs, init_params = {}, []
     for parameter in list(inspect.signature(loaded.obj.__init__).parameters.values())[1:]:
         if parameter.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
@@ -183,13 +194,14 @@ def _instantiate(loaded: LoadedReference) -> tuple[nn.Module, list[HyperParamete
             origin=loaded.origin,
             line=line_in_traceback(error, loaded.filename),
         ) from None
-    return module, init_params
+    return module, init_params, kwargs
 
 
-def _trace_module(loaded: LoadedReference) -> TracedReference:
-    module, init_params = _instantiate(loaded)
+def _trace_module(loaded: LoadedReference, overrides: dict[str, Any]) -> TracedReference:
+    module, init_params, built_with = _instantiate(loaded, overrides)
     module.eval()
     tensors, hypers, concrete, order = _split_signature(loaded, type(module).forward, skip_self=True)
+    concrete.update({name: value for name, value in overrides.items() if name in concrete})
     attributes = {
         name: value
         for name, value in vars(module).items()
@@ -206,11 +218,102 @@ def _trace_module(loaded: LoadedReference) -> TracedReference:
     hidden = int(vectors[0].numel()) if vectors else DEFAULT_HIDDEN
     order = order + list(attributes)
     traced = _finish(loaded, graph_module, order, tensors, hypers, concrete, attributes, hidden, init_params, module)
+    init_names = {ip.name for ip in init_params}
+    traced.module_switches = {
+        name: value
+        for name, value in vars(module).items()
+        if name in init_names and name not in HIDDEN_SIZE_NAMES and _scalar_type(value) in ("str", "bool", "int")
+    }
     sizes = [ip.name for ip in init_params if ip.name in HIDDEN_SIZE_NAMES]
     sizes += [ip.name for ip in init_params if ip.type == "int" and ip.name in loaded.hints.get("init_args", {})]
     if sizes:
         traced.size_param = sizes[0]
+    _link_constructor_arguments(loaded, module, traced, built_with)
     return traced
+
+
+def _link_constructor_arguments(
+    loaded: LoadedReference, module: nn.Module, traced: TracedReference, built_with: dict[str, Any]
+) -> None:
+    """Which constructor arguments shape the learnable parameters, found by building the module again with one
+    argument changed: a float argument a constant parameter starts at (``init_alpha``) becomes its ``init_arg``; a
+    bool argument that, switched off, removes a parameter whose absence computes as its initial value (``beta``)
+    becomes its ``enabled_by``. Anything the probes cannot establish is left unlinked."""
+    by_target = {p.attribute or p.name: p for p in traced.parameters}
+    size_names = set(HIDDEN_SIZE_NAMES) | {traced.size_param}
+    for name, value in built_with.items():
+        if name in size_names or name in {h.name for h in traced.hyperparameters}:
+            continue
+        if isinstance(value, float):
+            probe = value + 0.375
+            rebuilt = _rebuild(loaded, {name: probe})
+            for target, param in by_target.items():
+                if param.init != "constant" or param.init_value != value or rebuilt is None:
+                    continue
+                tensor = dict(rebuilt.named_parameters()).get(target)
+                if tensor is not None and bool((tensor.detach() == probe).all()):
+                    param.init_arg, param.init_value = name, None
+        elif value is True:
+            rebuilt = _rebuild(loaded, {name: False})
+            if rebuilt is None:
+                continue
+            present = dict(rebuilt.named_parameters())
+            # Removed parameters, each with a known initial value (a non-uniform one has a description).
+            removed = [p for target, p in by_target.items() if target not in present and not p.description]
+            if removed and _absent_is_initial(loaded, module, rebuilt):
+                for param in removed:
+                    param.enabled_by = name
+
+
+def _rebuild(loaded: LoadedReference, overrides: dict[str, Any]) -> nn.Module | None:
+    try:
+        return _instantiate(loaded, overrides)[0]
+    except AnalyzeError:
+        return None
+
+
+def _absent_is_initial(loaded: LoadedReference, full: nn.Module, reduced: nn.Module) -> bool:
+    """Whether the module without some parameters computes what the full one computes with them at their initial
+    values: the shared parameters get the same random values, the missing ones keep their initial ones."""
+    generator = torch.Generator().manual_seed(0)
+    full = copy.deepcopy(full).eval()
+    reduced = copy.deepcopy(reduced).eval()
+    shared = dict(reduced.named_parameters())
+    try:
+        with torch.no_grad():
+            for target, tensor in full.named_parameters():
+                if target in shared:
+                    tensor.copy_(torch.rand(tensor.shape, generator=generator) + 0.5)
+                    shared[target].copy_(tensor)
+            arguments = _signature_tensors(loaded, full, generator)
+            expected, actual = full(*arguments), reduced(*arguments)
+    except Exception:  # noqa: BLE001 - user code; an unanswered probe links nothing
+        return False
+    expected, actual = _as_tensors(expected), _as_tensors(actual)
+    return len(expected) == len(actual) and all(
+        e.shape == a.shape and torch.allclose(e, a, rtol=1e-6, atol=1e-6) for e, a in zip(expected, actual)
+    )
+
+
+def _signature_tensors(loaded: LoadedReference, module: nn.Module, generator: torch.Generator) -> list[Any]:
+    """Random rows for each forward argument without a default (the tensor inputs); defaults for the rest."""
+    vectors = [p for p in module.parameters() if p.dim() == 1 and p.numel() > 1]
+    hidden = int(vectors[0].numel()) if vectors else DEFAULT_HIDDEN
+    arguments = []
+    for parameter in list(inspect.signature(type(module).forward).parameters.values())[1:]:
+        if parameter.default is inspect.Parameter.empty:
+            arguments.append(torch.randn((2, 3, hidden), generator=generator))
+        else:
+            arguments.append(parameter.default)
+    return arguments
+
+
+def _as_tensors(value: Any) -> list[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, dict):
+        value = list(value.values())
+    return [item for item in value if isinstance(item, torch.Tensor)] if isinstance(value, (tuple, list)) else []
 
 
 def _run_tracer(loaded: LoadedReference, trace) -> fx.Graph:
@@ -332,8 +435,9 @@ def _finish(loaded, graph_module, order, tensors, hypers, concrete, attributes, 
                 parameters.append(learnable)
 
     # Example inputs: rows of ``hidden`` values; a class target or gather index is one per row, so inputs
-    # that come with one are a flat (6, hidden) batch, others (2, 3, hidden).
-    rows_shape = (6,) if index_inputs else (2, 3)
+    # that come with one are a flat (6, hidden) batch, as are the inputs of a loss over rows (``x.shape[0]`` is
+    # then the row count); others (2, 3, hidden).
+    rows_shape = (6,) if index_inputs or _reduces_rows_to_a_loss(calls) else (2, 3)
     shapes_known = _propagate_shapes(
         graph_module, order, tensors, index_inputs, rows_shape, calls, hypers, concrete, attributes, hidden
     )
@@ -363,12 +467,35 @@ def _finish(loaded, graph_module, order, tensors, hypers, concrete, attributes, 
 
 
 def _index_inputs(calls: dict[fx.Node, OpCall], tensors: list[str]) -> list[str]:
+    """Tensor inputs an index operand is computed from (``target``, ``target.unsqueeze(-1)``,
+    ``target.clamp(min=0)``)."""
     names = set()
-    for call in calls.values():
-        for operand in call.index_operands:
-            if isinstance(operand, fx.Node) and operand.op == "placeholder" and operand.target in tensors:
-                names.add(operand.target)
+    stack = [operand for call in calls.values() for operand in call.index_operands if isinstance(operand, fx.Node)]
+    seen = set()
+    while stack:
+        node = stack.pop()
+        if node in seen:
+            continue
+        seen.add(node)
+        if node.op == "placeholder":
+            if node.target in tensors:
+                names.add(node.target)
+            continue
+        stack.extend(node.all_input_nodes)
     return [name for name in tensors if name in names]
+
+
+_LOSSES = ("cross_entropy", "nll_loss", "kl_div", "one_hot")
+
+
+def _reduces_rows_to_a_loss(calls: dict[fx.Node, OpCall]) -> bool:
+    """A library loss, or a sum/mean over every dim (``x.sum()``): the reference reduces its rows to a loss."""
+    for call in calls.values():
+        if call.name in _LOSSES:
+            return True
+        if call.name in ("sum", "mean") and call.options.get("dim") in (None, (), []):
+            return True
+    return False
 
 
 def _learnable(name: str, tensor: torch.Tensor, hidden: int) -> LearnableParameter | None:

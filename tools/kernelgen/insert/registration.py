@@ -20,6 +20,7 @@ from tools.kernelgen.layout import OPS_INIT
 from tools.kernelgen.layout import TRANSFORMERS_INIT
 
 FUNCTIONAL_MODULE = "liger_kernel.transformers.functional"
+OPS_PACKAGE = "liger_kernel.ops"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -77,8 +78,19 @@ def register_ops(source: str, registration: Registration) -> str:
 
 
 def _exports_functionals(source: str) -> bool:
-    """Whether the package already re-exports ``liger_*`` functional helpers at its top level."""
-    return any(name.startswith("liger_") for _, name in _top_level_imports(source))
+    """Whether the package already re-exports helpers of ``functional.py`` at its top level (this repository does;
+    upstream Liger-Kernel exports only some modules' own functions, such as rope's, and none of functional.py)."""
+    return any(module == FUNCTIONAL_MODULE for module, _ in _top_level_imports(source))
+
+
+def functional_import_module(source: str, registration: Registration) -> str:
+    """Where ``functional.py`` imports the autograd Functions from, as the file already does: the ``liger_kernel.ops``
+    package (upstream, so that backend replacement applies) or each kernel's submodule (this repository). A tie, or
+    a file with neither, takes the submodule."""
+    modules = [module for module, _ in _top_level_imports(source)]
+    package = sum(module == OPS_PACKAGE for module in modules)
+    submodules = sum(module.startswith(OPS_PACKAGE + ".") for module in modules)
+    return OPS_PACKAGE if package > submodules else registration.ops_module
 
 
 def register_transformers(source: str, registration: Registration) -> str:
@@ -102,8 +114,9 @@ def register_functional(source: str, registration: Registration) -> str:
     ]
     if functions != [registration.functional_name]:
         raise InsertError("<functional_source>", f"should define only {registration.functional_name}, not {functions}")
-    source = add_import(source, registration.ops_module, registration.function_class_name)
-    return add_function(source, registration.functional_source, after_imports_of="liger_kernel.ops")
+    module = functional_import_module(source, registration)
+    source = add_import(source, module, registration.function_class_name)
+    return add_function(source, registration.functional_source, after_imports_of=OPS_PACKAGE)
 
 
 EDITS: dict[str, Callable[[str, Registration], str]] = {

@@ -15,6 +15,7 @@ import jinja2
 
 from tools.kernelgen.layout import kernel_paths
 from tools.kernelgen.profile import KernelProfile
+from tools.kernelgen.render.fused_linear import fused_linear_views
 from tools.kernelgen.render.text import single_line_imports
 from tools.kernelgen.render.text import split_reference
 from tools.kernelgen.render.text import wrap_docstring
@@ -66,8 +67,15 @@ def target_helpers(ops_utils_source: str) -> frozenset[str]:
     return frozenset(defined & OPTIONAL_TARGET_HELPERS)
 
 
-def render_kernel(profile: KernelProfile, helpers: frozenset[str] = OPTIONAL_TARGET_HELPERS) -> RenderedKernel:
-    """Render every file of the kernel. ``helpers``: the optional ``ops/utils.py`` helpers the target has."""
+# The benchmark script's template for each harness style (tools/kernelgen/harness.py).
+BENCHMARK_TEMPLATES = {"sweeps": "benchmark.py.j2", "upstream": "benchmark_upstream.py.j2"}
+
+
+def render_kernel(
+    profile: KernelProfile, helpers: frozenset[str] = OPTIONAL_TARGET_HELPERS, benchmark_style: str = "sweeps"
+) -> RenderedKernel:
+    """Render every file of the kernel. ``helpers``: the optional ``ops/utils.py`` helpers the target has;
+    ``benchmark_style``: the harness its ``benchmark/scripts/utils.py`` implements."""
     env = template_environment()
     context = build_views(profile, helpers).context()
     paths = kernel_paths(profile.operation_name)
@@ -76,14 +84,35 @@ def render_kernel(profile: KernelProfile, helpers: frozenset[str] = OPTIONAL_TAR
         paths["ops"]: env.get_template(OPS_TEMPLATES[profile.template]).render(context),
         paths["module"]: env.get_template("module.py.j2").render(context),
         paths["test"]: env.get_template(f"test_tier{tier}.py.j2").render(context),
-        paths["benchmark"]: env.get_template("benchmark.py.j2").render(context),
+        paths["benchmark"]: env.get_template(BENCHMARK_TEMPLATES[benchmark_style]).render(context),
     }
+    functional = env.get_template("functional.py.j2").render(context)
+    return RenderedKernel(files=files, functional_source=functional)
+
+
+def render_fused_linear(
+    profile: KernelProfile, helpers: frozenset[str] = OPTIONAL_TARGET_HELPERS, benchmark_style: str = "sweeps"
+) -> RenderedKernel:
+    """The files of ``profile.fused_linear_name``, the loss fused with the linear layer before it (a loss profile with
+    ``fused_linear.enabled``). Its benchmark is written for this repository's harness; an upstream checkout's
+    (``benchmark_style`` "upstream") has its own fused-linear benchmarks, so none is written there."""
+    env = template_environment()
+    context = fused_linear_views(profile, helpers).context()
+    paths = kernel_paths(profile.fused_linear_name)
+    files = {
+        paths["ops"]: env.get_template("ops_fused_linear.py.j2").render(context),
+        paths["module"]: env.get_template("module.py.j2").render(context),
+        paths["test"]: env.get_template("test_fused_linear.py.j2").render(context),
+    }
+    if benchmark_style == "sweeps":
+        files[paths["benchmark"]] = env.get_template("benchmark_fused_linear.py.j2").render(context)
     functional = env.get_template("functional.py.j2").render(context)
     return RenderedKernel(files=files, functional_source=functional)
 
 
 __all__ = [
     "RenderedKernel",
+    "render_fused_linear",
     "kernel_view",
     "render_kernel",
     "single_line_imports",

@@ -12,25 +12,32 @@ import textwrap
 from dataclasses import dataclass
 from typing import Any
 
+import sympy
+
 from tools.kernelgen.derivation import elementwise_math
+from tools.kernelgen.derivation import loss_math
 from tools.kernelgen.derivation import row_math
+from tools.kernelgen.profile import LOSS_REDUCTIONS
 from tools.kernelgen.profile import HyperParameter
 from tools.kernelgen.profile import InitParameter
 from tools.kernelgen.profile import KernelProfile
 from tools.kernelgen.profile import LearnableParameter
 from tools.kernelgen.profile import TestSpec
 from tools.kernelgen.profile import benchmark_dimension
+from tools.kernelgen.profile import benchmark_size
 from tools.kernelgen.profile import hyper_cases
 from tools.kernelgen.render.text import fstring_chunks
 from tools.kernelgen.render.text import signature
 from tools.kernelgen.render.text import split_reference
 from tools.kernelgen.render.text import wrap_docstring
+from tools.kernelgen.synth import parse_formula
 from tools.kernelgen.synth.printer import INPUT_DTYPE
 from tools.kernelgen.synth.printer import TANH_HELPER
 from tools.kernelgen.synth.printer import TANH_HELPER_SOURCE
+from tools.kernelgen.synth.printer import print_torch
 
-# Reduction names the tier-3 kernel receives as a constexpr.
-REDUCTIONS = {"none": 0, "mean": 1, "sum": 2}
+# An MLP's (hidden, intermediate) sizes when benchmark.fixed_config leaves them out (Llama 2 7B's).
+DEFAULT_MLP_SIZES = (4096, 11008)
 # Helpers of ``liger_kernel.ops.utils`` the templates use when the target checkout has them (this host has all).
 OPTIONAL_TARGET_HELPERS = frozenset({"get_num_sms"})
 
@@ -50,6 +57,9 @@ class KernelView:
     params: list[LearnableParameter]
     channel_params: list[LearnableParameter]
     param_names: list[str]
+    # Parameters the Function takes as None (``enabled_by``): name -> the literal they compute as when absent
+    optional: dict[str, str]
+    param_args: list[str]  # the parameters as launch arguments: an absent one passes a placeholder pointer
     hypers: list[HyperParameter]
     hyper_names: list[str]
     signature: str  # of the Function's forward and of the functional: tensors, parameters, hyper-parameters
@@ -79,6 +89,7 @@ class ElementwiseOpsView:
     grad_outputs: list[str]
     grad_input_names: list[str]
     partial_names: list[str]
+    partial_args: list[str]  # the partial-sum buffers as launch arguments (a placeholder for an absent parameter)
     uses_tanh: bool
     tanh_helper_source: str
     in_place: bool
@@ -151,15 +162,48 @@ class RowOpsView:
 
 
 @dataclass(frozen=True)
-class LossOpsView:
-    """Tier 3: the softmax-loss template."""
+class LossReductionView:
+    """One way the rows become the loss: ``kind`` mean, sum or none; for a mean, the torch expression of its
+    denominator (``row_formula``: summed over rows; otherwise the same for every row, times ``n_rows``)."""
 
-    x: str
-    target: str
-    reductions: dict[str, int]
+    value: str
+    kind: str
+    denominator: str
+    row_formula: bool
+
+
+@dataclass(frozen=True)
+class LossOpsView:
+    """Tier 3, derived: one program per row, chunked passes over the classes (see ``synth/losses.py``)."""
+
+    element_inputs: list[str]  # [rows, n_cols] tensors
+    row_inputs: list[str]  # one class index per row
+    kernel_hypers: list[str]  # the numbers the formulas read
+    grad_inputs: list[str]
+    grad_names: list[str]  # grad_{input}
+    in_place: str | None  # the input whose buffer takes its own gradient
+    outputs: list[str]
+    loss: str
+    init: list[str]
+    passes: list[tuple[list[str], list[str]]]  # (per-element inputs loaded, statements) per pass
+    outputs_block: list[str]
+    adjoints: list[str]
+    gradient: list[str]
+    gradient_loads: list[str]
+    gradient_pass: int | None
+    gate: str | None
+    chooser: str | None  # the str hyper-parameter that picks the reduction
+    checked_choices: list[HyperParameter]  # other hyper-parameters the math was derived for some values of
+    reductions: list[LossReductionView]
+    reduction_kinds: list[tuple[str, list[str]]]  # each kind with the values that pick it (none, sum, mean)
+    mean_value: str | None  # a value of the reduction that is a mean (tests give it a denominator)
+    mean_denominator: str  # ... and that mean's denominator over the whole batch, as test code
+    ignored: dict[str, str]  # class-index input -> the hyper-parameter whose value marks a row that does not count
+    domains: list[tuple[str, str]]  # every input with what tests draw for it
     apply_returns: list[str]
-    defaults: dict[str, Any]
+    uses_tanh: bool
     tanh_helper_source: str
+    precision_note: list[str]
     block_elements: int
     num_warps: int | None
 
@@ -169,11 +213,14 @@ class ModuleView:
     kind: str
     init_params: list[InitParameter | HyperParameter]
     init_signature: str
+    attributes: list[str]  # constructor arguments kept as attributes (not a flag named like its parameter)
+    forward_signature: str  # the module's forward arguments (the kernel's tensors)
     param_init: dict[str, str]
     self_params: list[str]
     self_hypers: list[str]
     repr_fields: str
     docstring: str
+    variants: list[str]  # mlp: model-specific subclasses (profile.MLP_VARIANTS)
 
 
 @dataclass(frozen=True)
@@ -190,6 +237,7 @@ class TestView:
     liger_module_args: str
     hidden_act: str
     mlp_shapes: list[tuple]
+    switches_off: str  # constructor arguments that build the reference without its optional parameters
 
 
 @dataclass(frozen=True)
@@ -200,6 +248,7 @@ class BenchmarkView:
     sweep_description: str
     reference_init_args: str
     providers: list[str]
+    sizes: dict[str, int]  # the model sizes an upstream-style script runs at (benchmark.fixed_config, else defaults)
 
 
 @dataclass(frozen=True)
@@ -244,6 +293,7 @@ def kernel_view(profile: KernelProfile, helpers: frozenset[str] = OPTIONAL_TARGE
         num_sms = None
     else:
         num_sms = "import" if "get_num_sms" in helpers else "define"
+    optional = {prm.name: repr(_initial_value(prm)) for prm in params if prm.enabled_by}
     return KernelView(
         name=profile.operation_name,
         tier=profile.tier,
@@ -256,6 +306,11 @@ def kernel_view(profile: KernelProfile, helpers: frozenset[str] = OPTIONAL_TARGE
         params=params,
         channel_params=[prm for prm in params if prm.shape == "channel"],
         param_names=[prm.name for prm in params],
+        optional=optional,
+        param_args=[
+            f"{prm.name} if {prm.name} is not None else {inputs[0]}" if prm.name in optional else prm.name
+            for prm in params
+        ],
         hypers=profile.hyperparameters,
         hyper_names=hyper_names,
         signature=signature(inputs + [prm.name for prm in params] + profile.hyperparameters),
@@ -269,6 +324,11 @@ def kernel_view(profile: KernelProfile, helpers: frozenset[str] = OPTIONAL_TARGE
         reference_kind=profile.reference.kind,
         num_sms=num_sms,
     )
+
+
+def _initial_value(prm: LearnableParameter) -> float:
+    """What a parameter's elements start at, which is also what an absent optional parameter computes as."""
+    return {"ones": 1.0, "zeros": 0.0}.get(prm.init, float(prm.init_value or 0.0))
 
 
 # Ops -------------------------------------------------------------------------------------------------------
@@ -310,6 +370,12 @@ def _elementwise_ops(profile: KernelProfile) -> ElementwiseOpsView:
         grad_outputs=grad_outputs,
         grad_input_names=[f"grad_{name}" for name in grad_inputs],
         partial_names=[f"grad_{name}_partial" for name in param_names],
+        partial_args=[
+            f"grad_{prm.name}_partial if {prm.name} is not None else {inputs[0]}"
+            if prm.enabled_by
+            else f"grad_{prm.name}_partial"
+            for prm in params
+        ],
         uses_tanh=any(f"{TANH_HELPER}(" in line for line in math.forward + math.backward),
         tanh_helper_source=TANH_HELPER_SOURCE,
         in_place=_in_place_gradients(profile),
@@ -411,17 +477,100 @@ def _row_ops(profile: KernelProfile) -> RowOpsView:
 
 
 def _loss_ops(profile: KernelProfile) -> LossOpsView:
-    hypers = profile.hyperparameters
+    math = loss_math(profile)
+    element = [t.name for t in profile.inputs if t.dtype != "int64"]
+    grad_inputs = [t.name for t in profile.inputs if t.requires_grad]
+    in_place = profile.backward.in_place_gradients
+    if in_place is None:  # as Liger's cross entropy: logits scored against class indices are dead after the loss
+        in_place = any(t.dtype == "int64" for t in profile.inputs)
+    statements = math.init + [line for lines in math.passes for line in lines] + math.outputs_block + math.gradient
+    reductions = _loss_reductions(profile)
+    mean = next((r for r in reductions if r.kind == "mean"), None)
     return LossOpsView(
-        x=profile.inputs[0].name,
-        target=profile.inputs[1].name,
-        reductions=REDUCTIONS,
-        apply_returns=[f"{profile.inputs[0].name}_grad", "None"] + ["None"] * len(hypers),
-        defaults={hp.name: hp.default for hp in hypers},
+        element_inputs=element,
+        row_inputs=[t.name for t in profile.inputs if t.dtype == "int64"],
+        kernel_hypers=list(profile.formula_hyperparameters),
+        grad_inputs=grad_inputs,
+        grad_names=[f"grad_{name}" for name in grad_inputs],
+        in_place=grad_inputs[0] if in_place and grad_inputs else None,
+        outputs=[t.name for t in profile.outputs],
+        loss=profile.outputs[0].name,
+        init=math.init,
+        passes=[([n for n in element if n in reads], lines) for reads, lines in zip(math.pass_reads, math.passes)],
+        outputs_block=math.outputs_block,
+        adjoints=math.adjoints,
+        gradient=math.gradient,
+        gradient_loads=[name for name in element if name in math.gradient_reads],
+        gradient_pass=math.gradient_pass,
+        gate=math.gate,
+        chooser=profile.math.loss.reduction if profile.math.loss.reduction not in LOSS_REDUCTIONS else None,
+        reductions=reductions,
+        checked_choices=[hp for hp in profile.hyperparameters if hp.choices and hp.name != profile.math.loss.reduction],
+        mean_value=mean.value if mean else None,
+        mean_denominator=(f"({mean.denominator}).sum()" if mean.row_formula else f"n_rows * {mean.denominator}")
+        if mean
+        else "",
+        ignored=_ignored(profile, math),
+        domains=[
+            (t.name, "class indices" if t.dtype == "int64" else t.domain or profile.test.input_domain)
+            for t in profile.inputs
+        ],
+        reduction_kinds=[
+            (kind, [r.value for r in reductions if r.kind == kind])
+            for kind in ("none", "sum", "mean")
+            if any(r.kind == kind for r in reductions)
+        ],
+        apply_returns=[f"grad_{name}" if name in grad_inputs else "None" for name in [t.name for t in profile.inputs]]
+        + ["None"] * len(profile.hyperparameters),
+        uses_tanh=any(f"{TANH_HELPER}(" in line for line in statements),
         tanh_helper_source=TANH_HELPER_SOURCE,
-        block_elements=profile.tiling.block_elements,
+        precision_note=_precision_note(math.precision_sensitive_ops),
+        block_elements=profile.tiling.block_elements or _loss_block_elements(math),
         num_warps=profile.tiling.num_warps,
     )
+
+
+def _loss_block_elements(math) -> int:
+    """Classes per chunk when the profile leaves it to the template. Measured on an H200 (BT 8192, V 128256, bf16):
+    a sweep that also computes and stores the gradient holds more per element and is fastest with 4096-class
+    chunks (KL: 1.82 ms, 2.03 at 16384); cross entropy's statistics sweep streams one input and is fastest with
+    16384 (1.90 ms, 2.02 at 8192)."""
+    return 4096 if math.gradient_pass is not None else 16384
+
+
+def _ignored(profile: KernelProfile, math) -> dict[str, str]:
+    """Class-index inputs the row gate compares with an int hyper-parameter (``target != ignore_index``)."""
+    if math.gate is None:
+        return {}
+    indices = [t.name for t in profile.inputs if t.dtype == "int64" and t.name in math.gate_reads]
+    ints = [hp.name for hp in profile.hyperparameters if hp.type == "int" and hp.name in math.gate_reads]
+    return {name: ints[0] for name in indices} if ints else {}
+
+
+def _loss_reductions(profile: KernelProfile) -> list[LossReductionView]:
+    loss = profile.math.loss
+    row_inputs = {t.name for t in profile.inputs if t.dtype == "int64"}
+    listed = {choice.value: choice for choice in loss.choices}
+    if loss.reduction in LOSS_REDUCTIONS:
+        values = [loss.reduction]
+    else:
+        chooser = next(hp for hp in profile.hyperparameters if hp.name == loss.reduction)
+        values = list(chooser.choices or [chooser.default])
+    views = []
+    for value in values:
+        kind, denominator = (listed[value].reduction, listed[value].denominator) if value in listed else (value, "")
+        expr = sympy.sympify(
+            parse_formula(denominator or loss.denominator, [*row_inputs, *profile.formula_hyperparameters, "n_cols"])
+        )
+        views.append(
+            LossReductionView(
+                value=value,
+                kind=kind,
+                denominator=print_torch(expr),
+                row_formula=any(symbol.name in row_inputs for symbol in expr.free_symbols),
+            )
+        )
+    return views
 
 
 # Module ----------------------------------------------------------------------------------------------------
@@ -430,11 +579,16 @@ def _param_init(profile: KernelProfile, size_param: str) -> dict[str, str]:
     for prm in profile.parameters:
         shape = size_param if prm.shape == "channel" else "1"
         if prm.init == "ones":
-            inits[prm.name] = f"torch.ones({shape})"
+            value = f"torch.ones({shape})"
         elif prm.init == "zeros":
-            inits[prm.name] = f"torch.zeros({shape})"
+            value = f"torch.zeros({shape})"
+        elif prm.init_arg:
+            value = f"torch.full(({shape},), float({prm.init_arg}))"
         else:
-            inits[prm.name] = f"torch.full(({shape},), {float(prm.init_value)!r})"
+            value = f"torch.full(({shape},), {float(prm.init_value)!r})"
+        inits[prm.name] = f"nn.Parameter({value})"
+        if prm.enabled_by:
+            inits[prm.name] += f" if {prm.enabled_by} else None"
     return inits
 
 
@@ -462,6 +616,8 @@ def _module_view(profile: KernelProfile) -> ModuleView:
         kind=profile.module.kind,
         init_params=init_params,
         init_signature=signature(init_params, frozenset(required)),
+        attributes=[ip.name for ip in init_params if ip.name not in {p.name for p in params}],
+        forward_signature=", ".join(t.name for t in profile.inputs),
         param_init=_param_init(profile, size_param),
         self_params=[f"self.{prm.name}" for prm in params],
         self_hypers=[f"self.{name}" for name in hyper_names],
@@ -470,6 +626,7 @@ def _module_view(profile: KernelProfile) -> ModuleView:
             f"{profile.forward_computation or profile.operation_name} as a module, computed by "
             f"``{profile.function_class_name}``."
         ),
+        variants=list(profile.module.variants),
     )
 
 
@@ -495,6 +652,9 @@ def test_view(profile: KernelProfile) -> TestView:
         liger_module_args=", ".join(liger_module_args),
         hidden_act=profile.module.hidden_act or profile.operation_name,
         mlp_shapes=[tuple(s) for s in profile.test.mlp_shapes],
+        switches_off=", ".join(
+            f"{flag}=False" for flag in dict.fromkeys(p.enabled_by for p in profile.parameters if p.enabled_by)
+        ),
     )
 
 
@@ -518,4 +678,18 @@ def _benchmark_view(profile: KernelProfile) -> BenchmarkView:
         sweep_description=sweep_description,
         reference_init_args=", ".join(init_args),
         providers=list(profile.benchmark.providers),
+        sizes=_benchmark_sizes(profile),
     )
+
+
+def _benchmark_sizes(profile: KernelProfile) -> dict[str, int]:
+    """Model sizes for a script that sweeps BT alone: the swept dimension's (``benchmark_size``), with an MLP's
+    hidden size beside its intermediate one."""
+    key, size = benchmark_size(profile)
+    if profile.module.kind != "mlp":
+        return {key: size}
+    fixed = profile.benchmark.fixed_config
+    return {
+        "hidden_size": int(fixed.get("hidden_size", DEFAULT_MLP_SIZES[0])),
+        key: int(fixed.get(key, DEFAULT_MLP_SIZES[1])),
+    }

@@ -15,6 +15,9 @@
 Anything without a rule raises instead of printing something that is not Triton.
 """
 
+import contextlib
+import contextvars
+
 import sympy
 
 from sympy.printing.precedence import PRECEDENCE
@@ -73,11 +76,34 @@ class _ConditionPrinting:
         return " | ".join(f"({self._print(arg)})" for arg in expr.args)
 
 
+# Symbols that hold integers in the kernel being printed (a loss's column index and class indices).
+_INTEGER_NAMES: contextvars.ContextVar[frozenset] = contextvars.ContextVar("integer_names", default=frozenset())
+
+
+@contextlib.contextmanager
+def integer_symbols(names):
+    """Inside: a comparison of these symbols with an integer constant prints the constant as an int (``target >=
+    0``), as integer comparisons are; the Triton interpreter cannot combine a scalar int compared with a float."""
+    token = _INTEGER_NAMES.set(frozenset(names))
+    try:
+        yield
+    finally:
+        _INTEGER_NAMES.reset(token)
+
+
 class TritonPrinter(_ConditionPrinting, StrPrinter):
     """sympy expression -> Triton expression over fp32 tensors (see the module docstring)."""
 
     printmethod = "_tritoncode"  # never defined: our classes' ``_sympystr`` must not leak into kernels
     where_name = "tl.where"
+
+    def _print_Relational(self, expr):
+        integers = _INTEGER_NAMES.get()
+        free = expr.lhs.free_symbols | expr.rhs.free_symbols
+        if integers and free and {s.name for s in free} <= integers:
+            sides = [str(int(side)) if side.is_Integer else self._print(side) for side in (expr.lhs, expr.rhs)]
+            return f"{sides[0]} {expr.rel_op} {sides[1]}"
+        return super()._print_Relational(expr)
 
     def _print(self, expr, **kwargs):
         # Fold every constant subexpression (sqrt(2), pi, exp(-1), sigmoid(3)...) into one literal.
@@ -259,6 +285,27 @@ class FormulaPrinter(_ConditionPrinting, StrPrinter):
         return super()._print_Pow(expr, rational=rational)
 
 
+class TorchPrinter(FormulaPrinter):
+    """Host-side torch expressions over tensors and Python numbers (a loss's row denominator)."""
+
+    where_name = "torch.where"
+
+    def _print(self, expr, **kwargs):
+        if isinstance(expr, sympy.Expr) and expr.is_number:
+            return float_literal(expr)
+        return super()._print(expr, **kwargs)
+
+    def _print_Function(self, expr):
+        return f"torch.{type(expr).__name__.lower()}({', '.join(self._print(arg) for arg in expr.args)})"
+
+    def _print_Abs(self, expr):
+        return f"torch.abs({self._print(expr.args[0])})"
+
+
+def print_torch(expr: sympy.Basic) -> str:
+    return TorchPrinter().doprint(expr)
+
+
 def print_triton(expr: sympy.Basic) -> str:
     return TritonPrinter().doprint(expr)
 
@@ -269,4 +316,12 @@ def format_formula(expr: sympy.Basic) -> str:
     return FormulaPrinter().doprint(expr.xreplace(long_fractions))
 
 
-__all__ = ["FormulaPrinter", "TritonPrinter", "float_literal", "format_formula", "print_triton"]
+__all__ = [
+    "FormulaPrinter",
+    "TorchPrinter",
+    "TritonPrinter",
+    "float_literal",
+    "format_formula",
+    "print_torch",
+    "print_triton",
+]

@@ -234,20 +234,36 @@ class _Program:
         return expr.replace(lambda node: isinstance(node, RowSum), lambda node: self._linear_sum(node.args[0]))
 
     def _linear_sum(self, operand: sympy.Expr) -> sympy.Expr:
+        total = sympy.S.Zero
+        for constant, varying in self._linear_terms(operand):
+            total += constant * (self.n if varying == 1 else RowSum(varying))
+        return total
+
+    def _linear_terms(self, operand: sympy.Expr) -> list[tuple[sympy.Expr, sympy.Expr]]:
+        """``operand`` as (row-constant coefficient, varying monomial) pairs. A ``where(c, a, 0)`` factor is
+        distributed over the terms of ``a`` with their coefficients taken out, so ``where(c, -2 * e, 0)`` and
+        ``where(c, e, 0)`` are multiples of one row sum."""
         expanded = sympy.expand(operand, power_exp=True, log=False)
         terms = sympy.Add.make_args(expanded)
         if len(terms) > _MAX_LINEAR_TERMS:
             raise _TooLarge
-        total = sympy.S.Zero
+        pairs = []
         for term in terms:
-            constant, varying = sympy.S.One, sympy.S.One
+            constant, varying = sympy.S.One, []
             for factor in sympy.Mul.make_args(term):
                 if self._row_constant(factor):
                     constant *= factor
                 else:
-                    varying *= factor
-            total += constant * (self.n if varying == 1 else RowSum(varying))
-        return total
+                    varying.append(factor)
+            gated = [f for f in varying if _zero_default(f)]
+            if len(gated) == 1 and (gated[0].args[0].expr.is_Add or gated[0].args[0].expr.is_Mul):
+                (value, condition), _ = gated[0].args
+                rest = sympy.Mul(*(f for f in varying if f is not gated[0]))
+                for inner, part in self._linear_terms(value * rest):
+                    pairs.append((constant * inner, sympy.Piecewise((part, condition), (0, True))))
+                continue
+            pairs.append((constant, sympy.Mul(*varying)))
+        return pairs
 
     def _definitions(self) -> dict[sympy.Expr, sympy.Expr]:
         """Row sums that a sum or mean statistic defines alone: ``RowSum(x) -> n_cols * mean`` and the like."""
@@ -417,6 +433,16 @@ class _Program:
             expr = sympy.factor_terms(name_sums(gradient).xreplace(written))
             items.append((f"grad_{name}", kind, expr))
         return items, formulas
+
+
+def _zero_default(expr: sympy.Expr) -> bool:
+    """``where(condition, value, 0)``."""
+    return (
+        isinstance(expr, sympy.Piecewise)
+        and len(expr.args) == 2
+        and expr.args[1].cond == sympy.true
+        and expr.args[1].expr == 0
+    )
 
 
 def adjoint_symbol(statistic: str) -> sympy.Symbol:

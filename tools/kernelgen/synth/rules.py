@@ -182,6 +182,20 @@ def _clamp(x, min=None, max=None):
     return sympy.Piecewise(*branches, (x, True))
 
 
+def _xlogy(a, b):
+    # torch.xlogy: 0 where a is 0, whatever b is (0 * log(0) would be nan).
+    a, b = _value(a), _value(b)
+    return select(sympy.Eq(a, 0), sympy.S.Zero, a * sympy.log(b))
+
+
+def _equality(relation, a, b):
+    # sympy rewrites an equality with a piecewise side (col == clamp(target, 0)) into an if-then-else of
+    # equalities, which neither prints nor reads back as written: keep it as the comparison it is.
+    if isinstance(a, sympy.Piecewise) or isinstance(b, sympy.Piecewise):
+        return relation(a, b, evaluate=False)
+    return relation(a, b)
+
+
 def _where(condition, x, y):
     return select(_condition(condition), _value(x), _value(y))
 
@@ -238,14 +252,15 @@ _ROWS = (
     OpRule("ge", _binary(lambda a, b: a >= b)),
     OpRule("lt", _binary(lambda a, b: a < b)),
     OpRule("le", _binary(lambda a, b: a <= b)),
-    OpRule("eq", _binary(sympy.Eq)),
-    OpRule("ne", _binary(sympy.Ne)),
+    OpRule("eq", _binary(lambda a, b: _equality(sympy.Eq, a, b))),
+    OpRule("ne", _binary(lambda a, b: _equality(sympy.Ne, a, b))),
     OpRule("maximum", _binary(Maximum), {"a": "where(a > b, 1, where(a == b, 0.5, 0))"}),
     OpRule("minimum", _binary(Minimum), {"a": "where(a < b, 1, where(a == b, 0.5, 0))"}),
     OpRule("sin", _unary(sympy.sin), {"x": "cos(x)"}),
     OpRule("cos", _unary(sympy.cos), {"x": "-sin(x)"}),
     OpRule("erf", _unary(sympy.erf), {"x": "2 / sqrt(pi) * exp(-x**2)"}),
     OpRule("cast_to_input", _unary(CastToInput), {"x": "1"}),
+    OpRule("xlogy", _xlogy, {"a": "where(a == 0, 0, log(b))", "b": "where(a == 0, 0, a / b)"}),
 )
 
 OPS: dict[str, OpRule] = {row.name: row for row in _ROWS}

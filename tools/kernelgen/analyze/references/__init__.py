@@ -1,7 +1,8 @@
 """The built-in reference library: one small PyTorch file per reference, with a ``KERNELGEN`` dict of hints.
 
 Hints kernelgen reads: ``entry`` (the function or module to analyze), ``function_class_name``,
-``module_class_name``, ``functional_name``, ``module_kind``, ``description``, ``closest_existing_kernel``,
+``module_class_name``, ``functional_name``, ``module_kind``, ``module_variants`` (model-specific subclasses of an
+mlp module, ``profile.MLP_VARIANTS``), ``description``, ``closest_existing_kernel``,
 ``init_args`` (arguments used to instantiate a module reference for tracing), ``backward``, ``benchmark`` and
 ``test`` (fields of the profile sections of the same names).
 """

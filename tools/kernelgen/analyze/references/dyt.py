@@ -1,18 +1,22 @@
-"""Dynamic Tanh (DyT): a normalization-free replacement for LayerNorm, weight * tanh(alpha * x) + bias."""
+"""Dynamic Tanh (DyT): a normalization-free replacement for LayerNorm, gamma * tanh(alpha * x) + beta, with the
+constructor of Liger's ``LigerDyT``: ``beta=False`` drops the shift, ``init_alpha`` starts the scalar alpha."""
 
 import torch
 import torch.nn as nn
 
 
 class DyT(nn.Module):
-    def __init__(self, hidden_size: int, init_alpha: float = 0.5):
+    def __init__(self, hidden_size: int, beta: bool = True, init_alpha: float = 0.5):
         super().__init__()
-        self.alpha = nn.Parameter(torch.full((), init_alpha))
-        self.weight = nn.Parameter(torch.ones(hidden_size))
-        self.bias = nn.Parameter(torch.zeros(hidden_size))
+        self.alpha = nn.Parameter(torch.full((1,), init_alpha))
+        self.gamma = nn.Parameter(torch.ones(hidden_size))
+        self.beta = nn.Parameter(torch.zeros(hidden_size)) if beta else None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.weight * torch.tanh(self.alpha * x) + self.bias
+        y = self.gamma * torch.tanh(self.alpha * x)
+        if self.beta is not None:
+            y = y + self.beta
+        return y
 
 
 KERNELGEN = {
@@ -21,5 +25,5 @@ KERNELGEN = {
     "module_class_name": "LigerDyT",
     "module_kind": "elementwise",
     "init_args": {"hidden_size": 8},
-    "description": "weight * tanh(alpha * x) + bias with a learnable scalar alpha and per-channel weight and bias",
+    "description": "gamma * tanh(alpha * x) + beta with a learnable scalar alpha, per-channel gamma and optional beta",
 }

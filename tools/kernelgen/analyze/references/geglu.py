@@ -13,6 +13,8 @@ KERNELGEN = {
     "function_class_name": "LigerGELUMulFunction",
     "module_class_name": "LigerGEGLUMLP",
     "module_kind": "mlp",
+    # Liger's LigerGEGLUMLPForGemma4: Gemma 4's (config, layer_idx) constructor, double-wide KV-shared layers.
+    "module_variants": ["gemma4"],
     "closest_existing_kernel": "swiglu",
     "description": "gelu(a, approximate='tanh') * b, the gated activation of a GEGLU MLP",
     "benchmark": {"fixed_config": {"hidden_size": 4096, "intermediate_size": 11008}},

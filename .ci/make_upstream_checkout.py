@@ -1,0 +1,80 @@
+"""Build .gpu-upstream/: a scratch copy of upstream Liger-Kernel with kernels kernelgen generated into it, and put
+upstream's unit tests of the five host kernels into .gpu-run/test/upstream/ (after make_gpu_checkout.py).
+
+Both are for the GPU checks of issue 15 and are never committed (both folders are ignored): on the GPU machine the
+generated tests run in the upstream copy and the generated benchmarks append rows to its
+benchmark/data/all_benchmark_data.csv; upstream's test_swiglu/geglu/rms_norm/cross_entropy/dyt run against this
+repository's library in .gpu-run. Generation needs libcst and ruff, so it happens here, not on the GPU machine.
+
+usage: python3 .ci/make_upstream_checkout.py GIT_DIR [REV]   (GIT_DIR: a bare clone of linkedin/Liger-Kernel)
+"""
+
+import shutil
+import subprocess
+import sys
+
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DESTINATION = ROOT / ".gpu-upstream"
+EXPORTED = ("src", "benchmark", "test", "pyproject.toml", "setup.py")
+# Built-in references upstream does not have: a module with a per-channel parameter, a function with a float
+# hyper-parameter.
+KERNELS = ("snake", "leaky_relu_mul")
+UPSTREAM_TESTS = ("swiglu", "geglu", "rms_norm", "cross_entropy", "dyt")
+
+
+def git(git_dir: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", f"--git-dir={git_dir}", *args], capture_output=True, check=False)
+
+
+def export(git_dir: str, rev: str, destination: Path) -> None:
+    """The files of ``EXPORTED`` at ``rev`` (regular files only; blobs the mirror lacks, such as large test
+    resources, are skipped)."""
+    listing = git(git_dir, "ls-tree", "-r", "-z", rev, "--", *EXPORTED)
+    if listing.returncode != 0:
+        sys.exit(f"make_upstream_checkout: cannot list {rev} in {git_dir}: {listing.stderr.decode().strip()}")
+    for entry in listing.stdout.decode().split("\0"):
+        if not entry:
+            continue
+        meta, path = entry.split("\t", 1)
+        mode, kind, sha = meta.split()
+        if kind != "blob" or mode == "120000":
+            continue
+        blob = git(git_dir, "cat-file", "blob", sha)
+        if blob.returncode == 0:
+            target = destination / path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(blob.stdout)
+
+
+def main() -> None:
+    if len(sys.argv) not in (2, 3):
+        sys.exit(__doc__.strip().splitlines()[-1])
+    git_dir, rev = sys.argv[1], sys.argv[2] if len(sys.argv) == 3 else "HEAD"
+    shutil.rmtree(DESTINATION, ignore_errors=True)
+    export(git_dir, rev, DESTINATION)
+    # Upstream's benchmark utils read the installed liger-kernel version; run from src/, this stands in for it.
+    info = DESTINATION / "src" / "liger_kernel-0.0.0+upstream.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: liger-kernel\nVersion: 0.0.0+upstream\n")
+    for name in KERNELS:
+        subprocess.run(
+            [sys.executable, "-m", "tools.kernelgen", "new", name, "--repo", str(DESTINATION)], cwd=ROOT, check=True
+        )
+    print(f"{DESTINATION}: upstream {rev} with {', '.join(KERNELS)} generated")
+    gpu_run = ROOT / ".gpu-run"
+    if gpu_run.is_dir():
+        tests = gpu_run / "test" / "upstream"
+        tests.mkdir(parents=True, exist_ok=True)
+        (tests / "__init__.py").write_text("")
+        for name in UPSTREAM_TESTS:
+            shown = git(git_dir, "show", f"{rev}:test/transformers/test_{name}.py")
+            if shown.returncode != 0:
+                sys.exit(f"make_upstream_checkout: no test_{name}.py at {rev}: {shown.stderr.decode().strip()}")
+            (tests / f"test_{name}.py").write_bytes(shown.stdout)
+        print(f"{tests}: upstream's tests of {', '.join(UPSTREAM_TESTS)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,123 @@
+"""Fused linear + loss (``new NAME --fused-linear``): a loss kernelgen synthesizes, also generated as the loss of
+``hidden @ weight.T + bias`` over chunks of rows.
+
+The generated test of the fused kernel compares the loss and the gradients of the hidden states, the weight and the
+bias with torch.autograd of the embedded reference on the whole logits (float64), over chunks of three rows and the
+default chunk rule, with and without a bias, every reduction that reduces rows and ignored rows. Two losses: cross
+entropy (one weight) and a distillation loss of student and teacher logits (two hidden states and two weights,
+only the student differentiated).
+"""
+
+import ast
+import textwrap
+
+import pytest
+
+from test.kernelgen.conftest import assert_generated_tests_pass
+from test.kernelgen.conftest import copy_checkout
+from test.kernelgen.conftest import run_kernelgen
+from tools.kernelgen.analyze import analyze
+from tools.kernelgen.generate import GenerateError
+from tools.kernelgen.generate import plan_new
+from tools.kernelgen.profile import validate_profile
+from tools.kernelgen.repo import LigerRepo
+from tools.kernelgen.writer import write_all
+
+DISTILLATION = textwrap.dedent(
+    """
+    import torch
+
+
+    def distillation(student_logits, teacher_logits, temperature: float = 2.0):
+        teacher = torch.softmax(teacher_logits / temperature, dim=-1)
+        student = torch.log_softmax(student_logits / temperature, dim=-1)
+        return (teacher * (teacher.log() - student)).sum(-1).mean() * temperature**2
+    """
+)
+
+
+@pytest.fixture(scope="module")
+def fused_checkout(tmp_path_factory):
+    root = copy_checkout(tmp_path_factory.mktemp("fused") / "liger")
+    (root / "distillation.py").write_text(DISTILLATION)
+    profiles = [analyze("cross_entropy", name="cross_entropy_gen"), analyze(f"{root / 'distillation.py'}")]
+    for profile in profiles:
+        profile.fused_linear.enabled = True
+        assert validate_profile(profile) == []
+        write_all(root, plan_new(LigerRepo.open(root), profile).changes)
+    return root, [profile.fused_linear_name for profile in profiles]
+
+
+def test_the_fused_kernels_match_the_reference_loss_of_the_whole_logits(fused_checkout):
+    root, names = fused_checkout
+    assert names == ["fused_linear_cross_entropy_gen", "fused_linear_distillation"]
+    assert_generated_tests_pass(root, names, at_least_per_kernel=20)
+
+
+def test_the_fused_kernel_is_registered_beside_its_loss(fused_checkout):
+    root, _ = fused_checkout
+    ops_init = (root / "src/liger_kernel/ops/__init__.py").read_text()
+    transformers_init = (root / "src/liger_kernel/transformers/__init__.py").read_text()
+    functional = (root / "src/liger_kernel/transformers/functional.py").read_text()
+    assert "LigerFusedLinearCrossEntropyGenFunction" in ops_init and "LigerCrossEntropyGenFunction" in ops_init
+    assert "LigerFusedLinearCrossEntropyGenLoss" in transformers_init
+    assert "def liger_fused_linear_cross_entropy_gen(" in functional
+    # Student and teacher: one hidden state, weight and bias each; only the student's take gradients.
+    source = (root / "src/liger_kernel/ops/fused_linear_distillation.py").read_text()
+    forward = next(
+        node for node in ast.parse(source).body if getattr(node, "name", "") == "fused_linear_distillation_forward"
+    )
+    assert [arg.arg for arg in forward.args.args][:6] == [
+        "student_logits_hidden",
+        "student_logits_weight",
+        "teacher_logits_hidden",
+        "teacher_logits_weight",
+        "student_logits_bias",
+        "teacher_logits_bias",
+    ]
+    assert "grad_teacher_logits_weight" not in source
+
+
+def test_the_names_follow_the_loss_module(tmp_path):
+    assert analyze("cross_entropy").fused_linear_classes == (
+        "LigerFusedLinearCrossEntropyFunction",
+        "LigerFusedLinearCrossEntropyLoss",
+        "liger_fused_linear_cross_entropy",
+    )
+    assert analyze("jsd").fused_linear_classes[1] == "LigerFusedLinearJSD"
+
+
+def test_losses_without_a_fused_linear_form_are_refused():
+    kl = analyze("kl_div")  # its inputs are log-probabilities and probabilities, not logits
+    kl.fused_linear.enabled = True
+    assert any("input holds log_probabilities" in problem for problem in validate_profile(kl))
+    per_row = analyze("cross_entropy")
+    per_row.fused_linear.enabled = True
+    per_row.math.loss.reduction = "none"
+    per_row.hyperparameters = [hp for hp in per_row.hyperparameters if hp.name != "reduction"]
+    assert any("reduced per row" in problem for problem in validate_profile(per_row))
+
+
+def test_fused_linear_of_an_elementwise_kernel_is_one_line_and_writes_nothing(checkout):
+    result = run_kernelgen("new", "geglu_x", "--reference", "geglu", "--fused-linear", "--repo", str(checkout))
+    assert result.returncode == 2
+    assert "--fused-linear: 'geglu_x' is tier 1; only a loss (tier 3) has a fused linear form" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert not (checkout / "src/liger_kernel/ops/geglu_x.py").exists()
+
+
+def test_force_regenerates_the_fused_kernel_under_its_loss_record_unless_edited(fused_checkout):
+    root, _ = fused_checkout
+    profile = analyze("cross_entropy", name="cross_entropy_gen")
+    profile.fused_linear.enabled = True
+    repo = LigerRepo.open(root)
+    changes = plan_new(repo, profile, force=True)  # nothing edited: the record's digests cover the fused files
+    assert "src/liger_kernel/ops/fused_linear_cross_entropy_gen.py" in changes.changes
+    fused_ops = root / "src/liger_kernel/ops/fused_linear_cross_entropy_gen.py"
+    original = fused_ops.read_text()
+    try:
+        fused_ops.write_text(original + "# a hand edit\n")
+        with pytest.raises(GenerateError, match="fused_linear_cross_entropy_gen.py \\(edited since kernelgen"):
+            plan_new(repo, profile, force=True)
+    finally:
+        fused_ops.write_text(original)

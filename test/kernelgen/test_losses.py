@@ -1,0 +1,367 @@
+"""Tier-3 synthesis: losses lowered from references and derived as chunked row programs, checked on float64 torch.
+
+The derived statements run on torch (``torch_tl.TorchTL``) the way the tier-3 template runs them: one row at a
+time, each pass over the row in chunks (masked past the row's end), then the outputs, the adjoints and the gradient
+pass (or the gradient inside the last pass). Loss and gradients must match torch.autograd on the reference, through
+the reduction the profile records. The generated Triton kernels are tested by their own generated tests
+(test_loss_kernels.py runs them).
+"""
+
+import textwrap
+
+import pytest
+import sympy
+import torch
+
+from test.kernelgen.torch_tl import run_statements
+from tools.kernelgen.analyze import AnalyzeError
+from tools.kernelgen.analyze import analyze
+from tools.kernelgen.derivation import loss_math
+from tools.kernelgen.profile import validate_profile
+from tools.kernelgen.synth import parse_formula
+from tools.kernelgen.synth.losses import synthesize_loss
+from tools.kernelgen.synth.printer import print_torch
+
+TIER3_BUILTINS = ["cross_entropy", "kl_div", "jsd", "tvd", "cross_entropy_entropy_bonus"]
+
+# Losses in the styles people write them: library calls and the same math by hand, functions and modules, masks
+# and ignore indices, label smoothing by one-hot, softcapping, distillation from two sets of logits, extra outputs.
+STYLES = textwrap.dedent(
+    """
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+
+    def gathered_nll(logits, target, ignore_index: int = -100):
+        log_probs = torch.log_softmax(logits.float(), dim=-1)
+        picked = log_probs.gather(dim=-1, index=target.clamp(min=0).unsqueeze(-1)).squeeze(-1)
+        mask = (target != ignore_index).float()
+        return -(picked * mask).sum() / mask.sum().clamp(min=1.0)
+
+
+    def nll_of_log_softmax(logits, target, ignore_index: int = -100):
+        return F.nll_loss(F.log_softmax(logits, dim=-1), target, ignore_index=ignore_index)
+
+
+    def one_hot_smoothing(logits, target, smoothing: float = 0.1):
+        n_classes = logits.shape[-1]
+        soft = F.one_hot(target, n_classes).to(logits.dtype) * (1 - smoothing) + smoothing / n_classes
+        return -(soft * torch.log_softmax(logits, dim=-1)).sum(dim=-1).mean()
+
+
+    def softcapped_cross_entropy(logits, target, softcap: float = 30.0):
+        capped = softcap * torch.tanh(logits / softcap)
+        return F.cross_entropy(capped, target, reduction="sum")
+
+
+    def kl_by_hand(log_q, p):
+        return (torch.xlogy(p, p) - p * log_q).sum() / log_q.size(0)
+
+
+    def kl_log_target(log_q, log_p, reduction: str = "batchmean"):
+        return F.kl_div(log_q, log_p, reduction=reduction, log_target=True)
+
+
+    class DistillationLoss(nn.Module):
+        def __init__(self, temperature=2.0):
+            super().__init__()
+            self.temperature = temperature
+
+        def forward(self, student_logits, teacher_logits):
+            t = self.temperature
+            teacher = torch.softmax(teacher_logits / t, dim=-1)
+            student = torch.log_softmax(student_logits / t, dim=-1)
+            return (teacher * (teacher.log() - student)).sum(-1).mean() * t * t
+
+
+    def cross_entropy_and_z_loss(logits, target, z_weight: float = 1e-4):
+        lse = torch.logsumexp(logits, dim=-1)
+        picked = logits.gather(-1, target[:, None])[:, 0]
+        loss = (lse - picked).mean()
+        z_loss = z_weight * (lse**2).mean()
+        return loss + z_loss, z_loss
+
+
+    class ReducedCrossEntropy(nn.Module):
+        def __init__(self, reduction="mean", label_smoothing=0.0):
+            super().__init__()
+            self.reduction = reduction
+            self.label_smoothing = label_smoothing
+
+        def forward(self, logits, target):
+            return F.cross_entropy(logits, target, label_smoothing=self.label_smoothing, reduction=self.reduction)
+
+
+    def tvd_sum(p, q):
+        return 0.5 * (p - q).abs().sum()
+
+
+    def squared_error_of_softmax(logits, target):
+        probs = torch.softmax(logits, dim=-1)
+        hit = F.one_hot(target, logits.shape[-1]).to(probs.dtype)
+        return ((probs - hit) ** 2).sum(-1).mean()
+    """
+)
+STYLE_ENTRIES = [
+    "gathered_nll",
+    "nll_of_log_softmax",
+    "one_hot_smoothing",
+    "softcapped_cross_entropy",
+    "kl_by_hand",
+    "kl_log_target",
+    "DistillationLoss",
+    "cross_entropy_and_z_loss",
+    "ReducedCrossEntropy",
+    "tvd_sum",
+    "squared_error_of_softmax",
+]
+
+
+@pytest.fixture(scope="module")
+def styles_path(tmp_path_factory):
+    path = tmp_path_factory.mktemp("refs") / "styles.py"
+    path.write_text(STYLES)
+    return path
+
+
+def _inputs(profile, rows, cols, generator):
+    values = {}
+    for tensor in profile.inputs:
+        if tensor.dtype == "int64":
+            values[tensor.name] = torch.randint(0, cols, (rows,), generator=generator)
+            continue
+        x = torch.randn(rows, cols, generator=generator, dtype=torch.float64) * 3
+        domain = tensor.domain or profile.test.input_domain
+        if domain == "probabilities":
+            x = torch.softmax(x, -1)
+        elif domain == "log_probabilities":
+            x = torch.log_softmax(x, -1)
+        elif domain == "positive":
+            x = x.abs() + 0.1
+        values[tensor.name] = x
+    return values
+
+
+def run_loss(math, inputs: dict, row_inputs: dict, hypers: dict, cols: int, block: int, grad_loss: float) -> dict:
+    """The tier-3 template's schedule in Python: per row, the passes over ``block``-sized chunks, the outputs, the
+    adjoints and the gradient. Returns per-row outputs and full gradients (float64)."""
+    rows = next(iter(inputs.values())).shape[0]
+    results = {name: torch.zeros(rows, dtype=torch.float64) for name in math.outputs}
+    results.update({name: torch.zeros(rows, cols, dtype=torch.float64) for name in math.gradients})
+    chunks = range(0, cols, block)
+
+    def chunk_values(row, start):
+        col = torch.arange(start, start + block).view(1, -1)
+        mask = col < cols
+        values = {"col": col, "mask": mask}
+        for name, x in inputs.items():
+            padded = torch.zeros(1, block, dtype=torch.float64)
+            width = min(block, cols - start)
+            padded[0, :width] = x[row, start : start + width]
+            values[name] = padded
+        return values
+
+    def store_gradient(scope, row, start):
+        width = min(block, cols - start)
+        for name in math.gradients:
+            results[name][row, start : start + width] = scope[name].reshape(-1)[:width]
+
+    for row in range(rows):
+        scope = {"n_cols": cols, "BLOCK_SIZE": block, **hypers, **{k: v[row] for k, v in row_inputs.items()}}
+        scope[f"grad_{math.outputs[0]}"] = torch.tensor(grad_loss, dtype=torch.float64)
+        if math.gate is not None and not bool(eval(math.gate.replace("tl.", "torch."), {"torch": torch}, scope)):
+            continue  # every output and gradient of the row is 0
+        scope = run_statements(math.init, scope)
+        for index, statements in enumerate(math.passes):
+            if index == math.gradient_pass:
+                scope = run_statements(math.adjoints, scope)
+            for start in chunks:
+                scope = run_statements(statements, {**scope, **chunk_values(row, start)})
+                if index == math.gradient_pass:
+                    store_gradient(scope, row, start)
+        scope = run_statements(math.outputs_block, scope)
+        for name in math.outputs:
+            results[name][row] = scope[name].reshape(())
+        if math.gradient_pass is None:
+            scope = run_statements(math.adjoints, scope)
+            for start in chunks:
+                scope = run_statements(math.gradient, {**scope, **chunk_values(row, start)})
+                store_gradient(scope, row, start)
+    return results
+
+
+def _reference_call(profile):
+    namespace = {}
+    exec(compile(profile.reference.source, "<reference>", "exec"), namespace)
+    entry = namespace[profile.reference.entry]
+    hypers = {h.name: h.default for h in profile.hyperparameters}
+    if profile.reference.kind == "module":
+        module = entry(**hypers)
+        return lambda *args, **_: module(*args)
+    return lambda *args, **kw: entry(*args, **{**hypers, **kw})
+
+
+def check_against_autograd(profile, rows=6, cols=300, block=64, seed=0, ignore_rows=True):
+    """Loss and gradients of the derived chunked program vs torch.autograd on the reference (float64)."""
+    math = loss_math(profile)
+    generator = torch.Generator().manual_seed(seed)
+    values = _inputs(profile, rows, cols, generator)
+    hypers = {h.name: h.default for h in profile.hyperparameters if h.type in ("int", "float")}
+    ignore = [h.name for h in profile.hyperparameters if h.type == "int" and h.name in (math.gate_reads or [])]
+    row_inputs = {t.name: values[t.name] for t in profile.inputs if t.dtype == "int64"}
+    if ignore and ignore_rows:
+        for target in row_inputs.values():
+            target[::3] = hypers[ignore[0]]
+    leaves = {
+        t.name: values[t.name].clone().requires_grad_(t.requires_grad) if t.dtype != "int64" else values[t.name]
+        for t in profile.inputs
+    }
+    expected = _reference_call(profile)(*[leaves[t.name] for t in profile.inputs])
+    expected = expected if isinstance(expected, tuple) else (expected,)
+
+    loss = profile.math.loss
+    choice = {c.value: c for c in loss.choices}
+    reduction, denominator = loss.reduction, loss.denominator
+    if reduction not in ("mean", "sum", "none"):
+        chosen = next(h.default for h in profile.hyperparameters if h.name == reduction)
+        reduction, denominator = (
+            (choice[chosen].reduction, choice[chosen].denominator) if chosen in choice else (chosen, denominator)
+        )
+    weight = 1.0
+    if reduction == "mean":
+        names = [*row_inputs, *hypers, "n_cols"]
+        scope = {"torch": torch, "n_cols": cols, **hypers, **row_inputs}
+        per_row = eval(print_torch(sympy.sympify(parse_formula(denominator, names))), scope)
+        total = per_row.sum() if torch.is_tensor(per_row) else per_row * rows
+        weight = 1.0 / float(total)
+    element = {t.name: values[t.name] for t in profile.inputs if t.dtype != "int64"}
+    got = run_loss(math, element, row_inputs, hypers, cols, block, weight)
+
+    # A reference that casts to float32 on purpose computes in fp32 even on float64 inputs.
+    rtol, atol = (1e-5, 1e-6) if profile.notes.casts else (1e-9, 1e-10)
+    for spec, want in zip(profile.outputs, expected):
+        rows_value = got[spec.name]
+        value = rows_value if reduction == "none" else rows_value.sum() * (weight if reduction == "mean" else 1.0)
+        torch.testing.assert_close(value, want.detach().to(torch.float64), rtol=rtol, atol=atol, msg=spec.name)
+    targets = [leaves[t.name] for t in profile.inputs if t.requires_grad]
+    wanted = torch.autograd.grad(expected[0].sum(), targets)
+    for tensor, want in zip([t for t in profile.inputs if t.requires_grad], wanted):
+        want = want.to(torch.float64)
+        torch.testing.assert_close(
+            got[f"grad_{tensor.name}"], want, rtol=rtol * 10, atol=atol / 100, msg=f"grad_{tensor.name}"
+        )
+    return math
+
+
+@pytest.mark.parametrize("name", TIER3_BUILTINS)
+def test_builtin_losses_match_autograd(name):
+    profile = analyze(name, name=f"{name}_gen")
+    assert profile.tier == 3 and validate_profile(profile) == []
+    check_against_autograd(profile)
+
+
+@pytest.mark.parametrize("entry", STYLE_ENTRIES)
+def test_losses_in_other_styles_match_autograd(styles_path, entry):
+    profile = analyze(f"{styles_path}:{entry}")
+    assert profile.tier == 3, profile.notes.tier_reason
+    assert validate_profile(profile) == []
+    check_against_autograd(profile)
+
+
+def test_every_builtin_hyper_parameter_case_matches_autograd():
+    """Label smoothing and the z-loss on, a sum and per-row values instead of the mean."""
+    for changes in ({"label_smoothing": 0.2, "lse_square_scale": 1e-2}, {"reduction": "sum"}, {"reduction": "none"}):
+        profile = analyze("cross_entropy")
+        for hp in profile.hyperparameters:
+            if hp.name in changes:
+                hp.default = changes[hp.name]
+        check_against_autograd(profile)
+
+
+@pytest.mark.parametrize(
+    "reference, passes, fused",
+    [
+        # logsumexp, the picked logit and the smoothing sum in one sweep; the gradient needs the final sum.
+        ("cross_entropy", 1, False),
+        # log_softmax + gather by hand: the picked log-probability splits into a picked logit and a hit count.
+        ("gathered_nll", 1, False),
+        # KL, JSD, TVD: the gradient reads no statistic, so it is written in the only sweep.
+        ("kl_div", 1, True),
+        ("jsd", 1, True),
+        ("tvd", 1, True),
+        # The entropy term sum(softmax * log_softmax) is online too: still one sweep before the gradient.
+        ("cross_entropy_entropy_bonus", 1, False),
+    ],
+)
+def test_schedules_read_each_row_as_few_times_as_the_math_allows(styles_path, reference, passes, fused):
+    source = reference if reference in TIER3_BUILTINS else f"{styles_path}:{reference}"
+    math = loss_math(analyze(source))
+    assert len(math.passes) == passes
+    assert (math.gradient_pass is not None) == fused
+
+
+def test_a_chunk_of_minus_infinity_adds_nothing_to_the_online_softmax():
+    """A row whose first chunks are all -inf (masked vocabulary): the running max stays -inf there, and the shift
+    that replaces it by 0 keeps exp(-inf - -inf) = nan out of the running sum."""
+    names = ["x", "target", "col", "n_cols"]
+    statistics = [("m", "max", parse_formula("x", names)), ("s", "sum", parse_formula("exp(x - m)", names + ["m"]))]
+    statistics.append(("hit", "sum", parse_formula("where(col == target, x, 0)", names)))
+    outputs = {"loss": parse_formula("m + log(s) - hit", names + ["m", "s", "hit"])}
+    math = synthesize_loss(statistics, outputs, ["x"], row_inputs=["target"])
+    x = torch.randn(2, 40, dtype=torch.float64)
+    x[:, :24] = float("-inf")
+    target = torch.tensor([30, 39])
+    got = run_loss(math, {"x": x}, {"target": target}, {}, 40, 8, 1.0)
+    leaf = x.clone().requires_grad_()
+    expected = torch.nn.functional.cross_entropy(leaf, target, reduction="none")
+    expected.sum().backward()
+    torch.testing.assert_close(got["loss"], expected.detach())
+    torch.testing.assert_close(got["grad_x"], leaf.grad)
+
+
+def test_ignored_rows_are_a_gate_the_kernel_skips():
+    math = loss_math(analyze("cross_entropy"))
+    assert math.gate is not None and "ignore_index" in math.gate_reads and "target" in math.gate_reads
+
+
+def test_the_reduction_hyper_parameter_offers_what_the_reference_does(styles_path):
+    kl = analyze("kl_div")
+    choices = {c.value: (c.reduction, c.denominator) for c in kl.math.loss.choices}
+    assert kl.math.loss.reduction == "reduction"
+    assert next(h.choices for h in kl.hyperparameters if h.name == "reduction") == ["batchmean", "mean", "sum"]
+    assert choices == {"batchmean": ("mean", "1")} and kl.math.loss.denominator == "n_cols"
+    # An unknown word falls through to the reference's "none" branch: it is not offered as a choice of its own.
+    ce = analyze("cross_entropy")
+    assert next(h.choices for h in ce.hyperparameters if h.name == "reduction") == ["mean", "sum", "none"]
+    module = analyze(f"{styles_path}:ReducedCrossEntropy")
+    assert next(h.choices for h in module.hyperparameters if h.name == "reduction") == ["mean", "sum", "none"]
+
+
+def test_only_the_first_input_gets_a_gradient_unless_the_reference_asks(tmp_path):
+    path = tmp_path / "both.py"
+    path.write_text(
+        "import torch\n\n\ndef both(a, b):\n    return ((a - b) ** 2).sum(-1).mean()\n\n\n"
+        "KERNELGEN = {'grad_inputs': ['a', 'b']}\n"
+    )
+    profile = analyze(str(path))
+    assert [t.requires_grad for t in profile.inputs] == [True, True]
+    check_against_autograd(profile)
+    assert [t.requires_grad for t in analyze("kl_div").inputs] == [True, False]
+
+
+@pytest.mark.parametrize(
+    "body, message, line",
+    [
+        ("return F.cross_entropy(x, t, weight=w)", r"`F\.cross_entropy` with class weights", 6),
+        ("return F.cross_entropy(x @ w, t)", r"matrix product|matmul", 6),
+        ("return F.cross_entropy(x, t, reduction='none').max()", r"over rows: a loss sums or averages", 6),
+    ],
+)
+def test_losses_kernelgen_cannot_write_name_the_op_and_line(tmp_path, body, message, line):
+    path = tmp_path / "ref.py"
+    path.write_text(f"import torch\nimport torch.nn.functional as F\n\n\ndef ref(x, t, w):\n    {body}\n")
+    with pytest.raises(AnalyzeError, match=message) as caught:
+        analyze(str(path))
+    assert f"ref.py:{line}:" in str(caught.value)
+    assert "\n" not in str(caught.value)

@@ -1,0 +1,181 @@
+"""Generating into a checkout laid out like upstream Liger-Kernel: its registration conventions and its benchmark
+harness are read from its files, the generated tests pass there, and the generated benchmarks run on its harness.
+
+The checkout is this repository's library with upstream's layout where kernelgen reads conventions:
+``functional.py`` imports every Function from ``liger_kernel.ops``, ``transformers/__init__.py`` re-exports no
+functional helper and resolves lazy names with sets in ``__getattr__``, and ``benchmark/scripts`` holds a harness
+with upstream's interface (``run_benchmarks``, ``SingleBenchmarkRunInput``, ``parse_benchmark_script_args``, ...)
+that measures on the CPU.
+"""
+
+import csv
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+from pathlib import Path
+
+import pytest
+
+from test.kernelgen.conftest import REPO_ROOT
+from test.kernelgen.conftest import copy_checkout
+from test.kernelgen.conftest import run_kernelgen
+from test.kernelgen.conftest import run_pytest
+from tools.kernelgen.analyze import analyze
+from tools.kernelgen.formatting import lint_findings
+from tools.kernelgen.generate import GenerateError
+from tools.kernelgen.generate import plan_new
+from tools.kernelgen.harness import BENCHMARK_UTILS
+from tools.kernelgen.harness import HarnessError
+from tools.kernelgen.harness import read_harness
+from tools.kernelgen.layout import FUNCTIONAL
+from tools.kernelgen.layout import TRANSFORMERS_INIT
+from tools.kernelgen.layout import kernel_paths
+from tools.kernelgen.repo import LigerRepo
+
+UPSTREAM_LAYOUT = REPO_ROOT / "test" / "kernelgen" / "fixtures" / "upstream_layout"
+CSV = "benchmark/data/all_benchmark_data.csv"
+# geglu: an MLP module (the benchmark runs the whole MLP); dyt: a module with scalar, per-channel and optional
+# parameters (the benchmark runs the Function with the reference module's parameters).
+KERNELS = ("geglu", "dyt")
+
+
+def upstream_layout_checkout(destination: Path) -> Path:
+    root = copy_checkout(destination)
+    functional = (root / FUNCTIONAL).read_text()
+    (root / FUNCTIONAL).write_text(
+        re.sub(r"^from liger_kernel\.ops\.\w+ import", "from liger_kernel.ops import", functional, flags=re.M)
+    )
+    (root / TRANSFORMERS_INIT).write_text((UPSTREAM_LAYOUT / "transformers_init.py.txt").read_text())
+    scripts = root / "benchmark" / "scripts"
+    shutil.rmtree(scripts)
+    scripts.mkdir()
+    (scripts / "utils.py").write_text((UPSTREAM_LAYOUT / "benchmark_utils.py.txt").read_text())
+    data = root / "benchmark" / "data"
+    data.mkdir(exist_ok=True)
+    (data / "all_benchmark_data.csv").write_text(
+        "kernel_name,kernel_provider,kernel_operation_mode,metric_name,metric_unit,x_name,x_label,x_value,"
+        "y_value_50,y_value_20,y_value_80,extra_benchmark_config_str,gpu_name,timestamp,liger_version\n"
+        "swiglu,liger,full,speed,ms,T,sequence length,1024,1.0,1.0,1.0,{},H200,2026-01-01 00:00:00,0.6.0\n"
+    )
+    return root
+
+
+@pytest.fixture(scope="module")
+def upstream_checkout(tmp_path_factory) -> Path:
+    root = upstream_layout_checkout(tmp_path_factory.mktemp("upstream") / "liger")
+    for name in KERNELS:
+        result = run_kernelgen("new", name, "--repo", str(root))
+        assert result.returncode == 0, result.stderr
+    return root
+
+
+def test_registration_follows_the_checkout(upstream_checkout):
+    functional = (upstream_checkout / FUNCTIONAL).read_text()
+    assert (
+        "from liger_kernel.ops import LigerDyTFunction\nfrom liger_kernel.ops import LigerGELUMulFunction\n"
+        in functional
+    )
+    assert "liger_kernel.ops.dyt" not in functional and "liger_kernel.ops.geglu" not in functional
+    init = (upstream_checkout / TRANSFORMERS_INIT).read_text()
+    assert "from liger_kernel.transformers.dyt import LigerDyT  # noqa: F401\n" in init
+    assert "liger_dyt" not in init and "liger_geglu" not in init
+    for name in KERNELS:
+        for role, path in kernel_paths(name).items():
+            text = (upstream_checkout / path).read_text()
+            assert lint_findings(text, upstream_checkout, path) == [], path
+            assert str(REPO_ROOT) not in text  # the built-in reference is named, not its path
+        assert "from utils import run_benchmarks\n" in (upstream_checkout / kernel_paths(name)["benchmark"]).read_text()
+
+
+def test_generated_tests_pass_there(upstream_checkout):
+    result = run_pytest(upstream_checkout, *(kernel_paths(name)["test"] for name in KERNELS))
+    assert result.returncode == 0, result.stdout[-4000:]
+
+
+def test_generated_benchmarks_run_on_its_harness_and_append_their_rows(upstream_checkout):
+    """Each script is imported where upstream runs it (benchmark/scripts) and runs a tiny sweep of two token counts
+    and two providers: its rows are added to the harness's CSV, after the rows already there."""
+    before = (upstream_checkout / CSV).read_text()
+    sizes = {"geglu": {"hidden_size": 16, "intermediate_size": 37}, "dyt": {"hidden_size": 37}}
+    for name in KERNELS:
+        script = (
+            "import sys, torch\n"
+            f"import benchmark_{name} as script\n"
+            f"config = dict({sizes[name]!r}, dtype=torch.float32)\n"
+            "script.run(x_values=[3, 5], extra_benchmark_configs=[config], kernel_providers=['liger', 'torch'])\n"
+        )
+        env = {
+            **os.environ,
+            "TRITON_INTERPRET": "1",
+            "PYTHONPATH": f"{upstream_checkout / 'src'}{os.pathsep}{upstream_checkout}",
+        }
+        result = subprocess.run(
+            [sys.executable, "-c", script],
+            cwd=upstream_checkout / "benchmark" / "scripts",
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert result.returncode == 0, result.stderr[-3000:]
+    text = (upstream_checkout / CSV).read_text()
+    assert text.startswith(before)
+    rows = list(csv.DictReader(text.splitlines()))[1:]
+    for name in KERNELS:
+        mine = [row for row in rows if row["kernel_name"] == name]
+        # speed: forward, backward, full; memory: full; each for 2 providers x 2 token counts
+        assert len(mine) == (3 + 1) * 2 * 2
+        assert {row["kernel_provider"] for row in mine} == {"liger", "torch"}
+        assert {row["x_value"] for row in mine} == {"3", "5"}
+        assert all(float(row["y_value_50"]) > 0 for row in mine)
+
+
+def test_a_harness_without_the_measurement_helpers_gets_kernelgen_s(tmp_path):
+    """Upstream checkouts from before run_speed_benchmark and run_memory_benchmark existed: the script still calls
+    them, so kernelgen's versions are added to their utils (every original line kept, ruff-clean)."""
+    root = upstream_layout_checkout(tmp_path / "liger")
+    utils = root / BENCHMARK_UTILS
+    original = utils.read_text()
+    older = re.sub(r"\n\n\ndef run_(speed|memory)_benchmark\(.*?(?=\n\n\n)", "", original, flags=re.S)
+    assert "def run_speed_benchmark" not in older and "def run_benchmarks" in older
+    utils.write_text(older)
+    changes = plan_new(LigerRepo.open(root), analyze("snake"))
+    updated = changes.changes[BENCHMARK_UTILS]
+    assert changes.originals[BENCHMARK_UTILS] == older
+    assert "\ndef run_memory_benchmark(fwd_fn, mode, reps=10):\n" in updated
+    assert "\ndef run_speed_benchmark(fwd_fn, mode, input_tensors, rep=10):\n" in updated
+    assert all(line in updated.splitlines() for line in older.splitlines())
+    assert lint_findings(updated, root, BENCHMARK_UTILS) == []
+    # A second kernel finds them there.
+    assert read_harness(updated).missing == ()
+
+
+def test_harnesses_kernelgen_cannot_write_for_are_one_line_errors(tmp_path):
+    root = upstream_layout_checkout(tmp_path / "liger")
+    utils = root / BENCHMARK_UTILS
+    upstream = utils.read_text()
+    cases = {
+        "def helper():\n    pass\n": "defines neither run_model_sweeps",
+        upstream.replace("def parse_benchmark_script_args():", "def parse_args():"): "not parse_benchmark_script_args",
+        upstream.replace(
+            "def run_memory_benchmark(fwd_fn: Callable, mode: str):", "def run_memory_benchmark(fwd_fn, mode, reps):"
+        ): ("run_memory_benchmark does not take 2 positional"),
+        upstream.replace("def run_memory_benchmark", "def _memory").replace("QUANTILES = [0.5, 0.2, 0.8]\n", ""): (
+            "needs QUANTILES"
+        ),
+    }
+    for text, message in cases.items():
+        with pytest.raises(HarnessError, match=message):
+            read_harness(text)
+    # Through the command: one line, exit status 2, nothing written.
+    utils.write_text(next(iter(cases)))
+    result = run_kernelgen("new", "snake", "--repo", str(root))
+    assert result.returncode == 2 and "defines neither run_model_sweeps" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert not (root / kernel_paths("snake")["ops"]).exists()
+    utils.unlink()
+    with pytest.raises(GenerateError, match="benchmark/scripts/utils.py is missing"):
+        plan_new(LigerRepo.open(root), analyze("snake"))

@@ -1,0 +1,376 @@
+"""Lower a loss reference (tier 3) to a row program plus the reduction of its rows.
+
+A loss takes ``[rows, classes]`` tensors (logits, log-probabilities, distributions) and class indices, one per row.
+Every value the reference computes has a level: per element (varies along the row), per row (a statistic, a class
+index, what is computed from them alone) or over rows (a sum or mean of per-row values: the loss). Per-element and
+per-row values lower as in tier 2 (``program.py``), with ``col`` (the column index) for what class indices select:
+
+- ``x.gather(-1, target[:, None])`` and ``F.one_hot(target, n)`` pick by ``col == target``; ``F.cross_entropy``,
+  ``F.nll_loss`` and ``F.kl_div`` are written out (ignored rows, label smoothing, ``log_target``, every reduction);
+- ``v.sum()``/``v.mean()`` over every dim reduce rows (a per-element ``v`` is first summed along its row);
+  ``sum / x.shape[0]`` (batchmean), ``sum / x.numel()``, ``sum / mask.sum()`` (mean over the rows that count) make a
+  mean with that per-row denominator; ``.clamp(min=...)`` of a denominator is dropped: the kernel's mean over no
+  counted row is 0;
+- an integer compared with class indices, or given as ``ignore_index``, is the int hyper-parameter with that
+  default (the trace sees only its value).
+
+What cannot be written this way (class weights, a reduction over columns, a maximum over rows) stops analysis with
+the op and its line.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import sympy
+import torch.fx as fx
+
+from tools.kernelgen.analyze.errors import AnalyzeError
+from tools.kernelgen.analyze.ops import META
+from tools.kernelgen.analyze.ops import REDUCTION
+from tools.kernelgen.analyze.ops import STRUCTURAL
+from tools.kernelgen.analyze.ops import OpCall
+from tools.kernelgen.analyze.ops import reduced_dims
+from tools.kernelgen.analyze.program import ProgramBuilder
+from tools.kernelgen.analyze.trace import TracedReference
+from tools.kernelgen.synth import apply_op
+from tools.kernelgen.synth import make_symbols
+from tools.kernelgen.synth.functions import indicator
+from tools.kernelgen.synth.functions import select
+from tools.kernelgen.synth.losses import COL
+from tools.kernelgen.synth.rules import is_condition
+
+# Names the loss kernel and its wrapper use for their own values: a reference's inputs must be named otherwise.
+KERNEL_LOCALS = ("col", "mask", "row", "start", "row_value", "row_weight", "n_rows", "shape", "device")
+KERNEL_LOCALS += ("denominator", "gradients", "block_size", "num_warps")
+
+
+@dataclass(frozen=True)
+class OverRows:
+    """The sum over rows of the per-row ``value``, divided by the sum over rows of ``divisor`` (None: a sum)."""
+
+    value: sympy.Expr
+    divisor: sympy.Expr | None = None
+
+
+@dataclass(frozen=True)
+class RowCount:
+    """``x.shape[0]`` (``factor`` 1) or ``x.numel()`` (``factor`` n_cols): the rows, times a per-row count."""
+
+    factor: sympy.Expr
+
+
+@dataclass(frozen=True)
+class _Shape:
+    tensor: fx.Node
+
+
+@dataclass
+class LoweredLoss:
+    statistics: list[tuple[str, str, sympy.Expr]]
+    outputs: dict[str, sympy.Expr]  # per-row values
+    reduction: str  # mean, sum or none
+    denominator: sympy.Expr
+    int_hyperparameters: list[str]  # int hyper-parameters the math reads
+
+
+class LossBuilder(ProgramBuilder):
+    def __init__(self, traced: TracedReference):
+        super().__init__(traced)
+        clashes = [name for name in traced.tensor_inputs + traced.output_names if name in KERNEL_LOCALS]
+        if clashes:
+            raise self._plain_error(f"'{clashes[0]}' names a value of the generated loss kernel; rename it")
+        self.col = make_symbols([COL])[COL]
+        self.index_symbols = {self.symbols[name] for name in traced.index_inputs}
+        self.element_symbols = {self.symbols[n] for n in traced.tensor_inputs if n not in traced.index_inputs}
+        self.element_symbols.add(self.col)
+        # Specialised ints by value: the hyper-parameter an integer constant stands for.
+        self.int_defaults: dict[int, str] = {}
+        for hp in traced.hyperparameters:
+            if hp.type == "int" and hp.name in traced.specialized and hp.default not in self.int_defaults:
+                self.int_defaults[hp.default] = hp.name
+        self.int_used: list[str] = []
+        self.taken |= {COL, "loss"}  # a single output becomes "loss"
+
+    def _plain_error(self, message: str) -> AnalyzeError:
+        return AnalyzeError(message, origin=self.traced.loaded.origin)
+
+    # Levels ------------------------------------------------------------------------------------------------
+    def per_element(self, value: Any) -> bool:
+        return isinstance(value, sympy.Basic) and bool(value.free_symbols & self.element_symbols)
+
+    def _row_constants(self) -> set[sympy.Symbol]:
+        return super()._row_constants() | self.index_symbols | {self._int_symbol(n) for n in self.int_used}
+
+    def _int_symbol(self, name: str) -> sympy.Symbol:
+        return sympy.Symbol(name, real=True)
+
+    def _as_hyper(self, value: Any) -> Any:
+        """An integer constant that is an int hyper-parameter's default stands for that hyper-parameter."""
+        if isinstance(value, int) and not isinstance(value, bool) and value in self.int_defaults:
+            name = self.int_defaults[value]
+            if name not in self.int_used:
+                self.int_used.append(name)
+            return self._int_symbol(name)
+        return value
+
+    # Nodes -------------------------------------------------------------------------------------------------
+    def _node(self, node: fx.Node) -> Any:
+        if node.op in ("placeholder", "get_attr"):
+            return super()._node(node)
+        call = self.traced.calls[node]
+        if call.family == META:
+            return self._meta(call)
+        if call.family == STRUCTURAL:
+            return self._structural(call)
+        operands = [self.value(operand) for operand in call.operands]
+        if any(isinstance(v, (OverRows, RowCount)) for v in operands):
+            return self._over_rows_arithmetic(call, operands)
+        if call.family == REDUCTION and self._reduces_over_rows(call):
+            return self._reduce_rows(call)
+        if call.family == REDUCTION and operands and not self.per_element(operands[0]):
+            shape = self.traced.shape(call.operands[0])
+            dims = reduced_dims(call, len(shape)) if shape is not None else None
+            if call.name in ("sum", "mean", "amax", "amin") and dims and all(shape[d] == 1 for d in dims):
+                return operands[0]  # along the size-1 dim a per-row value kept ([rows, 1])
+            raise self._error(f"`{call.label}` reduces some of the rows; a loss reduces all of its rows or none", node)
+        if call.name in ("eq", "ne") and any(isinstance(v, sympy.Basic) and v in self.index_symbols for v in operands):
+            return apply_op(call.name, *(self._as_hyper(v) for v in operands))
+        return super()._node(node)
+
+    def _meta(self, call: OpCall) -> Any:
+        node = call.node
+        if call.name == "shape":
+            return _Shape(node.args[0])
+        if call.name == "size":
+            dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim")
+            return _Shape(node.args[0]) if dim is None else self._dim_size(node.args[0], dim, call)
+        if call.name == "numel":
+            return RowCount(self.n if self.per_element(self.value(node.args[0])) else sympy.S.One)
+        if call.name == "getitem":
+            source = self.value(node.args[0])
+            if isinstance(source, _Shape) and isinstance(node.args[1], int):
+                return self._dim_size(source.tensor, node.args[1], call)
+        return None  # dtype, device: read by casts only
+
+    def _dim_size(self, tensor: fx.Node, dim: int, call: OpCall) -> Any:
+        shape = self.traced.shape(tensor)
+        if shape is None:
+            raise self._error(f"`{call.label}`: the size of a tensor whose shape is unknown", call.node)
+        dim %= len(shape)
+        if dim == 0 and len(shape) in (1, 2):
+            return RowCount(sympy.S.One)
+        if dim == len(shape) - 1 and self.per_element(self.value(tensor)):
+            return self.n
+        raise self._error(
+            f"`{call.label}`: dim {dim} of a {len(shape)}-d tensor; a loss takes [rows, classes]", call.node
+        )
+
+    # Library losses and selection by class index -----------------------------------------------------------
+    def _structural(self, call: OpCall) -> Any:
+        node = call.node
+        if call.name == "gather":
+            return self._gather(call)
+        if call.name == "one_hot":
+            return indicator(_without_piecewise(self.col, self.value(call.index_operands[0])))
+        if call.name in ("cross_entropy", "nll_loss"):
+            return self._class_loss(call)
+        if call.name in ("getitem", "slice") and call.operands:
+            value = self.value(call.operands[0])
+            if isinstance(value, sympy.Basic) and not self.per_element(value):
+                return value  # [:, 0] of a per-row value kept as [rows, 1]
+        if call.name == "kl_div":
+            return self._kl_div(call)
+        raise self._error(f"`{call.label}` ({call.name}) is not part of a loss kernelgen can write per row", node)
+
+    def _gather(self, call: OpCall) -> sympy.Expr:
+        node = call.node
+        dim = call.options.get("dim")
+        source = self.value(call.operands[0])
+        shape = self.traced.shape(call.operands[0])
+        if dim is not None and shape is not None and dim % len(shape) != len(shape) - 1:
+            raise self._error(f"`{call.label}` gathers along dim {dim}; a loss picks along its classes (dim -1)", node)
+        index = self.value(call.index_operands[0])
+        if self.per_element(index) or not self.per_element(source):
+            raise self._error(f"`{call.label}` must pick one class per row of a [rows, classes] value", node)
+        return self._picked(source, index, node)
+
+    def _picked(self, source: sympy.Expr, index: sympy.Expr, node: fx.Node, base: str | None = None) -> sympy.Expr:
+        """The element of each row at class ``index``: a row sum of the one element where ``col == index``."""
+        base = base or self._assigned_name(node) or "picked"
+        hit = _without_piecewise(self.col, index)
+        return self.statistic(base, "sum", select(hit, source, sympy.S.Zero), node)
+
+    def _option(self, call: OpCall, name: str) -> Any:
+        value = call.options.get(name)
+        return self.value(value) if isinstance(value, fx.Node) else value
+
+    def _class_loss(self, call: OpCall) -> Any:
+        node = call.node
+        if call.options.get("weight") is not None:
+            raise self._error(f"`{call.label}` with class weights (not supported yet)", node)
+        x = self.value(call.operands[0])
+        target = self.value(call.operands[1])
+        if not self.per_element(x) or self.per_element(target):
+            raise self._error(f"`{call.label}` needs [rows, classes] scores and one class index per row", node)
+        kept = sympy.Ne(target, self._as_hyper(self._option(call, "ignore_index")))
+        picked = self._picked(x, target, node, "picked")
+        if call.name == "nll_loss":
+            row = -picked
+        else:
+            base = "lse"
+            peak = self.statistic(f"{base}_max", "max", x, node)
+            total = self.statistic(f"{base}_sum", "sum", sympy.exp(x - peak), node)
+            lse = peak + sympy.log(total)
+            row = lse - picked
+            smoothing = self._option(call, "label_smoothing") or 0
+            if not (isinstance(smoothing, (int, float)) and smoothing == 0):
+                mean = self.statistic(f"{base}_row_sum", "sum", x, node) / self.n
+                row = (1 - smoothing) * row + smoothing * (lse - mean)
+        return self._reduced(select(kept, row, sympy.S.Zero), select(kept, sympy.S.One, sympy.S.Zero), call)
+
+    def _kl_div(self, call: OpCall) -> Any:
+        x = self.value(call.operands[0])
+        target = self.value(call.operands[1])
+        if call.options.get("log_target"):
+            pointwise = sympy.exp(target) * (target - x)
+        else:
+            pointwise = apply_op("xlogy", target, target) - target * x
+        reduction = call.options.get("reduction", "mean")
+        if reduction == "none":
+            return pointwise
+        row = self.statistic(self._assigned_name(call.node) or "kl", "sum", pointwise, call.node)
+        divisor = {"sum": None, "mean": self.n, "batchmean": sympy.S.One}.get(reduction, "?")
+        if divisor == "?":
+            raise self._error(f"`{call.label}` with reduction={reduction!r}", call.node)
+        return OverRows(row, divisor)
+
+    def _reduced(self, row: sympy.Expr, counted: sympy.Expr, call: OpCall) -> Any:
+        reduction = call.options.get("reduction", "mean")
+        if reduction == "none":
+            return row
+        if reduction == "sum":
+            return OverRows(row)
+        if reduction == "mean":
+            return OverRows(row, counted)
+        raise self._error(f"`{call.label}` with reduction={reduction!r}", call.node)
+
+    # Reductions over rows ----------------------------------------------------------------------------------
+    def _reduces_over_rows(self, call: OpCall) -> bool:
+        shape = self.traced.shape(call.operands[0])
+        dims = reduced_dims(call, len(shape)) if shape is not None else None
+        if dims is None:
+            return False
+        return 0 in dims
+
+    def _reduce_rows(self, call: OpCall) -> OverRows:
+        node = call.node
+        if call.name not in ("sum", "mean"):
+            raise self._error(f"`{call.label}` over rows: a loss sums or averages its rows", node)
+        value = self.value(call.operands[0])
+        if is_condition(value):
+            value = indicator(value)  # mask.sum(): a count
+        shape = self.traced.shape(call.operands[0])
+        if len(reduced_dims(call, len(shape))) != len(shape):
+            raise self._error(
+                f"`{call.label}` reduces rows but not every dim; reduce all of them (or only dim -1)", node
+            )
+        if self.per_element(value):
+            value = self.statistic(self._assigned_name(node) or node.name, "sum", value, node)
+            count = self.n
+        else:
+            count = sympy.S.One
+        return OverRows(value, count if call.name == "mean" else None)
+
+    def _over_rows_arithmetic(self, call: OpCall, operands: list[Any]) -> Any:
+        """Sums over rows scaled, added or divided: what keeps the loss a (weighted) sum or mean of rows."""
+        node = call.node
+        name = call.name
+        first, second = (operands + [None])[:2]
+        if name in ("clamp",) and isinstance(first, OverRows) and first.divisor is None:
+            return first  # a denominator kept away from 0: the kernel's mean over no counted row is 0 anyway
+        if name in ("float", "double", "to", "type_as", "contiguous", "view", "reshape", "squeeze", "unsqueeze"):
+            return first
+        if name == "neg" and isinstance(first, OverRows):
+            return OverRows(-first.value, first.divisor)
+        if name == "mul" and isinstance(first, RowCount) and isinstance(second, RowCount):
+            raise self._error(f"`{call.label}` multiplies two row counts", node)
+        if name == "mul" and isinstance(second, RowCount) and isinstance(first, sympy.Basic):
+            return RowCount(second.factor * first)
+        if name == "mul" and isinstance(first, RowCount) and isinstance(second, sympy.Basic):
+            return RowCount(first.factor * second)
+        if name in ("mul", "div") and isinstance(first, OverRows) and self._scalar(second):
+            factor = second if name == "mul" else 1 / second
+            return OverRows(first.value * factor, first.divisor)
+        if name == "mul" and isinstance(second, OverRows) and self._scalar(first):
+            return OverRows(second.value * first, second.divisor)
+        if name == "div" and isinstance(first, OverRows) and first.divisor is None:
+            if isinstance(second, RowCount):
+                return OverRows(first.value, second.factor)
+            if isinstance(second, OverRows) and second.divisor is None and not self.per_element(second.value):
+                return OverRows(first.value, second.value)
+        if name in ("add", "sub") and isinstance(first, OverRows) and isinstance(second, OverRows):
+            if first.divisor == second.divisor:
+                sign = 1 if name == "add" else -1
+                return OverRows(first.value + sign * second.value, first.divisor)
+        raise self._error(
+            f"`{call.label}` on a value summed over rows: a loss is a sum or a mean of per-row values (divide a sum "
+            f"by x.shape[0], x.numel() or the sum of a per-row mask)",
+            node,
+        )
+
+    def _scalar(self, value: Any) -> bool:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return True
+        return isinstance(value, sympy.Basic) and not (value.free_symbols - self._hyper_symbols())
+
+    def _hyper_symbols(self) -> set[sympy.Symbol]:
+        return {self.symbols[name] for name in self.traced.runtime_hyperparameters} | {self.n}
+
+
+def _without_piecewise(col: sympy.Symbol, index: sympy.Expr) -> sympy.Basic:
+    """``col == index`` for an index computed piecewise (``target.clamp(min=0)``) as an or of ands: sympy would
+    rewrite the equality into an if-then-else that neither prints nor reads back."""
+    if not isinstance(index, sympy.Piecewise):
+        return sympy.Eq(col, index)
+    cases, earlier = [], []
+    for value, condition in index.args:
+        here = sympy.And(*(sympy.Not(c) for c in earlier), condition)
+        cases.append(sympy.And(here, _without_piecewise(col, value)))
+        earlier.append(condition)
+    return sympy.Or(*cases)
+
+
+def lower_loss(traced: TracedReference) -> LoweredLoss:
+    """The loss program of ``traced``: statistics, per-row outputs and how the rows reduce."""
+    builder = LossBuilder(traced)
+    outputs: dict[str, sympy.Expr] = {}
+    kinds = set()
+    for name, node in zip(traced.output_names, traced.outputs):
+        value = builder.value(node)
+        if isinstance(value, OverRows):
+            kinds.add(("sum", None) if value.divisor is None else ("mean", value.divisor))
+            value = value.value
+        elif isinstance(value, sympy.Basic) and not builder.per_element(value):
+            kinds.add(("none", None))
+        else:
+            raise builder._error(
+                f"output '{name}' has a value per element; a loss returns one value per row or reduces its rows", node
+            )
+        outputs[name] = sympy.sympify(value)
+    if len(kinds) != 1:
+        raise builder._error(
+            "the outputs are reduced over rows in different ways; reduce them alike", traced.outputs[0]
+        )
+    ((reduction, divisor),) = kinds
+    return LoweredLoss(
+        statistics=list(builder.program.statistics),
+        outputs=outputs,
+        reduction=reduction,
+        denominator=sympy.sympify(divisor if divisor is not None else 1),
+        int_hyperparameters=list(builder.int_used),
+    )
+
+
+__all__ = ["KERNEL_LOCALS", "LoweredLoss", "lower_loss"]

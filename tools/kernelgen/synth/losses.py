@@ -1,0 +1,393 @@
+"""Derive a loss over a long row (tier 3): the row program of ``rows.py`` scheduled over chunks of the row.
+
+A vocabulary row (32K to 256K classes) does not fit a program's registers, so every statistic is computed in passes
+over column chunks with running values: sums add, maxima and minima combine, and a sum whose operand carries a
+maximum's shift as a factor ``exp(-k * m)`` (the sum of a softmax's exponentials) is kept *online*: when a chunk
+raises the running maximum, the running sum is rescaled by ``exp(-k * (m_new - m_old))``. A statistic that needs
+another one otherwise (a variance around a mean) waits for a later pass. A shift of -inf (a chunk or a prefix with
+every value -inf) is replaced by 0 in the exponent, so an all -inf prefix adds nothing instead of NaN.
+
+The per-row outputs (the row's loss and any per-row extra) are then formulas of the statistics, and the gradient of
+the first output with respect to every per-element input follows from the adjoints of the statistics alone:
+whatever row sums the chain rule asks for must be statistics already (the shift of a softmax cancels exactly, and
+``sum(exp(x - m) * x)`` is the statistic that defined it), so one more pass writes the gradient, chunk by chunk.
+When the gradient reads no statistic of the last pass (a KL divergence's reads none at all), it is written in that
+pass instead: the inputs are read once. ``grad_{loss}`` is the weight of the row in the loss (set by the template
+from the reduction); the other outputs are returned without gradients.
+
+A row *gate* is a condition on class indices and hyper-parameters alone under which every output is 0 (``target !=
+ignore_index``): the template skips such rows after writing a zero gradient, and the math is derived for the rows
+that count.
+
+Printed statements work on ``[1, BLOCK]`` chunks (one row per program) with ``mask`` marking the real columns and
+``col`` their indices; statistics are ``[1, 1]``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from dataclasses import field
+
+import sympy
+
+from tools.kernelgen.synth.derive import _drop_singular_terms
+from tools.kernelgen.synth.derive import _precision_sensitive_ops
+from tools.kernelgen.synth.printer import format_formula
+from tools.kernelgen.synth.printer import integer_symbols
+from tools.kernelgen.synth.printer import print_triton
+from tools.kernelgen.synth.rows import RowProgramError
+from tools.kernelgen.synth.rows import RowSum
+from tools.kernelgen.synth.rows import _fresh
+from tools.kernelgen.synth.rows import _Program
+from tools.kernelgen.synth.rows import _schedule
+from tools.kernelgen.synth.rows import adjoint_symbol
+
+COL = "col"  # the column index of each element of a chunk
+_IDENTITY = {"sum": "0.0", "mean": "0.0", "max": 'float("-inf")', "min": 'float("inf")'}
+_COMBINE = {"max": "tl.maximum", "min": "tl.minimum"}
+
+
+@dataclass
+class LossMath:
+    """Statements of the chunked schedule (see the module docstring)."""
+
+    init: list[str]  # running statistics before the first pass
+    passes: list[list[str]]  # per pass: statements run on each chunk
+    pass_reads: list[list[str]]  # per pass: the per-element inputs and row values each chunk reads
+    outputs_block: list[str]  # after the passes: the per-row outputs
+    adjoints: list[str]  # grad_{statistic} from grad_{loss} and the statistics, before the gradient is written
+    gradient: list[str]  # grad_{input} of one chunk
+    gradient_reads: list[str]  # what the gradient statements read besides the adjoints' results
+    gradient_pass: int | None  # the pass the gradient is written in, or None: a pass of its own after the row
+    gate: str | None  # printed condition under which the row counts (None: every row does)
+    gate_reads: list[str]
+    outputs: list[str]
+    gradients: list[str]  # grad_{input} names the gradient statements assign
+    gradient_formulas: dict[str, str] = field(default_factory=dict)
+    precision_sensitive_ops: list[str] = field(default_factory=list)
+    zero_adjoints: list[str] = field(default_factory=list)
+
+
+def _chunk_statements(lines: list[str]) -> list[str]:
+    """``rows.py`` prints constant tiles for [BLOCK_ROWS, BLOCK_COLS]; a loss program's tile is one chunk of a row."""
+    return [
+        line.replace("(BLOCK_ROWS, BLOCK_COLS)", "(1, BLOCK_SIZE)").replace("(BLOCK_ROWS, 1)", "(1, 1)")
+        for line in lines
+    ]
+
+
+def synthesize_loss(
+    statistics: list[tuple[str, str, sympy.Expr]],
+    outputs: dict[str, sympy.Expr],
+    inputs: list[str],
+    hyperparameters: list[str] | None = None,
+    constants: list[str] | None = None,
+    row_inputs: list[str] | None = None,
+    integer_hyperparameters: list[str] | None = None,
+) -> LossMath:
+    """The chunked forward (with the gradient of the first output) of a loss over long rows.
+
+    ``inputs``: per-element tensors that get a gradient; ``constants``: per-element tensors that do not;
+    ``row_inputs``: one value per row (class targets); ``col`` (the column index) and ``n_cols`` may appear in any
+    formula. Every output must be one value per row. ``integer_hyperparameters``: those holding integers
+    (``ignore_index``), compared with class indices as integers.
+    """
+    integer_hyperparameters = list(integer_hyperparameters or [])
+    hyperparameters = list(hyperparameters or [])
+    row_inputs = list(row_inputs or [])
+    gate, outputs = split_gate(outputs, set(row_inputs) | set(hyperparameters))
+    constants = [*(constants or []), COL]
+    statistics, outputs = split_statistics(statistics, outputs, {*inputs, *constants})
+    program = _Program(statistics, outputs, inputs, {}, hyperparameters, constants, row_inputs)
+    not_per_row = [name for name in program.outputs if name not in program.row_outputs]
+    if not_per_row:
+        raise RowProgramError(f"outputs {not_per_row} vary along the row; a loss gives one value per row")
+    with integer_symbols({COL, *row_inputs, *integer_hyperparameters}):
+        return _LossSchedule(program, gate).derive()
+
+
+def split_statistics(statistics, outputs, element_names: set[str]):
+    """Sums whose operand reads earlier statistics, rewritten as row-constant combinations of sums that read them
+    at most through a softmax's shift: ``sum(where(col == t, x - m - log(s), 0))`` is
+    ``picked - (m + log(s)) * hit`` with ``picked = sum(where(col == t, x, 0))`` and ``hit = sum(where(col == t, 1,
+    0))``. Those run in the first pass (online), not in a pass after ``s``: one sweep over the row less."""
+    names = {name for name, _, _ in statistics}
+    split: list[tuple[str, str, sympy.Expr]] = []
+    replaced: dict[sympy.Symbol, sympy.Expr] = {}
+    taken = set(names) | set(outputs) | element_names
+
+    def varies(factor) -> bool:
+        return any(symbol.name in element_names for symbol in factor.free_symbols)
+
+    for name, reduce, operand in statistics:
+        operand = sympy.sympify(operand).xreplace(replaced)
+        reads_statistics = any(symbol.name in names for symbol in operand.free_symbols)
+        groups = _linear_terms(operand, varies) if reduce in ("sum", "mean") and reads_statistics else None
+        if groups is None or list(groups.items()) == [(operand, sympy.S.One)]:
+            split.append((name, reduce, operand))
+            continue
+        total = sympy.S.Zero
+        for index, (varying, coefficient) in enumerate(groups.items()):
+            if varying == 1:
+                total += coefficient * (sympy.Symbol("n_cols", real=True) if reduce == "sum" else 1)
+                continue
+            existing = [other for other, kind, of in split if kind == reduce and of == varying]
+            if existing:  # the exponentials' sum of a softmax, already a statistic
+                part = existing[0]
+            else:
+                part = _fresh(f"{name}_{index}", taken)
+                split.append((part, reduce, varying))
+            total += coefficient * sympy.Symbol(part, real=True)
+        replaced[sympy.Symbol(name, real=True)] = total
+    outputs = {name: sympy.sympify(expr).xreplace(replaced) for name, expr in outputs.items()}
+    return split, outputs
+
+
+def _linear_terms(expr: sympy.Expr, varies) -> dict[sympy.Expr, sympy.Expr] | None:
+    """``expr`` as ``{varying part: row-constant coefficient}`` (a product's factors that vary along the row form
+    its varying part; a ``where(c, a, 0)`` factor distributes over the terms of ``a``)."""
+    groups: dict[sympy.Expr, sympy.Expr] = {}
+    expanded = sympy.expand(expr, power_exp=False, power_base=False, log=False, deep=False)
+    for term in sympy.Add.make_args(expanded):
+        coefficient, varying = sympy.S.One, []
+        for factor in sympy.Mul.make_args(term):
+            if varies(factor):
+                varying.append(factor)
+            else:
+                coefficient *= factor
+        gated = [
+            f
+            for f in varying
+            if isinstance(f, sympy.Piecewise)
+            and len(f.args) == 2
+            and f.args[1].cond == sympy.true
+            and f.args[1].expr == 0
+        ]
+        if len(gated) == 1:
+            (value, condition), _ = gated[0].args
+            rest = sympy.Mul(*(f for f in varying if f is not gated[0]))
+            inner = _linear_terms(value * rest, varies)
+            if inner is None:
+                return None
+            for part, weight in inner.items():
+                key = sympy.Piecewise((part, condition), (0, True))
+                groups[key] = groups.get(key, 0) + coefficient * weight
+            continue
+        key = sympy.Mul(*varying)
+        groups[key] = groups.get(key, 0) + coefficient
+    return {key: value for key, value in groups.items() if value != 0}
+
+
+def split_gate(outputs: dict[str, sympy.Expr], row_names: set[str]) -> tuple[sympy.Basic | None, dict]:
+    """The condition under which a row counts, when every output is ``where(condition, value, 0)`` (or the value
+    times that indicator) with the same condition on row values alone; the outputs without it."""
+    gates, bodies = set(), {}
+    for name, expr in outputs.items():
+        expr = sympy.sympify(expr)
+        # where(kept, a, 0) + where(kept, b, 0) is where(kept, a + b, 0).
+        found = _gated(expr, row_names) or _gated(sympy.piecewise_fold(expr), row_names)
+        if found is None:
+            return None, dict(outputs)
+        gates.add(found[0])
+        bodies[name] = found[1]
+    if len(gates) != 1:
+        return None, dict(outputs)
+    return gates.pop(), bodies
+
+
+def _gated(expr: sympy.Expr, row_names: set[str]) -> tuple[sympy.Basic, sympy.Expr] | None:
+    def row_only(condition) -> bool:
+        return bool(condition.free_symbols) and all(s.name in row_names for s in condition.free_symbols)
+
+    if isinstance(expr, sympy.Piecewise) and len(expr.args) == 2:
+        (value, condition), (otherwise, always) = expr.args
+        if always == sympy.true and otherwise == 0 and row_only(condition):
+            return condition, value
+    if isinstance(expr, sympy.Mul):
+        for factor in expr.args:
+            found = _gated(factor, row_names)
+            if found is not None and found[1] == 1:
+                return found[0], sympy.Mul(*(other for other in expr.args if other is not factor))
+    return None
+
+
+class _LossSchedule:
+    def __init__(self, program: _Program, gate):
+        self.program = program
+        self.gate = gate
+        self.symbols = program.symbols
+        self.stats = {s.name: s for s in program.statistics}
+
+    # Passes ------------------------------------------------------------------------------------------------
+    def _online_shift(self, statistic, peak) -> sympy.Expr | None:
+        """k when ``statistic`` (a sum) depends on the maximum ``peak`` only through a factor ``exp(-k * peak)``."""
+        if statistic.reduce != "sum" or peak.reduce != "max":
+            return None
+        symbol = self.symbols[peak.name]
+        step = sympy.Symbol("_step", real=True)
+        ratio = sympy.simplify(statistic.operand.subs(symbol, symbol + step) / statistic.operand)
+        exponent = sympy.simplify(sympy.log(ratio) / step) if ratio.has(sympy.exp) else None
+        if exponent is None or exponent.free_symbols or not exponent.is_number or exponent == 0:
+            return None
+        return -exponent
+
+    def _assign_passes(self) -> tuple[dict[str, int], dict[str, tuple[str, sympy.Expr]]]:
+        passes: dict[str, int] = {}
+        online: dict[str, tuple[str, sympy.Expr]] = {}  # statistic -> (the maximum it follows, k)
+        for statistic in self.program.statistics:
+            level = 0
+            for dependency in statistic.operand.free_symbols & self.program.stat_symbols:
+                earlier = self.stats[dependency.name]
+                k = self._online_shift(statistic, earlier)
+                if k is not None and statistic.name not in online:
+                    online[statistic.name] = (earlier.name, k)
+                    level = max(level, passes[earlier.name])
+                else:
+                    level = max(level, passes[earlier.name] + 1)
+            passes[statistic.name] = level
+        return passes, online
+
+    # Printing ----------------------------------------------------------------------------------------------
+    def derive(self) -> LossMath:
+        program = self.program
+        passes, online = self._assign_passes()
+        taken = {str(s) for s in program.symbols} | set(program.outputs) | {COL, "mask", "start", "row"}
+        taken |= {f"grad_{name}" for name in program.outputs} | {f"grad_{name}" for name in program.inputs}
+        safe = {}  # a maximum as the exponents read it: -inf replaced by 0
+        for name, (peak, _) in online.items():
+            safe[peak] = sympy.Symbol(_fresh(f"{peak}_shift", taken), real=True)
+        shifts = {self.symbols[peak]: shift for peak, shift in safe.items()}
+        shift_pass = {shift.name: passes[peak] for peak, shift in safe.items()}
+        n_passes = max(passes.values(), default=-1) + 1
+
+        adjoint_items, gradient_items, formulas = self._gradient_items(safe)
+        adjoint_names = {name for name, _, _ in adjoint_items}
+        gradient_reads = sorted({s.name for _, _, expr in gradient_items for s in expr.free_symbols} - adjoint_names)
+        # Statistics the gradient needs (directly, or through the adjoints): the pass after theirs can write it.
+        needed = set(gradient_reads) | {s.name for _, _, expr in adjoint_items for s in expr.free_symbols}
+        latest = max(
+            [passes[name] for name in needed if name in passes]
+            + [shift_pass[name] for name in needed if name in shift_pass],
+            default=-1,
+        )
+        gradient_pass = n_passes - 1 if latest < n_passes - 1 else None
+
+        init = []
+        for statistic in program.statistics:
+            if statistic.reduce in ("max", "min"):
+                init.append(f"{statistic.name} = tl.full((1, 1), {_IDENTITY[statistic.reduce]}, tl.float32)")
+            else:
+                init.append(f"{statistic.name} = tl.zeros((1, 1), dtype=tl.float32)")
+        init += [f"{shift} = tl.zeros((1, 1), dtype=tl.float32)" for shift in safe.values()]
+        pass_lines, pass_reads = [], []
+        for level in range(n_passes):
+            members = [s for s in program.statistics if passes[s.name] == level]
+            # Maxima first (and the shifts they move), then the statistics that read them.
+            peaks = [s for s in members if s.name in safe]
+            rest = [s for s in members if s.name not in safe]
+            lines: list[str] = []
+            reads: set[str] = set()
+            for group in (peaks, rest):
+                items = [(f"{s.name}_chunk", s.reduce, s.operand.xreplace(shifts)) for s in group]
+                if group is rest and level == gradient_pass:
+                    items += gradient_items  # one schedule: the exponentials both need are computed once
+                lines += _schedule(items, set(taken))
+                reads |= {symbol.name for _, _, expr in items for symbol in expr.free_symbols}
+                lines += self._combine(group, online, safe)
+            pass_lines.append(lines)
+            pass_reads.append(sorted(reads - adjoint_names))
+
+        outputs_block = _schedule([(name, "value", expr) for name, expr in program.outputs.items()], set(taken))
+        every = [s.operand for s in program.statistics] + [e for _, _, e in adjoint_items + gradient_items]
+        every += list(program.outputs.values())
+        gate_reads = sorted(s.name for s in self.gate.free_symbols) if self.gate is not None else []
+        return LossMath(
+            init=init,
+            passes=[_chunk_statements(lines) for lines in pass_lines],
+            pass_reads=pass_reads,
+            outputs_block=_chunk_statements(outputs_block),
+            adjoints=_chunk_statements(_schedule(adjoint_items, set(taken))),
+            gradient=_chunk_statements(_schedule(gradient_items, set(taken))) if gradient_pass is None else [],
+            gradient_reads=gradient_reads,
+            gradient_pass=gradient_pass,
+            gate=print_triton(self.gate) if self.gate is not None else None,
+            gate_reads=gate_reads,
+            outputs=list(program.outputs),
+            gradients=[f"grad_{name}" for name in program.inputs],
+            gradient_formulas=formulas,
+            precision_sensitive_ops=_precision_sensitive_ops(every),
+            zero_adjoints=self.zero_adjoints,
+        )
+
+    def _gradient_items(self, safe: dict) -> tuple[list, list, dict[str, str]]:
+        """The adjoints the gradients read (per row) and the gradient of the loss for each input (per element)."""
+        program = self.program
+        adjoints, self.zero_adjoints = program._adjoints()
+        loss = next(iter(program.outputs))
+        silent = {program.grad_symbols[name]: 0 for name in program.outputs if name != loss}
+        adjoint_items = []
+        for statistic in reversed(program.statistics):
+            if adjoints[statistic.name] != 0:
+                adjoint_items.append(
+                    (adjoint_symbol(statistic.name).name, "value", adjoints[statistic.name].xreplace(silent))
+                )
+        gradient_items, formulas = [], {}
+        for name in program.inputs:
+            gradient = _drop_singular_terms(program._gradient(name, adjoints, per_row=False).xreplace(silent))
+            formulas[f"grad_{name}"] = format_formula(gradient)
+            gradient = gradient.xreplace({self.symbols[p]: s for p, s in safe.items()})
+            gradient_items.append((f"grad_{name}", "value", sympy.factor_terms(self._rows_only(gradient))))
+        # Only the adjoints a gradient reads (directly or through a later statistic's adjoint) are computed.
+        needed = {s.name for _, _, expr in gradient_items for s in expr.free_symbols}
+        for name, _, expr in reversed(adjoint_items):
+            if name in needed:
+                needed |= {s.name for s in expr.free_symbols}
+        adjoint_items = [(n, k, self._rows_only(e)) for n, k, e in adjoint_items if n in needed]
+        return adjoint_items, gradient_items, formulas
+
+    def _rows_only(self, expr: sympy.Expr) -> sympy.Expr:
+        """``expr`` with every row sum written as statistics; one that is not a statistic would need a pass of its
+        own, which this schedule does not make."""
+
+        def replace(node):
+            operand = node.args[0]
+            constant, varying = sympy.S.One, sympy.S.One
+            for factor in sympy.Mul.make_args(operand):
+                if self.program._row_constant(factor):
+                    constant *= factor
+                else:
+                    varying *= factor
+            if varying == 1:
+                return self.program.n * constant
+            known = self.program._known_sum(varying)
+            if known is None:
+                raise RowProgramError(
+                    f"the gradient needs the row sum of {format_formula(varying)}, which is no statistic of the loss; "
+                    f"add it as a statistic"
+                )
+            return constant * known
+
+        return expr.replace(lambda node: isinstance(node, RowSum), replace)
+
+    def _combine(self, members, online, safe) -> list[str]:
+        """Running values updated with one chunk's reductions; a maximum also moves its shift."""
+        lines = []
+        for statistic in members:
+            name, chunk = statistic.name, f"{statistic.name}_chunk"
+            if statistic.reduce in _COMBINE:
+                lines.append(f"{name} = {_COMBINE[statistic.reduce]}({name}, {chunk})")
+                if name in safe:
+                    shift = safe[name]
+                    lines.append(f"{shift}_previous = {shift}")
+                    lines.append(f'{shift} = tl.where({name} == float("-inf"), 0.0, {name})')
+            elif name in online:
+                peak, k = online[name]
+                shift = safe[peak]
+                moved = sympy.Symbol(shift.name, real=True) - sympy.Symbol(f"{shift.name}_previous", real=True)
+                lines.append(f"{name} = {name} * {print_triton(sympy.exp(-k * moved))} + {chunk}")
+            else:
+                lines.append(f"{name} = {name} + {chunk}")
+        return lines
+
+
+__all__ = ["COL", "LossMath", "split_gate", "synthesize_loss"]
