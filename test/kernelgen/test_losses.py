@@ -19,6 +19,7 @@ from tools.kernelgen.analyze import analyze
 from tools.kernelgen.derivation import loss_math
 from tools.kernelgen.profile import validate_profile
 from tools.kernelgen.synth import parse_formula
+from tools.kernelgen.synth.losses import _one_column_indicator
 from tools.kernelgen.synth.losses import synthesize_loss
 from tools.kernelgen.synth.printer import print_torch
 
@@ -365,3 +366,34 @@ def test_losses_kernelgen_cannot_write_name_the_op_and_line(tmp_path, body, mess
         analyze(str(path))
     assert f"ref.py:{line}:" in str(caught.value)
     assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize("reference", ["gathered_nll", "cross_entropy_entropy_bonus"])
+def test_a_picked_class_counts_once_instead_of_summing_an_indicator(styles_path, reference):
+    """gather(log_softmax(x), t) splits into the picked logit minus the log-sum-exp times the number of columns
+    equal to t, which is 1: no row sum of constants (LLVM took minutes to compile one for the H200)."""
+    source = reference if reference in TIER3_BUILTINS else f"{styles_path}:{reference}"
+    statements = [line for chunk in loss_math(analyze(source)).passes for line in chunk]
+    sums = [line for line in statements if "tl.sum(" in line]
+    assert sums and not [line for line in sums if ", 1.0, 0.0)" in line], sums
+
+
+def test_only_an_indicator_true_at_exactly_one_column_counts_as_one():
+    x, target, col = sympy.symbols("x target col", real=True)
+    elements = {"x", "col"}
+
+    def indicator(condition):
+        return sympy.Piecewise((1, condition), (0, True))
+
+    clamped = sympy.Or(
+        sympy.And(sympy.Eq(col, 0), target < 0), sympy.And(sympy.Eq(col, target), target >= 0)
+    )  # target.clamp(min=0)
+    assert _one_column_indicator(indicator(sympy.Eq(col, target)), elements)
+    assert _one_column_indicator(indicator(clamped), elements)
+    # No column when the target is negative: not exhaustive. Two columns when both cases hold: not exclusive.
+    assert not _one_column_indicator(indicator(sympy.And(sympy.Eq(col, target), target >= 0)), elements)
+    overlapping = sympy.Or(sympy.And(sympy.Eq(col, 0), target < 1), sympy.And(sympy.Eq(col, target), target >= 0))
+    assert not _one_column_indicator(indicator(overlapping), elements)
+    # A per-element condition counts elements, any number of them.
+    assert not _one_column_indicator(indicator(x > 0), elements)
+    assert not _one_column_indicator(indicator(sympy.Eq(col, x)), elements)

@@ -49,6 +49,7 @@ class FusedLinearOpsView:
     outputs: list[str]
     chunk_outputs: list[str]
     chunk_grads: list[str]
+    chunk_temporaries: list[str]  # every per-chunk tensor, deleted at the end of the chunk
     loss_call: list[str]  # the loss forward's positional arguments for one chunk
     reference_call: list[str]  # the reference loss's tensor arguments
     signature_tensors: list[str]  # hidden states, weights, class indices (the biases follow with defaults)
@@ -132,6 +133,13 @@ def fused_linear_views(profile: KernelProfile, helpers: frozenset[str]) -> Kerne
         outputs=list(ops.outputs),
         chunk_outputs=[f"chunk_{name}" for name in ops.outputs],
         chunk_grads=[f"grad_{t.name}" for t in tensors if t.grad],
+        chunk_temporaries=list(
+            dict.fromkeys(
+                [t.name for t in tensors]
+                + [f"chunk_{name}" for name in ops.outputs]
+                + [f"grad_{t.name}" for t in tensors if t.grad]
+            )
+        ),
         loss_call=loss_call + [hp.name for hp in hypers],
         reference_call=[t.name for t in profile.inputs],
         signature_tensors=signature_tensors,

@@ -27,8 +27,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from dataclasses import field
+from itertools import combinations
 
 import sympy
+
+from sympy.logic.inference import satisfiable
 
 from tools.kernelgen.synth.derive import _drop_singular_terms
 from tools.kernelgen.synth.derive import _precision_sensitive_ops
@@ -110,7 +113,9 @@ def split_statistics(statistics, outputs, element_names: set[str]):
     """Sums whose operand reads earlier statistics, rewritten as row-constant combinations of sums that read them
     at most through a softmax's shift: ``sum(where(col == t, x - m - log(s), 0))`` is
     ``picked - (m + log(s)) * hit`` with ``picked = sum(where(col == t, x, 0))`` and ``hit = sum(where(col == t, 1,
-    0))``. Those run in the first pass (online), not in a pass after ``s``: one sweep over the row less."""
+    0))``. Those run in the first pass (online), not in a pass after ``s``: one sweep over the row less. A ``hit``
+    whose condition holds at exactly one column of the row (a picked class) is 1, not a statistic (a row sum of
+    constants costs a reduction per chunk, and LLVM takes minutes to compile it)."""
     names = {name for name, _, _ in statistics}
     split: list[tuple[str, str, sympy.Expr]] = []
     replaced: dict[sympy.Symbol, sympy.Expr] = {}
@@ -131,6 +136,9 @@ def split_statistics(statistics, outputs, element_names: set[str]):
             if varying == 1:
                 total += coefficient * (sympy.Symbol("n_cols", real=True) if reduce == "sum" else 1)
                 continue
+            if _one_column_indicator(varying, element_names):
+                total += coefficient * (1 if reduce == "sum" else 1 / sympy.Symbol("n_cols", real=True))
+                continue
             existing = [other for other, kind, of in split if kind == reduce and of == varying]
             if existing:  # the exponentials' sum of a softmax, already a statistic
                 part = existing[0]
@@ -141,6 +149,31 @@ def split_statistics(statistics, outputs, element_names: set[str]):
         replaced[sympy.Symbol(name, real=True)] = total
     outputs = {name: sympy.sympify(expr).xreplace(replaced) for name, expr in outputs.items()}
     return split, outputs
+
+
+def _one_column_indicator(expr: sympy.Expr, element_names: set[str]) -> bool:
+    """Whether ``expr`` is ``where(c, 1, 0)`` with ``c`` true at exactly one column of every row: ``col == i`` for a
+    row value ``i`` (a class index, which a gather requires to be one of the row's columns), or an or of cases ``r_k
+    & (col == i_k)`` whose row conditions ``r_k`` are exclusive and exhaustive (``target.clamp(min=0)``)."""
+    if not (isinstance(expr, sympy.Piecewise) and len(expr.args) == 2 and expr.args[0].expr == 1):
+        return False
+    if expr.args[1].cond != sympy.true or expr.args[1].expr != 0:
+        return False
+    element_names = set(element_names) - {COL}
+    row_conditions = []
+    for case in sympy.Or.make_args(expr.args[0].cond):
+        parts = sympy.And.make_args(case)
+        if any(symbol.name in element_names for part in parts for symbol in part.free_symbols):
+            return False
+        picks = [part for part in parts if any(symbol.name == COL for symbol in part.free_symbols)]
+        if len(picks) != 1 or not isinstance(picks[0], sympy.Eq):
+            return False
+        sides = [side for side in picks[0].args if not (isinstance(side, sympy.Symbol) and side.name == COL)]
+        if len(sides) != 1 or any(symbol.name == COL for symbol in sides[0].free_symbols):
+            return False
+        row_conditions.append(sympy.And(*(part for part in parts if part is not picks[0])))
+    exhaustive = satisfiable(sympy.Not(sympy.Or(*row_conditions))) is False
+    return exhaustive and all(satisfiable(sympy.And(a, b)) is False for a, b in combinations(row_conditions, 2))
 
 
 def _linear_terms(expr: sympy.Expr, varies) -> dict[sympy.Expr, sympy.Expr] | None:
