@@ -26,6 +26,8 @@ from tools.kernelgen.profile import TestSpec
 from tools.kernelgen.profile import benchmark_dimension
 from tools.kernelgen.profile import benchmark_size
 from tools.kernelgen.profile import hyper_cases
+from tools.kernelgen.render.dtensor import DTensorView
+from tools.kernelgen.render.dtensor import dtensor_view
 from tools.kernelgen.render.text import fstring_chunks
 from tools.kernelgen.render.text import signature
 from tools.kernelgen.render.text import split_reference
@@ -104,6 +106,7 @@ class ElementwiseOpsView:
     max_block_cols: int
     programs_per_sm: int
     num_warps: int | None
+    dtensor: DTensorView
 
 
 @dataclass(frozen=True)
@@ -393,6 +396,7 @@ def _elementwise_ops(profile: KernelProfile) -> ElementwiseOpsView:
         max_block_cols=tiling.max_block_cols,
         programs_per_sm=tiling.programs_per_sm,
         num_warps=tiling.num_warps,
+        dtensor=dtensor_view(profile, grad_inputs, grad_outputs),
     )
 
 

@@ -1,0 +1,47 @@
+"""The lines by which a tier-1 autograd Function unwraps DTensor arguments to local shards and wraps its results
+back (issue 21); the helpers they call are rendered from templates/_dtensor_tier1.j2."""
+
+from dataclasses import dataclass
+
+from tools.kernelgen.profile import KernelProfile
+
+
+@dataclass(frozen=True)
+class DTensorView:
+    """The autograd Function's DTensor lines (ops_tier1.py.j2, _dtensor_tier1.j2): each one unwraps or wraps."""
+
+    layout: str  # the arguments of _dtensor_layout
+    local: str  # forward: inputs and parameters become local shards
+    wrap: str  # forward: outputs become DTensors
+    local_grads: str  # backward: upstream gradients become local shards
+    wrap_grads: str  # backward: gradients become DTensors
+
+
+def _tuple(names: list[str]) -> str:
+    return f"({names[0]},)" if len(names) == 1 else f"({', '.join(names)})"
+
+
+def _unpack(names: list[str]) -> str:
+    return f"({names[0]},)" if len(names) == 1 else ", ".join(names)
+
+
+def _by_name(names: list[str]) -> str:
+    """A dict literal of the variables ``names``, keyed by their names (for error messages that name them)."""
+    return "{" + ", ".join(f'"{name}": {name}' for name in names) + "}"
+
+
+def dtensor_view(profile: KernelProfile, grad_inputs: list[str], grad_outputs: list[str]) -> DTensorView:
+    inputs = [t.name for t in profile.inputs]
+    outputs = [t.name for t in profile.outputs]
+    params = [prm.name for prm in profile.parameters]
+    channel = [prm.name for prm in profile.parameters if prm.shape == "channel"]
+    grads = [f"grad_{name}" for name in grad_inputs]
+    grad_params = [f"grad_{name}" for name in params]
+    quoted = [f'"{name}"' for name in channel]
+    return DTensorView(
+        layout=f'"{profile.operation_name}", {_by_name(inputs)}, {_by_name(params)}, {_tuple(quoted)}',
+        local=f"{_unpack(inputs + params)} = ctx.layout.local({_tuple(inputs)}, {_tuple(params)})",
+        wrap=f"{_unpack(outputs)} = ctx.layout.wrap({', '.join(outputs)})",
+        local_grads=f"{_unpack(grad_outputs)} = ctx.layout.local_grads({', '.join(grad_outputs)})",
+        wrap_grads=f"{_unpack(grads + grad_params)} = ctx.layout.wrap_grads({_tuple(grads)}, {_tuple(grad_params)})",
+    )
