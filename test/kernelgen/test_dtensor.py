@@ -1,9 +1,11 @@
-"""Generated tier-1 kernels under torch.distributed (issue 21): DTensor inputs compute on their local shards.
+"""Generated kernels under torch.distributed (issue 21): DTensor inputs compute on their local shards.
 
-geglu (two inputs, no parameter), dyt (a scalar and two per-channel parameters, one optional) and a two-output
-reference are generated into a scratch checkout; their generated DTensor tests run the kernel on two processes (gloo, Triton's interpreter on
-the CPU) with the inputs sharded along each dim (unevenly: 3 rows and 7 columns on 2 ranks) or replicated, and
-compare outputs, input gradients and parameter gradients with the reference on the whole tensors.
+Tier 1: geglu (two inputs, no parameter), dyt (a scalar and two per-channel parameters, one optional) and a
+two-output reference. Tier 2: rms_norm (a per-channel weight) and a log-softmax that also returns its per-row
+logsumexp. Each is generated into a scratch checkout; its generated DTensor test runs the kernel on two processes
+(gloo, Triton's interpreter on the CPU) with the inputs sharded along each dim (unevenly: 3 rows and 7 columns on 2
+ranks; a row reduction's last dim is refused in one line) or replicated, and compares outputs, input gradients and
+parameter gradients with the reference on the whole tensors.
 """
 
 import pytest
@@ -16,17 +18,20 @@ from tools.kernelgen.layout import kernel_paths
 
 # Two outputs: when only one is used, autograd hands the kernel plain zeros for the other's gradient.
 TWO_OUTPUTS = "import torch\n\n\ndef two_out(a, b):\n    return torch.sigmoid(a) * b, torch.tanh(a) + b\n"
-KERNELS = ("geglu", "dyt", "two_out")
+# A row reduction with a per-row output (keepdim): wrapped as a DTensor of the rows' shape.
+LSE_NORM = "import torch\n\n\ndef lse_norm(x):\n    m = torch.logsumexp(x, dim=-1, keepdim=True)\n    return x - m, m\n"
+# kernel name -> the reference (a built-in name or a snippet on stdin)
+KERNELS = {"geglu": "geglu", "dyt": "dyt", "two_out": TWO_OUTPUTS, "rms_norm_gen": "rms_norm", "lse_norm": LSE_NORM}
 
 
 @pytest.fixture(scope="module")
 def generated(tmp_path_factory):
     root = copy_checkout(tmp_path_factory.mktemp("dtensor") / "liger")
-    for name in KERNELS:
-        if name == "two_out":
-            result = run_kernelgen("new", name, "--reference", "-", "--repo", str(root), stdin=TWO_OUTPUTS)
+    for name, reference in KERNELS.items():
+        if "\n" in reference:
+            result = run_kernelgen("new", name, "--reference", "-", "--repo", str(root), stdin=reference)
         else:
-            result = run_kernelgen("new", name, "--repo", str(root))
+            result = run_kernelgen("new", name, "--reference", reference, "--repo", str(root))
         assert result.returncode == 0, result.stderr
     return root
 

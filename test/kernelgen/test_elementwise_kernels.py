@@ -52,5 +52,5 @@ def test_every_elementwise_reference_gets_a_synthesized_kernel(generated_checkou
 
 def test_generated_kernels_match_torch_autograd(generated_checkout):
     names = [f"{reference}_gen" for reference in ELEMENTWISE_REFERENCES]
-    # The DTensor tests spawn two processes each (~8 s apiece here): test_dtensor.py runs two representative ones.
+    # The DTensor tests spawn two processes each (~8 s apiece here): test_dtensor.py runs representative ones.
     assert_generated_tests_pass(generated_checkout, names, at_least_per_kernel=4, deselect="dtensor")

@@ -54,4 +54,5 @@ def test_generated_row_kernels_run_under_the_interpreter(generated_checkout):
 def test_generated_row_kernels_match_torch_autograd(generated_checkout):
     root, names = generated_checkout
     assert set(STYLE_KERNELS) <= set(STYLE_ENTRIES)
-    assert_generated_tests_pass(root, names, at_least_per_kernel=6)
+    # The DTensor tests spawn two processes each (~15 s apiece here): test_dtensor.py runs representative ones.
+    assert_generated_tests_pass(root, names, at_least_per_kernel=6, deselect="dtensor")

@@ -1,5 +1,5 @@
-"""The lines by which a tier-1 autograd Function unwraps DTensor arguments to local shards and wraps its results
-back (issue 21); the helpers they call are rendered from templates/_dtensor_tier1.j2."""
+"""The lines by which a tier-1 or tier-2 autograd Function unwraps DTensor arguments to local shards and wraps its results
+back (issue 21); the helpers they call are rendered from templates/_dtensor.j2."""
 
 from dataclasses import dataclass
 
@@ -8,11 +8,11 @@ from tools.kernelgen.profile import KernelProfile
 
 @dataclass(frozen=True)
 class DTensorView:
-    """The autograd Function's DTensor lines (ops_tier1.py.j2, _dtensor_tier1.j2): each one unwraps or wraps."""
+    """The autograd Function's DTensor lines (ops_tier1.py.j2, ops_tier2.py.j2, _dtensor.j2): each one unwraps or wraps."""
 
     layout: str  # the arguments of _dtensor_layout
     local: str  # forward: inputs and parameters become local shards
-    wrap: str  # forward: outputs become DTensors
+    wrap: list[str]  # forward: outputs become DTensors (per-row outputs of a row reduction by wrap_rows)
     local_grads: str  # backward: upstream gradients become local shards
     wrap_grads: str  # backward: gradients become DTensors
 
@@ -30,9 +30,11 @@ def _by_name(names: list[str]) -> str:
     return "{" + ", ".join(f'"{name}": {name}' for name in names) + "}"
 
 
-def dtensor_view(profile: KernelProfile, grad_inputs: list[str], grad_outputs: list[str]) -> DTensorView:
+def dtensor_view(
+    profile: KernelProfile, grad_inputs: list[str], grad_outputs: list[str], row_outputs: tuple[str, ...] = ()
+) -> DTensorView:
     inputs = [t.name for t in profile.inputs]
-    outputs = [t.name for t in profile.outputs]
+    outputs = [t.name for t in profile.outputs if t.name not in row_outputs]
     params = [prm.name for prm in profile.parameters]
     channel = [prm.name for prm in profile.parameters if prm.shape == "channel"]
     grads = [f"grad_{name}" for name in grad_inputs]
@@ -41,7 +43,11 @@ def dtensor_view(profile: KernelProfile, grad_inputs: list[str], grad_outputs: l
     return DTensorView(
         layout=f'"{profile.operation_name}", {_by_name(inputs)}, {_by_name(params)}, {_tuple(quoted)}',
         local=f"{_unpack(inputs + params)} = ctx.layout.local({_tuple(inputs)}, {_tuple(params)})",
-        wrap=f"{_unpack(outputs)} = ctx.layout.wrap({', '.join(outputs)})",
+        wrap=[
+            f"{_unpack(names)} = ctx.layout.{method}({', '.join(names)})"
+            for method, names in (("wrap", outputs), ("wrap_rows", list(row_outputs)))
+            if names
+        ],
         local_grads=f"{_unpack(grad_outputs)} = ctx.layout.local_grads({', '.join(grad_outputs)})",
         wrap_grads=f"{_unpack(grads + grad_params)} = ctx.layout.wrap_grads({_tuple(grads)}, {_tuple(grad_params)})",
     )

@@ -143,6 +143,7 @@ class RowProgramOpsView:
     block_elements: int
     programs_per_sm: int
     num_warps: int | None
+    dtensor: DTensorView
 
 
 @dataclass(frozen=True)
@@ -447,6 +448,7 @@ def _row_program_ops(profile: KernelProfile) -> RowProgramOpsView:
         block_elements=profile.tiling.block_elements,
         programs_per_sm=profile.tiling.programs_per_sm,
         num_warps=profile.tiling.num_warps,
+        dtensor=dtensor_view(profile, grad_inputs, [f"grad_{name}" for name in outputs], tuple(math.row_outputs)),
     )
 
 
