@@ -60,8 +60,8 @@ def test_generated_geglu_passes_every_stage_and_is_archived(geglu_checkout):
         assert f"stage: {stage:<12} verdict: PASS" in out
     assert "overall: PASS" in out
     # The generated test file's fp32 cases (bf16 ones skip on the CPU): 6 against the reference, the strided-rows
-    # case and 5 of the Gemma 4 variant.
-    assert "12 passed" in out
+    # case, the DTensor case (two gloo processes) and 5 of the Gemma 4 variant.
+    assert "13 passed" in out
     if torch.cuda.is_available():
         assert "PERFORMANCE_VALIDATION" in out
     else:
@@ -120,7 +120,11 @@ def test_torch_math_in_the_forward_wrapper_fails_purity_with_file_and_line(geglu
 def test_stub_backward_fails_purity(geglu_copy):
     old = (
         "        a, b = ctx.saved_tensors\n"
+        "        if ctx.layout is not None:\n"
+        "            (grad_y,) = ctx.layout.local_grads(grad_y)\n"
         "        grad_a, grad_b = geglu_backward(a, b, grad_y)\n"
+        "        if ctx.layout is not None:\n"
+        "            grad_a, grad_b = ctx.layout.wrap_grads((grad_a, grad_b), ())\n"
         "        return grad_a, grad_b\n"
     )
     _edit(geglu_copy, old, "        return grad_y, None\n")
