@@ -25,8 +25,10 @@ from tools.kernelgen.profile import load_profile
 from tools.kernelgen.repo import LigerRepo
 from tools.kernelgen.writer import write_all
 
-# Styles beyond the built-ins whose generated kernels run (the derivation covers all of them).
+# Styles beyond the built-ins whose generated kernels run (the derivation covers all of them); the squared error
+# of a softmax has no hyper-parameter at all, the focal loss a run-time exponent.
 STYLE_KERNELS = ["gathered_nll", "softcapped_cross_entropy", "DistillationLoss", "cross_entropy_and_z_loss"]
+STYLE_KERNELS += ["squared_error_of_softmax", "focal_loss"]
 
 HOST_COMPARISON = textwrap.dedent(
     """
