@@ -290,11 +290,17 @@ def test_data_dependent_control_flow_names_line(tmp_path):
 
 
 def test_unsynthesizable_element_wise_use_names_line(tmp_path):
-    path = write(tmp_path, "powx.py", "import torch\n\n\ndef pow_x(x):\n    return torch.pow(2.0, x)\n")
+    path = write(tmp_path, "fmodx.py", "import torch\n\n\ndef fmod_x(x):\n    return torch.fmod(x, 2.0)\n")
     with pytest.raises(AnalyzeError) as info:
         analyze(str(path))
-    assert str(info.value).startswith(f"{path}:5: `torch.pow`")
-    assert "exponent must be a constant" in str(info.value)
+    assert_one_line(info.value)
+    assert str(info.value).startswith(f"{path}:5: `torch.fmod` is not an op kernelgen knows")
+
+
+def test_a_power_with_a_tensor_exponent_is_element_wise(tmp_path):
+    path = write(tmp_path, "powx.py", "import torch\n\n\ndef pow_x(x):\n    return torch.pow(2.0, x)\n")
+    profile = analyze(str(path))
+    assert profile.tier == 1 and profile.math.outputs["y"] == "2.0 ** x"
 
 
 def test_module_needing_unknown_init_argument(tmp_path):

@@ -102,6 +102,11 @@ STYLES = textwrap.dedent(
         probs = torch.softmax(logits, dim=-1)
         hit = F.one_hot(target, logits.shape[-1]).to(probs.dtype)
         return ((probs - hit) ** 2).sum(-1).mean()
+
+
+    def focal_loss(logits, target, gamma: float = 2.0):
+        logpt = F.log_softmax(logits, dim=-1).gather(1, target.unsqueeze(1)).squeeze(1)
+        return (-((1 - logpt.exp()) ** gamma) * logpt).mean()
     """
 )
 STYLE_ENTRIES = [
@@ -116,6 +121,7 @@ STYLE_ENTRIES = [
     "ReducedCrossEntropy",
     "tvd_sum",
     "squared_error_of_softmax",
+    "focal_loss",
 ]
 
 

@@ -108,10 +108,11 @@ def _condition(arg):
     return sympy.Ne(arg, 0)
 
 
-def _constant_exponent(exponent) -> sympy.Expr:
+def _real_exponent(exponent) -> sympy.Expr:
+    """A constant or a run-time exponent (a hyper-parameter such as a focal loss's gamma, or a tensor)."""
     exponent = _value(exponent)
-    if not (exponent.is_number and exponent.is_real):
-        raise ValueError(f"pow: the exponent must be a constant number, got {exponent}")
+    if exponent.is_number and not exponent.is_real:
+        raise ValueError(f"pow: the exponent must be real, got {exponent}")
     return exponent
 
 
@@ -130,7 +131,7 @@ def _div(a, b, rounding_mode=None):
 
 
 def _pow(x, exponent):
-    return _value(x) ** _constant_exponent(exponent)
+    return _value(x) ** _real_exponent(exponent)
 
 
 def _gelu(x, approximate="none"):
