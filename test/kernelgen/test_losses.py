@@ -104,6 +104,14 @@ STYLES = textwrap.dedent(
         return ((probs - hit) ** 2).sum(-1).mean()
 
 
+    def masked_nll(logits, labels, ignore_index: int = -100):
+        logp = torch.log_softmax(logits.float(), dim=-1)
+        mask = labels != ignore_index
+        safe = labels.masked_fill(~mask, 0)
+        nll = -logp.gather(-1, safe.unsqueeze(-1)).squeeze(-1)
+        return (nll * mask).sum() / mask.sum()
+
+
     def focal_loss(logits, target, gamma: float = 2.0):
         logpt = F.log_softmax(logits, dim=-1).gather(1, target.unsqueeze(1)).squeeze(1)
         return (-((1 - logpt.exp()) ** gamma) * logpt).mean()
@@ -121,6 +129,7 @@ STYLE_ENTRIES = [
     "ReducedCrossEntropy",
     "tvd_sum",
     "squared_error_of_softmax",
+    "masked_nll",
     "focal_loss",
 ]
 

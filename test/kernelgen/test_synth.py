@@ -237,6 +237,7 @@ def test_op_forward_and_gradients_match_torch(case):
 
 def test_every_op_of_the_table_is_exercised():
     exercised = {case.op for case in OP_CASES} | {"where", "gt", "ge", "lt", "le", "eq", "ne"}
+    exercised |= {"logical_not", "logical_and", "logical_or", "masked_fill"}  # test_masks_...
     assert exercised == SUPPORTED_OPS
 
 
@@ -265,6 +266,28 @@ def test_comparisons_select_in_where_and_count_as_indicators(comparison, torch_c
     backward = run_statements(math.backward, {**values, "grad_y": grad_y})
     for name in names:
         assert_verbose_allclose(backward[f"grad_{name}"], leaves[name].grad, rtol=1e-12)
+
+
+def test_masks_combine_negate_and_fill_as_torch_does():
+    a, b = make_symbols(["a", "b"]).values()
+    keep = apply_op("logical_or", apply_op("logical_and", a > 0, b < 1), apply_op("logical_not", a > b))
+    expr = apply_op("mul", apply_op("masked_fill", a * b, apply_op("logical_not", keep), 0.0), keep)
+
+    def reference(a, b):
+        keep = ((a > 0) & (b < 1)) | ~(a > b)
+        return (a * b).masked_fill(~keep, 0.0) * keep
+
+    math = synthesize_elementwise({"y": expr}, ["a", "b"])
+    values = {name: torch.randn(64, dtype=torch.float64) for name in ("a", "b")}
+    leaves = {name: value.clone().requires_grad_(True) for name, value in values.items()}
+    expected = reference(**leaves)
+    assert_verbose_allclose(run_statements(math.forward, values)["y"], expected, rtol=1e-12)
+    expected.backward(torch.ones_like(expected))
+    backward = run_statements(math.backward, {**values, "grad_y": torch.ones(64, dtype=torch.float64)})
+    for name in ("a", "b"):
+        assert_verbose_allclose(backward[f"grad_{name}"], leaves[name].grad, rtol=1e-12)
+    with pytest.raises(ValueError, match="combine masks"):
+        apply_op("logical_not", a)
 
 
 def test_where_routes_the_gradient_by_its_condition_and_the_condition_input_gets_zero():

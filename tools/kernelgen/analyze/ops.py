@@ -174,6 +174,11 @@ for _name in ("size", "dim", "numel"):
     _BY_NAME[_name] = _spec(_name, META)
 for _compare in ("gt", "ge", "lt", "le", "eq", "ne"):
     _BY_NAME[_compare] = _spec(_compare, params=_BINARY, operands=2)
+# Masks: combined, negated, and used to overwrite (``x.masked_fill(~mask, 0)``).
+_BY_NAME["logical_not"] = _spec("logical_not")
+for _logical in ("logical_and", "logical_or"):
+    _BY_NAME[_logical] = _spec(_logical, params=_BINARY, operands=2)
+_BY_NAME["masked_fill"] = _spec("masked_fill", params=("input", "mask", "value"), operands=3)
 _BY_NAME.update(
     {
         "greater": _BY_NAME["gt"],
@@ -216,6 +221,9 @@ _OPERATORS: dict[Any, OpSpec] = {
     operator.le: _BY_NAME["le"],
     operator.eq: _BY_NAME["eq"],
     operator.ne: _BY_NAME["ne"],
+    operator.invert: _BY_NAME["logical_not"],
+    operator.and_: _BY_NAME["logical_and"],
+    operator.or_: _BY_NAME["logical_or"],
 }
 
 # Leaf nn modules fx keeps as call_module nodes: the spec plus the options read from the module's attributes.

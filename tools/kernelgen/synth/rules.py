@@ -201,6 +201,18 @@ def _where(condition, x, y):
     return select(_condition(condition), _value(x), _value(y))
 
 
+def _masked_fill(x, mask, value):
+    return select(_condition(mask), _value(value), _value(x))
+
+
+def _mask(arg):
+    """A mask operand of ``~``, ``&``, ``|``: a comparison (or a combination); integers' bitwise ops are not masks."""
+    arg = to_sympy_number(arg)
+    if not is_condition(arg):
+        raise ValueError(f"~, & and | combine masks (comparison results); got {arg}")
+    return arg
+
+
 def _unary(function: Callable[[sympy.Expr], sympy.Expr]) -> Callable[[sympy.Expr], sympy.Expr]:
     def build(x):
         return function(_value(x))
@@ -255,6 +267,10 @@ _ROWS = (
     OpRule("le", _binary(lambda a, b: a <= b)),
     OpRule("eq", _binary(lambda a, b: _equality(sympy.Eq, a, b))),
     OpRule("ne", _binary(lambda a, b: _equality(sympy.Ne, a, b))),
+    OpRule("logical_not", lambda x: sympy.Not(_mask(x))),
+    OpRule("logical_and", lambda a, b: sympy.And(_mask(a), _mask(b))),
+    OpRule("logical_or", lambda a, b: sympy.Or(_mask(a), _mask(b))),
+    OpRule("masked_fill", _masked_fill, {"x": "where(mask, 0, 1)"}),
     OpRule("maximum", _binary(Maximum), {"a": "where(a > b, 1, where(a == b, 0.5, 0))"}),
     OpRule("minimum", _binary(Minimum), {"a": "where(a < b, 1, where(a == b, 0.5, 0))"}),
     OpRule("sin", _unary(sympy.sin), {"x": "cos(x)"}),
