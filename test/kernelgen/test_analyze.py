@@ -637,3 +637,19 @@ def test_closest_kernel_op_names_drop_qualifiers_and_method_calls():
     profile = load_profile(EXAMPLES / "rms_norm.yaml")
     profile.math.triton.forward = ["y = (libdevice.tanh(x) * tl.extra.cuda.libdevice.exp(x)).to(tl.float32) * _tanh(x)"]
     assert _op_names(profile) == {"rsqrt", "sum", "tanh", "exp"}
+
+
+def test_a_float_attribute_is_named_after_the_constructor_argument_that_sets_it(tmp_path):
+    """Hugging Face's norms keep eps as ``self.variance_epsilon``: the hyper-parameter is ``eps``, the name the
+    reference module, the generated module and the tests are built with."""
+    source = (
+        "import torch\nimport torch.nn as nn\n\n\nclass T5Norm(nn.Module):\n"
+        "    def __init__(self, hidden_size, eps=1e-6, scale=2.0):\n        super().__init__()\n"
+        "        self.weight = nn.Parameter(torch.ones(hidden_size))\n        self.variance_epsilon = eps\n"
+        "        self.factor = scale\n\n    def forward(self, x):\n"
+        "        variance = x.pow(2).mean(-1, keepdim=True)\n"
+        "        return self.factor * self.weight * x * torch.rsqrt(variance + self.variance_epsilon)\n"
+    )
+    profile = analyze(f"{write(tmp_path, 't5norm.py', source)}:T5Norm")
+    assert [(hp.name, hp.default) for hp in profile.hyperparameters] == [("eps", 1e-6), ("scale", 2.0)]
+    assert "eps" in profile.math.outputs["y"] and "variance_epsilon" not in profile.math.outputs["y"]

@@ -90,11 +90,18 @@ class TracedReference:
 class _ReferenceTracer(fx.Tracer):
     """fx tracer that stamps each node with its reference line and can feed module attributes in as inputs."""
 
-    def __init__(self, filename: str, proxied_attributes: dict[str, Any] | None = None, module: nn.Module = None):
+    def __init__(
+        self,
+        filename: str,
+        proxied_attributes: dict[str, Any] | None = None,
+        module: nn.Module = None,
+        input_names: dict[str, str] | None = None,
+    ):
         super().__init__()
         self.filename = filename
         self.proxied_attributes = proxied_attributes or {}
         self.traced_module = module
+        self.input_names = input_names or {}  # attribute -> the name of the input it is traced as
 
     def create_node(self, kind, target, args, kwargs, name=None, type_expr=None):
         node = super().create_node(kind, target, args, kwargs, name, type_expr)
@@ -108,7 +115,8 @@ class _ReferenceTracer(fx.Tracer):
         root_fn, args = super().create_args_for_root(root_fn, is_module, concrete_args)
         # Extra placeholders after forward's own arguments; the module reads them back as self.<name>.
         for name in self.proxied_attributes:
-            self.traced_module.__dict__[name] = self.create_proxy("placeholder", name, (), {})
+            placeholder = self.input_names.get(name, name)
+            self.traced_module.__dict__[name] = self.create_proxy("placeholder", placeholder, (), {})
         return root_fn, args
 
 
@@ -207,17 +215,20 @@ def _trace_module(loaded: LoadedReference, overrides: dict[str, Any]) -> TracedR
         for name, value in vars(module).items()
         if not name.startswith("_") and name != "training" and isinstance(value, float)
     }
-    tracer = _ReferenceTracer(loaded.filename, attributes, module)
+    taken = {*tensors, *(h.name for h in hypers), *concrete}
+    input_names = _constructor_names(loaded, attributes, init_params, built_with, taken)
+    tracer = _ReferenceTracer(loaded.filename, attributes, module, input_names)
     try:
         graph = _run_tracer(loaded, lambda: tracer.trace(module, concrete_args=concrete or None))
     finally:
         module.__dict__.update(attributes)  # the Proxies must not outlive the trace
     graph_module = fx.GraphModule(module, graph, loaded.entry)
-    hypers = hypers + [HyperParameter(name=name, type="float", default=value) for name, value in attributes.items()]
+    proxied = {input_names.get(name, name): value for name, value in attributes.items()}
+    hypers = hypers + [HyperParameter(name=name, type="float", default=value) for name, value in proxied.items()]
     vectors = [p for p in module.parameters() if p.dim() == 1 and p.numel() > 1]
     hidden = int(vectors[0].numel()) if vectors else DEFAULT_HIDDEN
-    order = order + list(attributes)
-    traced = _finish(loaded, graph_module, order, tensors, hypers, concrete, attributes, hidden, init_params, module)
+    order = order + list(proxied)
+    traced = _finish(loaded, graph_module, order, tensors, hypers, concrete, proxied, hidden, init_params, module)
     init_names = {ip.name for ip in init_params}
     traced.module_switches = {
         name: value
@@ -230,6 +241,37 @@ def _trace_module(loaded: LoadedReference, overrides: dict[str, Any]) -> TracedR
         traced.size_param = sizes[0]
     _link_constructor_arguments(loaded, module, traced, built_with)
     return traced
+
+
+def _constructor_names(
+    loaded: LoadedReference,
+    attributes: dict[str, float],
+    init_params: list[HyperParameter],
+    built_with: dict[str, Any],
+    taken: set[str],
+) -> dict[str, str]:
+    """Float attributes stored under another name than the constructor argument that sets them
+    (``self.variance_epsilon = eps``): attribute -> that argument, proven by building the module again with the
+    argument changed. The kernel's hyper-parameter then has the constructor's name, so the reference module, the
+    generated module and the tests are all built with ``eps=...``."""
+    names: dict[str, str] = {}
+    init_names = {ip.name for ip in init_params}
+    candidates = [ip.name for ip in init_params if isinstance(built_with.get(ip.name), float) and ip.name not in taken]
+    for attribute, value in attributes.items():
+        if attribute in init_names:
+            continue
+        for argument in candidates:
+            if argument in names.values():
+                continue
+            changed = built_with[argument] * 2.0 + 0.5
+            try:
+                rebuilt, _, _ = _instantiate(loaded, {argument: changed})
+            except AnalyzeError:
+                continue
+            if getattr(rebuilt, attribute, None) == changed and value == built_with[argument]:
+                names[attribute] = argument
+                break
+    return names
 
 
 def _link_constructor_arguments(
