@@ -412,3 +412,14 @@ def test_only_an_indicator_true_at_exactly_one_column_counts_as_one():
     # A per-element condition counts elements, any number of them.
     assert not _one_column_indicator(indicator(x > 0), elements)
     assert not _one_column_indicator(indicator(sympy.Eq(col, x)), elements)
+
+
+def test_what_kl_div_takes_as_it_is_is_drawn_as_a_distribution(styles_path):
+    """F.kl_div's input is log-probabilities and its target log-probabilities (log_target) or probabilities: tests
+    draw such inputs so (real rows would sum exponentials of up to e^4 and lose the loss to fp32 rounding)."""
+    domains = {t.name: t.domain for t in analyze(f"{styles_path}:kl_log_target").inputs}
+    assert domains == {"log_q": "log_probabilities", "log_p": "log_probabilities"}
+    assert {t.name: t.domain for t in analyze("kl_div").inputs} == {
+        "input": "log_probabilities",
+        "target": "probabilities",
+    }
