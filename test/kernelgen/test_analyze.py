@@ -653,3 +653,11 @@ def test_a_float_attribute_is_named_after_the_constructor_argument_that_sets_it(
     profile = analyze(f"{write(tmp_path, 't5norm.py', source)}:T5Norm")
     assert [(hp.name, hp.default) for hp in profile.hyperparameters] == [("eps", 1e-6), ("scale", 2.0)]
     assert "eps" in profile.math.outputs["y"] and "variance_epsilon" not in profile.math.outputs["y"]
+
+
+def test_a_scalar_argument_without_a_default_is_one_line(tmp_path):
+    path = write(tmp_path, "noisy.py", "import torch\n\n\ndef scale(x, n: int):\n    return x * n\n")
+    with pytest.raises(AnalyzeError) as info:
+        analyze(str(path))
+    assert_one_line(info.value)
+    assert "'scale': 'n' is annotated int but has no default; a hyper-parameter needs one" in str(info.value)

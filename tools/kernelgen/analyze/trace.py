@@ -144,6 +144,21 @@ def _split_signature(loaded: LoadedReference, fn, skip_self: bool):
                 origin=loaded.origin,
             )
         default = parameter.default
+        if default is inspect.Parameter.empty and parameter.annotation in (
+            int,
+            float,
+            bool,
+            str,
+            "int",
+            "float",
+            "bool",
+            "str",
+        ):
+            raise AnalyzeError(
+                f"'{loaded.entry}': '{parameter.name}' is annotated {getattr(parameter.annotation, '__name__', parameter.annotation)} "
+                f"but has no default; a hyper-parameter needs one (tensor inputs take none)",
+                origin=loaded.origin,
+            )
         if default is inspect.Parameter.empty:
             tensors.append(parameter.name)
         elif isinstance(default, float):
@@ -449,6 +464,11 @@ def _finish(loaded, graph_module, order, tensors, hypers, concrete, attributes, 
     outputs, output_names = _output_nodes(graph_module, loaded)
     if any(not isinstance(node, fx.Node) for node in outputs):
         raise AnalyzeError(f"'{loaded.entry}' must return tensors computed from its inputs", origin=loaded.origin)
+    if not tensors:
+        raise AnalyzeError(
+            f"'{loaded.entry}' takes no tensor input (annotated scalars are hyper-parameters): a kernel needs one",
+            origin=loaded.origin,
+        )
     taken = set(tensors) | {h.name for h in hypers}
     output_names = [name if name not in taken else f"{name}_out" for name in output_names]
 
