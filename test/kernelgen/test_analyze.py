@@ -661,3 +661,28 @@ def test_a_scalar_argument_without_a_default_is_one_line(tmp_path):
         analyze(str(path))
     assert_one_line(info.value)
     assert "'scale': 'n' is annotated int but has no default; a hyper-parameter needs one" in str(info.value)
+
+
+def test_in_place_methods_are_read_as_their_out_of_place_ops(tmp_path):
+    source = "import torch\n\n\ndef f(x, y):\n    z = x.clone()\n    z.mul_(2.0)\n    return z.tanh() * y\n"
+    profile = analyze(str(write(tmp_path, "inplace.py", source)))
+    assert profile.math.outputs["y_out"] == "tanh(x * 2.0) * y"
+
+
+def test_writing_in_place_into_an_input_is_one_line(tmp_path):
+    path = write(tmp_path, "into_input.py", "import torch\n\n\ndef f(x, y):\n    x.mul_(2.0)\n    return x * y\n")
+    with pytest.raises(AnalyzeError) as info:
+        analyze(str(path))
+    assert_one_line(info.value)
+    assert str(info.value).startswith(f"{path}:5: `.mul_` writes in place into input 'x'")
+
+
+def test_constants_shaped_like_a_tensor_and_max_values(tmp_path):
+    source = (
+        "import torch\n\n\ndef f(x, t: float = 0.5):\n"
+        "    return torch.where(x > t, x, torch.zeros_like(x)) + torch.full_like(x, 2.0)\n\n\n"
+        "def g(x):\n    e = (x - x.max(dim=-1, keepdim=True).values).exp()\n    return e / e.sum(-1, keepdim=True)\n"
+    )
+    path = write(tmp_path, "consts.py", source)
+    assert analyze(f"{path}:f").math.outputs["y"] == "where(x > t, x, zeros_like(x)) + full_like(x, fill_value=2.0)"
+    assert analyze(f"{path}:g").tier == 2

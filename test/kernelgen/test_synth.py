@@ -238,6 +238,7 @@ def test_op_forward_and_gradients_match_torch(case):
 def test_every_op_of_the_table_is_exercised():
     exercised = {case.op for case in OP_CASES} | {"where", "gt", "ge", "lt", "le", "eq", "ne"}
     exercised |= {"logical_not", "logical_and", "logical_or", "masked_fill"}  # test_masks_...
+    exercised |= {"zeros_like", "ones_like", "full_like"}  # test_constants_shaped_like_a_tensor
     assert exercised == SUPPORTED_OPS
 
 
@@ -288,6 +289,12 @@ def test_masks_combine_negate_and_fill_as_torch_does():
         assert_verbose_allclose(backward[f"grad_{name}"], leaves[name].grad, rtol=1e-12)
     with pytest.raises(ValueError, match="combine masks"):
         apply_op("logical_not", a)
+
+
+def test_constants_shaped_like_a_tensor():
+    x = make_symbols(["x"])["x"]
+    assert apply_op("zeros_like", x) == 0 and apply_op("ones_like", x) == 1
+    assert apply_op("full_like", x, 2.5) == sympy.Rational(5, 2)
 
 
 def test_where_routes_the_gradient_by_its_condition_and_the_condition_input_gets_zero():

@@ -388,6 +388,36 @@ def _run_tracer(loaded: LoadedReference, trace) -> fx.Graph:
         raise AnalyzeError(why, origin=loaded.origin, line=line_in_traceback(error, loaded.filename)) from None
 
 
+_VIEWS = {"view", "reshape", "transpose", "permute", "expand", "narrow", "select", "squeeze", "unsqueeze", "flatten"}
+
+
+def _functionalize_in_place_ops(loaded: LoadedReference, graph: fx.Graph) -> None:
+    """``z.mul_(2.0)`` as ``z = z.mul(2.0)``: fx records the in-place call, but later uses of ``z`` still name the
+    tensor before it, so the mutation would be lost. Each in-place method's later users read its result instead,
+    and it becomes the out-of-place op. Writing into a reference's input or into a view (which would write through
+    to another tensor) is refused."""
+    order = {node: index for index, node in enumerate(graph.nodes)}
+    for node in list(graph.nodes):
+        name = node.target if node.op == "call_method" else None
+        if not (isinstance(name, str) and name.endswith("_") and not name.startswith("_")):
+            continue
+        base = node.args[0]
+        line = node.meta.get(LINE_KEY)
+        if not isinstance(base, fx.Node) or base.op == "placeholder" or base.target in _VIEWS:
+            what = (
+                f"input '{base.target}'" if getattr(base, "op", None) == "placeholder" else "a view of another tensor"
+            )
+            raise AnalyzeError(
+                f"`.{name}` writes in place into {what}; compute a new tensor instead (x = x.{name[:-1]}(...))",
+                origin=loaded.origin,
+                line=line,
+            )
+        for user in list(base.users):
+            if user is not node and order[user] > order[node]:
+                user.replace_input_with(base, node)
+        node.target = name[:-1]
+
+
 def _reachable(graph: fx.Graph) -> set[fx.Node]:
     output = next(node for node in graph.nodes if node.op == "output")
     seen, stack = set(), [output]
@@ -459,6 +489,7 @@ def _returned_names(loaded: LoadedReference, count: int) -> list[str] | None:
 def _finish(loaded, graph_module, order, tensors, hypers, concrete, attributes, hidden, init_params, module=None):
     # fx renames specialised placeholders (``approximate_1``), so they are matched to arguments by position.
     placeholders = dict(zip(order, (node for node in graph_module.graph.nodes if node.op == "placeholder")))
+    _functionalize_in_place_ops(loaded, graph_module.graph)
     live = _reachable(graph_module.graph)
     calls = _normalize_all(loaded, graph_module, live)
     outputs, output_names = _output_nodes(graph_module, loaded)
