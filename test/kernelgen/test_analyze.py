@@ -290,11 +290,17 @@ def test_data_dependent_control_flow_names_line(tmp_path):
 
 
 def test_unsynthesizable_element_wise_use_names_line(tmp_path):
-    path = write(tmp_path, "powx.py", "import torch\n\n\ndef pow_x(x):\n    return torch.pow(2.0, x)\n")
+    path = write(tmp_path, "fmodx.py", "import torch\n\n\ndef fmod_x(x):\n    return torch.fmod(x, 2.0)\n")
     with pytest.raises(AnalyzeError) as info:
         analyze(str(path))
-    assert str(info.value).startswith(f"{path}:5: `torch.pow`")
-    assert "exponent must be a constant" in str(info.value)
+    assert_one_line(info.value)
+    assert str(info.value).startswith(f"{path}:5: `torch.fmod` is not an op kernelgen knows")
+
+
+def test_a_power_with_a_tensor_exponent_is_element_wise(tmp_path):
+    path = write(tmp_path, "powx.py", "import torch\n\n\ndef pow_x(x):\n    return torch.pow(2.0, x)\n")
+    profile = analyze(str(path))
+    assert profile.tier == 1 and profile.math.outputs["y"] == "2.0 ** x"
 
 
 def test_module_needing_unknown_init_argument(tmp_path):
@@ -631,3 +637,52 @@ def test_closest_kernel_op_names_drop_qualifiers_and_method_calls():
     profile = load_profile(EXAMPLES / "rms_norm.yaml")
     profile.math.triton.forward = ["y = (libdevice.tanh(x) * tl.extra.cuda.libdevice.exp(x)).to(tl.float32) * _tanh(x)"]
     assert _op_names(profile) == {"rsqrt", "sum", "tanh", "exp"}
+
+
+def test_a_float_attribute_is_named_after_the_constructor_argument_that_sets_it(tmp_path):
+    """Hugging Face's norms keep eps as ``self.variance_epsilon``: the hyper-parameter is ``eps``, the name the
+    reference module, the generated module and the tests are built with."""
+    source = (
+        "import torch\nimport torch.nn as nn\n\n\nclass T5Norm(nn.Module):\n"
+        "    def __init__(self, hidden_size, eps=1e-6, scale=2.0):\n        super().__init__()\n"
+        "        self.weight = nn.Parameter(torch.ones(hidden_size))\n        self.variance_epsilon = eps\n"
+        "        self.factor = scale\n\n    def forward(self, x):\n"
+        "        variance = x.pow(2).mean(-1, keepdim=True)\n"
+        "        return self.factor * self.weight * x * torch.rsqrt(variance + self.variance_epsilon)\n"
+    )
+    profile = analyze(f"{write(tmp_path, 't5norm.py', source)}:T5Norm")
+    assert [(hp.name, hp.default) for hp in profile.hyperparameters] == [("eps", 1e-6), ("scale", 2.0)]
+    assert "eps" in profile.math.outputs["y"] and "variance_epsilon" not in profile.math.outputs["y"]
+
+
+def test_a_scalar_argument_without_a_default_is_one_line(tmp_path):
+    path = write(tmp_path, "noisy.py", "import torch\n\n\ndef scale(x, n: int):\n    return x * n\n")
+    with pytest.raises(AnalyzeError) as info:
+        analyze(str(path))
+    assert_one_line(info.value)
+    assert "'scale': 'n' is annotated int but has no default; a hyper-parameter needs one" in str(info.value)
+
+
+def test_in_place_methods_are_read_as_their_out_of_place_ops(tmp_path):
+    source = "import torch\n\n\ndef f(x, y):\n    z = x.clone()\n    z.mul_(2.0)\n    return z.tanh() * y\n"
+    profile = analyze(str(write(tmp_path, "inplace.py", source)))
+    assert profile.math.outputs["y_out"] == "tanh(x * 2.0) * y"
+
+
+def test_writing_in_place_into_an_input_is_one_line(tmp_path):
+    path = write(tmp_path, "into_input.py", "import torch\n\n\ndef f(x, y):\n    x.mul_(2.0)\n    return x * y\n")
+    with pytest.raises(AnalyzeError) as info:
+        analyze(str(path))
+    assert_one_line(info.value)
+    assert str(info.value).startswith(f"{path}:5: `.mul_` writes in place into input 'x'")
+
+
+def test_constants_shaped_like_a_tensor_and_max_values(tmp_path):
+    source = (
+        "import torch\n\n\ndef f(x, t: float = 0.5):\n"
+        "    return torch.where(x > t, x, torch.zeros_like(x)) + torch.full_like(x, 2.0)\n\n\n"
+        "def g(x):\n    e = (x - x.max(dim=-1, keepdim=True).values).exp()\n    return e / e.sum(-1, keepdim=True)\n"
+    )
+    path = write(tmp_path, "consts.py", source)
+    assert analyze(f"{path}:f").math.outputs["y"] == "where(x > t, x, zeros_like(x)) + full_like(x, fill_value=2.0)"
+    assert analyze(f"{path}:g").tier == 2

@@ -8,7 +8,12 @@ vocabulary longer than one chunk of the kernel, plus ignored rows, a grad_output
 gradients and a mean split over two calls. On the CPU the kernels run under the Triton interpreter.
 """
 
+import os
+import subprocess
+import sys
 import textwrap
+
+from pathlib import Path
 
 import pytest
 
@@ -25,8 +30,10 @@ from tools.kernelgen.profile import load_profile
 from tools.kernelgen.repo import LigerRepo
 from tools.kernelgen.writer import write_all
 
-# Styles beyond the built-ins whose generated kernels run (the derivation covers all of them).
+# Styles beyond the built-ins whose generated kernels run (the derivation covers all of them); the squared error
+# of a softmax has no hyper-parameter at all, the focal loss a run-time exponent.
 STYLE_KERNELS = ["gathered_nll", "softcapped_cross_entropy", "DistillationLoss", "cross_entropy_and_z_loss"]
+STYLE_KERNELS += ["squared_error_of_softmax", "focal_loss"]
 
 HOST_COMPARISON = textwrap.dedent(
     """
@@ -92,6 +99,30 @@ def test_generated_losses_run_under_the_interpreter(generated_checkout):
 def test_generated_losses_match_torch_autograd(generated_checkout):
     root, names = generated_checkout
     assert_generated_tests_pass(root, names, at_least_per_kernel=8)
+
+
+def test_generated_loss_kernels_compile_for_the_h200_in_seconds(generated_checkout):
+    """Each forward kernel, compiled for sm_90 as a GPU launch would (16-byte-aligned pointers, the largest chunk):
+    a schedule LLVM cannot compile in reasonable time shows here, not only on the GPU."""
+    root, names = generated_checkout
+    # The checkout has a test package of its own: the helper travels as source.
+    code = (Path(__file__).parent / "sm90.py").read_text() + "\nimport sys, importlib\n"
+    code += "for name in sys.argv[1:]:\n"
+    code += "    kernel = getattr(importlib.import_module(f'liger_kernel.ops.{name}'), f'_{name}_forward_kernel')\n"
+    code += "    print(name, round(compile_for_sm90(kernel, {'n_cols': 128256, 'BLOCK_SIZE': 16384}, 16), 1))\n"
+    result = subprocess.run(
+        [sys.executable, "-c", code, *names],
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": str(root / "src"), "TRITON_INTERPRET": "0"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    seconds = dict(line.split() for line in result.stdout.splitlines())
+    assert set(seconds) == set(names)
+    slow = {name: s for name, s in seconds.items() if float(s) > 30}
+    assert not slow, f"compiling for sm_90 took over 30 s: {slow}"
 
 
 def test_a_generated_cross_entropy_matches_the_host_kernel(generated_checkout):

@@ -102,6 +102,19 @@ STYLES = textwrap.dedent(
         probs = torch.softmax(logits, dim=-1)
         hit = F.one_hot(target, logits.shape[-1]).to(probs.dtype)
         return ((probs - hit) ** 2).sum(-1).mean()
+
+
+    def masked_nll(logits, labels, ignore_index: int = -100):
+        logp = torch.log_softmax(logits.float(), dim=-1)
+        mask = labels != ignore_index
+        safe = labels.masked_fill(~mask, 0)
+        nll = -logp.gather(-1, safe.unsqueeze(-1)).squeeze(-1)
+        return (nll * mask).sum() / mask.sum()
+
+
+    def focal_loss(logits, target, gamma: float = 2.0):
+        logpt = F.log_softmax(logits, dim=-1).gather(1, target.unsqueeze(1)).squeeze(1)
+        return (-((1 - logpt.exp()) ** gamma) * logpt).mean()
     """
 )
 STYLE_ENTRIES = [
@@ -116,6 +129,8 @@ STYLE_ENTRIES = [
     "ReducedCrossEntropy",
     "tvd_sum",
     "squared_error_of_softmax",
+    "masked_nll",
+    "focal_loss",
 ]
 
 
@@ -397,3 +412,14 @@ def test_only_an_indicator_true_at_exactly_one_column_counts_as_one():
     # A per-element condition counts elements, any number of them.
     assert not _one_column_indicator(indicator(x > 0), elements)
     assert not _one_column_indicator(indicator(sympy.Eq(col, x)), elements)
+
+
+def test_what_kl_div_takes_as_it_is_is_drawn_as_a_distribution(styles_path):
+    """F.kl_div's input is log-probabilities and its target log-probabilities (log_target) or probabilities: tests
+    draw such inputs so (real rows would sum exponentials of up to e^4 and lose the loss to fp32 rounding)."""
+    domains = {t.name: t.domain for t in analyze(f"{styles_path}:kl_log_target").inputs}
+    assert domains == {"log_q": "log_probabilities", "log_p": "log_probabilities"}
+    assert {t.name: t.domain for t in analyze("kl_div").inputs} == {
+        "input": "log_probabilities",
+        "target": "probabilities",
+    }

@@ -138,3 +138,39 @@ def test_write_all_writes_nothing_when_one_target_cannot_be_written(tmp_path):
         write_all(tmp_path, {"a.txt": "new", "dir/b.txt": "x"})
     assert (tmp_path / "a.txt").read_text() == "old"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.txt", "dir"]
+
+
+ACT_WITH_NEW_HYPERPARAMETERS = (
+    "import torch\n\n\ndef act(a, b, beta: float = 0.5, gamma: float = 2.0):\n"
+    "    return torch.sigmoid(beta * a) * b * gamma\n"
+)
+
+
+def test_force_with_a_changed_reference_regenerates_the_functional_wrapper_too(generated_act, tmp_path):
+    """The wrapper in functional.py is the kernel's own: left at the old signature, the regenerated test of the
+    functional would call it with the new hyper-parameters and fail."""
+    checkout = tmp_path / "liger"
+    shutil.copytree(generated_act, checkout)
+    reference = tmp_path / "act.py"
+    reference.write_text(ACT_WITH_NEW_HYPERPARAMETERS)
+    result = run_kernelgen("new", "act", "--reference", str(reference), "--force", "--repo", str(checkout))
+    assert result.returncode == 0, result.stderr
+    functional = (checkout / FUNCTIONAL).read_text()
+    assert "def liger_act(a, b, beta=0.5, gamma=2.0):" in functional and functional.count("def liger_act(") == 1
+
+
+def test_force_refuses_a_functional_wrapper_edited_by_hand(generated_act, tmp_path, capsys):
+    checkout = tmp_path / "liger"
+    shutil.copytree(generated_act, checkout)
+    functional = checkout / FUNCTIONAL
+    edited = functional.read_text().replace(
+        "    return LigerActFunction.apply(", "    # mine\n    return LigerActFunction.apply("
+    )
+    assert "# mine" in edited
+    functional.write_text(edited)
+    reference = tmp_path / "act.py"
+    reference.write_text(ACT_WITH_NEW_HYPERPARAMETERS)
+    before = snapshot(checkout)
+    line = _error(["new", "act", "--reference", str(reference), "--force", "--repo", str(checkout)], capsys)
+    assert f"refusing to overwrite {FUNCTIONAL}: liger_act was edited since kernelgen generated it" in line
+    assert snapshot(checkout) == before

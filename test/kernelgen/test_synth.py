@@ -36,6 +36,7 @@ from tools.kernelgen.synth import print_triton
 from tools.kernelgen.synth import synthesize_elementwise
 from tools.kernelgen.synth.derive import _temporary_prefix
 from tools.kernelgen.synth.functions import Softplus
+from tools.kernelgen.synth.printer import POW_HELPER_SOURCE
 from tools.kernelgen.synth.printer import TANH_HELPER_SOURCE
 from tools.kernelgen.synth.rules import tensor_arguments
 
@@ -95,7 +96,7 @@ class TorchTL:
 
 def run_statements(statements: list[str], values: dict[str, torch.Tensor]) -> dict:
     dtype = next(iter(values.values())).dtype
-    namespace = {"tl": TorchTL(dtype), "_tanh": torch.tanh, "input_dtype": dtype, **values}
+    namespace = {"tl": TorchTL(dtype), "_tanh": torch.tanh, "_pow": torch.pow, "input_dtype": dtype, **values}
     exec(compile("\n".join(statements), "<synthesized>", "exec"), namespace)
     return namespace
 
@@ -236,6 +237,8 @@ def test_op_forward_and_gradients_match_torch(case):
 
 def test_every_op_of_the_table_is_exercised():
     exercised = {case.op for case in OP_CASES} | {"where", "gt", "ge", "lt", "le", "eq", "ne"}
+    exercised |= {"logical_not", "logical_and", "logical_or", "masked_fill"}  # test_masks_...
+    exercised |= {"zeros_like", "ones_like", "full_like"}  # test_constants_shaped_like_a_tensor
     assert exercised == SUPPORTED_OPS
 
 
@@ -264,6 +267,34 @@ def test_comparisons_select_in_where_and_count_as_indicators(comparison, torch_c
     backward = run_statements(math.backward, {**values, "grad_y": grad_y})
     for name in names:
         assert_verbose_allclose(backward[f"grad_{name}"], leaves[name].grad, rtol=1e-12)
+
+
+def test_masks_combine_negate_and_fill_as_torch_does():
+    a, b = make_symbols(["a", "b"]).values()
+    keep = apply_op("logical_or", apply_op("logical_and", a > 0, b < 1), apply_op("logical_not", a > b))
+    expr = apply_op("mul", apply_op("masked_fill", a * b, apply_op("logical_not", keep), 0.0), keep)
+
+    def reference(a, b):
+        keep = ((a > 0) & (b < 1)) | ~(a > b)
+        return (a * b).masked_fill(~keep, 0.0) * keep
+
+    math = synthesize_elementwise({"y": expr}, ["a", "b"])
+    values = {name: torch.randn(64, dtype=torch.float64) for name in ("a", "b")}
+    leaves = {name: value.clone().requires_grad_(True) for name, value in values.items()}
+    expected = reference(**leaves)
+    assert_verbose_allclose(run_statements(math.forward, values)["y"], expected, rtol=1e-12)
+    expected.backward(torch.ones_like(expected))
+    backward = run_statements(math.backward, {**values, "grad_y": torch.ones(64, dtype=torch.float64)})
+    for name in ("a", "b"):
+        assert_verbose_allclose(backward[f"grad_{name}"], leaves[name].grad, rtol=1e-12)
+    with pytest.raises(ValueError, match="combine masks"):
+        apply_op("logical_not", a)
+
+
+def test_constants_shaped_like_a_tensor():
+    x = make_symbols(["x"])["x"]
+    assert apply_op("zeros_like", x) == 0 and apply_op("ones_like", x) == 1
+    assert apply_op("full_like", x, 2.5) == sympy.Rational(5, 2)
 
 
 def test_where_routes_the_gradient_by_its_condition_and_the_condition_input_gets_zero():
@@ -339,6 +370,11 @@ FUSED_CASES = {
     "relu_squared": ("relu(x) ** 2", ("x",), {}, {}, lambda x: torch.relu(x) ** 2),
     "sigmoid_gate": ("a * sigmoid(b) + c", ("a", "b", "c"), {}, {}, lambda a, b, c: a * torch.sigmoid(b) + c),
     "swish_beta": ("x * sigmoid(beta * x)", ("x",), {}, {"beta": 1.7}, lambda x, beta: x * torch.sigmoid(beta * x)),
+    # Run-time exponents: a hyper-parameter (a fractional power of |x|; an odd integer power of a negative base)
+    # and a tensor.
+    "pow_hyper": ("abs(a) ** p * b", ("a", "b"), {}, {"p": 1.5}, lambda a, b, p: a.abs() ** p * b),
+    "pow_odd_hyper": ("x ** p", ("x",), {}, {"p": 3.0}, lambda x, p: x**p),
+    "pow_tensor": ("(abs(a) + 1) ** b", ("a", "b"), {}, {}, lambda a, b: (a.abs() + 1) ** b),
     "leaky_hyper": (
         "leaky_relu(x, negative_slope=slope) + eps",
         ("x",),
@@ -563,8 +599,8 @@ def test_parse_formula_rejects_anything_that_is_not_a_formula(text):
 
 def test_misuse_raises_clear_errors():
     x = make_symbols(["x"])["x"]
-    with pytest.raises(ValueError, match="exponent must be a constant"):
-        apply_op("pow", x, x)
+    with pytest.raises(ValueError, match="exponent must be real"):
+        apply_op("pow", x, sympy.I)
     with pytest.raises(ValueError, match="approximate"):
         apply_op("gelu", x, approximate="erf")
     with pytest.raises(ValueError, match="at least one of min and max"):
@@ -642,7 +678,7 @@ def render_kernels(math, inputs, parameters, hypers) -> str:
     # Parameter gradients are stored per element (one row each) and reduced by the caller, like the templates.
     backward_body += [f"tl.store({g}_ptr + offsets, {g}, mask=mask)" for g in grads]
     return (
-        "import triton\nimport triton.language as tl\n\n\n" + TANH_HELPER_SOURCE + "\n\n"
+        "import triton\nimport triton.language as tl\n\n\n" + TANH_HELPER_SOURCE + "\n\n" + POW_HELPER_SOURCE + "\n\n"
         f"@triton.jit\ndef forward_kernel({forward_args}, y_ptr, {hyper_args}n_cols, BLOCK: tl.constexpr):\n"
         f"{_indent(forward_body)}\n\n\n"
         f"@triton.jit\ndef backward_kernel({backward_args}, {hyper_args}n_cols, BLOCK: tl.constexpr):\n"
@@ -658,7 +694,9 @@ def import_module_from_source(source: str, path: Path):
     return module
 
 
-@pytest.mark.parametrize("name", ["geglu", "swiglu", "dyt", "relu_squared", "sigmoid_gate", "swish_beta"])
+@pytest.mark.parametrize(
+    "name", ["geglu", "swiglu", "dyt", "relu_squared", "sigmoid_gate", "swish_beta", "pow_hyper", "pow_odd_hyper"]
+)
 def test_printed_statements_run_as_a_triton_kernel(name, tmp_path):
     formula, inputs, parameters, hypers, torch_fn = FUSED_CASES[name]
     names = [*inputs, *parameters, *hypers]

@@ -60,7 +60,7 @@ class TorchTL:
 
 
 def run_statements(statements, names):
-    scope = {"tl": TorchTL, "_tanh": torch.tanh, **names}
+    scope = {"tl": TorchTL, "_tanh": torch.tanh, "_pow": torch.pow, **names}
     for statement in statements:
         exec(statement, scope)
     return scope

@@ -135,13 +135,21 @@ def _unchanged_since_generation(repo: LigerRepo, name: str, paths: list[str]) ->
     return answers
 
 
-def overwrite_refusals(repo: LigerRepo, name: str, changes: ChangeSet, companions: tuple[str, ...] = ()) -> list[str]:
+def overwrite_refusals(
+    repo: LigerRepo,
+    name: str,
+    changes: ChangeSet,
+    companions: tuple[str, ...] = (),
+    sanctioned: dict[str, str] | None = None,
+) -> list[str]:
     """``"PATH (why)"`` for every existing file the change set may not overwrite.
 
     A kernel's own file is overwritten only when kernelgen generated it (there is a record) and nobody edited it
     since; any other file (registrations, ``ops/utils.py``, other kernels) only ever gets lines added.
     ``companions``: kernels generated with this one under its record (a loss's fused linear form), whose files
-    count as its own."""
+    count as its own; ``sanctioned``: shared files' texts after the replacements regeneration may make (the
+    kernel's own unedited functional wrapper), to which only lines may be added."""
+    sanctioned = sanctioned or {}
     own = {path for kernel in (name, *companions) for path in kernel_paths(kernel).values()}
     record = record_path(name)
     recorded = repo.exists(record)
@@ -160,7 +168,7 @@ def overwrite_refusals(repo: LigerRepo, name: str, changes: ChangeSet, companion
                 refusals.append(f"{path} (no generation record: hand-written)")
             elif not edited[path]:
                 refusals.append(f"{path} (edited since kernelgen generated it)")
-        elif not only_additions(changes.originals[path], changes.changes[path]):
+        elif not only_additions(sanctioned.get(path, changes.originals[path]), changes.changes[path]):
             refusals.append(f"{path} (not one of the kernel's own files: only additions are allowed)")
     return refusals
 
@@ -229,6 +237,10 @@ def plan_new(repo: LigerRepo, profile: KernelProfile, *, force: bool = False) ->
 
     existing = {path: repo.read(path) for path in (OPS_INIT, TRANSFORMERS_INIT, FUNCTIONAL)}
     updated = dict(existing)
+    if force and repo.exists(record_path(name)):
+        # Regenerating: the kernel's functional wrapper is its own too, replaced while nobody edited it.
+        updated[FUNCTIONAL] = _regenerated_functional(repo, name, registrations[0], existing[FUNCTIONAL])
+    sanctioned = dict(updated)  # what shared files may only add lines to
     try:
         for registration in registrations:
             updated.update(register_kernel(updated, registration))
@@ -264,7 +276,7 @@ def plan_new(repo: LigerRepo, profile: KernelProfile, *, force: bool = False) ->
     changes.changes[record] = record_text(profile, files)
     changes.originals[record] = repo.read(record) if repo.exists(record) else None
     companions = (profile.fused_linear_name,) if profile.fused_linear.enabled else ()
-    refusals = overwrite_refusals(repo, name, changes, companions)
+    refusals = overwrite_refusals(repo, name, changes, companions, sanctioned)
     if refusals:
         raise GenerateError(
             f"refusing to overwrite {len(refusals)} file(s): {'; '.join(refusals)}; nothing written"
@@ -279,6 +291,31 @@ def benchmark_harness(repo: LigerRepo) -> BenchmarkHarness:
         return read_harness(repo.read(BENCHMARK_UTILS) if repo.exists(BENCHMARK_UTILS) else None)
     except HarnessError as error:
         raise GenerateError(str(error)) from None
+
+
+def _regenerated_functional(repo: LigerRepo, name: str, registration: Registration, functional: str) -> str:
+    """``functional.py`` with kernel ``name``'s wrapper replaced by the new one, when the wrapper there is still
+    exactly what kernelgen rendered from the kernel's record; an edited wrapper that would change is refused."""
+    tree = ast.parse(functional)
+    found = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == registration.functional_name]
+    if len(found) != 1:
+        return functional
+    try:
+        _, previous = render_formatted(repo, read_record(repo.root, name))
+    except (ProfileError, GenerateError):
+        return functional
+    node = found[0]
+    lines = functional.splitlines(keepends=True)
+    start = min([node.lineno] + [d.lineno for d in node.decorator_list]) - 1
+    current = "".join(lines[start : node.end_lineno]).strip()
+    if current == registration.functional_source.strip():
+        return functional
+    if current != previous.strip():  # edited since (a comment counts): --modify merges, --force may not
+        raise GenerateError(
+            f"refusing to overwrite {FUNCTIONAL}: {registration.functional_name} was edited since kernelgen generated "
+            f"it; nothing written. Hand edits are merged by: modify {name} --reference REF"
+        )
+    return "".join(lines[:start]) + registration.functional_source.strip() + "\n" + "".join(lines[node.end_lineno :])
 
 
 def render_formatted(repo: LigerRepo, profile: KernelProfile, fused_linear: bool = False) -> tuple[dict[str, str], str]:

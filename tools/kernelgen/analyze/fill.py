@@ -151,7 +151,7 @@ def _fill_loss(profile: KernelProfile, traced: TracedReference) -> None:
     element = [t for t in profile.inputs if t.dtype != "int64"]
     wanted = hints.get("grad_inputs") or [element[0].name]
     positive = _log_domain_inputs(lowered, traced)
-    domains = dict(hints.get("domains", {}))
+    domains = {**_distribution_inputs(traced), **hints.get("domains", {})}
     for tensor in element:
         tensor.requires_grad = tensor.name in wanted
         tensor.domain = domains.get(tensor.name, "positive" if tensor.name in positive else "real")
@@ -234,6 +234,20 @@ def _set_reduction_choices(profile: KernelProfile, traced: TracedReference, choo
         for value, (kind, denominator) in accepted.items()
         if value != kind or (kind == "mean" and denominator != base)
     ]
+
+
+def _distribution_inputs(traced: TracedReference) -> dict[str, str]:
+    """Inputs ``F.kl_div`` takes as they are: its input is log-probabilities, its target log-probabilities
+    (``log_target=True``) or probabilities. Tests draw them so; any other tensor is a row of real values."""
+    found = {}
+    for call in traced.calls.values():
+        if call.name != "kl_div":
+            continue
+        target_domain = "log_probabilities" if call.options.get("log_target") else "probabilities"
+        for operand, domain in zip(call.operands, ("log_probabilities", target_domain)):
+            if getattr(operand, "op", None) == "placeholder" and operand.target in traced.tensor_inputs:
+                found.setdefault(operand.target, domain)
+    return found
 
 
 def _log_domain_inputs(lowered: LoweredLoss, traced: TracedReference) -> set[str]:

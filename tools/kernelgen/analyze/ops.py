@@ -174,6 +174,15 @@ for _name in ("size", "dim", "numel"):
     _BY_NAME[_name] = _spec(_name, META)
 for _compare in ("gt", "ge", "lt", "le", "eq", "ne"):
     _BY_NAME[_compare] = _spec(_compare, params=_BINARY, operands=2)
+# Constants shaped like a tensor (``torch.where(x > t, x, torch.zeros_like(x))``).
+_BY_NAME["zeros_like"] = _spec("zeros_like")
+_BY_NAME["ones_like"] = _spec("ones_like")
+_BY_NAME["full_like"] = _spec("full_like", params=("input", "fill_value"))
+# Masks: combined, negated, and used to overwrite (``x.masked_fill(~mask, 0)``).
+_BY_NAME["logical_not"] = _spec("logical_not")
+for _logical in ("logical_and", "logical_or"):
+    _BY_NAME[_logical] = _spec(_logical, params=_BINARY, operands=2)
+_BY_NAME["masked_fill"] = _spec("masked_fill", params=("input", "mask", "value"), operands=3)
 _BY_NAME.update(
     {
         "greater": _BY_NAME["gt"],
@@ -216,6 +225,9 @@ _OPERATORS: dict[Any, OpSpec] = {
     operator.le: _BY_NAME["le"],
     operator.eq: _BY_NAME["eq"],
     operator.ne: _BY_NAME["ne"],
+    operator.invert: _BY_NAME["logical_not"],
+    operator.and_: _BY_NAME["logical_and"],
+    operator.or_: _BY_NAME["logical_or"],
 }
 
 # Leaf nn modules fx keeps as call_module nodes: the spec plus the options read from the module's attributes.
@@ -325,6 +337,9 @@ def _normalize_call(node: fx.Node, target: Any, name: str, args: list[Any], kwar
             return OpCall(node, "transpose", STRUCTURAL, [args[0]], {}, f".{attribute}", node_line(node))
         if attribute in _META_ATTRIBUTES:
             return OpCall(node, attribute, META, [], {}, f".{attribute}", node_line(node))
+        source = args[0]
+        if attribute == "values" and isinstance(source, fx.Node) and source.meta.get("kernelgen_family") == REDUCTION:
+            return OpCall(node, "values", LAYOUT, [source], {}, ".values", node_line(node))  # of max(x, dim)
         raise UnknownOpError(f".{attribute}")
     if name in _MAX_MIN and _function_module_ok(target):
         elementwise, reduction = _MAX_MIN[name]

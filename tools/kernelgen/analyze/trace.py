@@ -90,11 +90,18 @@ class TracedReference:
 class _ReferenceTracer(fx.Tracer):
     """fx tracer that stamps each node with its reference line and can feed module attributes in as inputs."""
 
-    def __init__(self, filename: str, proxied_attributes: dict[str, Any] | None = None, module: nn.Module = None):
+    def __init__(
+        self,
+        filename: str,
+        proxied_attributes: dict[str, Any] | None = None,
+        module: nn.Module = None,
+        input_names: dict[str, str] | None = None,
+    ):
         super().__init__()
         self.filename = filename
         self.proxied_attributes = proxied_attributes or {}
         self.traced_module = module
+        self.input_names = input_names or {}  # attribute -> the name of the input it is traced as
 
     def create_node(self, kind, target, args, kwargs, name=None, type_expr=None):
         node = super().create_node(kind, target, args, kwargs, name, type_expr)
@@ -108,7 +115,8 @@ class _ReferenceTracer(fx.Tracer):
         root_fn, args = super().create_args_for_root(root_fn, is_module, concrete_args)
         # Extra placeholders after forward's own arguments; the module reads them back as self.<name>.
         for name in self.proxied_attributes:
-            self.traced_module.__dict__[name] = self.create_proxy("placeholder", name, (), {})
+            placeholder = self.input_names.get(name, name)
+            self.traced_module.__dict__[name] = self.create_proxy("placeholder", placeholder, (), {})
         return root_fn, args
 
 
@@ -136,6 +144,21 @@ def _split_signature(loaded: LoadedReference, fn, skip_self: bool):
                 origin=loaded.origin,
             )
         default = parameter.default
+        if default is inspect.Parameter.empty and parameter.annotation in (
+            int,
+            float,
+            bool,
+            str,
+            "int",
+            "float",
+            "bool",
+            "str",
+        ):
+            raise AnalyzeError(
+                f"'{loaded.entry}': '{parameter.name}' is annotated {getattr(parameter.annotation, '__name__', parameter.annotation)} "
+                f"but has no default; a hyper-parameter needs one (tensor inputs take none)",
+                origin=loaded.origin,
+            )
         if default is inspect.Parameter.empty:
             tensors.append(parameter.name)
         elif isinstance(default, float):
@@ -207,17 +230,20 @@ def _trace_module(loaded: LoadedReference, overrides: dict[str, Any]) -> TracedR
         for name, value in vars(module).items()
         if not name.startswith("_") and name != "training" and isinstance(value, float)
     }
-    tracer = _ReferenceTracer(loaded.filename, attributes, module)
+    taken = {*tensors, *(h.name for h in hypers), *concrete}
+    input_names = _constructor_names(loaded, attributes, init_params, built_with, taken)
+    tracer = _ReferenceTracer(loaded.filename, attributes, module, input_names)
     try:
         graph = _run_tracer(loaded, lambda: tracer.trace(module, concrete_args=concrete or None))
     finally:
         module.__dict__.update(attributes)  # the Proxies must not outlive the trace
     graph_module = fx.GraphModule(module, graph, loaded.entry)
-    hypers = hypers + [HyperParameter(name=name, type="float", default=value) for name, value in attributes.items()]
+    proxied = {input_names.get(name, name): value for name, value in attributes.items()}
+    hypers = hypers + [HyperParameter(name=name, type="float", default=value) for name, value in proxied.items()]
     vectors = [p for p in module.parameters() if p.dim() == 1 and p.numel() > 1]
     hidden = int(vectors[0].numel()) if vectors else DEFAULT_HIDDEN
-    order = order + list(attributes)
-    traced = _finish(loaded, graph_module, order, tensors, hypers, concrete, attributes, hidden, init_params, module)
+    order = order + list(proxied)
+    traced = _finish(loaded, graph_module, order, tensors, hypers, concrete, proxied, hidden, init_params, module)
     init_names = {ip.name for ip in init_params}
     traced.module_switches = {
         name: value
@@ -230,6 +256,37 @@ def _trace_module(loaded: LoadedReference, overrides: dict[str, Any]) -> TracedR
         traced.size_param = sizes[0]
     _link_constructor_arguments(loaded, module, traced, built_with)
     return traced
+
+
+def _constructor_names(
+    loaded: LoadedReference,
+    attributes: dict[str, float],
+    init_params: list[HyperParameter],
+    built_with: dict[str, Any],
+    taken: set[str],
+) -> dict[str, str]:
+    """Float attributes stored under another name than the constructor argument that sets them
+    (``self.variance_epsilon = eps``): attribute -> that argument, proven by building the module again with the
+    argument changed. The kernel's hyper-parameter then has the constructor's name, so the reference module, the
+    generated module and the tests are all built with ``eps=...``."""
+    names: dict[str, str] = {}
+    init_names = {ip.name for ip in init_params}
+    candidates = [ip.name for ip in init_params if isinstance(built_with.get(ip.name), float) and ip.name not in taken]
+    for attribute, value in attributes.items():
+        if attribute in init_names:
+            continue
+        for argument in candidates:
+            if argument in names.values():
+                continue
+            changed = built_with[argument] * 2.0 + 0.5
+            try:
+                rebuilt, _, _ = _instantiate(loaded, {argument: changed})
+            except AnalyzeError:
+                continue
+            if getattr(rebuilt, attribute, None) == changed and value == built_with[argument]:
+                names[attribute] = argument
+                break
+    return names
 
 
 def _link_constructor_arguments(
@@ -331,6 +388,36 @@ def _run_tracer(loaded: LoadedReference, trace) -> fx.Graph:
         raise AnalyzeError(why, origin=loaded.origin, line=line_in_traceback(error, loaded.filename)) from None
 
 
+_VIEWS = {"view", "reshape", "transpose", "permute", "expand", "narrow", "select", "squeeze", "unsqueeze", "flatten"}
+
+
+def _functionalize_in_place_ops(loaded: LoadedReference, graph: fx.Graph) -> None:
+    """``z.mul_(2.0)`` as ``z = z.mul(2.0)``: fx records the in-place call, but later uses of ``z`` still name the
+    tensor before it, so the mutation would be lost. Each in-place method's later users read its result instead,
+    and it becomes the out-of-place op. Writing into a reference's input or into a view (which would write through
+    to another tensor) is refused."""
+    order = {node: index for index, node in enumerate(graph.nodes)}
+    for node in list(graph.nodes):
+        name = node.target if node.op == "call_method" else None
+        if not (isinstance(name, str) and name.endswith("_") and not name.startswith("_")):
+            continue
+        base = node.args[0]
+        line = node.meta.get(LINE_KEY)
+        if not isinstance(base, fx.Node) or base.op == "placeholder" or base.target in _VIEWS:
+            what = (
+                f"input '{base.target}'" if getattr(base, "op", None) == "placeholder" else "a view of another tensor"
+            )
+            raise AnalyzeError(
+                f"`.{name}` writes in place into {what}; compute a new tensor instead (x = x.{name[:-1]}(...))",
+                origin=loaded.origin,
+                line=line,
+            )
+        for user in list(base.users):
+            if user is not node and order[user] > order[node]:
+                user.replace_input_with(base, node)
+        node.target = name[:-1]
+
+
 def _reachable(graph: fx.Graph) -> set[fx.Node]:
     output = next(node for node in graph.nodes if node.op == "output")
     seen, stack = set(), [output]
@@ -402,11 +489,17 @@ def _returned_names(loaded: LoadedReference, count: int) -> list[str] | None:
 def _finish(loaded, graph_module, order, tensors, hypers, concrete, attributes, hidden, init_params, module=None):
     # fx renames specialised placeholders (``approximate_1``), so they are matched to arguments by position.
     placeholders = dict(zip(order, (node for node in graph_module.graph.nodes if node.op == "placeholder")))
+    _functionalize_in_place_ops(loaded, graph_module.graph)
     live = _reachable(graph_module.graph)
     calls = _normalize_all(loaded, graph_module, live)
     outputs, output_names = _output_nodes(graph_module, loaded)
     if any(not isinstance(node, fx.Node) for node in outputs):
         raise AnalyzeError(f"'{loaded.entry}' must return tensors computed from its inputs", origin=loaded.origin)
+    if not tensors:
+        raise AnalyzeError(
+            f"'{loaded.entry}' takes no tensor input (annotated scalars are hyper-parameters): a kernel needs one",
+            origin=loaded.origin,
+        )
     taken = set(tensors) | {h.name for h in hypers}
     output_names = [name if name not in taken else f"{name}_out" for name in output_names]
 

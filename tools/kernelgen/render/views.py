@@ -34,8 +34,7 @@ from tools.kernelgen.render.text import split_reference
 from tools.kernelgen.render.text import wrap_docstring
 from tools.kernelgen.synth import parse_formula
 from tools.kernelgen.synth.printer import INPUT_DTYPE
-from tools.kernelgen.synth.printer import TANH_HELPER
-from tools.kernelgen.synth.printer import TANH_HELPER_SOURCE
+from tools.kernelgen.synth.printer import jit_helper_sources
 from tools.kernelgen.synth.printer import print_torch
 
 # An MLP's (hidden, intermediate) sizes when benchmark.fixed_config leaves them out (Llama 2 7B's).
@@ -92,8 +91,7 @@ class ElementwiseOpsView:
     grad_input_names: list[str]
     partial_names: list[str]
     partial_args: list[str]  # the partial-sum buffers as launch arguments (a placeholder for an absent parameter)
-    uses_tanh: bool
-    tanh_helper_source: str
+    jit_helpers: list[str]  # sources of the jit helpers the kernels call (_tanh, _pow)
     in_place: bool
     precision_note: list[str]
     backward_signature: str
@@ -135,9 +133,8 @@ class RowProgramOpsView:
     backward_results: list[str]  # what the backward wrapper returns: grad_{input}, then grad_{parameter}
     gradient_aliases: dict[str, str]  # grad_{input} -> the stored gradient it equals
     in_place: bool  # the first input's gradient takes the first output's gradient buffer
-    uses_tanh: bool
+    jit_helpers: list[str]  # sources of the jit helpers the kernels call (_tanh, _pow)
     uses_cast: bool
-    tanh_helper_source: str
     precision_note: list[str]
     apply_returns: list[str]
     block_elements: int
@@ -205,8 +202,7 @@ class LossOpsView:
     ignored: dict[str, str]  # class-index input -> the hyper-parameter whose value marks a row that does not count
     domains: list[tuple[str, str]]  # every input with what tests draw for it
     apply_returns: list[str]
-    uses_tanh: bool
-    tanh_helper_source: str
+    jit_helpers: list[str]  # sources of the jit helpers the kernels call (_tanh, _pow)
     precision_note: list[str]
     block_elements: int
     num_warps: int | None
@@ -380,8 +376,7 @@ def _elementwise_ops(profile: KernelProfile) -> ElementwiseOpsView:
             else f"grad_{prm.name}_partial"
             for prm in params
         ],
-        uses_tanh=any(f"{TANH_HELPER}(" in line for line in math.forward + math.backward),
-        tanh_helper_source=TANH_HELPER_SOURCE,
+        jit_helpers=jit_helper_sources(math.forward + math.backward),
         in_place=_in_place_gradients(profile),
         precision_note=_precision_note(math.precision_sensitive_ops),
         backward_signature=", ".join(inputs + param_names + grad_outputs + hyper_names),
@@ -438,9 +433,8 @@ def _row_program_ops(profile: KernelProfile) -> RowProgramOpsView:
         backward_results=[f"grad_{name}" for name in grad_inputs + param_names],
         gradient_aliases=dict(math.gradient_aliases),
         in_place=bool(profile.backward.in_place_gradients) and bool(grad_inputs) and bool(outputs),
-        uses_tanh=any(f"{TANH_HELPER}(" in line for line in statements),
+        jit_helpers=jit_helper_sources(statements),
         uses_cast=any(f"{INPUT_DTYPE})" in line for line in statements),
-        tanh_helper_source=TANH_HELPER_SOURCE,
         precision_note=_precision_note(math.precision_sensitive_ops),
         apply_returns=[f"grad_{name}" if name in grad_inputs else "None" for name in inputs]
         + [f"grad_{name}" for name in param_names]
@@ -528,8 +522,7 @@ def _loss_ops(profile: KernelProfile) -> LossOpsView:
         ],
         apply_returns=[f"grad_{name}" if name in grad_inputs else "None" for name in [t.name for t in profile.inputs]]
         + ["None"] * len(profile.hyperparameters),
-        uses_tanh=any(f"{TANH_HELPER}(" in line for line in statements),
-        tanh_helper_source=TANH_HELPER_SOURCE,
+        jit_helpers=jit_helper_sources(statements),
         precision_note=_precision_note(math.precision_sensitive_ops),
         block_elements=profile.tiling.block_elements or _loss_block_elements(math),
         num_warps=profile.tiling.num_warps,

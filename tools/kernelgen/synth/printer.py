@@ -6,7 +6,8 @@
   ``0.7978845608028654``: the repr of the Python float, enough digits for fp32);
 - powers: exponents 2..8 as repeated multiplication, negative integers as divisions (``1.0 / x``), ``0.5`` as
   ``tl.sqrt``, ``-0.5`` as ``tl.rsqrt`` (half-integers combine the two), any other constant as
-  ``tl.exp2(p * tl.log2(x))`` (valid for ``x > 0`` only, like a fractional power in torch);
+  ``tl.exp2(p * tl.log2(x))`` (valid for ``x > 0`` only, like a fractional power in torch); an exponent known
+  only at run time (a hyper-parameter, a tensor) as ``_pow(x, p)``, a jit helper with torch's signs and ``x ** 0``;
 - ``tanh(u)`` as ``_tanh(u)``, a jit helper the tier-1 template defines from core ``tl`` ops: it saturates
   without overflow, stays accurate near 0, and runs compiled and under the Triton interpreter (no libdevice).
 - ``softplus``/``logsigmoid`` in their overflow-free forms ``max(u, 0) + log(1 + exp(-|u|))``;
@@ -48,6 +49,28 @@ def _tanh(x):
     magnitude = (1.0 - e) / (1.0 + e)
     return tl.where(tl.abs(x) < 0.1, series, tl.where(x < 0.0, -magnitude, magnitude))
 """
+
+
+POW_HELPER = "_pow"
+POW_HELPER_SOURCE = """@triton.jit
+def _pow(base, exponent):
+    # base ** exponent for an exponent known only at run time, from core tl ops (libdevice.pow does not exist under
+    # the Triton interpreter): |base| ** exponent by exp2/log2; a negative base keeps its sign for an odd integer
+    # exponent and gives NaN for a fractional one, and anything ** 0 is 1, as in torch.
+    magnitude = tl.exp2(exponent * tl.log2(tl.abs(base)))
+    whole = exponent == tl.floor(exponent)
+    odd = whole & (exponent - 2.0 * tl.floor(0.5 * exponent) == 1.0)
+    signed = tl.where(odd, -magnitude, magnitude)
+    negative = tl.where(whole, signed, float("nan"))
+    return tl.where(exponent == 0.0, 1.0, tl.where(base < 0.0, negative, magnitude))
+"""
+# Every helper the printed statements may call, by name, in the order generated files define them.
+JIT_HELPERS = {TANH_HELPER: TANH_HELPER_SOURCE, POW_HELPER: POW_HELPER_SOURCE}
+
+
+def jit_helper_sources(statements) -> list[str]:
+    """The sources of the jit helpers ``statements`` (printed Triton lines) call, each once."""
+    return [source for name, source in JIT_HELPERS.items() if any(f"{name}(" in line for line in statements)]
 
 
 class _ConditionPrinting:
@@ -161,6 +184,8 @@ class TritonPrinter(_ConditionPrinting, StrPrinter):
 
     def _print_Pow(self, expr):
         base, exponent = expr.as_base_exp()
+        if not exponent.is_number:
+            return f"{POW_HELPER}({self._print(base)}, {self._print(exponent)})"
         if exponent == sympy.S.Half:
             return f"tl.sqrt({self._print(base)})"
         if exponent == -sympy.S.Half:
@@ -208,7 +233,11 @@ class TritonPrinter(_ConditionPrinting, StrPrinter):
         return f"tl.erf({self._print(expr.args[0])})"
 
     def _print_Abs(self, expr):
-        return f"tl.abs({self._print(expr.args[0])})"
+        arg = expr.args[0]
+        if isinstance(arg, sympy.Pow) and not arg.exp.is_Integer:
+            # sympy writes |x| ** p as |x ** p|, which is NaN for x < 0 and a fractional power: print |x| ** p.
+            return self._print(sympy.Pow(sympy.Abs(arg.base), arg.exp, evaluate=False))
+        return f"tl.abs({self._print(arg)})"
 
     def _print_sign(self, expr):
         x = self._print(expr.args[0])

@@ -45,6 +45,7 @@ _IDENTITY = {"sum": "0.0", "mean": "0.0", "max": 'float("-inf")', "min": 'float(
 _TL_REDUCE = {"sum": "tl.sum", "mean": "tl.sum", "max": "tl.max", "min": "tl.min"}
 # Expansions larger than this skip the exact-zero check (the term is then computed, which is correct, only slower).
 _MAX_LINEAR_TERMS = 400
+_MAX_CANCEL_OPS = 400  # the largest candidate zero put over a common denominator
 
 
 class RowSum(sympy.Function):
@@ -317,7 +318,12 @@ class _Program:
         reduced = sympy.expand(sympy.powsimp(sympy.expand(linear, power_exp=True)))
         if reduced == 0:
             return True
-        return sympy.count_ops(reduced) <= 60 and sympy.simplify(reduced) == 0
+        size = sympy.count_ops(reduced)
+        # Over a common denominator: the terms of a softmax's shift that cancel through a power or a quotient of the
+        # loss (a focal loss's (1 - p) ** gamma) cancel there; simplify is the slower last resort for small ones.
+        if size <= _MAX_CANCEL_OPS and sympy.cancel(reduced) == 0:
+            return True
+        return size <= 60 and sympy.simplify(reduced) == 0
 
     # Printing ----------------------------------------------------------------------------------------------
     def derive(self) -> RowMath:

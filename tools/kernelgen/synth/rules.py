@@ -108,10 +108,11 @@ def _condition(arg):
     return sympy.Ne(arg, 0)
 
 
-def _constant_exponent(exponent) -> sympy.Expr:
+def _real_exponent(exponent) -> sympy.Expr:
+    """A constant or a run-time exponent (a hyper-parameter such as a focal loss's gamma, or a tensor)."""
     exponent = _value(exponent)
-    if not (exponent.is_number and exponent.is_real):
-        raise ValueError(f"pow: the exponent must be a constant number, got {exponent}")
+    if exponent.is_number and not exponent.is_real:
+        raise ValueError(f"pow: the exponent must be real, got {exponent}")
     return exponent
 
 
@@ -130,7 +131,7 @@ def _div(a, b, rounding_mode=None):
 
 
 def _pow(x, exponent):
-    return _value(x) ** _constant_exponent(exponent)
+    return _value(x) ** _real_exponent(exponent)
 
 
 def _gelu(x, approximate="none"):
@@ -200,6 +201,18 @@ def _where(condition, x, y):
     return select(_condition(condition), _value(x), _value(y))
 
 
+def _masked_fill(x, mask, value):
+    return select(_condition(mask), _value(value), _value(x))
+
+
+def _mask(arg):
+    """A mask operand of ``~``, ``&``, ``|``: a comparison (or a combination); integers' bitwise ops are not masks."""
+    arg = to_sympy_number(arg)
+    if not is_condition(arg):
+        raise ValueError(f"~, & and | combine masks (comparison results); got {arg}")
+    return arg
+
+
 def _unary(function: Callable[[sympy.Expr], sympy.Expr]) -> Callable[[sympy.Expr], sympy.Expr]:
     def build(x):
         return function(_value(x))
@@ -254,6 +267,13 @@ _ROWS = (
     OpRule("le", _binary(lambda a, b: a <= b)),
     OpRule("eq", _binary(lambda a, b: _equality(sympy.Eq, a, b))),
     OpRule("ne", _binary(lambda a, b: _equality(sympy.Ne, a, b))),
+    OpRule("zeros_like", lambda x, **_: sympy.S.Zero),
+    OpRule("ones_like", lambda x, **_: sympy.S.One),
+    OpRule("full_like", lambda x, fill_value, **_: _value(fill_value)),
+    OpRule("logical_not", lambda x: sympy.Not(_mask(x))),
+    OpRule("logical_and", lambda a, b: sympy.And(_mask(a), _mask(b))),
+    OpRule("logical_or", lambda a, b: sympy.Or(_mask(a), _mask(b))),
+    OpRule("masked_fill", _masked_fill, {"x": "where(mask, 0, 1)"}),
     OpRule("maximum", _binary(Maximum), {"a": "where(a > b, 1, where(a == b, 0.5, 0))"}),
     OpRule("minimum", _binary(Minimum), {"a": "where(a < b, 1, where(a == b, 0.5, 0))"}),
     OpRule("sin", _unary(sympy.sin), {"x": "cos(x)"}),
