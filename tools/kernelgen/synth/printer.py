@@ -54,7 +54,7 @@ def _tanh(x):
 POW_HELPER = "_pow"
 POW_HELPER_SOURCE = """@triton.jit
 def _pow(base, exponent):
-    # base ** exponent for an exponent known only at run time, from core tl ops (libdevice.pow does not exist under
+    # base ** exponent for an exponent known only at run time, from core tl ops (libdevice's pow does not exist under
     # the Triton interpreter): |base| ** exponent by exp2/log2; a negative base keeps its sign for an odd integer
     # exponent and gives NaN for a fractional one, and anything ** 0 is 1, as in torch.
     magnitude = tl.exp2(exponent * tl.log2(tl.abs(base)))
