@@ -75,6 +75,17 @@ def run_kernelgen(*args: str, cwd: Path = REPO_ROOT, stdin: str | None = None) -
     )
 
 
+def one_line_error(argv: list[str], capsys) -> str:
+    """Run the CLI in-process on ``argv``: it must exit 2 with exactly one ``kernelgen: error:`` line, returned."""
+    from tools.kernelgen.cli import main
+
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("kernelgen: error: "), captured.err
+    return lines[0]
+
+
 def run_pytest(checkout: Path, *paths: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *paths],

@@ -13,18 +13,11 @@ import yaml
 from test.kernelgen.conftest import EXAMPLES
 from test.kernelgen.conftest import REPO_ROOT
 from test.kernelgen.conftest import copy_checkout
+from test.kernelgen.conftest import one_line_error
 from test.kernelgen.conftest import run_kernelgen
 from test.kernelgen.conftest import snapshot
 from tools.kernelgen import writer
 from tools.kernelgen.cli import main
-
-
-def _error(argv: list[str], capsys) -> str:
-    assert main(argv) == 2
-    captured = capsys.readouterr()
-    lines = captured.err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("kernelgen: error: "), captured.err
-    return lines[0]
 
 
 @pytest.mark.parametrize(
@@ -40,12 +33,12 @@ def _error(argv: list[str], capsys) -> str:
 def test_a_python_keyword_is_not_a_kernel_name(argv, capsys, checkout):
     if argv[0] != "analyze":
         argv = argv + ["--repo", str(checkout)]
-    assert "is a Python keyword; it cannot name a module" in _error(argv, capsys)
+    assert "is a Python keyword; it cannot name a module" in one_line_error(argv, capsys)
 
 
 def test_analyze_into_a_missing_folder_writes_nothing(tmp_path, capsys):
     target = tmp_path / "missing" / "geglu.yaml"
-    line = _error(["analyze", "geglu", "-o", str(target)], capsys)
+    line = one_line_error(["analyze", "geglu", "-o", str(target)], capsys)
     assert line == f"kernelgen: error: -o {target}: folder {target.parent} does not exist; nothing written"
     assert not target.parent.exists()
 
@@ -53,7 +46,7 @@ def test_analyze_into_a_missing_folder_writes_nothing(tmp_path, capsys):
 def test_analyze_into_a_read_only_folder_writes_nothing(tmp_path, capsys, monkeypatch):
     # chmod cannot make a folder read-only for root: ask the same question the check asks.
     monkeypatch.setattr(writer.os, "access", lambda path, mode: False)
-    line = _error(["analyze", "geglu", "-o", str(tmp_path / "geglu.yaml")], capsys)
+    line = one_line_error(["analyze", "geglu", "-o", str(tmp_path / "geglu.yaml")], capsys)
     assert "is not writable (permission denied); nothing written" in line
     assert list(tmp_path.iterdir()) == []
 
@@ -77,7 +70,7 @@ def test_a_write_that_fails_midway_is_one_line_and_leaves_nothing(tmp_path, caps
 def test_save_profile_to_a_bad_path_is_refused_before_anything_is_written(checkout, tmp_path, capsys):
     before = snapshot(checkout)
     bad = tmp_path / "no" / "such" / "folder" / "profile.yaml"
-    line = _error(["new", "geglu", "--repo", str(checkout), "--save-profile", str(bad)], capsys)
+    line = one_line_error(["new", "geglu", "--repo", str(checkout), "--save-profile", str(bad)], capsys)
     assert "--save-profile" in line and "does not exist; nothing written" in line
     assert snapshot(checkout) == before
 
@@ -136,20 +129,20 @@ def test_a_math_fragment_with_a_second_statement_is_refused(checkout, tmp_path, 
     profile = tmp_path / "p.yaml"
     profile.write_text(yaml.safe_dump(data, sort_keys=False))
     before = snapshot(checkout)
-    assert expected in _error(["new", "my_gate", "--profile", str(profile), "--repo", str(checkout)], capsys)
+    assert expected in one_line_error(["new", "my_gate", "--profile", str(profile), "--repo", str(checkout)], capsys)
     assert snapshot(checkout) == before
 
 
 def test_a_reference_annotated_with_integer_tensors_is_not_made_a_float_kernel(checkout, tmp_path, capsys):
     reference = tmp_path / "intmul.py"
     reference.write_text("import torch\n\n\ndef intmul(x: torch.LongTensor, y: torch.Tensor):\n    return x * y\n")
-    line = _error(["new", "intmul", "--reference", str(reference), "--repo", str(checkout)], capsys)
+    line = one_line_error(["new", "intmul", "--reference", str(reference), "--repo", str(checkout)], capsys)
     assert f"{reference}:4: input 'x' is annotated torch.LongTensor" in line
 
 
 @pytest.mark.parametrize("name", ["rms_norm", "cross_entropy"])
 def test_new_on_an_existing_kernel_says_it_exists_before_any_analysis(checkout, capsys, name):
-    line = _error(["new", name, "--repo", str(checkout)], capsys)
+    line = one_line_error(["new", name, "--repo", str(checkout)], capsys)
     assert f"kernel '{name}' already exists" in line and "tier" not in line
 
 

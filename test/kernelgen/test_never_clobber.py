@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from test.kernelgen.conftest import copy_checkout
+from test.kernelgen.conftest import one_line_error
 from test.kernelgen.conftest import run_kernelgen
 from test.kernelgen.conftest import snapshot
 from test.kernelgen.handwritten import install as install_mulsig
-from tools.kernelgen.cli import main
 from tools.kernelgen.generate import ChangeSet
 from tools.kernelgen.generate import GenerateError
 from tools.kernelgen.generate import overwrite_refusals
@@ -27,14 +27,6 @@ ACT = "import torch\n\n\ndef act(a, b):\n    return torch.sigmoid(a) * b\n"
 ACT_OPS = "src/liger_kernel/ops/act.py"
 
 
-def _error(argv: list[str], capsys) -> str:
-    assert main(argv) == 2
-    captured = capsys.readouterr()
-    lines = captured.err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("kernelgen: error: "), captured.err
-    return lines[0]
-
-
 @pytest.fixture(scope="module")
 def generated_act(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("clobber")
@@ -47,7 +39,7 @@ def generated_act(tmp_path_factory) -> Path:
 
 def test_force_never_touches_a_hand_written_kernel(checkout, capsys):
     before = snapshot(checkout)
-    line = _error(["new", "swiglu", "--force", "--repo", str(checkout)], capsys)
+    line = one_line_error(["new", "swiglu", "--force", "--repo", str(checkout)], capsys)
     assert "refusing to overwrite 3 file(s) with no generation record (src/liger_kernel/ops/swiglu.py," in line
     assert "hand-written; nothing written" in line and "modify swiglu --reference REF" in line
     assert snapshot(checkout) == before
@@ -58,7 +50,7 @@ def test_a_kernel_name_of_a_shared_file_is_refused(checkout, tmp_path, capsys, n
     reference = tmp_path / "act.py"
     reference.write_text(ACT)
     before = snapshot(checkout)
-    line = _error(["new", name, "--reference", str(reference), "--force", "--repo", str(checkout)], capsys)
+    line = one_line_error(["new", name, "--reference", str(reference), "--force", "--repo", str(checkout)], capsys)
     assert f"kernel name '{name}' is taken: {shared} is a file every kernel shares" in line
     assert snapshot(checkout) == before
 
@@ -125,9 +117,9 @@ def test_a_shared_file_only_ever_gets_lines_added(generated_act):
 
 def test_no_advice_recommends_force_for_a_hand_written_kernel(checkout, capsys):
     install_mulsig(checkout)
-    exists = _error(["new", "mulsig", "--repo", str(checkout)], capsys)
+    exists = one_line_error(["new", "mulsig", "--repo", str(checkout)], capsys)
     assert "hand-written" in exists and "modify mulsig --reference REF" in exists and "--force" not in exists
-    no_reference = _error(["validate", "mulsig", "--repo", str(checkout)], capsys)
+    no_reference = one_line_error(["validate", "mulsig", "--repo", str(checkout)], capsys)
     assert "pass --reference REF" in no_reference and "--force" not in no_reference
 
 
@@ -171,6 +163,6 @@ def test_force_refuses_a_functional_wrapper_edited_by_hand(generated_act, tmp_pa
     reference = tmp_path / "act.py"
     reference.write_text(ACT_WITH_NEW_HYPERPARAMETERS)
     before = snapshot(checkout)
-    line = _error(["new", "act", "--reference", str(reference), "--force", "--repo", str(checkout)], capsys)
+    line = one_line_error(["new", "act", "--reference", str(reference), "--force", "--repo", str(checkout)], capsys)
     assert f"refusing to overwrite {FUNCTIONAL}: liger_act was edited since kernelgen generated it" in line
     assert snapshot(checkout) == before
