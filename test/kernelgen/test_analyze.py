@@ -686,3 +686,13 @@ def test_constants_shaped_like_a_tensor_and_max_values(tmp_path):
     path = write(tmp_path, "consts.py", source)
     assert analyze(f"{path}:f").math.outputs["y"] == "where(x > t, x, zeros_like(x)) + full_like(x, fill_value=2.0)"
     assert analyze(f"{path}:g").tier == 2
+
+
+def test_writing_in_place_into_a_slice_is_one_line(tmp_path):
+    """A slice shares its tensor's storage: reading the write as a new tensor would lose it in the tensor."""
+    source = "import torch\n\n\ndef f(x, y):\n    z = x.clone()\n    w = z[:, :2]\n    w.mul_(2.0)\n    return z * y\n"
+    path = write(tmp_path, "into_slice.py", source)
+    with pytest.raises(AnalyzeError) as info:
+        analyze(str(path))
+    assert_one_line(info.value)
+    assert str(info.value).startswith(f"{path}:7: `.mul_` writes in place into a view of another tensor")

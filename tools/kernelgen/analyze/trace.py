@@ -21,6 +21,7 @@ import contextlib
 import copy
 import inspect
 import io
+import operator
 import sys
 
 from dataclasses import dataclass
@@ -391,6 +392,11 @@ def _run_tracer(loaded: LoadedReference, trace) -> fx.Graph:
 _VIEWS = {"view", "reshape", "transpose", "permute", "expand", "narrow", "select", "squeeze", "unsqueeze", "flatten"}
 
 
+def _is_view(node: fx.Node) -> bool:
+    """A tensor that shares another's storage: a view method or an indexing (``x[:, :3]``)."""
+    return node.target in _VIEWS or node.target is operator.getitem
+
+
 def _functionalize_in_place_ops(loaded: LoadedReference, graph: fx.Graph) -> None:
     """``z.mul_(2.0)`` as ``z = z.mul(2.0)``: fx records the in-place call, but later uses of ``z`` still name the
     tensor before it, so the mutation would be lost. Each in-place method's later users read its result instead,
@@ -403,7 +409,7 @@ def _functionalize_in_place_ops(loaded: LoadedReference, graph: fx.Graph) -> Non
             continue
         base = node.args[0]
         line = node.meta.get(LINE_KEY)
-        if not isinstance(base, fx.Node) or base.op == "placeholder" or base.target in _VIEWS:
+        if not isinstance(base, fx.Node) or base.op == "placeholder" or _is_view(base):
             what = (
                 f"input '{base.target}'" if getattr(base, "op", None) == "placeholder" else "a view of another tensor"
             )
