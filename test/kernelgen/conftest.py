@@ -1,5 +1,8 @@
 """Fixtures for the generator's tests: throw-away Liger checkouts to generate into."""
 
+import contextlib
+import io
+import os
 import shutil
 import subprocess
 import sys
@@ -64,15 +67,39 @@ def snapshot(root: Path) -> dict[str, bytes]:
     }
 
 
-def run_kernelgen(*args: str, cwd: Path = REPO_ROOT, stdin: str | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "tools.kernelgen", *args],
-        cwd=cwd,
-        input=stdin,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+def run_kernelgen(
+    *args: str, cwd: Path = REPO_ROOT, stdin: str | None = None, in_process: bool = True
+) -> subprocess.CompletedProcess:
+    """``python -m tools.kernelgen ARGS`` run from ``cwd``, its exit status and output as ``subprocess.run`` gives
+    them. In this process by default: torch and the generator are imported here already, so a call saves the ~2 s
+    of a new interpreter (the commands' own workers, ruff and pytest still run as processes of their own);
+    ``in_process=False`` starts ``python -m``, for the tests of that entry point itself."""
+    if not in_process:
+        return subprocess.run(
+            [sys.executable, "-m", "tools.kernelgen", *args],
+            cwd=cwd,
+            input=stdin,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    from tools.kernelgen.cli import main
+
+    stdout, stderr = io.StringIO(), io.StringIO()
+    previous_cwd, previous_stdin = Path.cwd(), sys.stdin
+    os.chdir(cwd)
+    if stdin is not None:
+        sys.stdin = io.StringIO(stdin)
+    try:
+        with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+            try:
+                returncode = main(list(args))
+            except SystemExit as exit_:  # argparse's usage errors, as the interpreter would report them
+                returncode = exit_.code if isinstance(exit_.code, int) else int(exit_.code is not None)
+    finally:
+        os.chdir(previous_cwd)
+        sys.stdin = previous_stdin
+    return subprocess.CompletedProcess(list(args), returncode, stdout.getvalue(), stderr.getvalue())
 
 
 def one_line_error(argv: list[str], capsys) -> str:
@@ -84,6 +111,11 @@ def one_line_error(argv: list[str], capsys) -> str:
     lines = captured.err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("kernelgen: error: "), captured.err
     return lines[0]
+
+
+# The generated DTensor tests spawn two interpreters each (seconds apiece on two cores): test_dtensor.py runs them
+# for representative kernels, and tests about something else leave them out with these arguments.
+WITHOUT_DTENSOR = ("-k", "not dtensor")
 
 
 def run_pytest(checkout: Path, *paths: str) -> subprocess.CompletedProcess:

@@ -185,6 +185,6 @@ def test_the_readme_minute_runs_in_order_after_the_readme_first_command(tmp_path
 
 def test_python_dash_m_reports_the_same_one_line_error():
     # The errors above come from main() in process; ``python -m tools.kernelgen`` must route to it.
-    result = run_kernelgen("new", "class")
+    result = run_kernelgen("new", "class", in_process=False)
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr == "kernelgen: error: kernel name 'class' is a Python keyword; it cannot name a module\n"

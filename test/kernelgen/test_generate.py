@@ -10,6 +10,7 @@ import yaml
 
 from test.kernelgen.conftest import EXAMPLES
 from test.kernelgen.conftest import REPO_ROOT
+from test.kernelgen.conftest import WITHOUT_DTENSOR
 from test.kernelgen.conftest import copy_checkout
 from test.kernelgen.conftest import run_kernelgen
 from test.kernelgen.conftest import run_pytest
@@ -41,7 +42,7 @@ def test_round_trip_from_example_profile_is_ruff_clean_and_its_tests_pass(checko
     for role in ("ops", "module", "test"):
         text = (checkout / paths[role]).read_text()
         assert lint_findings(text, checkout, paths[role]) == []
-    tests = run_pytest(checkout, paths["test"])
+    tests = run_pytest(checkout, paths["test"], *WITHOUT_DTENSOR)
     assert tests.returncode == 0, tests.stdout[-3000:]
     assert " passed" in tests.stdout
     # The generated benchmark runs too (tiny shapes on the CPU) and writes harness rows.
@@ -247,7 +248,7 @@ def test_new_geglu_into_an_upstream_style_checkout_registers_and_its_tests_pass(
     assert '    "LigerGegluUpMLP",\n' in text
     assert "liger_geglu_up" not in text  # upstream does not re-export functional names there
     assert all(line in text.splitlines() for line in upstream_init.splitlines())
-    tests = run_pytest(checkout, kernel_paths("geglu_up")["test"])
+    tests = run_pytest(checkout, kernel_paths("geglu_up")["test"], *WITHOUT_DTENSOR)
     assert tests.returncode == 0, tests.stdout[-3000:]
 
 
