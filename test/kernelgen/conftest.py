@@ -136,10 +136,25 @@ def assert_generated_tests_pass(
     out."""
     extra = ["-k", f"not {deselect}"] if deselect else []
     result = run_pytest(checkout, *[kernel_paths(name)["test"] for name in names], *extra)
-    assert result.returncode == 0, result.stdout[-5000:]
+    assert result.returncode == 0, failures_by_kernel(result.stdout, names) + result.stdout[-3000:]
     summary = result.stdout.strip().splitlines()[-1]
     passed = int(summary.split(" passed")[0].split()[-1])
     assert passed >= at_least_per_kernel * len(names), summary
+
+
+def failures_by_kernel(output: str, names: list[str]) -> str:
+    """The failed tests of a pytest run (its ``-ra`` summary) grouped under each kernel, one line per kernel, so
+    that one kernel's failure does not hide another's in the tail of a long run."""
+    failed: dict[str, list[str]] = {}
+    for line in output.splitlines():
+        if not line.startswith(("FAILED ", "ERROR ")):
+            continue
+        node = line.split(" ", 1)[1].split(" - ", 1)[0]
+        path, _, test = node.partition("::")
+        kernel = next((name for name in names if path == kernel_paths(name)["test"]), path)
+        failed.setdefault(kernel, []).append(test or "(collection)")
+    lines = [f"{kernel}: {len(tests)} failed: {', '.join(tests[:5])}" for kernel, tests in failed.items()]
+    return "\n".join(lines) + "\n" if lines else ""
 
 
 @pytest.fixture
