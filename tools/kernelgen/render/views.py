@@ -94,6 +94,7 @@ class ElementwiseOpsView:
     jit_helpers: list[str]  # sources of the jit helpers the kernels call (_tanh, _pow)
     in_place: bool
     precision_note: list[str]
+    gradient_note: list[str]  # the derived gradient formulas, as comment lines above the backward math
     backward_signature: str
     backward_call_args: list[str]
     outputs_viewed: list[str]
@@ -136,6 +137,7 @@ class RowProgramOpsView:
     jit_helpers: list[str]  # sources of the jit helpers the kernels call (_tanh, _pow)
     uses_cast: bool
     precision_note: list[str]
+    gradient_note: list[str]  # the derived gradient formulas, as comment lines above the backward math
     apply_returns: list[str]
     block_elements: int
     programs_per_sm: int
@@ -204,6 +206,7 @@ class LossOpsView:
     apply_returns: list[str]
     jit_helpers: list[str]  # sources of the jit helpers the kernels call (_tanh, _pow)
     precision_note: list[str]
+    gradient_note: list[str]  # the derived gradient formulas, as comment lines above the backward math
     block_elements: int
     num_warps: int | None
 
@@ -348,6 +351,19 @@ def _precision_note(ops: list[str]) -> list[str]:
     return textwrap.wrap(text, width=100)
 
 
+def _gradient_note(formulas: dict[str, str]) -> list[str]:
+    """The gradients the backward computes, as formulas a reader can check against the reference (the statements
+    below them are the same math after common subexpressions are shared), wrapped for comment lines."""
+    if not formulas:
+        return []
+    lines = ["Derived by kernelgen (chain rule through the reference, simplified):"]
+    for name, formula in formulas.items():
+        lines += textwrap.wrap(
+            f"{name} = {formula}", width=100, initial_indent="  ", subsequent_indent="      ", break_on_hyphens=False
+        )
+    return lines
+
+
 def _elementwise_ops(profile: KernelProfile) -> ElementwiseOpsView:
     math = elementwise_math(profile)
     inputs = [t.name for t in profile.inputs]
@@ -379,6 +395,7 @@ def _elementwise_ops(profile: KernelProfile) -> ElementwiseOpsView:
         jit_helpers=jit_helper_sources(math.forward + math.backward),
         in_place=_in_place_gradients(profile),
         precision_note=_precision_note(math.precision_sensitive_ops),
+        gradient_note=_gradient_note(math.gradient_formulas),
         backward_signature=", ".join(inputs + param_names + grad_outputs + hyper_names),
         backward_call_args=inputs + param_names + grad_outputs + [f"ctx.{name}" for name in hyper_names],
         outputs_viewed=[f"{name}.view(*shape)" for name in outputs],
@@ -436,6 +453,7 @@ def _row_program_ops(profile: KernelProfile) -> RowProgramOpsView:
         jit_helpers=jit_helper_sources(statements),
         uses_cast=any(f"{INPUT_DTYPE})" in line for line in statements),
         precision_note=_precision_note(math.precision_sensitive_ops),
+        gradient_note=_gradient_note(math.gradient_formulas),
         apply_returns=[f"grad_{name}" if name in grad_inputs else "None" for name in inputs]
         + [f"grad_{name}" for name in param_names]
         + ["None"] * len(profile.hyperparameters),
@@ -524,6 +542,7 @@ def _loss_ops(profile: KernelProfile) -> LossOpsView:
         + ["None"] * len(profile.hyperparameters),
         jit_helpers=jit_helper_sources(statements),
         precision_note=_precision_note(math.precision_sensitive_ops),
+        gradient_note=_gradient_note(math.gradient_formulas),
         block_elements=profile.tiling.block_elements or _loss_block_elements(math),
         num_warps=profile.tiling.num_warps,
     )
