@@ -236,6 +236,8 @@ class TestView:
     hyper_keywords: list[str]  # ... and by keyword to the functional
     positive_domain: bool
     input_scale: float
+    input_scaling: str  # what follows a random draw to scale it: " * 3.0", or nothing for 1.0
+    normal_draw: str  # an input drawn from N(0, input_scale**2) in fp32, rounded to the dtype under test
     reference_module_args: str
     liger_module_args: str
     hidden_act: str
@@ -349,6 +351,11 @@ def _precision_note(ops: list[str]) -> list[str]:
         text += f" (precision-sensitive in bf16/fp16: {', '.join(ops)})"
     text += ": the math runs in fp32 and rounds once, on store."
     return textwrap.wrap(text, width=100)
+
+
+def _normal_draw(scale: float) -> str:
+    draw = "torch.randn(shape, device=device, dtype=torch.float32)"
+    return f"{draw}.to(dtype)" if scale == 1.0 else f"({draw} * {scale}).to(dtype)"
 
 
 def _gradient_note(formulas: dict[str, str]) -> list[str]:
@@ -666,6 +673,8 @@ def test_view(profile: KernelProfile) -> TestView:
         hyper_keywords=[f"{name}=hyper[{name!r}]" for name in hyper_names],
         positive_domain=profile.test.input_domain == "positive",
         input_scale=float(profile.test.input_scale),
+        input_scaling="" if float(profile.test.input_scale) == 1.0 else f" * {float(profile.test.input_scale)}",
+        normal_draw=_normal_draw(float(profile.test.input_scale)),
         reference_module_args=", ".join(reference_module_args if module_reference else []),
         liger_module_args=", ".join(liger_module_args),
         hidden_act=profile.module.hidden_act or profile.operation_name,
