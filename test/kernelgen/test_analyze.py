@@ -174,46 +174,42 @@ def test_stdin_without_source_is_an_error():
 
 
 # Bad REF forms -------------------------------------------------------------------------------------------------
-def assert_one_line(error: AnalyzeError):
-    assert "\n" not in str(error)
+def analyze_error(reference: str) -> str:
+    """The message of the AnalyzeError ``analyze(reference)`` raises, which must be one line."""
+    with pytest.raises(AnalyzeError) as info:
+        analyze(reference)
+    assert "\n" not in str(info.value)
+    return str(info.value)
 
 
 def test_missing_file(tmp_path):
     missing = tmp_path / "nope.py"
-    with pytest.raises(AnalyzeError) as info:
-        analyze(str(missing))
-    assert str(info.value) == f"{missing}: no such file"
+    message = analyze_error(str(missing))
+    assert message == f"{missing}: no such file"
 
 
 def test_unknown_builtin_lists_the_available_ones():
-    with pytest.raises(AnalyzeError) as info:
-        analyze("not_a_kernel")
-    assert_one_line(info.value)
-    assert "unknown reference 'not_a_kernel'" in str(info.value) and "geglu" in str(info.value)
+    message = analyze_error("not_a_kernel")
+    assert "unknown reference 'not_a_kernel'" in message and "geglu" in message
 
 
 def test_missing_symbol_names_file_and_candidates(tmp_path):
     path = write(tmp_path, "swish.py", FILE_SOURCE)
-    with pytest.raises(AnalyzeError) as info:
-        analyze(f"{path}:Nope")
-    assert_one_line(info.value)
-    assert str(info.value).startswith(f"{path}: no symbol 'Nope'")
-    assert "scaled_swish" in str(info.value)
+    message = analyze_error(f"{path}:Nope")
+    assert message.startswith(f"{path}: no symbol 'Nope'")
+    assert "scaled_swish" in message
 
 
 def test_syntax_error_names_file_and_line(tmp_path):
     path = write(tmp_path, "broken.py", "import torch\n\n\ndef f(x):\n    return x +* 2\n")
-    with pytest.raises(AnalyzeError) as info:
-        analyze(str(path))
-    assert_one_line(info.value)
-    assert str(info.value).startswith(f"{path}:5: syntax error")
+    message = analyze_error(str(path))
+    assert message.startswith(f"{path}:5: syntax error")
 
 
 def test_error_while_executing_names_the_line(tmp_path):
     path = write(tmp_path, "raises.py", "import torch\n\nSCALE = undefined_name * 2\n\n\ndef f(x):\n    return x\n")
-    with pytest.raises(AnalyzeError) as info:
-        analyze(str(path))
-    assert str(info.value).startswith(f"{path}:3: executing the reference failed: NameError")
+    message = analyze_error(str(path))
+    assert message.startswith(f"{path}:3: executing the reference failed: NameError")
 
 
 def test_ambiguous_file_asks_for_a_symbol(tmp_path):
@@ -232,11 +228,9 @@ def test_ambiguous_file_asks_for_a_symbol(tmp_path):
             return torch.log(x)
         """,
     )
-    with pytest.raises(AnalyzeError) as info:
-        analyze(str(path))
-    assert_one_line(info.value)
-    assert "several candidates (first, second)" in str(info.value)
-    assert f"{path}:first" in str(info.value)
+    message = analyze_error(str(path))
+    assert "several candidates (first, second)" in message
+    assert f"{path}:first" in message
 
 
 def test_file_without_candidates(tmp_path):
@@ -259,10 +253,7 @@ def test_unknown_op_names_op_and_line(tmp_path):
             return torch.special.bessel_j0(scaled) * y
         """,
     )
-    with pytest.raises(AnalyzeError) as info:
-        analyze(str(path))
-    message = str(info.value)
-    assert_one_line(info.value)
+    message = analyze_error(str(path))
     assert message.startswith(f"{path}:6: `torch.special.bessel_j0`")
     assert "not element-wise-synthesizable" in message
     assert "--profile" in message
@@ -282,19 +273,15 @@ def test_data_dependent_control_flow_names_line(tmp_path):
             return -x
         """,
     )
-    with pytest.raises(AnalyzeError) as info:
-        analyze(str(path))
-    assert_one_line(info.value)
-    assert str(info.value).startswith(f"{path}:5: data-dependent Python control flow")
-    assert "torch.where" in str(info.value)
+    message = analyze_error(str(path))
+    assert message.startswith(f"{path}:5: data-dependent Python control flow")
+    assert "torch.where" in message
 
 
 def test_unsynthesizable_element_wise_use_names_line(tmp_path):
     path = write(tmp_path, "fmodx.py", "import torch\n\n\ndef fmod_x(x):\n    return torch.fmod(x, 2.0)\n")
-    with pytest.raises(AnalyzeError) as info:
-        analyze(str(path))
-    assert_one_line(info.value)
-    assert str(info.value).startswith(f"{path}:5: `torch.fmod` is not an op kernelgen knows")
+    message = analyze_error(str(path))
+    assert message.startswith(f"{path}:5: `torch.fmod` is not an op kernelgen knows")
 
 
 def test_a_power_with_a_tensor_exponent_is_element_wise(tmp_path):
@@ -657,10 +644,8 @@ def test_a_float_attribute_is_named_after_the_constructor_argument_that_sets_it(
 
 def test_a_scalar_argument_without_a_default_is_one_line(tmp_path):
     path = write(tmp_path, "noisy.py", "import torch\n\n\ndef scale(x, n: int):\n    return x * n\n")
-    with pytest.raises(AnalyzeError) as info:
-        analyze(str(path))
-    assert_one_line(info.value)
-    assert "'scale': 'n' is annotated int but has no default; a hyper-parameter needs one" in str(info.value)
+    message = analyze_error(str(path))
+    assert "'scale': 'n' is annotated int but has no default; a hyper-parameter needs one" in message
 
 
 def test_in_place_methods_are_read_as_their_out_of_place_ops(tmp_path):
@@ -671,10 +656,8 @@ def test_in_place_methods_are_read_as_their_out_of_place_ops(tmp_path):
 
 def test_writing_in_place_into_an_input_is_one_line(tmp_path):
     path = write(tmp_path, "into_input.py", "import torch\n\n\ndef f(x, y):\n    x.mul_(2.0)\n    return x * y\n")
-    with pytest.raises(AnalyzeError) as info:
-        analyze(str(path))
-    assert_one_line(info.value)
-    assert str(info.value).startswith(f"{path}:5: `.mul_` writes in place into input 'x'")
+    message = analyze_error(str(path))
+    assert message.startswith(f"{path}:5: `.mul_` writes in place into input 'x'")
 
 
 def test_constants_shaped_like_a_tensor_and_max_values(tmp_path):
@@ -692,7 +675,5 @@ def test_writing_in_place_into_a_slice_is_one_line(tmp_path):
     """A slice shares its tensor's storage: reading the write as a new tensor would lose it in the tensor."""
     source = "import torch\n\n\ndef f(x, y):\n    z = x.clone()\n    w = z[:, :2]\n    w.mul_(2.0)\n    return z * y\n"
     path = write(tmp_path, "into_slice.py", source)
-    with pytest.raises(AnalyzeError) as info:
-        analyze(str(path))
-    assert_one_line(info.value)
-    assert str(info.value).startswith(f"{path}:7: `.mul_` writes in place into a view of another tensor")
+    message = analyze_error(str(path))
+    assert message.startswith(f"{path}:7: `.mul_` writes in place into a view of another tensor")
