@@ -113,8 +113,8 @@ def one_line_error(argv: list[str], capsys) -> str:
     return lines[0]
 
 
-# The generated DTensor tests spawn two interpreters each (seconds apiece on two cores): test_dtensor.py runs them
-# for representative kernels, and tests about something else leave them out with these arguments.
+# The generated DTensor tests start two processes each (seconds apiece on two cores): test_dtensor.py runs them for
+# representative kernels, and tests about something else leave them out with these arguments.
 WITHOUT_DTENSOR = ("-k", "not dtensor")
 
 
@@ -129,12 +129,11 @@ def run_pytest(checkout: Path, *paths: str) -> subprocess.CompletedProcess:
 
 
 def assert_generated_tests_pass(
-    checkout: Path, names: list[str], at_least_per_kernel: int, deselect: str | None = None
+    checkout: Path, names: list[str], at_least_per_kernel: int, extra: tuple[str, ...] = ()
 ) -> None:
     """The generated tests of kernels ``names`` pass in ``checkout``, at least ``at_least_per_kernel`` of each on
-    average (a test file that collects next to nothing fails too); tests whose names contain ``deselect`` are left
-    out."""
-    extra = ["-k", f"not {deselect}"] if deselect else []
+    average (a test file that collects next to nothing fails too); ``extra``: more pytest arguments (such as
+    ``WITHOUT_DTENSOR``)."""
     result = run_pytest(checkout, *[kernel_paths(name)["test"] for name in names], *extra)
     assert result.returncode == 0, failures_by_kernel(result.stdout, names) + result.stdout[-3000:]
     summary = result.stdout.strip().splitlines()[-1]

@@ -8,6 +8,7 @@ shapes; on a GPU the same tests use model-sized shapes.
 
 import pytest
 
+from test.kernelgen.conftest import WITHOUT_DTENSOR
 from test.kernelgen.conftest import assert_generated_tests_pass
 from test.kernelgen.conftest import copy_checkout
 from test.kernelgen.test_analyze import TIER1_BUILTINS
@@ -52,5 +53,4 @@ def test_every_elementwise_reference_gets_a_synthesized_kernel(generated_checkou
 
 def test_generated_kernels_match_torch_autograd(generated_checkout):
     names = [f"{reference}_gen" for reference in ELEMENTWISE_REFERENCES]
-    # The DTensor tests spawn two processes each (~8 s apiece here): test_dtensor.py runs representative ones.
-    assert_generated_tests_pass(generated_checkout, names, at_least_per_kernel=4, deselect="dtensor")
+    assert_generated_tests_pass(generated_checkout, names, at_least_per_kernel=4, extra=WITHOUT_DTENSOR)

@@ -10,6 +10,7 @@ shapes.
 
 import pytest
 
+from test.kernelgen.conftest import WITHOUT_DTENSOR
 from test.kernelgen.conftest import assert_generated_tests_pass
 from test.kernelgen.conftest import copy_checkout
 from test.kernelgen.test_analyze import TIER2_BUILTINS
@@ -54,5 +55,4 @@ def test_generated_row_kernels_run_under_the_interpreter(generated_checkout):
 def test_generated_row_kernels_match_torch_autograd(generated_checkout):
     root, names = generated_checkout
     assert set(STYLE_KERNELS) <= set(STYLE_ENTRIES)
-    # The DTensor tests spawn two processes each (~15 s apiece here): test_dtensor.py runs representative ones.
-    assert_generated_tests_pass(root, names, at_least_per_kernel=6, deselect="dtensor")
+    assert_generated_tests_pass(root, names, at_least_per_kernel=6, extra=WITHOUT_DTENSOR)
