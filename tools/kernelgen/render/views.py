@@ -235,7 +235,6 @@ class TestView:
     hyper_values: list[str]  # one HYPERPARAMETERS case passed positionally to .apply
     hyper_keywords: list[str]  # ... and by keyword to the functional
     positive_domain: bool
-    input_scale: float
     input_scaling: str  # what follows a random draw to scale it: " * 3.0", or nothing for 1.0
     normal_draw: str  # an input drawn from N(0, input_scale**2) in fp32, rounded to the dtype under test
     reference_module_args: str
@@ -353,9 +352,13 @@ def _precision_note(ops: list[str]) -> list[str]:
     return textwrap.wrap(text, width=100)
 
 
+def _scaling(scale: float) -> str:
+    return "" if scale == 1.0 else f" * {scale}"
+
+
 def _normal_draw(scale: float) -> str:
-    draw = "torch.randn(shape, device=device, dtype=torch.float32)"
-    return f"{draw}.to(dtype)" if scale == 1.0 else f"({draw} * {scale}).to(dtype)"
+    draw = f"torch.randn(shape, device=device, dtype=torch.float32){_scaling(scale)}"
+    return f"{draw}.to(dtype)" if scale == 1.0 else f"({draw}).to(dtype)"
 
 
 def _gradient_note(formulas: dict[str, str]) -> list[str]:
@@ -672,8 +675,7 @@ def test_view(profile: KernelProfile) -> TestView:
         hyper_values=[f"hyper[{name!r}]" for name in hyper_names],
         hyper_keywords=[f"{name}=hyper[{name!r}]" for name in hyper_names],
         positive_domain=profile.test.input_domain == "positive",
-        input_scale=float(profile.test.input_scale),
-        input_scaling="" if float(profile.test.input_scale) == 1.0 else f" * {float(profile.test.input_scale)}",
+        input_scaling=_scaling(float(profile.test.input_scale)),
         normal_draw=_normal_draw(float(profile.test.input_scale)),
         reference_module_args=", ".join(reference_module_args if module_reference else []),
         liger_module_args=", ".join(liger_module_args),
