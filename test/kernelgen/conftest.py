@@ -102,14 +102,11 @@ def run_kernelgen(
     return subprocess.CompletedProcess(list(args), returncode, stdout.getvalue(), stderr.getvalue())
 
 
-def one_line_error(argv: list[str], capsys) -> str:
-    """Run the CLI in-process on ``argv``: it must exit 2 with exactly one ``kernelgen: error:`` line, returned."""
-    from tools.kernelgen.cli import main
-
-    assert main(argv) == 2
-    captured = capsys.readouterr()
-    lines = captured.err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("kernelgen: error: "), captured.err
+def one_line_error(result: subprocess.CompletedProcess) -> str:
+    """The CLI run ``result`` exited 2 with exactly one ``kernelgen: error:`` line on stderr, returned."""
+    assert result.returncode == 2, result.stdout + result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("kernelgen: error: "), result.stderr
     return lines[0]
 
 

@@ -30,28 +30,28 @@ from tools.kernelgen.cli import main
         ["analyze", "geglu", "--name", "class"],
     ],
 )
-def test_a_python_keyword_is_not_a_kernel_name(argv, capsys, checkout):
+def test_a_python_keyword_is_not_a_kernel_name(argv, checkout):
     if argv[0] != "analyze":
         argv = argv + ["--repo", str(checkout)]
-    assert "is a Python keyword; it cannot name a module" in one_line_error(argv, capsys)
+    assert "is a Python keyword; it cannot name a module" in one_line_error(run_kernelgen(*argv))
 
 
-def test_analyze_into_a_missing_folder_writes_nothing(tmp_path, capsys):
+def test_analyze_into_a_missing_folder_writes_nothing(tmp_path):
     target = tmp_path / "missing" / "geglu.yaml"
-    line = one_line_error(["analyze", "geglu", "-o", str(target)], capsys)
+    line = one_line_error(run_kernelgen("analyze", "geglu", "-o", str(target)))
     assert line == f"kernelgen: error: -o {target}: folder {target.parent} does not exist; nothing written"
     assert not target.parent.exists()
 
 
-def test_analyze_into_a_read_only_folder_writes_nothing(tmp_path, capsys, monkeypatch):
+def test_analyze_into_a_read_only_folder_writes_nothing(tmp_path, monkeypatch):
     # chmod cannot make a folder read-only for root: ask the same question the check asks.
     monkeypatch.setattr(writer.os, "access", lambda path, mode: False)
-    line = one_line_error(["analyze", "geglu", "-o", str(tmp_path / "geglu.yaml")], capsys)
+    line = one_line_error(run_kernelgen("analyze", "geglu", "-o", str(tmp_path / "geglu.yaml")))
     assert "is not writable (permission denied); nothing written" in line
     assert list(tmp_path.iterdir()) == []
 
 
-def test_a_write_that_fails_midway_is_one_line_and_leaves_nothing(tmp_path, capsys, monkeypatch):
+def test_a_write_that_fails_midway_is_one_line_and_leaves_nothing(tmp_path, monkeypatch):
     calls = []
 
     def failing_mkstemp(*args, **kwargs):
@@ -67,10 +67,10 @@ def test_a_write_that_fails_midway_is_one_line_and_leaves_nothing(tmp_path, caps
     assert list(tmp_path.iterdir()) == []
 
 
-def test_save_profile_to_a_bad_path_is_refused_before_anything_is_written(checkout, tmp_path, capsys):
+def test_save_profile_to_a_bad_path_is_refused_before_anything_is_written(checkout, tmp_path):
     before = snapshot(checkout)
     bad = tmp_path / "no" / "such" / "folder" / "profile.yaml"
-    line = one_line_error(["new", "geglu", "--repo", str(checkout), "--save-profile", str(bad)], capsys)
+    line = one_line_error(run_kernelgen("new", "geglu", "--repo", str(checkout), "--save-profile", str(bad)))
     assert "--save-profile" in line and "does not exist; nothing written" in line
     assert snapshot(checkout) == before
 
@@ -120,7 +120,7 @@ def test_ctrl_c_while_staging_writes_nothing_and_says_so(checkout, capsys, monke
         ("formula", "a * b; import os", "does not parse"),
     ],
 )
-def test_a_math_fragment_with_a_second_statement_is_refused(checkout, tmp_path, capsys, where, value, expected):
+def test_a_math_fragment_with_a_second_statement_is_refused(checkout, tmp_path, where, value, expected):
     data = yaml.safe_load((EXAMPLES / "swiglu.yaml").read_text())
     if where == "triton":
         data["math"] = {"statistics": [], "outputs": {}, "triton": {"forward": [value], "backward": ["grad_a = a"]}}
@@ -129,20 +129,22 @@ def test_a_math_fragment_with_a_second_statement_is_refused(checkout, tmp_path, 
     profile = tmp_path / "p.yaml"
     profile.write_text(yaml.safe_dump(data, sort_keys=False))
     before = snapshot(checkout)
-    assert expected in one_line_error(["new", "my_gate", "--profile", str(profile), "--repo", str(checkout)], capsys)
+    assert expected in one_line_error(
+        run_kernelgen("new", "my_gate", "--profile", str(profile), "--repo", str(checkout))
+    )
     assert snapshot(checkout) == before
 
 
-def test_a_reference_annotated_with_integer_tensors_is_not_made_a_float_kernel(checkout, tmp_path, capsys):
+def test_a_reference_annotated_with_integer_tensors_is_not_made_a_float_kernel(checkout, tmp_path):
     reference = tmp_path / "intmul.py"
     reference.write_text("import torch\n\n\ndef intmul(x: torch.LongTensor, y: torch.Tensor):\n    return x * y\n")
-    line = one_line_error(["new", "intmul", "--reference", str(reference), "--repo", str(checkout)], capsys)
+    line = one_line_error(run_kernelgen("new", "intmul", "--reference", str(reference), "--repo", str(checkout)))
     assert f"{reference}:4: input 'x' is annotated torch.LongTensor" in line
 
 
 @pytest.mark.parametrize("name", ["rms_norm", "cross_entropy"])
-def test_new_on_an_existing_kernel_says_it_exists_before_any_analysis(checkout, capsys, name):
-    line = one_line_error(["new", name, "--repo", str(checkout)], capsys)
+def test_new_on_an_existing_kernel_says_it_exists_before_any_analysis(checkout, name):
+    line = one_line_error(run_kernelgen("new", name, "--repo", str(checkout)))
     assert f"kernel '{name}' already exists" in line and "tier" not in line
 
 

@@ -12,6 +12,7 @@ from test.kernelgen.conftest import EXAMPLES
 from test.kernelgen.conftest import REPO_ROOT
 from test.kernelgen.conftest import WITHOUT_DTENSOR
 from test.kernelgen.conftest import copy_checkout
+from test.kernelgen.conftest import one_line_error
 from test.kernelgen.conftest import run_kernelgen
 from test.kernelgen.conftest import run_pytest
 from test.kernelgen.conftest import snapshot
@@ -81,17 +82,9 @@ def test_registration_keeps_every_original_line(checkout):
         assert all(line in updated for line in original), f"{path} lost or reordered a line"
 
 
-def _one_line_error(result):
-    assert result.returncode == 2
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("kernelgen: error: ")
-    return lines[0]
-
-
 def test_bad_kernel_name_is_one_line_error(checkout):
     before = snapshot(checkout)
-    line = _one_line_error(run_kernelgen("new", "GeGLU-2", "--repo", str(checkout)))
+    line = one_line_error(run_kernelgen("new", "GeGLU-2", "--repo", str(checkout)))
     assert "'GeGLU-2' is not a snake_case identifier" in line
     assert snapshot(checkout) == before
 
@@ -99,7 +92,7 @@ def test_bad_kernel_name_is_one_line_error(checkout):
 def test_existing_kernel_suggests_modify(checkout):
     before = snapshot(checkout)
     profile = EXAMPLES / "rms_norm.yaml"
-    line = _one_line_error(run_kernelgen("new", "rms_norm", "--profile", str(profile), "--repo", str(checkout)))
+    line = one_line_error(run_kernelgen("new", "rms_norm", "--profile", str(profile), "--repo", str(checkout)))
     assert "already exists" in line and "hand-written" in line and "modify rms_norm --reference REF" in line
     assert "--force" not in line  # never advised for a hand-written kernel
     assert snapshot(checkout) == before
@@ -112,21 +105,21 @@ def test_invalid_profile_lists_every_problem_with_its_path(checkout, tmp_path):
     data["bogus"] = 1
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml.safe_dump(data))
-    line = _one_line_error(run_kernelgen("new", "rms_norm_gen", "--profile", str(bad), "--repo", str(checkout)))
+    line = one_line_error(run_kernelgen("new", "rms_norm_gen", "--profile", str(bad), "--repo", str(checkout)))
     assert "bogus: unknown field" in line
     assert "tier: 7 is not one of 1, 2, 3" in line
     assert "inputs[0].name: 'not valid' is not a Python identifier" in line
 
 
 def test_not_a_checkout_names_the_missing_file(tmp_path):
-    line = _one_line_error(
+    line = one_line_error(
         run_kernelgen("new", "rms_norm_gen", "--profile", str(EXAMPLES / "rms_norm.yaml"), "--repo", str(tmp_path))
     )
     assert "is not a Liger-Kernel checkout: src/liger_kernel/ops/__init__.py is missing" in line
 
 
 def test_missing_profile_file_is_one_line_error(checkout, tmp_path):
-    line = _one_line_error(
+    line = one_line_error(
         run_kernelgen("new", "x_gen", "--profile", str(tmp_path / "nope.yaml"), "--repo", str(checkout))
     )
     assert "nope.yaml" in line and "cannot read" in line

@@ -11,6 +11,7 @@ import pytest
 
 from test.kernelgen.conftest import REPO_ROOT
 from test.kernelgen.conftest import copy_checkout
+from test.kernelgen.conftest import one_line_error
 from test.kernelgen.conftest import run_kernelgen
 from test.kernelgen.conftest import run_pytest
 from test.kernelgen.conftest import snapshot
@@ -73,13 +74,6 @@ def _reference(tmp_path: Path, source: str, name: str = "reference.py") -> str:
 def _function_source(text: str, name: str) -> str:
     tree = ast.parse(text)
     return next(ast.get_source_segment(text, node) for node in ast.walk(tree) if getattr(node, "name", None) == name)
-
-
-def _one_line_error(result) -> str:
-    assert result.returncode == 2, result.stdout + result.stderr
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("kernelgen: error: "), result.stderr
-    return lines[0]
 
 
 # The host kernels ---------------------------------------------------------------------------------------------
@@ -197,7 +191,7 @@ def test_math_that_is_not_derivable_is_refused_then_tests_only_appends_failing_c
     checkout = _checkout(tmp_path, "test_swiglu.py")
     reference = _reference(tmp_path, SWIGLU_NOT_AFFINE)
     before = snapshot(checkout)
-    line = _one_line_error(run_kernelgen("modify", "swiglu", "--reference", reference, "--repo", str(checkout)))
+    line = one_line_error(run_kernelgen("modify", "swiglu", "--reference", reference, "--repo", str(checkout)))
     assert "cannot give hand-written 'swiglu' beta: the math is not derivable" in line
     assert "nothing written" in line and "--tests-only" in line
     assert snapshot(checkout) == before
@@ -216,7 +210,7 @@ def test_a_reference_that_is_not_the_kernels_math_is_refused(tmp_path):
     checkout = _checkout(tmp_path, "test_swiglu.py")
     before = snapshot(checkout)
     reference = _reference(tmp_path, SWIGLU_TANH)
-    line = _one_line_error(run_kernelgen("modify", "swiglu", "--reference", reference, "--repo", str(checkout)))
+    line = one_line_error(run_kernelgen("modify", "swiglu", "--reference", reference, "--repo", str(checkout)))
     assert "the reference at its defaults is not what 'swiglu' computes now" in line
     assert "[forward]" in line and "nothing written" in line
     assert snapshot(checkout) == before
@@ -233,7 +227,7 @@ def test_a_kernel_whose_shape_is_not_understood_is_refused(tmp_path):
     reference = _reference(
         tmp_path, "import torch\n\n\ndef mulsig(x, gate, scale=1.0):\n    return x * torch.sigmoid(gate) * scale\n"
     )
-    line = _one_line_error(run_kernelgen("modify", "mulsig", "--reference", reference, "--repo", str(checkout)))
+    line = one_line_error(run_kernelgen("modify", "mulsig", "--reference", reference, "--repo", str(checkout)))
     line_number = ops.splitlines().index("    tl.atomic_add(OUT + offs, x * tl.sigmoid(g), mask=m)") + 1
     assert f"the kernel's shape is not understood: src/liger_kernel/ops/mulsig.py:{line_number}:" in line
     assert "tl.atomic_add(...)" in line
@@ -245,7 +239,7 @@ def test_a_reference_with_other_argument_names_is_one_line_with_both_signatures(
     reference = _reference(
         tmp_path, "import torch.nn.functional as F\n\n\ndef swiglu(x, y):\n    return F.silu(x) * y\n"
     )
-    line = _one_line_error(run_kernelgen("modify", "swiglu", "--reference", reference, "--repo", str(checkout)))
+    line = one_line_error(run_kernelgen("modify", "swiglu", "--reference", reference, "--repo", str(checkout)))
     assert "the reference swiglu(x, y) does not match the kernel's liger_swiglu(a, b, gate_multiplier=1.0" in line
 
 
@@ -263,7 +257,7 @@ def test_without_a_reference_the_built_in_cases_are_appended_calling_the_real_fu
 
 @pytest.mark.parametrize("flag", ["--tests-only", "--ours"])
 def test_modify_only_flags_need_modify(checkout, flag):
-    line = _one_line_error(run_kernelgen("new", "geglu", flag, "--repo", str(checkout)))
+    line = one_line_error(run_kernelgen("new", "geglu", flag, "--repo", str(checkout)))
     assert "go with --modify" in line
 
 
@@ -275,7 +269,7 @@ def test_a_loss_kernel_is_refused_with_why_its_cases_cannot_be_appended_either(c
         "    return F.cross_entropy(logits, target, ignore_index=ignore_index) * scale\n",
     )
     before = snapshot(checkout)
-    line = _one_line_error(run_kernelgen("modify", "cross_entropy", "--reference", reference, "--repo", str(checkout)))
+    line = one_line_error(run_kernelgen("modify", "cross_entropy", "--reference", reference, "--repo", str(checkout)))
     assert "cannot give hand-written 'cross_entropy' scale: the math is not derivable: tier 3 kernels" in line
     assert "its cases cannot be appended either" in line
     assert snapshot(checkout) == before

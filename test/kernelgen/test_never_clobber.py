@@ -37,20 +37,20 @@ def generated_act(tmp_path_factory) -> Path:
     return checkout
 
 
-def test_force_never_touches_a_hand_written_kernel(checkout, capsys):
+def test_force_never_touches_a_hand_written_kernel(checkout):
     before = snapshot(checkout)
-    line = one_line_error(["new", "swiglu", "--force", "--repo", str(checkout)], capsys)
+    line = one_line_error(run_kernelgen("new", "swiglu", "--force", "--repo", str(checkout)))
     assert "refusing to overwrite 3 file(s) with no generation record (src/liger_kernel/ops/swiglu.py," in line
     assert "hand-written; nothing written" in line and "modify swiglu --reference REF" in line
     assert snapshot(checkout) == before
 
 
 @pytest.mark.parametrize("name, shared", [("utils", "src/liger_kernel/ops/utils.py"), ("functional", FUNCTIONAL)])
-def test_a_kernel_name_of_a_shared_file_is_refused(checkout, tmp_path, capsys, name, shared):
+def test_a_kernel_name_of_a_shared_file_is_refused(checkout, tmp_path, name, shared):
     reference = tmp_path / "act.py"
     reference.write_text(ACT)
     before = snapshot(checkout)
-    line = one_line_error(["new", name, "--reference", str(reference), "--force", "--repo", str(checkout)], capsys)
+    line = one_line_error(run_kernelgen("new", name, "--reference", str(reference), "--force", "--repo", str(checkout)))
     assert f"kernel name '{name}' is taken: {shared} is a file every kernel shares" in line
     assert snapshot(checkout) == before
 
@@ -115,11 +115,11 @@ def test_a_shared_file_only_ever_gets_lines_added(generated_act):
     ]
 
 
-def test_no_advice_recommends_force_for_a_hand_written_kernel(checkout, capsys):
+def test_no_advice_recommends_force_for_a_hand_written_kernel(checkout):
     install_mulsig(checkout)
-    exists = one_line_error(["new", "mulsig", "--repo", str(checkout)], capsys)
+    exists = one_line_error(run_kernelgen("new", "mulsig", "--repo", str(checkout)))
     assert "hand-written" in exists and "modify mulsig --reference REF" in exists and "--force" not in exists
-    no_reference = one_line_error(["validate", "mulsig", "--repo", str(checkout)], capsys)
+    no_reference = one_line_error(run_kernelgen("validate", "mulsig", "--repo", str(checkout)))
     assert "pass --reference REF" in no_reference and "--force" not in no_reference
 
 
@@ -151,7 +151,7 @@ def test_force_with_a_changed_reference_regenerates_the_functional_wrapper_too(g
     assert "def liger_act(a, b, beta=0.5, gamma=2.0):" in functional and functional.count("def liger_act(") == 1
 
 
-def test_force_refuses_a_functional_wrapper_edited_by_hand(generated_act, tmp_path, capsys):
+def test_force_refuses_a_functional_wrapper_edited_by_hand(generated_act, tmp_path):
     checkout = tmp_path / "liger"
     shutil.copytree(generated_act, checkout)
     functional = checkout / FUNCTIONAL
@@ -163,6 +163,8 @@ def test_force_refuses_a_functional_wrapper_edited_by_hand(generated_act, tmp_pa
     reference = tmp_path / "act.py"
     reference.write_text(ACT_WITH_NEW_HYPERPARAMETERS)
     before = snapshot(checkout)
-    line = one_line_error(["new", "act", "--reference", str(reference), "--force", "--repo", str(checkout)], capsys)
+    line = one_line_error(
+        run_kernelgen("new", "act", "--reference", str(reference), "--force", "--repo", str(checkout))
+    )
     assert f"refusing to overwrite {FUNCTIONAL}: liger_act was edited since kernelgen generated it" in line
     assert snapshot(checkout) == before
