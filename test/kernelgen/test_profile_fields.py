@@ -157,6 +157,7 @@ EDITS = {
     "math.statistics[].of": ("layer_norm", _set("math.statistics.1.of", "abs(x - mean)"), "files"),
     "outputs[].keepdim": ("logsumexp", _set("outputs.0.keepdim", True), "files"),
     "math.outputs": ("swiglu", _set("math.outputs", {"y": "silu(a) * b * 2.0"}), "files"),
+    "math.rounding": ("swiglu", _set("math.rounding", "per_op"), "files"),
     "math.triton.forward": (
         "rms_norm",
         _set("math.triton.forward", ["y = x * rstd * (offset + weight) * 2.0"]),

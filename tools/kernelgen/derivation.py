@@ -39,8 +39,10 @@ def elementwise_math(profile: KernelProfile, source: str = "<profile>") -> Eleme
     parameters = tuple((p.name, p.shape) for p in profile.parameters)
     constants = [t.name for t in profile.inputs if not t.requires_grad]
     hyperparameters = tuple(constants + profile.formula_hyperparameters)
+    tensors = tuple(t.name for t in profile.inputs) + tuple(p.name for p in profile.parameters)
+    rounded = tensors if profile.math.rounding == "per_op" else ()
     try:
-        return _derive_elementwise(tuple(profile.math.outputs.items()), inputs, parameters, hyperparameters)
+        return _derive_elementwise(tuple(profile.math.outputs.items()), inputs, parameters, hyperparameters, rounded)
     except _FormulaError as error:
         raise ProfileError(source, [str(error)]) from None
 
@@ -50,12 +52,12 @@ class _FormulaError(ValueError):
 
 
 @functools.lru_cache(maxsize=64)
-def _derive_elementwise(formulas, inputs, parameters, hyperparameters) -> ElementwiseMath:
+def _derive_elementwise(formulas, inputs, parameters, hyperparameters, rounded=()) -> ElementwiseMath:
     names = [*inputs, *(name for name, _ in parameters), *hyperparameters]
     outputs = {}
     for name, text in formulas:
         try:
-            outputs[name] = parse_formula(text, names)
+            outputs[name] = parse_formula(text, names, rounded)
         except (ValueError, TypeError) as error:
             raise _FormulaError(f"math.outputs.{name}: {error}") from None
     try:

@@ -56,6 +56,8 @@ INIT_KINDS = ("ones", "zeros", "constant")
 MLP_VARIANTS = {"gemma4": "ForGemma4"}
 DTYPES = ("same", "float32", "int64", "int32", "bool")
 REDUCE_KINDS = ("sum", "mean", "max", "min")
+# math.rounding: fp32 throughout and one rounding at the store, or every op rounded as eager PyTorch does.
+ROUNDING_MODES = ("once", "per_op")
 DERIVED_NAMES = ("function_class_name", "module_class_name", "functional_name")  # from operation_name
 # Names a formula may use besides the profile's own: the row length and pi.
 FORMULA_CONSTANTS = ("n_cols", "pi")
@@ -219,10 +221,13 @@ class Math:
     """What the kernel computes: formulas kernelgen derives the forward and backward from, or hand-written Triton.
 
     ``outputs`` maps every output to its formula; ``statistics`` (tier 2) are the per-row reductions those formulas
-    read by name. ``triton`` replaces both with hand-written statements."""
+    read by name. ``triton`` replaces both with hand-written statements. ``rounding`` (tier 1): ``once`` computes in
+    fp32 and rounds at the store; ``per_op`` rounds every op's result to the inputs' dtype as eager PyTorch does (a
+    bf16 ``gelu(a) * b`` multiplies the rounded gelu, as Liger's hand-written MLP activations do)."""
 
     statistics: list[Statistic] = field(default_factory=list)
     outputs: dict[str, str] = field(default_factory=dict)
+    rounding: str = "once"
     triton: HandWrittenMath | None = None
     loss: LossSpec | None = None
 
@@ -532,6 +537,10 @@ def _validate_math(profile: KernelProfile, problems: list[str]) -> None:
         problems.append("math.loss: only tier 3 (a loss over rows) has one")
     if profile.tier == 3:
         _validate_loss(profile, problems)
+    if math.rounding not in ROUNDING_MODES:
+        problems.append(f"math.rounding: {math.rounding!r} is not one of {', '.join(ROUNDING_MODES)}")
+    elif math.rounding != "once" and (profile.tier != 1 or written is not None):
+        problems.append("math.rounding: per_op applies to tier-1 formulas only (tier 2 follows the reference's casts)")
     if written is not None:
         if math.outputs or math.statistics:
             problems.append("math: give formulas (outputs, statistics) or hand-written Triton (triton), not both")

@@ -119,6 +119,8 @@ def build_profile(traced: TracedReference, classification: Classification, name:
                 param.enabled_by = ""
     if classification.tier in (1, 2):
         profile.math, program = profile_math(traced)
+        if classification.tier == 1:
+            profile.math.rounding = str(hints.get("rounding", profile.math.rounding))
         for output in profile.outputs:
             output.keepdim = program.keepdim[output.name]
         derive = elementwise_math if classification.tier == 1 else row_math

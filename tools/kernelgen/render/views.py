@@ -344,12 +344,22 @@ def _in_place_gradients(profile: KernelProfile) -> bool:
     return profile.backward.in_place_gradients
 
 
-def _precision_note(ops: list[str]) -> list[str]:
+def _precision_note(ops: list[str], rounding: str = "once") -> list[str]:
     text = "Loads are upcast to fp32"
     if ops:
         text += f" (precision-sensitive in bf16/fp16: {', '.join(ops)})"
-    text += ": the math runs in fp32 and rounds once, on store."
+    if rounding == "per_op":
+        text += ": each op runs in fp32 and its result is rounded to the inputs' dtype, as eager PyTorch rounds it."
+    else:
+        text += ": the math runs in fp32 and rounds once, on store."
     return textwrap.wrap(text, width=100)
+
+
+def _with_input_dtype(statements: list[str], first_input: str) -> list[str]:
+    """Statements that round to the inputs' dtype (``math.rounding: per_op``) read it from the first input."""
+    if not any(f"{INPUT_DTYPE})" in line for line in statements):
+        return statements
+    return [f"{INPUT_DTYPE} = {first_input}_ptr.dtype.element_ty", *statements]
 
 
 def _scaling(scale: float) -> str:
@@ -386,8 +396,8 @@ def _elementwise_ops(profile: KernelProfile) -> ElementwiseOpsView:
     grad_outputs = [f"grad_{name}" for name in outputs]
     tiling = profile.tiling
     return ElementwiseOpsView(
-        forward=math.forward,
-        backward=math.backward,
+        forward=_with_input_dtype(math.forward, inputs[0]),
+        backward=_with_input_dtype(math.backward, inputs[0]),
         forward_inputs=[name for name in inputs if name in forward_reads],
         forward_params=[prm for prm in params if prm.name in forward_reads],
         backward_inputs=[name for name in inputs if name in backward_reads],
@@ -404,7 +414,7 @@ def _elementwise_ops(profile: KernelProfile) -> ElementwiseOpsView:
         ],
         jit_helpers=jit_helper_sources(math.forward + math.backward),
         in_place=_in_place_gradients(profile),
-        precision_note=_precision_note(math.precision_sensitive_ops),
+        precision_note=_precision_note(math.precision_sensitive_ops, profile.math.rounding),
         gradient_note=_gradient_note(math.gradient_formulas),
         backward_signature=", ".join(inputs + param_names + grad_outputs + hyper_names),
         backward_call_args=inputs + param_names + grad_outputs + [f"ctx.{name}" for name in hyper_names],

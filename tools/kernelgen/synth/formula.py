@@ -3,6 +3,10 @@
 The text is parsed with Python's ``ast`` and walked node by node; nothing is ever ``eval``-ed, so a formula can
 only name the declared variables, ``pi``, numbers and the ops of the table (``torch.sigmoid``/``F.gelu`` are read
 as ``sigmoid``/``gelu``). Operators map to ops too: ``+ - * / **``, comparisons, and ``& | ~`` between conditions.
+
+With ``round_each_op``, every op whose result is a tensor (it reads a tensor variable) is followed by a rounding to
+the inputs' dtype (``cast_to_input``), as eager PyTorch rounds each op's result; the formula's own result is left to
+the store.
 """
 
 import ast
@@ -18,8 +22,18 @@ _CONSTANTS = {"pi": sympy.pi}
 
 
 class _FormulaBuilder(ast.NodeVisitor):
-    def __init__(self, symbols: dict[str, sympy.Symbol]):
+    def __init__(self, symbols: dict[str, sympy.Symbol], tensors: frozenset[sympy.Symbol] = frozenset()):
         self.symbols = symbols
+        self.tensors = tensors  # their ops round, when rounding each op
+        self.root = None
+
+    def visit(self, node):
+        value = super().visit(node)
+        if node is self.root or not isinstance(node, (ast.UnaryOp, ast.BinOp, ast.Call)):
+            return value
+        if isinstance(value, sympy.Expr) and value.free_symbols & self.tensors:
+            return apply_op("cast_to_input", value)
+        return value
 
     def generic_visit(self, node):
         raise ValueError(f"unsupported syntax in formula: {ast.dump(node)[:80]}")
@@ -81,8 +95,9 @@ class _FormulaBuilder(ast.NodeVisitor):
         return apply_op(name, *args, **kwargs)
 
 
-def parse_formula(text: str, names: list[str]) -> sympy.Expr:
-    """The sympy expression of ``text``, over ``make_symbols(names)``.
+def parse_formula(text: str, names: list[str], round_each_op: tuple[str, ...] = ()) -> sympy.Expr:
+    """The sympy expression of ``text``, over ``make_symbols(names)``; ``round_each_op`` names the tensors whose
+    ops round their results as eager PyTorch does (none: fp32 throughout).
 
     Unknown functions raise ``UnsupportedOpError`` (with the nearest op names), unknown variables and other syntax
     ``ValueError``.
@@ -91,7 +106,10 @@ def parse_formula(text: str, names: list[str]) -> sympy.Expr:
         tree = ast.parse(text.strip(), mode="eval")
     except SyntaxError as error:
         raise ValueError(f"formula {text!r} is not a valid expression: {error.msg}") from None
-    return _FormulaBuilder(make_symbols(names)).visit(tree.body)
+    symbols = make_symbols(names)
+    builder = _FormulaBuilder(symbols, frozenset(symbols[name] for name in round_each_op))
+    builder.root = tree.body
+    return builder.visit(tree.body)
 
 
 __all__ = ["parse_formula"]

@@ -3,8 +3,8 @@
 Hints kernelgen reads: ``entry`` (the function or module to analyze), ``function_class_name``,
 ``module_class_name``, ``functional_name``, ``module_kind``, ``module_variants`` (model-specific subclasses of an
 mlp module, ``profile.MLP_VARIANTS``), ``description``, ``closest_existing_kernel``,
-``init_args`` (arguments used to instantiate a module reference for tracing), ``backward``, ``benchmark`` and
-``test`` (fields of the profile sections of the same names).
+``init_args`` (arguments used to instantiate a module reference for tracing), ``rounding`` (tier 1's
+``math.rounding``), ``backward``, ``benchmark`` and ``test`` (fields of the profile sections of the same names).
 """
 
 from __future__ import annotations

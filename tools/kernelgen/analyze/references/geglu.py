@@ -13,6 +13,9 @@ KERNELGEN = {
     "function_class_name": "LigerGELUMulFunction",
     "module_class_name": "LigerGEGLUMLP",
     "module_kind": "mlp",
+    # The activation's result is rounded to the projections' dtype before the product, as eager PyTorch (and Liger's
+    # hand-written MLP kernels) do: a bf16 MLP then matches eager's outputs after the down projection.
+    "rounding": "per_op",
     # Liger's LigerGEGLUMLPForGemma4: Gemma 4's (config, layer_idx) constructor, double-wide KV-shared layers.
     "module_variants": ["gemma4"],
     "closest_existing_kernel": "swiglu",

@@ -11,6 +11,9 @@ def gelu_erf_mul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 KERNELGEN = {
     "entry": "gelu_erf_mul",
     "module_kind": "mlp",
+    # The activation's result is rounded to the projections' dtype before the product, as eager PyTorch (and Liger's
+    # hand-written MLP kernels) do: a bf16 MLP then matches eager's outputs after the down projection.
+    "rounding": "per_op",
     "closest_existing_kernel": "swiglu",
     "description": "gelu(a) * b with the erf form of GELU",
     "benchmark": {"fixed_config": {"hidden_size": 4096, "intermediate_size": 11008}},
