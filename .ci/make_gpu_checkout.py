@@ -4,7 +4,7 @@ Generation needs libcst and ruff, which the GPU machine lacks; the generated che
 (device `run` with carry=[".gpu-run"]), and `.ci/gpu` runs there. Kernels: geglu (as the README makes it) and
 dyt, every tier-1, tier-2 and tier-3 built-in as NAME_gen (cross entropy with its fused linear kernel), the three
 example profiles as NAME_ex (the round trips of issue 4), and with ``--tiling-variants`` copies of rms_norm,
-layer_norm, cross_entropy and kl_div under other launch settings (``NAME_tv_...``) for a tiling sweep.
+layer_norm, softmax, cross_entropy and kl_div under other launch settings (``NAME_tv_...``) for a tiling sweep.
 """
 
 import shutil
@@ -34,8 +34,10 @@ LOSS_TILING_VARIANTS = [(block, warps) for block in (4096, 8192, 16384, 32768) f
 
 def tiling_variants() -> list:
     variants = []
-    for base in ("rms_norm", "layer_norm"):
+    for base in ("rms_norm", "layer_norm", "softmax"):
         for block_elements, programs_per_sm, num_warps in TILING_VARIANTS:
+            if base == "softmax" and programs_per_sm != 2:
+                continue  # no parameter gradients: the backward's grid does not depend on it
             name = f"{base}_tv_{block_elements}_{programs_per_sm}_{num_warps or 'auto'}"
             profile = analyze(base, name=name)
             profile.tiling.block_elements = block_elements
