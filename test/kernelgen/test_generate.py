@@ -1,11 +1,13 @@
 """The ``new`` command end to end: round trips from the example profiles, dry runs, errors, atomic writes."""
 
+import importlib
 import os
 import shutil
 import subprocess
 import sys
 
 import pytest
+import torch
 import yaml
 
 from test.kernelgen.conftest import EXAMPLES
@@ -16,19 +18,24 @@ from test.kernelgen.conftest import one_line_error
 from test.kernelgen.conftest import run_kernelgen
 from test.kernelgen.conftest import run_pytest
 from test.kernelgen.conftest import snapshot
+from test.utils import assert_verbose_allclose
+from test.utils import infer_device
 from tools.kernelgen import writer
 from tools.kernelgen.analyze import analyze
 from tools.kernelgen.formatting import lint_findings
+from tools.kernelgen.formatting import sort_imports
 from tools.kernelgen.generate import GenerateError
 from tools.kernelgen.generate import plan_new
+from tools.kernelgen.kernel_helpers import add_kernel_helpers
+from tools.kernelgen.kernel_helpers import jit_math_block
+from tools.kernelgen.kernel_helpers import missing_helpers
+from tools.kernelgen.layout import OPS_UTILS
 from tools.kernelgen.layout import TRANSFORMERS_INIT
 from tools.kernelgen.layout import kernel_paths
 from tools.kernelgen.profile import ProfileError
 from tools.kernelgen.profile import from_dict
 from tools.kernelgen.profile import load_profile
 from tools.kernelgen.profile import validate_profile
-from tools.kernelgen.render import render_kernel
-from tools.kernelgen.render import target_helpers
 from tools.kernelgen.repo import LigerRepo
 
 FIXTURES = REPO_ROOT / "test" / "kernelgen" / "fixtures"
@@ -218,15 +225,49 @@ def test_generated_files_quote_the_reference_by_a_portable_path(checkout, tmp_pa
     assert repo.portable_origin("examples/rms_norm.yaml") == "examples/rms_norm.yaml"  # relative, not in the checkout
 
 
-def test_target_without_get_num_sms_gets_a_local_helper():
-    assert target_helpers("def get_num_sms():\n    return 1\n") == {"get_num_sms"}
-    assert target_helpers("def calculate_settings(n):\n    pass\n") == frozenset()
-    profile = load_profile(EXAMPLES / "rms_norm.yaml").renamed("rms_norm_gen")
-    ops_path = kernel_paths("rms_norm_gen")["ops"]
-    local = render_kernel(profile, helpers=frozenset()).files[ops_path]
-    shared = render_kernel(profile).files[ops_path]
-    assert "def get_num_sms() -> int:" in local and "import get_num_sms" not in local
-    assert "from liger_kernel.ops.utils import get_num_sms" in shared and "def get_num_sms" not in shared
+def test_this_host_s_utils_has_the_helpers_kernels_import_and_they_are_kernelgen_s():
+    """Nothing is added to a checkout that has the helpers: this host's jit math block is exactly what kernelgen adds
+    to one that lacks it."""
+    host = (REPO_ROOT / OPS_UTILS).read_text()
+    assert missing_helpers(host, {"ensure_contiguous", "get_num_sms", "pow", "tanh"}) == []
+    block = jit_math_block(["pow", "tanh"], "is_triton_interpreter()")
+    without = host.replace(f"\n\n{block}", "")
+    assert without != host and missing_helpers(without, {"tanh", "pow"}) == ["pow", "tanh"]
+    assert add_kernel_helpers(without, ["pow", "tanh"], lambda text: text) == host
+
+
+@pytest.mark.filterwarnings("ignore:.*encountered in:RuntimeWarning")  # log2(0), 0 * inf of the masked-off branches
+def test_a_utils_without_helpers_or_their_imports_gets_them_sorted_and_working(tmp_path):
+    """An old upstream utils: no get_num_sms, no jit math, neither os nor triton.language imported. The helpers come
+    with their imports where the target's isort settings put them, ruff-clean, and tanh and pow compute (under the
+    interpreter, the core-op formulas) what torch does."""
+    old = (FIXTURES / "upstream_layout" / "ops_utils_old.py.txt").read_text()
+    updated = add_kernel_helpers(old, ["get_num_sms", "pow", "tanh"], lambda t: sort_imports(t, REPO_ROOT, OPS_UTILS))
+    assert all(line in updated.splitlines() for line in old.splitlines())
+    assert "import os\n" in updated and "import triton.language as tl\n" in updated
+    assert lint_findings(updated, REPO_ROOT, OPS_UTILS) == []
+    assert add_kernel_helpers(updated, ["get_num_sms", "tanh"], lambda t: t) == updated
+    (tmp_path / "old_liger_utils.py").write_text(updated)
+    (tmp_path / "old_liger_kernel.py").write_text(
+        "import triton\nimport triton.language as tl\n\n"
+        "from old_liger_utils import pow\nfrom old_liger_utils import tanh\n\n\n"
+        "@triton.jit\ndef apply(x_ptr, y_ptr, t_ptr, p_ptr, BLOCK: tl.constexpr):\n"
+        "    offsets = tl.arange(0, BLOCK)\n    x = tl.load(x_ptr + offsets)\n"
+        "    tl.store(t_ptr + offsets, tanh(x))\n    tl.store(p_ptr + offsets, pow(x, tl.load(y_ptr + offsets)))\n"
+    )
+    sys.path.insert(0, str(tmp_path))
+    try:
+        utils, kernel = importlib.import_module("old_liger_utils"), importlib.import_module("old_liger_kernel")
+    finally:
+        sys.path.remove(str(tmp_path))
+    assert utils.get_num_sms() > 0
+    x = torch.tensor([-30.0, -2.0, -2.0, -0.5, -1e-3, 0.0, 0.0, 1e-4, 0.3, 2.0, 5.0, 40.0, 3.0, -3.0, 0.0, 2.0])
+    y = torch.tensor([3.0, 2.0, 0.5, 0.0, 1.0, 0.0, 2.5, 2.0, -1.5, 0.5, 3.0, 1.0, -2.0, 3.0, 0.0, 3.0])
+    device = infer_device()
+    t, p = torch.empty_like(x, device=device), torch.empty_like(x, device=device)
+    kernel.apply[(1,)](x.to(device), y.to(device), t, p, BLOCK=16)
+    assert_verbose_allclose(t.cpu(), torch.tanh(x.double()).float(), atol=1e-7, rtol=1e-6)
+    assert torch.allclose(p.cpu(), torch.pow(x.double(), y.double()).float(), rtol=1e-5, atol=0, equal_nan=True)
 
 
 def test_new_geglu_into_an_upstream_style_checkout_registers_and_its_tests_pass(checkout):

@@ -36,8 +36,6 @@ from tools.kernelgen.synth import print_triton
 from tools.kernelgen.synth import synthesize_elementwise
 from tools.kernelgen.synth.derive import _temporary_prefix
 from tools.kernelgen.synth.functions import Softplus
-from tools.kernelgen.synth.printer import POW_HELPER_SOURCE
-from tools.kernelgen.synth.printer import TANH_HELPER_SOURCE
 from tools.kernelgen.synth.rules import tensor_arguments
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -96,7 +94,7 @@ class TorchTL:
 
 def run_statements(statements: list[str], values: dict[str, torch.Tensor]) -> dict:
     dtype = next(iter(values.values())).dtype
-    namespace = {"tl": TorchTL(dtype), "_tanh": torch.tanh, "_pow": torch.pow, "input_dtype": dtype, **values}
+    namespace = {"tl": TorchTL(dtype), "tanh": torch.tanh, "pow": torch.pow, "input_dtype": dtype, **values}
     exec(compile("\n".join(statements), "<synthesized>", "exec"), namespace)
     return namespace
 
@@ -398,7 +396,7 @@ def test_dyt_uses_and_shared_subexpressions():
     assert math.backward_uses == ["alpha", "grad_y", "weight", "x"]  # bias is not needed to differentiate
     assert [line.split(" = ")[0] for line in math.backward][-4:] == ["grad_x", "grad_alpha", "grad_weight", "grad_bias"]
     # tanh(alpha * x) is computed once and shared by three gradients.
-    assert sum("_tanh(" in line for line in math.backward) == 1
+    assert sum("tanh(" in line for line in math.backward) == 1
     assert math.precision_sensitive_ops == ["tanh"]
     assert set(math.gradient_formulas) == {"grad_x", "grad_alpha", "grad_weight", "grad_bias"}
     assert math.gradient_formulas["grad_bias"] == "grad_y"
@@ -505,7 +503,7 @@ def test_printer_conventions():
     assert print_triton(x + 1) == "x + 1.0"
     assert print_triton(x - y) == "x - y"
     assert print_triton(sympy.sqrt(2 / sympy.pi) * x) == f"{(2 / 3.141592653589793) ** 0.5!r} * x"
-    assert print_triton(sympy.tanh(x)) == "_tanh(x)"
+    assert print_triton(sympy.tanh(x)) == "tanh(x)"
     assert print_triton(apply_op("sigmoid", x)) == "tl.sigmoid(x)"
     assert print_triton(apply_op("where", apply_op("gt", x, 0), x, 0.5 * y)) == "tl.where(x > 0.0, x, 0.5 * y)"
     assert print_triton((x + y) ** 2) == "(x + y) * (x + y)"
@@ -701,7 +699,8 @@ def render_kernels(math, inputs, parameters, hypers) -> str:
     # Parameter gradients are stored per element (one row each) and reduced by the caller, like the templates.
     backward_body += [f"tl.store({g}_ptr + offsets, {g}, mask=mask)" for g in grads]
     return (
-        "import triton\nimport triton.language as tl\n\n\n" + TANH_HELPER_SOURCE + "\n\n" + POW_HELPER_SOURCE + "\n\n"
+        "import triton\nimport triton.language as tl\n\nfrom liger_kernel.ops.utils import pow\n"
+        "from liger_kernel.ops.utils import tanh\n\n\n"
         f"@triton.jit\ndef forward_kernel({forward_args}, y_ptr, {hyper_args}n_cols, BLOCK: tl.constexpr):\n"
         f"{_indent(forward_body)}\n\n\n"
         f"@triton.jit\ndef backward_kernel({backward_args}, {hyper_args}n_cols, BLOCK: tl.constexpr):\n"

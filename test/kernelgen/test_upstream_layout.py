@@ -3,9 +3,10 @@ harness are read from its files, the generated tests pass there, and the generat
 
 The checkout is this repository's library with upstream's layout where kernelgen reads conventions:
 ``functional.py`` imports every Function from ``liger_kernel.ops``, ``transformers/__init__.py`` re-exports no
-functional helper and resolves lazy names with sets in ``__getattr__``, and ``benchmark/scripts`` holds a harness
-with upstream's interface (``run_benchmarks``, ``SingleBenchmarkRunInput``, ``parse_benchmark_script_args``, ...)
-that measures on the CPU.
+functional helper and resolves lazy names with sets in ``__getattr__``, ``ops/utils.py`` has none of the helpers
+generated kernels import (``get_num_sms``, ``tanh``, ``pow``: kernelgen adds those a kernel needs), and
+``benchmark/scripts`` holds a harness with upstream's interface (``run_benchmarks``, ``SingleBenchmarkRunInput``,
+``parse_benchmark_script_args``, ...) that measures on the CPU.
 """
 
 import csv
@@ -31,7 +32,11 @@ from tools.kernelgen.generate import plan_new
 from tools.kernelgen.harness import BENCHMARK_UTILS
 from tools.kernelgen.harness import HarnessError
 from tools.kernelgen.harness import read_harness
+from tools.kernelgen.kernel_helpers import JIT_MATH
+from tools.kernelgen.kernel_helpers import defined_names
+from tools.kernelgen.kernel_helpers import jit_math_block
 from tools.kernelgen.layout import FUNCTIONAL
+from tools.kernelgen.layout import OPS_UTILS
 from tools.kernelgen.layout import TRANSFORMERS_INIT
 from tools.kernelgen.layout import kernel_paths
 from tools.kernelgen.repo import LigerRepo
@@ -43,8 +48,18 @@ CSV = "benchmark/data/all_benchmark_data.csv"
 KERNELS = ("geglu", "dyt")
 
 
+def without_kernel_helpers(utils: str) -> str:
+    """This host's ``ops/utils.py`` without the helpers kernelgen adds to a target that lacks them."""
+    block = jit_math_block(list(JIT_MATH), "is_triton_interpreter()")
+    num_sms = re.search(r"\n\n\ndef get_num_sms\(.*?(?=\n\n\n)", utils, flags=re.S).group(0)
+    assert block in utils
+    stripped = utils.replace(f"\n\n{block}", "").replace(num_sms, "")
+    return re.sub(r'    "(get_num_sms|pow|tanh)",\n', "", stripped)
+
+
 def upstream_layout_checkout(destination: Path) -> Path:
     root = copy_checkout(destination)
+    (root / OPS_UTILS).write_text(without_kernel_helpers((root / OPS_UTILS).read_text()))
     functional = (root / FUNCTIONAL).read_text()
     (root / FUNCTIONAL).write_text(
         re.sub(r"^from liger_kernel\.ops\.\w+ import", "from liger_kernel.ops import", functional, flags=re.M)
@@ -89,6 +104,24 @@ def test_registration_follows_the_checkout(upstream_checkout):
             assert lint_findings(text, upstream_checkout, path) == [], path
             assert str(REPO_ROOT) not in text  # the built-in reference is named, not its path
         assert "from utils import run_benchmarks\n" in (upstream_checkout / kernel_paths(name)["benchmark"]).read_text()
+
+
+def test_the_helpers_the_kernels_import_were_added_to_its_utils(upstream_checkout, tmp_path):
+    """geglu imports tanh, dyt tanh and get_num_sms: each is added once, every original line kept, ruff-clean;
+    pow, which neither needs, is not."""
+    original = without_kernel_helpers((REPO_ROOT / OPS_UTILS).read_text())
+    utils = (upstream_checkout / OPS_UTILS).read_text()
+    assert {"get_num_sms", "tanh"} <= defined_names(utils) and "pow" not in defined_names(utils)
+    assert "pow" not in defined_names(original) and "tanh" not in defined_names(original)
+    assert (
+        utils.count("def get_num_sms(") == utils.count("    def tanh(") == utils.count("    tanh = libdevice.tanh") == 1
+    )
+    assert all(line in utils.splitlines() for line in original.splitlines())
+    assert lint_findings(utils, upstream_checkout, OPS_UTILS) == []
+    for name in KERNELS:
+        assert (
+            "from liger_kernel.ops.utils import tanh\n" in (upstream_checkout / kernel_paths(name)["ops"]).read_text()
+        )
 
 
 def test_generated_tests_pass_there(upstream_checkout):

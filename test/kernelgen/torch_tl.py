@@ -61,7 +61,7 @@ class TorchTL:
 
 def run_statements(statements, names):
     # Rounding to the inputs' dtype (cast_to_input) keeps float64: the references run in float64 too.
-    scope = {"tl": TorchTL, "_tanh": torch.tanh, "_pow": torch.pow, "input_dtype": torch.float64, **names}
+    scope = {"tl": TorchTL, "tanh": torch.tanh, "pow": torch.pow, "input_dtype": torch.float64, **names}
     for statement in statements:
         exec(statement, scope)
     return scope

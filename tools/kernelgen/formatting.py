@@ -48,6 +48,14 @@ def format_source(source: str, repo_root: Path, relative_path: str) -> str:
     return formatted.stdout
 
 
+def sort_imports(source: str, repo_root: Path, relative_path: str) -> str:
+    """``source`` with its imports sorted as the target's isort settings want (``ruff check --select I --fix``)."""
+    fixed = _ruff(["check", "--select", "I", "--fix", "--quiet", "--exit-zero"], source, repo_root, relative_path)
+    if fixed.returncode != 0:
+        raise FormatError(f"{relative_path}: ruff check --fix failed: {_first_line(fixed.stderr)}")
+    return fixed.stdout
+
+
 def format_snippet(source: str, repo_root: Path, relative_path: str) -> str:
     """``ruff format`` alone, for a piece of code that is inserted into an existing file."""
     formatted = _ruff(["format", "--quiet"], source, repo_root, relative_path)

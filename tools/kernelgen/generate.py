@@ -17,6 +17,7 @@ from tools.kernelgen.formatting import FormatError
 from tools.kernelgen.formatting import added_lint_findings
 from tools.kernelgen.formatting import format_snippet
 from tools.kernelgen.formatting import format_source
+from tools.kernelgen.formatting import sort_imports
 from tools.kernelgen.harness import BENCHMARK_UTILS
 from tools.kernelgen.harness import BenchmarkHarness
 from tools.kernelgen.harness import HarnessError
@@ -25,6 +26,9 @@ from tools.kernelgen.harness import read_harness
 from tools.kernelgen.insert import InsertError
 from tools.kernelgen.insert import Registration
 from tools.kernelgen.insert import register_kernel
+from tools.kernelgen.kernel_helpers import UTILS_MODULE
+from tools.kernelgen.kernel_helpers import add_kernel_helpers
+from tools.kernelgen.kernel_helpers import missing_helpers
 from tools.kernelgen.layout import FUNCTIONAL
 from tools.kernelgen.layout import OPS_INIT
 from tools.kernelgen.layout import OPS_UTILS
@@ -40,7 +44,6 @@ from tools.kernelgen.record import record_text
 from tools.kernelgen.record import recorded_hashes
 from tools.kernelgen.render import render_fused_linear
 from tools.kernelgen.render import render_kernel
-from tools.kernelgen.render import target_helpers
 from tools.kernelgen.repo import LigerRepo
 
 
@@ -256,6 +259,11 @@ def plan_new(repo: LigerRepo, profile: KernelProfile, *, force: bool = False) ->
         changes.changes[path] = text
         changes.originals[path] = existing[path]
 
+    utils = ops_utils_with_helpers(repo, files)
+    if utils is not None:
+        changes.changes[OPS_UTILS] = utils
+        changes.originals[OPS_UTILS] = repo.read(OPS_UTILS)
+
     harness = benchmark_harness(repo)
     if harness.missing:
         # The script calls helpers the target's harness predates: kernelgen's versions join its utils.
@@ -283,6 +291,32 @@ def plan_new(repo: LigerRepo, profile: KernelProfile, *, force: bool = False) ->
             + (f". Hand edits are merged by: modify {name} --profile FILE" if force else "")
         )
     return changes
+
+
+def ops_utils_with_helpers(repo: LigerRepo, files: dict[str, str]) -> str | None:
+    """The target's ``ops/utils.py`` with kernelgen's versions of the helpers the generated ``files`` import from it
+    and it lacks (``kernel_helpers.py``); None when it has them all."""
+    used = set()
+    for path, text in files.items():
+        if path.endswith(".py"):
+            used |= {
+                alias.name
+                for node in ast.parse(text).body
+                if isinstance(node, ast.ImportFrom) and node.module == UTILS_MODULE
+                for alias in node.names
+            }
+    original = repo.read(OPS_UTILS)
+    missing = missing_helpers(original, used)
+    if not missing:
+        return None
+    try:
+        updated = add_kernel_helpers(original, missing, lambda text: sort_imports(text, repo.root, OPS_UTILS))
+    except (InsertError, FormatError) as error:
+        raise GenerateError(str(error)) from None
+    new_findings = added_lint_findings(original, updated, repo.root, OPS_UTILS)
+    if new_findings:
+        raise GenerateError(f"adding {', '.join(missing)} to {OPS_UTILS} would add ruff findings: {new_findings[0]}")
+    return updated
 
 
 def benchmark_harness(repo: LigerRepo) -> BenchmarkHarness:
@@ -323,7 +357,7 @@ def render_formatted(repo: LigerRepo, profile: KernelProfile, fused_linear: bool
     kernel), rendered for ``repo`` and formatted with its ruff."""
     style = benchmark_harness(repo).style
     render = render_fused_linear if fused_linear else render_kernel
-    rendered = render(profile, target_helpers(repo.read(OPS_UTILS)), benchmark_style=style)
+    rendered = render(profile, benchmark_style=style)
     files = {}
     try:
         for path, text in rendered.files.items():

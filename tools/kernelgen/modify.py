@@ -48,6 +48,7 @@ from tools.kernelgen.insert import Registration
 from tools.kernelgen.insert import register_kernel
 from tools.kernelgen.layout import FUNCTIONAL
 from tools.kernelgen.layout import OPS_INIT
+from tools.kernelgen.layout import OPS_UTILS
 from tools.kernelgen.layout import TRANSFORMERS_INIT
 from tools.kernelgen.layout import check_kernel_name
 from tools.kernelgen.layout import kernel_paths
@@ -294,6 +295,15 @@ def _plan_recorded(repo: LigerRepo, name: str, new: KernelProfile, sides: dict[s
             continue
         report, text = merge_text(path, old_files[path], repo.read(path), new_files[path], prefer=_side(sides, path))
         _keep(plan, repo, path, report, text)
+
+    try:
+        utils = generate.ops_utils_with_helpers(repo, new_files)
+    except generate.GenerateError as error:
+        raise ModifyError(str(error)) from None
+    if utils is not None:
+        plan.changes.changes[OPS_UTILS] = utils
+        plan.changes.originals[OPS_UTILS] = repo.read(OPS_UTILS)
+        plan.reports.append(FileReport(OPS_UTILS, "updated", "kernelgen's helpers the new kernel imports added"))
 
     current = {path: repo.read(path) for path in (OPS_INIT, TRANSFORMERS_INIT, FUNCTIONAL)}
     merged_reports: dict[str, FileReport] = {}

@@ -15,6 +15,8 @@ Triton statements (an override for math kernelgen cannot derive):
 - tier 2 (row reduction): ``x`` (the row, masked with ``mask``), ``n_cols``, parameters and hyper-parameters
   by name; ``row_statistics`` assigns every name in ``saved_row_statistics``; ``forward`` assigns ``y``;
   ``backward`` reads ``grad_y`` and the statistics and assigns ``grad_x`` and ``grad_{parameter}``.
+Either may call ``tanh(u)`` and ``pow(x, y)``, which the ops file imports from ``liger_kernel.ops.utils`` (libdevice's
+when compiled, core-op formulas under the interpreter; added to a target's utils that lacks them).
 Tier 3 (a loss over a long row of classes) is formulas only: per-row statistics and per-row outputs as in tier 2,
 plus ``math.loss``, which says how the rows' values become the loss.
 """

@@ -113,6 +113,17 @@ def element_mul_kernel(X_ptr, X_stride, grad_output_ptr, n_cols: tl.constexpr, B
 if is_triton_interpreter():
 
     @triton.jit
+    def pow(x, y):
+        # |x| ** y by exp2/log2; a negative base keeps its sign for an odd integer exponent and gives NaN for a
+        # fractional one, and anything ** 0 is 1, as in torch (and libdevice).
+        magnitude = tl.exp2(y * tl.log2(tl.abs(x)))
+        whole = y == tl.floor(y)
+        odd = whole & (y - 2.0 * tl.floor(0.5 * y) == 1.0)
+        signed = tl.where(odd, -magnitude, magnitude)
+        negative = tl.where(whole, signed, float("nan"))
+        return tl.where(y == 0.0, 1.0, tl.where(x < 0.0, negative, magnitude))
+
+    @triton.jit
     def tanh(x):
         # tanh(|x|) = -m / (2 + m) with m = expm1(-2|x|), which neither overflows nor, unlike 2 * sigmoid(2x) - 1,
         # loses relative precision near 0 (that form is off by ~1e-5 relative at |x| = 0.01). expm1 is Kahan's
@@ -125,18 +136,14 @@ if is_triton_interpreter():
         t = -m / (2.0 + m)
         return tl.where(x < 0, -t, t)
 
-    @triton.jit
-    def pow(x, y):
-        return tl.exp2(y * tl.log2(x))
-
 else:
     try:
         from triton.language.extra import libdevice
     except ImportError:  # Triton < 3.0 ships libdevice under the CUDA namespace
         from triton.language.extra.cuda import libdevice
 
-    tanh = libdevice.tanh
     pow = libdevice.pow
+    tanh = libdevice.tanh
 
 
 __all__ = [

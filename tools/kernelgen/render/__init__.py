@@ -6,8 +6,6 @@ out. Output is unformatted: the pipeline formats it with the target repository's
 
 from __future__ import annotations
 
-import ast
-
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,7 +17,6 @@ from tools.kernelgen.render.fused_linear import fused_linear_views
 from tools.kernelgen.render.text import single_line_imports
 from tools.kernelgen.render.text import split_reference
 from tools.kernelgen.render.text import wrap_docstring
-from tools.kernelgen.render.views import OPTIONAL_TARGET_HELPERS
 from tools.kernelgen.render.views import build_views
 from tools.kernelgen.render.views import kernel_view
 from tools.kernelgen.render.views import test_view
@@ -54,30 +51,15 @@ def template_environment() -> jinja2.Environment:
     return env
 
 
-def target_helpers(ops_utils_source: str) -> frozenset[str]:
-    """Top-level names a target checkout's ``ops/utils.py`` defines, among those the templates can use."""
-    try:
-        tree = ast.parse(ops_utils_source)
-    except SyntaxError:
-        return frozenset()
-    defined = {node.name for node in tree.body if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
-    defined |= {
-        t.id for node in tree.body if isinstance(node, ast.Assign) for t in node.targets if isinstance(t, ast.Name)
-    }
-    return frozenset(defined & OPTIONAL_TARGET_HELPERS)
-
-
 # The benchmark script's template for each harness style (tools/kernelgen/harness.py).
 BENCHMARK_TEMPLATES = {"sweeps": "benchmark.py.j2", "upstream": "benchmark_upstream.py.j2"}
 
 
-def render_kernel(
-    profile: KernelProfile, helpers: frozenset[str] = OPTIONAL_TARGET_HELPERS, benchmark_style: str = "sweeps"
-) -> RenderedKernel:
-    """Render every file of the kernel. ``helpers``: the optional ``ops/utils.py`` helpers the target has;
-    ``benchmark_style``: the harness its ``benchmark/scripts/utils.py`` implements."""
+def render_kernel(profile: KernelProfile, benchmark_style: str = "sweeps") -> RenderedKernel:
+    """Render every file of the kernel. ``benchmark_style``: the harness the target's ``benchmark/scripts/utils.py``
+    implements."""
     env = template_environment()
-    context = build_views(profile, helpers).context()
+    context = build_views(profile).context()
     paths = kernel_paths(profile.operation_name)
     tier = profile.tier
     files = {
@@ -90,14 +72,12 @@ def render_kernel(
     return RenderedKernel(files=files, functional_source=functional)
 
 
-def render_fused_linear(
-    profile: KernelProfile, helpers: frozenset[str] = OPTIONAL_TARGET_HELPERS, benchmark_style: str = "sweeps"
-) -> RenderedKernel:
+def render_fused_linear(profile: KernelProfile, benchmark_style: str = "sweeps") -> RenderedKernel:
     """The files of ``profile.fused_linear_name``, the loss fused with the linear layer before it (a loss profile with
     ``fused_linear.enabled``). Its benchmark is written for this repository's harness; an upstream checkout's
     (``benchmark_style`` "upstream") has its own fused-linear benchmarks, so none is written there."""
     env = template_environment()
-    context = fused_linear_views(profile, helpers).context()
+    context = fused_linear_views(profile).context()
     paths = kernel_paths(profile.fused_linear_name)
     files = {
         paths["ops"]: env.get_template("ops_fused_linear.py.j2").render(context),
@@ -117,7 +97,6 @@ __all__ = [
     "render_kernel",
     "single_line_imports",
     "split_reference",
-    "target_helpers",
     "template_environment",
     "test_view",
     "wrap_docstring",

@@ -70,9 +70,9 @@ class FusedLinearOpsView:
     gpu_shapes: list[tuple]
 
 
-def fused_linear_views(profile: KernelProfile, helpers: frozenset[str]) -> KernelViews:
+def fused_linear_views(profile: KernelProfile) -> KernelViews:
     """The views of ``profile.fused_linear_name`` (``profile`` is the loss, validated, with ``fused_linear.enabled``)."""
-    loss = build_views(profile, helpers)
+    loss = build_views(profile)
     tensors = _tensors(profile)
     row_inputs = [t.name for t in profile.inputs if t.dtype == "int64"]
     hypers = profile.hyperparameters
@@ -88,7 +88,7 @@ def fused_linear_views(profile: KernelProfile, helpers: frozenset[str]) -> Kerne
     formula = profile.forward_computation or profile.operation_name
     origin = profile.reference.origin or "a profile"
     kernel = dataclasses.replace(
-        kernel_view(profile, helpers),
+        kernel_view(profile),
         name=profile.fused_linear_name,
         function_class=function_class,
         module_class=module_class,

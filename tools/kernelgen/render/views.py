@@ -34,13 +34,11 @@ from tools.kernelgen.render.text import split_reference
 from tools.kernelgen.render.text import wrap_docstring
 from tools.kernelgen.synth import parse_formula
 from tools.kernelgen.synth.printer import INPUT_DTYPE
-from tools.kernelgen.synth.printer import jit_helper_sources
+from tools.kernelgen.synth.printer import jit_helpers_called
 from tools.kernelgen.synth.printer import print_torch
 
 # An MLP's (hidden, intermediate) sizes when benchmark.fixed_config leaves them out (Llama 2 7B's).
 DEFAULT_MLP_SIZES = (4096, 11008)
-# Helpers of ``liger_kernel.ops.utils`` the templates use when the target checkout has them (this host has all).
-OPTIONAL_TARGET_HELPERS = frozenset({"get_num_sms"})
 
 
 @dataclass(frozen=True)
@@ -72,8 +70,6 @@ class KernelView:
     reference_origin: str
     reference_entry: str
     reference_kind: str
-    # get_num_sms for persistent grids: "import"ed from the target's ops/utils.py, "define"d in the ops file, or None
-    num_sms: str | None
 
 
 @dataclass(frozen=True)
@@ -91,7 +87,7 @@ class ElementwiseOpsView:
     grad_input_names: list[str]
     partial_names: list[str]
     partial_args: list[str]  # the partial-sum buffers as launch arguments (a placeholder for an absent parameter)
-    jit_helpers: list[str]  # sources of the jit helpers the kernels call (_tanh, _pow)
+    utils_imports: list[str]  # names the ops file imports from liger_kernel.ops.utils
     in_place: bool
     precision_note: list[str]
     gradient_note: list[str]  # the derived gradient formulas, as comment lines above the backward math
@@ -134,7 +130,7 @@ class RowProgramOpsView:
     backward_results: list[str]  # what the backward wrapper returns: grad_{input}, then grad_{parameter}
     gradient_aliases: dict[str, str]  # grad_{input} -> the stored gradient it equals
     in_place: bool  # the first input's gradient takes the first output's gradient buffer
-    jit_helpers: list[str]  # sources of the jit helpers the kernels call (_tanh, _pow)
+    utils_imports: list[str]  # names the ops file imports from liger_kernel.ops.utils
     uses_cast: bool
     precision_note: list[str]
     gradient_note: list[str]  # the derived gradient formulas, as comment lines above the backward math
@@ -160,6 +156,7 @@ class RowOpsView:
     backward_call_args: list[str]
     saved: list[str]
     apply_returns: list[str]
+    utils_imports: list[str]  # names the ops file imports from liger_kernel.ops.utils
     programs_per_sm: int
     num_warps: int | None
 
@@ -204,7 +201,7 @@ class LossOpsView:
     ignored: dict[str, str]  # class-index input -> the hyper-parameter whose value marks a row that does not count
     domains: list[tuple[str, str]]  # every input with what tests draw for it
     apply_returns: list[str]
-    jit_helpers: list[str]  # sources of the jit helpers the kernels call (_tanh, _pow)
+    utils_imports: list[str]  # names the ops file imports from liger_kernel.ops.utils
     precision_note: list[str]
     gradient_note: list[str]  # the derived gradient formulas, as comment lines above the backward math
     block_elements: int
@@ -267,8 +264,8 @@ class KernelViews:
         return {"kernel": self.kernel, "ops": self.ops, "module": self.module, "test": self.test, "bench": self.bench}
 
 
-def build_views(profile: KernelProfile, helpers: frozenset[str] = OPTIONAL_TARGET_HELPERS) -> KernelViews:
-    """Every view of ``profile`` (validated), for a target whose ``ops/utils.py`` defines ``helpers``."""
+def build_views(profile: KernelProfile) -> KernelViews:
+    """Every view of ``profile`` (validated)."""
     ops_builders = {
         "elementwise": _elementwise_ops,
         "rows": _row_program_ops,
@@ -278,7 +275,7 @@ def build_views(profile: KernelProfile, helpers: frozenset[str] = OPTIONAL_TARGE
     if profile.template not in ops_builders:
         raise ValueError(f"tier {profile.tier} has no templates")
     return KernelViews(
-        kernel=kernel_view(profile, helpers),
+        kernel=kernel_view(profile),
         ops=ops_builders[profile.template](profile),
         module=_module_view(profile),
         test=test_view(profile),
@@ -286,17 +283,13 @@ def build_views(profile: KernelProfile, helpers: frozenset[str] = OPTIONAL_TARGE
     )
 
 
-def kernel_view(profile: KernelProfile, helpers: frozenset[str] = OPTIONAL_TARGET_HELPERS) -> KernelView:
+def kernel_view(profile: KernelProfile) -> KernelView:
     imports, body = split_reference(profile.reference.source)
     inputs = [t.name for t in profile.inputs]
     params = profile.parameters
     hyper_names = [hp.name for hp in profile.hyperparameters]
     formula = profile.forward_computation or profile.operation_name
     origin = profile.reference.origin or "a profile"
-    if not params:
-        num_sms = None
-    else:
-        num_sms = "import" if "get_num_sms" in helpers else "define"
     optional = {prm.name: repr(_initial_value(prm)) for prm in params if prm.enabled_by}
     return KernelView(
         name=profile.operation_name,
@@ -326,7 +319,6 @@ def kernel_view(profile: KernelProfile, helpers: frozenset[str] = OPTIONAL_TARGE
         reference_origin=profile.reference.origin,
         reference_entry=profile.reference.entry,
         reference_kind=profile.reference.kind,
-        num_sms=num_sms,
     )
 
 
@@ -353,6 +345,12 @@ def _precision_note(ops: list[str], rounding: str = "once") -> list[str]:
     else:
         text += ": the math runs in fp32 and rounds once, on store."
     return textwrap.wrap(text, width=100)
+
+
+def _utils_imports(statements: list[str], used: list[str]) -> list[str]:
+    """What an ops file imports from ``liger_kernel.ops.utils``: ``used`` by its template and the jit helpers its
+    statements call."""
+    return sorted({*used, *jit_helpers_called(statements)})
 
 
 def _with_input_dtype(statements: list[str], first_input: str) -> list[str]:
@@ -412,7 +410,7 @@ def _elementwise_ops(profile: KernelProfile) -> ElementwiseOpsView:
             else f"grad_{prm.name}_partial"
             for prm in params
         ],
-        jit_helpers=jit_helper_sources(math.forward + math.backward),
+        utils_imports=_utils_imports(math.forward + math.backward, ["get_num_sms"] if params else []),
         in_place=_in_place_gradients(profile),
         precision_note=_precision_note(math.precision_sensitive_ops, profile.math.rounding),
         gradient_note=_gradient_note(math.gradient_formulas),
@@ -470,7 +468,7 @@ def _row_program_ops(profile: KernelProfile) -> RowProgramOpsView:
         backward_results=[f"grad_{name}" for name in grad_inputs + param_names],
         gradient_aliases=dict(math.gradient_aliases),
         in_place=bool(profile.backward.in_place_gradients) and bool(grad_inputs) and bool(outputs),
-        jit_helpers=jit_helper_sources(statements),
+        utils_imports=_utils_imports(statements, ["ensure_contiguous"] + (["get_num_sms"] if params else [])),
         uses_cast=any(f"{INPUT_DTYPE})" in line for line in statements),
         precision_note=_precision_note(math.precision_sensitive_ops),
         gradient_note=_gradient_note(math.gradient_formulas),
@@ -509,6 +507,10 @@ def _row_ops(profile: KernelProfile) -> RowOpsView:
         + [f"ctx.{name}" for name in hyper_names],
         saved=[x] + param_names + stats,
         apply_returns=[f"grad_{x}"] + [f"grad_{name}" for name in param_names] + ["None"] * len(hyper_names),
+        utils_imports=_utils_imports(
+            [*written.row_statistics, *written.forward, *written.backward],
+            ["calculate_settings", "ensure_contiguous"] + (["get_num_sms"] if param_names else []),
+        ),
         programs_per_sm=profile.tiling.programs_per_sm,
         num_warps=profile.tiling.num_warps,
     )
@@ -560,7 +562,7 @@ def _loss_ops(profile: KernelProfile) -> LossOpsView:
         ],
         apply_returns=[f"grad_{name}" if name in grad_inputs else "None" for name in [t.name for t in profile.inputs]]
         + ["None"] * len(profile.hyperparameters),
-        jit_helpers=jit_helper_sources(statements),
+        utils_imports=_utils_imports(statements, ["ensure_contiguous"]),
         precision_note=_precision_note(math.precision_sensitive_ops),
         gradient_note=_gradient_note(math.gradient_formulas),
         block_elements=profile.tiling.block_elements or _loss_block_elements(math),

@@ -7,9 +7,10 @@
 - powers: exponents 2..8 as repeated multiplication, negative integers as divisions (``1.0 / x``), ``0.5`` as
   ``tl.sqrt``, ``-0.5`` as ``tl.rsqrt`` (half-integers combine the two), any other constant as
   ``tl.exp2(p * tl.log2(x))`` (valid for ``x > 0`` only, like a fractional power in torch); an exponent known
-  only at run time (a hyper-parameter, a tensor) as ``_pow(x, p)``, a jit helper with torch's signs and ``x ** 0``;
-- ``tanh(u)`` as ``_tanh(u)``, a jit helper the tier-1 template defines from core ``tl`` ops: it saturates
-  without overflow, stays accurate near 0, and runs compiled and under the Triton interpreter (no libdevice).
+  only at run time (a hyper-parameter, a tensor) as ``pow(x, p)``, with torch's signs and ``x ** 0 == 1``;
+- ``tanh(u)`` as ``tanh(u)``; ``tanh`` and ``pow`` are jit helpers of the target's ``liger_kernel.ops.utils``
+  (libdevice's when compiled, formulas of core ``tl`` ops under the Triton interpreter, where libdevice does not
+  exist), which generated files import;
 - ``softplus``/``logsigmoid`` in their overflow-free forms ``max(u, 0) + log(1 + exp(-|u|))``;
 - ``Piecewise`` as nested ``tl.where``; comparisons as ``x > 0.0``; ``&``/``|`` between conditions.
 
@@ -18,6 +19,7 @@ Anything without a rule raises instead of printing something that is not Triton.
 
 import contextlib
 import contextvars
+import re
 
 import sympy
 
@@ -36,41 +38,17 @@ def float_literal(value) -> str:
     return repr(float(number))
 
 
-TANH_HELPER = "_tanh"
+# jit helpers the printed statements call, imported from the target's ``liger_kernel.ops.utils``
+# (``kernel_helpers.py``: libdevice's functions when compiled, core ``tl`` formulas under the interpreter).
+TANH_HELPER = "tanh"
+POW_HELPER = "pow"
 INPUT_DTYPE = "input_dtype"
-# Source of the helper, emitted once into every generated file whose statements call it.
-TANH_HELPER_SOURCE = """@triton.jit
-def _tanh(x):
-    # tanh from core tl ops, because libdevice does not exist under the Triton interpreter: an odd Taylor
-    # polynomial near 0 (where 1 - exp(-2|x|) would cancel) and the overflow-free exponential form elsewhere.
-    x2 = x * x
-    series = x * (1.0 + x2 * (-1.0 / 3.0 + x2 * (2.0 / 15.0 + x2 * (-17.0 / 315.0 + x2 * (62.0 / 2835.0)))))
-    e = tl.exp(-2.0 * tl.abs(x))
-    magnitude = (1.0 - e) / (1.0 + e)
-    return tl.where(tl.abs(x) < 0.1, series, tl.where(x < 0.0, -magnitude, magnitude))
-"""
+_HELPER_CALL = re.compile(rf"(?<![\w.])({TANH_HELPER}|{POW_HELPER})\(")
 
 
-POW_HELPER = "_pow"
-POW_HELPER_SOURCE = """@triton.jit
-def _pow(base, exponent):
-    # base ** exponent for an exponent known only at run time, from core tl ops (libdevice's pow does not exist under
-    # the Triton interpreter): |base| ** exponent by exp2/log2; a negative base keeps its sign for an odd integer
-    # exponent and gives NaN for a fractional one, and anything ** 0 is 1, as in torch.
-    magnitude = tl.exp2(exponent * tl.log2(tl.abs(base)))
-    whole = exponent == tl.floor(exponent)
-    odd = whole & (exponent - 2.0 * tl.floor(0.5 * exponent) == 1.0)
-    signed = tl.where(odd, -magnitude, magnitude)
-    negative = tl.where(whole, signed, float("nan"))
-    return tl.where(exponent == 0.0, 1.0, tl.where(base < 0.0, negative, magnitude))
-"""
-# Every helper the printed statements may call, by name, in the order generated files define them.
-JIT_HELPERS = {TANH_HELPER: TANH_HELPER_SOURCE, POW_HELPER: POW_HELPER_SOURCE}
-
-
-def jit_helper_sources(statements) -> list[str]:
-    """The sources of the jit helpers ``statements`` (printed Triton lines) call, each once."""
-    return [source for name, source in JIT_HELPERS.items() if any(f"{name}(" in line for line in statements)]
+def jit_helpers_called(statements) -> list[str]:
+    """The jit helpers ``statements`` (printed or hand-written Triton lines) call, sorted."""
+    return sorted({match for line in statements for match in _HELPER_CALL.findall(line)})
 
 
 class _ConditionPrinting:
@@ -244,8 +222,7 @@ class TritonPrinter(_ConditionPrinting, StrPrinter):
         return f"tl.where({x} > 0.0, 1.0, tl.where({x} < 0.0, -1.0, 0.0))"
 
     def _print_tanh(self, expr):
-        # A helper the tier-1 template defines from core tl ops (libdevice.tanh does not exist under the
-        # interpreter); it stays accurate near 0, where 2 * sigmoid(2u) - 1 would cancel to nothing.
+        # The utils helper, not 2 * sigmoid(2u) - 1, which would cancel to nothing near 0.
         return f"{TANH_HELPER}({self._print(expr.args[0])})"
 
     def _print_Sigmoid(self, expr):

@@ -1,0 +1,229 @@
+"""Helpers generated kernels import from the target's ``liger_kernel/ops/utils.py``, and the edit that adds the ones
+a target lacks (an upstream Liger-Kernel checkout has none of them).
+
+- ``get_num_sms``: streaming multiprocessors, to size the persistent grids of kernels with parameter gradients;
+- ``tanh`` and ``pow``: jit math the printer emits (``synth/printer.py``). Compiled, they are libdevice's; under
+  ``TRITON_INTERPRET=1`` libdevice does not exist, and they are formulas of core ``tl`` ops with the same values
+  (``pow`` with torch's signs for integer exponents of negative bases and ``x ** 0 == 1``).
+
+What a target defines is read with ``ast`` (never imported): a name bound at module level, in a conditional block
+too (this host's ``tanh`` is bound in an ``if``/``else`` on the interpreter), counts as the helper and is reused.
+"""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+
+from collections.abc import Callable
+
+import libcst as cst
+
+from tools.kernelgen.insert import InsertError
+from tools.kernelgen.insert import add_function
+from tools.kernelgen.insert import add_to_all
+from tools.kernelgen.insert import check_invariants
+from tools.kernelgen.insert import is_line_subsequence
+from tools.kernelgen.insert.errors import parse_source
+from tools.kernelgen.insert.ordering import BLANK_LINE
+from tools.kernelgen.insert.ordering import is_import_line
+from tools.kernelgen.layout import OPS_UTILS
+
+UTILS_MODULE = "liger_kernel.ops.utils"
+
+GET_NUM_SMS_SOURCE = '''
+def get_num_sms() -> int:
+    """Streaming multiprocessors of the current GPU, to size persistent grids (added by kernelgen)."""
+    if torch.cuda.is_available():
+        return torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
+    return 4  # Triton's CPU interpreter runs programs one by one: a few partial sums keep the reduction tested
+'''
+
+# The interpreted definitions of the jit math helpers (compiled, each is libdevice's function of the same name).
+INTERPRETED_SOURCES = {
+    "pow": """
+@triton.jit
+def pow(x, y):
+    # |x| ** y by exp2/log2; a negative base keeps its sign for an odd integer exponent and gives NaN for a
+    # fractional one, and anything ** 0 is 1, as in torch (and libdevice).
+    magnitude = tl.exp2(y * tl.log2(tl.abs(x)))
+    whole = y == tl.floor(y)
+    odd = whole & (y - 2.0 * tl.floor(0.5 * y) == 1.0)
+    signed = tl.where(odd, -magnitude, magnitude)
+    negative = tl.where(whole, signed, float("nan"))
+    return tl.where(y == 0.0, 1.0, tl.where(x < 0.0, negative, magnitude))
+""",
+    "tanh": """
+@triton.jit
+def tanh(x):
+    # tanh(|x|) = -m / (2 + m) with m = expm1(-2|x|), which neither overflows nor, unlike 2 * sigmoid(2x) - 1,
+    # loses relative precision near 0 (that form is off by ~1e-5 relative at |x| = 0.01). expm1 is Kahan's
+    # exp(y) - 1 = (u - 1) * y / log(u) with u = exp(y), accurate to a few ulps; y is clamped at -60, where
+    # tanh is 1 in fp32 anyway, so u never underflows to 0, and u == 1 (y ~ 0) gives m = y.
+    y = tl.maximum(-2.0 * tl.abs(x), -60.0)
+    u = tl.exp(y)
+    near_zero = u == 1.0
+    m = tl.where(near_zero, y, (u - 1.0) * y / tl.where(near_zero, 1.0, tl.log(u)))
+    t = -m / (2.0 + m)
+    return tl.where(x < 0, -t, t)
+""",
+}
+JIT_MATH = tuple(sorted(INTERPRETED_SOURCES))
+HELPERS = ("get_num_sms", *JIT_MATH)
+
+_BLOCK_COMMENT = """\
+# libdevice math is compiled to PTX intrinsics and does not exist under the interpreter (``libdevice.tanh`` is
+# ``None`` there), so kernels import these names instead and get a formula built from core ``tl`` ops on the CPU."""
+_LIBDEVICE_IMPORT = """\
+    try:
+        from triton.language.extra import libdevice
+    except ImportError:  # Triton < 3.0 ships libdevice under the CUDA namespace
+        from triton.language.extra.cuda import libdevice"""
+# The module-level names each inserted piece reads, with the import that binds them.
+_IMPORTS = {"os": "import os", "torch": "import torch", "triton": "import triton", "tl": "import triton.language as tl"}
+
+
+def defined_names(source: str) -> frozenset[str]:
+    """Names ``source`` binds at module level: defs, classes, assignments and imports, in module-level ``if``/``try``
+    blocks too (an unparsable file defines nothing)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return frozenset()
+    names: set[str] = set()
+    pending = list(tree.body)
+    while pending:
+        node = pending.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
+        elif isinstance(node, (ast.If, ast.Try)):
+            pending += [*node.body, *node.orelse, *getattr(node, "handlers", ()), *getattr(node, "finalbody", ())]
+        elif isinstance(node, ast.ExceptHandler):
+            pending += node.body
+    return frozenset(names)
+
+
+def jit_math_block(names: list[str], interpreter_test: str) -> str:
+    """The module-level block that binds the jit math helpers ``names``: core-op formulas under the interpreter,
+    libdevice's functions compiled. ``interpreter_test``: the condition that tells the two apart."""
+    interpreted = "\n\n".join(textwrap.indent(INTERPRETED_SOURCES[name].strip("\n"), "    ") for name in names)
+    aliases = "\n".join(f"    {name} = libdevice.{name}" for name in names)
+    return f"{_BLOCK_COMMENT}\nif {interpreter_test}:\n\n{interpreted}\n\nelse:\n{_LIBDEVICE_IMPORT}\n\n{aliases}\n"
+
+
+def missing_helpers(utils_source: str, used: set[str]) -> list[str]:
+    """The helpers among ``used`` that the target's ``ops/utils.py`` does not define, in ``HELPERS`` order."""
+    defined = defined_names(utils_source)
+    return [name for name in HELPERS if name in used and name not in defined]
+
+
+def add_kernel_helpers(source: str, names: list[str], sort_imports: Callable[[str], str]) -> str:
+    """``source`` (the target's ``ops/utils.py``) with kernelgen's versions of the helpers ``names``: ``get_num_sms``
+    at its alphabetical place among the functions, the jit math in one block before ``__all__`` (which lists them,
+    if the file has one), and the imports they read. ``sort_imports`` places new import lines as the target's
+    isort settings want (they are first put above the file's first import); every original line is kept."""
+
+    def insert(text: str) -> str:
+        defined = defined_names(text)
+        wanted = [name for name in names if name not in defined]
+        if not wanted:
+            return text
+        reads = {"torch"} if "get_num_sms" in wanted else set()
+        math = [name for name in wanted if name in INTERPRETED_SOURCES]
+        if math:
+            reads |= {"triton", "tl"} | (set() if "is_triton_interpreter" in defined else {"os"})
+        text = _add_imports(text, [line for name, line in _IMPORTS.items() if name in reads and name not in defined])
+        if "get_num_sms" in wanted:
+            text = add_function(text, GET_NUM_SMS_SOURCE.lstrip("\n"))
+        if math:
+            test = "is_triton_interpreter()" if "is_triton_interpreter" in defined else _ENV_TEST
+            text = _add_block(text, jit_math_block(math, test))
+        if "__all__" in defined:
+            for name in wanted:
+                text = add_to_all(text, name)
+        return text
+
+    try:
+        result = insert(source)
+        if result != source:
+            sorted_result = sort_imports(result)
+            result = sorted_result if _keeps_lines(source, sorted_result) else result
+        check_invariants(OPS_UTILS, source, result, insert)
+    except InsertError as error:
+        raise InsertError(OPS_UTILS, f"adding {', '.join(names)}: {error.message}") from None
+    return result
+
+
+_ENV_TEST = 'os.environ.get("TRITON_INTERPRET", "0") == "1"'
+
+
+def _keeps_lines(before: str, after: str) -> bool:
+    """The isort pass kept every line of the original file in order: it only placed the new imports (on a file whose
+    own imports were unsorted it would reorder those too, and is not taken)."""
+    return is_line_subsequence(before, after)
+
+
+def _add_imports(source: str, lines: list[str]) -> str:
+    """``lines`` above the first module-level import (after the docstring when there is none)."""
+    if not lines:
+        return source
+    tree = parse_source(source)
+    body = list(tree.body)
+    statements = [cst.parse_statement(f"{line}\n") for line in lines]
+    first = next((index for index, statement in enumerate(body) if is_import_line(statement)), None)
+    if first is None:
+        first = 1 if body and _is_docstring(body[0]) else 0
+        statements[0] = statements[0].with_changes(leading_lines=(BLANK_LINE,) if first else ())
+        if first < len(body):
+            body[first] = body[first].with_changes(leading_lines=(BLANK_LINE, BLANK_LINE, *body[first].leading_lines))
+    else:
+        statements[0] = statements[0].with_changes(leading_lines=body[first].leading_lines)
+        body[first] = body[first].with_changes(leading_lines=())
+    body[first:first] = statements
+    return tree.with_changes(body=body).code
+
+
+def _is_docstring(statement: cst.BaseStatement) -> bool:
+    return (
+        isinstance(statement, cst.SimpleStatementLine)
+        and isinstance(statement.body[0], cst.Expr)
+        and isinstance(statement.body[0].value, (cst.SimpleString, cst.ConcatenatedString))
+    )
+
+
+def _add_block(source: str, block: str) -> str:
+    """``block`` (module-level statements) before a trailing ``__all__`` assignment, else at the end."""
+    tree = parse_source(source)
+    body = list(tree.body)
+    # Parsed after a placeholder statement, so the block's leading comment stays its own (libcst gives a module's
+    # leading comments to the module's header).
+    statements = list(parse_source(f"pass\n{block}".replace("\n", tree.default_newline)).body)[1:]
+    statements[0] = statements[0].with_changes(leading_lines=(BLANK_LINE, BLANK_LINE, *statements[0].leading_lines))
+    position = len(body) - 1 if body and _assigns_all(body[-1]) else len(body)
+    body[position:position] = statements
+    return tree.with_changes(body=body).code
+
+
+def _assigns_all(statement: cst.BaseStatement) -> bool:
+    if not isinstance(statement, cst.SimpleStatementLine):
+        return False
+    small = statement.body[0]
+    targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else []
+    return any(isinstance(t, cst.Name) and t.value == "__all__" for t in targets)
+
+
+__all__ = [
+    "HELPERS",
+    "JIT_MATH",
+    "UTILS_MODULE",
+    "add_kernel_helpers",
+    "defined_names",
+    "jit_math_block",
+    "missing_helpers",
+]
