@@ -34,8 +34,8 @@ from tools.kernelgen.synth import make_symbols
 from tools.kernelgen.synth import parse_formula
 from tools.kernelgen.synth import print_triton
 from tools.kernelgen.synth import synthesize_elementwise
-from tools.kernelgen.synth.derive import _temporary_prefix
-from tools.kernelgen.synth.functions import Softplus
+from tools.kernelgen.synth.naming import TemporaryNames
+from tools.kernelgen.synth.naming import constant_parts
 from tools.kernelgen.synth.rules import tensor_arguments
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -528,28 +528,65 @@ def test_conditions_print_alike_as_triton_and_as_formulas():
         print_triton(sympy.Piecewise((x, x > 0)))
 
 
-def test_temporaries_and_precision_sensitive_ops_are_named_after_their_functions():
-    x, y = make_symbols(["x", "y"]).values()
+def test_temporaries_are_named_after_what_they_compute():
+    x, y, alpha, lse_max, lse_sum, limit = make_symbols(["x", "y", "alpha", "lse_max", "lse_sum", "limit"]).values()
+    names = TemporaryNames({"x", "y", "alpha"})
+    t = names.name(sympy.tanh(alpha * x))
+    s = names.name(apply_op("sigmoid", y))
     named = {
-        apply_op("sigmoid", x): "sig",
-        Softplus(x): "softplus",
-        apply_op("logsigmoid", x): "logsig",
-        sympy.tanh(x): "tanh",
-        sympy.exp(x): "exp",
-        sympy.cos(x): "cos",
-        sympy.sqrt(x): "sqrt",
-        1 / sympy.sqrt(x): "rsqrt",
-        1 / x: "inv",
-        x**3: "pow",
-        apply_op("where", x > y, x, y): "sel",
-        x > y: "mask",
-        x * y: "t",
+        sympy.exp(x): "exp_x",
+        1 / sympy.sqrt(x + y): "rsqrt_x_plus_y",
+        1 / lse_sum: "inv_lse_sum",
+        x - y: "x_minus_y",
+        -limit: "neg_limit",
+        x / 2: "half_x",
+        x**2 * alpha: "alpha_x_sq",
+        sympy.sin(x) / alpha: "sin_x_over_alpha",
+        sympy.sin(alpha * x) / alpha: "sin_term",  # five words: the leading factor's function
+        x > limit: "x_gt_limit",
+        x > 0: "x_gt_zero",
+        alpha * y * (1 - t**2): "alpha_y_dtanh_alpha_x",  # tanh's derivative, written with its temporary
+        y * s * (1 - s): "y_dsigmoid_y",
+        lse_max + sympy.log(lse_sum): "lse",  # a statistic's pieces make the statistic's value
+        sympy.tanh(sympy.sqrt(2) * (x + x**3 / 20)): "tanh_inner",  # a long argument
+        sympy.erf(x * y * alpha) + 1: "erf_term",
+        x**7: "term",
     }
-    assert {expr: _temporary_prefix(expr) for expr in named} == named
+    assert {expr: names.name(expr).name for expr in named} == named
+    assert (t.name, s.name) == ("tanh_alpha_x", "sigmoid_y")
+    # A name already taken gets a number; the templates' own names and the jit helpers are never used.
+    assert names.name(sympy.exp(x)).name == "exp_x1"
+    assert TemporaryNames(set()).name(sympy.Symbol("mask") * 1).name == "mask1"
+
+
+def test_constants_are_named_after_their_factors_and_keep_their_rational_multiple():
+    cases = {
+        sympy.sqrt(2) / sympy.sqrt(sympy.pi): (1, "sqrt_2_over_pi"),
+        sympy.sqrt(2) / 2: (1, "inv_sqrt_2"),
+        1 / sympy.sqrt(2 * sympy.pi): (sympy.S.Half, "sqrt_2_over_pi"),  # sympy's sqrt(2) / (2 * sqrt(pi))
+        1 / sympy.sqrt(sympy.pi): (1, "inv_sqrt_pi"),
+        2 * sympy.pi: (2, "pi"),
+        sympy.log(2): (1, "ln2"),
+        3 / sympy.log(2): (3, "inv_ln2"),
+        sympy.pi**2 / 6: (sympy.Rational(1, 6), "pi_sq"),
+    }
+    for value, (coefficient, name) in cases.items():
+        got, got_name, named = constant_parts(value)
+        assert (got, got_name) == (coefficient, name)
+        assert sympy.simplify(got * named - value) == 0
+    # The reference's own decimals, rationals and anything else stay literals.
+    for value in (sympy.Rational(8943, 200000), sympy.Float(0.5), sympy.exp(sympy.sqrt(2)), sympy.S(7)):
+        assert constant_parts(value) is None
+    math = synthesize_elementwise({"y": parse_formula("gelu(a, approximate='tanh') * b", ["a", "b"])}, ["a", "b"])
+    assert math.forward[0] == "sqrt_2_over_pi = 0.7978845608028654"
+    assert math.backward_constants == ["sqrt_2_over_pi = 0.7978845608028654"] == math.backward[:1]
+    assert not any("0.79788" in line for line in math.forward[1:] + math.backward[1:])
+
+
+def test_precision_sensitive_ops_are_named_after_their_functions():
     math = synthesize_elementwise(
         {"z": parse_formula("sigmoid(x) * sqrt(y) + exp(x) * rsqrt(y)", ["x", "y"])}, ["x", "y"]
     )
-    assert [line.split(" = ")[0] for line in math.backward][:2] == ["exp0", "sig0"]
     # y ** -1.5 in grad_y: a fractional power; where() alone is not precision-sensitive.
     assert math.precision_sensitive_ops == ["exp", "pow", "rsqrt", "sigmoid"]
     math = synthesize_elementwise(

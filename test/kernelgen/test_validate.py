@@ -19,7 +19,7 @@ from tools.kernelgen.validate.workspace import COLUMNS
 
 OPS = "src/liger_kernel/ops/geglu.py"
 # The derived d(b) line of the generated geglu backward (per-op rounding: gelu(a) is rounded as eager rounds it).
-GRAD_B = "    grad_b = grad_y * (t0 * (tanh0 + 1.0)).to(input_dtype).to(tl.float32)\n"
+GRAD_B = "    grad_b = grad_y * (half_a * (tanh_inner + 1.0)).to(input_dtype).to(tl.float32)\n"
 SKIP_LINE = "performance: SKIP (no GPU; run validate on a CUDA device)"
 
 

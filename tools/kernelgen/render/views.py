@@ -76,8 +76,9 @@ class KernelView:
 class ElementwiseOpsView:
     """Tier 1: the forward and backward kernels over 2-D tiles."""
 
-    forward: list[str]
+    forward: list[str]  # the forward's statements, its named constants first
     backward: list[str]
+    backward_constants: list[str]  # named constants above the backward's row loop (kernels with parameters)
     forward_inputs: list[str]  # loaded by the forward kernel
     forward_params: list[LearnableParameter]
     backward_inputs: list[str]
@@ -108,8 +109,9 @@ class ElementwiseOpsView:
 class RowProgramOpsView:
     """Tier 2, derived: tiles of whole rows, the per-row statistics the backward reads saved in fp32."""
 
-    forward: list[str]
+    forward: list[str]  # the forward's statements, its named constants first
     backward: list[str]
+    backward_constants: list[str]  # named constants above the backward's row loop (kernels with parameters)
     inputs: list[str]  # every tensor input (loaded as [BLOCK_ROWS, BLOCK_COLS] tiles)
     element_outputs: list[str]
     row_outputs: list[str]  # one value per row
@@ -353,6 +355,12 @@ def _utils_imports(statements: list[str], used: list[str]) -> list[str]:
     return sorted({*used, *jit_helpers_called(statements)})
 
 
+def _loop_body(statements: list[str], constants: list[str], looped) -> list[str]:
+    """The backward's statements without their leading named constants when they run in a loop over row tiles
+    (kernels with parameter gradients to accumulate): the template defines those above the loop."""
+    return statements[len(constants) :] if looped else statements
+
+
 def _with_input_dtype(statements: list[str], first_input: str) -> list[str]:
     """Statements that round to the inputs' dtype (``math.rounding: per_op``) read it from the first input."""
     if not any(f"{INPUT_DTYPE})" in line for line in statements):
@@ -395,7 +403,8 @@ def _elementwise_ops(profile: KernelProfile) -> ElementwiseOpsView:
     tiling = profile.tiling
     return ElementwiseOpsView(
         forward=_with_input_dtype(math.forward, inputs[0]),
-        backward=_with_input_dtype(math.backward, inputs[0]),
+        backward=_with_input_dtype(_loop_body(math.backward, math.backward_constants, params), inputs[0]),
+        backward_constants=math.backward_constants if params else [],
         forward_inputs=[name for name in inputs if name in forward_reads],
         forward_params=[prm for prm in params if prm.name in forward_reads],
         backward_inputs=[name for name in inputs if name in backward_reads],
@@ -445,7 +454,8 @@ def _row_program_ops(profile: KernelProfile) -> RowProgramOpsView:
     statements = math.forward + math.backward
     return RowProgramOpsView(
         forward=math.forward,
-        backward=math.backward,
+        backward=_loop_body(math.backward, math.backward_constants, params),
+        backward_constants=math.backward_constants if params else [],
         inputs=inputs,
         element_outputs=[name for name in outputs if name not in math.row_outputs],
         row_outputs=list(math.row_outputs),

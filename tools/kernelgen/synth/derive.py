@@ -1,9 +1,9 @@
 """Derive the forward and backward Triton statements of an element-wise (tier 1) op.
 
 Every gradient comes from ``sympy.diff`` of the forward expression, chained with the incoming gradients
-``grad_{output}`` (summed over outputs). Each expression is simplified within a bounded budget, common
-subexpressions are hoisted with ``sympy.cse`` across all outputs (forward) or all gradients (backward) jointly, and
-everything is printed by ``TritonPrinter``. The backward reads only inputs, parameters, hyperparameters and
+``grad_{output}`` (summed over outputs). Each expression is simplified within a bounded budget, known constants
+are named and common subexpressions hoisted with ``sympy.cse`` across all outputs (forward) or all gradients
+(backward) jointly, as temporaries named by role (``naming.py``), and everything is printed by ``TritonPrinter``. The backward reads only inputs, parameters, hyperparameters and
 ``grad_{output}``: it recomputes the activations it needs (Liger style, save inputs only).
 
 For a parameter, ``grad_{name}`` is its per-element contribution; the template sums it over rows ("channel") or
@@ -15,9 +15,9 @@ from dataclasses import field
 
 import sympy
 
-from tools.kernelgen.synth.functions import LogSigmoid
-from tools.kernelgen.synth.functions import Sigmoid
-from tools.kernelgen.synth.functions import Softplus
+from tools.kernelgen.synth.naming import FUNCTION_WORDS
+from tools.kernelgen.synth.naming import constant_lines
+from tools.kernelgen.synth.naming import hoist
 from tools.kernelgen.synth.printer import format_formula
 from tools.kernelgen.synth.printer import print_triton
 from tools.kernelgen.synth.rules import is_condition
@@ -36,61 +36,25 @@ class ElementwiseMath:
     gradient_formulas: dict[str, str] = field(default_factory=dict)  # grad_{name} -> readable simplified formula
     forward_formulas: dict[str, str] = field(default_factory=dict)  # output -> readable formula
     precision_sensitive_ops: list[str] = field(default_factory=list)  # ops that need fp32 (exp, sigmoid, tanh...)
+    # The leading statements of ``backward`` that define named constants (``sqrt_2_over_pi = 0.797...``): the
+    # template puts them above a loop over rows
+    backward_constants: list[str] = field(default_factory=list)
 
 
-# The functions the printer emits, each with the prefix of the temporaries it makes (so generated kernels read
-# like hand-written ones) and its op name when it is precision-sensitive (needs fp32), else None.
-_FUNCTIONS = {
-    Sigmoid: ("sig", "sigmoid"),
-    Softplus: ("softplus", "softplus"),
-    LogSigmoid: ("logsig", "logsigmoid"),
-    sympy.tanh: ("tanh", "tanh"),
-    sympy.exp: ("exp", "exp"),
-    sympy.log: ("log", "log"),
-    sympy.erf: ("erf", "erf"),
-    sympy.sin: ("sin", "sin"),
-    sympy.cos: ("cos", "cos"),
-    sympy.Piecewise: ("sel", None),
-}
-# Powers printed as a root (tl.sqrt / tl.rsqrt): temporary prefix and precision-sensitive op name alike.
+# The functions whose results need fp32 (precision-sensitive), by the word ``naming.py`` calls them.
+_PRECISION_SENSITIVE = frozenset({"sigmoid", "softplus", "logsigmoid", "tanh", "exp", "log", "erf", "sin", "cos"})
+# Powers printed as a root (tl.sqrt / tl.rsqrt), by op name.
 _ROOTS = {sympy.S.Half: "sqrt", -sympy.S.Half: "rsqrt"}
 
 
-def _temporary_prefix(expr: sympy.Basic) -> str:
-    if isinstance(expr, sympy.core.relational.Relational):
-        return "mask"
-    if isinstance(expr, sympy.Pow):
-        return {**_ROOTS, sympy.S.NegativeOne: "inv"}.get(expr.exp, "pow")
-    for kind, (prefix, _) in _FUNCTIONS.items():
-        if isinstance(expr, kind):
-            return prefix
-    return "t"
-
-
-def _statements(assignments: dict[str, sympy.Expr], taken: set[str]) -> list[str]:
-    """``name = expr`` lines for ``assignments``, common subexpressions first as readably named temporaries."""
+def _statements(assignments: dict[str, sympy.Expr], taken: set[str]) -> tuple[list[str], list[str]]:
+    """The named constants ``assignments`` read, and ``name = expr`` lines for them, common subexpressions first as
+    temporaries named by role (``naming.py``)."""
     names = list(assignments)
-    placeholders = sympy.numbered_symbols("_cse", real=True)
-    replacements, reduced = sympy.cse([assignments[name] for name in names], symbols=placeholders, order="canonical")
-    counters: dict[str, int] = {}
-    renames: dict[sympy.Symbol, sympy.Expr] = {}
-    lines = []
-    for placeholder, expr in replacements:
-        expr = expr.xreplace(renames)
-        if expr.is_number:  # a folded constant is a literal, not a temporary
-            renames[placeholder] = expr
-            continue
-        prefix = _temporary_prefix(expr)
-        while True:
-            candidate = f"{prefix}{counters.get(prefix, 0)}"
-            counters[prefix] = counters.get(prefix, 0) + 1
-            if candidate not in taken:
-                break
-        renames[placeholder] = sympy.Symbol(candidate, real=True)
-        lines.append(f"{candidate} = {print_triton(expr)}")
-    for name, expr in zip(names, reduced):
-        lines.append(f"{name} = {print_triton(expr.xreplace(renames))}")
-    return lines
+    constants, definitions, reduced = hoist([assignments[name] for name in names], set(taken))
+    lines = [f"{symbol.name} = {print_triton(value)}" for symbol, value in definitions]
+    lines += [f"{name} = {print_triton(expr)}" for name, expr in zip(names, reduced)]
+    return constant_lines(constants), lines
 
 
 def _precision_sensitive_ops(exprs) -> list[str]:
@@ -99,8 +63,8 @@ def _precision_sensitive_ops(exprs) -> list[str]:
         for node in sympy.preorder_traversal(expr):
             if isinstance(node, sympy.Expr) and node.is_number:
                 continue  # constants such as sqrt(2 / pi) are folded into literals
-            for kind, (_, name) in _FUNCTIONS.items():
-                if name is not None and isinstance(node, kind):
+            for kind, name in FUNCTION_WORDS.items():
+                if name in _PRECISION_SENSITIVE and isinstance(node, kind):
                     found.add(name)
             if isinstance(node, sympy.Pow) and not node.exp.is_Integer:
                 found.add(_ROOTS.get(node.exp, "pow"))
@@ -164,9 +128,9 @@ def synthesize_elementwise(
         gradients[f"grad_{name}"] = sympy.Add(*terms)
 
     taken = set(symbols) | set(outputs) | set(grad_outputs) | set(gradients)
-    forward = _statements(forward_exprs, taken)
+    forward_constants, forward = _statements(forward_exprs, taken)
     nonzero = {name: expr for name, expr in gradients.items() if expr != 0}
-    backward = _statements(nonzero, taken) if nonzero else []
+    backward_constants, backward = _statements(nonzero, taken) if nonzero else ([], [])
     # A gradient that is identically zero still has to be a tensor the template can store.
     backward += [f"{name} = tl.zeros_like({name[len('grad_') :]})" for name, expr in gradients.items() if expr == 0]
 
@@ -174,8 +138,9 @@ def synthesize_elementwise(
     backward_uses = {symbol.name for expr in nonzero.values() for symbol in expr.free_symbols}
     backward_uses |= {name[len("grad_") :] for name, expr in gradients.items() if expr == 0}
     return ElementwiseMath(
-        forward=forward,
-        backward=backward,
+        forward=forward_constants + forward,
+        backward=backward_constants + backward,
+        backward_constants=backward_constants,
         forward_uses=sorted(forward_uses),
         backward_uses=sorted(backward_uses),
         gradient_formulas={name: format_formula(expr) for name, expr in gradients.items()},

@@ -35,6 +35,7 @@ from sympy.logic.inference import satisfiable
 
 from tools.kernelgen.synth.derive import _drop_singular_terms
 from tools.kernelgen.synth.derive import _precision_sensitive_ops
+from tools.kernelgen.synth.naming import constant_lines
 from tools.kernelgen.synth.printer import format_formula
 from tools.kernelgen.synth.printer import integer_symbols
 from tools.kernelgen.synth.printer import print_triton
@@ -313,6 +314,7 @@ class _LossSchedule:
                 init.append(f"{statistic.name} = tl.zeros((1, 1), dtype=tl.float32)")
         init += [f"{shift} = tl.zeros((1, 1), dtype=tl.float32)" for shift in safe.values()]
         pass_lines, pass_reads = [], []
+        constants: dict[str, str] = {}  # named constants of every statement, defined once above the passes
         for level in range(n_passes):
             members = [s for s in program.statistics if passes[s.name] == level]
             # Maxima first (and the shifts they move), then the statistics that read them.
@@ -324,23 +326,26 @@ class _LossSchedule:
                 items = [(f"{s.name}_chunk", s.reduce, s.operand.xreplace(shifts)) for s in group]
                 if group is rest and level == gradient_pass:
                     items += gradient_items  # one schedule: the exponentials both need are computed once
-                lines += _schedule(items, set(taken))
+                lines += _schedule(items, set(taken), constants)
                 reads |= {symbol.name for _, _, expr in items for symbol in expr.free_symbols}
                 lines += self._combine(group, online, safe)
             pass_lines.append(lines)
             pass_reads.append(sorted(reads - adjoint_names))
 
-        outputs_block = _schedule([(name, "value", expr) for name, expr in program.outputs.items()], set(taken))
+        outputs = [(name, "value", expr) for name, expr in program.outputs.items()]
+        outputs_block = _schedule(outputs, set(taken), constants)
         every = [s.operand for s in program.statistics] + [e for _, _, e in adjoint_items + gradient_items]
         every += list(program.outputs.values())
         gate_reads = sorted(s.name for s in self.gate.free_symbols) if self.gate is not None else []
+        adjoints = _schedule(adjoint_items, set(taken), constants)
+        gradient = _schedule(gradient_items, set(taken), constants) if gradient_pass is None else []
         return LossMath(
-            init=init,
+            init=constant_lines(constants) + init,
             passes=[_chunk_statements(lines) for lines in pass_lines],
             pass_reads=pass_reads,
             outputs_block=_chunk_statements(outputs_block),
-            adjoints=_chunk_statements(_schedule(adjoint_items, set(taken))),
-            gradient=_chunk_statements(_schedule(gradient_items, set(taken))) if gradient_pass is None else [],
+            adjoints=_chunk_statements(adjoints),
+            gradient=_chunk_statements(gradient),
             gradient_reads=gradient_reads,
             gradient_pass=gradient_pass,
             gate=print_triton(self.gate) if self.gate is not None else None,

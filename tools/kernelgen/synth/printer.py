@@ -3,7 +3,8 @@
 ``TritonPrinter`` conventions (everything is computed in fp32: the templates upcast loads, so no casts here):
 
 - numbers, including constant subexpressions such as ``sqrt(2 / pi)``, become float literals (``2.0``,
-  ``0.7978845608028654``: the repr of the Python float, enough digits for fp32);
+  ``0.7978845608028654``: the repr of the Python float, enough digits for fp32); the statement builders first
+  give known constants a name (``sqrt_2_over_pi``, ``naming.py``), which prints as a symbol;
 - powers: exponents 2..8 as repeated multiplication, negative integers as divisions (``1.0 / x``), ``0.5`` as
   ``tl.sqrt``, ``-0.5`` as ``tl.rsqrt`` (half-integers combine the two), any other constant as
   ``tl.exp2(p * tl.log2(x))`` (valid for ``x > 0`` only, like a fractional power in torch); an exponent known

@@ -32,8 +32,9 @@ import sympy
 
 from tools.kernelgen.synth.derive import _drop_singular_terms
 from tools.kernelgen.synth.derive import _precision_sensitive_ops
-from tools.kernelgen.synth.derive import _temporary_prefix
 from tools.kernelgen.synth.functions import indicator
+from tools.kernelgen.synth.naming import constant_lines
+from tools.kernelgen.synth.naming import hoist
 from tools.kernelgen.synth.printer import format_formula
 from tools.kernelgen.synth.printer import print_triton
 from tools.kernelgen.synth.simplify import simplify_bounded
@@ -77,6 +78,8 @@ class RowMath:
     zero_adjoints: list[str] = field(default_factory=list)  # statistics whose gradient is exactly 0
     # grad_{input} -> the grad_{input} it equals (x + residual feeding everything): one buffer serves both.
     gradient_aliases: dict[str, str] = field(default_factory=dict)
+    # The leading statements of ``backward`` that define named constants (``naming.py``), for above a row loop
+    backward_constants: list[str] = field(default_factory=list)
 
 
 class RowProgramError(ValueError):
@@ -334,10 +337,12 @@ class _Program:
 
         forward_items = [(s.name, s.reduce, s.operand) for s in self.statistics]
         forward_items += [(name, "value", expr) for name, expr in self.outputs.items()]
-        forward = _schedule(self._hoisted(forward_items, taken), taken)
+        forward_constants: dict[str, str] = {}
+        forward = _schedule(self._hoisted(forward_items, taken), taken, forward_constants)
 
         backward_items, formulas = self._backward_items(adjoints, taken)
-        backward = _schedule(self._hoisted(backward_items, taken), taken)
+        backward_constants: dict[str, str] = {}
+        backward = _schedule(self._hoisted(backward_items, taken), taken, backward_constants)
         defined = {name for name, _, _ in backward_items}
         reads = {s.name for _, _, expr in backward_items for s in expr.free_symbols} - defined
         saved = [s.name for s in self.statistics if s.name in reads]
@@ -345,8 +350,9 @@ class _Program:
         forward_reads -= {s.name for s in self.statistics} | {N_COLS}
         every = [expr for _, _, expr in forward_items + backward_items]
         return RowMath(
-            forward=forward,
-            backward=backward,
+            forward=constant_lines(forward_constants) + forward,
+            backward=constant_lines(backward_constants) + backward,
+            backward_constants=constant_lines(backward_constants),
             saved=saved,
             forward_reads=sorted(forward_reads),
             backward_reads=sorted(reads - {N_COLS}),
@@ -470,34 +476,19 @@ def _fresh(prefix: str, taken: set[str]) -> str:
     return name
 
 
-def _schedule(items, taken: set[str]) -> list[str]:
+def _schedule(items, taken: set[str], constants: dict[str, str]) -> list[str]:
     """Statements for ``items`` (name, kind, expr): common subexpressions of all of them hoisted into named
-    temporaries, each statement emitted right after the values it reads."""
+    temporaries, each statement emitted right after the values it reads. The named constants they read are added
+    to ``constants`` (name -> literal), which the kernel defines before its loops."""
     if not items:
         return []
-    placeholders = sympy.numbered_symbols("_cse", real=True)
-    replacements, reduced = sympy.cse([expr for _, _, expr in items], symbols=placeholders, order="canonical")
-    definitions: dict[sympy.Symbol, tuple[str, str, sympy.Expr]] = {}
-    renames: dict[sympy.Symbol, sympy.Expr] = {}
-    counters: dict[str, int] = {}
-    for placeholder, expr in replacements:
-        expr = expr.xreplace(renames)
-        if expr.is_number:
-            renames[placeholder] = expr
-            continue
-        prefix = _temporary_prefix(expr)
-        while True:
-            candidate = f"{prefix}{counters.get(prefix, 0)}"
-            counters[prefix] = counters.get(prefix, 0) + 1
-            if candidate not in taken:
-                break
-        symbol = sympy.Symbol(candidate, real=True)
-        renames[placeholder] = symbol
-        definitions[symbol] = (candidate, "value", expr)
+    named, hoisted, reduced = hoist([expr for _, _, expr in items], set(taken) | {name for name, _, _ in items})
+    constants.update(named)
+    definitions = {symbol: (symbol.name, "value", expr) for symbol, expr in hoisted}
     order = []
     for (name, kind, _), expr in zip(items, reduced):
         symbol = sympy.Symbol(name, real=True)
-        definitions[symbol] = (name, kind, expr.xreplace(renames))
+        definitions[symbol] = (name, kind, expr)
         order.append(symbol)
 
     lines: list[str] = []
