@@ -9,8 +9,9 @@ shapes; on a GPU the same tests use model-sized shapes.
 import pytest
 
 from test.kernelgen.conftest import WITHOUT_DTENSOR
-from test.kernelgen.conftest import assert_generated_tests_pass
 from test.kernelgen.conftest import copy_checkout
+from test.kernelgen.conftest import failures_by_kernel
+from test.kernelgen.conftest import run_pytest
 from test.kernelgen.test_analyze import TIER1_BUILTINS
 from tools.kernelgen.analyze import analyze
 from tools.kernelgen.generate import plan_new
@@ -31,16 +32,31 @@ from tools.kernelgen.writer import write_all
 ELEMENTWISE_REFERENCES = TIER1_BUILTINS
 
 
+# An ill-conditioned reference: fp32 loses digits to the rounding of 30 * x whatever computes it, so a kernel as
+# accurate as eager PyTorch's fp32 is off from float64 by more than the fixed 1e-5 (the generated test allows a few
+# times eager's own error); the same kernel made wrong by 0.1% must still fail.
+ILL_CONDITIONED = "import torch\n\n\ndef sin_gate(x, y):\n    return torch.sin(30 * x) * torch.sigmoid(y)\n"
+WRONG = "ill_conditioned_wrong"
+
+
 @pytest.fixture(scope="module")
 def generated_checkout(tmp_path_factory):
-    """One checkout holding a generated kernel for every reference (generation is checked as it goes)."""
+    """One checkout holding a generated kernel for every reference (generation is checked as it goes), the
+    ill-conditioned one, and that one made wrong."""
     root = copy_checkout(tmp_path_factory.mktemp("elementwise") / "liger")
-    for reference in ELEMENTWISE_REFERENCES:
-        name = f"{reference}_gen"
-        profile = analyze(reference, name=name)
-        assert profile.tier == 1, f"{reference}: {profile.notes.tier_reason}"
+    source = tmp_path_factory.mktemp("references") / "sin_gate.py"
+    source.write_text(ILL_CONDITIONED)
+    profiles = [analyze(reference, name=f"{reference}_gen") for reference in ELEMENTWISE_REFERENCES]
+    profiles += [analyze(str(source), name=name) for name in ("ill_conditioned", WRONG)]
+    for profile in profiles:
+        assert profile.tier == 1, f"{profile.operation_name}: {profile.notes.tier_reason}"
         assert profile.math.outputs and profile.math.triton is None  # derived, not hand-written
         write_all(root, plan_new(LigerRepo.open(root), profile).changes)
+    ops = root / kernel_paths(WRONG)["ops"]
+    text = ops.read_text()
+    store = "    tl.store(y_out_ptr"  # the forward's store (the output is y_out: y names an input)
+    assert store in text
+    ops.write_text(text.replace(store, f"    y_out = y_out * 1.001\n{store}", 1))
     return root
 
 
@@ -51,6 +67,15 @@ def test_every_elementwise_reference_gets_a_synthesized_kernel(generated_checkou
         assert "libdevice." not in ops_source  # must also run under the Triton interpreter
 
 
-def test_generated_kernels_match_torch_autograd(generated_checkout):
-    names = [f"{reference}_gen" for reference in ELEMENTWISE_REFERENCES]
-    assert_generated_tests_pass(generated_checkout, names, at_least_per_kernel=4, extra=WITHOUT_DTENSOR)
+def test_generated_kernels_match_torch_autograd_and_a_wrong_kernel_fails(generated_checkout):
+    """Every generated test passes, the ill-conditioned kernel's too, except the wrong kernel's forward checks."""
+    names = [f"{reference}_gen" for reference in ELEMENTWISE_REFERENCES] + ["ill_conditioned"]
+    result = run_pytest(generated_checkout, *[kernel_paths(name)["test"] for name in [*names, WRONG]], *WITHOUT_DTENSOR)
+    failed = failures_by_kernel(result.stdout, [*names, WRONG])
+    # Only the wrong kernel fails, in every fp32 comparison with the reference (bf16 tolerances allow 0.1%).
+    assert failed.startswith(f"{WRONG}: ") and failed.count("\n") == 1, failed + result.stdout[-3000:]
+    forward = f"test_{WRONG}_forward_and_gradients_match_reference"
+    assert sum(f"{forward}[float32-" in line for line in result.stdout.splitlines() if line.startswith("FAILED")) == 3
+    assert "[forward]" in result.stdout
+    passed = int(result.stdout.strip().splitlines()[-1].split(" passed")[0].split()[-1])
+    assert passed >= 4 * len(names)

@@ -26,6 +26,7 @@ from tools.kernelgen.profile import TestSpec
 from tools.kernelgen.profile import benchmark_dimension
 from tools.kernelgen.profile import benchmark_size
 from tools.kernelgen.profile import hyper_cases
+from tools.kernelgen.render import tier1
 from tools.kernelgen.render.dtensor import DTensorView
 from tools.kernelgen.render.dtensor import dtensor_view
 from tools.kernelgen.render.text import fstring_chunks
@@ -58,7 +59,6 @@ class KernelView:
     param_names: list[str]
     # Parameters the Function takes as None (``enabled_by``): name -> the literal they compute as when absent
     optional: dict[str, str]
-    param_args: list[str]  # the parameters as launch arguments: an absent one passes a placeholder pointer
     hypers: list[HyperParameter]
     hyper_names: list[str]
     signature: str  # of the Function's forward and of the functional: tensors, parameters, hyper-parameters
@@ -83,7 +83,6 @@ class ElementwiseOpsView:
     forward_params: list[LearnableParameter]
     backward_inputs: list[str]
     backward_params: list[LearnableParameter]
-    backward_grad_outputs: list[str]
     grad_outputs: list[str]
     grad_input_names: list[str]
     partial_names: list[str]
@@ -94,7 +93,6 @@ class ElementwiseOpsView:
     gradient_note: list[str]  # the derived gradient formulas, as comment lines above the backward math
     backward_signature: str
     backward_call_args: list[str]
-    outputs_viewed: list[str]
     backward_returns: list[str]
     backward_return_exprs: list[str]
     apply_returns: list[str]
@@ -103,6 +101,28 @@ class ElementwiseOpsView:
     programs_per_sm: int
     num_warps: int | None
     dtensor: DTensorView
+    # Lines of the kernels and wrappers (render/tier1.py), each list at one indentation level
+    forward_param_loads: list[str]
+    backward_param_loads: list[str]
+    forward_pointer_moves: list[str]  # to the program's tile
+    backward_pointer_moves: list[str]  # to the program's first tile
+    backward_pointer_steps: list[str]  # from tile to tile of a kernel with parameters
+    accumulator_inits: list[str]
+    accumulations: list[str]
+    partial_stores: list[str]
+    contiguous_params: list[str]
+    flag_args: list[str]
+    gradient_buffers: list[str]
+    partial_buffers: list[str]
+    narrow_block_cols: int  # the other slice width of long rows
+    backward_loads: list[str]  # the tensors the backward kernel loads, upstream gradients first
+    forward_launch_tail: str  # the forward launch's arguments after the strided inputs
+    forward_returns: str  # what the forward wrapper returns (inputs as rows, outputs in their shape)
+    forward_results: str  # ... as the Function unpacks it
+    backward_launch_strided: list[str]  # tensors the backward launch passes with their row strides
+    backward_launch_tail: str  # its arguments after those
+    saved: list[str]  # what ctx saves
+    saved_unpacked: str  # the unpacking of ctx.saved_tensors
 
 
 @dataclass(frozen=True)
@@ -233,6 +253,31 @@ class TestView:
     hyper_cases: list[dict]
     hyper_values: list[str]  # one HYPERPARAMETERS case passed positionally to .apply
     hyper_keywords: list[str]  # ... and by keyword to the functional
+    # The same as argument-list tails (", hyper['eps']"), and the ", hyper" a helper takes and passes on; all empty for
+    # a kernel without hyper-parameters, whose test has no HYPERPARAMETERS.
+    hyper_args: str
+    hyper_kwargs: str
+    hyper_param: str
+    # What makes one output a tuple like several: "(" and ",)" around a single output's expression
+    tuple_open: str
+    tuple_close: str
+    # Signatures and calls of the generated test's helpers (tiers 1 and 2)
+    module_switches: str  # ", **switches" where optional parameters can be switched off
+    module_signature: str  # _make_reference_module(...)
+    module_call: str  # ... as _assert_matches_reference calls it
+    module_test_call: str  # ... as the module test does (fp32)
+    reference_params: list[str]  # the reference's parameters in the kernel's order (getattr for optional ones)
+    reference_signature: str  # _reference_outputs(...)
+    reference_call: str  # its body: the reference called
+    module_reference_args: str  # the module test's call of _reference_outputs
+    run_args: str  # _reference_run(run_dtype, ...)
+    check_signature: str  # _assert_matches_reference(...)
+    tensors: str  # the functional test's tensors: inputs (+ params)
+    liger_tensors: str  # the kernel's tensors in _assert_matches_reference
+    strided_forward_args: str  # the strided test's call of the forward wrapper
+    gradients: list[str]  # "(index, 'name', terms summed)" of each gradient compared, index into inputs + params
+    module_case: int  # the HYPERPARAMETERS case the module test builds with
+    eager_error_factor: int
     positive_domain: bool
     input_scaling: str  # what follows a random draw to scale it: " * 3.0", or nothing for 1.0
     normal_draw: str  # an input drawn from N(0, input_scale**2) in fp32, rounded to the dtype under test
@@ -306,10 +351,6 @@ def kernel_view(profile: KernelProfile) -> KernelView:
         channel_params=[prm for prm in params if prm.shape == "channel"],
         param_names=[prm.name for prm in params],
         optional=optional,
-        param_args=[
-            f"{prm.name} if {prm.name} is not None else {inputs[0]}" if prm.name in optional else prm.name
-            for prm in params
-        ],
         hypers=profile.hyperparameters,
         hyper_names=hyper_names,
         signature=signature(inputs + [prm.name for prm in params] + profile.hyperparameters),
@@ -401,31 +442,43 @@ def _elementwise_ops(profile: KernelProfile) -> ElementwiseOpsView:
     forward_reads, backward_reads = set(math.forward_uses), set(math.backward_uses)
     grad_outputs = [f"grad_{name}" for name in outputs]
     tiling = profile.tiling
+    optional = {prm.name: repr(_initial_value(prm)) for prm in params if prm.enabled_by}
+    forward_inputs = [name for name in inputs if name in forward_reads]
+    forward_params = [prm for prm in params if prm.name in forward_reads]
+    backward_params = [prm for prm in params if prm.name in backward_reads]
+    grad_input_names = [f"grad_{name}" for name in grad_inputs]
+    # The parameters and their partial-sum buffers as launch arguments: an absent optional one passes a placeholder
+    param_args = [
+        f"{prm.name} if {prm.name} is not None else {inputs[0]}" if prm.enabled_by else prm.name for prm in params
+    ]
+    partial_args = [
+        f"grad_{prm.name}_partial if {prm.name} is not None else {inputs[0]}"
+        if prm.enabled_by
+        else f"grad_{prm.name}_partial"
+        for prm in params
+    ]
+    # The backward loads these, upstream gradients first: each pointer moves with its tile.
+    backward_reads_first = [name for name in grad_outputs if name in backward_reads] + [
+        name for name in inputs if name in backward_reads
+    ]
     return ElementwiseOpsView(
         forward=_with_input_dtype(math.forward, inputs[0]),
         backward=_with_input_dtype(_loop_body(math.backward, math.backward_constants, params), inputs[0]),
         backward_constants=math.backward_constants if params else [],
-        forward_inputs=[name for name in inputs if name in forward_reads],
-        forward_params=[prm for prm in params if prm.name in forward_reads],
+        forward_inputs=forward_inputs,
+        forward_params=forward_params,
         backward_inputs=[name for name in inputs if name in backward_reads],
-        backward_params=[prm for prm in params if prm.name in backward_reads],
-        backward_grad_outputs=[name for name in grad_outputs if name in backward_reads],
+        backward_params=backward_params,
         grad_outputs=grad_outputs,
-        grad_input_names=[f"grad_{name}" for name in grad_inputs],
+        grad_input_names=grad_input_names,
         partial_names=[f"grad_{name}_partial" for name in param_names],
-        partial_args=[
-            f"grad_{prm.name}_partial if {prm.name} is not None else {inputs[0]}"
-            if prm.enabled_by
-            else f"grad_{prm.name}_partial"
-            for prm in params
-        ],
+        partial_args=partial_args,
         utils_imports=_utils_imports(math.forward + math.backward, ["get_num_sms"] if params else []),
         in_place=_in_place_gradients(profile),
         precision_note=_precision_note(math.precision_sensitive_ops, profile.math.rounding),
         gradient_note=_gradient_note(math.gradient_formulas),
         backward_signature=", ".join(inputs + param_names + grad_outputs + hyper_names),
         backward_call_args=inputs + param_names + grad_outputs + [f"ctx.{name}" for name in hyper_names],
-        outputs_viewed=[f"{name}.view(*shape)" for name in outputs],
         backward_returns=[f"grad_{name}" for name in grad_inputs] + [f"grad_{name}" for name in param_names],
         backward_return_exprs=[f"grad_{name}.view(*shape)" for name in grad_inputs]
         + [f"grad_{name}" for name in param_names],
@@ -437,6 +490,27 @@ def _elementwise_ops(profile: KernelProfile) -> ElementwiseOpsView:
         programs_per_sm=tiling.programs_per_sm,
         num_warps=tiling.num_warps,
         dtensor=dtensor_view(profile, grad_inputs, grad_outputs),
+        forward_param_loads=tier1.param_loads(forward_params, optional),
+        backward_param_loads=tier1.param_loads(backward_params, optional),
+        forward_pointer_moves=tier1.pointer_moves(forward_inputs, outputs, "row_start"),
+        backward_pointer_moves=tier1.pointer_moves(backward_reads_first, grad_input_names, "row_start"),
+        backward_pointer_steps=tier1.pointer_moves(backward_reads_first, grad_input_names, "row_step"),
+        accumulator_inits=tier1.accumulator_inits(params, optional),
+        accumulations=tier1.accumulations(params, optional),
+        partial_stores=tier1.partial_stores(params, optional),
+        contiguous_params=tier1.contiguous_params(params, optional),
+        flag_args=tier1.flag_args(optional),
+        gradient_buffers=tier1.gradient_buffers(grad_inputs, _in_place_gradients(profile)),
+        partial_buffers=tier1.partial_buffers(params, optional, inputs[0]),
+        narrow_block_cols=tiling.max_block_cols // 2,
+        backward_loads=backward_reads_first,
+        forward_launch_tail=", ".join(param_args + outputs),
+        forward_returns=", ".join(inputs + [f"{name}.view(*shape)" for name in outputs]),
+        forward_results=", ".join(inputs + outputs),
+        backward_launch_strided=grad_outputs + inputs,
+        backward_launch_tail=", ".join(param_args + grad_input_names + partial_args),
+        saved=inputs + param_names,
+        saved_unpacked=", ".join(inputs + param_names) + ("," if len(inputs + param_names) == 1 else ""),
     )
 
 
@@ -681,6 +755,11 @@ def _module_view(profile: KernelProfile) -> ModuleView:
 
 
 # Test ------------------------------------------------------------------------------------------------------
+# How many times eager PyTorch's own fp32 error (against float64) an fp32 kernel may be off, where that is more than
+# the fixed tolerance: an ill-conditioned reference (sin(30 * x)) loses digits to fp32 whatever computes it.
+EAGER_ERROR_FACTOR = 4
+
+
 def test_view(profile: KernelProfile) -> TestView:
     tolerances = {key: list(value) for key, value in {**TestSpec().tolerances, **profile.test.tolerances}.items()}
     size_param = profile.module.size_param
@@ -689,7 +768,52 @@ def test_view(profile: KernelProfile) -> TestView:
     reference_module_args = [f"{size_param}=n_cols"] + [f"{name}=hyper[{name!r}]" for name in hyper_names]
     liger_module_args = [f"{size_param}=shape[-1]"] if profile.parameters else []
     liger_module_args += [f"{name}=hyper[{name!r}]" for name in hyper_names]
+    inputs = [t.name for t in profile.inputs]
+    grad_inputs = [t.name for t in profile.inputs if t.requires_grad]
+    params = profile.parameters
+    hypers = bool(hyper_names)
+    hyper_param = ", hyper" if hypers else ""
+    switches = ", **switches" if any(p.enabled_by for p in params) else ""
+    single = len(profile.outputs) == 1
+    entry = profile.reference.entry
+    if params:
+        reference_call = "reference(*inputs)"
+    elif module_reference:
+        reference_call = f"{entry}(**hyper)(*inputs)" if hypers else f"{entry}()(*inputs)"
+    else:
+        reference_call = f"{entry}(*inputs, **hyper)" if hypers else f"{entry}(*inputs)"
+    terms = {"channel": "n_rows", "scalar": "n_rows * inputs[0].shape[-1]"}
+    gradients = [f"({index}, {name!r}, 1)" for index, name in enumerate(inputs) if name in grad_inputs]
+    gradients += [f"({len(inputs) + i}, {p.name!r}, {terms[p.shape]})" for i, p in enumerate(params)]
     return TestView(
+        hyper_args="".join(f", hyper[{name!r}]" for name in hyper_names),
+        hyper_kwargs="".join(f", {name}=hyper[{name!r}]" for name in hyper_names),
+        hyper_param=hyper_param,
+        tuple_open="(" if single else "",
+        tuple_close=",)" if single else "",
+        module_switches=switches,
+        module_signature=f"n_cols, dtype{hyper_param}{switches}",
+        module_call=f"inputs[0].shape[-1], dtype{hyper_param}{switches}",
+        module_test_call=f"shape[-1], torch.float32{hyper_param}",
+        reference_params=[
+            f"getattr(reference, {(p.attribute or p.name)!r}, None)"
+            if p.enabled_by
+            else f"reference.{p.attribute or p.name}"
+            for p in params
+        ],
+        reference_signature=f"reference, inputs{hyper_param}" if params else f"inputs{hyper_param}",
+        reference_call=reference_call,
+        module_reference_args=f"reference, ref_inputs{hyper_param}" if params else f"ref_inputs{hyper_param}",
+        run_args=f"inputs, grads{', reference' if params else ''}{hyper_param}",
+        check_signature=f"inputs, dtype, atol, rtol{hyper_param}{switches}",
+        tensors="inputs + params" if params else "inputs",
+        liger_tensors="liger_inputs + liger_params" if params else "liger_inputs",
+        strided_forward_args="*[x.detach() for x in strided]"
+        + (", *params" if params else "")
+        + "".join(f", hyper[{name!r}]" for name in hyper_names),
+        gradients=gradients,
+        module_case=0 if params else -1,
+        eager_error_factor=EAGER_ERROR_FACTOR,
         cpu_shapes=[tuple(s) for s in profile.test.cpu_shapes],
         gpu_shapes=[tuple(s) for s in profile.test.gpu_shapes],
         tol=tolerances,
