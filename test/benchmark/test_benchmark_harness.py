@@ -4,8 +4,6 @@ import csv
 import io
 import math
 import os
-import subprocess
-import sys
 
 from pathlib import Path
 
@@ -33,6 +31,7 @@ from benchmark.scripts.utils import parse_benchmark_script_args
 from benchmark.scripts.utils import run_benchmarks
 from benchmark.scripts.utils import run_memory_benchmark
 from benchmark.scripts.utils import run_speed_benchmark
+from tools.kernelgen.pyrun import run_python
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS_DIR = REPO_ROOT / "benchmark" / "scripts"
@@ -499,13 +498,8 @@ def _script_env(**overrides):
 
 
 def _run_script(name, *args, **env):
-    return subprocess.run(
-        [sys.executable, str(SCRIPTS_DIR / f"benchmark_{name}.py"), *args],
-        cwd=str(REPO_ROOT),
-        env=_script_env(**env),
-        capture_output=True,
-        text=True,
-        timeout=300,
+    return run_python(
+        [str(SCRIPTS_DIR / f"benchmark_{name}.py"), *args], cwd=REPO_ROOT, env=_script_env(**env), timeout=300
     )
 
 

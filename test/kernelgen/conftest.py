@@ -15,6 +15,7 @@ from tools.kernelgen.layout import FUNCTIONAL
 from tools.kernelgen.layout import OPS_INIT
 from tools.kernelgen.layout import TRANSFORMERS_INIT
 from tools.kernelgen.layout import kernel_paths
+from tools.kernelgen.pyrun import run_python
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO_ROOT / ".claude" / "skills" / "liger-kernel-gen" / "examples"
@@ -116,13 +117,7 @@ WITHOUT_DTENSOR = ("-k", "not dtensor")
 
 
 def run_pytest(checkout: Path, *paths: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *paths],
-        cwd=checkout,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    return run_python(["-m", "pytest", "-q", "-p", "no:cacheprovider", *paths], cwd=checkout)
 
 
 def assert_generated_tests_pass(

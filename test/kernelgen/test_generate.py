@@ -3,7 +3,6 @@
 import importlib
 import os
 import shutil
-import subprocess
 import sys
 
 import pytest
@@ -36,6 +35,7 @@ from tools.kernelgen.profile import ProfileError
 from tools.kernelgen.profile import from_dict
 from tools.kernelgen.profile import load_profile
 from tools.kernelgen.profile import validate_profile
+from tools.kernelgen.pyrun import run_python
 from tools.kernelgen.repo import LigerRepo
 
 FIXTURES = REPO_ROOT / "test" / "kernelgen" / "fixtures"
@@ -55,13 +55,7 @@ def test_round_trip_from_example_profile_is_ruff_clean_and_its_tests_pass(checko
     assert " passed" in tests.stdout
     # The generated benchmark runs too (tiny shapes on the CPU) and writes harness rows.
     csv_path = checkout / "smoke.csv"
-    bench = subprocess.run(
-        [sys.executable, paths["benchmark"], "--smoke", "--csv", str(csv_path)],
-        cwd=checkout,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    bench = run_python([paths["benchmark"], "--smoke", "--csv", str(csv_path)], cwd=checkout)
     assert bench.returncode == 0, bench.stderr[-3000:]
     rows = csv_path.read_text().splitlines()
     assert rows[0].startswith("kernel_name,kernel_provider,kernel_operation_mode")

@@ -13,8 +13,6 @@ import csv
 import os
 import re
 import shutil
-import subprocess
-import sys
 
 from pathlib import Path
 
@@ -39,6 +37,7 @@ from tools.kernelgen.layout import FUNCTIONAL
 from tools.kernelgen.layout import OPS_UTILS
 from tools.kernelgen.layout import TRANSFORMERS_INIT
 from tools.kernelgen.layout import kernel_paths
+from tools.kernelgen.pyrun import run_python
 from tools.kernelgen.repo import LigerRepo
 
 UPSTREAM_LAYOUT = REPO_ROOT / "test" / "kernelgen" / "fixtures" / "upstream_layout"
@@ -146,14 +145,7 @@ def test_generated_benchmarks_run_on_its_harness_and_append_their_rows(upstream_
             "TRITON_INTERPRET": "1",
             "PYTHONPATH": f"{upstream_checkout / 'src'}{os.pathsep}{upstream_checkout}",
         }
-        result = subprocess.run(
-            [sys.executable, "-c", script],
-            cwd=upstream_checkout / "benchmark" / "scripts",
-            env=env,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
+        result = run_python(["-c", script], cwd=upstream_checkout / "benchmark" / "scripts", env=env)
         assert result.returncode == 0, result.stderr[-3000:]
     text = (upstream_checkout / CSV).read_text()
     assert text.startswith(before)

@@ -5,7 +5,6 @@ one-line SKIP; ``--smoke`` runs the plumbing at the benchmark's CPU shapes, whic
 import json
 import shutil
 import subprocess
-import sys
 
 from pathlib import Path
 
@@ -15,6 +14,7 @@ from test.kernelgen.conftest import REPO_ROOT
 from test.kernelgen.conftest import copy_checkout
 from test.kernelgen.conftest import run_kernelgen
 from tools.kernelgen.cli import main
+from tools.kernelgen.pyrun import run_python
 from tools.kernelgen.validate.baseline import Baseline
 from tools.kernelgen.validate.baseline import block
 from tools.kernelgen.validate.baseline import run_stage
@@ -67,8 +67,8 @@ def test_an_exported_baseline_is_compared_in_the_same_process(history, tmp_path)
     assert (export / "src/liger_kernel/ops/swiglu.py").read_text() == _git(history, "show", f"HEAD:{OPS}")
     assert (export / "BASELINE").read_text().startswith("HEAD = ")
     out = tmp_path / "baseline.json"
-    worker = [sys.executable, "-m", "tools.kernelgen.validate.baseline_worker", str(history), "swiglu", str(out)]
-    result = subprocess.run([*worker, str(export / "src"), "--smoke"], cwd=REPO_ROOT, capture_output=True, text=True)
+    worker = ["-m", "tools.kernelgen.validate.baseline_worker", str(history), "swiglu", str(out)]
+    result = run_python([*worker, str(export / "src"), "--smoke"], cwd=REPO_ROOT)
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(out.read_text())
     assert report["baseline_ops"] == str(export / "src" / "liger_kernel/ops/swiglu.py")

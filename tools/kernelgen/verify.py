@@ -12,12 +12,12 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import xml.etree.ElementTree as ElementTree
 
 from pathlib import Path
 
+from tools.kernelgen.pyrun import run_python
 from tools.kernelgen.repo import LigerRepo
 
 # What a test of the library needs besides the test file itself.
@@ -116,15 +116,7 @@ def verify_changes(
         )
         env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
         try:
-            result = subprocess.run(
-                [sys.executable, "-c", script],
-                cwd=folder,
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=TIMEOUT_S,
-                check=False,
-            )
+            result = run_python(["-c", script], cwd=folder, env=env, timeout=TIMEOUT_S)
         except subprocess.TimeoutExpired:
             return f"the staged check of {test_path} ran past {TIMEOUT_S} s"
         output = result.stdout + result.stderr

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 
+from tools.kernelgen.pyrun import run_python
 from tools.kernelgen.validate.report import FAIL
 from tools.kernelgen.validate.report import PASS
 from tools.kernelgen.validate.report import StageResult
@@ -30,9 +29,9 @@ def run(target: Target) -> StageResult:
     test = target.paths["test"]
     if not target.repo.exists(test):
         return StageResult("unit tests", FAIL, f"{test} is missing")
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", test]
-    print(f"  $ {' '.join(['python', *command[1:]])}")
-    result = subprocess.run(command, cwd=target.repo.root, capture_output=True, text=True, check=False)
+    command = ["-m", "pytest", "-q", "-p", "no:cacheprovider", test]
+    print(f"  $ {' '.join(['python', *command])}")
+    result = run_python(command, cwd=target.repo.root)
     output = result.stdout + result.stderr
     found = counts(output)
     described = ", ".join(f"{n} {kind}" for kind, n in found.items()) or "no summary line"

@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 
 from pathlib import Path
 
 from tools.kernelgen.profile import dump_yaml
+from tools.kernelgen.pyrun import run_python
 from tools.kernelgen.repo import default_repo_root
 from tools.kernelgen.validate.report import Target
 
@@ -36,15 +36,13 @@ def run_worker(
     env = dict(os.environ)
     # ``tools.kernelgen`` from this checkout; the kernel itself is imported from the target's src/ by the worker.
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(kernelgen_root), env.get("PYTHONPATH", "")) if p)
-    command = [sys.executable, "-m", module, str(target.repo.root), target.name, str(out), *extra]
+    command = ["-m", module, str(target.repo.root), target.name, str(out), *extra]
     if target.call is not None and spec:
         spec = target.workspace / "target.json"
         spec.write_text(json.dumps({"profile": dump_yaml(target.profile), "call": target.call}), encoding="utf-8")
         command.append(str(spec))
     try:
-        result = subprocess.run(
-            command, cwd=kernelgen_root, env=env, capture_output=True, text=True, timeout=timeout, check=False
-        )
+        result = run_python(command, cwd=kernelgen_root, env=env, timeout=timeout)
     except subprocess.TimeoutExpired:
         raise WorkerFailed(f"{module} ran past {timeout:.0f} s") from None
     if result.returncode != 0 or not out.exists():

@@ -1,0 +1,168 @@
+"""A fork server for the test suite's Python runs: a generated checkout's tests, a benchmark script, a validation
+worker, a change tried in a scratch copy. Each would start an interpreter and import torch and Triton (seconds of
+CPU apiece, a hundred times in the suite); here one server process imports them once and forks a child per run,
+which then behaves as ``python ARGS`` would in its folder and environment.
+
+A run the server cannot reproduce goes to a new interpreter instead: one under another ``TRITON_INTERPRET`` or
+``PYTHONHASHSEED`` than the server's (both are fixed once torch, Triton and the interpreter are up), one with
+interpreter options, and every run on a machine with a GPU (a process that has touched CUDA must not fork).
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import select
+import subprocess
+import sys
+import tempfile
+
+from pathlib import Path
+
+# The environment variables a child cannot change: read when the server started.
+_FIXED = ("TRITON_INTERPRET", "PYTHONHASHSEED")
+
+_SERVER = r"""
+import json, os, runpy, sys, traceback
+
+import torch
+
+if not torch.cuda.is_available() and not (hasattr(torch, "xpu") and torch.xpu.is_available()):
+    os.environ.setdefault("TRITON_INTERPRET", "1")  # as the root conftest.py does before Triton is imported
+import numpy
+import pytest
+import triton
+import triton.language
+
+replies = os.dup(1)
+os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
+fixed = {name: os.environ.get(name) for name in FIXED}
+os.write(replies, (json.dumps({"gpu": torch.cuda.is_available(), "fixed": fixed}) + "\n").encode())
+
+
+def child(request):
+    os.close(replies)
+    os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+    os.dup2(os.open(request["stdout"], os.O_WRONLY), 1)
+    os.dup2(os.open(request["stderr"], os.O_WRONLY), 2)
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    args = request["args"]
+    extra = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if args[0] == "-c":
+        sys.argv, first = ["-c", *args[2:]], ""
+    elif args[0] == "-m":
+        sys.argv, first = [args[1], *args[2:]], os.getcwd()
+    else:
+        sys.argv, first = list(args), os.path.dirname(os.path.abspath(args[0]))
+    sys.path[:1] = [first, *extra]
+    code = 0
+    try:
+        if args[0] == "-c":
+            exec(compile(args[1], "<string>", "exec"), {"__name__": "__main__", "__builtins__": __builtins__})
+        elif args[0] == "-m":
+            runpy.run_module(args[1], run_name="__main__", alter_sys=True)
+        else:
+            runpy.run_path(args[0], run_name="__main__")
+    except SystemExit as exit:
+        if isinstance(exit.code, int) or exit.code is None:
+            code = exit.code or 0
+        else:
+            print(exit.code, file=sys.stderr)
+            code = 1
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+for line in sys.stdin:
+    request = json.loads(line)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        child(request)
+    os.write(replies, (json.dumps({"pid": pid}) + "\n").encode())
+    _, status = os.waitpid(pid, 0)
+    os.write(replies, (json.dumps({"returncode": os.waitstatus_to_exitcode(status)}) + "\n").encode())
+"""
+
+
+class ForkServer:
+    """``run(args, cwd=, env=, timeout=)`` as ``tools.kernelgen.pyrun.run_python``; the server starts on first use."""
+
+    def __init__(self) -> None:
+        self._process: subprocess.Popen | None = None
+        self._pending = b""
+        self._fixed: dict[str, str | None] = {}
+        self._usable = True
+
+    def _start(self) -> None:
+        self._process = subprocess.Popen(
+            [sys.executable, "-c", f"FIXED = {list(_FIXED)!r}\n{_SERVER}"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            cwd=tempfile.gettempdir(),
+            env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
+        )
+        atexit.register(self.close)
+        hello = self._reply(timeout=120)
+        self._fixed = hello["fixed"] if hello else {}
+        self._usable = bool(hello) and not hello["gpu"]
+
+    def _reply(self, timeout: float | None) -> dict | None:
+        """The server's next reply line, None if none came within ``timeout`` seconds (or the server died)."""
+        fd = self._process.stdout.fileno()
+        while b"\n" not in self._pending:
+            ready, _, _ = select.select([fd], [], [], timeout)
+            chunk = os.read(fd, 65536) if ready else b""
+            if not chunk:
+                return None
+            self._pending += chunk
+        line, self._pending = self._pending.split(b"\n", 1)
+        return json.loads(line)
+
+    def close(self) -> None:
+        if self._process is not None and self._process.poll() is None:
+            self._process.stdin.close()
+            self._process.wait(timeout=30)
+        self._process = None
+
+    def _can_run(self, args: list[str], env: dict[str, str]) -> bool:
+        if not args or (args[0].startswith("-") and args[0] not in ("-c", "-m")):
+            return False
+        if self._process is None and self._usable:
+            self._start()
+        return self._usable and all(env.get(name) == self._fixed.get(name) for name in _FIXED)
+
+    def run(self, args, *, cwd, env=None, timeout=None) -> subprocess.CompletedProcess:
+        env = dict(os.environ if env is None else env)
+        command = [sys.executable, *args]
+        if not self._can_run(list(args), env):
+            return subprocess.run(
+                command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False
+            )
+        with tempfile.TemporaryDirectory() as folder:
+            out, err = Path(folder) / "stdout", Path(folder) / "stderr"
+            out.touch()
+            err.touch()
+            request = {"args": list(args), "cwd": str(cwd), "env": env, "stdout": str(out), "stderr": str(err)}
+            self._process.stdin.write((json.dumps(request) + "\n").encode())
+            self._process.stdin.flush()
+            pid = self._reply(timeout=60)["pid"]
+            done = self._reply(timeout)
+            if done is None:
+                os.kill(pid, 9)
+                self._reply(timeout=60)
+                raise subprocess.TimeoutExpired(command, timeout, out.read_text(), err.read_text())
+            return subprocess.CompletedProcess(command, done["returncode"], out.read_text(), err.read_text())
+
+
+SERVER = ForkServer()
+
+__all__ = ["SERVER", "ForkServer"]
