@@ -154,10 +154,13 @@ class ForkServer:
             request = {"args": list(args), "cwd": str(cwd), "env": env, "stdout": str(out), "stderr": str(err)}
             self._process.stdin.write((json.dumps(request) + "\n").encode())
             self._process.stdin.flush()
-            pid = self._reply(timeout=60)["pid"]
+            started = self._reply(timeout=60)
+            if started is None:  # the server died: this run and the next ones get new interpreters
+                self._usable = False
+                return self.run(args, cwd=cwd, env=env, timeout=timeout)
             done = self._reply(timeout)
             if done is None:
-                os.kill(pid, 9)
+                os.kill(started["pid"], 9)
                 self._reply(timeout=60)
                 raise subprocess.TimeoutExpired(command, timeout, out.read_text(), err.read_text())
             return subprocess.CompletedProcess(command, done["returncode"], out.read_text(), err.read_text())
