@@ -644,6 +644,49 @@ def test_rounding_each_op_reproduces_eager_bf16():
     )
 
 
+def _bf16_glu_gradients(formula, eager, round_each_op):
+    """The synthesized backward of ``formula`` (a GLU of a, b) on bf16 values, computed in fp32 and stored as bf16,
+    and eager bf16 autograd's gradients of ``eager``."""
+    a = (torch.randn(8192) * 3).to(torch.bfloat16).requires_grad_()
+    b = (torch.randn(8192) * 3).to(torch.bfloat16).requires_grad_()
+    grad_y = torch.randn(8192).to(torch.bfloat16)
+    math = synthesize_elementwise({"y": parse_formula(formula, ["a", "b"], round_each_op)}, ["a", "b"], {}, [])
+    namespace = {"tl": TorchTL(torch.float32), "input_dtype": torch.bfloat16, "_tanh": torch.tanh}
+    namespace.update(a=a.detach().float(), b=b.detach().float(), grad_y=grad_y.float())
+    exec(compile("\n".join(math.backward), "<synthesized>", "exec"), namespace)
+    eager(a, b).backward(grad_y)
+    return [(namespace[f"grad_{x}"].to(torch.bfloat16), x_.grad) for x, x_ in (("a", a), ("b", b))]
+
+
+@pytest.mark.parametrize(
+    "formula, eager",
+    [
+        ("silu(a) * b", lambda a, b: F.silu(a) * b),
+        ("gelu(a, approximate='tanh') * b", lambda a, b: F.gelu(a, approximate="tanh") * b),
+    ],
+)
+def test_rounding_each_op_rounds_the_backward_as_eager_does(formula, eager):
+    """With per-op rounding, every op's backward hands on gradients rounded to bf16, as autograd does: d(b) is
+    grad_y times the rounded activation and d(a) multiplies the activation's derivative
+    by the rounded grad_y * b. Only the activation and its derivative are computed by other fp32 formulas than
+    torch's, so a few elements may round one bf16 step apart; rounding once differs in many more."""
+    (grad_a, eager_a), (grad_b, eager_b) = _bf16_glu_gradients(formula, eager, ("a", "b"))
+    assert (grad_b != eager_b).float().mean() < 0.02
+    assert (grad_a != eager_a).float().mean() < 0.02
+    (grad_a, eager_a), _ = _bf16_glu_gradients(formula, eager, ())
+    assert (grad_a != eager_a).float().mean() > 0.1
+
+
+def test_rounded_reverse_mode_sums_rounded_contributions():
+    """A value read by two rounded ops gets each op's gradient rounded, then their sum (autograd accumulates bf16
+    gradients); without roundings the derivation is the plain chain rule."""
+    a, b = sympy.symbols("a b", real=True)
+    rounded = synthesize_elementwise({"y": parse_formula("sigmoid(a) * a * b", ["a", "b"], ("a", "b"))}, ["a", "b"])
+    assert rounded.gradient_formulas["grad_a"].count("cast_to_input") >= 3
+    plain = synthesize_elementwise({"y": parse_formula("sigmoid(a) * a * b", ["a", "b"])}, ["a", "b"])
+    assert "cast_to_input" not in plain.gradient_formulas["grad_a"]
+
+
 def test_synthesis_is_deterministic_across_processes():
     formula = "gelu(a, approximate='tanh') * b + mish(a)"
     script = textwrap.dedent(
