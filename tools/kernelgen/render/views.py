@@ -7,6 +7,7 @@ each.
 
 from __future__ import annotations
 
+import re
 import textwrap
 
 from dataclasses import dataclass
@@ -121,8 +122,10 @@ class RowProgramOpsView:
     saved: list[str]  # statistics stored by forward, loaded by backward
     forward_inputs: list[str]
     forward_params: list[LearnableParameter]
+    forward_param_loads: list[list[LearnableParameter]]  # per forward line: the parameters it reads first
     backward_inputs: list[str]
     backward_params: list[LearnableParameter]
+    backward_param_loads: list[list[LearnableParameter]]  # per backward line: the parameters it reads first
     backward_element_grads: list[str]  # grad_{output} of per-element outputs the backward loads
     backward_row_grads: list[str]  # grad_{output} of per-row outputs the backward loads
     grad_outputs: list[str]  # every grad_{output}, in output order (the backward's arguments)
@@ -433,6 +436,18 @@ def _elementwise_ops(profile: KernelProfile) -> ElementwiseOpsView:
     )
 
 
+def _first_uses(lines: list[str], params: list[LearnableParameter]) -> list[list[LearnableParameter]]:
+    """For each statement, the parameters no earlier statement reads: where the kernel loads them."""
+    loads, pending = [], list(params)
+    for line in lines:
+        used = [p for p in pending if re.search(rf"\b{p.name}\b", line)]
+        pending = [p for p in pending if p not in used]
+        loads.append(used)
+    if pending:
+        raise AssertionError(f"parameters {[p.name for p in pending]} are read by no statement")
+    return loads
+
+
 def _row_program_ops(profile: KernelProfile) -> RowProgramOpsView:
     math = row_math(profile)
     inputs = [t.name for t in profile.inputs]
@@ -455,8 +470,10 @@ def _row_program_ops(profile: KernelProfile) -> RowProgramOpsView:
         saved=list(math.saved),
         forward_inputs=[name for name in inputs if name in math.forward_reads],
         forward_params=[p for p in params if p.name in math.forward_reads],
+        forward_param_loads=_first_uses(math.forward, [p for p in params if p.name in math.forward_reads]),
         backward_inputs=backward_inputs,
         backward_params=backward_params,
+        backward_param_loads=_first_uses(math.backward, backward_params),
         backward_element_grads=[
             f"grad_{name}" for name in outputs if f"grad_{name}" in reads and name not in math.row_outputs
         ],
