@@ -3,7 +3,8 @@
 Generation needs libcst and ruff, which the GPU machine lacks; the generated checkout travels instead
 (device `run` with carry=[".gpu-run"]), and `.ci/gpu` runs there. Kernels: geglu (as the README makes it) and
 dyt, every tier-1, tier-2 and tier-3 built-in as NAME_gen (cross entropy with its fused linear kernel), the three
-example profiles as NAME_ex (the round trips of issue 4), and with ``--tiling-variants`` copies of rms_norm,
+example profiles as NAME_ex (the round trips of issue 4), the element-wise references of issue 16's performance table
+(benchmark/references/) as NAME_ref, and with ``--tiling-variants`` copies of rms_norm,
 layer_norm, softmax, cross_entropy and kl_div under other launch settings (``NAME_tv_...``) for a tiling sweep.
 """
 
@@ -26,6 +27,7 @@ from tools.kernelgen.profile import load_profile  # noqa: E402
 from tools.kernelgen.repo import LigerRepo  # noqa: E402
 from tools.kernelgen.writer import write_all  # noqa: E402
 
+REFERENCES = ROOT / "benchmark" / "references"
 # (block_elements, programs_per_sm, num_warps) of the tier-2 tiling sweep; None: the template's choice.
 TILING_VARIANTS = [(4096, programs, warps) for programs in (1, 2, 4, 8) for warps in (4, 8, 16, 32)]
 # (block_elements, num_warps) of the loss sweep (cross entropy: two sweeps over the row; KL: one).
@@ -65,6 +67,7 @@ def main() -> None:
     for profile in profiles:
         if profile.operation_name == "cross_entropy_gen":
             profile.fused_linear.enabled = True  # and fused_linear_cross_entropy_gen beside it
+    profiles += [analyze(str(path), name=f"{path.stem}_ref") for path in sorted(REFERENCES.glob("*.py"))]
     profiles += [
         load_profile(EXAMPLES / f"{e}.yaml").renamed(f"{e}_ex") for e in ("swiglu", "rms_norm", "cross_entropy")
     ]
