@@ -1,4 +1,4 @@
-"""Command line: ``python -m tools.kernelgen {new,analyze,references} ...``.
+"""Command line: ``python -m tools.kernelgen {new,analyze,references,modify,validate,export-baseline} ...``.
 
 Every failure the user can cause ends in one line on stderr naming what and where, and exit status 2;
 nothing is written unless the whole change set is good.
@@ -180,6 +180,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--smoke",
         action="store_true",
         help="run the --baseline comparison at the benchmark's smoke shapes, on the CPU too (checks the plumbing)",
+    )
+    validate.add_argument(
+        "--ncu",
+        action="store_true",
+        help="profile each kernel of one step with Nsight Compute (GPU, ncu on PATH): bottleneck, memory and compute "
+        "throughput, occupancy; one skip line where it cannot",
     )
     validate.add_argument("--focus", default="validate", help="iterations.tsv 'focus' column (what this try changed)")
     validate.add_argument("--description", default="", help="iterations.tsv 'description' column (default: verdicts)")
@@ -372,6 +378,7 @@ def cmd_validate(args) -> int:
         reference=args.reference,
         baseline=args.baseline,
         smoke=args.smoke,
+        profile_ncu=args.ncu,
     )
 
 
@@ -400,32 +407,33 @@ COMMANDS = {
 }
 
 
-def user_errors() -> tuple[type[BaseException], ...]:
-    """Exception types that mean bad input (reported in one line), as opposed to kernelgen bugs."""
-    from tools.kernelgen.analyze import AnalyzeError
-    from tools.kernelgen.generate import GenerateError
-    from tools.kernelgen.insert import InsertError
-    from tools.kernelgen.layout import KernelNameError
-    from tools.kernelgen.modify import ModifyError
-    from tools.kernelgen.profile import ProfileError
-    from tools.kernelgen.repo import RepoError
-    from tools.kernelgen.synth import UnsupportedOpError
-    from tools.kernelgen.validate import ValidateError
-    from tools.kernelgen.writer import WriteError
+# Exception types that mean bad input (reported in one line), as opposed to kernelgen bugs: (module, class).
+USER_ERRORS = (
+    ("tools.kernelgen.analyze", "AnalyzeError"),
+    ("tools.kernelgen.generate", "GenerateError"),
+    ("tools.kernelgen.insert", "InsertError"),
+    ("tools.kernelgen.layout", "KernelNameError"),
+    ("tools.kernelgen.modify", "ModifyError"),
+    ("tools.kernelgen.profile", "ProfileError"),
+    ("tools.kernelgen.repo", "RepoError"),
+    ("tools.kernelgen.writer", "WriteError"),
+    ("tools.kernelgen.synth", "UnsupportedOpError"),
+    ("tools.kernelgen.validate", "ValidateError"),
+)
 
-    return (
-        CliError,
-        AnalyzeError,
-        GenerateError,
-        InsertError,
-        KernelNameError,
-        ModifyError,
-        ProfileError,
-        RepoError,
-        WriteError,
-        UnsupportedOpError,
-        ValidateError,
-    )
+
+def user_errors() -> tuple[type[BaseException], ...]:
+    """The classes of ``USER_ERRORS``. A module that cannot be imported here (generation needs libcst, which a GPU
+    machine running ``validate`` may lack) raised nothing, so its class is left out."""
+    import importlib
+
+    found: list[type[BaseException]] = [CliError]
+    for module, name in USER_ERRORS:
+        try:
+            found.append(getattr(importlib.import_module(module), name))
+        except ImportError:
+            continue
+    return tuple(found)
 
 
 def main(argv: list[str] | None = None) -> int:
