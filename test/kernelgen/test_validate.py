@@ -1,13 +1,12 @@
 """The ``validate`` command: a generated kernel passes every stage; broken ones fail the right stage, with where."""
 
-import shutil
-
 from pathlib import Path
 
 import pytest
 import torch
 
-from test.kernelgen.conftest import copy_checkout
+from test.kernelgen.conftest import fresh_copy
+from test.kernelgen.conftest import generated_geglu
 from test.kernelgen.conftest import run_kernelgen
 from tools.kernelgen.cli import COMMANDS
 from tools.kernelgen.cli import build_parser
@@ -28,17 +27,12 @@ CORRECTNESS_STAGES = ("smoke", "shape_sweep", "numerical_stability", "determinis
 @pytest.fixture(scope="module")
 def geglu_checkout(tmp_path_factory) -> Path:
     """A checkout with geglu generated once; tests that break the kernel work on copies of it."""
-    root = copy_checkout(tmp_path_factory.mktemp("validate") / "liger")
-    result = run_kernelgen("new", "geglu", "--repo", str(root))
-    assert result.returncode == 0, result.stderr
-    return root
+    return generated_geglu(tmp_path_factory.mktemp("validate"))
 
 
 @pytest.fixture
 def geglu_copy(geglu_checkout, tmp_path) -> Path:
-    destination = tmp_path / "liger"
-    shutil.copytree(geglu_checkout, destination, ignore=shutil.ignore_patterns(".kernelgen-work", "__pycache__"))
-    return destination
+    return fresh_copy(geglu_checkout, tmp_path / "liger")
 
 
 def _edit(checkout: Path, old: str, new: str) -> int:

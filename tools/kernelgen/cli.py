@@ -1,4 +1,4 @@
-"""Command line: ``python -m tools.kernelgen {new,analyze,references,modify,validate,export-baseline} ...``.
+"""Command line: ``python -m tools.kernelgen {new,analyze,references,modify,validate,tune,export-baseline} ...``.
 
 Every failure the user can cause ends in one line on stderr naming what and where, and exit status 2;
 nothing is written unless the whole change set is good.
@@ -189,6 +189,38 @@ def build_parser() -> argparse.ArgumentParser:
     )
     validate.add_argument("--focus", default="validate", help="iterations.tsv 'focus' column (what this try changed)")
     validate.add_argument("--description", default="", help="iterations.tsv 'description' column (default: verdicts)")
+
+    tune = commands.add_parser(
+        "tune",
+        help="GPU: sweep a generated kernel's tiling, check and time each candidate, keep the best in its profile",
+        description="Tune the launch settings (the profile's tiling section) of a generated kernel on a GPU: each "
+        "candidate is rendered from the kernel's record, checked (purity, correctness stages) and timed in a scratch "
+        "copy; iterations.tsv gets one row per candidate (accept/reject/crash), phase_4_summary.md the outcome, "
+        "kernel_function_best.py the best ops file, tuned_profile.yaml the profile change. Without a GPU: one SKIP "
+        "line, nothing written, exit 0.",
+    )
+    tune.add_argument("name", help="kernel name (a generated kernel: it has .kernelgen/NAME.yaml)")
+    tune.add_argument("--repo", metavar="PATH", help="Liger checkout holding the kernel (default: this one)")
+    tune.add_argument(
+        "--workspace", metavar="DIR", help="where iterations.tsv and the results go (default: .kernelgen-work/NAME/)"
+    )
+    tune.add_argument("--budget", type=int, default=16, metavar="N", help="at most N candidates, the start included")
+    tune.add_argument(
+        "--patience", type=int, default=6, metavar="K", help="stop after K candidates in a row without an improvement"
+    )
+    tune.add_argument(
+        "--min-gain",
+        type=float,
+        default=0.02,
+        metavar="F",
+        help="a candidate is accepted when it is faster than the best by more than this fraction (default 0.02)",
+    )
+    tune.add_argument("--ncu", action="store_true", help="profile the best candidate with Nsight Compute at the end")
+    tune.add_argument(
+        "--no-apply",
+        action="store_true",
+        help="leave tuned_profile.yaml and the command that applies it; do not regenerate the kernel",
+    )
 
     modify = commands.add_parser(
         "modify",
@@ -382,6 +414,21 @@ def cmd_validate(args) -> int:
     )
 
 
+def cmd_tune(args) -> int:
+    from tools.kernelgen.tune import run
+
+    return run(
+        args.name,
+        repo=args.repo,
+        workspace=args.workspace,
+        budget=args.budget,
+        patience=args.patience,
+        min_gain=args.min_gain,
+        profile_ncu=args.ncu,
+        apply=not args.no_apply,
+    )
+
+
 def cmd_export_baseline(args) -> int:
     from tools.kernelgen.repo import LigerRepo
     from tools.kernelgen.validate.baseline import BaselineError
@@ -403,6 +450,7 @@ COMMANDS = {
     "references": cmd_references,
     "modify": cmd_modify,
     "validate": cmd_validate,
+    "tune": cmd_tune,
     "export-baseline": cmd_export_baseline,
 }
 
@@ -418,13 +466,14 @@ USER_ERRORS = (
     ("tools.kernelgen.repo", "RepoError"),
     ("tools.kernelgen.writer", "WriteError"),
     ("tools.kernelgen.synth", "UnsupportedOpError"),
+    ("tools.kernelgen.tune", "TuneError"),
     ("tools.kernelgen.validate", "ValidateError"),
 )
 
 
 def user_errors() -> tuple[type[BaseException], ...]:
     """The classes of ``USER_ERRORS``. A module that cannot be imported here (generation needs libcst, which a GPU
-    machine running ``validate`` may lack) raised nothing, so its class is left out."""
+    machine running ``tune`` or ``validate`` may lack) raised nothing, so its class is left out."""
     import importlib
 
     found: list[type[BaseException]] = [CliError]
