@@ -18,8 +18,6 @@ check (nothing to tune from); 2 for bad input, one line: not a checkout, unknown
 
 from __future__ import annotations
 
-import importlib.util
-
 from pathlib import Path
 
 EXIT_START_FAILED = 1
@@ -86,7 +84,12 @@ def generation_tools_missing() -> list[str]:
     """What ``modify`` needs that this machine lacks."""
     from tools.kernelgen.tune.candidates import ruff_available
 
-    missing = [] if importlib.util.find_spec("libcst") else ["libcst"]
+    try:
+        import libcst  # noqa: F401
+    except ImportError:
+        missing = ["libcst"]
+    else:
+        missing = []
     return missing + ([] if ruff_available() else ["ruff"])
 
 
