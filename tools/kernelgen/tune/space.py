@@ -45,6 +45,16 @@ class SearchSpace:
     def configuration(self, profile: KernelProfile) -> dict:
         return {field: getattr(profile.tiling, field) for field in self.fields}
 
+    def moves(self) -> list[tuple[str, object]]:
+        """Every (field, value), breadth first: each field's nearest value, then each field's next one..."""
+        longest = max((len(values) for values in self.values.values()), default=0)
+        return [
+            (field, self.values[field][rank])
+            for rank in range(longest)
+            for field in self.fields
+            if rank < len(self.values[field])
+        ]
+
 
 def _nearest_first(values: tuple, start) -> tuple:
     """``values`` ordered by distance from ``start`` (in powers of two); ``None`` (the template's choice) first when
