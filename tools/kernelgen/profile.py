@@ -478,6 +478,11 @@ def _applies(profile: KernelProfile, path: str) -> bool:
     return True
 
 
+def tiling_fields(profile: KernelProfile) -> list[str]:
+    """The tiling fields the profile's ops template reads (what ``tune`` may change)."""
+    return [f.name for f in dataclasses.fields(Tiling) if _applies(profile, f"tiling.{f.name}")]
+
+
 def per_row_output(profile: KernelProfile, name: str) -> bool:
     """Whether output ``name``'s formula reads statistics and nothing that varies along the row."""
     formula = profile.math.outputs.get(name)
