@@ -21,12 +21,17 @@ def block(report: dict) -> str:
 
 
 def run(target: Target) -> StageResult:
+    extra = (f"--samples={target.samples}",) if target.samples else ()
     try:
-        report = run_worker(WORKER, target, "correctness.json")
+        report = run_worker(WORKER, target, "correctness.json", extra=extra)
     except WorkerFailed as error:
         return StageResult("correctness", FAIL, f"the correctness run crashed: {error}")
     print(block(report))
-    figures = {"cuda": report["cuda"], "stages": {s["stage"]: s["verdict"] for s in report["stages"]}}
+    figures = {
+        "cuda": report["cuda"],
+        "stages": {s["stage"]: s["verdict"] for s in report["stages"]},
+        "report": report,
+    }
     if report["overall"] != "PASS":
         failed = [s for s in report["stages"] if s["verdict"] != "PASS"]
         first = failed[0]
