@@ -33,7 +33,8 @@ SUMMARY = "summary.md"
 # iterations.tsv statuses: tune's accept/reject/crash and validate's pass / fail:<stage>.
 ACCEPTED = ("accept", "pass")
 STATUS = re.compile(r"^(accept|reject|crash|pass|fail:[a-z _]+)$")
-KEY_LINE = re.compile(r"^\s*(?:[-*]\s+)?([a-z][a-z0-9_]*):\s*(.*?)\s*$")
+# ``- accepted iteration: 3 (...)`` (tune's summary) and ``accepted_iteration: 3`` read as the same key.
+KEY_LINE = re.compile(r"^\s*(?:[-*]\s+)?([A-Za-z][A-Za-z0-9_ ]{0,40}?):(?:\s+(.*?))?\s*$")
 APPROVAL_LINE = re.compile(r"^([0-9a-f]{64})\s+\*?(.+)$")
 VERDICTS = {"PASSED": "PASS", "FAILED": "FAIL", "SKIPPED": "SKIP", "WARNING": "WARN"}
 REPORT_HEADER = "ORCHESTRATOR_REPORT"
@@ -79,13 +80,17 @@ def verdict(value) -> str:
     return VERDICTS.get(text, text)
 
 
+def _key(text: str) -> str:
+    return "_".join(text.lower().split())
+
+
 def key_values(text: str) -> dict[str, str]:
-    """``key: value`` lines of an agent-written summary (first occurrence of each key wins)."""
+    """``key: value`` lines of a summary (keys lower-cased, spaces as ``_``; the first occurrence of a key wins)."""
     found: dict[str, str] = {}
     for line in text.splitlines():
         match = KEY_LINE.match(line)
-        if match and match.group(1) not in found:
-            found[match.group(1)] = match.group(2)
+        if match:
+            found.setdefault(_key(match.group(1)), match.group(2) or "")
     return found
 
 
@@ -179,5 +184,5 @@ def parse_orchestrator_report(text: str, source: str) -> dict[str, str]:
         match = KEY_LINE.match(line)
         if not match:
             break
-        fields.setdefault(match.group(1), match.group(2))
+        fields.setdefault(_key(match.group(1)), match.group(2) or "")
     return fields

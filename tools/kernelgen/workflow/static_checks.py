@@ -410,15 +410,25 @@ def check_validate_passed(ws: Workspace) -> str:
     )
 
 
+def _program(source: str) -> str | None:
+    try:
+        return ast.dump(ast.parse(source))
+    except SyntaxError:
+        return None
+
+
 def check_best_equals_exported(ws: Workspace) -> str:
     best = ws.need(files.BEST).read_text(encoding="utf-8")
-    if best != ws.ops:
-        line = _first_difference(best, ws.ops)
-        raise AssertionError(
-            f"{files.BEST} differs from the exported {ws.paths['ops']} (first at line {line}): the best kernel is "
-            f"not the one in the library"
-        )
-    return f"{files.BEST} == {ws.paths['ops']}"
+    if best == ws.ops:
+        return f"{files.BEST} == {ws.paths['ops']}"
+    # tune renders candidates without ruff where it is missing (a GPU machine): the same program, formatted apart.
+    if _program(best) is not None and _program(best) == _program(ws.ops):
+        return f"{files.BEST} is {ws.paths['ops']} as a program (formatting and comments differ)"
+    line = _first_difference(best, ws.ops)
+    raise AssertionError(
+        f"{files.BEST} differs from the exported {ws.paths['ops']} (first at line {line}): the best kernel is "
+        f"not the one in the library"
+    )
 
 
 def check_summary_consistent(ws: Workspace) -> str:
@@ -436,18 +446,26 @@ def check_summary_consistent(ws: Workspace) -> str:
             f"{files.PHASE_4_SUMMARY}: accepted_iteration {row.number} has status {row.status} in {files.ITERATIONS}"
         )
     said, measured = number(summary.get("speedup")), row.speedup_value
-    if (said is None) != (measured is None) or (said is not None and abs(said - measured) > 1e-3 * max(1, measured)):
+    # tune's summary gives the accepted row's figures in its own words; an agent-written one has a speedup line.
+    if "speedup" in summary and (
+        (said is None) != (measured is None) or (said is not None and abs(said - measured) > 1e-3 * max(1, measured))
+    ):
         raise AssertionError(
             f"{files.PHASE_4_SUMMARY}: speedup {summary.get('speedup')!r}, but iteration {row.number} of "
             f"{files.ITERATIONS} has {row.speedup}"
         )
-    better = [r for r in rows if r.accepted and r.speedup_value and measured and r.speedup_value > measured * 1.001]
+    # validate and tune time the same kernel in different processes: only a clearly faster row contradicts.
+    better = [
+        r
+        for r in rows
+        if r.accepted and r.speedup_value and measured and r.speedup_value > measured * (1 + FIGURE_TOLERANCE)
+    ]
     if better:
         raise AssertionError(
             f"{files.PHASE_4_SUMMARY}: accepted_iteration {row.number} ({row.speedup}x), but iteration "
             f"{better[0].number} was accepted faster ({better[0].speedup}x)"
         )
-    if verdict(summary.get("correctness")) != verdict(row.correctness):
+    if "correctness" in summary and verdict(summary["correctness"]) != verdict(row.correctness):
         raise AssertionError(
             f"{files.PHASE_4_SUMMARY}: correctness {summary.get('correctness')!r}, iteration {row.number} says "
             f"{row.correctness}"
@@ -502,7 +520,8 @@ def check_results(ws: Workspace) -> str:
 
 
 def _close(claimed: float, measured: float) -> bool:
-    return abs(claimed - measured) <= FIGURE_TOLERANCE * max(abs(measured), 1e-12)
+    """Within 10%, or 0.01 for figures near zero (``delta_vs_target`` is a signed fraction)."""
+    return abs(claimed - measured) <= max(FIGURE_TOLERANCE * abs(measured), 0.01)
 
 
 def check_report_consistent(ws: Workspace) -> str:
