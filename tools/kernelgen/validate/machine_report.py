@@ -7,7 +7,7 @@ run: ``skip_tests``, ``samples``, ``reference``, ``baseline``, ``focus``, ``arch
 the first failure: ``stage``, ``verdict``, ``summary``), ``unit_tests`` (pytest's counts), ``correctness`` (the
 ``CORRECTNESS_VALIDATION`` block: ``device``, ``overall``, ``stages`` with ``stage``/``verdict``/``details``),
 ``samples_passed`` / ``samples_failed`` (the sampler's input sets; null without ``--samples`` or when
-correctness did not run), ``sample_failures``, ``performance`` (``verdict``, ``summary``, ``figures`` and the
+correctness did not run), ``sample_failures``, ``samples_sha256`` (the sampler's text as run), ``performance`` (``verdict``, ``summary``, ``figures`` and the
 worker's raw ``performance.json``; null when the stage did not run) with its headline figures copied to the top
 (``speedup``, ``speedup_compile``, ``liger_ms``, ``peak_mb``, ``speedup_target``, ``delta_vs_target``,
 ``next_action``: null where absent), ``artifacts`` (paths) and ``files`` (sha256 of the kernel's files and record
@@ -111,6 +111,7 @@ def build_report(
         "samples": str(target.samples) if target.samples else None,
         "archive": str(archived) if archived else None,
     }
+    sampler = target.samples.read_text(encoding="utf-8") if target.samples else None
     files = {
         relative: content_hash(target.repo.read(relative))
         for relative in [*target.paths.values(), record_path(target.name)]
@@ -130,6 +131,7 @@ def build_report(
         "unit_tests": {k: v for k, v in unit_tests.figures.items()} if unit_tests else {},
         "correctness": correctness,
         **samples,
+        "samples_sha256": content_hash(sampler) if sampler is not None else None,
         "performance": performance,
         **headline,
         "artifacts": artifacts,

@@ -44,7 +44,8 @@ def rerun(ws: Workspace, claimed: dict) -> tuple[int, dict | None, str]:
                 workspace=str(folder),
                 skip_tests=bool(options.get("skip_tests")),
                 reference=options.get("reference"),
-                samples=options.get("samples"),
+                # the workspace's sampler (the claimed run's, by validate_passed), wherever the workspace is now
+                samples=str(ws.path(files.SAMPLER)) if options.get("samples") else None,
                 focus="audit",
                 description="audit re-run",
                 report=str(report),

@@ -204,6 +204,8 @@ def _semantics(profile) -> dict:
     data = yaml.safe_load(dump_yaml(profile))
     for section in UNAPPROVED_SECTIONS:
         data.pop(section, None)
+    # new records where the reference came from as the checkout can quote it (a path relative to it, or a name)
+    data.get("reference", {}).pop("origin", None)
     return data
 
 
@@ -390,9 +392,11 @@ def check_validate_passed(ws: Workspace) -> str:
         problems.append(f"status {report.get('status')}")
     if (report.get("options") or {}).get("skip_tests"):
         problems.append("the unit tests were skipped (--skip-tests)")
-    sampler = (report.get("options") or {}).get("samples")
-    if not sampler or Path(sampler).resolve() != ws.path(files.SAMPLER).resolve():
-        problems.append(f"it did not run the workspace's {files.SAMPLER} (--samples {sampler})")
+    sampler = ws.path(files.SAMPLER)
+    ran = report.get("samples_sha256")
+    if not ran or not sampler.is_file() or content_hash(sampler.read_text(encoding="utf-8")) != ran:
+        given = (report.get("options") or {}).get("samples")
+        problems.append(f"it did not run the workspace's {files.SAMPLER} as it is now (--samples {given})")
     elif not report.get("samples_passed") or report.get("samples_failed"):
         problems.append(f"samples {report.get('samples_passed')} passed, {report.get('samples_failed')} failed")
     stale = [
