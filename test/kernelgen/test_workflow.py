@@ -429,3 +429,16 @@ def test_runtime_comparison_names_each_figure_that_moved(run):
     ]  # liger_ms moved 7.5%: within 10%
     assert compare({**claimed, "stages": [{"stage": "x", "verdict": "PASSED"}]}, {**claimed, "stages": [
         {"stage": "x", "verdict": "PASS"}]}) == []  # fmt: skip
+
+
+def test_verdicts_compare_whichever_spelling_a_file_uses():
+    assert [artifacts.verdict(v) for v in ("PASSED", "pass", "FAILED", "SKIP (no GPU; ...)", "NOT RUN", None)] == [
+        "PASS",
+        "PASS",
+        "FAIL",
+        "SKIP",
+        "NOT RUN",
+        "",
+    ]
+    summary = artifacts.key_values("# tune x: best\n- accepted iteration: 4 (num_warps 8): 0.19 ms\n- Speedup: 1.2x\n")
+    assert summary == {"accepted_iteration": "4 (num_warps 8): 0.19 ms", "speedup": "1.2x"}

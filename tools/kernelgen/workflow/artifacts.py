@@ -75,9 +75,13 @@ class ArtifactError(ValueError):
 
 
 def verdict(value) -> str:
-    """PASS/FAIL/SKIP/WARN whichever spelling (``PASSED``, ``pass``) a file uses; other text upper-cased."""
-    text = str(value or "").strip().split(" ")[0].upper()
-    return VERDICTS.get(text, text)
+    """PASS/FAIL/SKIP/WARN/NOT RUN whichever spelling (``PASSED``, ``pass``) a file uses, details after it dropped
+    (``SKIP (no GPU ...)``); other text upper-cased."""
+    text = str(value or "").strip().upper()
+    if text.startswith("NOT RUN"):
+        return "NOT RUN"
+    word = text.split(" ")[0]
+    return VERDICTS.get(word, word)
 
 
 def _key(text: str) -> str:

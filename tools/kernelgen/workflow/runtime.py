@@ -63,18 +63,21 @@ def compare(claimed: dict, again: dict) -> list[str]:
     for stage in [*ours, *(s for s in theirs if s not in ours)]:
         if ours.get(stage) != theirs.get(stage):
             problems.append(f"stage {stage}: claimed {ours.get(stage, 'absent')}, re-run {theirs.get(stage, 'absent')}")
-    ours_c = {s["stage"]: verdict(s["verdict"]) for s in (claimed.get("correctness") or {}).get("stages", [])}
-    theirs_c = {s["stage"]: verdict(s["verdict"]) for s in (again.get("correctness") or {}).get("stages", [])}
-    for stage in ours_c:
-        if ours_c[stage] != theirs_c.get(stage):
-            problems.append(f"correctness {stage}: claimed {ours_c[stage]}, re-run {theirs_c.get(stage, 'absent')}")
-    for key in ("samples_passed", "samples_failed"):
-        if claimed.get(key) != again.get(key):
-            problems.append(f"{key}: claimed {claimed.get(key)}, re-run {again.get(key)}")
-    for key in ("passed", "failed"):
-        said, seen = (claimed.get("unit_tests") or {}).get(key), (again.get("unit_tests") or {}).get(key)
-        if said != seen:
-            problems.append(f"unit tests {key}: claimed {said}, re-run {seen}")
+    # What ran in both runs is compared in detail; a stage that did not run again is said once, above.
+    if claimed.get("correctness") and again.get("correctness"):
+        ours_c = {s["stage"]: verdict(s["verdict"]) for s in claimed["correctness"].get("stages", [])}
+        theirs_c = {s["stage"]: verdict(s["verdict"]) for s in again["correctness"].get("stages", [])}
+        for stage in ours_c:
+            if ours_c[stage] != theirs_c.get(stage):
+                problems.append(f"correctness {stage}: claimed {ours_c[stage]}, re-run {theirs_c.get(stage, 'absent')}")
+        for key in ("samples_passed", "samples_failed"):
+            if claimed.get(key) != again.get(key):
+                problems.append(f"{key}: claimed {claimed.get(key)}, re-run {again.get(key)}")
+    if claimed.get("unit_tests") and again.get("unit_tests"):
+        for key in ("passed", "failed"):
+            said, seen = claimed["unit_tests"].get(key), again["unit_tests"].get(key)
+            if said != seen:
+                problems.append(f"unit tests {key}: claimed {said}, re-run {seen}")
     for key in FIGURES:
         said, seen = number(claimed.get(key)), number(again.get(key))
         if said is None and seen is None:
