@@ -348,6 +348,17 @@ def test_purity_reports_a_syntax_error_with_its_line():
     assert str(check_source("x = 1\ndef f(:\n", "ops.py")[0]).startswith("ops.py:2: does not parse")
 
 
+def test_purity_accepts_the_generated_row_kernels_ctx_attributes_and_sizes():
+    # ctx.shape = x.shape stores a size on ctx (neither is a tensor), and the backward's shape.numel() is a
+    # torch.Size's: the derived tier-2 template's wrappers did not pass before.
+    golden = Path(__file__).parent / "golden" / "layer_norm" / "ops.py.golden"
+    assert check_source(golden.read_text(), "layer_norm.py", ["x", "weight", "bias"]) == []
+    body = CLEAN_KERNEL + CLEAN_WRAPPERS.replace("        ctx.eps = eps\n", "        ctx.shape = x.shape\n")
+    assert _check(body) == []
+    # A real tensor is still one: arithmetic on what forward saved is found.
+    assert "tensor arithmetic" in _check(body.replace("op_backward(grad_y, x)\n", "op_backward(grad_y, x * 2)\n"))[0]
+
+
 # Small helpers ----------------------------------------------------------------------------------------------------
 def test_pytest_counts_come_from_the_summary_line():
     output = "....s\nSKIPPED [1] x\n3 failed, 6 passed, 6 skipped, 1 error in 4.27s\n"

@@ -1,4 +1,4 @@
-"""Command line: ``python -m tools.kernelgen {new,analyze,references,modify,validate,tune,export-baseline} ...``.
+"""Command line: ``python -m tools.kernelgen {new,analyze,references,modify,validate,tune,audit,...} ...``.
 
 Every failure the user can cause ends in one line on stderr naming what and where, and exit status 2;
 nothing is written unless the whole change set is good.
@@ -187,6 +187,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="profile each kernel of one step with Nsight Compute (GPU, ncu on PATH): bottleneck, memory and compute "
         "throughput, occupancy; one skip line where it cannot",
     )
+    validate.add_argument(
+        "--samples",
+        metavar="FILE",
+        help="a test-case sampler (sample_inputs.py: sample_inputs(device, dtype) -> input sets) whose sets the "
+        "correctness stages also check, counted as samples_passed / samples_failed",
+    )
+    validate.add_argument(
+        "--report", metavar="FILE", help="also write this run as JSON: stages, verdicts, figures, artifacts"
+    )
     validate.add_argument("--focus", default="validate", help="iterations.tsv 'focus' column (what this try changed)")
     validate.add_argument("--description", default="", help="iterations.tsv 'description' column (default: verdicts)")
 
@@ -230,7 +239,63 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_kernel_options(modify)
     add_modify_options(modify)
+    add_workflow_commands(commands)
     return parser
+
+
+def add_workflow_commands(commands) -> None:
+    """The commands the skill's agentic workflow runs beside new/validate: its workspace, knowledge retrieval, the
+    test-case sampler's check and the audit."""
+    samples = commands.add_parser(
+        "samples",
+        help="check a test-case sampler (sample_inputs.py) against a kernel profile before the kernel exists",
+        description="Import FILE, call its sample_inputs(device, dtype), check every input set against the profile's "
+        "inputs, parameters and hyper-parameters (names, device, dtype, shapes) and run the reference on it.",
+    )
+    samples.add_argument(
+        "file", metavar="FILE", help="the sampler: a Python file defining sample_inputs(device, dtype)"
+    )
+    samples.add_argument("--profile", metavar="FILE", required=True, help="the kernel profile the sets are for")
+
+    workspace = commands.add_parser(
+        "workspace",
+        help="create a workflow run's workspace .kernelgen-work/NAME/ and its request.json (what the audit checks)",
+        description="Record the request of a workflow run: the kernel name, the reference file and its sha256, "
+        "whether a backward is wanted, framework and backend; refuses to replace another request without --force.",
+    )
+    workspace.add_argument("name", help="kernel name, snake_case")
+    workspace.add_argument("--reference", metavar="REF", required=True, help="file.py, file.py:Symbol or a built-in")
+    workspace.add_argument(
+        "--backward", choices=("yes", "no"), default="yes", help="whether a backward is wanted (default: yes)"
+    )
+    workspace.add_argument(
+        "--backend", default="triton", help="kernel language: triton, or another one `new --backend` offers"
+    )
+    workspace.add_argument("--workspace", metavar="DIR", help="the folder (default: .kernelgen-work/NAME/)")
+    workspace.add_argument("--repo", metavar="PATH", help="Liger checkout (default: this one)")
+    workspace.add_argument("--force", action="store_true", help="replace a request for another reference")
+
+    knowledge = commands.add_parser(
+        "knowledge",
+        help="list the archived kernels, or name the one closest to a reference (same tier, most shared ops)",
+        description="Knowledge retrieval: without REF, every kernel `validate --archive` kept; with REF, the "
+        "archived kernels closest to it and their files.",
+    )
+    knowledge.add_argument("reference", metavar="REF", nargs="?", help="file.py, file.py:Symbol or a built-in")
+    knowledge.add_argument("--name", help="kernel name (default: from the reference)")
+    knowledge.add_argument("--repo", metavar="PATH", help="Liger checkout whose archive to read (default: this one)")
+
+    audit = commands.add_parser(
+        "audit",
+        help="audit a workflow run: static checks of the workspace and the kernel, then validate again and compare",
+        description="Print the audit checklist of kernel NAME's workflow run, then AUDIT_PASSED, or AUDIT_FAILURE / "
+        "RUNTIME_FAILURE blocks naming each failed check and the phase to redo; exit 0 passed, 1 failed.",
+    )
+    audit.add_argument("name", help="kernel name")
+    audit.add_argument("--workspace", metavar="DIR", help="the run's workspace (default: .kernelgen-work/NAME/)")
+    audit.add_argument("--report", metavar="FILE", help="the ORCHESTRATOR_REPORT whose claims to check")
+    audit.add_argument("--repo", metavar="PATH", help="Liger checkout holding the kernel (default: this one)")
+    audit.add_argument("--static", action="store_true", help="the static checks only (no validate re-run)")
 
 
 def _profile_for_new(args):
@@ -411,6 +476,8 @@ def cmd_validate(args) -> int:
         baseline=args.baseline,
         smoke=args.smoke,
         profile_ncu=args.ncu,
+        samples=args.samples,
+        report=args.report,
     )
 
 
@@ -427,6 +494,105 @@ def cmd_tune(args) -> int:
         profile_ncu=args.ncu,
         apply=not args.no_apply,
     )
+
+
+def cmd_samples(args) -> int:
+    from tools.kernelgen.profile import load_profile
+    from tools.kernelgen.validate.samples import SamplerError
+    from tools.kernelgen.validate.samples import check_sampler_file
+    from tools.kernelgen.validate.samples import default_device
+
+    profile = load_profile(args.profile)
+    try:
+        lines = check_sampler_file(args.file, profile)
+    except SamplerError as error:
+        raise CliError(str(error)) from None
+    print(
+        f"kernelgen: sampler {args.file}: {len(lines)} input set(s) for '{profile.operation_name}' on "
+        f"{default_device()} (float32); the reference runs on each"
+    )
+    print("\n".join(lines))
+    return 0
+
+
+def backends() -> tuple[str, ...]:
+    """Kernel languages ``new`` generates: the choices of its ``--backend`` option, Triton when it has none."""
+    # argparse keeps a sub-command's options on its parser only: read them there (one parser, no copy of the list).
+    new = build_parser()._subparsers._group_actions[0].choices["new"]
+    option = next((a for a in new._actions if "--backend" in a.option_strings), None)
+    return tuple(option.choices) if option is not None and option.choices else ("triton",)
+
+
+def cmd_workspace(args) -> int:
+    from tools.kernelgen.layout import check_kernel_name
+    from tools.kernelgen.repo import LigerRepo
+    from tools.kernelgen.workflow.request import WorkflowError
+    from tools.kernelgen.workflow.request import create_workspace
+
+    check_kernel_name(args.name)
+    if args.backend not in backends():
+        raise CliError(f"--backend {args.backend}: this kernelgen generates {', '.join(backends())}")
+    repo = LigerRepo.open(args.repo)
+    try:
+        folder, request, outcome = create_workspace(
+            repo.root,
+            args.name,
+            args.reference,
+            backward=args.backward == "yes",
+            backend=args.backend,
+            workspace=args.workspace,
+            force=args.force,
+        )
+    except WorkflowError as error:
+        raise CliError(str(error)) from None
+    print(f"kernelgen: workspace {folder} ({outcome})")
+    print(f"  reference {request.reference} sha256 {request.reference_sha256}")
+    print(f"  backward {'yes' if request.backward else 'no'}, framework {request.framework}, backend {request.backend}")
+    return 0
+
+
+def cmd_knowledge(args) -> int:
+    from tools.kernelgen.analyze import AnalyzeError
+    from tools.kernelgen.analyze import analyze_for_checkout
+    from tools.kernelgen.analyze.closest import ranked_archived_kernels
+    from tools.kernelgen.knowledge import knowledge_kernels
+    from tools.kernelgen.layout import KNOWLEDGE_DIR
+    from tools.kernelgen.layout import kernel_paths
+    from tools.kernelgen.repo import LigerRepo
+    from tools.kernelgen.synth import UnsupportedOpError
+
+    repo = LigerRepo.open(args.repo)
+    archived = knowledge_kernels(repo.root)
+    print(f"archived kernels ({KNOWLEDGE_DIR}/): {', '.join(archived) or 'none'}")
+    if not args.reference:
+        return 0
+    try:
+        profile = analyze_for_checkout(args.reference, name=args.name, repo_root=repo.root)
+    except (AnalyzeError, UnsupportedOpError) as error:
+        # Not bad input here: a reference analysis cannot derive is the backward phase's case.
+        print(f"analysis: refused: {str(error).splitlines()[0]}")
+        print("closest archived kernel: unknown (no profile to compare); start from a similar built-in's profile")
+        return 0
+    print(f"analysis: {profile.operation_name}, tier {profile.tier} ({profile.tier_description})")
+    ranked = ranked_archived_kernels(profile, repo.root)
+    for name, score, shared in ranked[:3]:
+        print(f"closest archived kernel: {name} (score {score:.2f}; shared ops: {', '.join(shared)})")
+        print(
+            f"  files: {KNOWLEDGE_DIR}/{name}/profile.yaml, {KNOWLEDGE_DIR}/{name}/{name}.py, "
+            f"{KNOWLEDGE_DIR}/{name}/summary.md"
+        )
+    if not ranked:
+        host = profile.notes.closest_existing_kernel
+        print(f"closest archived kernel: none of tier {profile.tier} shares an op")
+        if host and repo.exists(kernel_paths(host)["ops"]):
+            print(f"closest library kernel: {host} ({kernel_paths(host)['ops']})")
+    return 0
+
+
+def cmd_audit(args) -> int:
+    from tools.kernelgen.workflow import audit
+
+    return audit(args.name, repo=args.repo, workspace=args.workspace, report=args.report, static_only=args.static)
 
 
 def cmd_export_baseline(args) -> int:
@@ -452,6 +618,10 @@ COMMANDS = {
     "validate": cmd_validate,
     "tune": cmd_tune,
     "export-baseline": cmd_export_baseline,
+    "samples": cmd_samples,
+    "workspace": cmd_workspace,
+    "knowledge": cmd_knowledge,
+    "audit": cmd_audit,
 }
 
 
@@ -468,6 +638,7 @@ USER_ERRORS = (
     ("tools.kernelgen.synth", "UnsupportedOpError"),
     ("tools.kernelgen.tune", "TuneError"),
     ("tools.kernelgen.validate", "ValidateError"),
+    ("tools.kernelgen.workflow", "WorkflowError"),
 )
 
 

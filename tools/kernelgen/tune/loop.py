@@ -29,6 +29,8 @@ from tools.kernelgen.validate.workspace import IterationRow
 from tools.kernelgen.validate.workspace import append_row
 
 START = "baseline"
+# iterations.tsv's focus of a candidate that changed one tiling field: tiling.FIELD (the start's is START).
+FOCUS_PREFIX = "tiling."
 BUDGET_SPENT = "budget spent"
 NO_IMPROVEMENT = "no improvement"
 ALL_TRIED = "all candidates tried"
@@ -177,7 +179,7 @@ class TuneLoop:
             description = f"{focus} {_value(was)} -> {_value(configuration[focus])}: {text}"
         eager = result.trials[0].outcome.eager_ms if result.trials else outcome.eager_ms
         speedup = eager / outcome.ms if eager and outcome.ms else None
-        focus_cell = START if focus == START else f"tiling.{focus}"
+        focus_cell = START if focus == START else f"{FOCUS_PREFIX}{focus}"
         row = IterationRow(speedup, outcome.correctness, outcome.purity, focus_cell, status, description)
         iteration = append_row(self.workspace, row)
         trial = Trial(iteration, configuration, focus, status, description, outcome, source, reason)

@@ -6,6 +6,7 @@ import datetime
 
 from pathlib import Path
 
+from tools.kernelgen.tune.loop import FOCUS_PREFIX
 from tools.kernelgen.tune.loop import START
 from tools.kernelgen.tune.loop import TuneResult
 from tools.kernelgen.tune.space import describe
@@ -88,7 +89,7 @@ def write_summary(
     for trial in result.trials:
         ms = trial.outcome.ms
         speedup = f"{eager / ms:.3f}" if eager and ms else "-"
-        focus = START if trial.focus == START else f"tiling.{trial.focus}"
+        focus = START if trial.focus == START else f"{FOCUS_PREFIX}{trial.focus}"
         lines.append(
             f"| {trial.iteration} | {focus} | {describe(trial.configuration)} | {_ms(ms)} | {speedup} | "
             f"{trial.status} | {trial.description.replace('|', '/')} |"

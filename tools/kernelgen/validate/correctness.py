@@ -1,7 +1,8 @@
 """Stage 4: staged correctness against the reference (``correctness_worker`` in a subprocess) and its report.
 
 The ``CORRECTNESS_VALIDATION`` block names the stages smoke, shape_sweep, numerical_stability, determinism and
-edge_cases, each PASSED or FAILED, then ``overall: PASSED|FAILED``."""
+edge_cases (and samples, the input sets of ``validate --samples``), each PASSED or FAILED, then ``overall:
+PASSED|FAILED``."""
 
 from __future__ import annotations
 
@@ -28,8 +29,13 @@ def block(report: dict) -> str:
 
 
 def result_of(report: dict) -> StageResult:
-    """The stage's result from a worker report (a stage whose kernel raised makes the run a crash)."""
-    figures = {"cuda": report["cuda"], "stages": {s["stage"]: s["verdict"] for s in report["stages"]}}
+    """The stage's result from a worker report (a stage whose kernel raised makes the run a crash; a sampler's input
+    set that broke the kernel is a failed set, counted in ``samples_failed``, not a crash)."""
+    figures = {
+        "cuda": report["cuda"],
+        "stages": {s["stage"]: s["verdict"] for s in report["stages"]},
+        "report": report,
+    }
     if report["overall"] != PASSED:
         failed = [s for s in report["stages"] if s["verdict"] != PASSED]
         first = failed[0]
@@ -44,8 +50,9 @@ def result_of(report: dict) -> StageResult:
 
 
 def run(target: Target) -> StageResult:
+    extra = (f"--samples={target.samples}",) if target.samples else ()
     try:
-        report = run_worker(WORKER, target, "correctness.json")
+        report = run_worker(WORKER, target, "correctness.json", extra=extra)
     except WorkerFailed as error:
         return StageResult("correctness", FAIL, f"the correctness run crashed: {error}", crashed=True)
     print(block(report))

@@ -83,7 +83,8 @@ ALLOCATING_METHODS = frozenset({"new_empty", "new_zeros", "new_full"})
 COUNT_METHODS = frozenset({"clamp", "clamp_", "to", "float"})
 # Methods that return a tensor when called on one (used to follow tensors through assignments).
 TENSOR_RESULT_METHODS = (ALLOWED_TENSOR_METHODS | COUNT_METHODS | {"sum"}) - METADATA_METHODS
-# Attributes only tensors have: a name used with one of them is a tensor.
+# Attributes only tensors have: a name used with one of them is a tensor (not ``numel``: a torch.Size has it too, and
+# the tier-2 templates keep the input's shape to size the backward).
 TENSOR_EVIDENCE = frozenset(
     {
         "view",
@@ -92,7 +93,6 @@ TENSOR_EVIDENCE = frozenset(
         "contiguous",
         "stride",
         "shape",
-        "numel",
         "dim",
         "ndim",
         "dtype",
@@ -404,15 +404,24 @@ class _TensorInference:
         self.checker = checker
         self.functions = {id(fn): fn for _, fn in checker.wrappers}
         self.names: dict[int, set[str]] = {key: set() for key in self.functions}
+        # An autograd Function's ``ctx`` holds what forward kept (``ctx.shape = x.shape``): never a tensor itself.
+        self.contexts = {
+            id(item): item.args.args[0].arg
+            for cls in checker.function_classes
+            for item in cls.body
+            if isinstance(item, ast.FunctionDef) and item.args.args
+        }
 
     def run(self) -> dict[int, set[str]]:
         for key, function in self.functions.items():
             self.names[key] |= self._evidence(function)
+            self.names[key].discard(self.contexts.get(key))
         for _ in range(20):
             changed = False
             for key, function in self.functions.items():
                 before = len(self.names[key])
                 self._propagate(function)
+                self.names[key].discard(self.contexts.get(key))
                 changed |= len(self.names[key]) != before
             if not changed:
                 break
@@ -424,7 +433,12 @@ class _TensorInference:
             # Every argument of an autograd backward after ctx is an incoming gradient.
             found |= {arg.arg for arg in function.args.args[1:]}
         for node in _walk_function(function):
-            if isinstance(node, ast.Attribute) and node.attr in TENSOR_EVIDENCE and isinstance(node.value, ast.Name):
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.ctx, ast.Load)  # ``ctx.shape = ...`` stores an attribute: no evidence
+                and node.attr in TENSOR_EVIDENCE
+                and isinstance(node.value, ast.Name)
+            ):
                 found.add(node.value.id)
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript):
                 found |= self._launch_pointer_arguments(node)

@@ -33,6 +33,7 @@ class Target:
     reference: str = "its generation record"
     recorded: bool = True
     grad_names: list[str] | None = None  # the kernel's names of what needs a gradient (purity), when not the profile's
+    samples: Path | None = None  # a test-case sampler (``validate --samples``) the correctness stages also run
 
 
 @dataclass
