@@ -134,6 +134,7 @@ EDITS = {
     "module_class_name": ("swiglu", _set("module_class_name", "LigerOtherMLP"), "files"),
     "functional_name": ("swiglu", _set("functional_name", "liger_other"), "files"),
     "tier": ("swiglu", _set("tier", 2), "validation"),
+    "backend": ("swiglu", _set("backend", "tilelang"), "files"),
     "inputs[].name": ("swiglu", _rename_input, "files"),
     "inputs[].dtype": ("swiglu", _set("inputs.1.dtype", "int64"), "validation"),
     "inputs[].requires_grad": ("swiglu", _set("inputs.1.requires_grad", False), "files"),

@@ -58,6 +58,8 @@ DTYPES = ("same", "float32", "int64", "int32", "bool")
 REDUCE_KINDS = ("sum", "mean", "max", "min")
 # math.rounding: fp32 throughout and one rounding at the store, or every op rounded as eager PyTorch does.
 ROUNDING_MODES = ("once", "per_op")
+# The kernel language the ops file is written in: Triton, or TileLang (tier 1, from derived formulas only).
+BACKENDS = ("triton", "tilelang")
 DERIVED_NAMES = ("function_class_name", "module_class_name", "functional_name")  # from operation_name
 # Names a formula may use besides the profile's own: the row length and pi.
 FORMULA_CONSTANTS = ("n_cols", "pi")
@@ -338,6 +340,7 @@ class KernelProfile:
     module_class_name: str = ""
     functional_name: str = ""
     tier: int = 1
+    backend: str = "triton"  # the kernel language of the ops file (BACKENDS)
     inputs: list[TensorSpec] = field(default_factory=list)
     outputs: list[OutputSpec] = field(default_factory=list)
     hyperparameters: list[HyperParameter] = field(default_factory=list)
@@ -583,6 +586,19 @@ def _validate_math(profile: KernelProfile, problems: list[str]) -> None:
         _check_formula(problems, f"math.outputs.{name}", formula, known)
 
 
+def _validate_backend(profile: KernelProfile, problems: list[str]) -> None:
+    """TileLang kernels are rendered from derived element-wise formulas: tier 1 without hand-written Triton."""
+    if profile.backend not in BACKENDS:
+        problems.append(f"backend: {profile.backend!r} is not one of {', '.join(BACKENDS)}")
+    elif profile.backend == "tilelang":
+        if profile.tier != 1:
+            problems.append(
+                f"backend: tilelang renders tier-1 (element-wise) kernels; this is tier {profile.tier} (use triton)"
+            )
+        elif profile.math.triton is not None:
+            problems.append("backend: tilelang derives its kernels from math.outputs formulas, not from math.triton")
+
+
 def _validate_loss(profile: KernelProfile, problems: list[str]) -> None:
     if profile.module.kind != "loss":
         problems.append(f"module.kind: {profile.module.kind!r} with tier 3: a loss needs the 'loss' module")
@@ -711,6 +727,7 @@ def validate_profile(profile: KernelProfile) -> list[str]:
         problems.append(f"profile_version: {profile.profile_version!r}; this kernelgen reads format {PROFILE_VERSION}")
     if profile.tier not in TIER_DESCRIPTIONS:
         problems.append(f"tier: {profile.tier!r} is not one of 1, 2, 3")
+    _validate_backend(profile, problems)
     if profile.module.kind not in MODULE_KINDS:
         problems.append(f"module.kind: {profile.module.kind!r} is not one of {', '.join(MODULE_KINDS)}")
     elif profile.module.kind == "loss" and profile.tier != 3:

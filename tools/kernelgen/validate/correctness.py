@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from tools.kernelgen.validate.report import FAIL
 from tools.kernelgen.validate.report import PASS
+from tools.kernelgen.validate.report import SKIP
 from tools.kernelgen.validate.report import StageResult
 from tools.kernelgen.validate.report import Target
 from tools.kernelgen.validate.workers import WorkerFailed
@@ -25,6 +26,8 @@ def run(target: Target) -> StageResult:
         report = run_worker(WORKER, target, "correctness.json")
     except WorkerFailed as error:
         return StageResult("correctness", FAIL, f"the correctness run crashed: {error}")
+    if "skipped" in report:  # a kernel that cannot run on this machine (TileLang without a GPU)
+        return StageResult("correctness", SKIP, report["skipped"], {"cuda": report["cuda"], "stages": {}})
     print(block(report))
     figures = {"cuda": report["cuda"], "stages": {s["stage"]: s["verdict"] for s in report["stages"]}}
     if report["overall"] != "PASS":
