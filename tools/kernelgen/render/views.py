@@ -133,7 +133,6 @@ class TileLangOpsView(ElementwiseOpsView):
 
     forward_program: TileLangProgram
     backward_program: TileLangProgram
-    strided_grad_outputs: list[str]  # grad_{output} the backward reads, as strided rows
     first_partial: str  # the partial-sum buffer always allocated: it carries the number of row programs
 
 
@@ -528,7 +527,6 @@ def _tilelang_ops(profile: KernelProfile) -> TileLangOpsView:
         **fields,
         forward_program=program(inputs, outputs, set(math.forward_uses), []),
         backward_program=program(grad_outputs + inputs, fields["grad_input_names"], set(math.backward_uses), partials),
-        strided_grad_outputs=grad_outputs,
         first_partial=partials[0] if partials else "",
     )
 
