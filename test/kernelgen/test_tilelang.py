@@ -80,12 +80,8 @@ def test_generated_files_are_ruff_clean_and_their_kernels_pure_tilelang(checkout
 
 
 def test_the_library_imports_without_tilelang_and_the_generated_tests_skip_with_one_reason(checkout):
-    """Every registration imports (tilelang is imported only when a kernel is first built); each generated test
-    file skips as a whole on the CPU, saying why."""
-    names = ", ".join(f"Liger{''.join(part.title() for part in name.split('_'))}Function" for name in KERNELS)
-    code = f"import sys; from liger_kernel.ops import {names}; assert 'tilelang' not in sys.modules"
-    result = subprocess.run([sys.executable, "-c", code], cwd=checkout / "src", capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr
+    """Every registration imports without tilelang (the generated tests import them before they skip: tilelang is
+    imported only when a kernel is first built); each generated test file skips as a whole on the CPU, saying why."""
     result = run_pytest(checkout, "-rs", *[kernel_paths(name)["test"] for name in KERNELS])
     assert result.returncode in (0, 5), result.stdout[-3000:]  # 5: no test collected, every file skipped whole
     reasons = [line for line in result.stdout.splitlines() if line.startswith("SKIPPED")]
