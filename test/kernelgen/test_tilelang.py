@@ -145,6 +145,8 @@ def test_tilelang_is_refused_beyond_tier_1_in_one_line(checkout, monkeypatch):
         result
     )
     assert snapshot(checkout) == before
+    result = run_kernelgen("analyze", "layer_norm", "--backend", "tilelang")
+    assert one_line_error(result).startswith("kernelgen: error: invalid profile for layer_norm: backend: tilelang")
 
 
 # Where tilelang is installed: every program lowered to CUDA ------------------------------------------------------

@@ -301,7 +301,8 @@ def cmd_analyze(args) -> int:
         check_kernel_name(args.name)
     check_output_path(args.output, "-o")
     profile = with_backend(analyze_for_checkout(args.reference, name=args.name), args.backend)
-    profile.validate(f"profile for {profile.operation_name}")  # a backend the reference cannot have, in one line
+    if args.backend:
+        profile.validate(f"for {profile.operation_name}")  # a backend the reference cannot have, in one line
     text = dump_yaml(profile)
     if args.output:
         write_all(Path.cwd(), {str(Path(args.output).resolve()): text}, create_dirs=False)
