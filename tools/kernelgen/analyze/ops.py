@@ -150,6 +150,7 @@ _BY_NAME.update(
         "gather": _spec("gather", STRUCTURAL, ("input", "dim", "index"), index_params=("index",)),
         "take_along_dim": _spec("gather", STRUCTURAL, ("input", "indices", "dim"), index_params=("indices",)),
         "index_select": _spec("index_select", STRUCTURAL, ("input", "dim", "index"), index_params=("index",)),
+        "take": _spec("take", STRUCTURAL, ("input", "index"), index_params=("index",)),
         "embedding": _spec("embedding", STRUCTURAL, ("input", "weight"), index_params=("input",)),
         "matmul": _spec("matmul", STRUCTURAL, _BINARY, 2),
         "mm": _spec("matmul", STRUCTURAL, _BINARY, 2),

@@ -38,6 +38,8 @@ from tools.kernelgen.analyze.errors import HAND_WRITTEN_PROFILE_HINT
 from tools.kernelgen.analyze.errors import AnalyzeError
 from tools.kernelgen.analyze.load import LoadedReference
 from tools.kernelgen.analyze.load import line_in_traceback
+from tools.kernelgen.analyze.ops import CAST
+from tools.kernelgen.analyze.ops import LAYOUT
 from tools.kernelgen.analyze.ops import LINE_KEY
 from tools.kernelgen.analyze.ops import OpCall
 from tools.kernelgen.analyze.ops import UnknownOpError
@@ -76,6 +78,8 @@ class TracedReference:
     # A module's str/bool/int attributes set from __init__ arguments of the same name (``self.reduction``): the
     # trace saw their values; a loss makes them hyper-parameters (tiers 1 and 2 leave them to the module).
     module_switches: dict[str, Any] = field(default_factory=dict)
+    # Tensor inputs of one value per class ([classes]: class weights), found by how the reference reads them.
+    class_inputs: list[str] = field(default_factory=list)
 
     @property
     def runtime_hyperparameters(self) -> list[str]:
@@ -512,6 +516,15 @@ def _finish(loaded, graph_module, order, tensors, hypers, concrete, attributes, 
     # A float hyper-parameter nothing reads (init_alpha, only used to build a parameter) is not one of the op.
     hypers = [h for h in hypers if h.name in concrete or placeholders.get(h.name) in live]
     index_inputs = _index_inputs(calls, tensors)
+    class_inputs = _class_inputs(calls, tensors, index_inputs)
+    hinted = loaded.hints.get("per_class", [])  # read only along the classes (a one-hot row times them)
+    unknown = sorted(set(hinted) - (set(tensors) - set(index_inputs)))
+    if unknown:
+        raise AnalyzeError(
+            f"KERNELGEN hint 'per_class' names {unknown}, which are no tensor inputs of real numbers",
+            origin=loaded.origin,
+        )
+    class_inputs = [name for name in tensors if name in class_inputs or name in hinted]
 
     parameters, parameter_names, others = [], {}, []
     used_targets = {node.target for node in live if node.op == "get_attr"}
@@ -538,7 +551,17 @@ def _finish(loaded, graph_module, order, tensors, hypers, concrete, attributes, 
     # then the row count); others (2, 3, hidden).
     rows_shape = (6,) if index_inputs or _reduces_rows_to_a_loss(calls) else (2, 3)
     shapes_known = _propagate_shapes(
-        graph_module, order, tensors, index_inputs, rows_shape, calls, hypers, concrete, attributes, hidden
+        graph_module,
+        order,
+        tensors,
+        index_inputs,
+        class_inputs,
+        rows_shape,
+        calls,
+        hypers,
+        concrete,
+        attributes,
+        hidden,
     )
     specialized = {name: value for name, value in concrete.items() if _scalar_type(value) is not None}
     traced = TracedReference(
@@ -559,6 +582,7 @@ def _finish(loaded, graph_module, order, tensors, hypers, concrete, attributes, 
         shapes_known=shapes_known,
         placeholder_names={node: name for name, node in placeholders.items()},
         specialized=specialized,
+        class_inputs=class_inputs,
     )
     if not shapes_known:
         traced.notes.append("running the reference on example inputs failed; dims were read from the arguments")
@@ -568,20 +592,51 @@ def _finish(loaded, graph_module, order, tensors, hypers, concrete, attributes, 
 def _index_inputs(calls: dict[fx.Node, OpCall], tensors: list[str]) -> list[str]:
     """Tensor inputs an index operand is computed from (``target``, ``target.unsqueeze(-1)``,
     ``target.clamp(min=0)``)."""
-    names = set()
-    stack = [operand for call in calls.values() for operand in call.index_operands if isinstance(operand, fx.Node)]
-    seen = set()
+    starts = [operand for call in calls.values() for operand in call.index_operands if isinstance(operand, fx.Node)]
+    names = _inputs_behind(starts, lambda node: node.all_input_nodes)
+    return [name for name in tensors if name in names]
+
+
+def _class_inputs(calls: dict[fx.Node, OpCall], tensors: list[str], index_inputs: list[str]) -> list[str]:
+    """Tensor inputs of one value per class: a library loss's ``weight``, or what is picked from by a class index
+    alone (``w[target]``, ``w.gather(0, target)``, ``w.index_select(0, target)``, ``torch.take(w, target)``), cast or
+    reshaped on the way (``w.float()[target]``). A reference that only multiplies rows by them (``one_hot(t) * w``)
+    names them in the hint ``KERNELGEN = {"per_class": ["w"]}``: their shape is not in the code."""
+    sources = []
+    for call in calls.values():
+        if call.name in ("cross_entropy", "nll_loss") and isinstance(call.options.get("weight"), fx.Node):
+            sources.append(call.options["weight"])
+        picks_classes = (
+            call.name == "take"
+            or (call.name == "index" and isinstance(call.node.args[1], fx.Node))  # w[target], not x[rows, target]
+            or (call.name in ("gather", "index_select") and call.options.get("dim") == 0)
+        )
+        if picks_classes and call.operands and isinstance(call.operands[0], fx.Node):
+            sources.append(call.operands[0])
+
+    def cast_or_reshaped(node: fx.Node) -> list[fx.Node]:
+        call = calls.get(node)
+        if call is None or call.family not in (CAST, LAYOUT) or not call.operands:
+            return []
+        return [operand for operand in call.operands[:1] if isinstance(operand, fx.Node)]
+
+    names = _inputs_behind(sources, cast_or_reshaped)
+    return [name for name in tensors if name in names and name not in index_inputs]
+
+
+def _inputs_behind(starts: list[fx.Node], follow) -> set[str]:
+    """The placeholders reached from ``starts`` going back along ``follow(node)`` (the nodes a node reads)."""
+    names, seen, stack = set(), set(), list(starts)
     while stack:
         node = stack.pop()
         if node in seen:
             continue
         seen.add(node)
         if node.op == "placeholder":
-            if node.target in tensors:
-                names.add(node.target)
-            continue
-        stack.extend(node.all_input_nodes)
-    return [name for name in tensors if name in names]
+            names.add(node.target)
+        else:
+            stack.extend(follow(node))
+    return names
 
 
 _LOSSES = ("cross_entropy", "nll_loss", "kl_div", "one_hot")
@@ -618,10 +673,10 @@ def _learnable(name: str, tensor: torch.Tensor, hidden: int) -> LearnableParamet
 
 
 def _propagate_shapes(
-    graph_module, order, tensors, index_inputs, rows_shape, calls, hypers, concrete, attributes, hidden
+    graph_module, order, tensors, index_inputs, class_inputs, rows_shape, calls, hypers, concrete, attributes, hidden
 ) -> bool:
-    """Run the graph on small float32 examples (``rows_shape + (hidden,)``) to record every node's shape (best
-    effort)."""
+    """Run the graph on small float32 examples (``rows_shape + (hidden,)``, ``(hidden,)`` for a per-class input) to
+    record every node's shape (best effort)."""
     gather_like = {
         operand.target
         for call in calls.values()
@@ -635,6 +690,8 @@ def _propagate_shapes(
         if name in index_inputs:
             shape = rows_shape + ((1,) if name in gather_like else ())
             values[name] = torch.randint(0, hidden, shape, generator=generator)
+        elif name in class_inputs:
+            values[name] = torch.rand((hidden,), generator=generator) + 0.5
         else:
             values[name] = torch.rand(rows_shape + (hidden,), generator=generator) + 0.5
     values.update({h.name: h.default for h in hypers})
