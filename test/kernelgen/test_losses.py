@@ -7,6 +7,7 @@ the reduction the profile records. The generated Triton kernels are tested by th
 (test_loss_kernels.py runs them).
 """
 
+import functools
 import textwrap
 
 import pytest
@@ -228,7 +229,15 @@ def _reference_call(profile):
     hypers = {h.name: h.default for h in profile.hyperparameters}
     if profile.reference.kind == "module":
         module = entry(**hypers)
-        return lambda *args, **_: module(*args)
+        held = {index: t.attribute for index, t in enumerate(profile.inputs) if t.attribute}
+
+        def call(*args, **_):
+            for index, attribute in held.items():  # an input the module holds itself (self.weight)
+                *path, last = attribute.split(".")
+                setattr(functools.reduce(getattr, path, module), last, args[index])
+            return module(*[arg for index, arg in enumerate(args) if index not in held])
+
+        return call
     return lambda *args, **kw: entry(*args, **{**hypers, **kw})
 
 

@@ -114,13 +114,16 @@ class TensorSpec:
     column by name or at a class index with ``take(NAME, index)``; they take no gradient, and None computes as 1 for
     every class. ``requires_grad: false`` makes it a constant of the math (no gradient is derived, stored or
     returned). ``domain``: what the tests draw for it (empty: ``test.input_domain``; ``probabilities`` and
-    ``log_probabilities``: a distribution over each row, as losses between distributions expect)."""
+    ``log_probabilities``: a distribution over each row, as losses between distributions expect). ``attribute``: a
+    module reference holds this input itself (``weight`` for ``self.weight``): tests and benchmarks set it there
+    instead of passing it to forward."""
 
     name: str
     dtype: str = "same"
     requires_grad: bool = True
     domain: str = ""
     per_class: bool = False
+    attribute: str = ""
     description: str = ""
 
 
@@ -789,6 +792,10 @@ def validate_profile(profile: KernelProfile) -> list[str]:
     for index, tensor in enumerate(profile.inputs):
         if tensor.per_class and profile.tier != 3:
             problems.append(f"inputs[{index}].per_class: only a tier-3 loss takes per-class inputs (class weights)")
+        if tensor.attribute and profile.reference.kind != "module":
+            problems.append(f"inputs[{index}].attribute: only a module reference holds inputs of its own")
+        elif tensor.attribute and not re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*", tensor.attribute):
+            problems.append(f"inputs[{index}].attribute: {tensor.attribute!r} is not an attribute path (a.b)")
         if tensor.domain not in INPUT_DOMAINS:
             problems.append(f"inputs[{index}].domain: {tensor.domain!r} is not one of {', '.join(INPUT_DOMAINS[1:])}")
     for index, output in enumerate(profile.outputs):
@@ -873,8 +880,9 @@ def dump_yaml(profile: KernelProfile) -> str:
             spec.pop("keepdim")
     # Constructor links and mlp variants only where used: profiles without them read as before.
     for spec in data["inputs"]:
-        if not spec["per_class"]:
-            spec.pop("per_class")
+        for key in ("per_class", "attribute"):
+            if not spec[key]:
+                spec.pop(key)
     for spec in data["parameters"]:
         for key in ("init_arg", "enabled_by"):
             if not spec[key]:

@@ -332,7 +332,8 @@ def _inputs(traced: TracedReference) -> list[TensorSpec]:
         if name in traced.index_inputs:
             specs.append(TensorSpec(name=name, dtype="int64", requires_grad=False))
         elif name in traced.class_inputs:
-            specs.append(TensorSpec(name=name, requires_grad=False, per_class=True))
+            attribute = traced.attribute_inputs.get(name, "")
+            specs.append(TensorSpec(name=name, requires_grad=False, per_class=True, attribute=attribute))
         elif name in integers:
             function = traced.loaded.obj.forward if traced.loaded.kind == "module" else traced.loaded.obj
             line = getattr(getattr(function, "__code__", None), "co_firstlineno", None)

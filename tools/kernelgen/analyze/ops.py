@@ -330,7 +330,7 @@ def _make(node: fx.Node, spec: OpSpec, args: list[Any], kwargs: dict[str, Any], 
 def _normalize_call(node: fx.Node, target: Any, name: str, args: list[Any], kwargs: dict[str, Any]) -> OpCall:
     if target in _OPERATORS:
         return _make(node, _OPERATORS[target], args, kwargs)
-    if target is operator.getitem:
+    if target is operator.getitem or target == "__getitem__":  # the method form: indexing a module's buffer
         return _normalize_getitem(node, args)
     if target is builtins.getattr:
         attribute = args[1] if len(args) > 1 else None

@@ -80,6 +80,8 @@ class TracedReference:
     module_switches: dict[str, Any] = field(default_factory=dict)
     # Tensor inputs of one value per class ([classes]: class weights), found by how the reference reads them.
     class_inputs: list[str] = field(default_factory=list)
+    # Inputs that a module reference holds itself (``self.weight``, a buffer of class weights): input -> attribute.
+    attribute_inputs: dict[str, str] = field(default_factory=dict)
 
     @property
     def runtime_hyperparameters(self) -> list[str]:
@@ -227,6 +229,9 @@ def _instantiate(
 
 def _trace_module(loaded: LoadedReference, overrides: dict[str, Any]) -> TracedReference:
     module, init_params, built_with = _instantiate(loaded, overrides)
+    arguments = _tensor_arguments(loaded, init_params, built_with, overrides)
+    if arguments:
+        module, init_params, built_with = _instantiate(loaded, {**overrides, **_probes(arguments)})
     module.eval()
     tensors, hypers, concrete, order = _split_signature(loaded, type(module).forward, skip_self=True)
     concrete.update({name: value for name, value in overrides.items() if name in concrete})
@@ -248,7 +253,10 @@ def _trace_module(loaded: LoadedReference, overrides: dict[str, Any]) -> TracedR
     vectors = [p for p in module.parameters() if p.dim() == 1 and p.numel() > 1]
     hidden = int(vectors[0].numel()) if vectors else DEFAULT_HIDDEN
     order = order + list(proxied)
-    traced = _finish(loaded, graph_module, order, tensors, hypers, concrete, proxied, hidden, init_params, module)
+    holders = {attribute: argument for argument, attribute in arguments.items()}
+    traced = _finish(
+        loaded, graph_module, order, tensors, hypers, concrete, proxied, hidden, init_params, module, holders
+    )
     init_names = {ip.name for ip in init_params}
     traced.module_switches = {
         name: value
@@ -261,6 +269,34 @@ def _trace_module(loaded: LoadedReference, overrides: dict[str, Any]) -> TracedR
         traced.size_param = sizes[0]
     _link_constructor_arguments(loaded, module, traced, built_with)
     return traced
+
+
+def _probes(arguments: dict[str, str]) -> dict[str, torch.Tensor]:
+    generator = torch.Generator().manual_seed(0)
+    return {name: torch.rand((DEFAULT_HIDDEN,), generator=generator) + 0.5 for name in arguments}
+
+
+def _tensor_arguments(
+    loaded: LoadedReference, init_params: list[HyperParameter], built_with: dict[str, Any], overrides: dict[str, Any]
+) -> dict[str, str]:
+    """Constructor arguments that are None by default and that the module keeps as a tensor when given one
+    (``weight=None`` stored with ``register_buffer("weight", weight)``, as torch's losses take class weights):
+    argument -> the attribute that holds it, proven by building the module with a tensor for it. The module is then
+    traced with such a tensor, so the trace sees the loss that reads it."""
+    found = {}
+    for param in init_params:
+        if built_with.get(param.name, 0) is not None or param.name in overrides:
+            continue
+        probe = _probes({param.name: ""})[param.name]
+        try:
+            rebuilt, _, _ = _instantiate(loaded, {**overrides, param.name: probe})
+        except AnalyzeError:
+            continue
+        held = [name for name, value in rebuilt.named_buffers() if value is probe]
+        held += [name for name, value in vars(rebuilt).items() if value is probe and not name.startswith("_")]
+        if held:
+            found[param.name] = held[0]
+    return found
 
 
 def _constructor_names(
@@ -496,12 +532,24 @@ def _returned_names(loaded: LoadedReference, count: int) -> list[str] | None:
     return None
 
 
-def _finish(loaded, graph_module, order, tensors, hypers, concrete, attributes, hidden, init_params, module=None):
-    # fx renames specialised placeholders (``approximate_1``), so they are matched to arguments by position.
-    placeholders = dict(zip(order, (node for node in graph_module.graph.nodes if node.op == "placeholder")))
+def _finish(
+    loaded, graph_module, order, tensors, hypers, concrete, attributes, hidden, init_params, module=None, arguments=None
+):
     _functionalize_in_place_ops(loaded, graph_module.graph)
     live = _reachable(graph_module.graph)
     calls = _normalize_all(loaded, graph_module, live)
+    attribute_inputs = {}
+    if module is not None:
+        taken = (set(order) | {h.name for h in hypers} | {ip.name for ip in init_params}) - set(
+            (arguments or {}).values()
+        )
+        attribute_inputs = _class_attributes_as_inputs(graph_module, module, calls, taken, arguments or {})
+        if attribute_inputs:
+            tensors, order = tensors + list(attribute_inputs), order + list(attribute_inputs)
+            live = _reachable(graph_module.graph)
+            calls = _normalize_all(loaded, graph_module, live)
+    # fx renames specialised placeholders (``approximate_1``), so they are matched to arguments by position.
+    placeholders = dict(zip(order, (node for node in graph_module.graph.nodes if node.op == "placeholder")))
     outputs, output_names = _output_nodes(graph_module, loaded)
     if any(not isinstance(node, fx.Node) for node in outputs):
         raise AnalyzeError(f"'{loaded.entry}' must return tensors computed from its inputs", origin=loaded.origin)
@@ -583,6 +631,7 @@ def _finish(loaded, graph_module, order, tensors, hypers, concrete, attributes, 
         placeholder_names={node: name for name, node in placeholders.items()},
         specialized=specialized,
         class_inputs=class_inputs,
+        attribute_inputs=attribute_inputs,
     )
     if not shapes_known:
         traced.notes.append("running the reference on example inputs failed; dims were read from the arguments")
@@ -593,15 +642,22 @@ def _index_inputs(calls: dict[fx.Node, OpCall], tensors: list[str]) -> list[str]
     """Tensor inputs an index operand is computed from (``target``, ``target.unsqueeze(-1)``,
     ``target.clamp(min=0)``)."""
     starts = [operand for call in calls.values() for operand in call.index_operands if isinstance(operand, fx.Node)]
-    names = _inputs_behind(starts, lambda node: node.all_input_nodes)
+    names = {node.target for node in _leaves_behind(starts, lambda node: node.all_input_nodes)}
     return [name for name in tensors if name in names]
 
 
 def _class_inputs(calls: dict[fx.Node, OpCall], tensors: list[str], index_inputs: list[str]) -> list[str]:
-    """Tensor inputs of one value per class: a library loss's ``weight``, or what is picked from by a class index
-    alone (``w[target]``, ``w.gather(0, target)``, ``w.index_select(0, target)``, ``torch.take(w, target)``), cast or
-    reshaped on the way (``w.float()[target]``). A reference that only multiplies rows by them (``one_hot(t) * w``)
-    names them in the hint ``KERNELGEN = {"per_class": ["w"]}``: their shape is not in the code."""
+    """Tensor inputs of one value per class (see ``_class_leaves``). A reference that only multiplies rows by them
+    (``one_hot(t) * w``) names them in the hint ``KERNELGEN = {"per_class": ["w"]}``: their shape is not in the
+    code."""
+    names = {node.target for node in _class_leaves(calls) if node.op == "placeholder"}
+    return [name for name in tensors if name in names and name not in index_inputs]
+
+
+def _class_leaves(calls: dict[fx.Node, OpCall]) -> set[fx.Node]:
+    """The placeholders and module attributes (``get_attr``) read as one value per class: a library loss's
+    ``weight``, or what is picked from by a class index alone (``w[target]``, ``w.gather(0, target)``,
+    ``w.index_select(0, target)``, ``torch.take(w, target)``), cast or reshaped on the way (``w.float()[target]``)."""
     sources = []
     for call in calls.values():
         if call.name in ("cross_entropy", "nll_loss") and isinstance(call.options.get("weight"), fx.Node):
@@ -620,23 +676,63 @@ def _class_inputs(calls: dict[fx.Node, OpCall], tensors: list[str], index_inputs
             return []
         return [operand for operand in call.operands[:1] if isinstance(operand, fx.Node)]
 
-    names = _inputs_behind(sources, cast_or_reshaped)
-    return [name for name in tensors if name in names and name not in index_inputs]
+    return _leaves_behind(sources, cast_or_reshaped)
 
 
-def _inputs_behind(starts: list[fx.Node], follow) -> set[str]:
-    """The placeholders reached from ``starts`` going back along ``follow(node)`` (the nodes a node reads)."""
-    names, seen, stack = set(), set(), list(starts)
+def _leaves_behind(starts: list[fx.Node], follow) -> set[fx.Node]:
+    """The placeholders and attributes reached from ``starts`` going back along ``follow(node)`` (what it reads)."""
+    leaves, seen, stack = set(), set(), list(starts)
     while stack:
         node = stack.pop()
         if node in seen:
             continue
         seen.add(node)
-        if node.op == "placeholder":
-            names.add(node.target)
+        if node.op in ("placeholder", "get_attr"):
+            leaves.add(node)
         else:
             stack.extend(follow(node))
-    return names
+    return leaves
+
+
+def _class_attributes_as_inputs(
+    graph_module: fx.GraphModule, module: nn.Module, calls: dict, taken: set[str], arguments: dict[str, str]
+) -> dict[str, str]:
+    """Tensors of one value per class the module holds (a buffer or a tensor attribute, ``self.weight``), read by
+    the loss as class weights: each becomes a tensor input of the graph, after the others, named after the
+    constructor argument that sets it (``arguments``: attribute -> argument) or the attribute. Returns ``{input:
+    attribute}``."""
+    holders = {id(value): name for name, value in module.named_buffers() if value is not None}
+    for name, value in vars(module).items():
+        if isinstance(value, torch.Tensor) and not name.startswith("_"):
+            holders.setdefault(id(value), name)
+    graph = graph_module.graph
+    last = [node for node in graph.nodes if node.op == "placeholder"][-1]
+    found: dict[str, str] = {}
+    for node in sorted(_class_leaves(calls), key=lambda n: n.name):
+        if node.op != "get_attr":
+            continue
+        value = _attribute(graph_module, node.target)
+        if not isinstance(value, torch.Tensor) or isinstance(value, nn.Parameter) or id(value) not in holders:
+            continue
+        attribute = holders[id(value)]
+        name = arguments.get(attribute, attribute.replace(".", "_"))
+        if name in taken or name in found:
+            continue  # the attribute keeps its refusal as a parameter kernelgen cannot take
+        with graph.inserting_after(last):
+            last = graph.placeholder(name)
+        node.replace_all_uses_with(last)
+        graph.erase_node(node)
+        found[name] = attribute
+    if found:
+        graph_module.recompile()
+    return found
+
+
+def _attribute(root: nn.Module, target: str):
+    value = root
+    for part in target.split("."):
+        value = getattr(value, part, None)
+    return value
 
 
 _LOSSES = ("cross_entropy", "nll_loss", "kl_div", "one_hot")

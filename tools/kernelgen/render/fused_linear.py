@@ -61,6 +61,7 @@ class FusedLinearOpsView:
     chunk_temporaries: list[str]  # every per-chunk tensor, deleted at the end of the chunk
     loss_call: list[str]  # the loss forward's positional arguments for one chunk
     reference_call: list[str]  # the reference loss's tensor arguments
+    reference_attributes: list[tuple[str, str]]  # (attribute, tensor): what a module reference holds itself
     signature_tensors: list[str]  # hidden states, weights, class indices (the biases follow with defaults)
     chooser: str | None
     reduction_values: list[str]  # what the chooser may be (no per-row reduction)
@@ -161,7 +162,8 @@ def fused_linear_views(profile: KernelProfile, helpers: frozenset[str]) -> Kerne
             )
         ),
         loss_call=loss_call + [hp.name for hp in hypers],
-        reference_call=[renames.get(t.name, t.name) for t in profile.inputs],
+        reference_call=[renames.get(t.name, t.name) for t in profile.inputs if not t.attribute],
+        reference_attributes=[(t.attribute, renames.get(t.name, t.name)) for t in profile.inputs if t.attribute],
         signature_tensors=signature_tensors,
         chooser=chooser,
         reduction_values=values,

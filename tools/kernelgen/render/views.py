@@ -76,6 +76,8 @@ class KernelView:
     reference_origin: str
     reference_entry: str
     reference_kind: str
+    reference_inputs: list[str]  # the inputs the reference is called with
+    reference_attributes: list[tuple[str, str]]  # (attribute, input): what a module reference holds itself
     # get_num_sms for persistent grids: "import"ed from the target's ops/utils.py, "define"d in the ops file, or None
     num_sms: str | None
 
@@ -350,6 +352,8 @@ def kernel_view(profile: KernelProfile, helpers: frozenset[str] = OPTIONAL_TARGE
         reference_origin=profile.reference.origin,
         reference_entry=profile.reference.entry,
         reference_kind=profile.reference.kind,
+        reference_inputs=[t.name for t in profile.inputs if not t.attribute],
+        reference_attributes=[(t.attribute, t.name) for t in profile.inputs if t.attribute],
         num_sms=num_sms,
     )
 
@@ -716,7 +720,8 @@ def module_view(profile: KernelProfile, renames: dict[str, str] | None = None) -
     # Per-class inputs (class weights) come first, as torch's and Liger's losses take ``weight=None``.
     per_class = [(renames or {}).get(t.name, t.name) for t in profile.inputs if t.per_class]
     init_params = [InitParameter(name=name, default=None) for name in per_class]
-    init_params += [ip for ip in profile.module.init_params if ip.name not in per_class]
+    own_names = {t.name for t in profile.inputs if t.per_class}  # a module reference's weight=None argument
+    init_params += [ip for ip in profile.module.init_params if ip.name not in own_names | set(per_class)]
     init_names = {ip.name for ip in init_params}
     size_param = profile.module.size_param
     if params and size_param not in init_names:
