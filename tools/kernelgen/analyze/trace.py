@@ -227,9 +227,11 @@ def _instantiate(
     return module, init_params, kwargs
 
 
-def _trace_module(loaded: LoadedReference, overrides: dict[str, Any]) -> TracedReference:
+def _trace_module(loaded: LoadedReference, overrides: dict[str, Any], probed=None) -> TracedReference:
+    """``probed``: the constructor arguments to give a tensor (None: every one that keeps it as a tensor)."""
     module, init_params, built_with = _instantiate(loaded, overrides)
     arguments = _tensor_arguments(loaded, init_params, built_with, overrides)
+    arguments = {name: held for name, held in arguments.items() if probed is None or name in probed}
     if arguments:
         module, init_params, built_with = _instantiate(loaded, {**overrides, **_probes(arguments)})
     module.eval()
@@ -268,6 +270,9 @@ def _trace_module(loaded: LoadedReference, overrides: dict[str, Any]) -> TracedR
     if sizes:
         traced.size_param = sizes[0]
     _link_constructor_arguments(loaded, module, traced, built_with)
+    used = {name for name, held in arguments.items() if held in traced.attribute_inputs.values()}
+    if used != set(arguments):  # a tensor argument the loss does not read as class weights: traced as it defaults
+        return _trace_module(loaded, overrides, used)
     return traced
 
 
@@ -776,7 +781,7 @@ def _propagate_shapes(
     gather_like = {
         operand.target
         for call in calls.values()
-        if call.name == "gather"
+        if call.name == "gather" and call.options.get("dim") != 0  # not w.gather(0, target): one index per row
         for operand in call.index_operands
         if isinstance(operand, fx.Node)
     }
