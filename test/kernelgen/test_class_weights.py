@@ -238,8 +238,8 @@ def test_the_weight_is_an_argument_as_liger_takes_it(generated):
     """Function and functional: ``weight=None`` after the tensors (every class weighs 1); the module: in its
     constructor, kept as a buffer as torch's losses keep theirs; the fused form: ``class_weight`` after the bias."""
     root, profiles = generated
-    functional = (root / "src/liger_kernel/transformers/functional.py").read_text()
-    assert "def liger_held_weighted_cross_entropy(logits, target, weight=None, label_smoothing=0.0," in functional
+    functional = " ".join((root / "src/liger_kernel/transformers/functional.py").read_text().split())
+    assert "def liger_held_weighted_cross_entropy( logits, target, weight=None, label_smoothing=0.0," in functional
     assert "def liger_gathered_weighted_nll(logits, target, class_weight=None, ignore_index=-100)" in functional
     module = (root / kernel_paths("held_weighted_cross_entropy")["module"]).read_text()
     assert "def __init__(self, weight=None, ignore_index=-100," in module
