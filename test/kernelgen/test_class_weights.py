@@ -16,6 +16,8 @@ import pytest
 
 from test.kernelgen.conftest import assert_generated_tests_pass
 from test.kernelgen.conftest import copy_checkout
+from test.kernelgen.conftest import one_line_error
+from test.kernelgen.conftest import run_kernelgen
 from test.kernelgen.test_losses import check_against_autograd
 from tools.kernelgen.analyze import AnalyzeError
 from tools.kernelgen.analyze import analyze
@@ -108,6 +110,15 @@ WEIGHTED_STYLES = textwrap.dedent(
             logp = torch.log_softmax(logits, dim=-1)
             w = self.class_weight[target]
             return -(logp.gather(-1, target[:, None])[:, 0] * w).sum() / w.sum()
+
+
+    class UsesTorchLoss(nn.Module):
+        def __init__(self, num_classes=8):
+            super().__init__()
+            self.loss = nn.CrossEntropyLoss(weight=torch.linspace(0.5, 1.5, num_classes), label_smoothing=0.1)
+
+        def forward(self, logits, target):
+            return self.loss(logits, target)
     """
 )
 WEIGHTED_ENTRIES = [
@@ -120,6 +131,7 @@ WEIGHTED_ENTRIES = [
     "normalized_weights",
     "WeightedCrossEntropy",
     "ClassBalancedNLL",
+    "UsesTorchLoss",
 ]
 # Only multiplied into rows, a per-class input's shape is not in the code: the hint says it.
 ONE_HOT = textwrap.dedent(
@@ -187,6 +199,8 @@ def test_a_module_holding_its_class_weights_passes_them_as_an_input(styles):
     assert [(t.name, t.per_class, t.attribute) for t in held.inputs][2] == ("weight", True, "weight")
     built = analyze(f"{styles / 'weighted.py'}:ClassBalancedNLL")
     assert [(t.name, t.attribute) for t in built.inputs][2] == ("class_weight", "class_weight")
+    torch_loss = analyze(f"{styles / 'weighted.py'}:UsesTorchLoss")  # nn.CrossEntropyLoss(weight=...)'s buffer
+    assert [(t.name, t.attribute) for t in torch_loss.inputs][2] == ("loss_weight", "loss.weight")
 
 
 def test_class_weights_take_no_gradient(tmp_path):
@@ -250,3 +264,30 @@ def test_the_weight_is_an_argument_as_liger_takes_it(generated):
     ops = (root / kernel_paths("held_weighted_cross_entropy")["ops"]).read_text()
     assert "denominator = (torch.where(ignore_index != target, _take(weight, target), 0.0)).sum()" in ops
     assert ".item()" not in ops and "HAS_WEIGHT: tl.constexpr" in ops
+
+
+PARAMETER_WEIGHTS = textwrap.dedent(
+    """
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+
+    class ParameterWeights(nn.Module):
+        def __init__(self, num_classes=8):
+            super().__init__()
+            self.weight = nn.Parameter(torch.linspace(0.5, 1.5, num_classes), requires_grad=False)
+
+        def forward(self, logits, target):
+            return F.cross_entropy(logits, target, weight=self.weight)
+    """
+)
+
+
+def test_class_weights_kernelgen_cannot_take_are_one_line_naming_the_line_and_nothing_is_written(checkout):
+    reference = checkout / "parameter_weights.py"
+    reference.write_text(PARAMETER_WEIGHTS)
+    result = run_kernelgen("new", "parameter_weights", "--reference", str(reference), "--repo", str(checkout))
+    line = one_line_error(result)
+    assert "parameter_weights.py:13:" in line and "`self.weight` is an nn.Parameter read as class weights" in line
+    assert not (checkout / kernel_paths("parameter_weights")["ops"]).exists()

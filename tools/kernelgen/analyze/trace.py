@@ -31,6 +31,7 @@ from typing import Any
 import torch
 import torch.fx as fx
 import torch.nn as nn
+import torch.nn.functional as F
 
 from torch.fx.passes.shape_prop import ShapeProp
 
@@ -541,6 +542,7 @@ def _finish(
     loaded, graph_module, order, tensors, hypers, concrete, attributes, hidden, init_params, module=None, arguments=None
 ):
     _functionalize_in_place_ops(loaded, graph_module.graph)
+    _weighted_loss_modules_as_calls(graph_module)
     live = _reachable(graph_module.graph)
     calls = _normalize_all(loaded, graph_module, live)
     attribute_inputs = {}
@@ -548,7 +550,9 @@ def _finish(
         taken = (set(order) | {h.name for h in hypers} | {ip.name for ip in init_params}) - set(
             (arguments or {}).values()
         )
-        attribute_inputs = _class_attributes_as_inputs(graph_module, module, calls, taken, arguments or {})
+        attribute_inputs = _class_attributes_as_inputs(
+            graph_module, module, calls, taken, arguments or {}, loaded.origin
+        )
         if attribute_inputs:
             tensors, order = tensors + list(attribute_inputs), order + list(attribute_inputs)
             live = _reachable(graph_module.graph)
@@ -700,7 +704,7 @@ def _leaves_behind(starts: list[fx.Node], follow) -> set[fx.Node]:
 
 
 def _class_attributes_as_inputs(
-    graph_module: fx.GraphModule, module: nn.Module, calls: dict, taken: set[str], arguments: dict[str, str]
+    graph_module: fx.GraphModule, module: nn.Module, calls: dict, taken: set[str], arguments: dict[str, str], origin
 ) -> dict[str, str]:
     """Tensors of one value per class the module holds (a buffer or a tensor attribute, ``self.weight``), read by
     the loss as class weights: each becomes a tensor input of the graph, after the others, named after the
@@ -717,7 +721,15 @@ def _class_attributes_as_inputs(
         if node.op != "get_attr":
             continue
         value = _attribute(graph_module, node.target)
-        if not isinstance(value, torch.Tensor) or isinstance(value, nn.Parameter) or id(value) not in holders:
+        if isinstance(value, nn.Parameter):
+            raise AnalyzeError(
+                f"`self.{node.target}` is an nn.Parameter read as class weights (one value per class), which take no "
+                f"gradient in a tier-3 kernel: hold them in a buffer (register_buffer), which the kernel takes as an "
+                f"input",
+                origin=origin,
+                line=next((node_line(user) for user in node.users), None),
+            )
+        if not isinstance(value, torch.Tensor) or id(value) not in holders:
             continue
         attribute = holders[id(value)]
         name = arguments.get(attribute, attribute.replace(".", "_"))
@@ -731,6 +743,33 @@ def _class_attributes_as_inputs(
     if found:
         graph_module.recompile()
     return found
+
+
+def _weighted_loss_modules_as_calls(graph_module: fx.GraphModule) -> None:
+    """``self.loss = nn.CrossEntropyLoss(weight=w)`` called as ``self.loss(x, t)``: the functional call with the
+    module's options and its weight buffer as an attribute read, so the class weights are not lost (and become an
+    input of the kernel like any buffer of class weights)."""
+    graph = graph_module.graph
+    changed = False
+    for node in list(graph.nodes):
+        if node.op != "call_module":
+            continue
+        module = graph_module.get_submodule(node.target)
+        if not isinstance(module, (nn.CrossEntropyLoss, nn.NLLLoss)) or getattr(module, "weight", None) is None:
+            continue
+        options = {"ignore_index": module.ignore_index, "reduction": module.reduction}
+        if isinstance(module, nn.CrossEntropyLoss):
+            options["label_smoothing"] = module.label_smoothing
+        function = F.cross_entropy if isinstance(module, nn.CrossEntropyLoss) else F.nll_loss
+        with graph.inserting_before(node):
+            weight = graph.get_attr(f"{node.target}.weight")
+            call = graph.call_function(function, node.args, {**options, **node.kwargs, "weight": weight})
+        weight.meta[LINE_KEY] = call.meta[LINE_KEY] = node.meta.get(LINE_KEY)
+        node.replace_all_uses_with(call)
+        graph.erase_node(node)
+        changed = True
+    if changed:
+        graph_module.recompile()
 
 
 def _attribute(root: nn.Module, target: str):
