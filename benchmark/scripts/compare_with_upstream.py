@@ -57,6 +57,9 @@ UPSTREAM = {
         x, params[0], params[1], hyper.get("eps", 1e-5)
     ),
     "softmax": lambda up, x, params, hyper: up.ops.LigerSoftmaxFunction.apply(x),
+    # Element-wise: upstream's GeGLU (a, b) and DyT (x, alpha, gamma, beta).
+    "geglu": lambda up, a, b, params, hyper: up.ops.LigerGELUMulFunction.apply(a, b),
+    "dyt": lambda up, x, params, hyper: up.ops.LigerDyTFunction.apply(x, *params),
     # Upstream's fused add + RMSNorm computes in fp32 throughout ("gemma" casting), like the built-in reference.
     "fused_add_rms_norm": lambda up, x, residual, params, hyper: up.ops.LigerFusedAddRMSNormFunction.apply(
         x, residual, params[0], hyper.get("eps", 1e-6), 0.0, "gemma"
@@ -293,13 +296,30 @@ def copy_rate_tb_s() -> float:
     return 2 * source.numel() * source.element_size() / (ms * 1e-3) / 1e12
 
 
-def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--upstream", required=True, help="folder with upstream liger_kernel installed")
-    parser.add_argument("--helper-dir", required=True, help="folder holding upstream_liger.py")
+def add_common_arguments(parser: argparse.ArgumentParser, upstream_required: bool) -> None:
+    """The options the comparison scripts share: where upstream is, which kernels, which sizes."""
+    parser.add_argument("--upstream", required=upstream_required, help="folder with upstream liger_kernel installed")
+    parser.add_argument("--helper-dir", required=upstream_required, help="folder holding upstream_liger.py")
     parser.add_argument("--kernel", action="append", required=True, help="GENERATED=UPSTREAM (UPSTREAM may be -)")
     parser.add_argument("--sizes", type=int, nargs="+", default=[4096, 8192, 14336])
     parser.add_argument("--bt", type=int, default=16384)
+
+
+def upstream_from(args):
+    """Upstream's modules (``load_upstream``), or None without ``--upstream``; before this repo's are imported."""
+    if not args.upstream:
+        return None
+    sys.path.insert(0, args.helper_dir)
+    from upstream_liger import load_upstream
+
+    # Upstream's JSD runs through its backend registry, which imports its Triton kernel on first use: by then
+    # `liger_kernel` is this repo's package, so the kernel module is loaded here, with upstream's.
+    return load_upstream(args.upstream, modules=("ops", "transformers.functional", "ops.backends._triton.jsd"))
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_common_arguments(parser, upstream_required=True)
     parser.add_argument("--hidden", type=int, default=4096, help="hidden size of fused linear kernels")
     parser.add_argument("--csv", default=None, help="results CSV (default: the harness's)")
     parser.add_argument("--providers", nargs="+", default=PROVIDERS)
@@ -308,12 +328,7 @@ def main(argv=None) -> None:
     parser.add_argument("--speed-only", action="store_true", help="skip the peak-memory measurement")
     args = parser.parse_args(argv)
 
-    sys.path.insert(0, args.helper_dir)
-    from upstream_liger import load_upstream
-
-    # Upstream's JSD runs through its backend registry, which imports its Triton kernel on first use: by then
-    # `liger_kernel` is this repo's package, so the kernel module is loaded here, with upstream's.
-    up = load_upstream(args.upstream, modules=("ops", "transformers.functional", "ops.backends._triton.jsd"))
+    up = upstream_from(args)
     rate = copy_rate_tb_s()
     print(f"device-to-device copy: {rate:.2f} TB/s", flush=True)
     table = ["| kernel | H | provider | full ms | peak MB | TB/s | % copy | GPU-only ms |"]

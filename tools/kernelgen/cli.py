@@ -1,4 +1,4 @@
-"""Command line: ``python -m tools.kernelgen {new,analyze,references} ...``.
+"""Command line: ``python -m tools.kernelgen {new,analyze,references,modify,validate,tune,export-baseline} ...``.
 
 Every failure the user can cause ends in one line on stderr naming what and where, and exit status 2;
 nothing is written unless the whole change set is good.
@@ -195,8 +195,46 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="run the --baseline comparison at the benchmark's smoke shapes, on the CPU too (checks the plumbing)",
     )
+    validate.add_argument(
+        "--ncu",
+        action="store_true",
+        help="profile each kernel of one step with Nsight Compute (GPU, ncu on PATH): bottleneck, memory and compute "
+        "throughput, occupancy; one skip line where it cannot",
+    )
     validate.add_argument("--focus", default="validate", help="iterations.tsv 'focus' column (what this try changed)")
     validate.add_argument("--description", default="", help="iterations.tsv 'description' column (default: verdicts)")
+
+    tune = commands.add_parser(
+        "tune",
+        help="GPU: sweep a generated kernel's tiling, check and time each candidate, keep the best in its profile",
+        description="Tune the launch settings (the profile's tiling section) of a generated kernel on a GPU: each "
+        "candidate is rendered from the kernel's record, checked (purity, correctness stages) and timed in a scratch "
+        "copy; iterations.tsv gets one row per candidate (accept/reject/crash), phase_4_summary.md the outcome, "
+        "kernel_function_best.py the best ops file, tuned_profile.yaml the profile change. Without a GPU: one SKIP "
+        "line, nothing written, exit 0.",
+    )
+    tune.add_argument("name", help="kernel name (a generated kernel: it has .kernelgen/NAME.yaml)")
+    tune.add_argument("--repo", metavar="PATH", help="Liger checkout holding the kernel (default: this one)")
+    tune.add_argument(
+        "--workspace", metavar="DIR", help="where iterations.tsv and the results go (default: .kernelgen-work/NAME/)"
+    )
+    tune.add_argument("--budget", type=int, default=16, metavar="N", help="at most N candidates, the start included")
+    tune.add_argument(
+        "--patience", type=int, default=6, metavar="K", help="stop after K candidates in a row without an improvement"
+    )
+    tune.add_argument(
+        "--min-gain",
+        type=float,
+        default=0.02,
+        metavar="F",
+        help="a candidate is accepted when it is faster than the best by more than this fraction (default 0.02)",
+    )
+    tune.add_argument("--ncu", action="store_true", help="profile the best candidate with Nsight Compute at the end")
+    tune.add_argument(
+        "--no-apply",
+        action="store_true",
+        help="leave tuned_profile.yaml and the command that applies it; do not regenerate the kernel",
+    )
 
     modify = commands.add_parser(
         "modify",
@@ -408,6 +446,22 @@ def cmd_validate(args) -> int:
         reference=args.reference,
         baseline=args.baseline,
         smoke=args.smoke,
+        profile_ncu=args.ncu,
+    )
+
+
+def cmd_tune(args) -> int:
+    from tools.kernelgen.tune import run
+
+    return run(
+        args.name,
+        repo=args.repo,
+        workspace=args.workspace,
+        budget=args.budget,
+        patience=args.patience,
+        min_gain=args.min_gain,
+        profile_ncu=args.ncu,
+        apply=not args.no_apply,
     )
 
 
@@ -432,36 +486,39 @@ COMMANDS = {
     "references": cmd_references,
     "modify": cmd_modify,
     "validate": cmd_validate,
+    "tune": cmd_tune,
     "export-baseline": cmd_export_baseline,
 }
 
 
-def user_errors() -> tuple[type[BaseException], ...]:
-    """Exception types that mean bad input (reported in one line), as opposed to kernelgen bugs."""
-    from tools.kernelgen.analyze import AnalyzeError
-    from tools.kernelgen.generate import GenerateError
-    from tools.kernelgen.insert import InsertError
-    from tools.kernelgen.layout import KernelNameError
-    from tools.kernelgen.modify import ModifyError
-    from tools.kernelgen.profile import ProfileError
-    from tools.kernelgen.repo import RepoError
-    from tools.kernelgen.synth import UnsupportedOpError
-    from tools.kernelgen.validate import ValidateError
-    from tools.kernelgen.writer import WriteError
+# Exception types that mean bad input (reported in one line), as opposed to kernelgen bugs: (module, class).
+USER_ERRORS = (
+    ("tools.kernelgen.analyze", "AnalyzeError"),
+    ("tools.kernelgen.generate", "GenerateError"),
+    ("tools.kernelgen.insert", "InsertError"),
+    ("tools.kernelgen.layout", "KernelNameError"),
+    ("tools.kernelgen.modify", "ModifyError"),
+    ("tools.kernelgen.profile", "ProfileError"),
+    ("tools.kernelgen.repo", "RepoError"),
+    ("tools.kernelgen.writer", "WriteError"),
+    ("tools.kernelgen.synth", "UnsupportedOpError"),
+    ("tools.kernelgen.tune", "TuneError"),
+    ("tools.kernelgen.validate", "ValidateError"),
+)
 
-    return (
-        CliError,
-        AnalyzeError,
-        GenerateError,
-        InsertError,
-        KernelNameError,
-        ModifyError,
-        ProfileError,
-        RepoError,
-        WriteError,
-        UnsupportedOpError,
-        ValidateError,
-    )
+
+def user_errors() -> tuple[type[BaseException], ...]:
+    """The classes of ``USER_ERRORS``. A module that cannot be imported here (generation needs libcst, which a GPU
+    machine running ``tune`` or ``validate`` may lack) raised nothing, so its class is left out."""
+    import importlib
+
+    found: list[type[BaseException]] = [CliError]
+    for module, name in USER_ERRORS:
+        try:
+            found.append(getattr(importlib.import_module(module), name))
+        except ImportError:
+            continue
+    return tuple(found)
 
 
 def main(argv: list[str] | None = None) -> int:

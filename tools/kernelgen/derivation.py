@@ -119,18 +119,28 @@ def loss_math(profile: KernelProfile, source: str = "<profile>") -> LossMath:
             tuple(t.name for t in profile.inputs if t.dtype == "int64"),
             tuple(profile.formula_hyperparameters),
             tuple(hp.name for hp in profile.hyperparameters if hp.type == "int"),
+            tuple(t.name for t in element if t.per_class),
         )
     except _FormulaError as error:
         raise ProfileError(source, [str(error)]) from None
 
 
 @functools.lru_cache(maxsize=64)
-def _derive_loss(statistics, formulas, inputs, constants, row_inputs, hyperparameters, integers) -> LossMath:
+def _derive_loss(
+    statistics, formulas, inputs, constants, row_inputs, hyperparameters, integers, class_inputs=()
+) -> LossMath:
     names = [*inputs, *constants, *row_inputs, *hyperparameters, COL, N_COLS]
     parsed, outputs = _parse_program(statistics, formulas, names)
     try:
         return synthesize_loss(
-            parsed, outputs, list(inputs), list(hyperparameters), list(constants), list(row_inputs), list(integers)
+            parsed,
+            outputs,
+            list(inputs),
+            list(hyperparameters),
+            list(constants),
+            list(row_inputs),
+            list(integers),
+            list(class_inputs),
         )
     except RowProgramError as error:
         raise _FormulaError(f"math: {error}") from None

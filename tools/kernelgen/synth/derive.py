@@ -17,6 +17,7 @@ from dataclasses import field
 
 import sympy
 
+from tools.kernelgen.synth.functions import CastToInput
 from tools.kernelgen.synth.functions import LogSigmoid
 from tools.kernelgen.synth.functions import Sigmoid
 from tools.kernelgen.synth.functions import Softplus
@@ -133,6 +134,76 @@ def _bind_symbols(expr, symbols: dict[str, sympy.Symbol], output: str) -> sympy.
     return expr
 
 
+def _segments(expr: sympy.Expr) -> list[CastToInput]:
+    """The roundings directly inside ``expr``: those not nested in another rounding of ``expr``."""
+    found, stack = [], [expr]
+    while stack:
+        node = stack.pop()
+        for arg in node.args:
+            if isinstance(arg, CastToInput):
+                if arg not in found:
+                    found.append(arg)
+            else:
+                stack.append(arg)
+    return found
+
+
+def _rounded_reverse_mode(forward_exprs, seeds, leaves: dict[str, sympy.Symbol]) -> dict[str, sympy.Expr]:
+    """Gradients as eager PyTorch computes them when each op rounds its result (``cast_to_input``): every op's
+    backward hands its input gradients on rounded to the inputs' dtype. The expressions are cut into segments at
+    the roundings; within a segment the chain rule is ``sympy.diff`` (one fused fp32 op, as torch's backward of one
+    op computes in fp32), and the adjoint arriving at a rounding is rounded before it flows into the rounded op's
+    own body. Contributions to a value read by several ops are each rounded, then summed, as autograd accumulates
+    bf16 gradients. Without roundings this is ``sympy.diff`` of the whole expression."""
+    # Segments in topological order: a rounding after every segment that reads it.
+    order, parents = [], {}
+    stack = list(forward_exprs.values())
+    while stack:
+        node = stack.pop()
+        for inner in _segments(node if node in seeds else node.args[0]):
+            parents.setdefault(inner, []).append(node)
+            stack.append(inner)
+    visited: set = set()
+
+    def visit(node):
+        if node in visited:
+            return
+        visited.add(node)
+        for parent in parents.get(node, []):
+            visit(parent)
+        order.append(node)
+
+    for node in [*forward_exprs.values(), *parents]:
+        visit(node)
+    contributions: dict[sympy.Expr, list[sympy.Expr]] = {node: [seed] for node, seed in seeds.items()}
+    leaf_terms: dict[str, list[sympy.Expr]] = {name: [] for name in leaves}
+    for node in order:
+        terms = contributions.get(node, [])
+        if not terms:
+            continue
+        if node in seeds:
+            adjoint, body = sympy.Add(*terms), node
+        else:  # the gradient of a rounded op's output is a tensor of the inputs' dtype
+            adjoint = CastToInput(sympy.Add(*[CastToInput(term) for term in terms]))
+            body = node.args[0]
+        inner = _segments(body)
+        dummies = {rounding: sympy.Dummy("rounded", real=True) for rounding in inner}
+        local = body.xreplace(dummies)
+        for rounding, dummy in dummies.items():
+            derivative = _drop_singular_terms(sympy.diff(local, dummy)).xreplace({d: r for r, d in dummies.items()})
+            if derivative != 0:
+                contributions.setdefault(rounding, []).append(adjoint * derivative)
+        for name, symbol in leaves.items():
+            derivative = _drop_singular_terms(sympy.diff(local, symbol)).xreplace({d: r for r, d in dummies.items()})
+            if derivative != 0:
+                leaf_terms[name].append(adjoint * simplify_bounded(derivative))
+    gradients = {}
+    for name, terms in leaf_terms.items():
+        rounded = terms if len(terms) < 2 else [CastToInput(term) for term in terms]
+        gradients[f"grad_{name}"] = sympy.Add(*rounded)
+    return gradients
+
+
 @dataclass(frozen=True)
 class ElementwiseDerivation:
     """The derived math before printing: each output's and each gradient's simplified expression."""
@@ -166,13 +237,17 @@ def derive_elementwise(
 
     forward_exprs = {name: simplify_bounded(_bind_symbols(expr, symbols, name)) for name, expr in outputs.items()}
 
-    gradients: dict[str, sympy.Expr] = {}
-    for name in differentiable:
-        terms = []
-        for output, expr in forward_exprs.items():
-            derivative = simplify_bounded(_drop_singular_terms(sympy.diff(expr, symbols[name])))
-            terms.append(grad_outputs[f"grad_{output}"] * derivative)
-        gradients[f"grad_{name}"] = sympy.Add(*terms)
+    seeds = {expr: grad_outputs[f"grad_{output}"] for output, expr in forward_exprs.items()}
+    if any(expr.has(CastToInput) for expr in forward_exprs.values()):
+        gradients = _rounded_reverse_mode(forward_exprs, seeds, {name: symbols[name] for name in differentiable})
+    else:
+        gradients = {}
+        for name in differentiable:
+            terms = []
+            for output, expr in forward_exprs.items():
+                derivative = simplify_bounded(_drop_singular_terms(sympy.diff(expr, symbols[name])))
+                terms.append(grad_outputs[f"grad_{output}"] * derivative)
+            gradients[f"grad_{name}"] = sympy.Add(*terms)
     taken = frozenset(set(symbols) | set(outputs) | set(grad_outputs) | set(gradients))
     return ElementwiseDerivation(forward=forward_exprs, gradients=gradients, taken=taken)
 

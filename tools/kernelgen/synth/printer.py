@@ -417,9 +417,26 @@ class FormulaPrinter(_ConditionPrinting, StrPrinter):
             return f"rsqrt({self._print(expr.base)})"
         return super()._print_Pow(expr, rational=rational)
 
+    def _print_Take(self, expr):
+        return f"take({self._print(expr.args[0])}, {self._print(expr.args[1])})"
+
+
+# What a per-class value at a class index prints as on the host: a helper of the generated loss wrapper, which
+# reads ``values[index]`` in fp32, 0 for an index outside the classes (an ignored row's) and 1 for values None.
+TAKE_HELPER = "_take"
+TAKE_HELPER_SOURCE = f"""def {TAKE_HELPER}(values, index):
+    \"\"\"values[index] in fp32 for class indices, one per row: 0 where an index is no class (an ignored row's), 1
+    everywhere when values is None (no class weights: every class weighs 1).\"\"\"
+    if values is None:
+        return torch.ones(index.shape, dtype=torch.float32, device=index.device)
+    inside = (index >= 0) & (index < values.shape[0])
+    return torch.where(inside, values[torch.where(inside, index, 0)].float(), 0.0)
+"""
+
 
 class TorchPrinter(FormulaPrinter):
-    """Host-side torch expressions over tensors and Python numbers (a loss's row denominator)."""
+    """Host-side torch expressions over tensors and Python numbers (a loss's row denominator); a per-class value at
+    a class index calls ``TAKE_HELPER``."""
 
     where_name = "torch.where"
 
@@ -433,6 +450,32 @@ class TorchPrinter(FormulaPrinter):
 
     def _print_Abs(self, expr):
         return f"torch.abs({self._print(expr.args[0])})"
+
+    def _print_Take(self, expr):
+        return f"{TAKE_HELPER}({self._print(expr.args[0])}, {_IndexPrinting.of(TorchPrinter).doprint(expr.args[1])})"
+
+
+class _IndexPrinting:
+    """Integers as integers (``where(target < 0, 0, target)``): an index stays an integer tensor, where a float
+    literal would promote it to float."""
+
+    _classes: dict[type, type] = {}
+
+    @classmethod
+    def of(cls, printer: type):
+        if printer not in cls._classes:
+            cls._classes[printer] = type(f"Index{printer.__name__}", (cls, printer), {})
+        return cls._classes[printer]()
+
+    def _print(self, expr, **kwargs):
+        if isinstance(expr, sympy.Integer):
+            return str(int(expr))
+        return super()._print(expr, **kwargs)
+
+
+def print_triton_index(expr: sympy.Basic) -> str:
+    """An integer expression (a class index) as Triton, integer constants kept integers."""
+    return _IndexPrinting.of(TritonPrinter).doprint(expr)
 
 
 def print_torch(expr: sympy.Basic) -> str:
@@ -467,5 +510,6 @@ __all__ = [
     "format_formula",
     "print_tilelang",
     "print_torch",
+    "print_triton_index",
     "print_triton",
 ]

@@ -3,12 +3,14 @@ correct and fast.
 
 Stages, in order, stopping at the first hard failure (exit 1): checkstyle (ruff) -> purity (AST rules; a WARN in a
 hand-written kernel) -> unit tests (the kernel's pytest file) -> correctness (staged comparison with the reference,
-in a subprocess) -> performance (GPU only) -> with ``--baseline``, the comparison with the same kernel at another
+in a subprocess) -> with ``--ncu``, Nsight Compute's per-kernel figures (GPU only; ``ncu.py``) -> performance
+(GPU only) -> with ``--baseline``, the comparison with the same kernel at another
 revision or checkout (``baseline.py``). The reference is ``--reference``, else the kernel's generation record, else
 the built-in reference of its name; a kernel not checked against its own record is called through its functional
 with the reference's arguments matched by name (``hostapi``). Bad input (unknown kernel, not a checkout, a
 reference whose arguments are not the kernel's, an unusable baseline) is one line on stderr and exit 2. Each run
-appends a row to ``<workspace>/iterations.tsv`` and rewrites ``<workspace>/summary.md``.
+appends a row to ``<workspace>/iterations.tsv`` (status accept, reject or crash; ``workspace.py``) and rewrites
+``<workspace>/summary.md``.
 
 This module stays light: the stages import ruff wrappers, torch and the kernel lazily.
 """
@@ -110,7 +112,7 @@ def open_target(name: str, repo_path: str | None, workspace: str | None, referen
     )
 
 
-def run_stages(target, skip_tests: bool, baseline=None, smoke: bool = False) -> list:
+def run_stages(target, skip_tests: bool, baseline=None, smoke: bool = False, profile_ncu: bool = False) -> list:
     from tools.kernelgen.validate import checkstyle
     from tools.kernelgen.validate import correctness
     from tools.kernelgen.validate import performance
@@ -133,12 +135,22 @@ def run_stages(target, skip_tests: bool, baseline=None, smoke: bool = False) -> 
         cuda["value"] = bool(result.figures.get("cuda"))
         return result
 
+    profiled: dict = {}
+
+    def ncu_stage(target):
+        from tools.kernelgen.validate import ncu_stage as stage
+
+        result = stage.run(target, cuda["value"])
+        profiled["kernels"] = result.figures.get("kernels")
+        return result
+
     stages = [
         ("checkstyle", checkstyle.run),
         ("purity", purity_stage.run),
         ("unit tests", unit_tests),
         ("correctness", correctness_stage),
-        ("performance", lambda target: performance.run(target, cuda["value"])),
+        *([("ncu", ncu_stage)] if profile_ncu else []),
+        ("performance", lambda target: performance.run(target, cuda["value"], profiled.get("kernels"))),
     ]
     if baseline is not None:
         from tools.kernelgen.validate.baseline import run_stage as baseline_stage
@@ -167,9 +179,11 @@ def run(
     reference: str | None = None,
     baseline: str | None = None,
     smoke: bool = False,
+    profile_ncu: bool = False,
 ) -> int:
     from tools.kernelgen.knowledge import archive as archive_kernel
     from tools.kernelgen.validate.workspace import append_iteration
+    from tools.kernelgen.validate.workspace import first_failure
     from tools.kernelgen.validate.workspace import status
     from tools.kernelgen.validate.workspace import write_summary
 
@@ -192,7 +206,7 @@ def run(
                 raise ValidateError(str(error)) from None
         print(f"kernelgen validate '{target.name}' in {target.repo.root} (workspace {target.workspace})", flush=True)
         print(f"reference: {target.reference}" + (f"; baseline: {against.label}" if against else ""), flush=True)
-        results = run_stages(target, skip_tests, against, smoke)
+        results = run_stages(target, skip_tests, against, smoke, profile_ncu)
     passed = not any(result.failed for result in results)
     iteration = append_iteration(target.workspace, results, focus, description)
     notes = []
@@ -200,7 +214,9 @@ def run(
         notes.append("Not archived: a stage failed.")
     summary = write_summary(target, results, iteration, notes)
     print("=" * 70)
-    print(f"validate {target.name}: {status(results).upper()} (iteration {iteration}; summary: {summary})")
+    failed = first_failure(results)
+    verdict = "PASS" if failed is None else f"FAIL at {failed.stage}"
+    print(f"validate {target.name}: {verdict} (iteration {iteration}: {status(results)}; summary: {summary})")
     if archive:
         if passed:
             destination = archive_kernel(target.repo.root, target.name, summary)

@@ -252,11 +252,13 @@ def stage_edges(kut: KernelUnderTest) -> str:
 
 STAGES = [
     ("smoke", stage_smoke),
-    ("shapes", stage_shapes),
-    ("stability", stage_stability),
+    ("shape_sweep", stage_shapes),
+    ("numerical_stability", stage_stability),
     ("determinism", stage_determinism),
-    ("edges", stage_edges),
+    ("edge_cases", stage_edges),
 ]
+PASSED = "PASSED"
+FAILED = "FAILED"
 
 
 def _finite(result: RunResult) -> bool:
@@ -293,20 +295,21 @@ def run(repo: Path, name: str, spec: dict | None = None) -> dict:
     stages = []
     for label, stage in STAGES:
         try:
-            stages.append({"stage": label, "verdict": "PASS", "details": stage(kut)})
+            stages.append({"stage": label, "verdict": PASSED, "details": stage(kut)})
         except Mismatch as error:
-            stages.append({"stage": label, "verdict": "FAIL", "details": str(error)})
-        except Exception as error:  # a crash inside the kernel or the reference is a failed stage, not a crash here
+            stages.append({"stage": label, "verdict": FAILED, "details": str(error)})
+        except Exception as error:  # the kernel or the reference raised: a failed stage that could not run
             where = traceback.extract_tb(error.__traceback__)[-1]
             stages.append(
                 {
                     "stage": label,
-                    "verdict": "FAIL",
+                    "verdict": FAILED,
                     "details": f"{_one_line(error)} ({Path(where.filename).name}:{where.lineno})",
+                    "raised": True,
                 }
             )
     report["stages"] = stages
-    report["overall"] = "PASS" if all(s["verdict"] == "PASS" for s in stages) else "FAIL"
+    report["overall"] = PASSED if all(s["verdict"] == PASSED for s in stages) else FAILED
     return report
 
 

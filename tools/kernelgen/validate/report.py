@@ -37,10 +37,14 @@ class Target:
 
 @dataclass
 class StageResult:
+    """``crashed``: the stage could not run what it checks (the kernel does not import, a worker died, the kernel
+    raised), as opposed to running it and finding it wrong; iterations.tsv calls such a run a crash."""
+
     stage: str
     verdict: str
     summary: str
     figures: dict = field(default_factory=dict)
+    crashed: bool = False
 
     @property
     def failed(self) -> bool:

@@ -47,5 +47,8 @@ def run(target: Target) -> StageResult:
     if result.returncode != 0 or not found.get("passed"):
         for line in output.strip().splitlines()[-TAIL_LINES:]:
             print(f"  | {line}")
-        return StageResult("unit tests", FAIL, f"{test}: {described} (exit {result.returncode})", found)
+        # pytest exits 1 when tests ran and failed; anything else (a file that does not collect because the kernel
+        # does not import, an internal error) means the tests could not run.
+        crashed = result.returncode not in (0, 1)
+        return StageResult("unit tests", FAIL, f"{test}: {described} (exit {result.returncode})", found, crashed)
     return StageResult("unit tests", PASS, f"{test}: {described}", found)

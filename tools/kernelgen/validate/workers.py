@@ -20,6 +20,23 @@ class WorkerFailed(RuntimeError):
     """The worker died before writing its report (the kernel does not import, the reference does not run...)."""
 
 
+def worker_env() -> dict:
+    """The environment of a worker process: ``tools.kernelgen`` from this checkout first on ``PYTHONPATH`` (the
+    kernel itself is imported from the target's src/ by the worker)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(default_repo_root()), env.get("PYTHONPATH", "")) if p)
+    return env
+
+
+def spec_file(target: Target) -> Path | None:
+    """The target spec of a kernel not checked against its own record (written to the workspace), else None."""
+    if target.call is None:
+        return None
+    spec = target.workspace / "target.json"
+    spec.write_text(json.dumps({"profile": dump_yaml(target.profile), "call": target.call}), encoding="utf-8")
+    return spec
+
+
 def run_worker(
     module: str,
     target: Target,
@@ -32,18 +49,19 @@ def run_worker(
     target spec of a kernel not checked against its own record, for workers that take one)."""
     out = target.workspace / report_name
     out.unlink(missing_ok=True)
-    kernelgen_root = default_repo_root()
-    env = dict(os.environ)
-    # ``tools.kernelgen`` from this checkout; the kernel itself is imported from the target's src/ by the worker.
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(kernelgen_root), env.get("PYTHONPATH", "")) if p)
     command = [sys.executable, "-m", module, str(target.repo.root), target.name, str(out), *extra]
-    if target.call is not None and spec:
-        spec = target.workspace / "target.json"
-        spec.write_text(json.dumps({"profile": dump_yaml(target.profile), "call": target.call}), encoding="utf-8")
-        command.append(str(spec))
+    spec_path = spec_file(target) if spec else None
+    if spec_path is not None:
+        command.append(str(spec_path))
     try:
         result = subprocess.run(
-            command, cwd=kernelgen_root, env=env, capture_output=True, text=True, timeout=timeout, check=False
+            command,
+            cwd=default_repo_root(),
+            env=worker_env(),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
         )
     except subprocess.TimeoutExpired:
         raise WorkerFailed(f"{module} ran past {timeout:.0f} s") from None
