@@ -266,6 +266,26 @@ def _first(output):
     return output[0] if isinstance(output, (tuple, list)) else output
 
 
+def measure(setup_fn, kernel_name: str, providers, config: dict, bt: int, csv_path, speed_only: bool = False) -> dict:
+    """``{provider: {"speed": ms, "memory": MB}}`` of one full forward + backward at ``[bt, config's size]``, each run
+    also a row of the results CSV; ``setup_fn(run)`` gives a provider's inputs and forward."""
+    figures = {}
+    metrics = [("speed", "ms", run_speed_benchmark), ("memory", "MB", run_memory_benchmark)]
+    for metric, unit, runner in metrics[:1] if speed_only else metrics:
+
+        def bench(run, runner=runner):
+            inputs, forward = setup_fn(run)
+            return runner(forward, "full", inputs)
+
+        rows = run_benchmarks(
+            bench, kernel_name, metric, unit, "BT", "B * T", [bt], providers,
+            extra_benchmark_configs=[config], overwrite=True, csv_path=csv_path,
+        )  # fmt: skip
+        for row in rows:
+            figures.setdefault(row["kernel_provider"], {})[metric] = row["y_value_50"]
+    return figures
+
+
 def copy_rate_tb_s() -> float:
     """Device-to-device copy of 2 GiB: bytes read plus bytes written over the median time."""
     import triton.testing
@@ -318,20 +338,15 @@ def main(argv=None) -> None:
         providers = [p for p in args.providers if p != "liger_upstream" or upstream_key in UPSTREAM]
         for size in args.sizes:
             config = {"hidden_size": size, "hidden": args.hidden, "dtype": "bfloat16", "model": "compare"}
-            figures = {}
-            metrics = [("speed", "ms", run_speed_benchmark), ("memory", "MB", run_memory_benchmark)]
-            for metric, unit, runner in metrics[:1] if args.speed_only else metrics:
-
-                def bench(run, runner=runner):
-                    inputs, forward = setup(name, upstream_key, up, run)
-                    return runner(forward, "full", inputs)
-
-                rows = run_benchmarks(
-                    bench, name, metric, unit, "BT", "B * T", [args.bt], providers,
-                    extra_benchmark_configs=[config], overwrite=True, csv_path=args.csv,
-                )  # fmt: skip
-                for row in rows:
-                    figures.setdefault(row["kernel_provider"], {})[metric] = row["y_value_50"]
+            figures = measure(
+                lambda run: setup(name, upstream_key, up, run),
+                name,
+                providers,
+                config,
+                args.bt,
+                args.csv,
+                args.speed_only,
+            )
             for provider in providers if args.gpu_time or args.breakdown else []:
                 run = SingleBenchmarkRunInput(args.bt, provider, "full", dict(config))
                 inputs, forward = setup(name, upstream_key, up, run)

@@ -36,8 +36,11 @@ from tools.kernelgen.synth import print_triton
 from tools.kernelgen.synth import synthesize_elementwise
 from tools.kernelgen.synth.derive import _temporary_prefix
 from tools.kernelgen.synth.functions import Softplus
+from tools.kernelgen.synth.functions import Take
 from tools.kernelgen.synth.printer import POW_HELPER_SOURCE
 from tools.kernelgen.synth.printer import TANH_HELPER_SOURCE
+from tools.kernelgen.synth.printer import print_torch
+from tools.kernelgen.synth.printer import print_triton_index
 from tools.kernelgen.synth.rules import tensor_arguments
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -239,7 +242,24 @@ def test_every_op_of_the_table_is_exercised():
     exercised = {case.op for case in OP_CASES} | {"where", "gt", "ge", "lt", "le", "eq", "ne"}
     exercised |= {"logical_not", "logical_and", "logical_or", "masked_fill"}  # test_masks_...
     exercised |= {"zeros_like", "ones_like", "full_like"}  # test_constants_shaped_like_a_tensor
+    exercised |= {"take"}  # test_take_...; the losses of test_class_weights.py
     assert exercised == SUPPORTED_OPS
+
+
+def test_take_reads_a_per_class_input_at_a_class_index_and_prints_as_an_integer_index():
+    """take(weight, index): a loss's class weight of each row; the index keeps integer constants (a float literal
+    would make it a float tensor), on the host through the wrapper's _take (0 outside the classes, 1 without
+    weights)."""
+    names = ["weight", "target", "ignore_index"]
+    expr = parse_formula("where(target != ignore_index, take(weight, where(target < 0, 0, target)), 0)", names)
+    assert isinstance(expr.args[0][0], Take) and parse_formula(format_formula(expr), names) == expr
+    assert print_torch(expr) == (
+        "torch.where(ignore_index != target, _take(weight, torch.where(target < 0, 0, target)), 0.0)"
+    )
+    assert print_triton_index(expr.args[0][0].args[1]) == "tl.where(target < 0, 0, target)"
+    weight, target = make_symbols(["weight", "target"]).values()
+    with pytest.raises(ValueError, match="take: the values must be a per-class input"):
+        apply_op("take", 2 * weight, target)
 
 
 @pytest.mark.parametrize(

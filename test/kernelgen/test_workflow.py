@@ -310,9 +310,13 @@ def test_the_workspace_request_is_kept_and_another_reference_refused(run, tmp_pa
     other.write_text(REFERENCE.replace("0.5", "0.25"))
     line = one_line_error(run_kernelgen("workspace", NAME, "--reference", str(other), "--repo", str(root)))
     assert "holds another request" in line and "--force" in line
-    assert "this kernelgen generates triton" in one_line_error(
-        run_kernelgen("workspace", NAME, "--reference", str(other), "--backend", "tilelang", "--repo", str(root))
+    assert "--backend cuda: this kernelgen generates triton, tilelang" in one_line_error(
+        run_kernelgen("workspace", NAME, "--reference", str(other), "--backend", "cuda", "--repo", str(root))
     )
+    folder = tmp_path / "tl_work"
+    tilelang = ("--backend", "tilelang", "--workspace", str(folder), "--repo", str(root))
+    _ok(run_kernelgen("workspace", "other_gate", "--reference", str(other), *tilelang))
+    assert json.loads((folder / "request.json").read_text())["backend"] == "tilelang"
 
 
 def test_knowledge_names_the_closest_archived_kernel(run, tmp_path):
@@ -460,6 +464,20 @@ def test_runtime_comparison_names_each_figure_that_moved(run):
     # a --ncu run is re-run without Nsight Compute: its informational stage is not compared
     profiled = {**claimed, "stages": [*claimed["stages"], {"stage": "ncu", "verdict": "PASS", "summary": "2 kernels"}]}
     assert compare(profiled, claimed) == []
+
+
+def test_the_dsl_checks_find_tilelang_programs_and_the_launch_of_their_compiled_kernels():
+    # A TileLang kernel is a program factory building a @T.prim_func, launched as kernel = _compiled(program, ...)
+    from tools.kernelgen.workflow.static_checks import _Kernels
+
+    source = (Path(__file__).parent / "golden" / "dyt_tl" / "ops.py.golden").read_text()
+    kernels = _Kernels(source, "tilelang")
+    assert kernels.kernels == {"_dyt_tl_forward_program", "_dyt_tl_backward_program"}
+    methods = kernels.autograd_methods()["LigerDytTlFunction"]
+    assert kernels.reaches(methods["forward"]) and kernels.reaches(methods["backward"])
+    built_only = _Kernels(source.replace("    kernel(x, alpha, gamma, beta, y)\n", "", 1), "tilelang")
+    assert not built_only.reaches(built_only.autograd_methods()["LigerDytTlFunction"]["forward"])
+    assert _Kernels(source, "triton").kernels == set()  # the request's backend decides what a kernel is
 
 
 def test_verdicts_compare_whichever_spelling_a_file_uses():

@@ -33,6 +33,19 @@ def add_kernel_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repo", metavar="PATH", help="Liger checkout to change (default: this one)")
     parser.add_argument("--dry-run", action="store_true", help="print the unified diff of every change; write nothing")
     parser.add_argument("--save-profile", metavar="FILE", help="also write the profile used to FILE")
+    add_backend_option(parser)
+
+
+def add_backend_option(parser: argparse.ArgumentParser) -> None:
+    from tools.kernelgen.profile import BACKENDS
+
+    parser.add_argument(
+        "--backend",
+        choices=BACKENDS,
+        default=None,
+        help="kernel language of the ops file (default: the profile's, else triton); tilelang: tier-1 kernels, "
+        'needs the optional extra: pip install -e ".[tilelang]"',
+    )
 
 
 def add_modify_options(parser: argparse.ArgumentParser) -> None:
@@ -133,6 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
     analyze.add_argument("reference", metavar="REF", help="built-in name, file.py, file.py:Symbol, or - (stdin)")
     analyze.add_argument("-o", "--output", metavar="FILE", help="write the profile YAML here (default: stdout)")
     analyze.add_argument("--name", help="kernel name (default: from the reference)")
+    add_backend_option(analyze)
 
     commands.add_parser("references", help="list the built-in references")
 
@@ -269,7 +283,7 @@ def add_workflow_commands(commands) -> None:
         "--backward", choices=("yes", "no"), default="yes", help="whether a backward is wanted (default: yes)"
     )
     workspace.add_argument(
-        "--backend", default="triton", help="kernel language: triton, or another one `new --backend` offers"
+        "--backend", default="triton", help="kernel language, as `new --backend` takes it: triton (default) or tilelang"
     )
     workspace.add_argument("--workspace", metavar="DIR", help="the folder (default: .kernelgen-work/NAME/)")
     workspace.add_argument("--repo", metavar="PATH", help="Liger checkout (default: this one)")
@@ -298,6 +312,22 @@ def add_workflow_commands(commands) -> None:
     audit.add_argument("--static", action="store_true", help="the static checks only (no validate re-run)")
 
 
+def with_backend(profile, backend: str | None):
+    """``profile`` with the kernel language ``--backend`` asks for (None: the profile's own)."""
+    if backend is not None:
+        profile.backend = backend
+    return profile
+
+
+def check_backend(profile) -> None:
+    """Refuse, before anything is written, kernels in a language whose package is not installed."""
+    from tools.kernelgen.backends import missing_backend
+
+    problem = missing_backend(profile.backend)
+    if problem:
+        raise CliError(f"{problem}; nothing written")
+
+
 def _profile_for_new(args):
     from tools.kernelgen.profile import load_profile
 
@@ -305,7 +335,7 @@ def _profile_for_new(args):
         profile = load_profile(args.profile)
         if profile.operation_name != args.name:
             profile = profile.renamed(args.name)
-        return profile
+        return with_backend(profile, args.backend)
     reference = args.reference
     if reference is None:
         from tools.kernelgen.analyze.references import list_builtin_references
@@ -319,7 +349,8 @@ def _profile_for_new(args):
         reference = args.name
     from tools.kernelgen.analyze import analyze_for_checkout
 
-    return analyze_for_checkout(reference, name=args.name, repo_root=Path(args.repo).resolve() if args.repo else None)
+    root = Path(args.repo).resolve() if args.repo else None
+    return with_backend(analyze_for_checkout(reference, name=args.name, repo_root=root), args.backend)
 
 
 def cmd_new(args) -> int:
@@ -338,6 +369,7 @@ def cmd_new(args) -> int:
     repo = LigerRepo.open(args.repo)
     check_new_target(repo, args.name, force=args.force)  # before the analysis: its advice would not apply
     profile = _profile_for_new(args)
+    check_backend(profile)
     if args.fused_linear:
         if profile.tier != 3:
             raise CliError(
@@ -371,7 +403,9 @@ def cmd_analyze(args) -> int:
     if args.name is not None:
         check_kernel_name(args.name)
     check_output_path(args.output, "-o")
-    profile = analyze_for_checkout(args.reference, name=args.name)
+    profile = with_backend(analyze_for_checkout(args.reference, name=args.name), args.backend)
+    if args.backend:
+        profile.validate(f"for {profile.operation_name}")  # a backend the reference cannot have, in one line
     text = dump_yaml(profile)
     if args.output:
         write_all(Path.cwd(), {str(Path(args.output).resolve()): text}, create_dirs=False)
@@ -412,6 +446,8 @@ def cmd_modify(args) -> int:
     profile = profile_for_modify(repo, args.name, profile_path=args.profile, reference=args.reference)
     if profile.operation_name != args.name:
         profile = profile.renamed(args.name)
+    profile = with_backend(profile, args.backend)
+    check_backend(profile)
     plan = plan_modify(repo, args.name, profile, sides=sides, tests_only=args.tests_only)
     if plan.verify is not None and not plan.conflicted:
         verify_plan(repo, plan)  # before anything is reported as done: a failed check writes nothing
@@ -515,23 +551,16 @@ def cmd_samples(args) -> int:
     return 0
 
 
-def backends() -> tuple[str, ...]:
-    """Kernel languages ``new`` generates: the choices of its ``--backend`` option, Triton when it has none."""
-    # argparse keeps a sub-command's options on its parser only: read them there (one parser, no copy of the list).
-    new = build_parser()._subparsers._group_actions[0].choices["new"]
-    option = next((a for a in new._actions if "--backend" in a.option_strings), None)
-    return tuple(option.choices) if option is not None and option.choices else ("triton",)
-
-
 def cmd_workspace(args) -> int:
     from tools.kernelgen.layout import check_kernel_name
+    from tools.kernelgen.profile import BACKENDS
     from tools.kernelgen.repo import LigerRepo
     from tools.kernelgen.workflow.request import WorkflowError
     from tools.kernelgen.workflow.request import create_workspace
 
     check_kernel_name(args.name)
-    if args.backend not in backends():
-        raise CliError(f"--backend {args.backend}: this kernelgen generates {', '.join(backends())}")
+    if args.backend not in BACKENDS:
+        raise CliError(f"--backend {args.backend}: this kernelgen generates {', '.join(BACKENDS)}")
     repo = LigerRepo.open(args.repo)
     try:
         folder, request, outcome = create_workspace(

@@ -29,17 +29,22 @@ from tools.kernelgen.profile import benchmark_size
 from tools.kernelgen.profile import hyper_cases
 from tools.kernelgen.render.dtensor import DTensorView
 from tools.kernelgen.render.dtensor import dtensor_view
+from tools.kernelgen.render.text import Defaulted
 from tools.kernelgen.render.text import fstring_chunks
 from tools.kernelgen.render.text import signature
 from tools.kernelgen.render.text import split_reference
 from tools.kernelgen.render.text import wrap_docstring
 from tools.kernelgen.synth import parse_formula
 from tools.kernelgen.synth.printer import INPUT_DTYPE
+from tools.kernelgen.synth.printer import TAKE_HELPER
+from tools.kernelgen.synth.printer import TAKE_HELPER_SOURCE
 from tools.kernelgen.synth.printer import jit_helper_sources
 from tools.kernelgen.synth.printer import print_torch
 
 # An MLP's (hidden, intermediate) sizes when benchmark.fixed_config leaves them out (Llama 2 7B's).
 DEFAULT_MLP_SIZES = (4096, 11008)
+# How generated files name each kernel language (the profile's ``backend``).
+BACKEND_NAMES = {"triton": "Triton", "tilelang": "TileLang"}
 # Helpers of ``liger_kernel.ops.utils`` the templates use when the target checkout has them (this host has all).
 OPTIONAL_TARGET_HELPERS = frozenset({"get_num_sms"})
 
@@ -50,6 +55,8 @@ class KernelView:
 
     name: str
     tier: int
+    backend: str  # the kernel language (profile.backend)
+    backend_name: str  # ... as generated files name it: Triton, TileLang
     function_class: str
     module_class: str
     functional: str
@@ -73,6 +80,8 @@ class KernelView:
     reference_origin: str
     reference_entry: str
     reference_kind: str
+    reference_inputs: list[str]  # the inputs the reference is called with
+    reference_attributes: list[tuple[str, str]]  # (attribute, input): what a module reference holds itself
     # get_num_sms for persistent grids: "import"ed from the target's ops/utils.py, "define"d in the ops file, or None
     num_sms: str | None
 
@@ -107,6 +116,30 @@ class ElementwiseOpsView:
     programs_per_sm: int
     num_warps: int | None
     dtensor: DTensorView
+
+
+@dataclass(frozen=True)
+class TileLangProgram:
+    """One TileLang program of a tier-1 kernel: what its builder is compiled for and what its launch passes.
+
+    ``settings`` are the builder's arguments, compiled in (dtypes, the width, row strides, flags, the tile), with the
+    host expressions that give them (``setting_values``); ``buffers`` are the program's tensors with their TileLang
+    types (``{name}_global``), ``scalars`` its runtime numbers; ``call_args`` what the wrapper passes, in order."""
+
+    settings: list[str]
+    setting_values: list[str]
+    buffers: list[tuple[str, str]]
+    scalars: list[tuple[str, str]]
+    call_args: list[str]
+
+
+@dataclass(frozen=True)
+class TileLangOpsView(ElementwiseOpsView):
+    """Tier 1 in TileLang (``backend: tilelang``): the same math and host code, TileLang programs for the kernels."""
+
+    forward_program: TileLangProgram
+    backward_program: TileLangProgram
+    first_partial: str  # the partial-sum buffer always allocated: it carries the number of row programs
 
 
 @dataclass(frozen=True)
@@ -184,6 +217,8 @@ class LossOpsView:
 
     element_inputs: list[str]  # [rows, n_cols] tensors
     row_inputs: list[str]  # one class index per row
+    class_inputs: list[str]  # [n_cols] tensors shared by every row (class weights; None: 1 for every class)
+    picks: list[LossPickView]  # per-class values at a class index, loaded once per row
     kernel_hypers: list[str]  # the numbers the formulas read
     grad_inputs: list[str]
     grad_names: list[str]  # grad_{input}
@@ -191,11 +226,12 @@ class LossOpsView:
     outputs: list[str]
     loss: str
     init: list[str]
-    passes: list[tuple[list[str], list[str]]]  # (per-element inputs loaded, statements) per pass
+    passes: list[tuple[list[str], list[str], list[str]]]  # (inputs, per-class inputs loaded, statements) per pass
     outputs_block: list[str]
     adjoints: list[str]
     gradient: list[str]
     gradient_loads: list[str]
+    gradient_class_loads: list[str]
     gradient_pass: int | None
     gate: str | None
     chooser: str | None  # the str hyper-parameter that picks the reduction
@@ -208,10 +244,23 @@ class LossOpsView:
     domains: list[tuple[str, str]]  # every input with what tests draw for it
     apply_returns: list[str]
     jit_helpers: list[str]  # sources of the jit helpers the kernels call (_tanh, _pow)
+    host_helpers: list[str]  # sources of the wrapper's helpers (_take of a denominator that reads class weights)
     precision_note: list[str]
     gradient_note: list[str]  # the derived gradient formulas, as comment lines above the backward math
     block_elements: int
     num_warps: int | None
+    # Tests: the module built with the per-class inputs (``arguments``: the inputs) and called with the others
+    module_call: str | None
+
+
+@dataclass(frozen=True)
+class LossPickView:
+    """``name = values[index]`` of a per-class input at a class index (``weight_target``), 0 outside the classes."""
+
+    name: str
+    values: str
+    index: str  # the index as a name: a row input, or ``index_line``'s target
+    index_line: str | None  # ``NAME_index = <expression>`` when the index is computed
 
 
 @dataclass(frozen=True)
@@ -220,7 +269,9 @@ class ModuleView:
     init_params: list[InitParameter | HyperParameter]
     init_signature: str
     attributes: list[str]  # constructor arguments kept as attributes (not a flag named like its parameter)
+    buffers: list[str]  # constructor arguments kept as buffers: per-class inputs (class weights), as torch's losses
     forward_signature: str  # the module's forward arguments (the kernel's tensors)
+    apply_inputs: list[str]  # the kernel's tensors as forward passes them on (a buffer as self.<name>)
     param_init: dict[str, str]
     self_params: list[str]
     self_hypers: list[str]
@@ -261,7 +312,7 @@ class BenchmarkView:
 @dataclass(frozen=True)
 class KernelViews:
     kernel: KernelView
-    ops: ElementwiseOpsView | RowProgramOpsView | RowOpsView | LossOpsView
+    ops: ElementwiseOpsView | TileLangOpsView | RowProgramOpsView | RowOpsView | LossOpsView
     module: ModuleView
     test: TestView
     bench: BenchmarkView
@@ -280,10 +331,12 @@ def build_views(profile: KernelProfile, helpers: frozenset[str] = OPTIONAL_TARGE
     }
     if profile.template not in ops_builders:
         raise ValueError(f"tier {profile.tier} has no templates")
+    if profile.backend == "tilelang":
+        ops_builders["elementwise"] = _tilelang_ops
     return KernelViews(
         kernel=kernel_view(profile, helpers),
         ops=ops_builders[profile.template](profile),
-        module=_module_view(profile),
+        module=module_view(profile),
         test=test_view(profile),
         bench=_benchmark_view(profile),
     )
@@ -304,6 +357,8 @@ def kernel_view(profile: KernelProfile, helpers: frozenset[str] = OPTIONAL_TARGE
     return KernelView(
         name=profile.operation_name,
         tier=profile.tier,
+        backend=profile.backend,
+        backend_name=BACKEND_NAMES[profile.backend],
         function_class=profile.function_class_name,
         module_class=profile.module_class_name,
         functional=profile.functional_name,
@@ -320,17 +375,32 @@ def kernel_view(profile: KernelProfile, helpers: frozenset[str] = OPTIONAL_TARGE
         ],
         hypers=profile.hyperparameters,
         hyper_names=hyper_names,
-        signature=signature(inputs + [prm.name for prm in params] + profile.hyperparameters),
+        signature=signature(_tensor_arguments(profile) + [prm.name for prm in params] + profile.hyperparameters),
         call_args=inputs + [prm.name for prm in params] + hyper_names,
-        docstring=wrap_docstring(f"{formula}\n\nForward and backward in Triton, generated by kernelgen from {origin}."),
+        docstring=wrap_docstring(
+            f"{formula}\n\nForward and backward in {BACKEND_NAMES[profile.backend]}, generated by kernelgen from {origin}."
+        ),
         functional_docstring=wrap_docstring(f"{formula}; see ``{profile.function_class_name}``."),
         reference_imports=imports,
         reference_body=body,
         reference_origin=profile.reference.origin,
         reference_entry=profile.reference.entry,
         reference_kind=profile.reference.kind,
+        reference_inputs=[t.name for t in profile.inputs if not t.attribute],
+        reference_attributes=[(t.attribute, t.name) for t in profile.inputs if t.attribute],
         num_sms=num_sms,
     )
+
+
+def _tensor_arguments(profile: KernelProfile) -> list:
+    """The inputs as arguments: per-class ones (class weights) after the last other tensor default to None, as
+    torch's ``weight=None``."""
+    arguments: list = [t.name for t in profile.inputs]
+    for index in reversed(range(len(profile.inputs))):
+        if not profile.inputs[index].per_class:
+            break
+        arguments[index] = Defaulted(profile.inputs[index].name, None)
+    return arguments
 
 
 def _initial_value(prm: LearnableParameter) -> float:
@@ -388,7 +458,13 @@ def _gradient_note(formulas: dict[str, str]) -> list[str]:
 
 
 def _elementwise_ops(profile: KernelProfile) -> ElementwiseOpsView:
+    return ElementwiseOpsView(**_elementwise_fields(profile))
+
+
+def _elementwise_fields(profile: KernelProfile) -> dict[str, Any]:
+    """The fields of ``ElementwiseOpsView``: the statements in the profile's kernel language, the host code's names."""
     math = elementwise_math(profile)
+    triton = profile.backend == "triton"
     inputs = [t.name for t in profile.inputs]
     outputs = [t.name for t in profile.outputs]
     grad_inputs = [t.name for t in profile.inputs if t.requires_grad]
@@ -398,9 +474,10 @@ def _elementwise_ops(profile: KernelProfile) -> ElementwiseOpsView:
     forward_reads, backward_reads = set(math.forward_uses), set(math.backward_uses)
     grad_outputs = [f"grad_{name}" for name in outputs]
     tiling = profile.tiling
-    return ElementwiseOpsView(
-        forward=_with_input_dtype(math.forward, inputs[0]),
-        backward=_with_input_dtype(math.backward, inputs[0]),
+    return dict(
+        # TileLang programs take the inputs' dtype as an argument; Triton kernels read it from a pointer.
+        forward=_with_input_dtype(math.forward, inputs[0]) if triton else math.forward,
+        backward=_with_input_dtype(math.backward, inputs[0]) if triton else math.backward,
         forward_inputs=[name for name in inputs if name in forward_reads],
         forward_params=[prm for prm in params if prm.name in forward_reads],
         backward_inputs=[name for name in inputs if name in backward_reads],
@@ -415,7 +492,7 @@ def _elementwise_ops(profile: KernelProfile) -> ElementwiseOpsView:
             else f"grad_{prm.name}_partial"
             for prm in params
         ],
-        jit_helpers=jit_helper_sources(math.forward + math.backward),
+        jit_helpers=jit_helper_sources(math.forward + math.backward) if triton else [],
         in_place=_in_place_gradients(profile),
         precision_note=_precision_note(math.precision_sensitive_ops, profile.math.rounding),
         gradient_note=_gradient_note(math.gradient_formulas),
@@ -433,6 +510,63 @@ def _elementwise_ops(profile: KernelProfile) -> ElementwiseOpsView:
         programs_per_sm=tiling.programs_per_sm,
         num_warps=tiling.num_warps,
         dtensor=dtensor_view(profile, grad_inputs, grad_outputs),
+    )
+
+
+def _tilelang_ops(profile: KernelProfile) -> TileLangOpsView:
+    fields = _elementwise_fields(profile)
+    math = elementwise_math(profile)
+    inputs = [t.name for t in profile.inputs]
+    params = profile.parameters
+    first = inputs[0]
+    optional = [prm.name for prm in params if prm.enabled_by]
+    constants = [
+        hp.name for hp in profile.hyperparameters if hp.constexpr and hp.name in profile.formula_hyperparameters
+    ]
+    runtime = [name for name in profile.formula_hyperparameters if name not in constants]
+
+    def param_settings() -> tuple[list[str], list[str]]:
+        names = [f"{prm.name}_dtype" for prm in params] + [f"HAS_{name.upper()}" for name in optional] + constants
+        values = [
+            f"{prm.name}.dtype if {prm.name} is not None else {first}.dtype" if prm.enabled_by else f"{prm.name}.dtype"
+            for prm in params
+        ]
+        values += [f"{name} is not None" for name in optional] + constants
+        return names, values
+
+    def rows_type(name: str, strided: bool) -> str:
+        stride = f"{name}_row_stride" if strided else "n_cols"
+        return f"T.StridedTensor((n_rows, n_cols), ({stride}, 1), {INPUT_DTYPE})"
+
+    def param_buffers() -> list[tuple[str, str]]:
+        shapes = {"channel": "(n_cols,)", "scalar": "(1,)"}
+        return [(f"{prm.name}_global", f"T.Tensor({shapes[prm.shape]}, {prm.name}_dtype)") for prm in params]
+
+    def program(strided: list[str], written: list[str], reads: set[str], partials: list[str]) -> TileLangProgram:
+        names, values = param_settings()
+        buffers = [(f"{name}_global", rows_type(name, True)) for name in strided]
+        buffers += param_buffers()
+        buffers += [(f"{name}_global", f"T.Tensor((n_rows, n_cols), {INPUT_DTYPE})") for name in written]
+        buffers += [(name, 'T.Tensor((n_partial_rows, n_cols), "float32")') for name in partials]
+        scalars = [(name, "T.float32") for name in runtime if name in reads]
+        return TileLangProgram(
+            settings=[INPUT_DTYPE, "n_cols", *(f"{name}_row_stride" for name in strided), *names]
+            + ["block_rows", "block_cols", "threads"],
+            setting_values=[f"{first}.dtype", "n_cols", *(f"{name}.stride(0)" for name in strided), *values]
+            + ["block_rows", "block_cols", "threads"],
+            buffers=buffers,
+            scalars=scalars,
+            call_args=[name.removesuffix("_global") for name, _ in buffers] + [name for name, _ in scalars],
+        )
+
+    outputs = [t.name for t in profile.outputs]
+    grad_outputs = [f"grad_{name}" for name in outputs]
+    partials = [f"grad_{prm.name}_partial" for prm in params]
+    return TileLangOpsView(
+        **fields,
+        forward_program=program(inputs, outputs, set(math.forward_uses), []),
+        backward_program=program(grad_outputs + inputs, fields["grad_input_names"], set(math.backward_uses), partials),
+        first_partial=partials[0] if partials else "",
     )
 
 
@@ -533,17 +667,21 @@ def _row_ops(profile: KernelProfile) -> RowOpsView:
 
 def _loss_ops(profile: KernelProfile) -> LossOpsView:
     math = loss_math(profile)
-    element = [t.name for t in profile.inputs if t.dtype != "int64"]
+    element = [t.name for t in profile.inputs if t.dtype != "int64" and not t.per_class]
+    per_class = [t.name for t in profile.inputs if t.per_class]
     grad_inputs = [t.name for t in profile.inputs if t.requires_grad]
     in_place = profile.backward.in_place_gradients
     if in_place is None:  # as Liger's cross entropy: logits scored against class indices are dead after the loss
         in_place = any(t.dtype == "int64" for t in profile.inputs)
     statements = math.init + [line for lines in math.passes for line in lines] + math.outputs_block + math.gradient
-    reductions = _loss_reductions(profile)
+    reductions = loss_reductions(profile)
     mean = next((r for r in reductions if r.kind == "mean"), None)
+    denominators = " ".join(r.denominator for r in reductions)
     return LossOpsView(
         element_inputs=element,
         row_inputs=[t.name for t in profile.inputs if t.dtype == "int64"],
+        class_inputs=per_class,
+        picks=[_loss_pick(name, values, index) for name, values, index in math.picks],
         kernel_hypers=list(profile.formula_hyperparameters),
         grad_inputs=grad_inputs,
         grad_names=[f"grad_{name}" for name in grad_inputs],
@@ -551,11 +689,15 @@ def _loss_ops(profile: KernelProfile) -> LossOpsView:
         outputs=[t.name for t in profile.outputs],
         loss=profile.outputs[0].name,
         init=math.init,
-        passes=[([n for n in element if n in reads], lines) for reads, lines in zip(math.pass_reads, math.passes)],
+        passes=[
+            ([n for n in element if n in reads], [n for n in per_class if n in reads], lines)
+            for reads, lines in zip(math.pass_reads, math.passes)
+        ],
         outputs_block=math.outputs_block,
         adjoints=math.adjoints,
         gradient=math.gradient,
         gradient_loads=[name for name in element if name in math.gradient_reads],
+        gradient_class_loads=[name for name in per_class if name in math.gradient_reads],
         gradient_pass=math.gradient_pass,
         gate=math.gate,
         chooser=profile.math.loss.reduction if profile.math.loss.reduction not in LOSS_REDUCTIONS else None,
@@ -570,6 +712,7 @@ def _loss_ops(profile: KernelProfile) -> LossOpsView:
             (t.name, "class indices" if t.dtype == "int64" else t.domain or profile.test.input_domain)
             for t in profile.inputs
         ],
+        module_call=_loss_module_call(profile) if per_class else None,
         reduction_kinds=[
             (kind, [r.value for r in reductions if r.kind == kind])
             for kind in ("none", "sum", "mean")
@@ -578,11 +721,28 @@ def _loss_ops(profile: KernelProfile) -> LossOpsView:
         apply_returns=[f"grad_{name}" if name in grad_inputs else "None" for name in [t.name for t in profile.inputs]]
         + ["None"] * len(profile.hyperparameters),
         jit_helpers=jit_helper_sources(statements),
+        host_helpers=[TAKE_HELPER_SOURCE] if f"{TAKE_HELPER}(" in denominators else [],
         precision_note=_precision_note(math.precision_sensitive_ops),
         gradient_note=_gradient_note(math.gradient_formulas),
         block_elements=profile.tiling.block_elements or _loss_block_elements(math),
         num_warps=profile.tiling.num_warps,
     )
+
+
+def _loss_pick(name: str, values: str, index: str) -> LossPickView:
+    if index.isidentifier():
+        return LossPickView(name, values, index, None)
+    return LossPickView(name, values, f"{name}_index", f"{name}_index = {index}")
+
+
+def _loss_module_call(profile: KernelProfile) -> str:
+    """The generated loss module as tests call it: per-class inputs (class weights) given to the constructor, the
+    other inputs to forward, from a list ``arguments`` of every input."""
+    positions = {t.name: index for index, t in enumerate(profile.inputs)}
+    init = [f"{t.name}=arguments[{positions[t.name]}]" for t in profile.inputs if t.per_class]
+    init += [f"{hp.name}=hyper[{hp.name!r}]" for hp in profile.hyperparameters]
+    forward = [f"arguments[{positions[t.name]}]" for t in profile.inputs if not t.per_class]
+    return f"{profile.module_class_name}({', '.join(init)})({', '.join(forward)})"
 
 
 def _loss_block_elements(math) -> int:
@@ -602,9 +762,11 @@ def _ignored(profile: KernelProfile, math) -> dict[str, str]:
     return {name: ints[0] for name in indices} if ints else {}
 
 
-def _loss_reductions(profile: KernelProfile) -> list[LossReductionView]:
+def loss_reductions(profile: KernelProfile, renames: dict[str, str] | None = None) -> list[LossReductionView]:
+    """The reductions a loss offers; ``renames``: other names of inputs where the denominators are printed (a fused
+    linear kernel's ``class_weight``)."""
     loss = profile.math.loss
-    row_inputs = {t.name for t in profile.inputs if t.dtype == "int64"}
+    row_inputs = {t.name for t in profile.inputs if t.dtype == "int64" or t.per_class}
     listed = {choice.value: choice for choice in loss.choices}
     if loss.reduction in LOSS_REDUCTIONS:
         values = [loss.reduction]
@@ -616,6 +778,9 @@ def _loss_reductions(profile: KernelProfile) -> list[LossReductionView]:
         kind, denominator = (listed[value].reduction, listed[value].denominator) if value in listed else (value, "")
         expr = sympy.sympify(
             parse_formula(denominator or loss.denominator, [*row_inputs, *profile.formula_hyperparameters, "n_cols"])
+        )
+        expr = expr.xreplace(
+            {sympy.Symbol(old, real=True): sympy.Symbol(new, real=True) for old, new in (renames or {}).items()}
         )
         views.append(
             LossReductionView(
@@ -647,9 +812,14 @@ def _param_init(profile: KernelProfile, size_param: str) -> dict[str, str]:
     return inits
 
 
-def _module_view(profile: KernelProfile) -> ModuleView:
+def module_view(profile: KernelProfile, renames: dict[str, str] | None = None) -> ModuleView:
+    """The module's view; ``renames``: other names of per-class inputs (a fused linear kernel's ``class_weight``)."""
     params = profile.parameters
-    init_params = list(profile.module.init_params)
+    # Per-class inputs (class weights) come first, as torch's and Liger's losses take ``weight=None``.
+    per_class = [(renames or {}).get(t.name, t.name) for t in profile.inputs if t.per_class]
+    init_params = [InitParameter(name=name, default=None) for name in per_class]
+    own_names = {t.name for t in profile.inputs if t.per_class}  # a module reference's weight=None argument
+    init_params += [ip for ip in profile.module.init_params if ip.name not in own_names | set(per_class)]
     init_names = {ip.name for ip in init_params}
     size_param = profile.module.size_param
     if params and size_param not in init_names:
@@ -663,16 +833,18 @@ def _module_view(profile: KernelProfile) -> ModuleView:
     if profile.module.kind == "mlp":
         fields = ["hidden_size", "intermediate_size"] + hyper_names
     else:
-        fields = [ip.name for ip in init_params if ip.name not in [p.name for p in params]]
-    required = {ip.name for ip in profile.module.init_params if ip.default is None}
+        fields = [ip.name for ip in init_params if ip.name not in [p.name for p in params] + per_class]
+    required = {ip.name for ip in profile.module.init_params if ip.default is None and ip.name not in per_class}
     if params:
         required.add(size_param)
     return ModuleView(
         kind=profile.module.kind,
         init_params=init_params,
         init_signature=signature(init_params, frozenset(required)),
-        attributes=[ip.name for ip in init_params if ip.name not in {p.name for p in params}],
-        forward_signature=", ".join(t.name for t in profile.inputs),
+        attributes=[ip.name for ip in init_params if ip.name not in {p.name for p in params} | set(per_class)],
+        buffers=per_class,
+        forward_signature=", ".join(t.name for t in profile.inputs if not t.per_class),
+        apply_inputs=[f"self.{t.name}" if t.per_class else t.name for t in profile.inputs],
         param_init=_param_init(profile, size_param),
         self_params=[f"self.{prm.name}" for prm in params],
         self_hypers=[f"self.{name}" for name in hyper_names],

@@ -1,10 +1,12 @@
-"""Derive the forward and backward Triton statements of an element-wise (tier 1) op.
+"""Derive the forward and backward statements of an element-wise (tier 1) op, in Triton or TileLang.
 
 Every gradient comes from ``sympy.diff`` of the forward expression, chained with the incoming gradients
 ``grad_{output}`` (summed over outputs). Each expression is simplified within a bounded budget, common
 subexpressions are hoisted with ``sympy.cse`` across all outputs (forward) or all gradients (backward) jointly, and
-everything is printed by ``TritonPrinter``. The backward reads only inputs, parameters, hyperparameters and
-``grad_{output}``: it recomputes the activations it needs (Liger style, save inputs only).
+everything is printed by the kernel language's printer (``TritonPrinter`` or ``TileLangPrinter``): the math is
+derived once (``derive_elementwise``) and printed in either language (``print_elementwise``). The backward reads
+only inputs, parameters, hyperparameters and ``grad_{output}``: it recomputes the activations it needs (Liger
+style, save inputs only).
 
 For a parameter, ``grad_{name}`` is its per-element contribution; the template sums it over rows ("channel") or
 over everything ("scalar").
@@ -19,8 +21,8 @@ from tools.kernelgen.synth.functions import CastToInput
 from tools.kernelgen.synth.functions import LogSigmoid
 from tools.kernelgen.synth.functions import Sigmoid
 from tools.kernelgen.synth.functions import Softplus
+from tools.kernelgen.synth.printer import TritonPrinter
 from tools.kernelgen.synth.printer import format_formula
-from tools.kernelgen.synth.printer import print_triton
 from tools.kernelgen.synth.rules import is_condition
 from tools.kernelgen.synth.simplify import simplify_bounded
 from tools.kernelgen.synth.symbols import make_symbols
@@ -30,7 +32,7 @@ PARAMETER_KINDS = ("channel", "scalar")
 
 @dataclass
 class ElementwiseMath:
-    forward: list[str]  # Triton statements; the last ones assign every output name
+    forward: list[str]  # statements of the kernel language; the last ones assign every output name
     backward: list[str]  # statements assigning grad_{name} for every input and parameter
     forward_uses: list[str]  # inputs/parameters/hyperparameters the forward reads (sorted)
     backward_uses: list[str]  # inputs/parameters/hyperparameters/grad_{output} the backward reads (sorted)
@@ -68,7 +70,7 @@ def _temporary_prefix(expr: sympy.Basic) -> str:
     return "t"
 
 
-def _statements(assignments: dict[str, sympy.Expr], taken: set[str]) -> list[str]:
+def _statements(assignments: dict[str, sympy.Expr], taken: set[str], printer) -> list[str]:
     """``name = expr`` lines for ``assignments``, common subexpressions first as readably named temporaries."""
     names = list(assignments)
     placeholders = sympy.numbered_symbols("_cse", real=True)
@@ -88,9 +90,9 @@ def _statements(assignments: dict[str, sympy.Expr], taken: set[str]) -> list[str
             if candidate not in taken:
                 break
         renames[placeholder] = sympy.Symbol(candidate, real=True)
-        lines.append(f"{candidate} = {print_triton(expr)}")
+        lines.append(f"{candidate} = {printer.doprint(expr)}")
     for name, expr in zip(names, reduced):
-        lines.append(f"{name} = {print_triton(expr.xreplace(renames))}")
+        lines.append(f"{name} = {printer.doprint(expr.xreplace(renames))}")
     return lines
 
 
@@ -202,13 +204,22 @@ def _rounded_reverse_mode(forward_exprs, seeds, leaves: dict[str, sympy.Symbol])
     return gradients
 
 
-def synthesize_elementwise(
+@dataclass(frozen=True)
+class ElementwiseDerivation:
+    """The derived math before printing: each output's and each gradient's simplified expression."""
+
+    forward: dict[str, sympy.Expr]  # output -> expression
+    gradients: dict[str, sympy.Expr]  # grad_{input or parameter} -> expression (0 when identically zero)
+    taken: frozenset[str]  # every name the statements may not reuse for a temporary
+
+
+def derive_elementwise(
     outputs: dict[str, sympy.Expr],
     inputs: list[str],
     parameters: dict[str, str] | None = None,
     hyperparameters: list[str] | None = None,
-) -> ElementwiseMath:
-    """Forward and backward statements of the element-wise op ``outputs`` (name -> expression over the names)."""
+) -> ElementwiseDerivation:
+    """Forward and gradient expressions of the element-wise op ``outputs`` (name -> expression over the names)."""
     parameters = dict(parameters or {})
     hyperparameters = list(hyperparameters or [])
     for name, kind in parameters.items():
@@ -237,13 +248,22 @@ def synthesize_elementwise(
                 derivative = simplify_bounded(_drop_singular_terms(sympy.diff(expr, symbols[name])))
                 terms.append(grad_outputs[f"grad_{output}"] * derivative)
             gradients[f"grad_{name}"] = sympy.Add(*terms)
+    taken = frozenset(set(symbols) | set(outputs) | set(grad_outputs) | set(gradients))
+    return ElementwiseDerivation(forward=forward_exprs, gradients=gradients, taken=taken)
 
-    taken = set(symbols) | set(outputs) | set(grad_outputs) | set(gradients)
-    forward = _statements(forward_exprs, taken)
+
+def print_elementwise(derivation: ElementwiseDerivation, printer_class=TritonPrinter) -> ElementwiseMath:
+    """The derived math as statements of the kernel language ``printer_class`` prints."""
+    printer = printer_class()
+    taken = set(derivation.taken)
+    forward_exprs, gradients = derivation.forward, derivation.gradients
+    forward = _statements(forward_exprs, taken, printer)
     nonzero = {name: expr for name, expr in gradients.items() if expr != 0}
-    backward = _statements(nonzero, taken) if nonzero else []
-    # A gradient that is identically zero still has to be a tensor the template can store.
-    backward += [f"{name} = tl.zeros_like({name[len('grad_') :]})" for name, expr in gradients.items() if expr == 0]
+    backward = _statements(nonzero, taken, printer) if nonzero else []
+    # A gradient that is identically zero still has to be a value the template can store.
+    backward += [
+        f"{name} = {printer.zeros_like(name[len('grad_') :])}" for name, expr in gradients.items() if expr == 0
+    ]
 
     forward_uses = {symbol.name for expr in forward_exprs.values() for symbol in expr.free_symbols}
     backward_uses = {symbol.name for expr in nonzero.values() for symbol in expr.free_symbols}
@@ -259,4 +279,23 @@ def synthesize_elementwise(
     )
 
 
-__all__ = ["PARAMETER_KINDS", "ElementwiseMath", "make_symbols", "synthesize_elementwise"]
+def synthesize_elementwise(
+    outputs: dict[str, sympy.Expr],
+    inputs: list[str],
+    parameters: dict[str, str] | None = None,
+    hyperparameters: list[str] | None = None,
+    printer_class=TritonPrinter,
+) -> ElementwiseMath:
+    """Forward and backward statements of the element-wise op ``outputs`` (name -> expression over the names)."""
+    return print_elementwise(derive_elementwise(outputs, inputs, parameters, hyperparameters), printer_class)
+
+
+__all__ = [
+    "PARAMETER_KINDS",
+    "ElementwiseDerivation",
+    "ElementwiseMath",
+    "derive_elementwise",
+    "make_symbols",
+    "print_elementwise",
+    "synthesize_elementwise",
+]

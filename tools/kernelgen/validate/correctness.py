@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from tools.kernelgen.validate.report import FAIL
 from tools.kernelgen.validate.report import PASS
+from tools.kernelgen.validate.report import SKIP
 from tools.kernelgen.validate.report import StageResult
 from tools.kernelgen.validate.report import Target
 from tools.kernelgen.validate.workers import WorkerFailed
@@ -31,6 +32,8 @@ def block(report: dict) -> str:
 def result_of(report: dict) -> StageResult:
     """The stage's result from a worker report (a stage whose kernel raised makes the run a crash; a sampler's input
     set that broke the kernel is a failed set, counted in ``samples_failed``, not a crash)."""
+    if "skipped" in report:  # a kernel that cannot run on this machine (TileLang without a GPU)
+        return StageResult("correctness", SKIP, report["skipped"], {"cuda": report["cuda"], "stages": {}})
     figures = {
         "cuda": report["cuda"],
         "stages": {s["stage"]: s["verdict"] for s in report["stages"]},
@@ -55,5 +58,6 @@ def run(target: Target) -> StageResult:
         report = run_worker(WORKER, target, "correctness.json", extra=extra)
     except WorkerFailed as error:
         return StageResult("correctness", FAIL, f"the correctness run crashed: {error}", crashed=True)
-    print(block(report))
+    if "skipped" not in report:
+        print(block(report))
     return result_of(report)

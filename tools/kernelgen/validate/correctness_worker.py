@@ -324,11 +324,17 @@ def _crash(error: BaseException) -> str:
     return f"{_one_line(error)} ({Path(where.filename).name}:{where.lineno})"
 
 
+# Why a kernel cannot run here: TileLang compiles for CUDA GPUs only (there is no CPU interpreter as for Triton).
+NO_CUDA_FOR_TILELANG = "TileLang kernels run on CUDA GPUs only; run validate on a GPU machine with tilelang installed"
+
+
 def run(repo: Path, name: str, spec: dict | None = None, samples_path: str | None = None) -> dict:
     device = "cuda" if CUDA else "cpu"
     report = {"device": torch.cuda.get_device_name() if CUDA else "cpu (Triton interpreter)", "cuda": CUDA}
     torch.manual_seed(0)
     kut = KernelUnderTest(repo, name, device, spec)
+    if kut.profile.backend == "tilelang" and not CUDA:
+        return {**report, "device": "cpu", "skipped": NO_CUDA_FOR_TILELANG}
     stages_to_run = list(STAGES)
     if samples_path:
         tally = {"file": samples_path}

@@ -252,10 +252,17 @@ class _Kernels:
         self.aliases = self._imports()
         self.defs = list(self._defs(self.tree.body))
         decorators = DSL_DECORATORS.get(backend, ())
+        # A kernel is decorated (@triton.jit), or builds one inside (a TileLang program factory: @T.prim_func).
         self.kernels = {
             d.name
             for d in self.defs
-            if isinstance(d, ast.FunctionDef) and any(self._qualified(x) in decorators for x in d.decorator_list)
+            if isinstance(d, ast.FunctionDef)
+            and any(
+                self._qualified(x) in decorators
+                for node in ast.walk(d)
+                if isinstance(node, ast.FunctionDef)
+                for x in node.decorator_list
+            )
         }
         functions = {d.name: d for d in self.defs if isinstance(d, ast.FunctionDef) and d.name not in self.kernels}
         self.launching = set()
@@ -309,11 +316,26 @@ class _Kernels:
             func = func.value if isinstance(func, ast.Subscript) else func.func
         return func.id if isinstance(func, ast.Name) else None
 
+    def _compiles(self, call: ast.Call) -> bool:
+        """A call that takes a kernel as an argument: TileLang's ``_compiled(program, *settings)``, whose result
+        is the launchable kernel."""
+        return any(isinstance(argument, ast.Name) and argument.id in self.kernels for argument in call.args)
+
     def reaches(self, function: ast.FunctionDef) -> bool:
+        # names bound to a compiled kernel (kernel = _compiled(program, ...)), launched when called
+        compiled = {
+            target.id
+            for node in ast.walk(function)
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and self._compiles(node.value)
+            for target in node.targets
+            if isinstance(target, ast.Name)
+        }
         for node in ast.walk(function):
             if isinstance(node, ast.Call):
                 callee = self._callee(node)
-                if callee in self.kernels or callee in self.launching:
+                if callee in self.kernels or callee in self.launching or callee in compiled:
+                    return True
+                if isinstance(node.func, ast.Call) and self._compiles(node.func):
                     return True
         return False
 
