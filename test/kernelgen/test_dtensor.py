@@ -30,8 +30,6 @@ from test.kernelgen.conftest import REPO_ROOT
 from test.kernelgen.conftest import copy_checkout
 from test.kernelgen.conftest import run_kernelgen
 from test.kernelgen.conftest import run_pytest
-from tools.kernelgen.analyze import analyze
-from tools.kernelgen.derivation import row_math
 from tools.kernelgen.layout import kernel_paths
 
 # Two outputs: when only one is used, autograd hands the kernel plain zeros for the other's gradient.
@@ -122,6 +120,10 @@ def test_plain_tensors_never_touch_torch_distributed(generated):
 def test_split_passes_follow_the_statistics_dependencies(tmp_path, reference, forward, backward):
     """The split path's reduction passes, derived from the row program: each pass holds the reductions whose
     operands read only all-reduced values, the last pass none."""
+    # Imported here: the rank functions below also run where the generator's own dependencies are not installed.
+    from tools.kernelgen.analyze import analyze
+    from tools.kernelgen.derivation import row_math
+
     if "\n" in reference:
         path = tmp_path / "reference.py"
         path.write_text(reference)
@@ -154,7 +156,10 @@ def _run_ranks(root: Path, check: str, world_size: int) -> None:
 
 def launch_ranks(check: str, world_size: int, backend: str) -> None:
     """``check`` on ``world_size`` ranks (gloo: forked, on the CPU; nccl: spawned, one GPU each). Also the entry
-    point on a machine with GPUs, from a checkout where the kernels are generated (see the module docstring)."""
+    point on a machine with GPUs, where the generated library comes first on PYTHONPATH (.gpu-run/src, which has
+    rms_norm_gen, layer_norm_gen and geglu):
+    ``PYTHONPATH=.gpu-run/src:. python3 -c "from test.kernelgen.test_dtensor import launch_ranks;
+    launch_ranks('_fsdp2_training', 2, 'nccl')"``."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
