@@ -11,6 +11,7 @@ import re
 import textwrap
 
 from dataclasses import dataclass
+from dataclasses import field
 from typing import Any
 
 import sympy
@@ -143,6 +144,49 @@ class TileLangOpsView(ElementwiseOpsView):
 
 
 @dataclass(frozen=True)
+class RowKernelView:
+    """One Triton kernel of a derived tier-2 kernel (templates/_tier2_kernels.j2): what it takes, loads, computes
+    and stores. ``row_pass`` kernels take ``element_args`` (tensors read as tiles), ``param_args``, ``row_args``
+    (one value per row) and store ``element_stores``, ``row_output_stores`` and fp32 ``row_stores``;
+    ``gradient_pass`` kernels take gradients of per-element outputs (``element_args``), of per-row outputs
+    (``row_grad_args``), the inputs (``input_args``), the parameters they load and per-row values, and write
+    ``grad_{name}`` of ``element_stores`` plus per-program parameter-gradient partials."""
+
+    name: str
+    lines: list[str]
+    width: str = "n_cols"  # the kernel argument holding the tile's real columns (the math's n_cols is the row's)
+    element_args: list[str] = field(default_factory=list)
+    param_args: list[str] = field(default_factory=list)
+    row_args: list[str] = field(default_factory=list)
+    row_grad_args: list[str] = field(default_factory=list)
+    input_args: list[str] = field(default_factory=list)
+    element_loads: list[str] = field(default_factory=list)
+    param_loads: list[LearnableParameter] = field(default_factory=list)
+    row_loads: list[str] = field(default_factory=list)
+    element_stores: list[str] = field(default_factory=list)
+    row_output_stores: list[str] = field(default_factory=list)
+    row_stores: list[str] = field(default_factory=list)
+    row_store_note: str = ""
+    channel_grads: list[str] = field(default_factory=list)
+    scalar_grads: list[str] = field(default_factory=list)
+    reduces: bool = False
+    intro: list[str] = field(default_factory=list)  # comment lines above the kernel body
+    notes: list[str] = field(default_factory=list)  # comment lines above the loads or the loop
+    dtype_source: str = ""  # the pointer whose element type is the inputs' dtype, when the math rounds to it
+
+    @property
+    def param_loads_by_line(self) -> list[list[LearnableParameter]]:
+        """Per statement, the parameters it reads first: each is loaded just before its first use."""
+        return _first_uses(self.lines, self.param_loads)
+
+    @property
+    def reloads_parameters(self) -> bool:
+        """A persistent gradient pass that reads parameters: it holds them across row tiles or re-reads them per
+        tile (``HOLD_PARAMETERS``, chosen at launch from the tile size)."""
+        return bool(self.param_loads) and bool(self.channel_grads or self.scalar_grads)
+
+
+@dataclass(frozen=True)
 class RowProgramOpsView:
     """Tier 2, derived: tiles of whole rows, the per-row statistics the backward reads saved in fp32."""
 
@@ -155,10 +199,8 @@ class RowProgramOpsView:
     saved: list[str]  # statistics stored by forward, loaded by backward
     forward_inputs: list[str]
     forward_params: list[LearnableParameter]
-    forward_param_loads: list[list[LearnableParameter]]  # per forward line: the parameters it reads first
     backward_inputs: list[str]
     backward_params: list[LearnableParameter]
-    backward_param_loads: list[list[LearnableParameter]]  # per backward line: the parameters it reads first
     backward_element_grads: list[str]  # grad_{output} of per-element outputs the backward loads
     backward_row_grads: list[str]  # grad_{output} of per-row outputs the backward loads
     grad_outputs: list[str]  # every grad_{output}, in output order (the backward's arguments)
@@ -168,6 +210,7 @@ class RowProgramOpsView:
     scalar_grads: list[str]  # grad_{parameter} per row, summed over rows
     saved_tensors: list[str]  # what ctx saves: the inputs the backward reads, every parameter, the statistics
     backward_results: list[str]  # what the backward wrapper returns: grad_{input}, then grad_{parameter}
+    backward_call_args: list[str]  # what the autograd Function's backward passes it
     gradient_aliases: dict[str, str]  # grad_{input} -> the stored gradient it equals
     in_place: bool  # the first input's gradient takes the first output's gradient buffer
     jit_helpers: list[str]  # sources of the jit helpers the kernels call (_tanh, _pow)
@@ -179,6 +222,30 @@ class RowProgramOpsView:
     programs_per_sm: int
     num_warps: int | None
     dtensor: DTensorView
+    forward_kernel: RowKernelView  # the fused kernels
+    backward_kernel: RowKernelView
+    split: SplitRowsView  # the same math for rows whose columns are spread over ranks
+
+
+@dataclass(frozen=True)
+class SplitPassView:
+    """One pass of the split path: its kernel and, for a reduction pass, the per-row buffers it fills, grouped by
+    how the ranks combine them (``sum``, ``max``, ``min``): ``(op, buffer, names)``, one all-reduce per group;
+    ``buffer`` is None for a group of one (the statistic's own tensor is reduced)."""
+
+    kernel: RowKernelView
+    groups: list[tuple[str, str | None, list[str]]]
+
+
+@dataclass(frozen=True)
+class SplitRowsView:
+    """Tier 2 for columns split over ranks (a DTensor sharded along its last dim): the reduction passes of the
+    forward and the backward (all-reduced in between) and the kernels of their last passes."""
+
+    forward_passes: list[SplitPassView]
+    forward: RowKernelView
+    backward_passes: list[SplitPassView]
+    backward: RowKernelView
 
 
 @dataclass(frozen=True)
@@ -594,37 +661,82 @@ def _row_program_ops(profile: KernelProfile) -> RowProgramOpsView:
     backward_params = [p for p in params if p.name in reads]
     keepdim = {t.name: t.keepdim for t in profile.outputs}
     statements = math.forward + math.backward
+    uses_cast = _rounds_to_input(statements)
+    element_outputs = [name for name in outputs if name not in math.row_outputs]
+    backward_element_grads = [
+        f"grad_{name}" for name in outputs if f"grad_{name}" in reads and name not in math.row_outputs
+    ]
+    backward_row_grads = [f"grad_{name}" for name in math.row_outputs if f"grad_{name}" in reads]
+    stored_grads = [name for name in grad_inputs if f"grad_{name}" not in math.gradient_aliases]
+    channel_grads = [f"grad_{p.name}" for p in params if p.shape == "channel"]
+    scalar_grads = [f"grad_{p.name}" for p in params if p.shape == "scalar"]
+    gradient_note = _gradient_note(math.gradient_formulas)
+    forward_kernel = RowKernelView(
+        name=f"_{profile.operation_name}_forward_kernel",
+        lines=math.forward,
+        element_args=inputs,
+        param_args=param_names,
+        element_loads=[name for name in inputs if name in math.forward_reads],
+        param_loads=[p for p in params if p.name in math.forward_reads],
+        element_stores=element_outputs,
+        row_output_stores=list(math.row_outputs),
+        row_stores=list(math.saved),
+        row_store_note="One fp32 value per row spares the backward these reductions.",
+        reduces=True,
+        intro=[
+            "A tile is addressed from each tensor's 64-bit row pointer plus 32-bit offsets within the tile: the",
+            "per-element address arithmetic stays 32-bit, which keeps registers for the row itself.",
+        ],
+        notes=_precision_note(math.precision_sensitive_ops),
+        dtype_source=inputs[0] if uses_cast else "",
+    )
+    backward_kernel = RowKernelView(
+        name=f"_{profile.operation_name}_backward_kernel",
+        lines=math.backward,
+        element_args=backward_element_grads,
+        row_grad_args=backward_row_grads,
+        input_args=backward_inputs,
+        param_loads=backward_params,
+        row_loads=list(math.saved),
+        element_stores=stored_grads,
+        channel_grads=channel_grads,
+        scalar_grads=scalar_grads,
+        notes=gradient_note,
+        dtype_source=f"grad_{stored_grads[0]}" if uses_cast and stored_grads else "",
+    )
     return RowProgramOpsView(
         forward=math.forward,
         backward=math.backward,
         inputs=inputs,
-        element_outputs=[name for name in outputs if name not in math.row_outputs],
+        element_outputs=element_outputs,
         row_outputs=list(math.row_outputs),
         row_output_shapes={name: "(*shape[:-1], 1)" if keepdim[name] else "shape[:-1]" for name in math.row_outputs},
         saved=list(math.saved),
         forward_inputs=[name for name in inputs if name in math.forward_reads],
         forward_params=[p for p in params if p.name in math.forward_reads],
-        forward_param_loads=_first_uses(math.forward, [p for p in params if p.name in math.forward_reads]),
         backward_inputs=backward_inputs,
         backward_params=backward_params,
-        backward_param_loads=_first_uses(math.backward, backward_params),
-        backward_element_grads=[
-            f"grad_{name}" for name in outputs if f"grad_{name}" in reads and name not in math.row_outputs
-        ],
-        backward_row_grads=[f"grad_{name}" for name in math.row_outputs if f"grad_{name}" in reads],
+        backward_element_grads=backward_element_grads,
+        backward_row_grads=backward_row_grads,
         grad_outputs=[f"grad_{name}" for name in outputs],
         grad_inputs=grad_inputs,
-        stored_grads=[name for name in grad_inputs if f"grad_{name}" not in math.gradient_aliases],
-        channel_grads=[f"grad_{p.name}" for p in params if p.shape == "channel"],
-        scalar_grads=[f"grad_{p.name}" for p in params if p.shape == "scalar"],
+        stored_grads=stored_grads,
+        channel_grads=channel_grads,
+        scalar_grads=scalar_grads,
         saved_tensors=backward_inputs + param_names + list(math.saved),
         backward_results=[f"grad_{name}" for name in grad_inputs + param_names],
+        backward_call_args=[f"grad_{name}" for name in outputs]
+        + backward_inputs
+        + param_names
+        + list(math.saved)
+        + ["ctx.shape", "ctx.dtype"]
+        + [f"ctx.{hp.name}" for hp in profile.hyperparameters],
         gradient_aliases=dict(math.gradient_aliases),
         in_place=bool(profile.backward.in_place_gradients) and bool(grad_inputs) and bool(outputs),
         jit_helpers=jit_helper_sources(statements),
-        uses_cast=any(f"{INPUT_DTYPE})" in line for line in statements),
+        uses_cast=uses_cast,
         precision_note=_precision_note(math.precision_sensitive_ops),
-        gradient_note=_gradient_note(math.gradient_formulas),
+        gradient_note=gradient_note,
         apply_returns=[f"grad_{name}" if name in grad_inputs else "None" for name in inputs]
         + [f"grad_{name}" for name in param_names]
         + ["None"] * len(profile.hyperparameters),
@@ -632,7 +744,104 @@ def _row_program_ops(profile: KernelProfile) -> RowProgramOpsView:
         programs_per_sm=profile.tiling.programs_per_sm,
         num_warps=profile.tiling.num_warps,
         dtensor=dtensor_view(profile, grad_inputs, [f"grad_{name}" for name in outputs], tuple(math.row_outputs)),
+        forward_kernel=forward_kernel,
+        backward_kernel=backward_kernel,
+        split=_split_rows(profile, math, backward_kernel),
     )
+
+
+# How the ranks combine one rank's part of a per-row reduction (a mean's part is already divided by the row's n_cols).
+_ALL_REDUCE = {"sum": "sum", "mean": "sum", "max": "max", "min": "min"}
+
+
+def _split_rows(profile: KernelProfile, math, fused_backward: RowKernelView) -> SplitRowsView:
+    """The split path's kernels (synth/rows.py RowPass): each pass loads the tensors, parameters and per-row values
+    its statements read; every reduction pass stores its reductions for the host to all-reduce."""
+    name = profile.operation_name
+    inputs = [t.name for t in profile.inputs]
+    params = profile.parameters
+    outputs = [t.name for t in profile.outputs]
+    element_grads = [f"grad_{o}" for o in outputs if o not in math.row_outputs]
+    row_grads = [f"grad_{o}" for o in math.row_outputs]
+
+    def passes(split, element_names: list[str], direction: str) -> tuple[list[SplitPassView], list[str]]:
+        per_row = [s.name for s in profile.math.statistics] + row_grads
+        views = []
+        for index, row_pass in enumerate(split[:-1]):
+            kernel = _split_row_pass(
+                f"_{name}_split_{direction}_pass{index}_kernel",
+                row_pass,
+                element_names,
+                per_row,
+                params,
+                row_stores=[n for n, _ in row_pass.reductions],
+                row_store_note="This rank's part of each row's reductions: the host combines the ranks' parts.",
+                reduces=True,
+            )
+            by_op: dict[str, list[str]] = {}
+            for reduction, kind in row_pass.reductions:
+                by_op.setdefault(_ALL_REDUCE[kind], []).append(reduction)
+            groups = [
+                (op, f"{direction}{index}_{op}" if len(names) > 1 else None, names) for op, names in by_op.items()
+            ]
+            views.append(SplitPassView(kernel=kernel, groups=groups))
+            per_row += [n for n, _ in row_pass.reductions if n not in per_row]
+        return views, per_row
+
+    forward_passes, forward_rows = passes(math.split_forward, inputs, "forward")
+    forward = _split_row_pass(
+        f"_{name}_split_forward_kernel",
+        math.split_forward[-1],
+        inputs,
+        forward_rows,
+        params,
+        element_stores=[o for o in outputs if o not in math.row_outputs],
+        row_output_stores=list(math.row_outputs),
+    )
+    backward_passes, backward_rows = passes(math.split_backward, element_grads + inputs, "backward")
+    last = math.split_backward[-1]
+    reads = set(last.reads)
+    backward = RowKernelView(
+        name=f"_{name}_split_backward_kernel",
+        lines=last.lines,
+        width="shard_cols",
+        element_args=[n for n in element_grads if n in reads],
+        row_grad_args=[n for n in row_grads if n in reads],
+        input_args=[n for n in inputs if n in reads],
+        param_loads=[p for p in params if p.name in reads],
+        row_loads=[n for n in backward_rows if n in reads and n not in row_grads],
+        element_stores=fused_backward.element_stores,
+        channel_grads=fused_backward.channel_grads,
+        scalar_grads=fused_backward.scalar_grads,
+        dtype_source=fused_backward.dtype_source if _rounds_to_input(last.lines) else "",
+    )
+    return SplitRowsView(forward_passes, forward, backward_passes, backward)
+
+
+def _split_row_pass(name, row_pass, element_names, per_row, params, **stores) -> RowKernelView:
+    """A row_pass kernel of the split path: it takes and loads what ``row_pass`` reads and stores ``stores``."""
+    reads = set(row_pass.reads)
+    element = [n for n in element_names if n in reads]
+    rows = [n for n in per_row if n in reads]
+    read_params = [p for p in params if p.name in reads]
+    return RowKernelView(
+        name=name,
+        lines=row_pass.lines,
+        width="shard_cols",
+        element_args=element,
+        param_args=[p.name for p in read_params],
+        row_args=rows,
+        element_loads=element,
+        param_loads=read_params,
+        row_loads=rows,
+        dtype_source=element[0] if element and _rounds_to_input(row_pass.lines) else "",
+        **stores,
+    )
+
+
+def _rounds_to_input(lines: list[str]) -> bool:
+    """Whether ``lines`` round a value to the inputs' dtype (they then read ``input_dtype``)."""
+    return any(f"{INPUT_DTYPE})" in line for line in lines)
 
 
 def _row_ops(profile: KernelProfile) -> RowOpsView:
