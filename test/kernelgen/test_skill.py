@@ -24,10 +24,6 @@ LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 PLACEHOLDERS = {"NAME": "my_op", "REF": "geglu", "FILE": "my_op.yaml", "PATH": "/tmp/liger", "DIR": "/tmp/work"}
 # Where a shell takes over from the command: what follows is not the CLI's arguments.
 SHELL = {">", ">>", "|", "&&", ";", "2>&1"}
-# Features other branches add, which the skill already documents (their names are fixed by the issues). A command
-# using one is checked once its branch is merged: test_pending_features_are_still_missing fails then, and the entry
-# must go. (sub-command, option or None for the whole sub-command) -> where it comes from.
-PENDING: dict[tuple[str, str | None], str] = {}
 
 
 def extract_commands(text: str) -> list[str]:
@@ -61,19 +57,6 @@ def subcommand(command: str) -> str:
 
 def options(command: str) -> list[str]:
     return [a.split("=")[0] for a in cli_arguments(command)[1:] if a.startswith("-")]
-
-
-def pending(command: str) -> str | None:
-    """The branch a command waits for, when it uses a feature of PENDING."""
-    sub = subcommand(command)
-    for (pending_sub, option), where in PENDING.items():
-        if sub == pending_sub and (option is None or option in options(command)):
-            return where
-    return None
-
-
-def _subparsers():
-    return build_parser()._subparsers._group_actions[0].choices
 
 
 def parse_error(command: str) -> str | None:
@@ -131,15 +114,12 @@ def test_every_subcommand_and_the_main_options_are_documented():
 
 @pytest.mark.parametrize("where, command", ALL_COMMANDS, ids=[f"{w}: {c}" for w, c in ALL_COMMANDS])
 def test_documented_command_parses(where, command):
-    if pending(command):
-        pytest.skip(f"waits for {pending(command)}")
     assert parse_error(command) is None, f"{where}: `{command}` does not parse: {parse_error(command)}"
 
 
 USED = {}
 for _, _command in ALL_COMMANDS:
-    if not pending(_command):
-        USED.setdefault(subcommand(_command), set()).update(options(_command))
+    USED.setdefault(subcommand(_command), set()).update(options(_command))
 
 
 @pytest.mark.parametrize("sub", sorted(USED))
@@ -154,25 +134,8 @@ def test_every_documented_subcommand_answers_help_with_its_documented_options(su
     assert not missing, f"`{sub} --help` does not list {missing}"
 
 
-@pytest.mark.parametrize("sub, option", list(PENDING), ids=[f"{s} {o or ''}".strip() for s, o in PENDING])
-def test_pending_features_are_still_missing(sub, option):
-    """Once the branch that adds it is merged this fails: drop the entry from PENDING (its commands then parse)."""
-    parsers = _subparsers()
-    if option is None:
-        assert sub not in parsers, f"`{sub}` exists now ({PENDING[(sub, option)]} merged): remove it from PENDING"
-    else:
-        flags = {flag for action in parsers[sub]._actions for flag in action.option_strings}
-        assert option not in flags, f"`{sub} {option}` exists now: remove it from PENDING"
-    assert any(pending(command) for _, command in ALL_COMMANDS if subcommand(command) == sub), "no longer documented"
-
-
-def test_shell_redirections_end_a_command(monkeypatch):
+def test_shell_redirections_end_a_command():
     assert cli_arguments("python -m tools.kernelgen knowledge REF > out.md") == ["knowledge", "geglu"]
-    monkeypatch.setitem(PENDING, ("new", "--backend"), "a branch")
-    assert pending("python -m tools.kernelgen new NAME --profile FILE --backend tilelang")
-    assert not pending("python -m tools.kernelgen new NAME --profile FILE")
-    assert not pending("python -m tools.kernelgen tune NAME")
-    assert not pending("python -m tools.kernelgen validate NAME --ncu")
 
 
 def test_a_wrong_command_is_caught():
