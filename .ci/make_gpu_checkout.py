@@ -2,9 +2,12 @@
 
 Generation needs libcst and ruff, which the GPU machine lacks; the generated checkout travels instead
 (device `run` with carry=[".gpu-run"]), and `.ci/gpu` runs there. Kernels: geglu (as the README makes it) and
-dyt, every tier-1, tier-2 and tier-3 built-in as NAME_gen (cross entropy with its fused linear kernel), the three
-example profiles as NAME_ex (the round trips of issue 4), and with ``--tiling-variants`` copies of rms_norm,
-layer_norm, softmax, cross_entropy and kl_div under other launch settings (``NAME_tv_...``) for a tiling sweep.
+dyt, every tier-1, tier-2 and tier-3 built-in as NAME_gen (cross entropy with its fused linear kernel), three losses
+with class weights as NAME_gen (``test_class_weights.WEIGHTED_STYLES``: F.cross_entropy(weight=), a hand-written
+gather with its fused linear kernel, a module buffer), the three example profiles as NAME_ex (the round trips of
+issue 4), the element-wise references of issue 16's performance table (benchmark/references/) as NAME_ref, and with
+``--tiling-variants`` copies of rms_norm, layer_norm, softmax, cross_entropy and kl_div under other launch
+settings (``NAME_tv_...``) for a tiling sweep.
 """
 
 import shutil
@@ -19,6 +22,7 @@ from test.kernelgen.conftest import EXAMPLES  # noqa: E402
 from test.kernelgen.conftest import copy_checkout  # noqa: E402
 from test.kernelgen.test_analyze import TIER1_BUILTINS  # noqa: E402
 from test.kernelgen.test_analyze import TIER2_BUILTINS  # noqa: E402
+from test.kernelgen.test_class_weights import WEIGHTED_STYLES  # noqa: E402
 from test.kernelgen.test_losses import TIER3_BUILTINS  # noqa: E402
 from tools.kernelgen.analyze import analyze  # noqa: E402
 from tools.kernelgen.generate import plan_new  # noqa: E402
@@ -26,6 +30,13 @@ from tools.kernelgen.profile import load_profile  # noqa: E402
 from tools.kernelgen.repo import LigerRepo  # noqa: E402
 from tools.kernelgen.writer import write_all  # noqa: E402
 
+REFERENCES = ROOT / "benchmark" / "references"
+# Class-weighted losses (reference entry -> kernel name); their tests: pytest test/transformers -k weighted.
+WEIGHTED_KERNELS = {
+    "weighted_cross_entropy": "weighted_cross_entropy_gen",
+    "gathered_weighted_nll": "gathered_weighted_nll_gen",
+    "WeightedCrossEntropy": "held_weighted_cross_entropy_gen",
+}
 # (block_elements, programs_per_sm, num_warps) of the tier-2 tiling sweep; None: the template's choice.
 TILING_VARIANTS = [(4096, programs, warps) for programs in (1, 2, 4, 8) for warps in (4, 8, 16, 32)]
 # (block_elements, num_warps) of the loss sweep (cross entropy: two sweeps over the row; KL: one).
@@ -65,6 +76,12 @@ def main() -> None:
     for profile in profiles:
         if profile.operation_name == "cross_entropy_gen":
             profile.fused_linear.enabled = True  # and fused_linear_cross_entropy_gen beside it
+    profiles += [analyze(str(path), name=f"{path.stem}_ref") for path in sorted(REFERENCES.glob("*.py"))]
+    weighted = destination / "weighted_losses.py"
+    weighted.write_text(WEIGHTED_STYLES)
+    for entry, name in WEIGHTED_KERNELS.items():
+        profiles.append(analyze(f"{weighted}:{entry}", name=name))
+        profiles[-1].fused_linear.enabled = name == "gathered_weighted_nll_gen"
     profiles += [
         load_profile(EXAMPLES / f"{e}.yaml").renamed(f"{e}_ex") for e in ("swiglu", "rms_norm", "cross_entropy")
     ]

@@ -57,6 +57,9 @@ UPSTREAM = {
         x, params[0], params[1], hyper.get("eps", 1e-5)
     ),
     "softmax": lambda up, x, params, hyper: up.ops.LigerSoftmaxFunction.apply(x),
+    # Element-wise: upstream's GeGLU (a, b) and DyT (x, alpha, gamma, beta).
+    "geglu": lambda up, a, b, params, hyper: up.ops.LigerGELUMulFunction.apply(a, b),
+    "dyt": lambda up, x, params, hyper: up.ops.LigerDyTFunction.apply(x, *params),
     # Upstream's fused add + RMSNorm computes in fp32 throughout ("gemma" casting), like the built-in reference.
     "fused_add_rms_norm": lambda up, x, residual, params, hyper: up.ops.LigerFusedAddRMSNormFunction.apply(
         x, residual, params[0], hyper.get("eps", 1e-6), 0.0, "gemma"
@@ -263,6 +266,26 @@ def _first(output):
     return output[0] if isinstance(output, (tuple, list)) else output
 
 
+def measure(setup_fn, kernel_name: str, providers, config: dict, bt: int, csv_path, speed_only: bool = False) -> dict:
+    """``{provider: {"speed": ms, "memory": MB}}`` of one full forward + backward at ``[bt, config's size]``, each run
+    also a row of the results CSV; ``setup_fn(run)`` gives a provider's inputs and forward."""
+    figures = {}
+    metrics = [("speed", "ms", run_speed_benchmark), ("memory", "MB", run_memory_benchmark)]
+    for metric, unit, runner in metrics[:1] if speed_only else metrics:
+
+        def bench(run, runner=runner):
+            inputs, forward = setup_fn(run)
+            return runner(forward, "full", inputs)
+
+        rows = run_benchmarks(
+            bench, kernel_name, metric, unit, "BT", "B * T", [bt], providers,
+            extra_benchmark_configs=[config], overwrite=True, csv_path=csv_path,
+        )  # fmt: skip
+        for row in rows:
+            figures.setdefault(row["kernel_provider"], {})[metric] = row["y_value_50"]
+    return figures
+
+
 def copy_rate_tb_s() -> float:
     """Device-to-device copy of 2 GiB: bytes read plus bytes written over the median time."""
     import triton.testing
@@ -273,13 +296,30 @@ def copy_rate_tb_s() -> float:
     return 2 * source.numel() * source.element_size() / (ms * 1e-3) / 1e12
 
 
-def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--upstream", required=True, help="folder with upstream liger_kernel installed")
-    parser.add_argument("--helper-dir", required=True, help="folder holding upstream_liger.py")
+def add_common_arguments(parser: argparse.ArgumentParser, upstream_required: bool) -> None:
+    """The options the comparison scripts share: where upstream is, which kernels, which sizes."""
+    parser.add_argument("--upstream", required=upstream_required, help="folder with upstream liger_kernel installed")
+    parser.add_argument("--helper-dir", required=upstream_required, help="folder holding upstream_liger.py")
     parser.add_argument("--kernel", action="append", required=True, help="GENERATED=UPSTREAM (UPSTREAM may be -)")
     parser.add_argument("--sizes", type=int, nargs="+", default=[4096, 8192, 14336])
     parser.add_argument("--bt", type=int, default=16384)
+
+
+def upstream_from(args):
+    """Upstream's modules (``load_upstream``), or None without ``--upstream``; before this repo's are imported."""
+    if not args.upstream:
+        return None
+    sys.path.insert(0, args.helper_dir)
+    from upstream_liger import load_upstream
+
+    # Upstream's JSD runs through its backend registry, which imports its Triton kernel on first use: by then
+    # `liger_kernel` is this repo's package, so the kernel module is loaded here, with upstream's.
+    return load_upstream(args.upstream, modules=("ops", "transformers.functional", "ops.backends._triton.jsd"))
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_common_arguments(parser, upstream_required=True)
     parser.add_argument("--hidden", type=int, default=4096, help="hidden size of fused linear kernels")
     parser.add_argument("--csv", default=None, help="results CSV (default: the harness's)")
     parser.add_argument("--providers", nargs="+", default=PROVIDERS)
@@ -288,12 +328,7 @@ def main(argv=None) -> None:
     parser.add_argument("--speed-only", action="store_true", help="skip the peak-memory measurement")
     args = parser.parse_args(argv)
 
-    sys.path.insert(0, args.helper_dir)
-    from upstream_liger import load_upstream
-
-    # Upstream's JSD runs through its backend registry, which imports its Triton kernel on first use: by then
-    # `liger_kernel` is this repo's package, so the kernel module is loaded here, with upstream's.
-    up = load_upstream(args.upstream, modules=("ops", "transformers.functional", "ops.backends._triton.jsd"))
+    up = upstream_from(args)
     rate = copy_rate_tb_s()
     print(f"device-to-device copy: {rate:.2f} TB/s", flush=True)
     table = ["| kernel | H | provider | full ms | peak MB | TB/s | % copy | GPU-only ms |"]
@@ -303,20 +338,15 @@ def main(argv=None) -> None:
         providers = [p for p in args.providers if p != "liger_upstream" or upstream_key in UPSTREAM]
         for size in args.sizes:
             config = {"hidden_size": size, "hidden": args.hidden, "dtype": "bfloat16", "model": "compare"}
-            figures = {}
-            metrics = [("speed", "ms", run_speed_benchmark), ("memory", "MB", run_memory_benchmark)]
-            for metric, unit, runner in metrics[:1] if args.speed_only else metrics:
-
-                def bench(run, runner=runner):
-                    inputs, forward = setup(name, upstream_key, up, run)
-                    return runner(forward, "full", inputs)
-
-                rows = run_benchmarks(
-                    bench, name, metric, unit, "BT", "B * T", [args.bt], providers,
-                    extra_benchmark_configs=[config], overwrite=True, csv_path=args.csv,
-                )  # fmt: skip
-                for row in rows:
-                    figures.setdefault(row["kernel_provider"], {})[metric] = row["y_value_50"]
+            figures = measure(
+                lambda run: setup(name, upstream_key, up, run),
+                name,
+                providers,
+                config,
+                args.bt,
+                args.csv,
+                args.speed_only,
+            )
             for provider in providers if args.gpu_time or args.breakdown else []:
                 run = SingleBenchmarkRunInput(args.bt, provider, "full", dict(config))
                 inputs, forward = setup(name, upstream_key, up, run)

@@ -2,6 +2,7 @@
 
 import csv
 import io
+import json
 import math
 import os
 
@@ -472,6 +473,61 @@ def test_visualizer_renders_png(tmp_path):
     for mode in ("full", "forward"):
         png = tmp_path / "viz" / f"swiglu_speed_{mode}.png"
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 1000
+
+
+def _configured(provider, x, config):
+    return _row(provider=provider, x=x, extra_benchmark_config_str=json.dumps(config, sort_keys=True))
+
+
+def test_visualizer_draws_one_plot_per_model_configuration_with_readable_legends(tmp_path):
+    sweep = {"dtype": "bfloat16", "intermediate_size": 14336, "model": "llama_3_8b"}
+    rows = [_configured(p, x, sweep) for p in ("liger", "torch") for x in (1024, 2048)]
+    # one-point runs of another model at two sizes; the swept variable in the config too, as such runs record it
+    rows += [
+        _configured(p, 16384, {"BT": 16384, "dtype": "bfloat16", "intermediate_size": size, "model": "headline"})
+        for p in ("liger", "torch")
+        for size in (4096, 14336)
+    ]
+    groups = benchmarks_visualizer.plot_groups(rows)
+    assert [(parts, len(group), varying) for parts, group, varying in groups] == [
+        (["headline"], 4, "intermediate_size"),
+        (["llama_3_8b"], 4, None),
+    ]
+    headline, llama = groups
+    labels = sorted({benchmarks_visualizer.line_identity(r, headline[2], False)[-1] for r in headline[1]})
+    assert labels == [
+        "liger (intermediate_size=14336)",
+        "liger (intermediate_size=4096)",
+        "torch (intermediate_size=14336)",
+        "torch (intermediate_size=4096)",
+    ]
+    assert {benchmarks_visualizer.line_identity(r, None, True)[-1] for r in llama[1]} == {
+        "liger [test-gpu]",
+        "torch [test-gpu]",
+    }
+    assert benchmarks_visualizer._fixed_config(llama[1], None) == "llama_3_8b: dtype=bfloat16, intermediate_size=14336"
+    assert benchmarks_visualizer._fixed_config(headline[1], "intermediate_size") == "headline: dtype=bfloat16"
+
+    csv_path = tmp_path / "data.csv"
+    update_benchmark_csv(rows, csv_path)
+    paths = benchmarks_visualizer.render("swiglu", "speed", ["full"], csv_path, tmp_path / "viz")
+    assert [p.name for p in paths] == ["swiglu_speed_full_headline.png", "swiglu_speed_full_llama_3_8b.png"]
+
+
+def test_visualizer_splits_a_model_whose_rows_vary_in_two_config_values():
+    rows = [
+        _configured("liger", 1024, {"model": "m", "hidden_size": h, "dtype": d})
+        for h in (4096, 8192)
+        for d in ("bfloat16", "float32")
+    ]
+    groups = benchmarks_visualizer.plot_groups(rows)
+    assert [parts for parts, _, _ in groups] == [
+        ["m", "dtype_bfloat16", "hidden_size_4096"],
+        ["m", "dtype_bfloat16", "hidden_size_8192"],
+        ["m", "dtype_float32", "hidden_size_4096"],
+        ["m", "dtype_float32", "hidden_size_8192"],
+    ]
+    assert all(varying is None and len(group) == 1 for _, group, varying in groups)
 
 
 def test_visualizer_reports_no_matching_rows(tmp_path, capsys):

@@ -59,6 +59,20 @@ def _drop_kernels_generated_here(destination: Path) -> None:
             (destination / relative).write_text(committed.stdout)
 
 
+def generated_geglu(folder: Path) -> Path:
+    """A checkout in ``folder`` with geglu generated as the README's command makes it."""
+    root = copy_checkout(folder / "liger")
+    result = run_kernelgen("new", "geglu", "--repo", str(root))
+    assert result.returncode == 0, result.stderr
+    return root
+
+
+def fresh_copy(checkout: Path, destination: Path) -> Path:
+    """A copy of ``checkout`` to break or change, without its workspace and bytecode."""
+    shutil.copytree(checkout, destination, ignore=shutil.ignore_patterns(".kernelgen-work", "__pycache__"))
+    return destination
+
+
 def snapshot(root: Path) -> dict[str, bytes]:
     """Every file under ``root`` with its bytes, to prove a failed command changed nothing."""
     return {

@@ -1,6 +1,7 @@
 """The analyzer: REF forms, tracing, classification, parameter discovery, errors, and for every tier-1 built-in
 the synthesized Triton statements executed on torch (a ``tl`` shim, float64) against the reference and autograd."""
 
+import dataclasses
 import functools
 import textwrap
 
@@ -19,6 +20,7 @@ from tools.kernelgen.analyze.closest import _op_names
 from tools.kernelgen.analyze.load import load_reference
 from tools.kernelgen.analyze.trace import trace_reference
 from tools.kernelgen.derivation import elementwise_math
+from tools.kernelgen.profile import BACKENDS
 from tools.kernelgen.profile import dump_yaml
 from tools.kernelgen.profile import load_profile
 from tools.kernelgen.profile import load_yaml
@@ -535,9 +537,11 @@ def reference_callable(profile, params, cols):
     return module
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("name", TIER1_BUILTINS)
-def test_tier1_math_matches_reference_and_autograd(name):
-    profile = analyzed(name)
+def test_tier1_math_matches_reference_and_autograd(name, backend):
+    """The statements of either kernel language (the same derivation, printed as Triton or as TileLang)."""
+    profile = dataclasses.replace(analyzed(name), backend=backend)
     generator = torch.Generator().manual_seed(len(name))
     rows, cols = 4, 5
     inputs = {t.name: torch.randn(rows, cols, generator=generator, dtype=torch.float64) * 2 for t in profile.inputs}

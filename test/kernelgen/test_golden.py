@@ -21,8 +21,16 @@ from tools.kernelgen.repo import LigerRepo
 GOLDEN = Path(__file__).parent / "golden"
 UPDATE = os.environ.get("KERNELGEN_UPDATE_GOLDEN") == "1"
 # Tier 1 without and with parameters (dyt: a scalar and per-channel ones, constructor arguments), tier 2 with two
-# per-channel parameters, tier 3 over a vocabulary.
-KERNELS = ["geglu", "dyt", "layer_norm", "kl_div"]
+# per-channel parameters, tier 3 over a vocabulary; dyt again in TileLang (dyt_tl).
+KERNELS = ["geglu", "dyt", "layer_norm", "kl_div", "dyt_tl"]
+
+
+def _profile(name: str):
+    if name.endswith("_tl"):
+        profile = analyze(name.removesuffix("_tl")).renamed(name)
+        profile.backend = "tilelang"
+        return profile
+    return analyze(name)
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +40,7 @@ def repo(tmp_path_factory) -> LigerRepo:
 
 @pytest.mark.parametrize("name", KERNELS)
 def test_generated_files_match_the_golden_files(repo, name):
-    changes = plan_new(repo, analyze(name)).changes
+    changes = plan_new(repo, _profile(name)).changes
     mismatched = []
     for role, path in kernel_paths(name).items():
         golden = GOLDEN / name / f"{role}.py.golden"

@@ -1,6 +1,6 @@
 """Tier-3 synthesis end to end: every loss built-in, the cross-entropy example profile and losses written in other
-styles become kernels whose generated tests pass, and a cross entropy generated from ``F.cross_entropy`` computes
-what the host's hand-written cross entropy does.
+styles become kernels whose generated tests pass, and a cross entropy generated from ``F.cross_entropy`` (with class
+weights, ``weight=``, or without) computes what the host's hand-written cross entropy does.
 
 Each generated test compares the loss (and any extra output) and the gradient of every differentiable input with
 torch.autograd of the embedded reference, fp32 against float64, for each reduction and hyper-parameter case, on a
@@ -21,6 +21,7 @@ from test.kernelgen.conftest import EXAMPLES
 from test.kernelgen.conftest import assert_generated_tests_pass
 from test.kernelgen.conftest import copy_checkout
 from test.kernelgen.conftest import run_pytest
+from test.kernelgen.test_class_weights import WEIGHTED_STYLES
 from test.kernelgen.test_losses import STYLES
 from test.kernelgen.test_losses import TIER3_BUILTINS
 from tools.kernelgen.analyze import analyze
@@ -44,25 +45,35 @@ HOST_COMPARISON = textwrap.dedent(
 
     from liger_kernel.ops import LigerCrossEntropyFunction
     from liger_kernel.ops import LigerCrossEntropyGenFunction
+    from liger_kernel.ops import LigerWeightedCrossEntropyFunction
 
     device = infer_device()
+    CASES = [(reduction, 0.0, 0.0, False) for reduction in ("mean", "sum", "none")]
+    CASES += [(reduction, 0.1, 1e-3, False) for reduction in ("mean", "sum", "none")]
+    # Class weights (the host's weight=): F.cross_entropy(weight=) generated, with label smoothing or without.
+    CASES += [("mean", 0.1, 0.0, True), ("sum", 0.0, 0.0, True), ("none", 0.1, 0.0, True)]
 
 
-    @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
-    @pytest.mark.parametrize("label_smoothing, lse_square_scale", [(0.0, 0.0), (0.1, 1e-3)])
-    def test_generated_cross_entropy_matches_the_host_kernel(reduction, label_smoothing, lse_square_scale):
+    @pytest.mark.parametrize("reduction, label_smoothing, lse_square_scale, weighted", CASES)
+    def test_generated_cross_entropy_matches_the_host_kernel(reduction, label_smoothing, lse_square_scale, weighted):
         torch.manual_seed(0)
         logits = torch.randn(7, 20000, device=device) * 3
         target = torch.randint(0, 20000, (7,), device=device)
         target[::3] = -100
+        weight = torch.rand(20000, device=device) + 0.1 if weighted else None
         host_logits = logits.clone().requires_grad_(True)
         generated_logits = logits.clone().requires_grad_(True)
         host = LigerCrossEntropyFunction.apply(
-            host_logits, target, None, -100, lse_square_scale, label_smoothing, reduction
+            host_logits, target, weight, -100, lse_square_scale, label_smoothing, reduction
         )[0]
-        generated = LigerCrossEntropyGenFunction.apply(
-            generated_logits, target, -100, label_smoothing, lse_square_scale, reduction
-        )
+        if weighted:
+            generated = LigerWeightedCrossEntropyFunction.apply(
+                generated_logits, target, weight, -100, label_smoothing, reduction
+            )
+        else:
+            generated = LigerCrossEntropyGenFunction.apply(
+                generated_logits, target, -100, label_smoothing, lse_square_scale, reduction
+            )
         torch.testing.assert_close(generated, host, rtol=1e-5, atol=1e-6)
         grad = torch.rand_like(host) + 0.5
         host.backward(grad)
@@ -81,6 +92,10 @@ def generated_checkout(tmp_path_factory):
     profiles = [analyze(name, name=f"{name}_gen") for name in TIER3_BUILTINS]
     profiles += [analyze(f"{styles}:{entry}", name=f"style_{entry.lower()}") for entry in STYLE_KERNELS]
     profiles.append(load_profile(EXAMPLES / "cross_entropy.yaml").renamed("cross_entropy_ex"))
+    # Class weights: F.cross_entropy(weight=) with label smoothing and every reduction (test_class_weights.py
+    # checks the other styles).
+    (root / "weighted.py").write_text(WEIGHTED_STYLES)
+    profiles.append(analyze(f"{root / 'weighted.py'}:weighted_cross_entropy"))
     for profile in profiles:
         assert profile.tier == 3 and profile.math.statistics, profile.operation_name
         write_all(root, plan_new(LigerRepo.open(root), profile).changes)
@@ -129,4 +144,4 @@ def test_a_generated_cross_entropy_matches_the_host_kernel(generated_checkout):
     root, _ = generated_checkout
     result = run_pytest(root, "test/transformers/test_generated_cross_entropy_vs_host.py")
     assert result.returncode == 0, result.stdout[-5000:]
-    assert "6 passed" in result.stdout
+    assert "9 passed" in result.stdout

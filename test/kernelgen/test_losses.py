@@ -7,6 +7,7 @@ the reduction the profile records. The generated Triton kernels are tested by th
 (test_loss_kernels.py runs them).
 """
 
+import functools
 import textwrap
 
 import pytest
@@ -147,6 +148,9 @@ def _inputs(profile, rows, cols, generator):
         if tensor.dtype == "int64":
             values[tensor.name] = torch.randint(0, cols, (rows,), generator=generator)
             continue
+        if tensor.per_class:  # class weights, [cols]
+            values[tensor.name] = torch.rand(cols, generator=generator, dtype=torch.float64) + 0.1
+            continue
         x = torch.randn(rows, cols, generator=generator, dtype=torch.float64) * 3
         domain = tensor.domain or profile.test.input_domain
         if domain == "probabilities":
@@ -160,9 +164,10 @@ def _inputs(profile, rows, cols, generator):
 
 
 def run_loss(math, inputs: dict, row_inputs: dict, hypers: dict, cols: int, block: int, grad_loss: float) -> dict:
-    """The tier-3 template's schedule in Python: per row, the passes over ``block``-sized chunks, the outputs, the
-    adjoints and the gradient. Returns per-row outputs and full gradients (float64)."""
-    rows = next(iter(inputs.values())).shape[0]
+    """The tier-3 template's schedule in Python: per row, the per-class values at class indices, the passes over
+    ``block``-sized chunks, the outputs, the adjoints and the gradient. ``inputs``: [rows, cols] tensors and [cols]
+    per-class ones. Returns per-row outputs and full gradients (float64)."""
+    rows = next(x for x in inputs.values() if x.dim() == 2).shape[0]
     results = {name: torch.zeros(rows, dtype=torch.float64) for name in math.outputs}
     results.update({name: torch.zeros(rows, cols, dtype=torch.float64) for name in math.gradients})
     chunks = range(0, cols, block)
@@ -174,7 +179,7 @@ def run_loss(math, inputs: dict, row_inputs: dict, hypers: dict, cols: int, bloc
         for name, x in inputs.items():
             padded = torch.zeros(1, block, dtype=torch.float64)
             width = min(block, cols - start)
-            padded[0, :width] = x[row, start : start + width]
+            padded[0, :width] = (x[row] if x.dim() == 2 else x)[start : start + width]
             values[name] = padded
         return values
 
@@ -186,6 +191,9 @@ def run_loss(math, inputs: dict, row_inputs: dict, hypers: dict, cols: int, bloc
     for row in range(rows):
         scope = {"n_cols": cols, "BLOCK_SIZE": block, **hypers, **{k: v[row] for k, v in row_inputs.items()}}
         scope[f"grad_{math.outputs[0]}"] = torch.tensor(grad_loss, dtype=torch.float64)
+        for name, values, index in math.picks:  # as the kernel's masked load: 0 outside the classes
+            at = int(eval(index.replace("tl.", "torch."), {"torch": torch}, scope))
+            scope[name] = inputs[values][at] if 0 <= at < cols else torch.tensor(0.0, dtype=torch.float64)
         if math.gate is not None and not bool(eval(math.gate.replace("tl.", "torch."), {"torch": torch}, scope)):
             continue  # every output and gradient of the row is 0
         scope = run_statements(math.init, scope)
@@ -207,6 +215,13 @@ def run_loss(math, inputs: dict, row_inputs: dict, hypers: dict, cols: int, bloc
     return results
 
 
+def _take(values, index):
+    """take(values, index) of a denominator in float64 (the generated wrapper's helper rounds to fp32): 0 for an
+    index outside the classes."""
+    inside = (index >= 0) & (index < values.shape[0])
+    return torch.where(inside, values[torch.where(inside, index, 0)], 0.0)
+
+
 def _reference_call(profile):
     namespace = {}
     exec(compile(profile.reference.source, "<reference>", "exec"), namespace)
@@ -214,7 +229,15 @@ def _reference_call(profile):
     hypers = {h.name: h.default for h in profile.hyperparameters}
     if profile.reference.kind == "module":
         module = entry(**hypers)
-        return lambda *args, **_: module(*args)
+        held = {index: t.attribute for index, t in enumerate(profile.inputs) if t.attribute}
+
+        def call(*args, **_):
+            for index, attribute in held.items():  # an input the module holds itself (self.weight)
+                *path, last = attribute.split(".")
+                setattr(functools.reduce(getattr, path, module), last, args[index])
+            return module(*[arg for index, arg in enumerate(args) if index not in held])
+
+        return call
     return lambda *args, **kw: entry(*args, **{**hypers, **kw})
 
 
@@ -245,9 +268,10 @@ def check_against_autograd(profile, rows=6, cols=300, block=64, seed=0, ignore_r
             (choice[chosen].reduction, choice[chosen].denominator) if chosen in choice else (chosen, denominator)
         )
     weight = 1.0
+    per_class = {t.name: values[t.name] for t in profile.inputs if t.per_class}
     if reduction == "mean":
-        names = [*row_inputs, *hypers, "n_cols"]
-        scope = {"torch": torch, "n_cols": cols, **hypers, **row_inputs}
+        names = [*row_inputs, *per_class, *hypers, "n_cols"]
+        scope = {"torch": torch, "n_cols": cols, "_take": _take, **hypers, **row_inputs, **per_class}
         per_row = eval(print_torch(sympy.sympify(parse_formula(denominator, names))), scope)
         total = per_row.sum() if torch.is_tensor(per_row) else per_row * rows
         weight = 1.0 / float(total)
@@ -369,7 +393,8 @@ def test_only_the_first_input_gets_a_gradient_unless_the_reference_asks(tmp_path
 @pytest.mark.parametrize(
     "body, message, line",
     [
-        ("return F.cross_entropy(x, t, weight=w)", r"`F\.cross_entropy` with class weights", 6),
+        # A weight per row, not per class (w[t] picks one per row): torch would refuse it too.
+        ("return F.cross_entropy(x, t, weight=w[t])", r"`F\.cross_entropy`: its weight must be one value per class", 6),
         ("return F.cross_entropy(x @ w, t)", r"matrix product|matmul", 6),
         ("return F.cross_entropy(x, t, reduction='none').max()", r"over rows: a loss sums or averages", 6),
     ],

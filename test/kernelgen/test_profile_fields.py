@@ -63,7 +63,23 @@ PROFILES = {
         _example("cross_entropy")
     ),  # and its fused linear kernel  # tier 3 with a reduction picked among values of its own
     "logsumexp": lambda: _analyze_source("import torch\n\n\ndef logsumexp(x):\n    return torch.logsumexp(x, -1)\n"),
+    # tier 3 with class weights the reference module holds itself (a buffer set from its constructor)
+    "weighted_cross_entropy": lambda: _analyze_source(WEIGHTED_MODULE),
 }
+
+
+WEIGHTED_MODULE = """import torch.nn as nn
+import torch.nn.functional as F
+
+
+class WeightedCrossEntropy(nn.Module):
+    def __init__(self, weight=None):
+        super().__init__()
+        self.register_buffer("weight", weight)
+
+    def forward(self, logits, target):
+        return F.cross_entropy(logits, target, weight=self.weight)
+"""
 
 
 def _with_fused_linear(profile: KernelProfile) -> KernelProfile:
@@ -134,6 +150,7 @@ EDITS = {
     "module_class_name": ("swiglu", _set("module_class_name", "LigerOtherMLP"), "files"),
     "functional_name": ("swiglu", _set("functional_name", "liger_other"), "files"),
     "tier": ("swiglu", _set("tier", 2), "validation"),
+    "backend": ("swiglu", _set("backend", "tilelang"), "files"),
     "inputs[].name": ("swiglu", _rename_input, "files"),
     "inputs[].dtype": ("swiglu", _set("inputs.1.dtype", "int64"), "validation"),
     "inputs[].requires_grad": ("swiglu", _set("inputs.1.requires_grad", False), "files"),
@@ -224,6 +241,8 @@ EDITS = {
     "test.input_domain": ("swiglu", _set("test.input_domain", "positive"), "files"),
     "test.mlp_shapes": ("swiglu", _set("test.mlp_shapes", [[2, 16, 40]]), "files"),
     "inputs[].domain": ("kl_div", _set("inputs.1.domain", "positive"), "files"),
+    "inputs[].per_class": ("cross_entropy", _set("inputs.0.per_class", True), "validation"),
+    "inputs[].attribute": ("weighted_cross_entropy", _set("inputs.2.attribute", ""), "files"),
     "math.loss.reduction": ("cross_entropy", _set_reduction_sum, "files"),
     "math.loss.denominator": ("cross_entropy", _set("math.loss.denominator", "1"), "files"),
     "math.loss.choices[].value": ("kl_div", _set("math.loss.choices.0.value", "per_row"), "validation"),

@@ -1,5 +1,6 @@
 """The liger-kernel-gen skill describes only commands that exist: every `python -m tools.kernelgen ...` in its
-markdown parses with the CLI's own parser, and every relative link points to a file."""
+markdown parses with the CLI's own parser, every sub-command it uses answers `--help` with the options the skill
+gives it, and every relative link points to a file."""
 
 import contextlib
 import io
@@ -21,6 +22,8 @@ INLINE = re.compile(r"`([^`]+)`")
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 # Placeholders the documentation uses for values; any sensible value makes the command parse the same way.
 PLACEHOLDERS = {"NAME": "my_op", "REF": "geglu", "FILE": "my_op.yaml", "PATH": "/tmp/liger", "DIR": "/tmp/work"}
+# Where a shell takes over from the command: what follows is not the CLI's arguments.
+SHELL = {">", ">>", "|", "&&", ";", "2>&1"}
 
 
 def extract_commands(text: str) -> list[str]:
@@ -42,7 +45,18 @@ def extract_commands(text: str) -> list[str]:
 
 def cli_arguments(command: str) -> list[str]:
     arguments = shlex.split(command)[len(PREFIX.split()) :]
-    return [re.sub(r"\b(" + "|".join(PLACEHOLDERS) + r")\b", lambda m: PLACEHOLDERS[m.group(1)], a) for a in arguments]
+    cut = next((i for i, a in enumerate(arguments) if a in SHELL), len(arguments))
+    return [
+        re.sub(r"\b(" + "|".join(PLACEHOLDERS) + r")\b", lambda m: PLACEHOLDERS[m.group(1)], a) for a in arguments[:cut]
+    ]
+
+
+def subcommand(command: str) -> str:
+    return cli_arguments(command)[0]
+
+
+def options(command: str) -> list[str]:
+    return [a.split("=")[0] for a in cli_arguments(command)[1:] if a.startswith("-")]
 
 
 def parse_error(command: str) -> str | None:
@@ -70,6 +84,11 @@ def test_the_skill_has_its_files():
         "agents/generator.md",
         "agents/validator.md",
         "agents/optimizer.md",
+        "agents/orchestrator.md",
+        "agents/knowledge.md",
+        "agents/sampler.md",
+        "agents/backward.md",
+        "agents/reporter.md",
         "rules/purity.md",
         "rules/correctness.md",
         "rules/performance.md",
@@ -86,15 +105,37 @@ def test_skill_front_matter_names_and_describes_the_skill():
 
 def test_every_subcommand_and_the_main_options_are_documented():
     used = " ".join(command for _, command in ALL_COMMANDS)
-    for needle in ("kernelgen analyze", "kernelgen new", "kernelgen validate", "kernelgen references", "--modify"):
-        assert needle in used, needle
-    for option in ("--profile", "--dry-run", "--archive", "--focus", "-o"):
+    workflow = ("workspace", "knowledge", "analyze", "samples", "new", "validate", "tune", "audit", "references")
+    for needle in [f"kernelgen {sub} " for sub in workflow] + ["--modify"]:
+        assert needle in used + " ", needle
+    for option in ("--profile", "--dry-run", "--archive", "--samples", "--report", "--static", "--workspace", "-o"):
         assert f" {option} " in f" {used} ", option
 
 
 @pytest.mark.parametrize("where, command", ALL_COMMANDS, ids=[f"{w}: {c}" for w, c in ALL_COMMANDS])
 def test_documented_command_parses(where, command):
     assert parse_error(command) is None, f"{where}: `{command}` does not parse: {parse_error(command)}"
+
+
+USED = {}
+for _, _command in ALL_COMMANDS:
+    USED.setdefault(subcommand(_command), set()).update(options(_command))
+
+
+@pytest.mark.parametrize("sub", sorted(USED))
+def test_every_documented_subcommand_answers_help_with_its_documented_options(sub):
+    stdout = io.StringIO()
+    with contextlib.redirect_stdout(stdout), pytest.raises(SystemExit) as exit_:
+        build_parser().parse_args([sub, "--help"])
+    assert exit_.value.code == 0
+    text = stdout.getvalue()
+    assert text.startswith(f"usage: python -m tools.kernelgen {sub}"), text[:80]
+    missing = [option for option in sorted(USED[sub]) if option not in text]
+    assert not missing, f"`{sub} --help` does not list {missing}"
+
+
+def test_shell_redirections_end_a_command():
+    assert cli_arguments("python -m tools.kernelgen knowledge REF > out.md") == ["knowledge", "geglu"]
 
 
 def test_a_wrong_command_is_caught():

@@ -34,8 +34,11 @@ from tools.kernelgen.synth import make_symbols
 from tools.kernelgen.synth import parse_formula
 from tools.kernelgen.synth import print_triton
 from tools.kernelgen.synth import synthesize_elementwise
+from tools.kernelgen.synth.functions import Take
 from tools.kernelgen.synth.naming import TemporaryNames
 from tools.kernelgen.synth.naming import constant_parts
+from tools.kernelgen.synth.printer import print_torch
+from tools.kernelgen.synth.printer import print_triton_index
 from tools.kernelgen.synth.rules import tensor_arguments
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -237,7 +240,24 @@ def test_every_op_of_the_table_is_exercised():
     exercised = {case.op for case in OP_CASES} | {"where", "gt", "ge", "lt", "le", "eq", "ne"}
     exercised |= {"logical_not", "logical_and", "logical_or", "masked_fill"}  # test_masks_...
     exercised |= {"zeros_like", "ones_like", "full_like"}  # test_constants_shaped_like_a_tensor
+    exercised |= {"take"}  # test_take_...; the losses of test_class_weights.py
     assert exercised == SUPPORTED_OPS
+
+
+def test_take_reads_a_per_class_input_at_a_class_index_and_prints_as_an_integer_index():
+    """take(weight, index): a loss's class weight of each row; the index keeps integer constants (a float literal
+    would make it a float tensor), on the host through the wrapper's _take (0 outside the classes, 1 without
+    weights)."""
+    names = ["weight", "target", "ignore_index"]
+    expr = parse_formula("where(target != ignore_index, take(weight, where(target < 0, 0, target)), 0)", names)
+    assert isinstance(expr.args[0][0], Take) and parse_formula(format_formula(expr), names) == expr
+    assert print_torch(expr) == (
+        "torch.where(ignore_index != target, _take(weight, torch.where(target < 0, 0, target)), 0.0)"
+    )
+    assert print_triton_index(expr.args[0][0].args[1]) == "tl.where(target < 0, 0, target)"
+    weight, target = make_symbols(["weight", "target"]).values()
+    with pytest.raises(ValueError, match="take: the values must be a per-class input"):
+        apply_op("take", 2 * weight, target)
 
 
 @pytest.mark.parametrize(
@@ -677,6 +697,49 @@ def test_rounding_each_op_reproduces_eager_bf16():
     assert (
         str(parse_formula("a * (1 + alpha) * b", ["a", "b", "alpha"], ("a", "b"))) == "b*cast_to_input(a*(alpha + 1))"
     )
+
+
+def _bf16_glu_gradients(formula, eager, round_each_op):
+    """The synthesized backward of ``formula`` (a GLU of a, b) on bf16 values, computed in fp32 and stored as bf16,
+    and eager bf16 autograd's gradients of ``eager``."""
+    a = (torch.randn(8192) * 3).to(torch.bfloat16).requires_grad_()
+    b = (torch.randn(8192) * 3).to(torch.bfloat16).requires_grad_()
+    grad_y = torch.randn(8192).to(torch.bfloat16)
+    math = synthesize_elementwise({"y": parse_formula(formula, ["a", "b"], round_each_op)}, ["a", "b"], {}, [])
+    namespace = {"tl": TorchTL(torch.float32), "input_dtype": torch.bfloat16, "tanh": torch.tanh}
+    namespace.update(a=a.detach().float(), b=b.detach().float(), grad_y=grad_y.float())
+    exec(compile("\n".join(math.backward), "<synthesized>", "exec"), namespace)
+    eager(a, b).backward(grad_y)
+    return [(namespace[f"grad_{x}"].to(torch.bfloat16), x_.grad) for x, x_ in (("a", a), ("b", b))]
+
+
+@pytest.mark.parametrize(
+    "formula, eager",
+    [
+        ("silu(a) * b", lambda a, b: F.silu(a) * b),
+        ("gelu(a, approximate='tanh') * b", lambda a, b: F.gelu(a, approximate="tanh") * b),
+    ],
+)
+def test_rounding_each_op_rounds_the_backward_as_eager_does(formula, eager):
+    """With per-op rounding, every op's backward hands on gradients rounded to bf16, as autograd does: d(b) is
+    grad_y times the rounded activation and d(a) multiplies the activation's derivative
+    by the rounded grad_y * b. Only the activation and its derivative are computed by other fp32 formulas than
+    torch's, so a few elements may round one bf16 step apart; rounding once differs in many more."""
+    (grad_a, eager_a), (grad_b, eager_b) = _bf16_glu_gradients(formula, eager, ("a", "b"))
+    assert (grad_b != eager_b).float().mean() < 0.02
+    assert (grad_a != eager_a).float().mean() < 0.02
+    (grad_a, eager_a), _ = _bf16_glu_gradients(formula, eager, ())
+    assert (grad_a != eager_a).float().mean() > 0.1
+
+
+def test_rounded_reverse_mode_sums_rounded_contributions():
+    """A value read by two rounded ops gets each op's gradient rounded, then their sum (autograd accumulates bf16
+    gradients); without roundings the derivation is the plain chain rule."""
+    a, b = sympy.symbols("a b", real=True)
+    rounded = synthesize_elementwise({"y": parse_formula("sigmoid(a) * a * b", ["a", "b"], ("a", "b"))}, ["a", "b"])
+    assert rounded.gradient_formulas["grad_a"].count("cast_to_input") >= 3
+    plain = synthesize_elementwise({"y": parse_formula("sigmoid(a) * a * b", ["a", "b"])}, ["a", "b"])
+    assert "cast_to_input" not in plain.gradient_formulas["grad_a"]
 
 
 def test_synthesis_is_deterministic_across_processes():

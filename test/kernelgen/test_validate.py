@@ -1,13 +1,12 @@
 """The ``validate`` command: a generated kernel passes every stage; broken ones fail the right stage, with where."""
 
-import shutil
-
 from pathlib import Path
 
 import pytest
 import torch
 
-from test.kernelgen.conftest import copy_checkout
+from test.kernelgen.conftest import fresh_copy
+from test.kernelgen.conftest import generated_geglu
 from test.kernelgen.conftest import run_kernelgen
 from tools.kernelgen.cli import COMMANDS
 from tools.kernelgen.cli import build_parser
@@ -21,22 +20,19 @@ OPS = "src/liger_kernel/ops/geglu.py"
 # The derived d(b) line of the generated geglu backward (per-op rounding: gelu(a) is rounded as eager rounds it).
 GRAD_B = "    grad_b = grad_y * (half_a * (tanh_inner + 1.0)).to(input_dtype).to(tl.float32)\n"
 SKIP_LINE = "performance: SKIP (no GPU; run validate on a CUDA device)"
+NCU_SKIP_LINE = "ncu: SKIP (no GPU (Nsight Compute profiles CUDA kernels))"
+CORRECTNESS_STAGES = ("smoke", "shape_sweep", "numerical_stability", "determinism", "edge_cases")
 
 
 @pytest.fixture(scope="module")
 def geglu_checkout(tmp_path_factory) -> Path:
     """A checkout with geglu generated once; tests that break the kernel work on copies of it."""
-    root = copy_checkout(tmp_path_factory.mktemp("validate") / "liger")
-    result = run_kernelgen("new", "geglu", "--repo", str(root))
-    assert result.returncode == 0, result.stderr
-    return root
+    return generated_geglu(tmp_path_factory.mktemp("validate"))
 
 
 @pytest.fixture
 def geglu_copy(geglu_checkout, tmp_path) -> Path:
-    destination = tmp_path / "liger"
-    shutil.copytree(geglu_checkout, destination, ignore=shutil.ignore_patterns(".kernelgen-work", "__pycache__"))
-    return destination
+    return fresh_copy(geglu_checkout, tmp_path / "liger")
 
 
 def _edit(checkout: Path, old: str, new: str) -> int:
@@ -50,31 +46,36 @@ def _edit(checkout: Path, old: str, new: str) -> int:
 
 # End to end ---------------------------------------------------------------------------------------------------
 def test_generated_geglu_passes_every_stage_and_is_archived(geglu_checkout):
-    result = run_kernelgen("validate", "geglu", "--repo", str(geglu_checkout), "--archive")
+    result = run_kernelgen("validate", "geglu", "--repo", str(geglu_checkout), "--archive", "--ncu")
     assert result.returncode == 0, result.stdout + result.stderr
     out = result.stdout
-    for index, stage in enumerate(["checkstyle", "purity", "unit tests", "correctness", "performance"], start=1):
-        assert f"== [{index}/5] {stage} " in out
+    stages = ["checkstyle", "purity", "unit tests", "correctness", "ncu", "performance"]
+    for index, stage in enumerate(stages, start=1):
+        assert f"== [{index}/6] {stage} " in out
     for stage in ("checkstyle", "purity", "unit tests", "correctness"):
         assert f"\n{stage}: PASS (" in out
     assert "CORRECTNESS_VALIDATION" in out
-    for stage in ("smoke", "shapes", "stability", "determinism", "edges"):
-        assert f"stage: {stage:<12} verdict: PASS" in out
-    assert "overall: PASS" in out
+    for stage in CORRECTNESS_STAGES:
+        assert f"stage: {stage:<19} verdict: PASSED details: " in out
+    assert "overall: PASSED" in out
     # The generated test file's fp32 cases (bf16 ones skip on the CPU): 6 against the reference, the strided-rows
     # case, the DTensor case (two gloo processes) and 5 of the Gemma 4 variant.
     assert "13 passed" in out
     if torch.cuda.is_available():
-        assert "PERFORMANCE_VALIDATION" in out
+        assert "PERFORMANCE_VALIDATION" in out and "\nnext_action: " in out and "\nspeedup_target: " in out
     else:
-        assert SKIP_LINE in out
+        assert SKIP_LINE in out and NCU_SKIP_LINE in out
+        assert f"\n{NCU_SKIP_LINE}\n" in out  # one line: the reason, nothing else
 
     workspace = geglu_checkout / ".kernelgen-work" / "geglu"
     rows = [line.split("\t") for line in (workspace / "iterations.tsv").read_text().splitlines()]
     assert rows[0] == list(COLUMNS)
-    assert rows[1][0] == "1" and rows[1][2:4] == ["PASS", "PASS"] and rows[1][5] == "pass"
+    assert rows[1][0] == "1" and rows[1][2:4] == ["PASSED", "PASSED"] and rows[1][5] == "accept"
     summary = (workspace / "summary.md").read_text()
+    assert summary.startswith("# validate geglu: accept\n")
     assert "| correctness | PASS |" in summary and "| unit tests | PASS |" in summary
+    assert "Correctness stages: " + ", ".join(f"{stage} PASSED" for stage in CORRECTNESS_STAGES) in summary
+    assert "validate geglu: PASS (iteration 1: accept; summary: " in out
 
     archived = geglu_checkout / ".claude" / "skills" / "liger-kernel-gen" / "knowledge" / "geglu"
     assert sorted(p.name for p in archived.iterdir()) == ["geglu.py", "profile.yaml", "summary.md"]
@@ -88,8 +89,9 @@ def test_wrong_gradient_fails_correctness_naming_the_gradient(geglu_copy):
     assert result.returncode == 1, result.stdout + result.stderr
     out = result.stdout
     assert "purity: PASS" in out and "unit tests: SKIP" in out
-    assert "stage: smoke        verdict: FAIL  details: 4x33 no hyper-parameters: [grad b]" in out
-    assert "overall: FAIL" in out and "correctness: FAIL" in out
+    assert f"stage: {'smoke':<19} verdict: FAILED details: 4x33 no hyper-parameters: [grad b]" in out
+    assert "overall: FAILED" in out and "correctness: FAIL" in out
+    assert "validate geglu: FAIL at correctness (iteration 1: reject; summary: " in out
     assert "== [5/5] performance" not in out  # stops at the first hard failure
     assert "[forward y]" not in out  # the forward is still right
 
@@ -115,7 +117,10 @@ def test_torch_math_in_the_forward_wrapper_fails_purity_with_file_and_line(geglu
     assert f"{OPS}:{line}: geglu_forward: torch.sigmoid(...) is not allowed" in result.stdout
     assert "purity: FAIL" in result.stdout and "== [3/5] unit tests" not in result.stdout
     rows = (workspace / "iterations.tsv").read_text().splitlines()
-    assert rows[1].split("\t") == ["1", "-", "NOT RUN", "FAIL", "wrapper", "fail:purity", "sigmoid in the wrapper"]
+    row = rows[1].split("\t")
+    assert row[:6] == ["1", "-", "-", "FAILED", "wrapper", "reject"]
+    assert row[6].startswith("failed at purity: 1 violation(s); first: ")
+    assert row[6].endswith(" (sigmoid in the wrapper)")
     assert "| unit tests | NOT RUN |" in (workspace / "summary.md").read_text()
 
 
@@ -341,6 +346,17 @@ def test_purity_without_profile_accepts_none_for_inputs_it_cannot_know_about():
 
 def test_purity_reports_a_syntax_error_with_its_line():
     assert str(check_source("x = 1\ndef f(:\n", "ops.py")[0]).startswith("ops.py:2: does not parse")
+
+
+def test_purity_accepts_the_generated_row_kernels_ctx_attributes_and_sizes():
+    # ctx.shape = x.shape stores a size on ctx (neither is a tensor), and the backward's shape.numel() is a
+    # torch.Size's: the derived tier-2 template's wrappers did not pass before.
+    golden = Path(__file__).parent / "golden" / "layer_norm" / "ops.py.golden"
+    assert check_source(golden.read_text(), "layer_norm.py", ["x", "weight", "bias"]) == []
+    body = CLEAN_KERNEL + CLEAN_WRAPPERS.replace("        ctx.eps = eps\n", "        ctx.shape = x.shape\n")
+    assert _check(body) == []
+    # A real tensor is still one: arithmetic on what forward saved is found.
+    assert "tensor arithmetic" in _check(body.replace("op_backward(grad_y, x)\n", "op_backward(grad_y, x * 2)\n"))[0]
 
 
 # Small helpers ----------------------------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ from test.kernelgen.conftest import REPO_ROOT
 from test.kernelgen.conftest import copy_checkout
 from test.kernelgen.conftest import run_kernelgen
 
-STAGES = ("smoke", "shapes", "stability", "determinism", "edges")
+STAGES = ("smoke", "shape_sweep", "numerical_stability", "determinism", "edge_cases")
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +36,7 @@ def test_a_hand_written_host_kernel_validates_against_its_built_in_reference(hos
     assert f"reference: the built-in reference {name}" in out
     assert "checkstyle: PASS" in out and purity in out
     for stage in STAGES:
-        assert f"stage: {stage:<12} verdict: PASS" in out
+        assert f"stage: {stage:<19} verdict: PASSED" in out
     assert "correctness: PASS" in out and f"validate {name}: PASS" in out
 
 
@@ -47,7 +47,7 @@ def test_a_mismatched_reference_fails_correctness_with_the_first_differing_outpu
     assert result.returncode == 1
     out = result.stdout
     assert f"reference: the reference {reference}" in out
-    assert "stage: smoke        verdict: FAIL  details: 4x33 no hyper-parameters: [forward y]: " in out
+    assert f"stage: {'smoke':<19} verdict: FAILED details: 4x33 no hyper-parameters: [forward y]: " in out
     assert "correctness: FAIL (" in out and "worst at " in out
 
 

@@ -59,6 +59,8 @@ def test_validate_against_a_revision_compares_both_libraries_and_removes_the_wor
     assert "kernelgen-baseline-" in report["baseline_ops"] and report["baseline_ops"].endswith(OPS)
     assert _git(history, "worktree", "list").count("\n") == 1  # the temporary worktree is gone
     assert "| baseline | PASS |" in (history / ".kernelgen-work" / "swiglu" / "summary.md").read_text()
+    row = (history / ".kernelgen-work" / "swiglu" / "iterations.tsv").read_text().splitlines()[-1].split("\t")
+    assert row[2:4] == ["PASSED", "PASSED"] and row[5] == "accept" and "baseline PASS" in row[6]
 
 
 def test_an_exported_baseline_is_compared_in_the_same_process(history, tmp_path):

@@ -1,5 +1,6 @@
-"""Just enough of ``triton.language`` to run printed Triton statements on float64 torch tensors (the tile's
-``mask`` all true): the derivation is checked against torch.autograd without Triton."""
+"""Just enough of ``triton.language`` (and of ``tilelang.language``) to run printed Triton (TileLang) statements on
+float64 torch tensors (the tile's ``mask`` all true): the derivation is checked against torch.autograd without Triton
+or TileLang."""
 
 import torch
 
@@ -8,8 +9,8 @@ def _tensor(value):
     return value if torch.is_tensor(value) else torch.tensor(float(value), dtype=torch.float64)
 
 
-class TorchTL:
-    """Just enough of ``triton.language`` to run synthesized statements on float64 torch tensors."""
+class _TorchMath:
+    """The functions both kernel languages spell alike (``tl.exp``, ``T.exp``)."""
 
     exp = staticmethod(torch.exp)
     log = staticmethod(torch.log)
@@ -22,6 +23,11 @@ class TorchTL:
     sigmoid = staticmethod(torch.sigmoid)
     exp2 = staticmethod(torch.exp2)
     log2 = staticmethod(torch.log2)
+
+
+class TorchTL(_TorchMath):
+    """Just enough of ``triton.language`` to run synthesized statements on float64 torch tensors."""
+
     zeros_like = staticmethod(torch.zeros_like)
 
     @staticmethod
@@ -59,9 +65,47 @@ class TorchTL:
     float32 = torch.float64
 
 
+class TorchT(_TorchMath):
+    """Just enough of ``tilelang.language`` (``T``) to run the statements of a ``T.Parallel`` body elementwise."""
+
+    tanh = staticmethod(torch.tanh)
+
+    @staticmethod
+    def pow(x, y):
+        return torch.pow(_tensor(x), _tensor(y))
+
+    @staticmethod
+    def if_then_else(condition, x, y):
+        return torch.where(_tensor(condition).bool(), _tensor(x), _tensor(y))
+
+    @staticmethod
+    def max(x, y):
+        return torch.maximum(_tensor(x), _tensor(y))
+
+    @staticmethod
+    def min(x, y):
+        return torch.minimum(_tensor(x), _tensor(y))
+
+    @staticmethod
+    def And(x, y):  # TileLang spells its condition nodes capitalized
+        return _tensor(x).bool() & _tensor(y).bool()
+
+    @staticmethod
+    def Or(x, y):
+        return _tensor(x).bool() | _tensor(y).bool()
+
+    @staticmethod
+    def Not(x):
+        return ~_tensor(x).bool()
+
+    @staticmethod
+    def cast(x, dtype):
+        return x  # rounding keeps float64, as for Triton: the references run in float64 too
+
+
 def run_statements(statements, names):
     # Rounding to the inputs' dtype (cast_to_input) keeps float64: the references run in float64 too.
-    scope = {"tl": TorchTL, "tanh": torch.tanh, "pow": torch.pow, "input_dtype": torch.float64, **names}
+    scope = {"tl": TorchTL, "T": TorchT, "tanh": torch.tanh, "pow": torch.pow, "input_dtype": torch.float64, **names}
     for statement in statements:
         exec(statement, scope)
     return scope

@@ -1,4 +1,4 @@
-"""Command line: ``python -m tools.kernelgen {new,analyze,references} ...``.
+"""Command line: ``python -m tools.kernelgen {new,analyze,references,modify,validate,tune,audit,...} ...``.
 
 Every failure the user can cause ends in one line on stderr naming what and where, and exit status 2;
 nothing is written unless the whole change set is good.
@@ -33,6 +33,19 @@ def add_kernel_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repo", metavar="PATH", help="Liger checkout to change (default: this one)")
     parser.add_argument("--dry-run", action="store_true", help="print the unified diff of every change; write nothing")
     parser.add_argument("--save-profile", metavar="FILE", help="also write the profile used to FILE")
+    add_backend_option(parser)
+
+
+def add_backend_option(parser: argparse.ArgumentParser) -> None:
+    from tools.kernelgen.profile import BACKENDS
+
+    parser.add_argument(
+        "--backend",
+        choices=BACKENDS,
+        default=None,
+        help="kernel language of the ops file (default: the profile's, else triton); tilelang: tier-1 kernels, "
+        'needs the optional extra: pip install -e ".[tilelang]"',
+    )
 
 
 def add_modify_options(parser: argparse.ArgumentParser) -> None:
@@ -133,6 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
     analyze.add_argument("reference", metavar="REF", help="built-in name, file.py, file.py:Symbol, or - (stdin)")
     analyze.add_argument("-o", "--output", metavar="FILE", help="write the profile YAML here (default: stdout)")
     analyze.add_argument("--name", help="kernel name (default: from the reference)")
+    add_backend_option(analyze)
 
     commands.add_parser("references", help="list the built-in references")
 
@@ -181,8 +195,55 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="run the --baseline comparison at the benchmark's smoke shapes, on the CPU too (checks the plumbing)",
     )
+    validate.add_argument(
+        "--ncu",
+        action="store_true",
+        help="profile each kernel of one step with Nsight Compute (GPU, ncu on PATH): bottleneck, memory and compute "
+        "throughput, occupancy; one skip line where it cannot",
+    )
+    validate.add_argument(
+        "--samples",
+        metavar="FILE",
+        help="a test-case sampler (sample_inputs.py: sample_inputs(device, dtype) -> input sets) whose sets the "
+        "correctness stages also check, counted as samples_passed / samples_failed",
+    )
+    validate.add_argument(
+        "--report", metavar="FILE", help="also write this run as JSON: stages, verdicts, figures, artifacts"
+    )
     validate.add_argument("--focus", default="validate", help="iterations.tsv 'focus' column (what this try changed)")
     validate.add_argument("--description", default="", help="iterations.tsv 'description' column (default: verdicts)")
+
+    tune = commands.add_parser(
+        "tune",
+        help="GPU: sweep a generated kernel's tiling, check and time each candidate, keep the best in its profile",
+        description="Tune the launch settings (the profile's tiling section) of a generated kernel on a GPU: each "
+        "candidate is rendered from the kernel's record, checked (purity, correctness stages) and timed in a scratch "
+        "copy; iterations.tsv gets one row per candidate (accept/reject/crash), phase_4_summary.md the outcome, "
+        "kernel_function_best.py the best ops file, tuned_profile.yaml the profile change. Without a GPU: one SKIP "
+        "line, nothing written, exit 0.",
+    )
+    tune.add_argument("name", help="kernel name (a generated kernel: it has .kernelgen/NAME.yaml)")
+    tune.add_argument("--repo", metavar="PATH", help="Liger checkout holding the kernel (default: this one)")
+    tune.add_argument(
+        "--workspace", metavar="DIR", help="where iterations.tsv and the results go (default: .kernelgen-work/NAME/)"
+    )
+    tune.add_argument("--budget", type=int, default=16, metavar="N", help="at most N candidates, the start included")
+    tune.add_argument(
+        "--patience", type=int, default=6, metavar="K", help="stop after K candidates in a row without an improvement"
+    )
+    tune.add_argument(
+        "--min-gain",
+        type=float,
+        default=0.02,
+        metavar="F",
+        help="a candidate is accepted when it is faster than the best by more than this fraction (default 0.02)",
+    )
+    tune.add_argument("--ncu", action="store_true", help="profile the best candidate with Nsight Compute at the end")
+    tune.add_argument(
+        "--no-apply",
+        action="store_true",
+        help="leave tuned_profile.yaml and the command that applies it; do not regenerate the kernel",
+    )
 
     modify = commands.add_parser(
         "modify",
@@ -192,7 +253,79 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_kernel_options(modify)
     add_modify_options(modify)
+    add_workflow_commands(commands)
     return parser
+
+
+def add_workflow_commands(commands) -> None:
+    """The commands the skill's agentic workflow runs beside new/validate: its workspace, knowledge retrieval, the
+    test-case sampler's check and the audit."""
+    samples = commands.add_parser(
+        "samples",
+        help="check a test-case sampler (sample_inputs.py) against a kernel profile before the kernel exists",
+        description="Import FILE, call its sample_inputs(device, dtype), check every input set against the profile's "
+        "inputs, parameters and hyper-parameters (names, device, dtype, shapes) and run the reference on it.",
+    )
+    samples.add_argument(
+        "file", metavar="FILE", help="the sampler: a Python file defining sample_inputs(device, dtype)"
+    )
+    samples.add_argument("--profile", metavar="FILE", required=True, help="the kernel profile the sets are for")
+
+    workspace = commands.add_parser(
+        "workspace",
+        help="create a workflow run's workspace .kernelgen-work/NAME/ and its request.json (what the audit checks)",
+        description="Record the request of a workflow run: the kernel name, the reference file and its sha256, "
+        "whether a backward is wanted, framework and backend; refuses to replace another request without --force.",
+    )
+    workspace.add_argument("name", help="kernel name, snake_case")
+    workspace.add_argument("--reference", metavar="REF", required=True, help="file.py, file.py:Symbol or a built-in")
+    workspace.add_argument(
+        "--backward", choices=("yes", "no"), default="yes", help="whether a backward is wanted (default: yes)"
+    )
+    workspace.add_argument(
+        "--backend", default="triton", help="kernel language, as `new --backend` takes it: triton (default) or tilelang"
+    )
+    workspace.add_argument("--workspace", metavar="DIR", help="the folder (default: .kernelgen-work/NAME/)")
+    workspace.add_argument("--repo", metavar="PATH", help="Liger checkout (default: this one)")
+    workspace.add_argument("--force", action="store_true", help="replace a request for another reference")
+
+    knowledge = commands.add_parser(
+        "knowledge",
+        help="list the archived kernels, or name the one closest to a reference (same tier, most shared ops)",
+        description="Knowledge retrieval: without REF, every kernel `validate --archive` kept; with REF, the "
+        "archived kernels closest to it and their files.",
+    )
+    knowledge.add_argument("reference", metavar="REF", nargs="?", help="file.py, file.py:Symbol or a built-in")
+    knowledge.add_argument("--name", help="kernel name (default: from the reference)")
+    knowledge.add_argument("--repo", metavar="PATH", help="Liger checkout whose archive to read (default: this one)")
+
+    audit = commands.add_parser(
+        "audit",
+        help="audit a workflow run: static checks of the workspace and the kernel, then validate again and compare",
+        description="Print the audit checklist of kernel NAME's workflow run, then AUDIT_PASSED, or AUDIT_FAILURE / "
+        "RUNTIME_FAILURE blocks naming each failed check and the phase to redo; exit 0 passed, 1 failed.",
+    )
+    audit.add_argument("name", help="kernel name")
+    audit.add_argument("--workspace", metavar="DIR", help="the run's workspace (default: .kernelgen-work/NAME/)")
+    audit.add_argument("--report", metavar="FILE", help="the ORCHESTRATOR_REPORT whose claims to check")
+    audit.add_argument("--repo", metavar="PATH", help="Liger checkout holding the kernel (default: this one)")
+    audit.add_argument("--static", action="store_true", help="the static checks only (no validate re-run)")
+
+
+def with_backend(profile, backend: str | None):
+    """``profile`` with the kernel language ``--backend`` asks for (None: the profile's own)."""
+    if backend is not None:
+        profile.backend = backend
+    return profile
+
+
+def check_backend(profile) -> None:
+    """Refuse, before anything is written, kernels in a language whose package is not installed."""
+    from tools.kernelgen.backends import missing_backend
+
+    problem = missing_backend(profile.backend)
+    if problem:
+        raise CliError(f"{problem}; nothing written")
 
 
 def _profile_for_new(args):
@@ -202,7 +335,7 @@ def _profile_for_new(args):
         profile = load_profile(args.profile)
         if profile.operation_name != args.name:
             profile = profile.renamed(args.name)
-        return profile
+        return with_backend(profile, args.backend)
     reference = args.reference
     if reference is None:
         from tools.kernelgen.analyze.references import list_builtin_references
@@ -216,7 +349,8 @@ def _profile_for_new(args):
         reference = args.name
     from tools.kernelgen.analyze import analyze_for_checkout
 
-    return analyze_for_checkout(reference, name=args.name, repo_root=Path(args.repo).resolve() if args.repo else None)
+    root = Path(args.repo).resolve() if args.repo else None
+    return with_backend(analyze_for_checkout(reference, name=args.name, repo_root=root), args.backend)
 
 
 def cmd_new(args) -> int:
@@ -235,6 +369,7 @@ def cmd_new(args) -> int:
     repo = LigerRepo.open(args.repo)
     check_new_target(repo, args.name, force=args.force)  # before the analysis: its advice would not apply
     profile = _profile_for_new(args)
+    check_backend(profile)
     if args.fused_linear:
         if profile.tier != 3:
             raise CliError(
@@ -268,7 +403,9 @@ def cmd_analyze(args) -> int:
     if args.name is not None:
         check_kernel_name(args.name)
     check_output_path(args.output, "-o")
-    profile = analyze_for_checkout(args.reference, name=args.name)
+    profile = with_backend(analyze_for_checkout(args.reference, name=args.name), args.backend)
+    if args.backend:
+        profile.validate(f"for {profile.operation_name}")  # a backend the reference cannot have, in one line
     text = dump_yaml(profile)
     if args.output:
         write_all(Path.cwd(), {str(Path(args.output).resolve()): text}, create_dirs=False)
@@ -309,6 +446,8 @@ def cmd_modify(args) -> int:
     profile = profile_for_modify(repo, args.name, profile_path=args.profile, reference=args.reference)
     if profile.operation_name != args.name:
         profile = profile.renamed(args.name)
+    profile = with_backend(profile, args.backend)
+    check_backend(profile)
     plan = plan_modify(repo, args.name, profile, sides=sides, tests_only=args.tests_only)
     if plan.verify is not None and not plan.conflicted:
         verify_plan(repo, plan)  # before anything is reported as done: a failed check writes nothing
@@ -372,7 +511,117 @@ def cmd_validate(args) -> int:
         reference=args.reference,
         baseline=args.baseline,
         smoke=args.smoke,
+        profile_ncu=args.ncu,
+        samples=args.samples,
+        report=args.report,
     )
+
+
+def cmd_tune(args) -> int:
+    from tools.kernelgen.tune import run
+
+    return run(
+        args.name,
+        repo=args.repo,
+        workspace=args.workspace,
+        budget=args.budget,
+        patience=args.patience,
+        min_gain=args.min_gain,
+        profile_ncu=args.ncu,
+        apply=not args.no_apply,
+    )
+
+
+def cmd_samples(args) -> int:
+    from tools.kernelgen.profile import load_profile
+    from tools.kernelgen.validate.samples import SamplerError
+    from tools.kernelgen.validate.samples import check_sampler_file
+    from tools.kernelgen.validate.samples import default_device
+
+    profile = load_profile(args.profile)
+    try:
+        lines = check_sampler_file(args.file, profile)
+    except SamplerError as error:
+        raise CliError(str(error)) from None
+    print(
+        f"kernelgen: sampler {args.file}: {len(lines)} input set(s) for '{profile.operation_name}' on "
+        f"{default_device()} (float32); the reference runs on each"
+    )
+    print("\n".join(lines))
+    return 0
+
+
+def cmd_workspace(args) -> int:
+    from tools.kernelgen.layout import check_kernel_name
+    from tools.kernelgen.profile import BACKENDS
+    from tools.kernelgen.repo import LigerRepo
+    from tools.kernelgen.workflow.request import WorkflowError
+    from tools.kernelgen.workflow.request import create_workspace
+
+    check_kernel_name(args.name)
+    if args.backend not in BACKENDS:
+        raise CliError(f"--backend {args.backend}: this kernelgen generates {', '.join(BACKENDS)}")
+    repo = LigerRepo.open(args.repo)
+    try:
+        folder, request, outcome = create_workspace(
+            repo.root,
+            args.name,
+            args.reference,
+            backward=args.backward == "yes",
+            backend=args.backend,
+            workspace=args.workspace,
+            force=args.force,
+        )
+    except WorkflowError as error:
+        raise CliError(str(error)) from None
+    print(f"kernelgen: workspace {folder} ({outcome})")
+    print(f"  reference {request.reference} sha256 {request.reference_sha256}")
+    print(f"  backward {'yes' if request.backward else 'no'}, framework {request.framework}, backend {request.backend}")
+    return 0
+
+
+def cmd_knowledge(args) -> int:
+    from tools.kernelgen.analyze import AnalyzeError
+    from tools.kernelgen.analyze import analyze_for_checkout
+    from tools.kernelgen.analyze.closest import ranked_archived_kernels
+    from tools.kernelgen.knowledge import knowledge_kernels
+    from tools.kernelgen.layout import KNOWLEDGE_DIR
+    from tools.kernelgen.layout import kernel_paths
+    from tools.kernelgen.repo import LigerRepo
+    from tools.kernelgen.synth import UnsupportedOpError
+
+    repo = LigerRepo.open(args.repo)
+    archived = knowledge_kernels(repo.root)
+    print(f"archived kernels ({KNOWLEDGE_DIR}/): {', '.join(archived) or 'none'}")
+    if not args.reference:
+        return 0
+    try:
+        profile = analyze_for_checkout(args.reference, name=args.name, repo_root=repo.root)
+    except (AnalyzeError, UnsupportedOpError) as error:
+        # Not bad input here: a reference analysis cannot derive is the backward phase's case.
+        print(f"analysis: refused: {str(error).splitlines()[0]}")
+        print("closest archived kernel: unknown (no profile to compare); start from a similar built-in's profile")
+        return 0
+    print(f"analysis: {profile.operation_name}, tier {profile.tier} ({profile.tier_description})")
+    ranked = ranked_archived_kernels(profile, repo.root)
+    for name, score, shared in ranked[:3]:
+        print(f"closest archived kernel: {name} (score {score:.2f}; shared ops: {', '.join(shared)})")
+        print(
+            f"  files: {KNOWLEDGE_DIR}/{name}/profile.yaml, {KNOWLEDGE_DIR}/{name}/{name}.py, "
+            f"{KNOWLEDGE_DIR}/{name}/summary.md"
+        )
+    if not ranked:
+        host = profile.notes.closest_existing_kernel
+        print(f"closest archived kernel: none of tier {profile.tier} shares an op")
+        if host and repo.exists(kernel_paths(host)["ops"]):
+            print(f"closest library kernel: {host} ({kernel_paths(host)['ops']})")
+    return 0
+
+
+def cmd_audit(args) -> int:
+    from tools.kernelgen.workflow import audit
+
+    return audit(args.name, repo=args.repo, workspace=args.workspace, report=args.report, static_only=args.static)
 
 
 def cmd_export_baseline(args) -> int:
@@ -396,36 +645,44 @@ COMMANDS = {
     "references": cmd_references,
     "modify": cmd_modify,
     "validate": cmd_validate,
+    "tune": cmd_tune,
     "export-baseline": cmd_export_baseline,
+    "samples": cmd_samples,
+    "workspace": cmd_workspace,
+    "knowledge": cmd_knowledge,
+    "audit": cmd_audit,
 }
 
 
-def user_errors() -> tuple[type[BaseException], ...]:
-    """Exception types that mean bad input (reported in one line), as opposed to kernelgen bugs."""
-    from tools.kernelgen.analyze import AnalyzeError
-    from tools.kernelgen.generate import GenerateError
-    from tools.kernelgen.insert import InsertError
-    from tools.kernelgen.layout import KernelNameError
-    from tools.kernelgen.modify import ModifyError
-    from tools.kernelgen.profile import ProfileError
-    from tools.kernelgen.repo import RepoError
-    from tools.kernelgen.synth import UnsupportedOpError
-    from tools.kernelgen.validate import ValidateError
-    from tools.kernelgen.writer import WriteError
+# Exception types that mean bad input (reported in one line), as opposed to kernelgen bugs: (module, class).
+USER_ERRORS = (
+    ("tools.kernelgen.analyze", "AnalyzeError"),
+    ("tools.kernelgen.generate", "GenerateError"),
+    ("tools.kernelgen.insert", "InsertError"),
+    ("tools.kernelgen.layout", "KernelNameError"),
+    ("tools.kernelgen.modify", "ModifyError"),
+    ("tools.kernelgen.profile", "ProfileError"),
+    ("tools.kernelgen.repo", "RepoError"),
+    ("tools.kernelgen.writer", "WriteError"),
+    ("tools.kernelgen.synth", "UnsupportedOpError"),
+    ("tools.kernelgen.tune", "TuneError"),
+    ("tools.kernelgen.validate", "ValidateError"),
+    ("tools.kernelgen.workflow", "WorkflowError"),
+)
 
-    return (
-        CliError,
-        AnalyzeError,
-        GenerateError,
-        InsertError,
-        KernelNameError,
-        ModifyError,
-        ProfileError,
-        RepoError,
-        WriteError,
-        UnsupportedOpError,
-        ValidateError,
-    )
+
+def user_errors() -> tuple[type[BaseException], ...]:
+    """The classes of ``USER_ERRORS``. A module that cannot be imported here (generation needs libcst, which a GPU
+    machine running ``tune`` or ``validate`` may lack) raised nothing, so its class is left out."""
+    import importlib
+
+    found: list[type[BaseException]] = [CliError]
+    for module, name in USER_ERRORS:
+        try:
+            found.append(getattr(importlib.import_module(module), name))
+        except ImportError:
+            continue
+    return tuple(found)
 
 
 def main(argv: list[str] | None = None) -> int:

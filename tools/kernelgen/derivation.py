@@ -1,8 +1,9 @@
-"""The profile's math, derived: formulas (``math.outputs``) become the forward and backward Triton statements the
-ops templates print; hand-written ``math.triton`` statements are taken as they are.
+"""The profile's math, derived: formulas (``math.outputs``) become the forward and backward statements the ops
+templates print, in the profile's kernel language (``backend``: Triton, or TileLang for tier 1); hand-written
+``math.triton`` statements are taken as they are.
 
 Both analysis (to report the gradients and fail early) and rendering ask for the same derivation; it is cached,
-so a command derives each kernel's math once.
+so a command derives each kernel's math once (and prints it once per kernel language).
 """
 
 from __future__ import annotations
@@ -14,10 +15,13 @@ from tools.kernelgen.profile import KernelProfile
 from tools.kernelgen.profile import ProfileError
 from tools.kernelgen.synth import ElementwiseMath
 from tools.kernelgen.synth import parse_formula
-from tools.kernelgen.synth import synthesize_elementwise
+from tools.kernelgen.synth.derive import ElementwiseDerivation
+from tools.kernelgen.synth.derive import derive_elementwise
+from tools.kernelgen.synth.derive import print_elementwise
 from tools.kernelgen.synth.losses import COL
 from tools.kernelgen.synth.losses import LossMath
 from tools.kernelgen.synth.losses import synthesize_loss
+from tools.kernelgen.synth.printer import PRINTERS
 from tools.kernelgen.synth.rows import N_COLS
 from tools.kernelgen.synth.rows import RowMath
 from tools.kernelgen.synth.rows import RowProgramError
@@ -25,7 +29,7 @@ from tools.kernelgen.synth.rows import synthesize_rows
 
 
 def elementwise_math(profile: KernelProfile, source: str = "<profile>") -> ElementwiseMath:
-    """The tier-1 forward and backward statements with the names each reads."""
+    """The tier-1 forward and backward statements, in the profile's kernel language, with the names each reads."""
     written = profile.math.triton
     if written is not None:
         return ElementwiseMath(
@@ -41,8 +45,9 @@ def elementwise_math(profile: KernelProfile, source: str = "<profile>") -> Eleme
     hyperparameters = tuple(constants + profile.formula_hyperparameters)
     tensors = tuple(t.name for t in profile.inputs) + tuple(p.name for p in profile.parameters)
     rounded = tensors if profile.math.rounding == "per_op" else ()
+    formulas = tuple(profile.math.outputs.items())
     try:
-        return _derive_elementwise(tuple(profile.math.outputs.items()), inputs, parameters, hyperparameters, rounded)
+        return _printed_elementwise(formulas, inputs, parameters, hyperparameters, rounded, profile.backend)
     except _FormulaError as error:
         raise ProfileError(source, [str(error)]) from None
 
@@ -52,7 +57,13 @@ class _FormulaError(ValueError):
 
 
 @functools.lru_cache(maxsize=64)
-def _derive_elementwise(formulas, inputs, parameters, hyperparameters, rounded=()) -> ElementwiseMath:
+def _printed_elementwise(formulas, inputs, parameters, hyperparameters, rounded, backend) -> ElementwiseMath:
+    derivation = _derive_elementwise(formulas, inputs, parameters, hyperparameters, rounded)
+    return print_elementwise(derivation, PRINTERS[backend])
+
+
+@functools.lru_cache(maxsize=64)
+def _derive_elementwise(formulas, inputs, parameters, hyperparameters, rounded=()) -> ElementwiseDerivation:
     names = [*inputs, *(name for name, _ in parameters), *hyperparameters]
     outputs = {}
     for name, text in formulas:
@@ -61,7 +72,7 @@ def _derive_elementwise(formulas, inputs, parameters, hyperparameters, rounded=(
         except (ValueError, TypeError) as error:
             raise _FormulaError(f"math.outputs.{name}: {error}") from None
     try:
-        return synthesize_elementwise(outputs, list(inputs), dict(parameters), list(hyperparameters))
+        return derive_elementwise(outputs, list(inputs), dict(parameters), list(hyperparameters))
     except ValueError as error:
         raise _FormulaError(f"math.outputs: {error}") from None
 
@@ -108,18 +119,28 @@ def loss_math(profile: KernelProfile, source: str = "<profile>") -> LossMath:
             tuple(t.name for t in profile.inputs if t.dtype == "int64"),
             tuple(profile.formula_hyperparameters),
             tuple(hp.name for hp in profile.hyperparameters if hp.type == "int"),
+            tuple(t.name for t in element if t.per_class),
         )
     except _FormulaError as error:
         raise ProfileError(source, [str(error)]) from None
 
 
 @functools.lru_cache(maxsize=64)
-def _derive_loss(statistics, formulas, inputs, constants, row_inputs, hyperparameters, integers) -> LossMath:
+def _derive_loss(
+    statistics, formulas, inputs, constants, row_inputs, hyperparameters, integers, class_inputs=()
+) -> LossMath:
     names = [*inputs, *constants, *row_inputs, *hyperparameters, COL, N_COLS]
     parsed, outputs = _parse_program(statistics, formulas, names)
     try:
         return synthesize_loss(
-            parsed, outputs, list(inputs), list(hyperparameters), list(constants), list(row_inputs), list(integers)
+            parsed,
+            outputs,
+            list(inputs),
+            list(hyperparameters),
+            list(constants),
+            list(row_inputs),
+            list(integers),
+            list(class_inputs),
         )
     except RowProgramError as error:
         raise _FormulaError(f"math: {error}") from None

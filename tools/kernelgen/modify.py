@@ -540,16 +540,18 @@ def profile_for_modify(
     repo: LigerRepo, name: str, *, profile_path: str | None = None, reference: str | None = None
 ) -> KernelProfile:
     """The profile at ``profile_path``, the analysis of ``reference``, else the built-in reference of that name,
-    else the record as it is."""
+    else the record as it is. An analysis keeps the recorded kernel language (``backend``): a new reference
+    changes the math, not the language the kernel is written in."""
     if profile_path:
         return load_profile(profile_path)
-    if reference:
-        return analyze_for_checkout(reference, name=name, repo_root=repo.root)
     recorded = _read_record(repo, name) if repo.exists(record_path(name)) else None
     builtin = name in list_builtin_references()
     # A record made from another reference keeps it: the built-in of the same name is a different op.
-    if builtin and (recorded is None or recorded.reference.origin == f"builtin:{name}"):
-        return analyze_for_checkout(name, name=name, repo_root=repo.root)
+    if reference or (builtin and (recorded is None or recorded.reference.origin == f"builtin:{name}")):
+        profile = analyze_for_checkout(reference or name, name=name, repo_root=repo.root)
+        if recorded is not None:
+            profile.backend = recorded.backend
+        return profile
     if recorded is not None:
         return recorded
     raise ModifyError(f"nothing to modify '{name}' with: pass --profile FILE or --reference REF")

@@ -60,6 +60,8 @@ DTYPES = ("same", "float32", "int64", "int32", "bool")
 REDUCE_KINDS = ("sum", "mean", "max", "min")
 # math.rounding: fp32 throughout and one rounding at the store, or every op rounded as eager PyTorch does.
 ROUNDING_MODES = ("once", "per_op")
+# The kernel language the ops file is written in: Triton, or TileLang (tier 1, from derived formulas only).
+BACKENDS = ("triton", "tilelang")
 DERIVED_NAMES = ("function_class_name", "module_class_name", "functional_name")  # from operation_name
 # Names a formula may use besides the profile's own: the row length and pi.
 FORMULA_CONSTANTS = ("n_cols", "pi")
@@ -111,15 +113,21 @@ def pascal_case(snake: str) -> str:
 
 @dataclass
 class TensorSpec:
-    """A tensor input: ``[..., n_cols]`` rows; tier 3 also takes class indices, one per row (``dtype: int64``).
-    ``requires_grad: false`` makes it a constant of the math (no gradient is derived, stored or returned).
-    ``domain``: what the tests draw for it (empty: ``test.input_domain``; ``probabilities`` and
-    ``log_probabilities``: a distribution over each row, as losses between distributions expect)."""
+    """A tensor input: ``[..., n_cols]`` rows; tier 3 also takes class indices, one per row (``dtype: int64``), and
+    ``per_class`` tensors of ``[n_cols]`` values shared by every row (class weights), which formulas read at each
+    column by name or at a class index with ``take(NAME, index)``; they take no gradient, and None computes as 1 for
+    every class. ``requires_grad: false`` makes it a constant of the math (no gradient is derived, stored or
+    returned). ``domain``: what the tests draw for it (empty: ``test.input_domain``; ``probabilities`` and
+    ``log_probabilities``: a distribution over each row, as losses between distributions expect). ``attribute``: a
+    module reference holds this input itself (``weight`` for ``self.weight``): tests and benchmarks set it there
+    instead of passing it to forward."""
 
     name: str
     dtype: str = "same"
     requires_grad: bool = True
     domain: str = ""
+    per_class: bool = False
+    attribute: str = ""
     description: str = ""
 
 
@@ -340,6 +348,7 @@ class KernelProfile:
     module_class_name: str = ""
     functional_name: str = ""
     tier: int = 1
+    backend: str = "triton"  # the kernel language of the ops file (BACKENDS)
     inputs: list[TensorSpec] = field(default_factory=list)
     outputs: list[OutputSpec] = field(default_factory=list)
     hyperparameters: list[HyperParameter] = field(default_factory=list)
@@ -480,6 +489,11 @@ def _applies(profile: KernelProfile, path: str) -> bool:
     return True
 
 
+def tiling_fields(profile: KernelProfile) -> list[str]:
+    """The tiling fields the profile's ops template reads (what ``tune`` may change)."""
+    return [f.name for f in dataclasses.fields(Tiling) if _applies(profile, f"tiling.{f.name}")]
+
+
 def per_row_output(profile: KernelProfile, name: str) -> bool:
     """Whether output ``name``'s formula reads statistics and nothing that varies along the row."""
     formula = profile.math.outputs.get(name)
@@ -585,16 +599,36 @@ def _validate_math(profile: KernelProfile, problems: list[str]) -> None:
         _check_formula(problems, f"math.outputs.{name}", formula, known)
 
 
+def _validate_backend(profile: KernelProfile, problems: list[str]) -> None:
+    """TileLang kernels are rendered from derived element-wise formulas: tier 1 without hand-written Triton."""
+    if profile.backend not in BACKENDS:
+        problems.append(f"backend: {profile.backend!r} is not one of {', '.join(BACKENDS)}")
+    elif profile.backend == "tilelang":
+        if profile.tier != 1:
+            problems.append(
+                f"backend: tilelang renders tier-1 (element-wise) kernels; this is tier {profile.tier} (use triton)"
+            )
+        elif profile.math.triton is not None:
+            problems.append("backend: tilelang derives its kernels from math.outputs formulas, not from math.triton")
+
+
 def _validate_loss(profile: KernelProfile, problems: list[str]) -> None:
     if profile.module.kind != "loss":
         problems.append(f"module.kind: {profile.module.kind!r} with tier 3: a loss needs the 'loss' module")
-    if not any(t.dtype == "same" for t in profile.inputs):
+    if not any(t.dtype == "same" and not t.per_class for t in profile.inputs):
         problems.append("inputs: tier 3 needs a per-element input (the logits or a distribution)")
     for index, tensor in enumerate(profile.inputs):
         if tensor.dtype not in ("same", "int64"):
             problems.append(f"inputs[{index}].dtype: {tensor.dtype!r}: tier 3 takes rows ('same') and class indices")
         if tensor.dtype == "int64" and tensor.requires_grad:
             problems.append(f"inputs[{index}].requires_grad: class indices have no gradient")
+        if tensor.per_class and tensor.dtype != "same":
+            problems.append(f"inputs[{index}].per_class: per-class values are numbers of the first input's dtype")
+        if tensor.per_class and tensor.requires_grad:
+            problems.append(
+                f"inputs[{index}].requires_grad: a per-class input takes no gradient (it would be a sum over rows, "
+                f"which tier 3 does not derive)"
+            )
     if profile.parameters:
         problems.append("parameters: a tier-3 loss owns no parameters (pass class weights as an input)")
     loss = profile.math.loss
@@ -602,6 +636,17 @@ def _validate_loss(profile: KernelProfile, problems: list[str]) -> None:
         return
     row_names = {t.name for t in profile.inputs if t.dtype == "int64"} | set(profile.formula_hyperparameters)
     row_names.add("n_cols")
+    per_class = {t.name for t in profile.inputs if t.per_class}
+    row_names |= per_class  # read at class indices only: take(NAME, index)
+    formulas = [("math.loss.denominator", loss.denominator)]
+    formulas += [(f"math.loss.choices[{i}].denominator", c.denominator) for i, c in enumerate(loss.choices)]
+    for path, formula in formulas:
+        bare = _bare_names(formula, per_class)
+        if bare:
+            problems.append(
+                f"{path}: {formula!r} reads {bare[0]}, one value per class, outside take({bare[0]}, index): a "
+                f"denominator has one value per row"
+            )
     listed = {choice.value: choice for choice in loss.choices}
     for index, choice in enumerate(loss.choices):
         if choice.reduction not in LOSS_REDUCTIONS:
@@ -643,7 +688,9 @@ def _validate_fused_linear(profile: KernelProfile, problems: list[str]) -> None:
         return
     if fused.chunk_size is not None and (not isinstance(fused.chunk_size, int) or fused.chunk_size < 1):
         problems.append(f"fused_linear.chunk_size: {fused.chunk_size!r} is not a positive integer")
-    bounded = [t.name for t in profile.inputs if t.dtype != "int64" and t.domain not in ("", "real")]
+    bounded = [
+        t.name for t in profile.inputs if t.dtype != "int64" and not t.per_class and t.domain not in ("", "real")
+    ]
     if bounded:
         problems.append(
             f"fused_linear.enabled: a linear layer makes logits, any real number, but {bounded[0]} holds "
@@ -655,6 +702,22 @@ def _validate_fused_linear(profile: KernelProfile, problems: list[str]) -> None:
             "fused_linear.enabled: a loss reduced per row ('none') has no fused linear form (the weight's gradient "
             "sums over rows before any per-row grad_output is known)"
         )
+
+
+def _bare_names(formula: Any, names: set[str]) -> list[str]:
+    """Which of ``names`` a formula reads other than as the values of ``take(NAME, index)``."""
+    if not names or not isinstance(formula, str):
+        return []
+    try:
+        tree = ast.parse(formula.strip(), mode="eval")
+    except SyntaxError:
+        return []  # reported by _check_formula
+    taken = {
+        id(node.args[0])
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "take" and node.args
+    }
+    return sorted({n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id in names and id(n) not in taken})
 
 
 def _check_formula(problems: list[str], path: str, formula: Any, known: set[str]) -> None:
@@ -713,6 +776,7 @@ def validate_profile(profile: KernelProfile) -> list[str]:
         problems.append(f"profile_version: {profile.profile_version!r}; this kernelgen reads format {PROFILE_VERSION}")
     if profile.tier not in TIER_DESCRIPTIONS:
         problems.append(f"tier: {profile.tier!r} is not one of 1, 2, 3")
+    _validate_backend(profile, problems)
     if profile.module.kind not in MODULE_KINDS:
         problems.append(f"module.kind: {profile.module.kind!r} is not one of {', '.join(MODULE_KINDS)}")
     elif profile.module.kind == "loss" and profile.tier != 3:
@@ -745,6 +809,12 @@ def validate_profile(profile: KernelProfile) -> list[str]:
                     f"tensors of the first input's dtype ('same')"
                 )
     for index, tensor in enumerate(profile.inputs):
+        if tensor.per_class and profile.tier != 3:
+            problems.append(f"inputs[{index}].per_class: only a tier-3 loss takes per-class inputs (class weights)")
+        if tensor.attribute and profile.reference.kind != "module":
+            problems.append(f"inputs[{index}].attribute: only a module reference holds inputs of its own")
+        elif tensor.attribute and not re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*", tensor.attribute):
+            problems.append(f"inputs[{index}].attribute: {tensor.attribute!r} is not an attribute path (a.b)")
         if tensor.domain not in INPUT_DOMAINS:
             problems.append(f"inputs[{index}].domain: {tensor.domain!r} is not one of {', '.join(INPUT_DOMAINS[1:])}")
     for index, output in enumerate(profile.outputs):
@@ -828,6 +898,10 @@ def dump_yaml(profile: KernelProfile) -> str:
         if not per_row_output(profile, output.name):
             spec.pop("keepdim")
     # Constructor links and mlp variants only where used: profiles without them read as before.
+    for spec in data["inputs"]:
+        for key in ("per_class", "attribute"):
+            if not spec[key]:
+                spec.pop(key)
     for spec in data["parameters"]:
         for key in ("init_arg", "enabled_by"):
             if not spec[key]:

@@ -43,10 +43,11 @@ def _op_names(profile) -> set[str]:
     return set(_CALL.findall(profile.forward_computation))
 
 
-def closest_archived_kernel(profile, repo_root: Path) -> str | None:
-    """The archived kernel closest to ``profile`` (same tier, most shared ops), or None."""
+def ranked_archived_kernels(profile, repo_root: Path) -> list[tuple[str, float, list[str]]]:
+    """Archived kernels of ``profile``'s tier that share an op with it, closest first: ``(name, score, shared ops)``
+    (score: the Jaccard overlap of the ops they call)."""
     wanted = _op_names(profile)
-    best, best_score = None, 0.0
+    ranked = []
     for name in knowledge_kernels(repo_root):
         if name == profile.operation_name:
             continue
@@ -60,6 +61,12 @@ def closest_archived_kernel(profile, repo_root: Path) -> str | None:
         theirs = _op_names(archived)
         union = wanted | theirs
         score = len(wanted & theirs) / len(union) if union else 0.0
-        if score > best_score:
-            best, best_score = name, score
-    return best
+        if score > 0:
+            ranked.append((name, score, sorted(wanted & theirs)))
+    return sorted(ranked, key=lambda entry: (-entry[1], entry[0]))
+
+
+def closest_archived_kernel(profile, repo_root: Path) -> str | None:
+    """The archived kernel closest to ``profile`` (same tier, most shared ops), or None."""
+    ranked = ranked_archived_kernels(profile, repo_root)
+    return ranked[0][0] if ranked else None

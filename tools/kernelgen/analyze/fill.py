@@ -150,11 +150,20 @@ def _fill_loss(profile: KernelProfile, traced: TracedReference) -> None:
     if chooser:
         _set_reduction_choices(profile, traced, chooser, accepted)
     hints = traced.loaded.hints
-    element = [t for t in profile.inputs if t.dtype != "int64"]
+    element = [t for t in profile.inputs if t.dtype != "int64" and not t.per_class]
     wanted = hints.get("grad_inputs") or [element[0].name]
+    per_class = sorted(set(wanted) & set(traced.class_inputs))
+    if per_class:
+        raise AnalyzeError(
+            f"KERNELGEN hint 'grad_inputs' names {per_class}, one value per class (class weights): their gradient "
+            f"would sum over rows, which a tier-3 kernel does not derive",
+            origin=traced.loaded.origin,
+        )
     positive = _log_domain_inputs(lowered, traced)
-    domains = {**_distribution_inputs(traced), **hints.get("domains", {})}
-    for tensor in element:
+    # Class weights are drawn positive: a weighted mean divides by the kept rows' weights.
+    domains = {**{name: "positive" for name in traced.class_inputs}, **_distribution_inputs(traced)}
+    domains.update(hints.get("domains", {}))
+    for tensor in element + [t for t in profile.inputs if t.per_class]:
         tensor.requires_grad = tensor.name in wanted
         tensor.domain = domains.get(tensor.name, "positive" if tensor.name in positive else "real")
         if tensor.domain not in INPUT_DOMAINS:
@@ -225,7 +234,8 @@ def _reduction_choices(traced: TracedReference, lowered: LoweredLoss) -> tuple[s
 
 
 def _set_reduction_choices(profile: KernelProfile, traced: TracedReference, chooser: str, accepted: dict) -> None:
-    names = [t.name for t in profile.inputs if t.dtype == "int64"] + profile.formula_hyperparameters + ["n_cols"]
+    names = [t.name for t in profile.inputs if t.dtype == "int64" or t.per_class]
+    names += profile.formula_hyperparameters + ["n_cols"]
     means = [denominator for kind, denominator in accepted.values() if kind == "mean"]
     base = accepted["mean"][1] if accepted.get("mean", ("",))[0] == "mean" else (means[0] if means else 1)
     loss = profile.math.loss
@@ -321,6 +331,9 @@ def _inputs(traced: TracedReference) -> list[TensorSpec]:
     for name in traced.tensor_inputs:
         if name in traced.index_inputs:
             specs.append(TensorSpec(name=name, dtype="int64", requires_grad=False))
+        elif name in traced.class_inputs:
+            attribute = traced.attribute_inputs.get(name, "")
+            specs.append(TensorSpec(name=name, requires_grad=False, per_class=True, attribute=attribute))
         elif name in integers:
             function = traced.loaded.obj.forward if traced.loaded.kind == "module" else traced.loaded.obj
             line = getattr(getattr(function, "__code__", None), "co_firstlineno", None)

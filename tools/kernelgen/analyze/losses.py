@@ -12,10 +12,15 @@ per-row values lower as in tier 2 (``program.py``), with ``col`` (the column ind
   mean with that per-row denominator; ``.clamp(min=...)`` of a denominator is dropped: the kernel's mean over no
   counted row is 0;
 - an integer compared with class indices, or given as ``ignore_index``, is the int hyper-parameter with that
-  default (the trace sees only its value).
+  default (the trace sees only its value);
+- class weights (an input of one value per class, ``trace.py`` finds them): read along the row as a per-element
+  value of every row, and at a class index (``weight=`` of ``F.cross_entropy``/``F.nll_loss``, ``w[target]``,
+  ``w.gather(0, target)``, ``w.index_select(0, target)``, ``torch.take``, a one-hot row sum of them) as
+  ``take(w, target)``, a per-row value; ``F.cross_entropy``'s weighted mean divides by ``sum(where(kept, w[t], 0))``
+  and its label smoothing weighs each class's term by ``w[c]``, as torch does.
 
-What cannot be written this way (class weights, a reduction over columns, a maximum over rows) stops analysis with
-the op and its line.
+What cannot be written this way (a reduction over columns, a maximum over rows, a class weight with a gradient)
+stops analysis with the op and its line.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from tools.kernelgen.analyze.program import ProgramBuilder
 from tools.kernelgen.analyze.trace import TracedReference
 from tools.kernelgen.synth import apply_op
 from tools.kernelgen.synth import make_symbols
+from tools.kernelgen.synth.functions import Take
 from tools.kernelgen.synth.functions import indicator
 from tools.kernelgen.synth.functions import select
 from tools.kernelgen.synth.losses import COL
@@ -85,6 +91,9 @@ class LossBuilder(ProgramBuilder):
         self.index_symbols = {self.symbols[name] for name in traced.index_inputs}
         self.element_symbols = {self.symbols[n] for n in traced.tensor_inputs if n not in traced.index_inputs}
         self.element_symbols.add(self.col)
+        self.class_symbols = {self.symbols[name] for name in traced.class_inputs}
+        # Per-class values at a class index: a row symbol each while lowering, take(values, index) in the formulas.
+        self.picks: dict[sympy.Symbol, Take] = {}
         # Specialised ints by value: the hyper-parameter an integer constant stands for.
         self.int_defaults: dict[int, str] = {}
         for hp in traced.hyperparameters:
@@ -101,7 +110,46 @@ class LossBuilder(ProgramBuilder):
         return isinstance(value, sympy.Basic) and bool(value.free_symbols & self.element_symbols)
 
     def _row_constants(self) -> set[sympy.Symbol]:
-        return super()._row_constants() | self.index_symbols | {self._int_symbol(n) for n in self.int_used}
+        ints = {self._int_symbol(n) for n in self.int_used}
+        return super()._row_constants() | self.index_symbols | ints | set(self.picks)
+
+    def _class_valued(self, value: Any) -> bool:
+        """A value of one number per class (a class weight or one computed from them), nothing of the row."""
+        if not isinstance(value, sympy.Basic):
+            return False
+        free = value.free_symbols
+        return bool(free & self.class_symbols) and not free & (self.element_symbols - self.class_symbols)
+
+    def _take(self, values: Any, index: Any, node: fx.Node) -> sympy.Expr:
+        """``values[index]`` of per-class ``values`` at one class index per row: each class input read there."""
+        call = self.traced.calls[node]
+        if not self._class_valued(values):
+            raise self._error(f"`{call.label}` picks by class index from a value that is no per-class input", node)
+        if not isinstance(index, sympy.Basic) or self.per_element(index) or index.free_symbols & set(self.picks):
+            raise self._error(f"`{call.label}` needs one class index per row", node)
+        replaced = {}
+        for symbol in sorted(values.free_symbols & self.class_symbols, key=lambda s: s.name):
+            take = Take(symbol, index)
+            existing = next((pick for pick, known in self.picks.items() if known == take), None)
+            if existing is None:
+                base = f"{symbol.name}_{index.name if isinstance(index, sympy.Symbol) else 'picked'}"
+                name, count = base, 0
+                while name in self.taken:
+                    count += 1
+                    name = f"{base}_{count}"
+                self.taken.add(name)
+                existing = sympy.Symbol(name, real=True)
+                self.picks[existing] = take
+            replaced[symbol] = existing
+        return values.xreplace(replaced)
+
+    def statistic(self, base: str, reduce: str, operand: sympy.Expr, node: fx.Node) -> sympy.Symbol:
+        """A row sum of per-class values at the column of a class index (``(one_hot(t) * w).sum(-1)``) is the value
+        at that index, read once per row; every other statistic as tier 2 makes it."""
+        picked = _one_column_value(operand, self.col) if reduce == "sum" else None
+        if picked is not None and self._class_valued(picked[0]) and not self.per_element(picked[1]):
+            return self._take(picked[0], picked[1], node)
+        return super().statistic(base, reduce, operand, node)
 
     def _int_symbol(self, name: str) -> sympy.Symbol:
         return sympy.Symbol(name, real=True)
@@ -127,6 +175,8 @@ class LossBuilder(ProgramBuilder):
         operands = [self.value(operand) for operand in call.operands]
         if any(isinstance(v, (OverRows, RowCount)) for v in operands):
             return self._over_rows_arithmetic(call, operands)
+        if call.family == REDUCTION and operands and self._class_valued(operands[0]):
+            return self._over_classes(call, operands[0])
         if call.family == REDUCTION and self._reduces_over_rows(call):
             return self._reduce_rows(call)
         if call.family == REDUCTION and operands and not self.per_element(operands[0]):
@@ -172,6 +222,8 @@ class LossBuilder(ProgramBuilder):
         node = call.node
         if call.name == "gather":
             return self._gather(call)
+        if call.name in ("index", "take", "index_select"):
+            return self._class_pick(call)
         if call.name == "one_hot":
             return indicator(_without_piecewise(self.col, self.value(call.index_operands[0])))
         if call.name in ("cross_entropy", "nll_loss"):
@@ -192,9 +244,26 @@ class LossBuilder(ProgramBuilder):
         if dim is not None and shape is not None and dim % len(shape) != len(shape) - 1:
             raise self._error(f"`{call.label}` gathers along dim {dim}; a loss picks along its classes (dim -1)", node)
         index = self.value(call.index_operands[0])
+        if dim is not None and dim % len(shape or (1,)) == 0 and self._class_valued(source):
+            return self._take(source, index, node)  # w.gather(0, target): a class weight per row
         if self.per_element(index) or not self.per_element(source):
             raise self._error(f"`{call.label}` must pick one class per row of a [rows, classes] value", node)
         return self._picked(source, index, node)
+
+    def _class_pick(self, call: OpCall) -> sympy.Expr:
+        """``w[target]``, ``torch.take(w, target)``, ``w.index_select(0, target)``: per-class values picked by class
+        index, one per row."""
+        node = call.node
+        source = self.value(call.operands[0]) if call.operands else None
+        single = call.name != "index" or isinstance(node.args[1], fx.Node)
+        along_classes = call.name != "index_select" or call.options.get("dim") == 0
+        if not (single and along_classes and self._class_valued(source)):
+            raise self._error(
+                f"`{call.label}` ({call.name}) is not part of a loss kernelgen can write per row (it picks per-class "
+                f"values, w[target], by one class index per row)",
+                node,
+            )
+        return self._take(source, self.value(call.index_operands[0]), node)
 
     def _picked(self, source: sympy.Expr, index: sympy.Expr, node: fx.Node, base: str | None = None) -> sympy.Expr:
         """The element of each row at class ``index``: a row sum of the one element where ``col == index``."""
@@ -207,28 +276,37 @@ class LossBuilder(ProgramBuilder):
         return self.value(value) if isinstance(value, fx.Node) else value
 
     def _class_loss(self, call: OpCall) -> Any:
+        """torch's definitions: with class weights ``w`` a row's loss is ``w[t] * nll`` (label smoothing: ``(1 - s) *
+        w[t] * (lse - x[t]) + s / n * sum_c w[c] * (lse - x[c])``) and the mean divides by the kept rows' ``w[t]``."""
         node = call.node
-        if call.options.get("weight") is not None:
-            raise self._error(f"`{call.label}` with class weights (not supported yet)", node)
         x = self.value(call.operands[0])
         target = self.value(call.operands[1])
         if not self.per_element(x) or self.per_element(target):
             raise self._error(f"`{call.label}` needs [rows, classes] scores and one class index per row", node)
+        weight = self._option(call, "weight")
+        if weight is not None and not self._class_valued(weight):
+            raise self._error(f"`{call.label}`: its weight must be one value per class (an input of [classes])", node)
+        picked_weight = self._take(weight, target, node) if weight is not None else sympy.S.One
         kept = sympy.Ne(target, self._as_hyper(self._option(call, "ignore_index")))
         picked = self._picked(x, target, node, "picked")
         if call.name == "nll_loss":
-            row = -picked
+            row = -picked * picked_weight
         else:
             base = "lse"
             peak = self.statistic(f"{base}_max", "max", x, node)
             total = self.statistic(f"{base}_sum", "sum", sympy.exp(x - peak), node)
             lse = peak + sympy.log(total)
-            row = lse - picked
+            row = (lse - picked) * picked_weight
             smoothing = self._option(call, "label_smoothing") or 0
             if not (isinstance(smoothing, (int, float)) and smoothing == 0):
-                mean = self.statistic(f"{base}_row_sum", "sum", x, node) / self.n
-                row = (1 - smoothing) * row + smoothing * (lse - mean)
-        return self._reduced(select(kept, row, sympy.S.Zero), select(kept, sympy.S.One, sympy.S.Zero), call)
+                if weight is None:
+                    mean = self.statistic(f"{base}_row_sum", "sum", x, node) / self.n
+                    row = (1 - smoothing) * row + smoothing * (lse - mean)
+                else:
+                    classes = self.statistic(f"{base}_weight_sum", "sum", weight, node)
+                    weighted = self.statistic(f"{base}_weighted_sum", "sum", weight * x, node)
+                    row = (1 - smoothing) * row + smoothing * (lse * classes - weighted) / self.n
+        return self._reduced(select(kept, row, sympy.S.Zero), select(kept, picked_weight, sympy.S.Zero), call)
 
     def _kl_div(self, call: OpCall) -> Any:
         x = self.value(call.operands[0])
@@ -255,6 +333,24 @@ class LossBuilder(ProgramBuilder):
         if reduction == "mean":
             return OverRows(row, counted)
         raise self._error(f"`{call.label}` with reduction={reduction!r}", call.node)
+
+    def _over_classes(self, call: OpCall, value: sympy.Expr) -> sympy.Symbol:
+        """``w.sum()`` of per-class values: a statistic over the classes, the same in every row (``w / w.sum()``
+        normalises class weights; a loss divided by it stays a sum over rows)."""
+        kinds = {"sum": "sum", "mean": "mean", "amax": "max", "amin": "min"}
+        if call.name not in kinds:
+            raise self._error(
+                f"`{call.label}` of per-class values: kernelgen reduces them by sum, mean, max or min", call.node
+            )
+        return self.statistic(self._assigned_name(call.node) or call.node.name, kinds[call.name], value, call.node)
+
+    def _class_statistics(self) -> set[sympy.Symbol]:
+        """Statistics of per-class values alone: the same number in every row."""
+        return {
+            sympy.Symbol(name, real=True)
+            for name, _, operand in self.program.statistics
+            if self._class_valued(operand) or not (operand.free_symbols - self.class_symbols - self._hyper_symbols())
+        }
 
     # Reductions over rows ----------------------------------------------------------------------------------
     def _reduces_over_rows(self, call: OpCall) -> bool:
@@ -323,10 +419,29 @@ class LossBuilder(ProgramBuilder):
     def _scalar(self, value: Any) -> bool:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return True
-        return isinstance(value, sympy.Basic) and not (value.free_symbols - self._hyper_symbols())
+        fixed = self._hyper_symbols() | self._class_statistics()  # the same for every row
+        return isinstance(value, sympy.Basic) and not (value.free_symbols - fixed)
 
     def _hyper_symbols(self) -> set[sympy.Symbol]:
         return {self.symbols[name] for name in self.traced.runtime_hyperparameters} | {self.n}
+
+
+def _one_column_value(operand: sympy.Expr, col: sympy.Symbol) -> tuple[sympy.Expr, sympy.Expr] | None:
+    """``(value, index)`` when ``operand`` is ``where(col == index, value, 0)`` or ``value * where(col == index, 1,
+    0)`` (a one-hot row times per-class values): its row sum is the value at ``index``."""
+    factors = sympy.Mul.make_args(operand)
+    for factor in factors:
+        if not (isinstance(factor, sympy.Piecewise) and len(factor.args) == 2):
+            continue
+        (value, condition), (otherwise, always) = factor.args
+        if always != sympy.true or otherwise != 0 or not isinstance(condition, sympy.Eq) or col not in condition.args:
+            continue
+        index = condition.args[1] if condition.args[0] == col else condition.args[0]
+        if col in index.free_symbols:
+            continue
+        rest = sympy.Mul(*(other for other in factors if other is not factor))
+        return value * rest, index
+    return None
 
 
 def _without_piecewise(col: sympy.Symbol, index: sympy.Expr) -> sympy.Basic:
@@ -364,11 +479,12 @@ def lower_loss(traced: TracedReference) -> LoweredLoss:
             "the outputs are reduced over rows in different ways; reduce them alike", traced.outputs[0]
         )
     ((reduction, divisor),) = kinds
+    takes = dict(builder.picks)  # each picked class value as the formulas spell it
     return LoweredLoss(
-        statistics=list(builder.program.statistics),
-        outputs=outputs,
+        statistics=[(name, reduce, operand.xreplace(takes)) for name, reduce, operand in builder.program.statistics],
+        outputs={name: expr.xreplace(takes) for name, expr in outputs.items()},
         reduction=reduction,
-        denominator=sympy.sympify(divisor if divisor is not None else 1),
+        denominator=sympy.sympify(divisor if divisor is not None else 1).xreplace(takes),
         int_hyperparameters=list(builder.int_used),
     )
 

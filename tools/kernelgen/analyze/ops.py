@@ -150,6 +150,7 @@ _BY_NAME.update(
         "gather": _spec("gather", STRUCTURAL, ("input", "dim", "index"), index_params=("index",)),
         "take_along_dim": _spec("gather", STRUCTURAL, ("input", "indices", "dim"), index_params=("indices",)),
         "index_select": _spec("index_select", STRUCTURAL, ("input", "dim", "index"), index_params=("index",)),
+        "take": _spec("take", STRUCTURAL, ("input", "index"), index_params=("index",)),
         "embedding": _spec("embedding", STRUCTURAL, ("input", "weight"), index_params=("input",)),
         "matmul": _spec("matmul", STRUCTURAL, _BINARY, 2),
         "mm": _spec("matmul", STRUCTURAL, _BINARY, 2),
@@ -329,7 +330,7 @@ def _make(node: fx.Node, spec: OpSpec, args: list[Any], kwargs: dict[str, Any], 
 def _normalize_call(node: fx.Node, target: Any, name: str, args: list[Any], kwargs: dict[str, Any]) -> OpCall:
     if target in _OPERATORS:
         return _make(node, _OPERATORS[target], args, kwargs)
-    if target is operator.getitem:
+    if target is operator.getitem or target == "__getitem__":  # the method form: indexing a module's buffer
         return _normalize_getitem(node, args)
     if target is builtins.getattr:
         attribute = args[1] if len(args) > 1 else None

@@ -31,6 +31,7 @@ from typing import Any
 import torch
 import torch.fx as fx
 import torch.nn as nn
+import torch.nn.functional as F
 
 from torch.fx.passes.shape_prop import ShapeProp
 
@@ -38,6 +39,8 @@ from tools.kernelgen.analyze.errors import HAND_WRITTEN_PROFILE_HINT
 from tools.kernelgen.analyze.errors import AnalyzeError
 from tools.kernelgen.analyze.load import LoadedReference
 from tools.kernelgen.analyze.load import line_in_traceback
+from tools.kernelgen.analyze.ops import CAST
+from tools.kernelgen.analyze.ops import LAYOUT
 from tools.kernelgen.analyze.ops import LINE_KEY
 from tools.kernelgen.analyze.ops import OpCall
 from tools.kernelgen.analyze.ops import UnknownOpError
@@ -76,6 +79,10 @@ class TracedReference:
     # A module's str/bool/int attributes set from __init__ arguments of the same name (``self.reduction``): the
     # trace saw their values; a loss makes them hyper-parameters (tiers 1 and 2 leave them to the module).
     module_switches: dict[str, Any] = field(default_factory=dict)
+    # Tensor inputs of one value per class ([classes]: class weights), found by how the reference reads them.
+    class_inputs: list[str] = field(default_factory=list)
+    # Inputs that a module reference holds itself (``self.weight``, a buffer of class weights): input -> attribute.
+    attribute_inputs: dict[str, str] = field(default_factory=dict)
 
     @property
     def runtime_hyperparameters(self) -> list[str]:
@@ -221,8 +228,13 @@ def _instantiate(
     return module, init_params, kwargs
 
 
-def _trace_module(loaded: LoadedReference, overrides: dict[str, Any]) -> TracedReference:
+def _trace_module(loaded: LoadedReference, overrides: dict[str, Any], probed=None) -> TracedReference:
+    """``probed``: the constructor arguments to give a tensor (None: every one that keeps it as a tensor)."""
     module, init_params, built_with = _instantiate(loaded, overrides)
+    arguments = _tensor_arguments(loaded, init_params, built_with, overrides)
+    arguments = {name: held for name, held in arguments.items() if probed is None or name in probed}
+    if arguments:
+        module, init_params, built_with = _instantiate(loaded, {**overrides, **_probes(arguments)})
     module.eval()
     tensors, hypers, concrete, order = _split_signature(loaded, type(module).forward, skip_self=True)
     concrete.update({name: value for name, value in overrides.items() if name in concrete})
@@ -244,7 +256,10 @@ def _trace_module(loaded: LoadedReference, overrides: dict[str, Any]) -> TracedR
     vectors = [p for p in module.parameters() if p.dim() == 1 and p.numel() > 1]
     hidden = int(vectors[0].numel()) if vectors else DEFAULT_HIDDEN
     order = order + list(proxied)
-    traced = _finish(loaded, graph_module, order, tensors, hypers, concrete, proxied, hidden, init_params, module)
+    holders = {attribute: argument for argument, attribute in arguments.items()}
+    traced = _finish(
+        loaded, graph_module, order, tensors, hypers, concrete, proxied, hidden, init_params, module, holders
+    )
     init_names = {ip.name for ip in init_params}
     traced.module_switches = {
         name: value
@@ -256,7 +271,38 @@ def _trace_module(loaded: LoadedReference, overrides: dict[str, Any]) -> TracedR
     if sizes:
         traced.size_param = sizes[0]
     _link_constructor_arguments(loaded, module, traced, built_with)
+    used = {name for name, held in arguments.items() if held in traced.attribute_inputs.values()}
+    if used != set(arguments):  # a tensor argument the loss does not read as class weights: traced as it defaults
+        return _trace_module(loaded, overrides, used)
     return traced
+
+
+def _probes(arguments: dict[str, str]) -> dict[str, torch.Tensor]:
+    generator = torch.Generator().manual_seed(0)
+    return {name: torch.rand((DEFAULT_HIDDEN,), generator=generator) + 0.5 for name in arguments}
+
+
+def _tensor_arguments(
+    loaded: LoadedReference, init_params: list[HyperParameter], built_with: dict[str, Any], overrides: dict[str, Any]
+) -> dict[str, str]:
+    """Constructor arguments that are None by default and that the module keeps as a tensor when given one
+    (``weight=None`` stored with ``register_buffer("weight", weight)``, as torch's losses take class weights):
+    argument -> the attribute that holds it, proven by building the module with a tensor for it. The module is then
+    traced with such a tensor, so the trace sees the loss that reads it."""
+    found = {}
+    for param in init_params:
+        if built_with.get(param.name, 0) is not None or param.name in overrides:
+            continue
+        probe = _probes({param.name: ""})[param.name]
+        try:
+            rebuilt, _, _ = _instantiate(loaded, {**overrides, param.name: probe})
+        except AnalyzeError:
+            continue
+        held = [name for name, value in rebuilt.named_buffers() if value is probe]
+        held += [name for name, value in vars(rebuilt).items() if value is probe and not name.startswith("_")]
+        if held:
+            found[param.name] = held[0]
+    return found
 
 
 def _constructor_names(
@@ -492,12 +538,27 @@ def _returned_names(loaded: LoadedReference, count: int) -> list[str] | None:
     return None
 
 
-def _finish(loaded, graph_module, order, tensors, hypers, concrete, attributes, hidden, init_params, module=None):
-    # fx renames specialised placeholders (``approximate_1``), so they are matched to arguments by position.
-    placeholders = dict(zip(order, (node for node in graph_module.graph.nodes if node.op == "placeholder")))
+def _finish(
+    loaded, graph_module, order, tensors, hypers, concrete, attributes, hidden, init_params, module=None, arguments=None
+):
     _functionalize_in_place_ops(loaded, graph_module.graph)
+    _weighted_loss_modules_as_calls(graph_module)
     live = _reachable(graph_module.graph)
     calls = _normalize_all(loaded, graph_module, live)
+    attribute_inputs = {}
+    if module is not None:
+        taken = (set(order) | {h.name for h in hypers} | {ip.name for ip in init_params}) - set(
+            (arguments or {}).values()
+        )
+        attribute_inputs = _class_attributes_as_inputs(
+            graph_module, module, calls, taken, arguments or {}, loaded.origin
+        )
+        if attribute_inputs:
+            tensors, order = tensors + list(attribute_inputs), order + list(attribute_inputs)
+            live = _reachable(graph_module.graph)
+            calls = _normalize_all(loaded, graph_module, live)
+    # fx renames specialised placeholders (``approximate_1``), so they are matched to arguments by position.
+    placeholders = dict(zip(order, (node for node in graph_module.graph.nodes if node.op == "placeholder")))
     outputs, output_names = _output_nodes(graph_module, loaded)
     if any(not isinstance(node, fx.Node) for node in outputs):
         raise AnalyzeError(f"'{loaded.entry}' must return tensors computed from its inputs", origin=loaded.origin)
@@ -512,6 +573,15 @@ def _finish(loaded, graph_module, order, tensors, hypers, concrete, attributes, 
     # A float hyper-parameter nothing reads (init_alpha, only used to build a parameter) is not one of the op.
     hypers = [h for h in hypers if h.name in concrete or placeholders.get(h.name) in live]
     index_inputs = _index_inputs(calls, tensors)
+    class_inputs = _class_inputs(calls, tensors, index_inputs)
+    hinted = loaded.hints.get("per_class", [])  # read only along the classes (a one-hot row times them)
+    unknown = sorted(set(hinted) - (set(tensors) - set(index_inputs)))
+    if unknown:
+        raise AnalyzeError(
+            f"KERNELGEN hint 'per_class' names {unknown}, which are no tensor inputs of real numbers",
+            origin=loaded.origin,
+        )
+    class_inputs = [name for name in tensors if name in class_inputs or name in hinted]
 
     parameters, parameter_names, others = [], {}, []
     used_targets = {node.target for node in live if node.op == "get_attr"}
@@ -538,7 +608,17 @@ def _finish(loaded, graph_module, order, tensors, hypers, concrete, attributes, 
     # then the row count); others (2, 3, hidden).
     rows_shape = (6,) if index_inputs or _reduces_rows_to_a_loss(calls) else (2, 3)
     shapes_known = _propagate_shapes(
-        graph_module, order, tensors, index_inputs, rows_shape, calls, hypers, concrete, attributes, hidden
+        graph_module,
+        order,
+        tensors,
+        index_inputs,
+        class_inputs,
+        rows_shape,
+        calls,
+        hypers,
+        concrete,
+        attributes,
+        hidden,
     )
     specialized = {name: value for name, value in concrete.items() if _scalar_type(value) is not None}
     traced = TracedReference(
@@ -559,6 +639,8 @@ def _finish(loaded, graph_module, order, tensors, hypers, concrete, attributes, 
         shapes_known=shapes_known,
         placeholder_names={node: name for name, node in placeholders.items()},
         specialized=specialized,
+        class_inputs=class_inputs,
+        attribute_inputs=attribute_inputs,
     )
     if not shapes_known:
         traced.notes.append("running the reference on example inputs failed; dims were read from the arguments")
@@ -568,20 +650,133 @@ def _finish(loaded, graph_module, order, tensors, hypers, concrete, attributes, 
 def _index_inputs(calls: dict[fx.Node, OpCall], tensors: list[str]) -> list[str]:
     """Tensor inputs an index operand is computed from (``target``, ``target.unsqueeze(-1)``,
     ``target.clamp(min=0)``)."""
-    names = set()
-    stack = [operand for call in calls.values() for operand in call.index_operands if isinstance(operand, fx.Node)]
-    seen = set()
+    starts = [operand for call in calls.values() for operand in call.index_operands if isinstance(operand, fx.Node)]
+    names = {node.target for node in _leaves_behind(starts, lambda node: node.all_input_nodes)}
+    return [name for name in tensors if name in names]
+
+
+def _class_inputs(calls: dict[fx.Node, OpCall], tensors: list[str], index_inputs: list[str]) -> list[str]:
+    """Tensor inputs of one value per class (see ``_class_leaves``). A reference that only multiplies rows by them
+    (``one_hot(t) * w``) names them in the hint ``KERNELGEN = {"per_class": ["w"]}``: their shape is not in the
+    code."""
+    names = {node.target for node in _class_leaves(calls) if node.op == "placeholder"}
+    return [name for name in tensors if name in names and name not in index_inputs]
+
+
+def _class_leaves(calls: dict[fx.Node, OpCall]) -> set[fx.Node]:
+    """The placeholders and module attributes (``get_attr``) read as one value per class: a library loss's
+    ``weight``, or what is picked from by a class index alone (``w[target]``, ``w.gather(0, target)``,
+    ``w.index_select(0, target)``, ``torch.take(w, target)``), cast or reshaped on the way (``w.float()[target]``)."""
+    sources = []
+    for call in calls.values():
+        if call.name in ("cross_entropy", "nll_loss") and isinstance(call.options.get("weight"), fx.Node):
+            sources.append(call.options["weight"])
+        picks_classes = (
+            call.name == "take"
+            or (call.name == "index" and isinstance(call.node.args[1], fx.Node))  # w[target], not x[rows, target]
+            or (call.name in ("gather", "index_select") and call.options.get("dim") == 0)
+        )
+        if picks_classes and call.operands and isinstance(call.operands[0], fx.Node):
+            sources.append(call.operands[0])
+
+    def cast_or_reshaped(node: fx.Node) -> list[fx.Node]:
+        call = calls.get(node)
+        if call is None or call.family not in (CAST, LAYOUT) or not call.operands:
+            return []
+        return [operand for operand in call.operands[:1] if isinstance(operand, fx.Node)]
+
+    return _leaves_behind(sources, cast_or_reshaped)
+
+
+def _leaves_behind(starts: list[fx.Node], follow) -> set[fx.Node]:
+    """The placeholders and attributes reached from ``starts`` going back along ``follow(node)`` (what it reads)."""
+    leaves, seen, stack = set(), set(), list(starts)
     while stack:
         node = stack.pop()
         if node in seen:
             continue
         seen.add(node)
-        if node.op == "placeholder":
-            if node.target in tensors:
-                names.add(node.target)
+        if node.op in ("placeholder", "get_attr"):
+            leaves.add(node)
+        else:
+            stack.extend(follow(node))
+    return leaves
+
+
+def _class_attributes_as_inputs(
+    graph_module: fx.GraphModule, module: nn.Module, calls: dict, taken: set[str], arguments: dict[str, str], origin
+) -> dict[str, str]:
+    """Tensors of one value per class the module holds (a buffer or a tensor attribute, ``self.weight``), read by
+    the loss as class weights: each becomes a tensor input of the graph, after the others, named after the
+    constructor argument that sets it (``arguments``: attribute -> argument) or the attribute. Returns ``{input:
+    attribute}``."""
+    holders = {id(value): name for name, value in module.named_buffers() if value is not None}
+    for name, value in vars(module).items():
+        if isinstance(value, torch.Tensor) and not name.startswith("_"):
+            holders.setdefault(id(value), name)
+    graph = graph_module.graph
+    last = [node for node in graph.nodes if node.op == "placeholder"][-1]
+    found: dict[str, str] = {}
+    for node in sorted(_class_leaves(calls), key=lambda n: n.name):
+        if node.op != "get_attr":
             continue
-        stack.extend(node.all_input_nodes)
-    return [name for name in tensors if name in names]
+        value = _attribute(graph_module, node.target)
+        if isinstance(value, nn.Parameter):
+            raise AnalyzeError(
+                f"`self.{node.target}` is an nn.Parameter read as class weights (one value per class), which take no "
+                f"gradient in a tier-3 kernel: hold them in a buffer (register_buffer), which the kernel takes as an "
+                f"input",
+                origin=origin,
+                line=next((node_line(user) for user in node.users), None),
+            )
+        if not isinstance(value, torch.Tensor) or id(value) not in holders:
+            continue
+        attribute = holders[id(value)]
+        name = arguments.get(attribute, attribute.replace(".", "_"))
+        if name in taken or name in found:
+            continue  # the attribute keeps its refusal as a parameter kernelgen cannot take
+        with graph.inserting_after(last):
+            last = graph.placeholder(name)
+        node.replace_all_uses_with(last)
+        graph.erase_node(node)
+        found[name] = attribute
+    if found:
+        graph_module.recompile()
+    return found
+
+
+def _weighted_loss_modules_as_calls(graph_module: fx.GraphModule) -> None:
+    """``self.loss = nn.CrossEntropyLoss(weight=w)`` called as ``self.loss(x, t)``: the functional call with the
+    module's options and its weight buffer as an attribute read, so the class weights are not lost (and become an
+    input of the kernel like any buffer of class weights)."""
+    graph = graph_module.graph
+    changed = False
+    for node in list(graph.nodes):
+        if node.op != "call_module":
+            continue
+        module = graph_module.get_submodule(node.target)
+        if not isinstance(module, (nn.CrossEntropyLoss, nn.NLLLoss)) or getattr(module, "weight", None) is None:
+            continue
+        options = {"ignore_index": module.ignore_index, "reduction": module.reduction}
+        if isinstance(module, nn.CrossEntropyLoss):
+            options["label_smoothing"] = module.label_smoothing
+        function = F.cross_entropy if isinstance(module, nn.CrossEntropyLoss) else F.nll_loss
+        with graph.inserting_before(node):
+            weight = graph.get_attr(f"{node.target}.weight")
+            call = graph.call_function(function, node.args, {**options, **node.kwargs, "weight": weight})
+        weight.meta[LINE_KEY] = call.meta[LINE_KEY] = node.meta.get(LINE_KEY)
+        node.replace_all_uses_with(call)
+        graph.erase_node(node)
+        changed = True
+    if changed:
+        graph_module.recompile()
+
+
+def _attribute(root: nn.Module, target: str):
+    value = root
+    for part in target.split("."):
+        value = getattr(value, part, None)
+    return value
 
 
 _LOSSES = ("cross_entropy", "nll_loss", "kl_div", "one_hot")
@@ -618,14 +813,14 @@ def _learnable(name: str, tensor: torch.Tensor, hidden: int) -> LearnableParamet
 
 
 def _propagate_shapes(
-    graph_module, order, tensors, index_inputs, rows_shape, calls, hypers, concrete, attributes, hidden
+    graph_module, order, tensors, index_inputs, class_inputs, rows_shape, calls, hypers, concrete, attributes, hidden
 ) -> bool:
-    """Run the graph on small float32 examples (``rows_shape + (hidden,)``) to record every node's shape (best
-    effort)."""
+    """Run the graph on small float32 examples (``rows_shape + (hidden,)``, ``(hidden,)`` for a per-class input) to
+    record every node's shape (best effort)."""
     gather_like = {
         operand.target
         for call in calls.values()
-        if call.name == "gather"
+        if call.name == "gather" and call.options.get("dim") != 0  # not w.gather(0, target): one index per row
         for operand in call.index_operands
         if isinstance(operand, fx.Node)
     }
@@ -635,6 +830,8 @@ def _propagate_shapes(
         if name in index_inputs:
             shape = rows_shape + ((1,) if name in gather_like else ())
             values[name] = torch.randint(0, hidden, shape, generator=generator)
+        elif name in class_inputs:
+            values[name] = torch.rand((hidden,), generator=generator) + 0.5
         else:
             values[name] = torch.rand(rows_shape + (hidden,), generator=generator) + 0.5
     values.update({h.name: h.default for h in hypers})

@@ -28,6 +28,13 @@ OPS_TEMPLATES = {
     "rows_handwritten": "ops_tier2_handwritten.py.j2",
     "loss": "ops_tier3.py.j2",
 }
+# Templates of the other kernel languages (the profile's ``backend``), where they differ from the Triton ones.
+BACKEND_OPS_TEMPLATES = {("tilelang", "elementwise"): "ops_tier1_tilelang.py.j2"}
+
+
+def ops_template(profile: KernelProfile) -> str:
+    """The template of the kernel's ops file: its tier's, in its kernel language."""
+    return BACKEND_OPS_TEMPLATES.get((profile.backend, profile.template), OPS_TEMPLATES[profile.template])
 
 
 @dataclass
@@ -63,7 +70,7 @@ def render_kernel(profile: KernelProfile, benchmark_style: str = "sweeps") -> Re
     paths = kernel_paths(profile.operation_name)
     tier = profile.tier
     files = {
-        paths["ops"]: env.get_template(OPS_TEMPLATES[profile.template]).render(context),
+        paths["ops"]: env.get_template(ops_template(profile)).render(context),
         paths["module"]: env.get_template("module.py.j2").render(context),
         paths["test"]: env.get_template(f"test_tier{tier}.py.j2").render(context),
         paths["benchmark"]: env.get_template(BENCHMARK_TEMPLATES[benchmark_style]).render(context),

@@ -13,7 +13,7 @@ class DTensorView:
     layout: str  # the arguments of _dtensor_layout
     local: str  # forward: inputs and parameters become local shards
     wrap: list[str]  # forward: outputs become DTensors (per-row outputs of a row reduction by wrap_rows)
-    local_grads: str  # backward: upstream gradients become local shards
+    local_grads: list[str]  # backward: upstream gradients become local shards (of per-row outputs by local_row_grads)
     wrap_grads: str  # backward: gradients become DTensors
 
 
@@ -38,6 +38,8 @@ def dtensor_view(
     params = [prm.name for prm in profile.parameters]
     channel = [prm.name for prm in profile.parameters if prm.shape == "channel"]
     grads = [f"grad_{name}" for name in grad_inputs]
+    row_grads = [f"grad_{name}" for name in row_outputs]
+    element_grads = [name for name in grad_outputs if name not in row_grads]
     grad_params = [f"grad_{name}" for name in params]
     quoted = [f'"{name}"' for name in channel]
     return DTensorView(
@@ -48,6 +50,10 @@ def dtensor_view(
             for method, names in (("wrap", outputs), ("wrap_rows", list(row_outputs)))
             if names
         ],
-        local_grads=f"{_unpack(grad_outputs)} = ctx.layout.local_grads({', '.join(grad_outputs)})",
+        local_grads=[
+            f"{_unpack(names)} = ctx.layout.{method}({', '.join(names)})"
+            for method, names in (("local_grads", element_grads), ("local_row_grads", row_grads))
+            if names
+        ],
         wrap_grads=f"{_unpack(grads + grad_params)} = ctx.layout.wrap_grads({_tuple(grads)}, {_tuple(grad_params)})",
     )

@@ -3,7 +3,9 @@ computed over chunks of rows by the loss kernel of the same profile.
 
 Each ``[rows, classes]`` input of the loss becomes a hidden-state matrix, a weight and an optional bias
 (``hidden``, ``weight``, ``bias`` for a loss of one such input; ``NAME_hidden``, ... for several, as a distillation
-loss of student and teacher logits has); class indices and hyper-parameters pass through. The fused kernel's files
+loss of student and teacher logits has); class indices and hyper-parameters pass through, and so do per-class
+inputs (class weights) after the biases, renamed ``class_NAME`` where the linear layer's names take theirs
+(``class_weight``, as upstream's ``ce_weight``). The fused kernel's files
 reuse the module and functional templates with these names.
 """
 
@@ -14,11 +16,15 @@ import dataclasses
 from dataclasses import dataclass
 
 from tools.kernelgen.profile import KernelProfile
+from tools.kernelgen.render.text import Defaulted
 from tools.kernelgen.render.text import signature
 from tools.kernelgen.render.text import wrap_docstring
 from tools.kernelgen.render.views import KernelViews
 from tools.kernelgen.render.views import build_views
 from tools.kernelgen.render.views import kernel_view
+from tools.kernelgen.render.views import loss_reductions
+from tools.kernelgen.render.views import module_view
+from tools.kernelgen.synth.printer import TAKE_HELPER
 
 # (rows, hidden, classes) the generated test runs: row counts that leave a short last chunk of rows, class counts
 # that mask a block. The loss kernel's own test covers vocabularies of several chunks; here the interpreter runs a
@@ -48,12 +54,14 @@ class FusedLinearOpsView:
     loss_grad_count: int  # gradients the loss kernel's backward takes
     tensors: list[FusedTensorView]
     row_inputs: list[str]
+    class_inputs: list[str]  # per-class inputs (class weights) under their names here, after the biases
     outputs: list[str]
     chunk_outputs: list[str]
     chunk_grads: list[str]
     chunk_temporaries: list[str]  # every per-chunk tensor, deleted at the end of the chunk
     loss_call: list[str]  # the loss forward's positional arguments for one chunk
     reference_call: list[str]  # the reference loss's tensor arguments
+    reference_attributes: list[tuple[str, str]]  # (attribute, tensor): what a module reference holds itself
     signature_tensors: list[str]  # hidden states, weights, class indices (the biases follow with defaults)
     chooser: str | None
     reduction_values: list[str]  # what the chooser may be (no per-row reduction)
@@ -68,6 +76,8 @@ class FusedLinearOpsView:
     tol: dict[str, list[float]]
     cpu_shapes: list[tuple]
     gpu_shapes: list[tuple]
+    module_call: str | None  # tests: the module built with the class inputs of ``inputs``, called with the others
+    takes_host_helper: bool  # a mean's denominator reads class weights through the loss's _take
 
 
 def fused_linear_views(profile: KernelProfile) -> KernelViews:
@@ -75,16 +85,21 @@ def fused_linear_views(profile: KernelProfile) -> KernelViews:
     loss = build_views(profile)
     tensors = _tensors(profile)
     row_inputs = [t.name for t in profile.inputs if t.dtype == "int64"]
+    renames = _class_names(profile, tensors)
+    class_inputs = list(renames.values())
     hypers = profile.hyperparameters
     function_class, module_class, functional = profile.fused_linear_classes
     signature_tensors = [name for t in tensors for name in (t.hidden, t.weight)] + row_inputs
-    optional = [_Default(t.bias, None) for t in tensors] + list(hypers)
-    optional.append(_Default("chunk_size", profile.fused_linear.chunk_size))
-    call_args = signature_tensors + [t.bias for t in tensors] + [hp.name for hp in hypers] + ["chunk_size"]
+    optional = [Defaulted(t.bias, None) for t in tensors] + [Defaulted(name, None) for name in class_inputs]
+    optional += list(hypers)
+    optional.append(Defaulted("chunk_size", profile.fused_linear.chunk_size))
+    call_args = signature_tensors + [t.bias for t in tensors] + class_inputs + [hp.name for hp in hypers]
+    call_args.append("chunk_size")
     grad_names = [
         name for t in tensors if t.grad for name in (f"grad_{t.hidden}", f"grad_{t.weight}", f"grad_{t.bias}")
     ]
     takes_grad = [t.grad for t in tensors for _ in (0, 1)] + [False] * len(row_inputs) + [t.grad for t in tensors]
+    takes_grad += [False] * len(class_inputs)
     formula = profile.forward_computation or profile.operation_name
     origin = profile.reference.origin or "a profile"
     kernel = dataclasses.replace(
@@ -93,7 +108,7 @@ def fused_linear_views(profile: KernelProfile) -> KernelViews:
         function_class=function_class,
         module_class=module_class,
         functional=functional,
-        inputs=signature_tensors + [t.bias for t in tensors],
+        inputs=signature_tensors + [t.bias for t in tensors] + class_inputs,
         grad_inputs=[name for t in tensors if t.grad for name in (t.hidden, t.weight, t.bias)],
         params=[],
         channel_params=[],
@@ -111,7 +126,7 @@ def fused_linear_views(profile: KernelProfile) -> KernelViews:
     )
     ops = loss.ops
     chooser = ops.chooser
-    means = [r for r in ops.reductions if r.kind == "mean"]
+    means = [r for r in loss_reductions(profile, renames) if r.kind == "mean"]
     mean_views = [
         FusedMeanView(r.value, f"({r.denominator}).sum()" if r.row_formula else f"n_rows * {r.denominator}")
         for r in means
@@ -119,10 +134,13 @@ def fused_linear_views(profile: KernelProfile) -> KernelViews:
     values = [r.value for r in ops.reductions if r.kind != "none"]
     cases = [case for case in loss.test.hyper_cases if not chooser or case[chooser] in values]
     by_name = {t.name: t for t in tensors}
-    loss_call = [t.name if t.name in by_name else f"{t.name}[rows]" for t in profile.inputs]
+    loss_call = [
+        t.name if t.name in by_name else renames[t.name] if t.per_class else f"{t.name}[rows]" for t in profile.inputs
+    ]
     module = dataclasses.replace(
-        loss.module,
+        module_view(profile, renames),
         forward_signature=", ".join(signature_tensors + [f"{t.bias}=None" for t in tensors]),
+        apply_inputs=[f"self.{name}" if name in class_inputs else name for name in kernel.inputs],
         docstring=wrap_docstring(
             f"{profile.operation_name} of hidden @ weight.T + bias as a module, computed by ``{function_class}``."
         ),
@@ -132,6 +150,7 @@ def fused_linear_views(profile: KernelProfile) -> KernelViews:
         loss_grad_count=len(ops.grad_inputs),
         tensors=tensors,
         row_inputs=row_inputs,
+        class_inputs=class_inputs,
         outputs=list(ops.outputs),
         chunk_outputs=[f"chunk_{name}" for name in ops.outputs],
         chunk_grads=[f"grad_{t.name}" for t in tensors if t.grad],
@@ -143,7 +162,8 @@ def fused_linear_views(profile: KernelProfile) -> KernelViews:
             )
         ),
         loss_call=loss_call + [hp.name for hp in hypers],
-        reference_call=[t.name for t in profile.inputs],
+        reference_call=[renames.get(t.name, t.name) for t in profile.inputs if not t.attribute],
+        reference_attributes=[(t.attribute, renames.get(t.name, t.name)) for t in profile.inputs if t.attribute],
         signature_tensors=signature_tensors,
         chooser=chooser,
         reduction_values=values,
@@ -159,20 +179,37 @@ def fused_linear_views(profile: KernelProfile) -> KernelViews:
         tol={**loss.test.tol, "bfloat16": [5e-2, 5e-2]},
         cpu_shapes=list(CPU_SHAPES),
         gpu_shapes=list(GPU_SHAPES),
+        module_call=_module_call(module_class, kernel.inputs, class_inputs, hypers) if class_inputs else None,
+        takes_host_helper=any(TAKE_HELPER + "(" in view.code for view in mean_views),
     )
     return KernelViews(kernel=kernel, ops=fused, module=module, test=loss.test, bench=loss.bench)
 
 
-@dataclass(frozen=True)
-class _Default:
-    """An argument with a default value, as ``render.text.signature`` prints hyper-parameters."""
+def _class_names(profile: KernelProfile, tensors: list[FusedTensorView]) -> dict[str, str]:
+    """Each per-class input's name in the fused kernel: its own, or ``class_NAME`` where a linear layer's tensor or
+    another input has that name."""
+    taken = {name for t in tensors for name in (t.hidden, t.weight, t.bias)} | {t.name for t in profile.inputs}
+    renames = {}
+    for tensor in profile.inputs:
+        if tensor.per_class:
+            clashes = tensor.name in {name for t in tensors for name in (t.hidden, t.weight, t.bias)}
+            name = f"class_{tensor.name}" if clashes else tensor.name
+            while clashes and name in taken:
+                name = f"class_{name}"
+            renames[tensor.name] = name
+    return renames
 
-    name: str
-    default: object
+
+def _module_call(module_class: str, inputs: list[str], class_inputs: list[str], hypers) -> str:
+    """The fused module as tests call it, from a list ``inputs`` of the Function's tensors."""
+    init = [f"{name}=inputs[{inputs.index(name)}]" for name in class_inputs]
+    init += [f"{hp.name}=hyper[{hp.name!r}]" for hp in hypers]
+    forward = [f"inputs[{index}]" for index, name in enumerate(inputs) if name not in class_inputs]
+    return f"{module_class}({', '.join(init)})({', '.join(forward)})"
 
 
 def _tensors(profile: KernelProfile) -> list[FusedTensorView]:
-    element = [t for t in profile.inputs if t.dtype != "int64"]
+    element = [t for t in profile.inputs if t.dtype != "int64" and not t.per_class]
     views = []
     for tensor in element:
         prefix = "" if len(element) == 1 else f"{tensor.name}_"

@@ -5,6 +5,8 @@ from __future__ import annotations
 import ast
 import textwrap
 
+from dataclasses import dataclass
+
 TRIPLE_DOUBLE = '"' * 3
 TRIPLE_SINGLE = "'" * 3
 
@@ -82,6 +84,14 @@ def fstring_chunks(fields: list[str]) -> str:
     if len(chunks) == 1:
         return f'f"{chunks[0]}"'
     return "(" + " ".join(f'f"{chunk}"' for chunk in chunks) + ")"
+
+
+@dataclass(frozen=True)
+class Defaulted:
+    """An argument with a default value, as ``signature`` prints hyper-parameters."""
+
+    name: str
+    default: object
 
 
 def signature(items, required: frozenset[str] = frozenset()) -> str:

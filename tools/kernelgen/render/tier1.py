@@ -40,11 +40,15 @@ def pointer_moves(strided: list[str], contiguous: list[str], rows: str) -> list[
     ]
 
 
-def contiguous_params(params: list[LearnableParameter], optional: dict[str, str]) -> list[str]:
-    """Parameters are read as contiguous vectors (an absent optional one stays None)."""
+def contiguous_params(
+    params: list[LearnableParameter], optional: dict[str, str], flat_scalars: bool = False
+) -> list[str]:
+    """Parameters are read as contiguous vectors (an absent optional one stays None); ``flat_scalars``: scalar ones
+    as one-element vectors too (TileLang checks every buffer's shape)."""
     lines = []
     for prm in params:
-        line = f"{prm.name} = {prm.name}.contiguous()"
+        flat = ".reshape(1)" if flat_scalars and prm.shape == "scalar" else ""
+        line = f"{prm.name} = {prm.name}{flat}.contiguous()"
         lines += [f"if {prm.name} is not None:", f"    {line}"] if prm.name in optional else [line]
     return lines
 

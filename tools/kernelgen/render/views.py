@@ -7,9 +7,11 @@ each.
 
 from __future__ import annotations
 
+import re
 import textwrap
 
 from dataclasses import dataclass
+from dataclasses import field
 from typing import Any
 
 import sympy
@@ -29,17 +31,22 @@ from tools.kernelgen.profile import hyper_cases
 from tools.kernelgen.render import tier1
 from tools.kernelgen.render.dtensor import DTensorView
 from tools.kernelgen.render.dtensor import dtensor_view
+from tools.kernelgen.render.text import Defaulted
 from tools.kernelgen.render.text import fstring_chunks
 from tools.kernelgen.render.text import signature
 from tools.kernelgen.render.text import split_reference
 from tools.kernelgen.render.text import wrap_docstring
 from tools.kernelgen.synth import parse_formula
 from tools.kernelgen.synth.printer import INPUT_DTYPE
+from tools.kernelgen.synth.printer import TAKE_HELPER
+from tools.kernelgen.synth.printer import TAKE_HELPER_SOURCE
 from tools.kernelgen.synth.printer import jit_helpers_called
 from tools.kernelgen.synth.printer import print_torch
 
 # An MLP's (hidden, intermediate) sizes when benchmark.fixed_config leaves them out (Llama 2 7B's).
 DEFAULT_MLP_SIZES = (4096, 11008)
+# How generated files name each kernel language (the profile's ``backend``).
+BACKEND_NAMES = {"triton": "Triton", "tilelang": "TileLang"}
 
 
 @dataclass(frozen=True)
@@ -48,6 +55,8 @@ class KernelView:
 
     name: str
     tier: int
+    backend: str  # the kernel language (profile.backend)
+    backend_name: str  # ... as generated files name it: Triton, TileLang
     function_class: str
     module_class: str
     functional: str
@@ -59,6 +68,7 @@ class KernelView:
     param_names: list[str]
     # Parameters the Function takes as None (``enabled_by``): name -> the literal they compute as when absent
     optional: dict[str, str]
+    param_args: list[str]  # the parameters as launch arguments: an absent one passes a placeholder pointer
     hypers: list[HyperParameter]
     hyper_names: list[str]
     signature: str  # of the Function's forward and of the functional: tensors, parameters, hyper-parameters
@@ -70,6 +80,8 @@ class KernelView:
     reference_origin: str
     reference_entry: str
     reference_kind: str
+    reference_inputs: list[str]  # the inputs the reference is called with
+    reference_attributes: list[tuple[str, str]]  # (attribute, input): what a module reference holds itself
 
 
 @dataclass(frozen=True)
@@ -83,6 +95,7 @@ class ElementwiseOpsView:
     forward_params: list[LearnableParameter]
     backward_inputs: list[str]
     backward_params: list[LearnableParameter]
+    backward_grad_outputs: list[str]
     grad_outputs: list[str]
     grad_input_names: list[str]
     partial_names: list[str]
@@ -93,6 +106,7 @@ class ElementwiseOpsView:
     gradient_note: list[str]  # the derived gradient formulas, as comment lines above the backward math
     backward_signature: str
     backward_call_args: list[str]
+    outputs_viewed: list[str]
     backward_returns: list[str]
     backward_return_exprs: list[str]
     apply_returns: list[str]
@@ -126,12 +140,78 @@ class ElementwiseOpsView:
 
 
 @dataclass(frozen=True)
+class TileLangProgram:
+    """One TileLang program of a tier-1 kernel: what its builder is compiled for and what its launch passes.
+
+    ``settings`` are the builder's arguments, compiled in (dtypes, the width, row strides, flags, the tile), with the
+    host expressions that give them (``setting_values``); ``buffers`` are the program's tensors with their TileLang
+    types (``{name}_global``), ``scalars`` its runtime numbers; ``call_args`` what the wrapper passes, in order."""
+
+    settings: list[str]
+    setting_values: list[str]
+    buffers: list[tuple[str, str]]
+    scalars: list[tuple[str, str]]
+    call_args: list[str]
+
+
+@dataclass(frozen=True)
+class TileLangOpsView(ElementwiseOpsView):
+    """Tier 1 in TileLang (``backend: tilelang``): the same math and host code, TileLang programs for the kernels."""
+
+    forward_program: TileLangProgram
+    backward_program: TileLangProgram
+    first_partial: str  # the partial-sum buffer always allocated: it carries the number of row programs
+
+
+@dataclass(frozen=True)
+class RowKernelView:
+    """One Triton kernel of a derived tier-2 kernel (templates/_tier2_kernels.j2): what it takes, loads, computes
+    and stores. ``row_pass`` kernels take ``element_args`` (tensors read as tiles), ``param_args``, ``row_args``
+    (one value per row) and store ``element_stores``, ``row_output_stores`` and fp32 ``row_stores``;
+    ``gradient_pass`` kernels take gradients of per-element outputs (``element_args``), of per-row outputs
+    (``row_grad_args``), the inputs (``input_args``), the parameters they load and per-row values, and write
+    ``grad_{name}`` of ``element_stores`` plus per-program parameter-gradient partials."""
+
+    name: str
+    lines: list[str]
+    width: str = "n_cols"  # the kernel argument holding the tile's real columns (the math's n_cols is the row's)
+    element_args: list[str] = field(default_factory=list)
+    param_args: list[str] = field(default_factory=list)
+    row_args: list[str] = field(default_factory=list)
+    row_grad_args: list[str] = field(default_factory=list)
+    input_args: list[str] = field(default_factory=list)
+    element_loads: list[str] = field(default_factory=list)
+    param_loads: list[LearnableParameter] = field(default_factory=list)
+    row_loads: list[str] = field(default_factory=list)
+    element_stores: list[str] = field(default_factory=list)
+    row_output_stores: list[str] = field(default_factory=list)
+    row_stores: list[str] = field(default_factory=list)
+    row_store_note: str = ""
+    channel_grads: list[str] = field(default_factory=list)
+    scalar_grads: list[str] = field(default_factory=list)
+    reduces: bool = False
+    intro: list[str] = field(default_factory=list)  # comment lines above the kernel body
+    notes: list[str] = field(default_factory=list)  # comment lines above the loads or the loop
+    dtype_source: str = ""  # the pointer whose element type is the inputs' dtype, when the math rounds to it
+
+    @property
+    def param_loads_by_line(self) -> list[list[LearnableParameter]]:
+        """Per statement, the parameters it reads first: each is loaded just before its first use."""
+        return _first_uses(self.lines, self.param_loads)
+
+    @property
+    def reloads_parameters(self) -> bool:
+        """A persistent gradient pass that reads parameters: it holds them across row tiles or re-reads them per
+        tile (``HOLD_PARAMETERS``, chosen at launch from the tile size)."""
+        return bool(self.param_loads) and bool(self.channel_grads or self.scalar_grads)
+
+
+@dataclass(frozen=True)
 class RowProgramOpsView:
     """Tier 2, derived: tiles of whole rows, the per-row statistics the backward reads saved in fp32."""
 
-    forward: list[str]  # the forward's statements, its named constants first
+    forward: list[str]
     backward: list[str]
-    backward_constants: list[str]  # named constants above the backward's row loop (kernels with parameters)
     inputs: list[str]  # every tensor input (loaded as [BLOCK_ROWS, BLOCK_COLS] tiles)
     element_outputs: list[str]
     row_outputs: list[str]  # one value per row
@@ -150,6 +230,7 @@ class RowProgramOpsView:
     scalar_grads: list[str]  # grad_{parameter} per row, summed over rows
     saved_tensors: list[str]  # what ctx saves: the inputs the backward reads, every parameter, the statistics
     backward_results: list[str]  # what the backward wrapper returns: grad_{input}, then grad_{parameter}
+    backward_call_args: list[str]  # what the autograd Function's backward passes it
     gradient_aliases: dict[str, str]  # grad_{input} -> the stored gradient it equals
     in_place: bool  # the first input's gradient takes the first output's gradient buffer
     utils_imports: list[str]  # names the ops file imports from liger_kernel.ops.utils
@@ -161,6 +242,30 @@ class RowProgramOpsView:
     programs_per_sm: int
     num_warps: int | None
     dtensor: DTensorView
+    forward_kernel: RowKernelView  # the fused kernels
+    backward_kernel: RowKernelView
+    split: SplitRowsView  # the same math for rows whose columns are spread over ranks
+
+
+@dataclass(frozen=True)
+class SplitPassView:
+    """One pass of the split path: its kernel and, for a reduction pass, the per-row buffers it fills, grouped by
+    how the ranks combine them (``sum``, ``max``, ``min``): ``(op, buffer, names)``, one all-reduce per group;
+    ``buffer`` is None for a group of one (the statistic's own tensor is reduced)."""
+
+    kernel: RowKernelView
+    groups: list[tuple[str, str | None, list[str]]]
+
+
+@dataclass(frozen=True)
+class SplitRowsView:
+    """Tier 2 for columns split over ranks (a DTensor sharded along its last dim): the reduction passes of the
+    forward and the backward (all-reduced in between) and the kernels of their last passes."""
+
+    forward_passes: list[SplitPassView]
+    forward: RowKernelView
+    backward_passes: list[SplitPassView]
+    backward: RowKernelView
 
 
 @dataclass(frozen=True)
@@ -200,6 +305,8 @@ class LossOpsView:
 
     element_inputs: list[str]  # [rows, n_cols] tensors
     row_inputs: list[str]  # one class index per row
+    class_inputs: list[str]  # [n_cols] tensors shared by every row (class weights; None: 1 for every class)
+    picks: list[LossPickView]  # per-class values at a class index, loaded once per row
     kernel_hypers: list[str]  # the numbers the formulas read
     grad_inputs: list[str]
     grad_names: list[str]  # grad_{input}
@@ -207,11 +314,12 @@ class LossOpsView:
     outputs: list[str]
     loss: str
     init: list[str]
-    passes: list[tuple[list[str], list[str]]]  # (per-element inputs loaded, statements) per pass
+    passes: list[tuple[list[str], list[str], list[str]]]  # (inputs, per-class inputs loaded, statements) per pass
     outputs_block: list[str]
     adjoints: list[str]
     gradient: list[str]
     gradient_loads: list[str]
+    gradient_class_loads: list[str]
     gradient_pass: int | None
     gate: str | None
     chooser: str | None  # the str hyper-parameter that picks the reduction
@@ -224,10 +332,23 @@ class LossOpsView:
     domains: list[tuple[str, str]]  # every input with what tests draw for it
     apply_returns: list[str]
     utils_imports: list[str]  # names the ops file imports from liger_kernel.ops.utils
+    host_helpers: list[str]  # sources of the wrapper's helpers (_take of a denominator that reads class weights)
     precision_note: list[str]
     gradient_note: list[str]  # the derived gradient formulas, as comment lines above the backward math
     block_elements: int
     num_warps: int | None
+    # Tests: the module built with the per-class inputs (``arguments``: the inputs) and called with the others
+    module_call: str | None
+
+
+@dataclass(frozen=True)
+class LossPickView:
+    """``name = values[index]`` of a per-class input at a class index (``weight_target``), 0 outside the classes."""
+
+    name: str
+    values: str
+    index: str  # the index as a name: a row input, or ``index_line``'s target
+    index_line: str | None  # ``NAME_index = <expression>`` when the index is computed
 
 
 @dataclass(frozen=True)
@@ -236,7 +357,9 @@ class ModuleView:
     init_params: list[InitParameter | HyperParameter]
     init_signature: str
     attributes: list[str]  # constructor arguments kept as attributes (not a flag named like its parameter)
+    buffers: list[str]  # constructor arguments kept as buffers: per-class inputs (class weights), as torch's losses
     forward_signature: str  # the module's forward arguments (the kernel's tensors)
+    apply_inputs: list[str]  # the kernel's tensors as forward passes them on (a buffer as self.<name>)
     param_init: dict[str, str]
     self_params: list[str]
     self_hypers: list[str]
@@ -302,7 +425,7 @@ class BenchmarkView:
 @dataclass(frozen=True)
 class KernelViews:
     kernel: KernelView
-    ops: ElementwiseOpsView | RowProgramOpsView | RowOpsView | LossOpsView
+    ops: ElementwiseOpsView | TileLangOpsView | RowProgramOpsView | RowOpsView | LossOpsView
     module: ModuleView
     test: TestView
     bench: BenchmarkView
@@ -321,10 +444,12 @@ def build_views(profile: KernelProfile) -> KernelViews:
     }
     if profile.template not in ops_builders:
         raise ValueError(f"tier {profile.tier} has no templates")
+    if profile.backend == "tilelang":
+        ops_builders["elementwise"] = _tilelang_ops
     return KernelViews(
         kernel=kernel_view(profile),
         ops=ops_builders[profile.template](profile),
-        module=_module_view(profile),
+        module=module_view(profile),
         test=test_view(profile),
         bench=_benchmark_view(profile),
     )
@@ -341,6 +466,8 @@ def kernel_view(profile: KernelProfile) -> KernelView:
     return KernelView(
         name=profile.operation_name,
         tier=profile.tier,
+        backend=profile.backend,
+        backend_name=BACKEND_NAMES[profile.backend],
         function_class=profile.function_class_name,
         module_class=profile.module_class_name,
         functional=profile.functional_name,
@@ -351,18 +478,37 @@ def kernel_view(profile: KernelProfile) -> KernelView:
         channel_params=[prm for prm in params if prm.shape == "channel"],
         param_names=[prm.name for prm in params],
         optional=optional,
+        param_args=[
+            f"{prm.name} if {prm.name} is not None else {inputs[0]}" if prm.name in optional else prm.name
+            for prm in params
+        ],
         hypers=profile.hyperparameters,
         hyper_names=hyper_names,
-        signature=signature(inputs + [prm.name for prm in params] + profile.hyperparameters),
+        signature=signature(_tensor_arguments(profile) + [prm.name for prm in params] + profile.hyperparameters),
         call_args=inputs + [prm.name for prm in params] + hyper_names,
-        docstring=wrap_docstring(f"{formula}\n\nForward and backward in Triton, generated by kernelgen from {origin}."),
+        docstring=wrap_docstring(
+            f"{formula}\n\nForward and backward in {BACKEND_NAMES[profile.backend]}, generated by kernelgen from {origin}."
+        ),
         functional_docstring=wrap_docstring(f"{formula}; see ``{profile.function_class_name}``."),
         reference_imports=imports,
         reference_body=body,
         reference_origin=profile.reference.origin,
         reference_entry=profile.reference.entry,
         reference_kind=profile.reference.kind,
+        reference_inputs=[t.name for t in profile.inputs if not t.attribute],
+        reference_attributes=[(t.attribute, t.name) for t in profile.inputs if t.attribute],
     )
+
+
+def _tensor_arguments(profile: KernelProfile) -> list:
+    """The inputs as arguments: per-class ones (class weights) after the last other tensor default to None, as
+    torch's ``weight=None``."""
+    arguments: list = [t.name for t in profile.inputs]
+    for index in reversed(range(len(profile.inputs))):
+        if not profile.inputs[index].per_class:
+            break
+        arguments[index] = Defaulted(profile.inputs[index].name, None)
+    return arguments
 
 
 def _initial_value(prm: LearnableParameter) -> float:
@@ -432,7 +578,13 @@ def _gradient_note(formulas: dict[str, str]) -> list[str]:
 
 
 def _elementwise_ops(profile: KernelProfile) -> ElementwiseOpsView:
+    return ElementwiseOpsView(**_elementwise_fields(profile))
+
+
+def _elementwise_fields(profile: KernelProfile) -> dict[str, Any]:
+    """The fields of ``ElementwiseOpsView``: the statements in the profile's kernel language, the host code's names."""
     math = elementwise_math(profile)
+    triton = profile.backend == "triton"
     inputs = [t.name for t in profile.inputs]
     outputs = [t.name for t in profile.outputs]
     grad_inputs = [t.name for t in profile.inputs if t.requires_grad]
@@ -461,24 +613,28 @@ def _elementwise_ops(profile: KernelProfile) -> ElementwiseOpsView:
     backward_reads_first = [name for name in grad_outputs if name in backward_reads] + [
         name for name in inputs if name in backward_reads
     ]
-    return ElementwiseOpsView(
-        forward=_with_input_dtype(math.forward, inputs[0]),
-        backward=_with_input_dtype(_loop_body(math.backward, math.backward_constants, params), inputs[0]),
+    backward = _loop_body(math.backward, math.backward_constants, params)
+    return dict(
+        # TileLang programs take the inputs' dtype as an argument; Triton kernels read it from a pointer.
+        forward=_with_input_dtype(math.forward, inputs[0]) if triton else math.forward,
+        backward=_with_input_dtype(backward, inputs[0]) if triton else backward,
         backward_constants=math.backward_constants if params else [],
         forward_inputs=forward_inputs,
         forward_params=forward_params,
         backward_inputs=[name for name in inputs if name in backward_reads],
         backward_params=backward_params,
+        backward_grad_outputs=[name for name in grad_outputs if name in backward_reads],
         grad_outputs=grad_outputs,
         grad_input_names=grad_input_names,
         partial_names=[f"grad_{name}_partial" for name in param_names],
         partial_args=partial_args,
-        utils_imports=_utils_imports(math.forward + math.backward, ["get_num_sms"] if params else []),
+        utils_imports=_utils_imports(math.forward + math.backward if triton else [], ["get_num_sms"] if params else []),
         in_place=_in_place_gradients(profile),
         precision_note=_precision_note(math.precision_sensitive_ops, profile.math.rounding),
         gradient_note=_gradient_note(math.gradient_formulas),
         backward_signature=", ".join(inputs + param_names + grad_outputs + hyper_names),
         backward_call_args=inputs + param_names + grad_outputs + [f"ctx.{name}" for name in hyper_names],
+        outputs_viewed=[f"{name}.view(*shape)" for name in outputs],
         backward_returns=[f"grad_{name}" for name in grad_inputs] + [f"grad_{name}" for name in param_names],
         backward_return_exprs=[f"grad_{name}.view(*shape)" for name in grad_inputs]
         + [f"grad_{name}" for name in param_names],
@@ -498,7 +654,7 @@ def _elementwise_ops(profile: KernelProfile) -> ElementwiseOpsView:
         accumulator_inits=tier1.accumulator_inits(params, optional),
         accumulations=tier1.accumulations(params, optional),
         partial_stores=tier1.partial_stores(params, optional),
-        contiguous_params=tier1.contiguous_params(params, optional),
+        contiguous_params=tier1.contiguous_params(params, optional, flat_scalars=not triton),
         flag_args=tier1.flag_args(optional),
         gradient_buffers=tier1.gradient_buffers(grad_inputs, _in_place_gradients(profile)),
         partial_buffers=tier1.partial_buffers(params, optional, inputs[0]),
@@ -514,6 +670,75 @@ def _elementwise_ops(profile: KernelProfile) -> ElementwiseOpsView:
     )
 
 
+def _tilelang_ops(profile: KernelProfile) -> TileLangOpsView:
+    fields = _elementwise_fields(profile)
+    math = elementwise_math(profile)
+    inputs = [t.name for t in profile.inputs]
+    params = profile.parameters
+    first = inputs[0]
+    optional = [prm.name for prm in params if prm.enabled_by]
+    constants = [
+        hp.name for hp in profile.hyperparameters if hp.constexpr and hp.name in profile.formula_hyperparameters
+    ]
+    runtime = [name for name in profile.formula_hyperparameters if name not in constants]
+
+    def param_settings() -> tuple[list[str], list[str]]:
+        names = [f"{prm.name}_dtype" for prm in params] + [f"HAS_{name.upper()}" for name in optional] + constants
+        values = [
+            f"{prm.name}.dtype if {prm.name} is not None else {first}.dtype" if prm.enabled_by else f"{prm.name}.dtype"
+            for prm in params
+        ]
+        values += [f"{name} is not None" for name in optional] + constants
+        return names, values
+
+    def rows_type(name: str, strided: bool) -> str:
+        stride = f"{name}_row_stride" if strided else "n_cols"
+        return f"T.StridedTensor((n_rows, n_cols), ({stride}, 1), {INPUT_DTYPE})"
+
+    def param_buffers() -> list[tuple[str, str]]:
+        shapes = {"channel": "(n_cols,)", "scalar": "(1,)"}
+        return [(f"{prm.name}_global", f"T.Tensor({shapes[prm.shape]}, {prm.name}_dtype)") for prm in params]
+
+    def program(strided: list[str], written: list[str], reads: set[str], partials: list[str]) -> TileLangProgram:
+        names, values = param_settings()
+        buffers = [(f"{name}_global", rows_type(name, True)) for name in strided]
+        buffers += param_buffers()
+        buffers += [(f"{name}_global", f"T.Tensor((n_rows, n_cols), {INPUT_DTYPE})") for name in written]
+        buffers += [(name, 'T.Tensor((n_partial_rows, n_cols), "float32")') for name in partials]
+        scalars = [(name, "T.float32") for name in runtime if name in reads]
+        return TileLangProgram(
+            settings=[INPUT_DTYPE, "n_cols", *(f"{name}_row_stride" for name in strided), *names]
+            + ["block_rows", "block_cols", "threads"],
+            setting_values=[f"{first}.dtype", "n_cols", *(f"{name}.stride(0)" for name in strided), *values]
+            + ["block_rows", "block_cols", "threads"],
+            buffers=buffers,
+            scalars=scalars,
+            call_args=[name.removesuffix("_global") for name, _ in buffers] + [name for name, _ in scalars],
+        )
+
+    outputs = [t.name for t in profile.outputs]
+    grad_outputs = [f"grad_{name}" for name in outputs]
+    partials = [f"grad_{prm.name}_partial" for prm in params]
+    return TileLangOpsView(
+        **fields,
+        forward_program=program(inputs, outputs, set(math.forward_uses), []),
+        backward_program=program(grad_outputs + inputs, fields["grad_input_names"], set(math.backward_uses), partials),
+        first_partial=partials[0] if partials else "",
+    )
+
+
+def _first_uses(lines: list[str], params: list[LearnableParameter]) -> list[list[LearnableParameter]]:
+    """For each statement, the parameters no earlier statement reads: where the kernel loads them."""
+    loads, pending = [], list(params)
+    for line in lines:
+        used = [p for p in pending if re.search(rf"\b{p.name}\b", line)]
+        pending = [p for p in pending if p not in used]
+        loads.append(used)
+    if pending:
+        raise AssertionError(f"parameters {[p.name for p in pending]} are read by no statement")
+    return loads
+
+
 def _row_program_ops(profile: KernelProfile) -> RowProgramOpsView:
     math = row_math(profile)
     inputs = [t.name for t in profile.inputs]
@@ -526,12 +751,54 @@ def _row_program_ops(profile: KernelProfile) -> RowProgramOpsView:
     backward_params = [p for p in params if p.name in reads]
     keepdim = {t.name: t.keepdim for t in profile.outputs}
     statements = math.forward + math.backward
+    uses_cast = _rounds_to_input(statements)
+    element_outputs = [name for name in outputs if name not in math.row_outputs]
+    backward_element_grads = [
+        f"grad_{name}" for name in outputs if f"grad_{name}" in reads and name not in math.row_outputs
+    ]
+    backward_row_grads = [f"grad_{name}" for name in math.row_outputs if f"grad_{name}" in reads]
+    stored_grads = [name for name in grad_inputs if f"grad_{name}" not in math.gradient_aliases]
+    channel_grads = [f"grad_{p.name}" for p in params if p.shape == "channel"]
+    scalar_grads = [f"grad_{p.name}" for p in params if p.shape == "scalar"]
+    gradient_note = _gradient_note(math.gradient_formulas)
+    forward_kernel = RowKernelView(
+        name=f"_{profile.operation_name}_forward_kernel",
+        lines=math.forward,
+        element_args=inputs,
+        param_args=param_names,
+        element_loads=[name for name in inputs if name in math.forward_reads],
+        param_loads=[p for p in params if p.name in math.forward_reads],
+        element_stores=element_outputs,
+        row_output_stores=list(math.row_outputs),
+        row_stores=list(math.saved),
+        row_store_note="One fp32 value per row spares the backward these reductions.",
+        reduces=True,
+        intro=[
+            "A tile is addressed from each tensor's 64-bit row pointer plus 32-bit offsets within the tile: the",
+            "per-element address arithmetic stays 32-bit, which keeps registers for the row itself.",
+        ],
+        notes=_precision_note(math.precision_sensitive_ops),
+        dtype_source=inputs[0] if uses_cast else "",
+    )
+    backward_kernel = RowKernelView(
+        name=f"_{profile.operation_name}_backward_kernel",
+        lines=math.backward,
+        element_args=backward_element_grads,
+        row_grad_args=backward_row_grads,
+        input_args=backward_inputs,
+        param_loads=backward_params,
+        row_loads=list(math.saved),
+        element_stores=stored_grads,
+        channel_grads=channel_grads,
+        scalar_grads=scalar_grads,
+        notes=gradient_note,
+        dtype_source=f"grad_{stored_grads[0]}" if uses_cast and stored_grads else "",
+    )
     return RowProgramOpsView(
         forward=math.forward,
-        backward=_loop_body(math.backward, math.backward_constants, params),
-        backward_constants=math.backward_constants if params else [],
+        backward=math.backward,
         inputs=inputs,
-        element_outputs=[name for name in outputs if name not in math.row_outputs],
+        element_outputs=element_outputs,
         row_outputs=list(math.row_outputs),
         row_output_shapes={name: "(*shape[:-1], 1)" if keepdim[name] else "shape[:-1]" for name in math.row_outputs},
         saved=list(math.saved),
@@ -539,23 +806,27 @@ def _row_program_ops(profile: KernelProfile) -> RowProgramOpsView:
         forward_params=[p for p in params if p.name in math.forward_reads],
         backward_inputs=backward_inputs,
         backward_params=backward_params,
-        backward_element_grads=[
-            f"grad_{name}" for name in outputs if f"grad_{name}" in reads and name not in math.row_outputs
-        ],
-        backward_row_grads=[f"grad_{name}" for name in math.row_outputs if f"grad_{name}" in reads],
+        backward_element_grads=backward_element_grads,
+        backward_row_grads=backward_row_grads,
         grad_outputs=[f"grad_{name}" for name in outputs],
         grad_inputs=grad_inputs,
-        stored_grads=[name for name in grad_inputs if f"grad_{name}" not in math.gradient_aliases],
-        channel_grads=[f"grad_{p.name}" for p in params if p.shape == "channel"],
-        scalar_grads=[f"grad_{p.name}" for p in params if p.shape == "scalar"],
+        stored_grads=stored_grads,
+        channel_grads=channel_grads,
+        scalar_grads=scalar_grads,
         saved_tensors=backward_inputs + param_names + list(math.saved),
         backward_results=[f"grad_{name}" for name in grad_inputs + param_names],
+        backward_call_args=[f"grad_{name}" for name in outputs]
+        + backward_inputs
+        + param_names
+        + list(math.saved)
+        + ["ctx.shape", "ctx.dtype"]
+        + [f"ctx.{hp.name}" for hp in profile.hyperparameters],
         gradient_aliases=dict(math.gradient_aliases),
         in_place=bool(profile.backward.in_place_gradients) and bool(grad_inputs) and bool(outputs),
         utils_imports=_utils_imports(statements, ["ensure_contiguous"] + (["get_num_sms"] if params else [])),
-        uses_cast=any(f"{INPUT_DTYPE})" in line for line in statements),
+        uses_cast=uses_cast,
         precision_note=_precision_note(math.precision_sensitive_ops),
-        gradient_note=_gradient_note(math.gradient_formulas),
+        gradient_note=gradient_note,
         apply_returns=[f"grad_{name}" if name in grad_inputs else "None" for name in inputs]
         + [f"grad_{name}" for name in param_names]
         + ["None"] * len(profile.hyperparameters),
@@ -563,7 +834,104 @@ def _row_program_ops(profile: KernelProfile) -> RowProgramOpsView:
         programs_per_sm=profile.tiling.programs_per_sm,
         num_warps=profile.tiling.num_warps,
         dtensor=dtensor_view(profile, grad_inputs, [f"grad_{name}" for name in outputs], tuple(math.row_outputs)),
+        forward_kernel=forward_kernel,
+        backward_kernel=backward_kernel,
+        split=_split_rows(profile, math, backward_kernel),
     )
+
+
+# How the ranks combine one rank's part of a per-row reduction (a mean's part is already divided by the row's n_cols).
+_ALL_REDUCE = {"sum": "sum", "mean": "sum", "max": "max", "min": "min"}
+
+
+def _split_rows(profile: KernelProfile, math, fused_backward: RowKernelView) -> SplitRowsView:
+    """The split path's kernels (synth/rows.py RowPass): each pass loads the tensors, parameters and per-row values
+    its statements read; every reduction pass stores its reductions for the host to all-reduce."""
+    name = profile.operation_name
+    inputs = [t.name for t in profile.inputs]
+    params = profile.parameters
+    outputs = [t.name for t in profile.outputs]
+    element_grads = [f"grad_{o}" for o in outputs if o not in math.row_outputs]
+    row_grads = [f"grad_{o}" for o in math.row_outputs]
+
+    def passes(split, element_names: list[str], direction: str) -> tuple[list[SplitPassView], list[str]]:
+        per_row = [s.name for s in profile.math.statistics] + row_grads
+        views = []
+        for index, row_pass in enumerate(split[:-1]):
+            kernel = _split_row_pass(
+                f"_{name}_split_{direction}_pass{index}_kernel",
+                row_pass,
+                element_names,
+                per_row,
+                params,
+                row_stores=[n for n, _ in row_pass.reductions],
+                row_store_note="This rank's part of each row's reductions: the host combines the ranks' parts.",
+                reduces=True,
+            )
+            by_op: dict[str, list[str]] = {}
+            for reduction, kind in row_pass.reductions:
+                by_op.setdefault(_ALL_REDUCE[kind], []).append(reduction)
+            groups = [
+                (op, f"{direction}{index}_{op}" if len(names) > 1 else None, names) for op, names in by_op.items()
+            ]
+            views.append(SplitPassView(kernel=kernel, groups=groups))
+            per_row += [n for n, _ in row_pass.reductions if n not in per_row]
+        return views, per_row
+
+    forward_passes, forward_rows = passes(math.split_forward, inputs, "forward")
+    forward = _split_row_pass(
+        f"_{name}_split_forward_kernel",
+        math.split_forward[-1],
+        inputs,
+        forward_rows,
+        params,
+        element_stores=[o for o in outputs if o not in math.row_outputs],
+        row_output_stores=list(math.row_outputs),
+    )
+    backward_passes, backward_rows = passes(math.split_backward, element_grads + inputs, "backward")
+    last = math.split_backward[-1]
+    reads = set(last.reads)
+    backward = RowKernelView(
+        name=f"_{name}_split_backward_kernel",
+        lines=last.lines,
+        width="shard_cols",
+        element_args=[n for n in element_grads if n in reads],
+        row_grad_args=[n for n in row_grads if n in reads],
+        input_args=[n for n in inputs if n in reads],
+        param_loads=[p for p in params if p.name in reads],
+        row_loads=[n for n in backward_rows if n in reads and n not in row_grads],
+        element_stores=fused_backward.element_stores,
+        channel_grads=fused_backward.channel_grads,
+        scalar_grads=fused_backward.scalar_grads,
+        dtype_source=fused_backward.dtype_source if _rounds_to_input(last.lines) else "",
+    )
+    return SplitRowsView(forward_passes, forward, backward_passes, backward)
+
+
+def _split_row_pass(name, row_pass, element_names, per_row, params, **stores) -> RowKernelView:
+    """A row_pass kernel of the split path: it takes and loads what ``row_pass`` reads and stores ``stores``."""
+    reads = set(row_pass.reads)
+    element = [n for n in element_names if n in reads]
+    rows = [n for n in per_row if n in reads]
+    read_params = [p for p in params if p.name in reads]
+    return RowKernelView(
+        name=name,
+        lines=row_pass.lines,
+        width="shard_cols",
+        element_args=element,
+        param_args=[p.name for p in read_params],
+        row_args=rows,
+        element_loads=element,
+        param_loads=read_params,
+        row_loads=rows,
+        dtype_source=element[0] if element and _rounds_to_input(row_pass.lines) else "",
+        **stores,
+    )
+
+
+def _rounds_to_input(lines: list[str]) -> bool:
+    """Whether ``lines`` round a value to the inputs' dtype (they then read ``input_dtype``)."""
+    return any(f"{INPUT_DTYPE})" in line for line in lines)
 
 
 def _row_ops(profile: KernelProfile) -> RowOpsView:
@@ -602,17 +970,21 @@ def _row_ops(profile: KernelProfile) -> RowOpsView:
 
 def _loss_ops(profile: KernelProfile) -> LossOpsView:
     math = loss_math(profile)
-    element = [t.name for t in profile.inputs if t.dtype != "int64"]
+    element = [t.name for t in profile.inputs if t.dtype != "int64" and not t.per_class]
+    per_class = [t.name for t in profile.inputs if t.per_class]
     grad_inputs = [t.name for t in profile.inputs if t.requires_grad]
     in_place = profile.backward.in_place_gradients
     if in_place is None:  # as Liger's cross entropy: logits scored against class indices are dead after the loss
         in_place = any(t.dtype == "int64" for t in profile.inputs)
     statements = math.init + [line for lines in math.passes for line in lines] + math.outputs_block + math.gradient
-    reductions = _loss_reductions(profile)
+    reductions = loss_reductions(profile)
     mean = next((r for r in reductions if r.kind == "mean"), None)
+    denominators = " ".join(r.denominator for r in reductions)
     return LossOpsView(
         element_inputs=element,
         row_inputs=[t.name for t in profile.inputs if t.dtype == "int64"],
+        class_inputs=per_class,
+        picks=[_loss_pick(name, values, index) for name, values, index in math.picks],
         kernel_hypers=list(profile.formula_hyperparameters),
         grad_inputs=grad_inputs,
         grad_names=[f"grad_{name}" for name in grad_inputs],
@@ -620,11 +992,15 @@ def _loss_ops(profile: KernelProfile) -> LossOpsView:
         outputs=[t.name for t in profile.outputs],
         loss=profile.outputs[0].name,
         init=math.init,
-        passes=[([n for n in element if n in reads], lines) for reads, lines in zip(math.pass_reads, math.passes)],
+        passes=[
+            ([n for n in element if n in reads], [n for n in per_class if n in reads], lines)
+            for reads, lines in zip(math.pass_reads, math.passes)
+        ],
         outputs_block=math.outputs_block,
         adjoints=math.adjoints,
         gradient=math.gradient,
         gradient_loads=[name for name in element if name in math.gradient_reads],
+        gradient_class_loads=[name for name in per_class if name in math.gradient_reads],
         gradient_pass=math.gradient_pass,
         gate=math.gate,
         chooser=profile.math.loss.reduction if profile.math.loss.reduction not in LOSS_REDUCTIONS else None,
@@ -639,6 +1015,7 @@ def _loss_ops(profile: KernelProfile) -> LossOpsView:
             (t.name, "class indices" if t.dtype == "int64" else t.domain or profile.test.input_domain)
             for t in profile.inputs
         ],
+        module_call=_loss_module_call(profile) if per_class else None,
         reduction_kinds=[
             (kind, [r.value for r in reductions if r.kind == kind])
             for kind in ("none", "sum", "mean")
@@ -647,11 +1024,28 @@ def _loss_ops(profile: KernelProfile) -> LossOpsView:
         apply_returns=[f"grad_{name}" if name in grad_inputs else "None" for name in [t.name for t in profile.inputs]]
         + ["None"] * len(profile.hyperparameters),
         utils_imports=_utils_imports(statements, ["ensure_contiguous"]),
+        host_helpers=[TAKE_HELPER_SOURCE] if f"{TAKE_HELPER}(" in denominators else [],
         precision_note=_precision_note(math.precision_sensitive_ops),
         gradient_note=_gradient_note(math.gradient_formulas),
         block_elements=profile.tiling.block_elements or _loss_block_elements(math),
         num_warps=profile.tiling.num_warps,
     )
+
+
+def _loss_pick(name: str, values: str, index: str) -> LossPickView:
+    if index.isidentifier():
+        return LossPickView(name, values, index, None)
+    return LossPickView(name, values, f"{name}_index", f"{name}_index = {index}")
+
+
+def _loss_module_call(profile: KernelProfile) -> str:
+    """The generated loss module as tests call it: per-class inputs (class weights) given to the constructor, the
+    other inputs to forward, from a list ``arguments`` of every input."""
+    positions = {t.name: index for index, t in enumerate(profile.inputs)}
+    init = [f"{t.name}=arguments[{positions[t.name]}]" for t in profile.inputs if t.per_class]
+    init += [f"{hp.name}=hyper[{hp.name!r}]" for hp in profile.hyperparameters]
+    forward = [f"arguments[{positions[t.name]}]" for t in profile.inputs if not t.per_class]
+    return f"{profile.module_class_name}({', '.join(init)})({', '.join(forward)})"
 
 
 def _loss_block_elements(math) -> int:
@@ -671,9 +1065,11 @@ def _ignored(profile: KernelProfile, math) -> dict[str, str]:
     return {name: ints[0] for name in indices} if ints else {}
 
 
-def _loss_reductions(profile: KernelProfile) -> list[LossReductionView]:
+def loss_reductions(profile: KernelProfile, renames: dict[str, str] | None = None) -> list[LossReductionView]:
+    """The reductions a loss offers; ``renames``: other names of inputs where the denominators are printed (a fused
+    linear kernel's ``class_weight``)."""
     loss = profile.math.loss
-    row_inputs = {t.name for t in profile.inputs if t.dtype == "int64"}
+    row_inputs = {t.name for t in profile.inputs if t.dtype == "int64" or t.per_class}
     listed = {choice.value: choice for choice in loss.choices}
     if loss.reduction in LOSS_REDUCTIONS:
         values = [loss.reduction]
@@ -685,6 +1081,9 @@ def _loss_reductions(profile: KernelProfile) -> list[LossReductionView]:
         kind, denominator = (listed[value].reduction, listed[value].denominator) if value in listed else (value, "")
         expr = sympy.sympify(
             parse_formula(denominator or loss.denominator, [*row_inputs, *profile.formula_hyperparameters, "n_cols"])
+        )
+        expr = expr.xreplace(
+            {sympy.Symbol(old, real=True): sympy.Symbol(new, real=True) for old, new in (renames or {}).items()}
         )
         views.append(
             LossReductionView(
@@ -716,9 +1115,14 @@ def _param_init(profile: KernelProfile, size_param: str) -> dict[str, str]:
     return inits
 
 
-def _module_view(profile: KernelProfile) -> ModuleView:
+def module_view(profile: KernelProfile, renames: dict[str, str] | None = None) -> ModuleView:
+    """The module's view; ``renames``: other names of per-class inputs (a fused linear kernel's ``class_weight``)."""
     params = profile.parameters
-    init_params = list(profile.module.init_params)
+    # Per-class inputs (class weights) come first, as torch's and Liger's losses take ``weight=None``.
+    per_class = [(renames or {}).get(t.name, t.name) for t in profile.inputs if t.per_class]
+    init_params = [InitParameter(name=name, default=None) for name in per_class]
+    own_names = {t.name for t in profile.inputs if t.per_class}  # a module reference's weight=None argument
+    init_params += [ip for ip in profile.module.init_params if ip.name not in own_names | set(per_class)]
     init_names = {ip.name for ip in init_params}
     size_param = profile.module.size_param
     if params and size_param not in init_names:
@@ -732,16 +1136,18 @@ def _module_view(profile: KernelProfile) -> ModuleView:
     if profile.module.kind == "mlp":
         fields = ["hidden_size", "intermediate_size"] + hyper_names
     else:
-        fields = [ip.name for ip in init_params if ip.name not in [p.name for p in params]]
-    required = {ip.name for ip in profile.module.init_params if ip.default is None}
+        fields = [ip.name for ip in init_params if ip.name not in [p.name for p in params] + per_class]
+    required = {ip.name for ip in profile.module.init_params if ip.default is None and ip.name not in per_class}
     if params:
         required.add(size_param)
     return ModuleView(
         kind=profile.module.kind,
         init_params=init_params,
         init_signature=signature(init_params, frozenset(required)),
-        attributes=[ip.name for ip in init_params if ip.name not in {p.name for p in params}],
-        forward_signature=", ".join(t.name for t in profile.inputs),
+        attributes=[ip.name for ip in init_params if ip.name not in {p.name for p in params} | set(per_class)],
+        buffers=per_class,
+        forward_signature=", ".join(t.name for t in profile.inputs if not t.per_class),
+        apply_inputs=[f"self.{t.name}" if t.per_class else t.name for t in profile.inputs],
         param_init=_param_init(profile, size_param),
         self_params=[f"self.{prm.name}" for prm in params],
         self_hypers=[f"self.{name}" for name in hyper_names],

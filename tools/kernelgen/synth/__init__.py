@@ -1,7 +1,8 @@
 """Symbolic synthesis of element-wise (tier 1) kernels: op table, sympy derivation, Triton printing.
 
 ``apply_op``/``parse_formula`` build sympy expressions from the canonical op names of ``rules.py``;
-``synthesize_elementwise`` derives every gradient with sympy and prints forward/backward Triton statements.
+``synthesize_elementwise`` derives every gradient with sympy and prints forward/backward statements (Triton, or
+TileLang with ``TileLangPrinter``).
 """
 
 from tools.kernelgen.synth.derive import ElementwiseMath

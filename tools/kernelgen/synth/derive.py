@@ -1,10 +1,12 @@
-"""Derive the forward and backward Triton statements of an element-wise (tier 1) op.
+"""Derive the forward and backward statements of an element-wise (tier 1) op, in Triton or TileLang.
 
 Every gradient comes from ``sympy.diff`` of the forward expression, chained with the incoming gradients
 ``grad_{output}`` (summed over outputs). Each expression is simplified within a bounded budget, known constants
 are named and common subexpressions hoisted with ``sympy.cse`` across all outputs (forward) or all gradients
-(backward) jointly, as temporaries named by role (``naming.py``), and everything is printed by ``TritonPrinter``. The backward reads only inputs, parameters, hyperparameters and
-``grad_{output}``: it recomputes the activations it needs (Liger style, save inputs only).
+(backward) jointly, as temporaries named by role (``naming.py``), and everything is printed by the kernel language's printer (``TritonPrinter`` or ``TileLangPrinter``): the math is
+derived once (``derive_elementwise``) and printed in either language (``print_elementwise``). The backward reads
+only inputs, parameters, hyperparameters and ``grad_{output}``: it recomputes the activations it needs (Liger
+style, save inputs only).
 
 For a parameter, ``grad_{name}`` is its per-element contribution; the template sums it over rows ("channel") or
 over everything ("scalar").
@@ -15,11 +17,12 @@ from dataclasses import field
 
 import sympy
 
+from tools.kernelgen.synth.functions import CastToInput
 from tools.kernelgen.synth.naming import FUNCTION_WORDS
 from tools.kernelgen.synth.naming import constant_lines
 from tools.kernelgen.synth.naming import hoist
+from tools.kernelgen.synth.printer import TritonPrinter
 from tools.kernelgen.synth.printer import format_formula
-from tools.kernelgen.synth.printer import print_triton
 from tools.kernelgen.synth.rules import is_condition
 from tools.kernelgen.synth.simplify import simplify_bounded
 from tools.kernelgen.synth.symbols import make_symbols
@@ -29,7 +32,7 @@ PARAMETER_KINDS = ("channel", "scalar")
 
 @dataclass
 class ElementwiseMath:
-    forward: list[str]  # Triton statements; the last ones assign every output name
+    forward: list[str]  # statements of the kernel language; the last ones assign every output name
     backward: list[str]  # statements assigning grad_{name} for every input and parameter
     forward_uses: list[str]  # inputs/parameters/hyperparameters the forward reads (sorted)
     backward_uses: list[str]  # inputs/parameters/hyperparameters/grad_{output} the backward reads (sorted)
@@ -47,13 +50,14 @@ _PRECISION_SENSITIVE = frozenset({"sigmoid", "softplus", "logsigmoid", "tanh", "
 _ROOTS = {sympy.S.Half: "sqrt", -sympy.S.Half: "rsqrt"}
 
 
-def _statements(assignments: dict[str, sympy.Expr], taken: set[str]) -> tuple[list[str], list[str]]:
-    """The named constants ``assignments`` read, and ``name = expr`` lines for them, common subexpressions first as
-    temporaries named by role (``naming.py``)."""
+def _statements(assignments: dict[str, sympy.Expr], taken: set[str], printer) -> tuple[list[str], list[str]]:
+    """The named constants ``assignments`` read (where the language names them), and ``name = expr`` lines for
+    them, common subexpressions first as temporaries named by role (``naming.py``)."""
     names = list(assignments)
-    constants, definitions, reduced = hoist([assignments[name] for name in names], set(taken))
-    lines = [f"{symbol.name} = {print_triton(value)}" for symbol, value in definitions]
-    lines += [f"{name} = {print_triton(expr)}" for name, expr in zip(names, reduced)]
+    exprs = [assignments[name] for name in names]
+    constants, definitions, reduced = hoist(exprs, set(taken), name_constants=printer.named_constants)
+    lines = [f"{symbol.name} = {printer.doprint(value)}" for symbol, value in definitions]
+    lines += [f"{name} = {printer.doprint(expr)}" for name, expr in zip(names, reduced)]
     return constant_lines(constants), lines
 
 
@@ -95,13 +99,92 @@ def _bind_symbols(expr, symbols: dict[str, sympy.Symbol], output: str) -> sympy.
     return expr
 
 
-def synthesize_elementwise(
+def _segments(expr: sympy.Expr) -> list[CastToInput]:
+    """The roundings directly inside ``expr``: those not nested in another rounding of ``expr``."""
+    found, stack = [], [expr]
+    while stack:
+        node = stack.pop()
+        for arg in node.args:
+            if isinstance(arg, CastToInput):
+                if arg not in found:
+                    found.append(arg)
+            else:
+                stack.append(arg)
+    return found
+
+
+def _rounded_reverse_mode(forward_exprs, seeds, leaves: dict[str, sympy.Symbol]) -> dict[str, sympy.Expr]:
+    """Gradients as eager PyTorch computes them when each op rounds its result (``cast_to_input``): every op's
+    backward hands its input gradients on rounded to the inputs' dtype. The expressions are cut into segments at
+    the roundings; within a segment the chain rule is ``sympy.diff`` (one fused fp32 op, as torch's backward of one
+    op computes in fp32), and the adjoint arriving at a rounding is rounded before it flows into the rounded op's
+    own body. Contributions to a value read by several ops are each rounded, then summed, as autograd accumulates
+    bf16 gradients. Without roundings this is ``sympy.diff`` of the whole expression."""
+    # Segments in topological order: a rounding after every segment that reads it.
+    order, parents = [], {}
+    stack = list(forward_exprs.values())
+    while stack:
+        node = stack.pop()
+        for inner in _segments(node if node in seeds else node.args[0]):
+            parents.setdefault(inner, []).append(node)
+            stack.append(inner)
+    visited: set = set()
+
+    def visit(node):
+        if node in visited:
+            return
+        visited.add(node)
+        for parent in parents.get(node, []):
+            visit(parent)
+        order.append(node)
+
+    for node in [*forward_exprs.values(), *parents]:
+        visit(node)
+    contributions: dict[sympy.Expr, list[sympy.Expr]] = {node: [seed] for node, seed in seeds.items()}
+    leaf_terms: dict[str, list[sympy.Expr]] = {name: [] for name in leaves}
+    for node in order:
+        terms = contributions.get(node, [])
+        if not terms:
+            continue
+        if node in seeds:
+            adjoint, body = sympy.Add(*terms), node
+        else:  # the gradient of a rounded op's output is a tensor of the inputs' dtype
+            adjoint = CastToInput(sympy.Add(*[CastToInput(term) for term in terms]))
+            body = node.args[0]
+        inner = _segments(body)
+        dummies = {rounding: sympy.Dummy("rounded", real=True) for rounding in inner}
+        local = body.xreplace(dummies)
+        for rounding, dummy in dummies.items():
+            derivative = _drop_singular_terms(sympy.diff(local, dummy)).xreplace({d: r for r, d in dummies.items()})
+            if derivative != 0:
+                contributions.setdefault(rounding, []).append(adjoint * derivative)
+        for name, symbol in leaves.items():
+            derivative = _drop_singular_terms(sympy.diff(local, symbol)).xreplace({d: r for r, d in dummies.items()})
+            if derivative != 0:
+                leaf_terms[name].append(adjoint * simplify_bounded(derivative))
+    gradients = {}
+    for name, terms in leaf_terms.items():
+        rounded = terms if len(terms) < 2 else [CastToInput(term) for term in terms]
+        gradients[f"grad_{name}"] = sympy.Add(*rounded)
+    return gradients
+
+
+@dataclass(frozen=True)
+class ElementwiseDerivation:
+    """The derived math before printing: each output's and each gradient's simplified expression."""
+
+    forward: dict[str, sympy.Expr]  # output -> expression
+    gradients: dict[str, sympy.Expr]  # grad_{input or parameter} -> expression (0 when identically zero)
+    taken: frozenset[str]  # every name the statements may not reuse for a temporary
+
+
+def derive_elementwise(
     outputs: dict[str, sympy.Expr],
     inputs: list[str],
     parameters: dict[str, str] | None = None,
     hyperparameters: list[str] | None = None,
-) -> ElementwiseMath:
-    """Forward and backward statements of the element-wise op ``outputs`` (name -> expression over the names)."""
+) -> ElementwiseDerivation:
+    """Forward and gradient expressions of the element-wise op ``outputs`` (name -> expression over the names)."""
     parameters = dict(parameters or {})
     hyperparameters = list(hyperparameters or [])
     for name, kind in parameters.items():
@@ -119,20 +202,33 @@ def synthesize_elementwise(
 
     forward_exprs = {name: simplify_bounded(_bind_symbols(expr, symbols, name)) for name, expr in outputs.items()}
 
-    gradients: dict[str, sympy.Expr] = {}
-    for name in differentiable:
-        terms = []
-        for output, expr in forward_exprs.items():
-            derivative = simplify_bounded(_drop_singular_terms(sympy.diff(expr, symbols[name])))
-            terms.append(grad_outputs[f"grad_{output}"] * derivative)
-        gradients[f"grad_{name}"] = sympy.Add(*terms)
+    seeds = {expr: grad_outputs[f"grad_{output}"] for output, expr in forward_exprs.items()}
+    if any(expr.has(CastToInput) for expr in forward_exprs.values()):
+        gradients = _rounded_reverse_mode(forward_exprs, seeds, {name: symbols[name] for name in differentiable})
+    else:
+        gradients = {}
+        for name in differentiable:
+            terms = []
+            for output, expr in forward_exprs.items():
+                derivative = simplify_bounded(_drop_singular_terms(sympy.diff(expr, symbols[name])))
+                terms.append(grad_outputs[f"grad_{output}"] * derivative)
+            gradients[f"grad_{name}"] = sympy.Add(*terms)
+    taken = frozenset(set(symbols) | set(outputs) | set(grad_outputs) | set(gradients))
+    return ElementwiseDerivation(forward=forward_exprs, gradients=gradients, taken=taken)
 
-    taken = set(symbols) | set(outputs) | set(grad_outputs) | set(gradients)
-    forward_constants, forward = _statements(forward_exprs, taken)
+
+def print_elementwise(derivation: ElementwiseDerivation, printer_class=TritonPrinter) -> ElementwiseMath:
+    """The derived math as statements of the kernel language ``printer_class`` prints."""
+    printer = printer_class()
+    taken = set(derivation.taken)
+    forward_exprs, gradients = derivation.forward, derivation.gradients
+    forward_constants, forward = _statements(forward_exprs, taken, printer)
     nonzero = {name: expr for name, expr in gradients.items() if expr != 0}
-    backward_constants, backward = _statements(nonzero, taken) if nonzero else ([], [])
-    # A gradient that is identically zero still has to be a tensor the template can store.
-    backward += [f"{name} = tl.zeros_like({name[len('grad_') :]})" for name, expr in gradients.items() if expr == 0]
+    backward_constants, backward = _statements(nonzero, taken, printer) if nonzero else ([], [])
+    # A gradient that is identically zero still has to be a value the template can store.
+    backward += [
+        f"{name} = {printer.zeros_like(name[len('grad_') :])}" for name, expr in gradients.items() if expr == 0
+    ]
 
     forward_uses = {symbol.name for expr in forward_exprs.values() for symbol in expr.free_symbols}
     backward_uses = {symbol.name for expr in nonzero.values() for symbol in expr.free_symbols}
@@ -149,4 +245,23 @@ def synthesize_elementwise(
     )
 
 
-__all__ = ["PARAMETER_KINDS", "ElementwiseMath", "make_symbols", "synthesize_elementwise"]
+def synthesize_elementwise(
+    outputs: dict[str, sympy.Expr],
+    inputs: list[str],
+    parameters: dict[str, str] | None = None,
+    hyperparameters: list[str] | None = None,
+    printer_class=TritonPrinter,
+) -> ElementwiseMath:
+    """Forward and backward statements of the element-wise op ``outputs`` (name -> expression over the names)."""
+    return print_elementwise(derive_elementwise(outputs, inputs, parameters, hyperparameters), printer_class)
+
+
+__all__ = [
+    "PARAMETER_KINDS",
+    "ElementwiseDerivation",
+    "ElementwiseMath",
+    "derive_elementwise",
+    "make_symbols",
+    "print_elementwise",
+    "synthesize_elementwise",
+]

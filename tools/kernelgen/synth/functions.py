@@ -194,6 +194,22 @@ class Minimum(_Extremum):
     wins = operator.lt
 
 
+class Take(sympy.Function):
+    """``values[index]``: the element of a per-class tensor (class weights, ``[n_cols]``) at one class index per row,
+    a per-row value. Synthesis loads it once per row (``synth/losses.py``); nothing differentiates it (class weights
+    take no gradient, an index has none)."""
+
+    nargs = 2
+
+    def _eval_is_real(self):
+        return True
+
+    def fdiff(self, argindex=1):
+        if argindex not in (1, 2):
+            raise sympy.ArgumentIndexError(self, argindex)
+        return sympy.S.Zero
+
+
 __all__ = [
     "CastToInput",
     "ElementwiseFunction",
@@ -203,6 +219,7 @@ __all__ = [
     "Relu",
     "Sigmoid",
     "Softplus",
+    "Take",
     "indicator",
     "select",
 ]

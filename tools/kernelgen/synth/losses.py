@@ -15,6 +15,9 @@ When the gradient reads no statistic of the last pass (a KL divergence's reads n
 pass instead: the inputs are read once. ``grad_{loss}`` is the weight of the row in the loss (set by the template
 from the reduction); the other outputs are returned without gradients.
 
+A per-class input (class weights, ``[n_cols]``) is a per-element constant of every row, loaded at ``col``; read at a
+class index (``take(w, target)``) it is a row value of its own, loaded once per row before the passes.
+
 A row *gate* is a condition on class indices and hyper-parameters alone under which every output is 0 (``target !=
 ignore_index``): the template skips such rows after writing a zero gradient, and the math is derived for the rows
 that count.
@@ -35,10 +38,12 @@ from sympy.logic.inference import satisfiable
 
 from tools.kernelgen.synth.derive import _drop_singular_terms
 from tools.kernelgen.synth.derive import _precision_sensitive_ops
+from tools.kernelgen.synth.functions import Take
 from tools.kernelgen.synth.naming import constant_lines
 from tools.kernelgen.synth.printer import format_formula
 from tools.kernelgen.synth.printer import integer_symbols
 from tools.kernelgen.synth.printer import print_triton
+from tools.kernelgen.synth.printer import print_triton_index
 from tools.kernelgen.synth.rows import RowProgramError
 from tools.kernelgen.synth.rows import RowSum
 from tools.kernelgen.synth.rows import _fresh
@@ -70,6 +75,8 @@ class LossMath:
     gradient_formulas: dict[str, str] = field(default_factory=dict)
     precision_sensitive_ops: list[str] = field(default_factory=list)
     zero_adjoints: list[str] = field(default_factory=list)
+    # Per-class values at a class index, loaded once per row: (row value, per-class input, printed integer index).
+    picks: list[tuple[str, str, str]] = field(default_factory=list)
 
 
 def _chunk_statements(lines: list[str]) -> list[str]:
@@ -88,26 +95,61 @@ def synthesize_loss(
     constants: list[str] | None = None,
     row_inputs: list[str] | None = None,
     integer_hyperparameters: list[str] | None = None,
+    class_inputs: list[str] | None = None,
 ) -> LossMath:
     """The chunked forward (with the gradient of the first output) of a loss over long rows.
 
     ``inputs``: per-element tensors that get a gradient; ``constants``: per-element tensors that do not;
     ``row_inputs``: one value per row (class targets); ``col`` (the column index) and ``n_cols`` may appear in any
     formula. Every output must be one value per row. ``integer_hyperparameters``: those holding integers
-    (``ignore_index``), compared with class indices as integers.
+    (``ignore_index``), compared with class indices as integers. ``class_inputs``: the constants of one value per
+    class, which ``take(name, index)`` reads at a class index.
     """
     integer_hyperparameters = list(integer_hyperparameters or [])
     hyperparameters = list(hyperparameters or [])
     row_inputs = list(row_inputs or [])
-    gate, outputs = split_gate(outputs, set(row_inputs) | set(hyperparameters))
     constants = [*(constants or []), COL]
+    taken = {*inputs, *constants, *row_inputs, *hyperparameters, *(name for name, _, _ in statistics), *outputs}
+    picks, statistics, outputs = split_picks(
+        statistics, outputs, list(class_inputs or []), {*inputs, *constants}, taken
+    )
+    row_inputs += [name for name, _, _ in picks]
+    gate, outputs = split_gate(outputs, set(row_inputs) | set(hyperparameters))
     statistics, outputs = split_statistics(statistics, outputs, {*inputs, *constants})
     program = _Program(statistics, outputs, inputs, {}, hyperparameters, constants, row_inputs)
     not_per_row = [name for name in program.outputs if name not in program.row_outputs]
     if not_per_row:
         raise RowProgramError(f"outputs {not_per_row} vary along the row; a loss gives one value per row")
     with integer_symbols({COL, *row_inputs, *integer_hyperparameters}):
-        return _LossSchedule(program, gate).derive()
+        math = _LossSchedule(program, gate).derive()
+        math.picks = [(name, values, print_triton_index(index)) for name, values, index in picks]
+    return math
+
+
+def split_picks(statistics, outputs, class_inputs: list[str], element_names: set[str], taken: set[str]):
+    """Every ``take(values, index)`` as a row value of its own (``weight_target``), which the kernel loads once per
+    row: ``[(name, values, index)]`` and the statistics and outputs reading those names."""
+    found: dict[Take, sympy.Symbol] = {}
+    taken = set(taken)
+
+    def named(expr):
+        for take in sorted(sympy.sympify(expr).atoms(Take), key=str):
+            if take in found:
+                continue
+            values, index = take.args
+            if not isinstance(values, sympy.Symbol) or values.name not in class_inputs:
+                raise RowProgramError(f"{format_formula(take)} reads {values}, which is no per-class input")
+            if any(symbol.name in element_names for symbol in index.free_symbols):
+                raise RowProgramError(f"{format_formula(take)}: the index must be one class index per row")
+            base = f"{values.name}_{index.name if isinstance(index, sympy.Symbol) else 'picked'}"
+            found[take] = sympy.Symbol(_fresh(base, taken), real=True)
+            taken.add(found[take].name)
+        return sympy.sympify(expr).xreplace(found)
+
+    statistics = [(name, reduce, named(operand)) for name, reduce, operand in statistics]
+    outputs = {name: named(expr) for name, expr in outputs.items()}
+    picks = [(symbol.name, take.args[0].name, take.args[1]) for take, symbol in found.items()]
+    return picks, statistics, outputs
 
 
 def split_statistics(statistics, outputs, element_names: set[str]):
@@ -428,4 +470,4 @@ class _LossSchedule:
         return lines
 
 
-__all__ = ["COL", "LossMath", "split_gate", "synthesize_loss"]
+__all__ = ["COL", "LossMath", "split_gate", "split_picks", "synthesize_loss"]

@@ -31,31 +31,42 @@ from tools.kernelgen.synth.printer import float_literal
 
 MAX_WORDS = 4
 MAX_CHARS = 28
-# Names the templates' own code uses around the printed statements, and the helpers those statements call.
+# Names the templates' own code uses around the printed statements (Triton's and TileLang's), and the helpers those
+# statements call.
 RESERVED = frozenset(
     {
         "abs",
+        "block_cols",
+        "block_rows",
         "col",
+        "col_block",
         "col_mask",
+        "col_start",
         "cols",
         "float",
         "input_dtype",
+        "kernel",
         "mask",
         "max",
         "min",
         "n_cols",
+        "n_row_programs",
         "n_rows",
         "offsets",
         "pow",
         "row",
+        "row_block",
         "row_mask",
+        "row_program",
         "row_start",
         "row_step",
-        "row_program",
-        "n_row_programs",
         "start",
         "sum",
+        "T",
         "tanh",
+        "threads",
+        "tile_col",
+        "tile_row",
         "tile_rows",
         "tl",
         "triton",
@@ -336,12 +347,14 @@ class TemporaryNames:
         return None
 
 
-def hoist(exprs: list[sympy.Expr], taken: set[str]) -> tuple[dict[str, str], list[tuple], list[sympy.Expr]]:
-    """Named constants and common subexpressions of ``exprs`` (``sympy.cse`` over all of them jointly): the
-    constants as ``{name: literal}``, the temporaries as ``(symbol, value)`` in order (each after the ones it reads),
-    and ``exprs`` written with both. New names are added to ``taken``."""
+def hoist(
+    exprs: list[sympy.Expr], taken: set[str], name_constants: bool = True
+) -> tuple[dict[str, str], list[tuple], list[sympy.Expr]]:
+    """Named constants (unless not ``name_constants``) and common subexpressions of ``exprs`` (``sympy.cse`` over
+    all of them jointly): the constants as ``{name: literal}``, the temporaries as ``(symbol, value)`` in order (each
+    after the ones it reads), and ``exprs`` written with both. New names are added to ``taken``."""
     constants = ConstantNames(taken)
-    rewritten = [constants.rewrite(expr) for expr in exprs]
+    rewritten = [constants.rewrite(expr) for expr in exprs] if name_constants else list(exprs)
     placeholders = sympy.numbered_symbols("_cse", real=True)
     replacements, reduced = sympy.cse(rewritten, symbols=placeholders, order="canonical")
     temporaries = TemporaryNames(taken)

@@ -3,8 +3,8 @@
 ``TritonPrinter`` conventions (everything is computed in fp32: the templates upcast loads, so no casts here):
 
 - numbers, including constant subexpressions such as ``sqrt(2 / pi)``, become float literals (``2.0``,
-  ``0.7978845608028654``: the repr of the Python float, enough digits for fp32); the statement builders first
-  give known constants a name (``sqrt_2_over_pi``, ``naming.py``), which prints as a symbol;
+  ``0.7978845608028654``: the repr of the Python float, enough digits for fp32); the Triton statement builders
+  first give known constants a name (``sqrt_2_over_pi``, ``naming.py``), which prints as a symbol;
 - powers: exponents 2..8 as repeated multiplication, negative integers as divisions (``1.0 / x``), ``0.5`` as
   ``tl.sqrt``, ``-0.5`` as ``tl.rsqrt`` (half-integers combine the two), any other constant as
   ``tl.exp2(p * tl.log2(x))`` (valid for ``x > 0`` only, like a fractional power in torch); an exponent known
@@ -16,6 +16,12 @@
 - ``Piecewise`` as nested ``tl.where``; comparisons as ``x > 0.0``; ``&``/``|`` between conditions.
 
 Anything without a rule raises instead of printing something that is not Triton.
+
+``TileLangPrinter`` prints the same expressions as TileLang (``T.*``, ``import tilelang.language as T``) for the
+body of a ``T.Parallel`` loop over fp32 scalars: ``T.if_then_else`` for selections, ``T.max``/``T.min``,
+``T.And``/``T.Or``/``T.Not`` for conditions, CUDA's own ``T.tanh`` and ``T.pow`` (powf keeps torch's signs and
+``x ** 0 == 1``, so no helpers), and rounding to the inputs' dtype as ``T.cast(T.cast(u, input_dtype), "float32")``.
+Python float literals become fp32 constants next to fp32 values, so literals print alike in both languages.
 """
 
 import contextlib
@@ -39,7 +45,7 @@ def float_literal(value) -> str:
     return repr(float(number))
 
 
-# jit helpers the printed statements call, imported from the target's ``liger_kernel.ops.utils``
+# jit helpers the printed Triton statements call, imported from the target's ``liger_kernel.ops.utils``
 # (``kernel_helpers.py``: libdevice's functions when compiled, core ``tl`` formulas under the interpreter).
 TANH_HELPER = "tanh"
 POW_HELPER = "pow"
@@ -93,11 +99,28 @@ def integer_symbols(names):
         _INTEGER_NAMES.reset(token)
 
 
-class TritonPrinter(_ConditionPrinting, StrPrinter):
-    """sympy expression -> Triton expression over fp32 tensors (see the module docstring)."""
+# The functions a kernel printer names by role (``_KernelPrinter.names``).
+_ROLES = ("exp", "log", "sin", "cos", "erf", "abs", "sigmoid", "sqrt", "rsqrt", "exp2", "log2", "max", "min")
 
-    printmethod = "_tritoncode"  # never defined: our classes' ``_sympystr`` must not leak into kernels
-    where_name = "tl.where"
+
+def _spellings(namespace: str, **exceptions: str) -> dict[str, str]:
+    """Each role as ``namespace.role``, except where the language names it otherwise."""
+    return {role: exceptions.get(role, f"{namespace}.{role}") for role in _ROLES}
+
+
+class _KernelPrinter(_ConditionPrinting, StrPrinter):
+    """sympy expression -> an fp32 expression of a kernel language: the structure both languages share (constant
+    folding, sums, products and powers as multiplications), with each language's spelling of its functions in
+    ``names`` and its own forms of what the two write differently (the ``_print_*`` methods of the subclasses)."""
+
+    printmethod = "_kernelcode"  # never defined: our classes' ``_sympystr`` must not leak into kernels
+    language = ""
+    named_constants = False  # whether statement builders name known constants (``naming.py``) for this language
+    # role -> the language's function: exp, log, sin, cos, erf, abs, sigmoid, sqrt, rsqrt, exp2, log2, max, min.
+    names: dict[str, str] = {}
+
+    def _call(self, role: str, *args) -> str:
+        return f"{self.names[role]}({', '.join(self._print(arg) for arg in args)})"
 
     def _print_Relational(self, expr):
         integers = _INTEGER_NAMES.get()
@@ -114,7 +137,7 @@ class TritonPrinter(_ConditionPrinting, StrPrinter):
         return super()._print(expr, **kwargs)
 
     def _print_Basic(self, expr):
-        raise ValueError(f"no Triton printing rule for {type(expr).__name__}: {expr}")
+        raise ValueError(f"no {self.language} printing rule for {type(expr).__name__}: {expr}")
 
     _print_Function = _print_Basic
 
@@ -146,7 +169,7 @@ class TritonPrinter(_ConditionPrinting, StrPrinter):
                 # x**-n and x**-(n + 1/2): divide by x**n (and multiply by rsqrt) instead of printing 1.0 / ...
                 whole = -exponent if exponent.q == 1 else -exponent - sympy.S.Half
                 if exponent.q == 2:
-                    numerator.append(f"tl.rsqrt({self._print(base)})")
+                    numerator.append(self._call("rsqrt", base))
                 if whole:
                     denominator.append(self._integer_power(base, int(whole), atomic=True))
                 continue
@@ -164,102 +187,105 @@ class TritonPrinter(_ConditionPrinting, StrPrinter):
     def _print_Pow(self, expr):
         base, exponent = expr.as_base_exp()
         if not exponent.is_number:
-            return f"{POW_HELPER}({self._print(base)}, {self._print(exponent)})"
+            return self._runtime_power(base, exponent)
         if exponent == sympy.S.Half:
-            return f"tl.sqrt({self._print(base)})"
+            return self._call("sqrt", base)
         if exponent == -sympy.S.Half:
-            return f"tl.rsqrt({self._print(base)})"
+            return self._call("rsqrt", base)
         if exponent.is_Integer:
             if exponent > 0:
                 return self._integer_power(base, int(exponent), atomic=False)
             return f"1.0 / {self._integer_power(base, -int(exponent), atomic=True)}"
         if exponent.is_Rational and exponent.q == 2 and abs(exponent) <= _MAX_MULTIPLIED_POWER:
-            root = "tl.sqrt" if exponent > 0 else "tl.rsqrt"
+            root = self._call("sqrt" if exponent > 0 else "rsqrt", base)
             whole = int(abs(exponent) - sympy.S.Half)
             power = self._integer_power(base, whole, atomic=True)
-            return (
-                f"{root}({self._print(base)}) * {power}" if exponent > 0 else f"{root}({self._print(base)}) / {power}"
-            )
-        return f"tl.exp2({self._print(exponent)} * tl.log2({self._print(base)}))"
+            return f"{root} * {power}" if exponent > 0 else f"{root} / {power}"
+        return self._constant_power(base, exponent)
+
+    def _runtime_power(self, base, exponent) -> str:
+        """``base ** exponent`` for an exponent known only when the kernel runs (a hyper-parameter, a tensor)."""
+        raise NotImplementedError
+
+    def _constant_power(self, base, exponent) -> str:
+        """``base ** exponent`` for a constant exponent that is neither an integer nor a small half-integer."""
+        raise NotImplementedError
+
+    def _large_integer_power(self, base, n: int) -> str:
+        """``base ** n`` for an integer beyond ``_MAX_MULTIPLIED_POWER`` (signs as in torch)."""
+        raise NotImplementedError
 
     def _integer_power(self, base, n: int, atomic: bool) -> str:
         """``base ** n`` for a positive integer n; ``atomic`` wraps products in parentheses (for ``a / (x * x)``)."""
         if n == 1:
             return self.parenthesize(base, PRECEDENCE["Pow"]) if atomic else self._print(base)
         if n > _MAX_MULTIPLIED_POWER:
-            printed = self._print(base)
-            magnitude = f"tl.exp2({float(n)!r} * tl.log2(tl.abs({printed})))"
-            # An odd power keeps the sign of the base, which the log of |base| dropped.
-            text = f"tl.where({printed} < 0.0, -1.0, 1.0) * {magnitude}" if n % 2 else magnitude
+            text = self._large_integer_power(base, n)
             return f"({text})" if atomic else text
         factor = self.parenthesize(base, PRECEDENCE["Pow"])
         text = " * ".join([factor] * n)
         return f"({text})" if atomic else text
 
     def _print_exp(self, expr):
-        return f"tl.exp({self._print(expr.args[0])})"
+        return self._call("exp", expr.args[0])
 
     def _print_log(self, expr):
-        return f"tl.log({self._print(expr.args[0])})"
+        return self._call("log", expr.args[0])
 
     def _print_sin(self, expr):
-        return f"tl.sin({self._print(expr.args[0])})"
+        return self._call("sin", expr.args[0])
 
     def _print_cos(self, expr):
-        return f"tl.cos({self._print(expr.args[0])})"
+        return self._call("cos", expr.args[0])
 
     def _print_erf(self, expr):
-        return f"tl.erf({self._print(expr.args[0])})"
+        return self._call("erf", expr.args[0])
 
     def _print_Abs(self, expr):
         arg = expr.args[0]
         if isinstance(arg, sympy.Pow) and not arg.exp.is_Integer:
             # sympy writes |x| ** p as |x ** p|, which is NaN for x < 0 and a fractional power: print |x| ** p.
             return self._print(sympy.Pow(sympy.Abs(arg.base), arg.exp, evaluate=False))
-        return f"tl.abs({self._print(arg)})"
+        return self._call("abs", arg)
 
     def _print_sign(self, expr):
         x = self._print(expr.args[0])
-        return f"tl.where({x} > 0.0, 1.0, tl.where({x} < 0.0, -1.0, 0.0))"
-
-    def _print_tanh(self, expr):
-        # The utils helper, not 2 * sigmoid(2u) - 1, which would cancel to nothing near 0.
-        return f"{TANH_HELPER}({self._print(expr.args[0])})"
+        where = self.where_name
+        return f"{where}({x} > 0.0, 1.0, {where}({x} < 0.0, -1.0, 0.0))"
 
     def _print_Sigmoid(self, expr):
-        return f"tl.sigmoid({self._print(expr.args[0])})"
-
-    def _print_CastToInput(self, expr):
-        # ``input_dtype`` is the first input's element type, defined by the templates of kernels that round.
-        return f"({self._print(expr.args[0])}).to({INPUT_DTYPE}).to(tl.float32)"
+        return self._call("sigmoid", expr.args[0])
 
     def _print_Softplus(self, expr):
-        x = self._print(expr.args[0])
-        return f"(tl.maximum({x}, 0.0) + tl.log(1.0 + tl.exp(-tl.abs({x}))))"
+        return f"({self.names['max']}({self._print(expr.args[0])}, 0.0) + {self._log_one_plus_exp_minus_abs(expr)})"
 
     def _print_LogSigmoid(self, expr):
-        x = self._print(expr.args[0])
-        return f"(tl.minimum({x}, 0.0) - tl.log(1.0 + tl.exp(-tl.abs({x}))))"
+        return f"({self.names['min']}({self._print(expr.args[0])}, 0.0) - {self._log_one_plus_exp_minus_abs(expr)})"
+
+    def _log_one_plus_exp_minus_abs(self, expr) -> str:
+        """``log(1 + exp(-|u|))``, the overflow-free part of softplus and logsigmoid."""
+        names = self.names
+        return f"{names['log']}(1.0 + {names['exp']}(-{names['abs']}({self._print(expr.args[0])})))"
 
     def _print_Relu(self, expr):
-        return f"tl.maximum({self._print(expr.args[0])}, 0.0)"
+        return f"{self.names['max']}({self._print(expr.args[0])}, 0.0)"
 
     def _print_Maximum(self, expr):
-        return f"tl.maximum({self._print(expr.args[0])}, {self._print(expr.args[1])})"
+        return self._call("max", *expr.args)
 
     def _print_Minimum(self, expr):
-        return f"tl.minimum({self._print(expr.args[0])}, {self._print(expr.args[1])})"
+        return self._call("min", *expr.args)
 
     def _print_Max(self, expr):
         text = self._print(expr.args[0])
         for arg in expr.args[1:]:
-            text = f"tl.maximum({text}, {self._print(arg)})"
+            text = f"{self.names['max']}({text}, {self._print(arg)})"
         return text
 
     def _print_Min(self, expr):
         text = self._print(expr.args[0])
         for arg in expr.args[1:]:
-            text = f"tl.minimum({text}, {self._print(arg)})"
+            text = f"{self.names['min']}({text}, {self._print(arg)})"
         return text
 
     def _print_Piecewise(self, expr):
@@ -267,14 +293,96 @@ class TritonPrinter(_ConditionPrinting, StrPrinter):
             raise ValueError(f"Piecewise without a default branch has no value everywhere: {expr}")
         return super()._print_Piecewise(expr)
 
-    def _print_Not(self, expr):
-        return f"~({self._print(expr.args[0])})"
-
     def _print_BooleanTrue(self, expr):
         return "True"
 
     def _print_BooleanFalse(self, expr):
         return "False"
+
+    def zeros_like(self, name: str) -> str:
+        """A gradient that is identically zero, as a value the template can store in place of ``name``'s."""
+        raise NotImplementedError
+
+
+class TritonPrinter(_KernelPrinter):
+    """sympy expression -> Triton expression over fp32 tensors (see the module docstring)."""
+
+    language = "Triton"
+    named_constants = True
+    where_name = "tl.where"
+    names = _spellings("tl", max="tl.maximum", min="tl.minimum")
+
+    def _runtime_power(self, base, exponent) -> str:
+        return f"{POW_HELPER}({self._print(base)}, {self._print(exponent)})"
+
+    def _constant_power(self, base, exponent) -> str:
+        return f"tl.exp2({self._print(exponent)} * tl.log2({self._print(base)}))"
+
+    def _large_integer_power(self, base, n: int) -> str:
+        printed = self._print(base)
+        magnitude = f"tl.exp2({float(n)!r} * tl.log2(tl.abs({printed})))"
+        # An odd power keeps the sign of the base, which the log of |base| dropped.
+        return f"tl.where({printed} < 0.0, -1.0, 1.0) * {magnitude}" if n % 2 else magnitude
+
+    def _print_tanh(self, expr):
+        # The utils helper, not 2 * sigmoid(2u) - 1, which would cancel to nothing near 0.
+        return f"{TANH_HELPER}({self._print(expr.args[0])})"
+
+    def _print_CastToInput(self, expr):
+        # ``input_dtype`` is the first input's element type, defined by the templates of kernels that round.
+        return f"({self._print(expr.args[0])}).to({INPUT_DTYPE}).to(tl.float32)"
+
+    def _print_Not(self, expr):
+        return f"~({self._print(expr.args[0])})"
+
+    def zeros_like(self, name: str) -> str:
+        return f"tl.zeros_like({name})"
+
+
+class TileLangPrinter(_KernelPrinter):
+    """sympy expression -> TileLang expression over fp32 scalars in a ``T.Parallel`` loop (module docstring)."""
+
+    language = "TileLang"
+    # Literals: a Python float bound to a local inside a T.Parallel body is not a plain fp32 constant there.
+    named_constants = False
+    where_name = "T.if_then_else"
+    names = _spellings("T")
+
+    def _runtime_power(self, base, exponent) -> str:
+        return f"T.pow({self._print(base)}, {self._print(exponent)})"
+
+    def _constant_power(self, base, exponent) -> str:
+        # powf: NaN for a negative base and a fractional exponent, as torch.
+        return f"T.pow({self._print(base)}, {float_literal(exponent)})"
+
+    def _large_integer_power(self, base, n: int) -> str:
+        # powf with an integral exponent keeps the sign of a negative base for odd n.
+        return f"T.pow({self._print(base)}, {float(n)!r})"
+
+    def _print_tanh(self, expr):
+        return f"T.tanh({self._print(expr.args[0])})"
+
+    def _print_CastToInput(self, expr):
+        # ``input_dtype``: the inputs' dtype, an argument of every TileLang program builder.
+        return f'T.cast(T.cast({self._print(expr.args[0])}, {INPUT_DTYPE}), "float32")'
+
+    def _print_And(self, expr):
+        return self._nested("T.And", expr.args)
+
+    def _print_Or(self, expr):
+        return self._nested("T.Or", expr.args)
+
+    def _nested(self, function: str, args) -> str:
+        text = self._print(args[0])
+        for arg in args[1:]:
+            text = f"{function}({text}, {self._print(arg)})"
+        return text
+
+    def _print_Not(self, expr):
+        return f"T.Not({self._print(expr.args[0])})"
+
+    def zeros_like(self, name: str) -> str:
+        return "0.0"
 
 
 class FormulaPrinter(_ConditionPrinting, StrPrinter):
@@ -291,9 +399,26 @@ class FormulaPrinter(_ConditionPrinting, StrPrinter):
             return f"rsqrt({self._print(expr.base)})"
         return super()._print_Pow(expr, rational=rational)
 
+    def _print_Take(self, expr):
+        return f"take({self._print(expr.args[0])}, {self._print(expr.args[1])})"
+
+
+# What a per-class value at a class index prints as on the host: a helper of the generated loss wrapper, which
+# reads ``values[index]`` in fp32, 0 for an index outside the classes (an ignored row's) and 1 for values None.
+TAKE_HELPER = "_take"
+TAKE_HELPER_SOURCE = f"""def {TAKE_HELPER}(values, index):
+    \"\"\"values[index] in fp32 for class indices, one per row: 0 where an index is no class (an ignored row's), 1
+    everywhere when values is None (no class weights: every class weighs 1).\"\"\"
+    if values is None:
+        return torch.ones(index.shape, dtype=torch.float32, device=index.device)
+    inside = (index >= 0) & (index < values.shape[0])
+    return torch.where(inside, values[torch.where(inside, index, 0)].float(), 0.0)
+"""
+
 
 class TorchPrinter(FormulaPrinter):
-    """Host-side torch expressions over tensors and Python numbers (a loss's row denominator)."""
+    """Host-side torch expressions over tensors and Python numbers (a loss's row denominator); a per-class value at
+    a class index calls ``TAKE_HELPER``."""
 
     where_name = "torch.where"
 
@@ -308,6 +433,32 @@ class TorchPrinter(FormulaPrinter):
     def _print_Abs(self, expr):
         return f"torch.abs({self._print(expr.args[0])})"
 
+    def _print_Take(self, expr):
+        return f"{TAKE_HELPER}({self._print(expr.args[0])}, {_IndexPrinting.of(TorchPrinter).doprint(expr.args[1])})"
+
+
+class _IndexPrinting:
+    """Integers as integers (``where(target < 0, 0, target)``): an index stays an integer tensor, where a float
+    literal would promote it to float."""
+
+    _classes: dict[type, type] = {}
+
+    @classmethod
+    def of(cls, printer: type):
+        if printer not in cls._classes:
+            cls._classes[printer] = type(f"Index{printer.__name__}", (cls, printer), {})
+        return cls._classes[printer]()
+
+    def _print(self, expr, **kwargs):
+        if isinstance(expr, sympy.Integer):
+            return str(int(expr))
+        return super()._print(expr, **kwargs)
+
+
+def print_triton_index(expr: sympy.Basic) -> str:
+    """An integer expression (a class index) as Triton, integer constants kept integers."""
+    return _IndexPrinting.of(TritonPrinter).doprint(expr)
+
 
 def print_torch(expr: sympy.Basic) -> str:
     return TorchPrinter().doprint(expr)
@@ -317,6 +468,14 @@ def print_triton(expr: sympy.Basic) -> str:
     return TritonPrinter().doprint(expr)
 
 
+def print_tilelang(expr: sympy.Basic) -> str:
+    return TileLangPrinter().doprint(expr)
+
+
+# The printer of each kernel language (the profile's ``backend``).
+PRINTERS = {"triton": TritonPrinter, "tilelang": TileLangPrinter}
+
+
 def format_formula(expr: sympy.Basic) -> str:
     """Readable formula; exact decimals such as 8943/200000 read as the float 0.044715 they came from."""
     long_fractions = {number: sympy.Float(float(number)) for number in expr.atoms(sympy.Rational) if number.q > 100}
@@ -324,11 +483,15 @@ def format_formula(expr: sympy.Basic) -> str:
 
 
 __all__ = [
+    "PRINTERS",
     "FormulaPrinter",
+    "TileLangPrinter",
     "TorchPrinter",
     "TritonPrinter",
     "float_literal",
     "format_formula",
+    "print_tilelang",
     "print_torch",
+    "print_triton_index",
     "print_triton",
 ]

@@ -17,6 +17,13 @@ written out as a linear combination of row sums of monomials and each statistic'
 simplifies to 0. The shift of a softmax by its maximum and the mean inside a centred variance drop out this way,
 whatever names or spellings the reference used.
 
+The same program also splits into passes for rows whose columns are spread over ranks (a DTensor sharded along
+its last dim): a statistic is then a local partial reduction plus an all-reduce over the ranks (sum for sums and
+means, which divide by the whole row's ``n_cols``; max; min), and a statistic whose operand reads another one
+(the mean inside a variance, the max inside a softmax's sum) can only start once that one is all-reduced. The
+passes follow from that dependency order alone: pass k computes the reductions that wait for k all-reduces, the
+last pass the outputs (or gradients) from the all-reduced values; the backward's row sums are split the same way.
+
 Printed statements follow the tier-2 template's conventions: a tile is ``[BLOCK_ROWS, BLOCK_COLS]`` with ``mask``
 marking the real elements; a reduction is ``tl.sum(tl.where(mask, operand, 0.0), axis=1, keep_dims=True)`` (the
 identity of the reduction, not the load's padding, fills the masked lanes: -inf for max, +inf for min), so
@@ -62,6 +69,17 @@ class StatisticSpec:
     operand: sympy.Expr
 
 
+@dataclass(frozen=True)
+class RowPass:
+    """One kernel of a row program whose columns are split over ranks. A reduction pass computes ``reductions``
+    from this rank's columns, stored one fp32 value per row, which the host all-reduces before the next pass reads
+    them; the last pass (no reductions) computes the outputs or gradients."""
+
+    lines: list[str]
+    reads: list[str]  # names the lines read but do not define (inputs, parameters, earlier per-row values)
+    reductions: list[tuple[str, str]]  # (name, reduce kind) in order
+
+
 @dataclass
 class RowMath:
     """The printed forward and backward of a row program, and what each reads (see the module docstring)."""
@@ -78,8 +96,9 @@ class RowMath:
     zero_adjoints: list[str] = field(default_factory=list)  # statistics whose gradient is exactly 0
     # grad_{input} -> the grad_{input} it equals (x + residual feeding everything): one buffer serves both.
     gradient_aliases: dict[str, str] = field(default_factory=dict)
-    # The leading statements of ``backward`` that define named constants (``naming.py``), for above a row loop
-    backward_constants: list[str] = field(default_factory=list)
+    # The same forward and backward for columns split over ranks: reduction passes, then the outputs' pass.
+    split_forward: list[RowPass] = field(default_factory=list)
+    split_backward: list[RowPass] = field(default_factory=list)
 
 
 class RowProgramError(ValueError):
@@ -337,12 +356,12 @@ class _Program:
 
         forward_items = [(s.name, s.reduce, s.operand) for s in self.statistics]
         forward_items += [(name, "value", expr) for name, expr in self.outputs.items()]
-        forward_constants: dict[str, str] = {}
-        forward = _schedule(self._hoisted(forward_items, taken), taken, forward_constants)
+        forward_taken = set(taken)
+        forward = _schedule(self._hoisted(forward_items, taken), taken)
 
         backward_items, formulas = self._backward_items(adjoints, taken)
-        backward_constants: dict[str, str] = {}
-        backward = _schedule(self._hoisted(backward_items, taken), taken, backward_constants)
+        backward_taken = set(taken)
+        backward = _schedule(self._hoisted(backward_items, taken), taken)
         defined = {name for name, _, _ in backward_items}
         reads = {s.name for _, _, expr in backward_items for s in expr.free_symbols} - defined
         saved = [s.name for s in self.statistics if s.name in reads]
@@ -350,9 +369,8 @@ class _Program:
         forward_reads -= {s.name for s in self.statistics} | {N_COLS}
         every = [expr for _, _, expr in forward_items + backward_items]
         return RowMath(
-            forward=constant_lines(forward_constants) + forward,
-            backward=constant_lines(backward_constants) + backward,
-            backward_constants=constant_lines(backward_constants),
+            forward=forward,
+            backward=backward,
             saved=saved,
             forward_reads=sorted(forward_reads),
             backward_reads=sorted(reads - {N_COLS}),
@@ -362,7 +380,46 @@ class _Program:
             precision_sensitive_ops=_precision_sensitive_ops(every),
             zero_adjoints=zeros,
             gradient_aliases=dict(self.aliases),
+            split_forward=self._split(forward_items, forward_taken),
+            split_backward=self._split(backward_items, backward_taken),
         )
+
+    def _split(self, items, taken: set[str]) -> list[RowPass]:
+        """``items`` as passes for columns split over ranks: a reduction goes into the pass after the last
+        all-reduce its operand waits for (through the values it reads too); every value item into the last pass,
+        each pass recomputing the element-wise values it needs from the inputs."""
+        kinds = {name: kind for name, kind, _ in items}
+        exprs = {name: expr for name, _, expr in items}
+        waits: dict[str, int] = {}  # name -> how many all-reduces must finish before it can be computed
+
+        def reads(name: str) -> list[str]:
+            return sorted(s.name for s in exprs[name].free_symbols if s.name in kinds)
+
+        def wait(name: str) -> int:
+            if name not in waits:
+                waits[name] = max((wait(r) + (kinds[r] in REDUCE_KINDS) for r in reads(name)), default=0)
+            return waits[name]
+
+        reductions = [name for name, kind, _ in items if kind in REDUCE_KINDS]
+        passes = []
+        for level in range(1 + max((wait(name) for name in reductions), default=-1)):
+            chosen = [name for name in reductions if wait(name) == level]
+            needed, stack = set(chosen), list(chosen)
+            while stack:  # the value items the chosen reductions read, not those behind another reduction
+                for read in reads(stack.pop()):
+                    if kinds[read] not in REDUCE_KINDS and read not in needed:
+                        needed.add(read)
+                        stack.append(read)
+            pass_items = [item for item in items if item[0] in needed]
+            passes.append(self._pass(pass_items, set(taken), [(name, kinds[name]) for name in chosen]))
+        values = [item for item in items if item[1] not in REDUCE_KINDS]
+        passes.append(self._pass(values, set(taken), []))
+        return passes
+
+    def _pass(self, items, taken: set[str], reductions: list[tuple[str, str]]) -> RowPass:
+        defined = {name for name, _, _ in items}
+        read = {s.name for _, _, expr in items for s in expr.free_symbols} - defined - {N_COLS}
+        return RowPass(_schedule(self._hoisted(items, taken), taken), sorted(read), reductions)
 
     def _hoisted(self, items, taken: set[str]):
         """``items`` with the per-row factors of per-element products gathered into one per-row value each:
@@ -476,14 +533,15 @@ def _fresh(prefix: str, taken: set[str]) -> str:
     return name
 
 
-def _schedule(items, taken: set[str], constants: dict[str, str]) -> list[str]:
-    """Statements for ``items`` (name, kind, expr): common subexpressions of all of them hoisted into named
-    temporaries, each statement emitted right after the values it reads. The named constants they read are added
-    to ``constants`` (name -> literal), which the kernel defines before its loops."""
+def _schedule(items, taken: set[str], constants: dict[str, str] | None = None) -> list[str]:
+    """Statements for ``items`` (name, kind, expr): named constants and common subexpressions of all of them hoisted
+    into temporaries named by role (``naming.py``), each statement emitted right after the values it reads. The
+    constants come first, or go into ``constants`` (name -> literal) for a kernel that defines them above its loops."""
     if not items:
         return []
     named, hoisted, reduced = hoist([expr for _, _, expr in items], set(taken) | {name for name, _, _ in items})
-    constants.update(named)
+    if constants is not None:
+        constants.update(named)
     definitions = {symbol: (symbol.name, "value", expr) for symbol, expr in hoisted}
     order = []
     for (name, kind, _), expr in zip(items, reduced):
@@ -505,7 +563,7 @@ def _schedule(items, taken: set[str], constants: dict[str, str]) -> list[str]:
 
     for symbol in order:
         emit(symbol)
-    return lines
+    return (constant_lines(named) if constants is None else []) + lines
 
 
 def _statement(name: str, kind: str, expr: sympy.Expr) -> str:
@@ -518,4 +576,4 @@ def _statement(name: str, kind: str, expr: sympy.Expr) -> str:
     return f"{name} = {reduction} / {N_COLS}" if kind == "mean" else f"{name} = {reduction}"
 
 
-__all__ = ["REDUCE_KINDS", "RowMath", "RowProgramError", "RowSum", "synthesize_rows"]
+__all__ = ["REDUCE_KINDS", "RowMath", "RowPass", "RowProgramError", "RowSum", "synthesize_rows"]

@@ -39,6 +39,7 @@ from tools.kernelgen.synth.functions import Minimum
 from tools.kernelgen.synth.functions import Relu
 from tools.kernelgen.synth.functions import Sigmoid
 from tools.kernelgen.synth.functions import Softplus
+from tools.kernelgen.synth.functions import Take
 from tools.kernelgen.synth.functions import indicator
 from tools.kernelgen.synth.functions import select
 
@@ -213,6 +214,14 @@ def _mask(arg):
     return arg
 
 
+def _take(values, index):
+    # A per-class value at a class index (a loss's class weight w[target]): no element-wise meaning, see Take.
+    values, index = _value(values), _value(index)
+    if not isinstance(values, sympy.Symbol):
+        raise ValueError(f"take: the values must be a per-class input, got {values}")
+    return Take(values, index)
+
+
 def _unary(function: Callable[[sympy.Expr], sympy.Expr]) -> Callable[[sympy.Expr], sympy.Expr]:
     def build(x):
         return function(_value(x))
@@ -280,6 +289,7 @@ _ROWS = (
     OpRule("cos", _unary(sympy.cos), {"x": "-sin(x)"}),
     OpRule("erf", _unary(sympy.erf), {"x": "2 / sqrt(pi) * exp(-x**2)"}),
     OpRule("cast_to_input", _unary(CastToInput), {"x": "1"}),
+    OpRule("take", _take),
     OpRule("xlogy", _xlogy, {"a": "where(a == 0, 0, log(b))", "b": "where(a == 0, 0, a / b)"}),
 )
 

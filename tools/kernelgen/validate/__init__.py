@@ -3,12 +3,15 @@ correct and fast.
 
 Stages, in order, stopping at the first hard failure (exit 1): checkstyle (ruff) -> purity (AST rules; a WARN in a
 hand-written kernel) -> unit tests (the kernel's pytest file) -> correctness (staged comparison with the reference,
-in a subprocess) -> performance (GPU only) -> with ``--baseline``, the comparison with the same kernel at another
+in a subprocess) -> with ``--ncu``, Nsight Compute's per-kernel figures (GPU only; ``ncu.py``) -> performance
+(GPU only) -> with ``--baseline``, the comparison with the same kernel at another
 revision or checkout (``baseline.py``). The reference is ``--reference``, else the kernel's generation record, else
 the built-in reference of its name; a kernel not checked against its own record is called through its functional
 with the reference's arguments matched by name (``hostapi``). Bad input (unknown kernel, not a checkout, a
 reference whose arguments are not the kernel's, an unusable baseline) is one line on stderr and exit 2. Each run
-appends a row to ``<workspace>/iterations.tsv`` and rewrites ``<workspace>/summary.md``.
+appends a row to ``<workspace>/iterations.tsv`` (status accept, reject or crash; ``workspace.py``) and rewrites
+``<workspace>/summary.md``; ``--report FILE`` also writes the run as JSON (``machine_report.py``) and ``--samples
+FILE`` adds a test-case sampler's input sets to the correctness stages (``samples.py``).
 
 This module stays light: the stages import ruff wrappers, torch and the kernel lazily.
 """
@@ -110,7 +113,7 @@ def open_target(name: str, repo_path: str | None, workspace: str | None, referen
     )
 
 
-def run_stages(target, skip_tests: bool, baseline=None, smoke: bool = False) -> list:
+def run_stages(target, skip_tests: bool, baseline=None, smoke: bool = False, profile_ncu: bool = False) -> list:
     from tools.kernelgen.validate import checkstyle
     from tools.kernelgen.validate import correctness
     from tools.kernelgen.validate import performance
@@ -133,12 +136,22 @@ def run_stages(target, skip_tests: bool, baseline=None, smoke: bool = False) -> 
         cuda["value"] = bool(result.figures.get("cuda"))
         return result
 
+    profiled: dict = {}
+
+    def ncu_stage(target):
+        from tools.kernelgen.validate import ncu_stage as stage
+
+        result = stage.run(target, cuda["value"])
+        profiled["kernels"] = result.figures.get("kernels")
+        return result
+
     stages = [
         ("checkstyle", checkstyle.run),
         ("purity", purity_stage.run),
         ("unit tests", unit_tests),
         ("correctness", correctness_stage),
-        ("performance", lambda target: performance.run(target, cuda["value"])),
+        *([("ncu", ncu_stage)] if profile_ncu else []),
+        ("performance", lambda target: performance.run(target, cuda["value"], profiled.get("kernels"))),
     ]
     if baseline is not None:
         from tools.kernelgen.validate.baseline import run_stage as baseline_stage
@@ -167,17 +180,27 @@ def run(
     reference: str | None = None,
     baseline: str | None = None,
     smoke: bool = False,
+    profile_ncu: bool = False,
+    samples: str | None = None,
+    report: str | None = None,
 ) -> int:
     from tools.kernelgen.knowledge import archive as archive_kernel
     from tools.kernelgen.validate.workspace import append_iteration
+    from tools.kernelgen.validate.workspace import first_failure
     from tools.kernelgen.validate.workspace import status
     from tools.kernelgen.validate.workspace import write_summary
+    from tools.kernelgen.writer import check_writable
+    from tools.kernelgen.writer import write_all
 
     if archive and skip_tests:
         raise ValidateError("--archive needs every stage, the unit tests included: drop --skip-tests")
     if smoke and not baseline:
         raise ValidateError("--smoke runs the --baseline comparison at the benchmark's smoke shapes: give --baseline")
+    if report and check_writable(Path(report)):
+        raise ValidateError(f"--report {report}: {check_writable(Path(report))}; nothing run")
     target = open_target(name, repo, workspace, reference)
+    if samples:
+        target.samples = check_sampler(samples, target.profile)
     if archive and not target.recorded:
         raise ValidateError(f"--archive keeps generated kernels; '{name}' has no generation record (hand-written)")
     with contextlib.ExitStack() as stack:
@@ -192,7 +215,7 @@ def run(
                 raise ValidateError(str(error)) from None
         print(f"kernelgen validate '{target.name}' in {target.repo.root} (workspace {target.workspace})", flush=True)
         print(f"reference: {target.reference}" + (f"; baseline: {against.label}" if against else ""), flush=True)
-        results = run_stages(target, skip_tests, against, smoke)
+        results = run_stages(target, skip_tests, against, smoke, profile_ncu)
     passed = not any(result.failed for result in results)
     iteration = append_iteration(target.workspace, results, focus, description)
     notes = []
@@ -200,14 +223,40 @@ def run(
         notes.append("Not archived: a stage failed.")
     summary = write_summary(target, results, iteration, notes)
     print("=" * 70)
-    print(f"validate {target.name}: {status(results).upper()} (iteration {iteration}; summary: {summary})")
+    failed = first_failure(results)
+    verdict = "PASS" if failed is None else f"FAIL at {failed.stage}"
+    print(f"validate {target.name}: {verdict} (iteration {iteration}: {status(results)}; summary: {summary})")
+    archived = None
     if archive:
         if passed:
-            destination = archive_kernel(target.repo.root, target.name, summary)
-            print(f"archived to {destination.relative_to(target.repo.root)}/")
+            archived = archive_kernel(target.repo.root, target.name, summary)
+            print(f"archived to {archived.relative_to(target.repo.root)}/")
         else:
             print("archive: skipped (a stage failed)")
+    if report:
+        from tools.kernelgen.validate.machine_report import build_report
+        from tools.kernelgen.validate.machine_report import report_text
+
+        options = {"skip_tests": skip_tests, "samples": str(target.samples) if target.samples else None}
+        options.update(reference=reference, baseline=baseline, focus=focus, archive=archive, ncu=profile_ncu)
+        document = build_report(target, results, iteration, summary, options, archived, Path(report).resolve())
+        write_all(Path.cwd(), {str(Path(report).resolve()): report_text(document)}, create_dirs=False)
+        print(f"report: {report}")
     return 0 if passed else EXIT_FAILED
+
+
+def check_sampler(path: str, profile) -> Path:
+    """The sampler file, checked on the device the correctness stages use (before any stage runs: bad input is
+    one line and nothing run); raises ``ValidateError``."""
+    from tools.kernelgen.validate.samples import SamplerError
+    from tools.kernelgen.validate.samples import default_device
+    from tools.kernelgen.validate.samples import draw_samples
+
+    try:
+        draw_samples(path, profile, default_device())
+    except SamplerError as error:
+        raise ValidateError(str(error)) from None
+    return Path(path).resolve()
 
 
 __all__ = ["ValidateError", "knowledge_kernels", "run"]

@@ -191,7 +191,7 @@ def run_stage(target: Target, baseline: Baseline, cuda: bool, smoke: bool) -> St
     try:
         report = run_worker(WORKER, target, "baseline.json", timeout=TIMEOUT_S, extra=extra, spec=False)
     except WorkerFailed as error:
-        return StageResult("baseline", FAIL, f"the comparison with {baseline.label} crashed: {error}")
+        return StageResult("baseline", FAIL, f"the comparison with {baseline.label} crashed: {error}", crashed=True)
     if "skipped" in report:
         return StageResult("baseline", SKIP, f"no GPU; run validate on a CUDA device (baseline {baseline.label})")
     print(block(report, baseline.label, target.name))

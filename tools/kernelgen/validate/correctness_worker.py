@@ -1,9 +1,11 @@
 """Staged correctness of a generated kernel against its reference, run as its own process.
 
-``python -m tools.kernelgen.validate.correctness_worker REPO NAME OUT.json``: a process of its own so that
+``python -m tools.kernelgen.validate.correctness_worker REPO NAME OUT.json [--samples=FILE] [SPEC]``: a process of
+its own so that
 ``TRITON_INTERPRET=1`` is set (when there is no GPU) before anything imports triton, and so that importing the
 target checkout's ``liger_kernel`` cannot clash with this one. Writes one JSON document with a verdict per stage;
-the parent prints the ``CORRECTNESS_VALIDATION`` block from it.
+the parent prints the ``CORRECTNESS_VALIDATION`` block from it. With ``--samples`` a last stage runs the kernel on
+every input set of that test-case sampler (``samples.py``) and counts the sets that pass and fail.
 
 Every comparison is against ``torch.autograd`` of the reference in float64, forward outputs and every gradient:
 ``|kernel - reference| <= atol + rtol * |reference|`` with the profile's float32 tolerances, and no NaN/Inf where
@@ -33,6 +35,7 @@ from tools.kernelgen.validate.harness import Case  # noqa: E402
 from tools.kernelgen.validate.harness import KernelUnderTest  # noqa: E402
 from tools.kernelgen.validate.harness import RunResult  # noqa: E402
 from tools.kernelgen.validate.harness import read_spec  # noqa: E402
+from tools.kernelgen.validate.samples import draw_samples  # noqa: E402
 
 # Non-power-of-2 widths, one column, many short rows (one past a 512-row tile), one long row; on a GPU also more
 # rows than the interpreter runs in reasonable time (it runs a row kernel's programs one by one) and model sizes.
@@ -250,13 +253,50 @@ def stage_edges(kut: KernelUnderTest) -> str:
     return details
 
 
+def stage_samples(kut: KernelUnderTest, samples: list, tally: dict) -> str:
+    """Every input set of the workspace's sampler (``validate --samples``): forward and gradients against the
+    reference, each counted passed or failed; a crash in the kernel or the reference fails that set only."""
+    failures = []
+    for index, sample in enumerate(samples):
+        cols = sample.inputs[0].shape[-1] if sample.inputs[0].dim() else 1
+        generator = torch.Generator().manual_seed(50 + index)
+        params = [
+            sample.params[p.name]
+            if p.name in sample.params
+            else (torch.rand((cols,) if p.shape == "channel" else (), generator=generator) + 0.5).to(
+                kut.device, sample.inputs[0].dtype
+            )
+            for p in kut.profile.parameters
+        ]
+        case = Case(sample.inputs, params, sample.hyper, 50 + index, sample.label)
+        try:
+            compare_results(
+                kut,
+                kut.run_kernel(case),
+                kut.run_reference(case, torch.float64),
+                rows=sample.rows,
+                reference32=kut.run_reference(case, torch.float32),
+            )
+        except Mismatch as error:
+            failures.append({"label": sample.label, "details": str(error)})
+        except Exception as error:  # the set broke the kernel (or the reference): a failed set, not a crash here
+            failures.append({"label": sample.label, "details": _crash(error)})
+    tally.update(passed=len(samples) - len(failures), failed=len(failures), failures=failures)
+    counts = f"{len(samples)} input set(s): {len(samples) - len(failures)} passed, {len(failures)} failed"
+    if failures:
+        raise Mismatch(f"{counts}; first: {failures[0]['label']}: {failures[0]['details']}")
+    return counts
+
+
 STAGES = [
     ("smoke", stage_smoke),
-    ("shapes", stage_shapes),
-    ("stability", stage_stability),
+    ("shape_sweep", stage_shapes),
+    ("numerical_stability", stage_stability),
     ("determinism", stage_determinism),
-    ("edges", stage_edges),
+    ("edge_cases", stage_edges),
 ]
+PASSED = "PASSED"
+FAILED = "FAILED"
 
 
 def _finite(result: RunResult) -> bool:
@@ -279,34 +319,50 @@ def _one_line(error: BaseException) -> str:
     return f"{type(error).__name__}: {text[0] if text else ''}".strip()
 
 
-def run(repo: Path, name: str, spec: dict | None = None) -> dict:
+def _crash(error: BaseException) -> str:
+    where = traceback.extract_tb(error.__traceback__)[-1]
+    return f"{_one_line(error)} ({Path(where.filename).name}:{where.lineno})"
+
+
+# Why a kernel cannot run here: TileLang compiles for CUDA GPUs only (there is no CPU interpreter as for Triton).
+NO_CUDA_FOR_TILELANG = "TileLang kernels run on CUDA GPUs only; run validate on a GPU machine with tilelang installed"
+
+
+def run(repo: Path, name: str, spec: dict | None = None, samples_path: str | None = None) -> dict:
     device = "cuda" if CUDA else "cpu"
     report = {"device": torch.cuda.get_device_name() if CUDA else "cpu (Triton interpreter)", "cuda": CUDA}
     torch.manual_seed(0)
     kut = KernelUnderTest(repo, name, device, spec)
+    if kut.profile.backend == "tilelang" and not CUDA:
+        return {**report, "device": "cpu", "skipped": NO_CUDA_FOR_TILELANG}
+    stages_to_run = list(STAGES)
+    if samples_path:
+        tally = {"file": samples_path}
+        # validate checked the sampler before any stage ran; drawn here again on this process's device
+        samples = draw_samples(samples_path, kut.profile, device)
+        stages_to_run.append(("samples", lambda kut: stage_samples(kut, samples, tally)))
+        report["samples"] = tally
     stages = []
-    for label, stage in STAGES:
+    for label, stage in stages_to_run:
         try:
-            stages.append({"stage": label, "verdict": "PASS", "details": stage(kut)})
+            stages.append({"stage": label, "verdict": PASSED, "details": stage(kut)})
         except Mismatch as error:
-            stages.append({"stage": label, "verdict": "FAIL", "details": str(error)})
-        except Exception as error:  # a crash inside the kernel or the reference is a failed stage, not a crash here
-            where = traceback.extract_tb(error.__traceback__)[-1]
-            stages.append(
-                {
-                    "stage": label,
-                    "verdict": "FAIL",
-                    "details": f"{_one_line(error)} ({Path(where.filename).name}:{where.lineno})",
-                }
-            )
+            stages.append({"stage": label, "verdict": FAILED, "details": str(error)})
+        except Exception as error:  # the kernel or the reference raised: a failed stage that could not run
+            stages.append({"stage": label, "verdict": FAILED, "details": _crash(error), "raised": True})
     report["stages"] = stages
-    report["overall"] = "PASS" if all(s["verdict"] == "PASS" for s in stages) else "FAIL"
+    report["overall"] = PASSED if all(s["verdict"] == PASSED for s in stages) else FAILED
     return report
+
+
+SAMPLES_OPTION = "--samples="
 
 
 def main(argv: list[str]) -> int:
     repo, name, out = Path(argv[0]), argv[1], Path(argv[2])
-    report = run(repo, name, read_spec(argv[3] if len(argv) > 3 else None))
+    samples = next((a[len(SAMPLES_OPTION) :] for a in argv[3:] if a.startswith(SAMPLES_OPTION)), None)
+    rest = [a for a in argv[3:] if not a.startswith(SAMPLES_OPTION)]
+    report = run(repo, name, read_spec(rest[0] if rest else None), samples)
     out.write_text(json.dumps(report, indent=2), encoding="utf-8")
     return 0
 

@@ -82,18 +82,13 @@ def load_reference(profile: KernelProfile):
     return getattr(module, profile.reference.entry)
 
 
-class KernelUnderTest:
-    def __init__(self, repo: Path, name: str, device: str, spec: dict | None = None):
-        self.repo = repo
+class ReferenceRunner:
+    """The reference of a profile on a device: the data the stages draw and its float64 autograd results. Needs no
+    kernel (``samples`` checks a test-case sampler with it before the kernel exists)."""
+
+    def __init__(self, profile: KernelProfile, device: str):
+        self.profile = profile
         self.device = device
-        if spec is None:
-            self.profile = read_record(repo, name)
-            self.call = None
-            self.function = import_function_class(repo, self.profile)
-        else:
-            self.profile = load_yaml(spec["profile"], source=f"<profile for {name}>", validate=False)
-            self.call = spec["call"]
-            self.function = import_from_checkout(repo, self.call["module"], self.call["callable"])
         self.reference = load_reference(self.profile)
         self.defaults = {hp.name: hp.default for hp in self.profile.hyperparameters}
         self.tier = self.profile.tier
@@ -145,28 +140,6 @@ class KernelUnderTest:
         return inputs + [p.name for p in self.profile.parameters]
 
     # Runs ---------------------------------------------------------------------------------------------------
-    def call_kernel(self, inputs: list[torch.Tensor], params: list[torch.Tensor], hyper: dict):
-        """The kernel's outputs for these arguments (see the module docstring for the two calling conventions)."""
-        if self.call is None:
-            return self.function.apply(*inputs, *params, *[hyper[hp.name] for hp in self.profile.hyperparameters])
-        names = [t.name for t in self.profile.inputs] + [p.name for p in self.profile.parameters]
-        kwargs = {self.call["tensors"][name]: value for name, value in zip(names, [*inputs, *params])}
-        kwargs.update({self.call["hypers"][name]: value for name, value in hyper.items()})
-        if self.call["by_name"]:
-            return self.function(**kwargs)
-        # Function.apply takes positions only: the forward's defaults fill the gaps up to the last argument given.
-        order = [name for name, _ in self.call["params"]]
-        last = max(order.index(name) for name in kwargs)
-        defaults = dict(self.call["params"])
-        args = [kwargs[name] if name in kwargs else ast.literal_eval(defaults[name]) for name in order[: last + 1]]
-        return self.function(*args)
-
-    def run_kernel(self, case: Case, *, backward: bool = True) -> RunResult:
-        inputs = [self.leaf(x, spec.requires_grad) for x, spec in zip(case.inputs, self.profile.inputs)]
-        params = [self.leaf(p, True) for p in case.params]
-        outputs = _tensors(self.call_kernel(inputs, params, case.hyper))
-        return self._finish(outputs, inputs, params, case.seed, backward)
-
     def run_reference(self, case: Case, dtype: torch.dtype, *, backward: bool = True) -> RunResult:
         inputs = [
             self.leaf(x.to(dtype) if x.is_floating_point() else x, spec.requires_grad)
@@ -219,6 +192,45 @@ class KernelUnderTest:
         for param, leaf in zip(self.profile.parameters, params):
             result.grads[param.name] = _grad_or_zeros(leaf)
         return result
+
+
+class KernelUnderTest(ReferenceRunner):
+    """A kernel of the checkout at ``repo`` beside its reference: its record's Function, or the callable of a target
+    spec (see the module docstring for the two calling conventions)."""
+
+    def __init__(self, repo: Path, name: str, device: str, spec: dict | None = None):
+        self.repo = repo
+        if spec is None:
+            profile = read_record(repo, name)
+            self.call = None
+            self.function = import_function_class(repo, profile)
+        else:
+            profile = load_yaml(spec["profile"], source=f"<profile for {name}>", validate=False)
+            self.call = spec["call"]
+            self.function = import_from_checkout(repo, self.call["module"], self.call["callable"])
+        super().__init__(profile, device)
+
+    def call_kernel(self, inputs: list[torch.Tensor], params: list[torch.Tensor], hyper: dict):
+        """The kernel's outputs for these arguments (see the module docstring for the two calling conventions)."""
+        if self.call is None:
+            return self.function.apply(*inputs, *params, *[hyper[hp.name] for hp in self.profile.hyperparameters])
+        names = [t.name for t in self.profile.inputs] + [p.name for p in self.profile.parameters]
+        kwargs = {self.call["tensors"][name]: value for name, value in zip(names, [*inputs, *params])}
+        kwargs.update({self.call["hypers"][name]: value for name, value in hyper.items()})
+        if self.call["by_name"]:
+            return self.function(**kwargs)
+        # Function.apply takes positions only: the forward's defaults fill the gaps up to the last argument given.
+        order = [name for name, _ in self.call["params"]]
+        last = max(order.index(name) for name in kwargs)
+        defaults = dict(self.call["params"])
+        args = [kwargs[name] if name in kwargs else ast.literal_eval(defaults[name]) for name in order[: last + 1]]
+        return self.function(*args)
+
+    def run_kernel(self, case: Case, *, backward: bool = True) -> RunResult:
+        inputs = [self.leaf(x, spec.requires_grad) for x, spec in zip(case.inputs, self.profile.inputs)]
+        params = [self.leaf(p, True) for p in case.params]
+        outputs = _tensors(self.call_kernel(inputs, params, case.hyper))
+        return self._finish(outputs, inputs, params, case.seed, backward)
 
 
 def _grad_or_zeros(leaf: torch.Tensor) -> torch.Tensor:

@@ -1,11 +1,13 @@
 """Forward+backward speed and peak memory of a kernel against its reference (eager and torch.compile), on CUDA.
 
-``python -m tools.kernelgen.validate.performance_worker REPO NAME OUT.json``. Method (rules/performance.md): one
+``python -m tools.kernelgen.validate.performance_worker REPO NAME OUT.json [SPEC] [--providers liger,torch]``
+(``tune`` times its candidates with ``liger`` alone). Method (rules/performance.md): one
 realistic shape (BT=4096 rows; the profile's benchmark size for the columns), bf16 where the GPU has it, 10
 warm-up steps (torch.compile compiles there), then >= 100 timed steps, each between two CUDA events on the stream,
 with fresh input copies made before the first event (kernels write gradients over their inputs) and a GPU-side
 wait queued before it, so the host has queued the whole step before the GPU reaches it; the median is reported.
-Peak memory is ``max_memory_allocated`` during one step minus what was allocated before it.
+Peak memory is ``max_memory_allocated`` during one step minus what was allocated before it. The device-to-device
+copy rate (bytes read + written per second, the same events) is the memory roofline the target is set against.
 """
 
 from __future__ import annotations
@@ -27,9 +29,12 @@ WARMUP = 10
 REPS = 100
 H200_PEAK_BYTES_PER_S = 4.8e12  # HBM3e
 QUEUE_AHEAD_CYCLES = 4_000_000  # ~2 ms of GPU clock: more than one step's host time
+PROVIDERS = ("liger", "torch", "torch_compile")
+COPY_BYTES = 2**30  # read + written by the copy-rate measurement
+COPY_REPS = 20
 
 
-def _step_factory(kut: KernelUnderTest, case, dtype, provider: str):
+def step_factory(kut: KernelUnderTest, case, dtype, provider: str):
     """(make_args, step): make_args copies the inputs as fresh leaves; step runs forward and backward."""
     profile = kut.profile
     grads_cache: dict = {}
@@ -67,7 +72,7 @@ def _step_factory(kut: KernelUnderTest, case, dtype, provider: str):
 
 
 def measure(kut: KernelUnderTest, case, dtype, provider: str) -> dict:
-    make_args, step = _step_factory(kut, case, dtype, provider)
+    make_args, step = step_factory(kut, case, dtype, provider)
     for _ in range(WARMUP):
         step(*make_args())
     torch.cuda.synchronize()
@@ -94,12 +99,32 @@ def measure(kut: KernelUnderTest, case, dtype, provider: str) -> dict:
     return {"ms": statistics.median(times), "ms_min": min(times), "peak_mb": peak / 2**20, "reps": REPS}
 
 
+def copy_rate() -> float:
+    """Device-to-device copy, bytes read plus written per second (median of CUDA-event timings)."""
+    source = torch.empty(COPY_BYTES // 4, dtype=torch.bfloat16, device="cuda")
+    destination = torch.empty_like(source)
+    destination.copy_(source)
+    times = []
+    for _ in range(COPY_REPS):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda._sleep(QUEUE_AHEAD_CYCLES // 4)
+        start.record()
+        destination.copy_(source)
+        end.record()
+        times.append((start, end))
+    torch.cuda.synchronize()
+    ms = statistics.median(start.elapsed_time(end) for start, end in times)
+    del source, destination
+    torch.cuda.empty_cache()
+    return COPY_BYTES / (ms * 1e-3)
+
+
 def kernel_breakdown(kut: KernelUnderTest, case, dtype) -> list[dict]:
     """GPU time of each kernel in one liger step (torch.profiler), longest first: where the step's time goes."""
     from torch.profiler import ProfilerActivity
     from torch.profiler import profile
 
-    make_args, step = _step_factory(kut, case, dtype, "liger")
+    make_args, step = step_factory(kut, case, dtype, "liger")
     step(*make_args())  # a fresh factory makes its upstream gradients on the first step: keep that out of the profile
     args = make_args()
     torch.cuda.synchronize()
@@ -128,7 +153,7 @@ def bytes_moved(kut: KernelUnderTest, rows: int, cols: int, element_size: int) -
     return (forward + backward) * element_size
 
 
-def run(repo: Path, name: str, spec: dict | None = None) -> dict:
+def run(repo: Path, name: str, spec: dict | None = None, providers: tuple[str, ...] = PROVIDERS) -> dict:
     kut = KernelUnderTest(repo, name, "cuda", spec)
     dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float32
     key, cols = benchmark_size(kut.profile)
@@ -141,7 +166,8 @@ def run(repo: Path, name: str, spec: dict | None = None) -> dict:
         "warmup": WARMUP,
         "providers": {},
     }
-    for provider in ("liger", "torch", "torch_compile"):
+    report["copy_bytes_per_s"] = copy_rate()
+    for provider in providers:
         try:
             report["providers"][provider] = measure(kut, case, dtype, provider)
         except Exception as error:  # torch.compile may not handle a reference: report it, keep the others
@@ -155,8 +181,9 @@ def run(repo: Path, name: str, spec: dict | None = None) -> dict:
         report["bytes_moved"] = moved
         report["bandwidth_tb_s"] = moved / (liger["ms"] * 1e-3) / 1e12
         report["roofline_fraction"] = report["bandwidth_tb_s"] * 1e12 / H200_PEAK_BYTES_PER_S
+        report["copy_fraction"] = report["bandwidth_tb_s"] * 1e12 / report["copy_bytes_per_s"]
         for provider in ("torch", "torch_compile"):
-            other = report["providers"][provider]
+            other = report["providers"].get(provider, {})
             if "ms" in other:
                 report[f"speedup_vs_{provider}"] = other["ms"] / liger["ms"]
     return report
@@ -167,8 +194,14 @@ def main(argv: list[str]) -> int:
     if not torch.cuda.is_available():
         out.write_text(json.dumps({"skipped": "no GPU"}), encoding="utf-8")
         return 0
-    spec = read_spec(argv[3] if len(argv) > 3 else None)
-    out.write_text(json.dumps(run(repo, name, spec), indent=2), encoding="utf-8")
+    rest = argv[3:]
+    providers = PROVIDERS
+    if "--providers" in rest:
+        at = rest.index("--providers")
+        providers = tuple(rest[at + 1].split(","))
+        rest = rest[:at] + rest[at + 2 :]
+    spec = read_spec(rest[0] if rest else None)
+    out.write_text(json.dumps(run(repo, name, spec, providers), indent=2), encoding="utf-8")
     return 0
 
 

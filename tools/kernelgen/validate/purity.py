@@ -1,10 +1,13 @@
-"""Purity stage: the math of a kernel lives in its Triton kernels, and its backward is real.
+"""Purity stage: the math of a kernel lives in its Triton or TileLang kernels, and its backward is real.
 
 Three rules, checked on the ops file's AST (nothing is imported or run):
 
 1. Inside ``@triton.jit`` functions only Triton language: calls to ``tl.*``/``triton.*``, to other jit functions of
    the same file, to names imported from ``liger_kernel.ops.utils``, to a few builtins Triton understands, and
-   methods of Triton values (``x.to(...)``). Any use of ``torch``/``numpy``/``math`` there fails.
+   methods of Triton values (``x.to(...)``). Any use of ``torch``/``numpy``/``math`` there fails. TileLang kernels
+   are the functions that build a ``@T.prim_func`` (``T`` being ``tilelang.language``): in them, nested functions
+   included, only calls to ``tilelang.*`` (``T.*``), to other such builders of the file, to functions they define
+   themselves and to the same builtins; ``torch``/``numpy``/``math`` fail there too.
 2. Python wrappers and the autograd Function only allocate, reshape and launch: torch calls and tensor methods
    come from allow-lists; tensor arithmetic, tensor comparisons, tensor indexing and everything else fails. The
    exceptions are the host-side reductions the templates need: ``.sum()``/``.sum(dim=0)`` of a buffer the wrapper
@@ -27,6 +30,8 @@ JIT_BUILTINS = frozenset({"range", "float", "int", "bool", "min", "max", "abs", 
 # Modules whose code cannot run inside a Triton kernel.
 FORBIDDEN_IN_JIT = ("torch", "numpy", "math", "scipy")
 JIT_ALLOWED_PREFIXES = ("triton.", "liger_kernel.ops.utils.")
+TILELANG_PRIM_FUNC = "tilelang.language.prim_func"  # the decorator of a TileLang kernel, inside its builder
+TILELANG_ALLOWED_PREFIXES = ("tilelang.",)
 
 TORCH_ALLOCATORS = frozenset(
     {
@@ -83,7 +88,8 @@ ALLOCATING_METHODS = frozenset({"new_empty", "new_zeros", "new_full"})
 COUNT_METHODS = frozenset({"clamp", "clamp_", "to", "float"})
 # Methods that return a tensor when called on one (used to follow tensors through assignments).
 TENSOR_RESULT_METHODS = (ALLOWED_TENSOR_METHODS | COUNT_METHODS | {"sum"}) - METADATA_METHODS
-# Attributes only tensors have: a name used with one of them is a tensor.
+# Attributes only tensors have: a name used with one of them is a tensor (not ``numel``: a torch.Size has it too, and
+# the tier-2 templates keep the input's shape to size the backward).
 TENSOR_EVIDENCE = frozenset(
     {
         "view",
@@ -92,7 +98,6 @@ TENSOR_EVIDENCE = frozenset(
         "contiguous",
         "stride",
         "shape",
-        "numel",
         "dim",
         "ndim",
         "dtype",
@@ -204,10 +209,12 @@ class _FileChecker:
         self.aliases = _imports(tree)
         defs = list(_top_level_defs(tree.body))
         self.jit_functions = {d.name: d for d in defs if isinstance(d, ast.FunctionDef) and self._is_jit(d)}
-        self.function_classes = [d for d in defs if isinstance(d, ast.ClassDef) and self._is_autograd_function(d)]
-        self.plain_functions = {
-            d.name: d for d in defs if isinstance(d, ast.FunctionDef) and d.name not in self.jit_functions
+        self.tilelang_programs = {
+            d.name: d for d in defs if isinstance(d, ast.FunctionDef) and self._builds_tilelang_kernel(d)
         }
+        kernels = set(self.jit_functions) | set(self.tilelang_programs)
+        self.function_classes = [d for d in defs if isinstance(d, ast.ClassDef) and self._is_autograd_function(d)]
+        self.plain_functions = {d.name: d for d in defs if isinstance(d, ast.FunctionDef) and d.name not in kernels}
         self.wrappers: list[tuple[str, ast.FunctionDef]] = [(name, fn) for name, fn in self.plain_functions.items()]
         for cls in self.function_classes:
             for item in cls.body:
@@ -227,6 +234,16 @@ class _FileChecker:
             target = decorator.func if isinstance(decorator, ast.Call) else decorator
             if self.qualified(target) == "triton.jit":
                 return True
+        return False
+
+    def _builds_tilelang_kernel(self, function: ast.FunctionDef) -> bool:
+        """A function that defines a ``@T.prim_func`` (a TileLang kernel) inside it."""
+        for node in ast.walk(function):
+            if isinstance(node, ast.FunctionDef) and node is not function:
+                for decorator in node.decorator_list:
+                    target = decorator.func if isinstance(decorator, ast.Call) else decorator
+                    if self.qualified(target) == TILELANG_PRIM_FUNC:
+                        return True
         return False
 
     def _is_autograd_function(self, cls: ast.ClassDef) -> bool:
@@ -252,7 +269,38 @@ class _FileChecker:
                         findings.append(
                             self.finding(node, f"@triton.jit {name}: uses {qualified} (not Triton language)")
                         )
+        return findings + self._check_tilelang_programs()
+
+    def _check_tilelang_programs(self) -> list[Finding]:
+        """Rule 1 for TileLang: a kernel builder and the kernel in it use TileLang (and Python builtins) only."""
+        findings = []
+        for name, function in self.tilelang_programs.items():
+            local = {node.name for node in ast.walk(function) if isinstance(node, ast.FunctionDef)}
+            nodes = list(ast.walk(function))
+            parents = {child: node for node in nodes for child in ast.iter_child_nodes(node)}
+            for node in nodes:
+                if isinstance(node, ast.Call):
+                    problem = self._tilelang_call_problem(node, local)
+                    if problem:
+                        findings.append(self.finding(node, f"TileLang program {name}: {problem}"))
+                elif isinstance(node, ast.Attribute) and not self._inside_chain_or_call(node, parents):
+                    qualified = self.qualified(node)
+                    if qualified and qualified.split(".")[0] in FORBIDDEN_IN_JIT:
+                        findings.append(self.finding(node, f"TileLang program {name}: uses {qualified} (not TileLang)"))
         return findings
+
+    def _tilelang_call_problem(self, call: ast.Call, local: set[str]) -> str | None:
+        qualified = self.qualified(call.func)
+        if qualified is not None:
+            if qualified.startswith(TILELANG_ALLOWED_PREFIXES):
+                return None
+            return f"calls {qualified}(...) (only T.*, TileLang programs of this file and Python builtins)"
+        if isinstance(call.func, ast.Name):
+            allowed = local | set(self.tilelang_programs) | JIT_BUILTINS
+            if call.func.id in allowed:
+                return None
+            return f"calls {call.func.id}(...), which is not TileLang, a TileLang program of this file or a builtin"
+        return None  # a method of a TileLang value
 
     @staticmethod
     def _inside_chain_or_call(node: ast.Attribute, parents: dict) -> bool:
@@ -404,15 +452,24 @@ class _TensorInference:
         self.checker = checker
         self.functions = {id(fn): fn for _, fn in checker.wrappers}
         self.names: dict[int, set[str]] = {key: set() for key in self.functions}
+        # An autograd Function's ``ctx`` holds what forward kept (``ctx.shape = x.shape``): never a tensor itself.
+        self.contexts = {
+            id(item): item.args.args[0].arg
+            for cls in checker.function_classes
+            for item in cls.body
+            if isinstance(item, ast.FunctionDef) and item.args.args
+        }
 
     def run(self) -> dict[int, set[str]]:
         for key, function in self.functions.items():
             self.names[key] |= self._evidence(function)
+            self.names[key].discard(self.contexts.get(key))
         for _ in range(20):
             changed = False
             for key, function in self.functions.items():
                 before = len(self.names[key])
                 self._propagate(function)
+                self.names[key].discard(self.contexts.get(key))
                 changed |= len(self.names[key]) != before
             if not changed:
                 break
@@ -424,7 +481,12 @@ class _TensorInference:
             # Every argument of an autograd backward after ctx is an incoming gradient.
             found |= {arg.arg for arg in function.args.args[1:]}
         for node in _walk_function(function):
-            if isinstance(node, ast.Attribute) and node.attr in TENSOR_EVIDENCE and isinstance(node.value, ast.Name):
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.ctx, ast.Load)  # ``ctx.shape = ...`` stores an attribute: no evidence
+                and node.attr in TENSOR_EVIDENCE
+                and isinstance(node.value, ast.Name)
+            ):
                 found.add(node.value.id)
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript):
                 found |= self._launch_pointer_arguments(node)

@@ -26,4 +26,5 @@ def run(target: Target) -> StageResult:
         )
     if findings:
         return StageResult("purity", FAIL, f"{len(findings)} violation(s); first: {findings[0]}")
-    return StageResult("purity", PASS, f"{path}: kernels are pure Triton, wrappers allocate/reshape/launch only")
+    language = "TileLang" if profile.backend == "tilelang" else "Triton"
+    return StageResult("purity", PASS, f"{path}: kernels are pure {language}, wrappers allocate/reshape/launch only")

@@ -33,14 +33,19 @@ class Target:
     reference: str = "its generation record"
     recorded: bool = True
     grad_names: list[str] | None = None  # the kernel's names of what needs a gradient (purity), when not the profile's
+    samples: Path | None = None  # a test-case sampler (``validate --samples``) the correctness stages also run
 
 
 @dataclass
 class StageResult:
+    """``crashed``: the stage could not run what it checks (the kernel does not import, a worker died, the kernel
+    raised), as opposed to running it and finding it wrong; iterations.tsv calls such a run a crash."""
+
     stage: str
     verdict: str
     summary: str
     figures: dict = field(default_factory=dict)
+    crashed: bool = False
 
     @property
     def failed(self) -> bool:

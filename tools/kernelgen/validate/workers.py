@@ -20,6 +20,23 @@ class WorkerFailed(RuntimeError):
     """The worker died before writing its report (the kernel does not import, the reference does not run...)."""
 
 
+def worker_env() -> dict:
+    """The environment of a worker process: ``tools.kernelgen`` from this checkout first on ``PYTHONPATH`` (the
+    kernel itself is imported from the target's src/ by the worker)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(default_repo_root()), env.get("PYTHONPATH", "")) if p)
+    return env
+
+
+def spec_file(target: Target) -> Path | None:
+    """The target spec of a kernel not checked against its own record (written to the workspace), else None."""
+    if target.call is None:
+        return None
+    spec = target.workspace / "target.json"
+    spec.write_text(json.dumps({"profile": dump_yaml(target.profile), "call": target.call}), encoding="utf-8")
+    return spec
+
+
 def run_worker(
     module: str,
     target: Target,
@@ -32,17 +49,12 @@ def run_worker(
     target spec of a kernel not checked against its own record, for workers that take one)."""
     out = target.workspace / report_name
     out.unlink(missing_ok=True)
-    kernelgen_root = default_repo_root()
-    env = dict(os.environ)
-    # ``tools.kernelgen`` from this checkout; the kernel itself is imported from the target's src/ by the worker.
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(kernelgen_root), env.get("PYTHONPATH", "")) if p)
     command = ["-m", module, str(target.repo.root), target.name, str(out), *extra]
-    if target.call is not None and spec:
-        spec = target.workspace / "target.json"
-        spec.write_text(json.dumps({"profile": dump_yaml(target.profile), "call": target.call}), encoding="utf-8")
-        command.append(str(spec))
+    spec_path = spec_file(target) if spec else None
+    if spec_path is not None:
+        command.append(str(spec_path))
     try:
-        result = run_python(command, cwd=kernelgen_root, env=env, timeout=timeout)
+        result = run_python(command, cwd=default_repo_root(), env=worker_env(), timeout=timeout)
     except subprocess.TimeoutExpired:
         raise WorkerFailed(f"{module} ran past {timeout:.0f} s") from None
     if result.returncode != 0 or not out.exists():

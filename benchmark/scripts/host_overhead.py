@@ -1,0 +1,101 @@
+"""Host time per call of generated kernels at a shape where the GPU does nothing (16 x 16), beside upstream Liger's
+kernel, eager torch and an empty Triton launch: what a step costs the CPU when the GPU is not the bottleneck.
+
+    python benchmark/scripts/host_overhead.py --kernel geglu=geglu --kernel rms_norm_gen=rms_norm \
+        [--upstream DIR --helper-dir DIR]
+
+Each figure is wall-clock microseconds per call over many back-to-back calls (the GPU finishes each tiny launch
+long before the host queues the next), forward alone and forward + backward. With ``--profile`` the Python
+functions that take the most host time in a forward + backward are listed (cProfile).
+"""
+
+import argparse
+import cProfile
+import pstats
+import sys
+import time
+
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+import torch
+import triton
+
+from benchmark.scripts.compare_with_upstream import UPSTREAM
+from benchmark.scripts.compare_with_upstream import _first
+from benchmark.scripts.compare_with_upstream import setup
+from benchmark.scripts.compare_with_upstream import upstream_from
+from benchmark.scripts.utils import SingleBenchmarkRunInput
+
+
+@triton.jit
+def _empty_kernel(x_ptr):
+    pass
+
+
+def per_call_us(step, calls: int = 300) -> float:
+    for _ in range(20):
+        step()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(calls):
+        step()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - start) / calls * 1e6
+
+
+def steps(forward, inputs):
+    output = _first(forward())
+    dy = None if output.dim() == 0 else torch.ones_like(output)
+
+    def full():
+        for tensor in inputs:
+            tensor.grad = None
+        _first(forward()).backward(dy)
+
+    return forward, full
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--kernel", action="append", required=True, help="GENERATED=UPSTREAM (UPSTREAM may be -)")
+    parser.add_argument("--upstream", default=None)
+    parser.add_argument("--helper-dir", default=None)
+    parser.add_argument("--bt", type=int, default=16)
+    parser.add_argument("--size", type=int, default=16)
+    parser.add_argument("--profile", action="store_true", help="list the Python functions that take the host time")
+    args = parser.parse_args(argv)
+    up = upstream_from(args)
+    x = torch.empty(16, device="cuda")
+    print(f"empty Triton launch: {per_call_us(lambda: _empty_kernel[(1,)](x)):.1f} us", flush=True)
+    print("| kernel | provider | forward us | forward + backward us | same, backward on this thread us |")
+    print("|---|---|---|---|---|")
+    for pair in args.kernel:
+        name, upstream_key = pair.split("=")
+        providers = ["liger", "torch", "torch_compile"]
+        providers += ["liger_upstream"] if up is not None and upstream_key in UPSTREAM else []
+        for provider in providers:
+            config = {"hidden_size": args.size, "hidden": args.size, "dtype": "bfloat16", "model": "host"}
+            run = SingleBenchmarkRunInput(args.bt, provider, "full", config)
+            inputs, forward = setup(name, upstream_key, up, run)
+            forward_only, full = steps(forward, inputs)
+            threaded = per_call_us(full)
+            # Autograd runs a CUDA backward on its device thread; here on the calling thread, so that the time of
+            # the engine's hand-over between threads shows, and cProfile sees the backward's Python.
+            with torch.autograd.set_multithreading_enabled(False):
+                inline = per_call_us(full)
+                print(f"| {name} | {provider} | {per_call_us(forward_only):.1f} | {threaded:.1f} | {inline:.1f} |")
+                if args.profile and provider in ("liger", "liger_upstream"):
+                    profiler = cProfile.Profile()
+                    profiler.enable()
+                    for _ in range(200):
+                        full()
+                    profiler.disable()
+                    pstats.Stats(profiler).sort_stats("tottime").print_stats(14)
+            sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,83 @@
+"""What ``tune`` may change: the tiling fields the kernel's ops template reads, each with the values worth a try.
+
+The templates offer no other variant than their launch settings today, so the space is the profile's ``tiling``
+section (``profile.tiling_fields``): tile size (``block_elements``), the widest column slice of a long row
+(``max_block_cols``, tier 1), persistent programs per SM for parameter-gradient reductions (``programs_per_sm``)
+and warps per program (``num_warps``; ``None`` lets the template choose from the tile). Every value is a power of
+two (Triton's block shapes are). A field's values are tried nearest the starting value first (from the template's
+own choice: in the order listed, likeliest first), so a small budget spends itself on the likeliest neighbours.
+"""
+
+from __future__ import annotations
+
+import math
+
+from dataclasses import dataclass
+
+from tools.kernelgen.profile import KernelProfile
+from tools.kernelgen.profile import tiling_fields
+
+# Values per field; ``None``: the template's own choice (only where the template has one).
+VALUES = {
+    "block_elements": (1024, 2048, 4096, 8192, 16384),
+    "max_block_cols": (512, 1024, 2048, 4096),
+    "programs_per_sm": (1, 2, 4, 8),
+    "num_warps": (None, 8, 4, 16, 2, 32),
+}
+VALUES_BY_TEMPLATE = {
+    ("rows", "block_elements"): (1024, 2048, 4096, 8192, 16384, 32768),
+    ("loss", "block_elements"): (None, 8192, 4096, 16384, 32768, 2048),
+    ("rows", "num_warps"): (None, 8, 16, 4, 32),
+    ("rows_handwritten", "num_warps"): (None, 8, 16, 4, 32),
+    ("loss", "num_warps"): (None, 8, 16, 4, 32),
+}
+# Which field to sweep first: the tile decides the most, then warps, then the rest.
+ORDER = ("block_elements", "num_warps", "max_block_cols", "programs_per_sm")
+
+
+@dataclass(frozen=True)
+class SearchSpace:
+    """Fields in sweep order, each with its candidate values in the order they are tried."""
+
+    fields: tuple[str, ...]
+    values: dict[str, tuple]
+
+    def configuration(self, profile: KernelProfile) -> dict:
+        return {field: getattr(profile.tiling, field) for field in self.fields}
+
+    def moves(self) -> list[tuple[str, object]]:
+        """Every (field, value), breadth first: each field's nearest value, then each field's next one..."""
+        longest = max((len(values) for values in self.values.values()), default=0)
+        return [
+            (field, self.values[field][rank])
+            for rank in range(longest)
+            for field in self.fields
+            if rank < len(self.values[field])
+        ]
+
+
+def _nearest_first(values: tuple, start) -> tuple:
+    """``values`` ordered by distance from ``start`` (in powers of two); ``None`` (the template's choice) first when
+    the start is an explicit value, last-but-kept when the start is ``None``."""
+    if start is None:
+        return tuple(v for v in values if v is not None) if None in values else values
+
+    def distance(value):
+        if value is None:
+            return (-1.0, 0)  # going back to the template's own choice is the first thing to try
+        return (abs(math.log2(value) - math.log2(start)), value < start)
+
+    return tuple(sorted((v for v in values if v != start), key=distance))
+
+
+def search_space(profile: KernelProfile) -> SearchSpace:
+    fields = [field for field in ORDER if field in tiling_fields(profile)]
+    values = {}
+    for field in fields:
+        candidates = VALUES_BY_TEMPLATE.get((profile.template, field), VALUES[field])
+        values[field] = _nearest_first(candidates, getattr(profile.tiling, field))
+    return SearchSpace(tuple(fields), values)
+
+
+def describe(configuration: dict) -> str:
+    return ", ".join(f"{field}={'auto' if value is None else value}" for field, value in configuration.items())
