@@ -3,9 +3,11 @@ worker, a change tried in a scratch copy. Each would start an interpreter and im
 CPU apiece, a hundred times in the suite); here one server process imports them once and forks a child per run,
 which then behaves as ``python ARGS`` would in its folder and environment.
 
-A run the server cannot reproduce goes to a new interpreter instead: one under another ``TRITON_INTERPRET`` or
-``PYTHONHASHSEED`` than the server's (both are fixed once torch, Triton and the interpreter are up), one with
-interpreter options, and every run on a machine with a GPU (a process that has touched CUDA must not fork).
+The server also imports the third-party modules many runs import (transformers, sympy); never ``liger_kernel``,
+``test`` or ``tools``, which each run imports from its own checkout. A run the server cannot reproduce goes to a new
+interpreter instead: one under another ``TRITON_INTERPRET`` or ``PYTHONHASHSEED`` than the server's (both are fixed
+once torch, Triton and the interpreter are up), one with interpreter options, and every run on a machine with a GPU
+(a process that has touched CUDA must not fork).
 """
 
 from __future__ import annotations
@@ -34,6 +36,14 @@ import numpy
 import pytest
 import triton
 import triton.language
+
+# What many runs import besides (the host's tests import transformers; validation workers, sympy and yaml): third-party
+# modules only, never liger_kernel, test or tools, which each run takes from its own checkout.
+for name in ("transformers", "sympy", "yaml", "jinja2"):
+    try:
+        __import__(name)
+    except ImportError:
+        pass
 
 replies = os.dup(1)
 os.dup2(os.open(os.devnull, os.O_WRONLY), 1)

@@ -553,6 +553,11 @@ def _script_env(**overrides):
     return env
 
 
+# For runs that check something else than the scripts' own TRITON_INTERPRET (the smoke runs check that): given, it
+# lets the run fork from the suite's server (test/forkserver.py) instead of starting an interpreter.
+INTERPRETED = {"TRITON_INTERPRET": "1"}
+
+
 def _run_script(name, *args, **env):
     return run_python(
         [str(SCRIPTS_DIR / f"benchmark_{name}.py"), *args], cwd=REPO_ROOT, env=_script_env(**env), timeout=300
@@ -588,20 +593,20 @@ def test_script_smoke_run_writes_rows(tmp_path, kernel, x_names):
 
 def test_script_smoke_respects_providers_filter(tmp_path):
     csv_path = tmp_path / "x.csv"
-    result = _run_script("cross_entropy", "--smoke", "--csv", str(csv_path), "--providers", "torch")
+    result = _run_script("cross_entropy", "--smoke", "--csv", str(csv_path), "--providers", "torch", **INTERPRETED)
     assert result.returncode == 0, result.stderr[-4000:]
     assert {row["kernel_provider"] for row in read_benchmark_rows(csv_path)} == {"torch"}
 
 
 def test_script_rejects_unknown_provider_in_one_line():
-    result = _run_script("swiglu", "--smoke", "--providers", "liger,jax")
+    result = _run_script("swiglu", "--smoke", "--providers", "liger,jax", **INTERPRETED)
     assert result.returncode == 2
     assert result.stderr.strip() == "benchmark_swiglu: unknown provider(s) jax; choose from liger, torch"
 
 
 @pytest.mark.parametrize("kernel", ["swiglu", "rms_norm", "cross_entropy"])
 def test_script_without_gpu_or_smoke_exits_2_with_one_line(kernel):
-    result = _run_script(kernel, CUDA_VISIBLE_DEVICES="")
+    result = _run_script(kernel, CUDA_VISIBLE_DEVICES="", **INTERPRETED)
     assert result.returncode == 2
     assert result.stderr.strip() == (
         f"benchmark_{kernel}: no GPU found; run on a CUDA device or pass --smoke for a CPU smoke run"

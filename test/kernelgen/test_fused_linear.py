@@ -51,7 +51,7 @@ def fused_checkout(tmp_path_factory):
 def test_the_fused_kernels_match_the_reference_loss_of_the_whole_logits(fused_checkout):
     root, names = fused_checkout
     assert names == ["fused_linear_cross_entropy_gen", "fused_linear_distillation"]
-    assert_generated_tests_pass(root, names, at_least_per_kernel=20)
+    assert_generated_tests_pass(root, names, at_least_per_kernel=12)
 
 
 def test_the_fused_kernel_is_registered_beside_its_loss(fused_checkout):
