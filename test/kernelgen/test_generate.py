@@ -236,18 +236,20 @@ def test_a_utils_without_helpers_or_their_imports_gets_them_sorted_and_working(t
     with their imports where the target's isort settings put them, ruff-clean, and tanh and pow compute (under the
     interpreter, the core-op formulas) what torch does."""
     old = (FIXTURES / "upstream_layout" / "ops_utils_old.py.txt").read_text()
-    updated = add_kernel_helpers(old, ["get_num_sms", "pow", "tanh"], lambda t: sort_imports(t, REPO_ROOT, OPS_UTILS))
+    helpers = ["get_num_sms", "pow", "tanh", "tanh_from_exp"]
+    updated = add_kernel_helpers(old, helpers, lambda t: sort_imports(t, REPO_ROOT, OPS_UTILS))
     assert all(line in updated.splitlines() for line in old.splitlines())
     assert "import os\n" in updated and "import triton.language as tl\n" in updated
     assert lint_findings(updated, REPO_ROOT, OPS_UTILS) == []
-    assert add_kernel_helpers(updated, ["get_num_sms", "tanh"], lambda t: t) == updated
+    assert add_kernel_helpers(updated, helpers, lambda t: t) == updated
     (tmp_path / "old_liger_utils.py").write_text(updated)
     (tmp_path / "old_liger_kernel.py").write_text(
         "import triton\nimport triton.language as tl\n\n"
-        "from old_liger_utils import pow\nfrom old_liger_utils import tanh\n\n\n"
-        "@triton.jit\ndef apply(x_ptr, y_ptr, t_ptr, p_ptr, BLOCK: tl.constexpr):\n"
+        "from old_liger_utils import pow\nfrom old_liger_utils import tanh\nfrom old_liger_utils import tanh_from_exp\n\n\n"
+        "@triton.jit\ndef apply(x_ptr, y_ptr, t_ptr, e_ptr, p_ptr, BLOCK: tl.constexpr):\n"
         "    offsets = tl.arange(0, BLOCK)\n    x = tl.load(x_ptr + offsets)\n"
-        "    tl.store(t_ptr + offsets, tanh(x))\n    tl.store(p_ptr + offsets, pow(x, tl.load(y_ptr + offsets)))\n"
+        "    tl.store(t_ptr + offsets, tanh(x))\n    tl.store(e_ptr + offsets, tanh_from_exp(x))\n"
+        "    tl.store(p_ptr + offsets, pow(x, tl.load(y_ptr + offsets)))\n"
     )
     sys.path.insert(0, str(tmp_path))
     try:
@@ -258,9 +260,10 @@ def test_a_utils_without_helpers_or_their_imports_gets_them_sorted_and_working(t
     x = torch.tensor([-30.0, -2.0, -2.0, -0.5, -1e-3, 0.0, 0.0, 1e-4, 0.3, 2.0, 5.0, 40.0, 3.0, -3.0, 0.0, 2.0])
     y = torch.tensor([3.0, 2.0, 0.5, 0.0, 1.0, 0.0, 2.5, 2.0, -1.5, 0.5, 3.0, 1.0, -2.0, 3.0, 0.0, 3.0])
     device = infer_device()
-    t, p = torch.empty_like(x, device=device), torch.empty_like(x, device=device)
-    kernel.apply[(1,)](x.to(device), y.to(device), t, p, BLOCK=16)
+    t, e, p = (torch.empty_like(x, device=device) for _ in range(3))
+    kernel.apply[(1,)](x.to(device), y.to(device), t, e, p, BLOCK=16)
     assert_verbose_allclose(t.cpu(), torch.tanh(x.double()).float(), atol=1e-7, rtol=1e-6)
+    assert_verbose_allclose(e.cpu(), torch.tanh(x.double()).float(), atol=1e-7, rtol=1e-6)
     assert torch.allclose(p.cpu(), torch.pow(x.double(), y.double()).float(), rtol=1e-5, atol=0, equal_nan=True)
 
 

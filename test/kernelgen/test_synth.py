@@ -97,7 +97,7 @@ class TorchTL:
 
 def run_statements(statements: list[str], values: dict[str, torch.Tensor]) -> dict:
     dtype = next(iter(values.values())).dtype
-    namespace = {"tl": TorchTL(dtype), "tanh": torch.tanh, "pow": torch.pow, "input_dtype": dtype, **values}
+    namespace = {"tl": TorchTL(dtype), "tanh_from_exp": torch.tanh, "pow": torch.pow, "input_dtype": dtype, **values}
     exec(compile("\n".join(statements), "<synthesized>", "exec"), namespace)
     return namespace
 
@@ -416,7 +416,7 @@ def test_dyt_uses_and_shared_subexpressions():
     assert math.backward_uses == ["alpha", "grad_y", "weight", "x"]  # bias is not needed to differentiate
     assert [line.split(" = ")[0] for line in math.backward][-4:] == ["grad_x", "grad_alpha", "grad_weight", "grad_bias"]
     # tanh(alpha * x) is computed once and shared by three gradients.
-    assert sum("tanh(" in line for line in math.backward) == 1
+    assert sum("tanh_from_exp(" in line for line in math.backward) == 1
     assert math.precision_sensitive_ops == ["tanh"]
     assert set(math.gradient_formulas) == {"grad_x", "grad_alpha", "grad_weight", "grad_bias"}
     assert math.gradient_formulas["grad_bias"] == "grad_y"
@@ -523,7 +523,7 @@ def test_printer_conventions():
     assert print_triton(x + 1) == "x + 1.0"
     assert print_triton(x - y) == "x - y"
     assert print_triton(sympy.sqrt(2 / sympy.pi) * x) == f"{(2 / 3.141592653589793) ** 0.5!r} * x"
-    assert print_triton(sympy.tanh(x)) == "tanh(x)"
+    assert print_triton(sympy.tanh(x)) == "tanh_from_exp(x)"
     assert print_triton(apply_op("sigmoid", x)) == "tl.sigmoid(x)"
     assert print_triton(apply_op("where", apply_op("gt", x, 0), x, 0.5 * y)) == "tl.where(x > 0.0, x, 0.5 * y)"
     assert print_triton((x + y) ** 2) == "(x + y) * (x + y)"
@@ -706,7 +706,7 @@ def _bf16_glu_gradients(formula, eager, round_each_op):
     b = (torch.randn(8192) * 3).to(torch.bfloat16).requires_grad_()
     grad_y = torch.randn(8192).to(torch.bfloat16)
     math = synthesize_elementwise({"y": parse_formula(formula, ["a", "b"], round_each_op)}, ["a", "b"], {}, [])
-    namespace = {"tl": TorchTL(torch.float32), "input_dtype": torch.bfloat16, "tanh": torch.tanh}
+    namespace = {"tl": TorchTL(torch.float32), "input_dtype": torch.bfloat16, "tanh_from_exp": torch.tanh}
     namespace.update(a=a.detach().float(), b=b.detach().float(), grad_y=grad_y.float())
     exec(compile("\n".join(math.backward), "<synthesized>", "exec"), namespace)
     eager(a, b).backward(grad_y)
@@ -800,7 +800,7 @@ def render_kernels(math, inputs, parameters, hypers) -> str:
     backward_body += [f"tl.store({g}_ptr + offsets, {g}, mask=mask)" for g in grads]
     return (
         "import triton\nimport triton.language as tl\n\nfrom liger_kernel.ops.utils import pow\n"
-        "from liger_kernel.ops.utils import tanh\n\n\n"
+        "from liger_kernel.ops.utils import tanh_from_exp\n\n\n"
         f"@triton.jit\ndef forward_kernel({forward_args}, y_ptr, {hyper_args}n_cols, BLOCK: tl.constexpr):\n"
         f"{_indent(forward_body)}\n\n\n"
         f"@triton.jit\ndef backward_kernel({backward_args}, {hyper_args}n_cols, BLOCK: tl.constexpr):\n"

@@ -30,6 +30,7 @@ from tools.kernelgen.generate import plan_new
 from tools.kernelgen.harness import BENCHMARK_UTILS
 from tools.kernelgen.harness import HarnessError
 from tools.kernelgen.harness import read_harness
+from tools.kernelgen.kernel_helpers import CORE_SOURCES
 from tools.kernelgen.kernel_helpers import JIT_MATH
 from tools.kernelgen.kernel_helpers import defined_names
 from tools.kernelgen.kernel_helpers import jit_math_block
@@ -48,12 +49,14 @@ KERNELS = ("geglu", "dyt")
 
 
 def without_kernel_helpers(utils: str) -> str:
-    """This host's ``ops/utils.py`` without the helpers kernelgen adds to a target that lacks them."""
-    block = jit_math_block(list(JIT_MATH), "is_triton_interpreter()")
+    """This host's ``ops/utils.py`` without the helpers kernelgen adds to a target that lacks them and the host's own
+    kernels do not import (``get_num_sms``, ``tanh_from_exp``); its jit math block stays (cross entropy's softcap
+    reads its ``tanh``)."""
     num_sms = re.search(r"\n\n\ndef get_num_sms\(.*?(?=\n\n\n)", utils, flags=re.S).group(0)
-    assert block in utils
-    stripped = utils.replace(f"\n\n{block}", "").replace(num_sms, "")
-    return re.sub(r'    "(get_num_sms|pow|tanh)",\n', "", stripped)
+    tanh_from_exp = "\n\n\n" + CORE_SOURCES["tanh_from_exp"].strip("\n")
+    assert jit_math_block(list(JIT_MATH), "is_triton_interpreter()") in utils and tanh_from_exp in utils
+    stripped = utils.replace(num_sms, "").replace(tanh_from_exp, "")
+    return re.sub(r'    "(get_num_sms|tanh_from_exp)",\n', "", stripped)
 
 
 def upstream_layout_checkout(destination: Path) -> Path:
@@ -106,20 +109,19 @@ def test_registration_follows_the_checkout(upstream_checkout):
 
 
 def test_the_helpers_the_kernels_import_were_added_to_its_utils(upstream_checkout, tmp_path):
-    """geglu imports tanh, dyt tanh and get_num_sms: each is added once, every original line kept, ruff-clean;
-    pow, which neither needs, is not."""
+    """geglu imports tanh_from_exp, dyt tanh_from_exp and get_num_sms: each is added once, every original line
+    kept, ruff-clean."""
     original = without_kernel_helpers((REPO_ROOT / OPS_UTILS).read_text())
     utils = (upstream_checkout / OPS_UTILS).read_text()
-    assert {"get_num_sms", "tanh"} <= defined_names(utils) and "pow" not in defined_names(utils)
-    assert "pow" not in defined_names(original) and "tanh" not in defined_names(original)
-    assert (
-        utils.count("def get_num_sms(") == utils.count("    def tanh(") == utils.count("    tanh = libdevice.tanh") == 1
-    )
+    assert not {"get_num_sms", "tanh_from_exp"} & defined_names(original)
+    assert {"get_num_sms", "tanh_from_exp"} <= defined_names(utils)
+    assert utils.count("def get_num_sms(") == utils.count("def tanh_from_exp(") == 1
     assert all(line in utils.splitlines() for line in original.splitlines())
     assert lint_findings(utils, upstream_checkout, OPS_UTILS) == []
     for name in KERNELS:
         assert (
-            "from liger_kernel.ops.utils import tanh\n" in (upstream_checkout / kernel_paths(name)["ops"]).read_text()
+            "from liger_kernel.ops.utils import tanh_from_exp\n"
+            in (upstream_checkout / kernel_paths(name)["ops"]).read_text()
         )
 
 

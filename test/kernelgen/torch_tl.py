@@ -105,7 +105,14 @@ class TorchT(_TorchMath):
 
 def run_statements(statements, names):
     # Rounding to the inputs' dtype (cast_to_input) keeps float64: the references run in float64 too.
-    scope = {"tl": TorchTL, "T": TorchT, "tanh": torch.tanh, "pow": torch.pow, "input_dtype": torch.float64, **names}
+    scope = {
+        "tl": TorchTL,
+        "T": TorchT,
+        "tanh_from_exp": torch.tanh,
+        "pow": torch.pow,
+        "input_dtype": torch.float64,
+        **names,
+    }
     for statement in statements:
         exec(statement, scope)
     return scope

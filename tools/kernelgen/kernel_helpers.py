@@ -2,9 +2,11 @@
 a target lacks (an upstream Liger-Kernel checkout has none of them).
 
 - ``get_num_sms``: streaming multiprocessors, to size the persistent grids of kernels with parameter gradients;
-- ``tanh`` and ``pow``: jit math the printer emits (``synth/printer.py``). Compiled, they are libdevice's; under
-  ``TRITON_INTERPRET=1`` libdevice does not exist, and they are formulas of core ``tl`` ops with the same values
-  (``pow`` with torch's signs for integer exponents of negative bases and ``x ** 0 == 1``).
+- ``pow`` (and ``tanh``, for hand-written kernels): jit math; compiled, libdevice's; under ``TRITON_INTERPRET=1``
+  libdevice does not exist, and they are formulas of core ``tl`` ops with the same values (``pow`` with torch's
+  signs for integer exponents of negative bases and ``x ** 0 == 1``);
+- ``tanh_from_exp``: the tanh the printer emits (``synth/printer.py``), core ``tl`` ops compiled and interpreted
+  alike (libdevice's tanh costs generated backward kernels registers they need).
 
 What a target defines is read with ``ast`` (never imported): a name bound at module level, in a conditional block
 too (this host's ``tanh`` is bound in an ``if``/``else`` on the interpreter), counts as the helper and is reused.
@@ -69,7 +71,22 @@ def tanh(x):
 """,
 }
 JIT_MATH = tuple(sorted(INTERPRETED_SOURCES))
-HELPERS = ("get_num_sms", *JIT_MATH)
+# Jit math that is one formula of core ``tl`` ops compiled and interpreted alike (added as a plain function).
+CORE_SOURCES = {
+    "tanh_from_exp": """
+@triton.jit
+def tanh_from_exp(x):
+    # tanh from one exponential: an odd Taylor polynomial near 0 (where 1 - exp(-2|x|) would cancel) and the
+    # overflow-free exponential form elsewhere. Generated kernels call it instead of libdevice's tanh, which on an
+    # H200 took registers their backward kernels need (dyt's backward ran 1.7x slower with it).
+    x2 = x * x
+    series = x * (1.0 + x2 * (-1.0 / 3.0 + x2 * (2.0 / 15.0 + x2 * (-17.0 / 315.0 + x2 * (62.0 / 2835.0)))))
+    e = tl.exp(-2.0 * tl.abs(x))
+    magnitude = (1.0 - e) / (1.0 + e)
+    return tl.where(tl.abs(x) < 0.1, series, tl.where(x < 0.0, -magnitude, magnitude))
+""",
+}
+HELPERS = ("get_num_sms", *JIT_MATH, *sorted(CORE_SOURCES))
 
 _BLOCK_COMMENT = """\
 # libdevice math is compiled to PTX intrinsics and does not exist under the interpreter (``libdevice.tanh`` is
@@ -136,11 +153,16 @@ def add_kernel_helpers(source: str, names: list[str], sort_imports: Callable[[st
             return text
         reads = {"torch"} if "get_num_sms" in wanted else set()
         math = [name for name in wanted if name in INTERPRETED_SOURCES]
+        core = [name for name in wanted if name in CORE_SOURCES]
         if math:
             reads |= {"triton", "tl"} | (set() if "is_triton_interpreter" in defined else {"os"})
+        if core:
+            reads |= {"triton", "tl"}
         text = _add_imports(text, [line for name, line in _IMPORTS.items() if name in reads and name not in defined])
         if "get_num_sms" in wanted:
             text = add_function(text, GET_NUM_SMS_SOURCE.lstrip("\n"))
+        for name in core:
+            text = add_function(text, CORE_SOURCES[name].lstrip("\n"))
         if math:
             test = "is_triton_interpreter()" if "is_triton_interpreter" in defined else _ENV_TEST
             text = _add_block(text, jit_math_block(math, test))

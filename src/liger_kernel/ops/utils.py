@@ -108,6 +108,18 @@ def element_mul_kernel(X_ptr, X_stride, grad_output_ptr, n_cols: tl.constexpr, B
         tl.store(X_ptr + cols, x * grad_output, mask=mask)
 
 
+@triton.jit
+def tanh_from_exp(x):
+    # tanh from one exponential: an odd Taylor polynomial near 0 (where 1 - exp(-2|x|) would cancel) and the
+    # overflow-free exponential form elsewhere. Generated kernels call it instead of libdevice's tanh, which on an
+    # H200 took registers their backward kernels need (dyt's backward ran 1.7x slower with it).
+    x2 = x * x
+    series = x * (1.0 + x2 * (-1.0 / 3.0 + x2 * (2.0 / 15.0 + x2 * (-17.0 / 315.0 + x2 * (62.0 / 2835.0)))))
+    e = tl.exp(-2.0 * tl.abs(x))
+    magnitude = (1.0 - e) / (1.0 + e)
+    return tl.where(tl.abs(x) < 0.1, series, tl.where(x < 0.0, -magnitude, magnitude))
+
+
 # libdevice math is compiled to PTX intrinsics and does not exist under the interpreter (``libdevice.tanh`` is
 # ``None`` there), so kernels import these names instead and get a formula built from core ``tl`` ops on the CPU.
 if is_triton_interpreter():
@@ -157,5 +169,6 @@ __all__ = [
     "is_triton_interpreter",
     "pow",
     "tanh",
+    "tanh_from_exp",
     "torch_to_triton_dtype",
 ]

@@ -9,9 +9,10 @@
   ``tl.sqrt``, ``-0.5`` as ``tl.rsqrt`` (half-integers combine the two), any other constant as
   ``tl.exp2(p * tl.log2(x))`` (valid for ``x > 0`` only, like a fractional power in torch); an exponent known
   only at run time (a hyper-parameter, a tensor) as ``pow(x, p)``, with torch's signs and ``x ** 0 == 1``;
-- ``tanh(u)`` as ``tanh(u)``; ``tanh`` and ``pow`` are jit helpers of the target's ``liger_kernel.ops.utils``
-  (libdevice's when compiled, formulas of core ``tl`` ops under the Triton interpreter, where libdevice does not
-  exist), which generated files import;
+- ``tanh(u)`` as ``tanh_from_exp(u)``, runtime powers as ``pow``: jit helpers of the target's
+  ``liger_kernel.ops.utils``, which generated files import (``tanh_from_exp``: one formula of core ``tl`` ops,
+  compiled and interpreted; ``pow``: libdevice's when compiled, a core-op formula under the Triton interpreter,
+  where libdevice does not exist);
 - ``softplus``/``logsigmoid`` in their overflow-free forms ``max(u, 0) + log(1 + exp(-|u|))``;
 - ``Piecewise`` as nested ``tl.where``; comparisons as ``x > 0.0``; ``&``/``|`` between conditions.
 
@@ -46,8 +47,8 @@ def float_literal(value) -> str:
 
 
 # jit helpers the printed Triton statements call, imported from the target's ``liger_kernel.ops.utils``
-# (``kernel_helpers.py``: libdevice's functions when compiled, core ``tl`` formulas under the interpreter).
-TANH_HELPER = "tanh"
+# (``kernel_helpers.py``).
+TANH_HELPER = "tanh_from_exp"
 POW_HELPER = "pow"
 INPUT_DTYPE = "input_dtype"
 _HELPER_CALL = re.compile(rf"(?<![\w.])({TANH_HELPER}|{POW_HELPER})\(")
