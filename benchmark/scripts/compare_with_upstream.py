@@ -331,8 +331,9 @@ def main(argv=None) -> None:
     up = upstream_from(args)
     rate = copy_rate_tb_s()
     print(f"device-to-device copy: {rate:.2f} TB/s", flush=True)
-    table = ["| kernel | H | provider | full ms | peak MB | TB/s | % copy | GPU-only ms |"]
-    table.append("|---|---|---|---|---|---|---|---|")
+    # Rows are printed as they are measured: a run stopped at a time limit still shows what it measured.
+    print("| kernel | H | provider | full ms | peak MB | TB/s | % copy | GPU-only ms |", flush=True)
+    print("|---|---|---|---|---|---|---|---|", flush=True)
     for pair in args.kernel:
         name, upstream_key = pair.split("=")
         providers = [p for p in args.providers if p != "liger_upstream" or upstream_key in UPSTREAM]
@@ -370,10 +371,10 @@ def main(argv=None) -> None:
                 gpu = figures[provider].get("gpu")
                 mb = float("nan") if mb is None else mb
                 gpu_text = f"{gpu:.3f}" if gpu is not None else "-"
-                table.append(
-                    f"| {name} | {size} | {provider} | {ms:.3f} | {mb:.0f} | {tb_s:.2f} | {tb_s / rate:.0%} | {gpu_text} |"
+                print(
+                    f"| {name} | {size} | {provider} | {ms:.3f} | {mb:.0f} | {tb_s:.2f} | {tb_s / rate:.0%} | {gpu_text} |",
+                    flush=True,
                 )
-    print("\n".join(table))
 
 
 if __name__ == "__main__":

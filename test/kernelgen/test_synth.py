@@ -40,6 +40,8 @@ from tools.kernelgen.synth.naming import constant_parts
 from tools.kernelgen.synth.printer import print_torch
 from tools.kernelgen.synth.printer import print_triton_index
 from tools.kernelgen.synth.rules import tensor_arguments
+from tools.kernelgen.synth.transcendentals import share_transcendentals
+from tools.kernelgen.synth.transcendentals import transcendental_calls
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -386,6 +388,13 @@ FUSED_CASES = {
         dyt,
     ),
     "relu_squared": ("relu(x) ** 2", ("x",), {}, {}, lambda x: torch.relu(x) ** 2),
+    "snake": (
+        "x + sin(alpha * x) ** 2 / alpha",
+        ("x",),
+        {"alpha": "channel"},
+        {},
+        lambda x, alpha: x + torch.sin(alpha * x) ** 2 / alpha,
+    ),
     "sigmoid_gate": ("a * sigmoid(b) + c", ("a", "b", "c"), {}, {}, lambda a, b, c: a * torch.sigmoid(b) + c),
     "swish_beta": ("x * sigmoid(beta * x)", ("x",), {}, {"beta": 1.7}, lambda x, beta: x * torch.sigmoid(beta * x)),
     # Run-time exponents: a hyper-parameter (a fractional power of |x|; an odd integer power of a negative base)
@@ -420,6 +429,40 @@ def test_dyt_uses_and_shared_subexpressions():
     assert math.precision_sensitive_ops == ["tanh"]
     assert set(math.gradient_formulas) == {"grad_x", "grad_alpha", "grad_weight", "grad_bias"}
     assert math.gradient_formulas["grad_bias"] == "grad_y"
+
+
+def test_snake_backward_evaluates_two_transcendentals_not_three():
+    # sympy simplifies d/dx sin(a x)^2 / a to sin(2 a x); beside grad_alpha's sin(a x) and cos(a x) that is a third
+    # call per element, in a backward that transcendental throughput bounds.
+    expr = parse_formula("x + sin(alpha * x) ** 2 / alpha", ["x", "alpha"])
+    math = synthesize_elementwise({"y": expr}, ["x"], {"alpha": "channel"})
+    calls = [call for line in math.backward for call in ("tl.sin(", "tl.cos(") for _ in range(line.count(call))]
+    assert sorted(calls) == ["tl.cos(", "tl.sin("], math.backward
+
+
+@pytest.mark.parametrize(
+    "exprs, calls_after",
+    [
+        # sin(2u) and cos(2u) onto the sin(u)/cos(u) the kernel evaluates anyway.
+        (lambda x, y: {"a": sympy.sin(2 * x) + sympy.sin(x) * sympy.cos(x)}, 2),
+        (lambda x, y: {"a": sympy.cos(2 * x), "b": sympy.sin(x)}, 1),
+        (lambda x, y: {"a": sympy.cos(4 * x * y), "b": sympy.cos(2 * x * y)}, 1),
+        # Nothing to share: trading sin(2x) for sin(x) and cos(x) would add a call; sin(x) alone gains nothing.
+        (lambda x, y: {"a": sympy.sin(2 * x)}, 1),
+        (lambda x, y: {"a": sympy.sin(2 * x) + sympy.sin(x)}, 2),
+        (lambda x, y: {"a": sympy.sin(3 * x) + sympy.sin(x)}, 2),
+    ],
+)
+def test_double_angle_calls_are_shared_only_when_that_saves_a_call(exprs, calls_after):
+    x, y = sympy.symbols("x y", real=True)
+    before = exprs(x, y)
+    after = share_transcendentals(before)
+    assert len(transcendental_calls(after.values())) == calls_after
+    for name in before:  # the same function, exactly
+        assert sympy.simplify(sympy.expand_trig(after[name] - before[name])) == 0
+    values = {x: 0.7, y: -1.3}
+    for name in before:
+        assert abs(float(after[name].evalf(subs=values)) - float(before[name].evalf(subs=values))) < 1e-12
 
 
 def test_several_outputs_sum_their_incoming_gradients():

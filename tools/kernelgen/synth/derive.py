@@ -26,6 +26,7 @@ from tools.kernelgen.synth.printer import format_formula
 from tools.kernelgen.synth.rules import is_condition
 from tools.kernelgen.synth.simplify import simplify_bounded
 from tools.kernelgen.synth.symbols import make_symbols
+from tools.kernelgen.synth.transcendentals import share_transcendentals
 
 PARAMETER_KINDS = ("channel", "scalar")
 
@@ -214,7 +215,10 @@ def derive_elementwise(
                 terms.append(grad_outputs[f"grad_{output}"] * derivative)
             gradients[f"grad_{name}"] = sympy.Add(*terms)
     taken = frozenset(set(symbols) | set(outputs) | set(grad_outputs) | set(gradients))
-    return ElementwiseDerivation(forward=forward_exprs, gradients=gradients, taken=taken)
+    # Each kernel's expressions share their transcendental calls (snake's backward: sin(2u) onto sin(u), cos(u)).
+    return ElementwiseDerivation(
+        forward=share_transcendentals(forward_exprs), gradients=share_transcendentals(gradients), taken=taken
+    )
 
 
 def print_elementwise(derivation: ElementwiseDerivation, printer_class=TritonPrinter) -> ElementwiseMath:
