@@ -97,17 +97,21 @@ class Patched:
     def __init__(self, module, warps=None, programs=None, variant=None, tile=None):
         self.module, self.saved = module, {}
         self.changes = {}
-        original_tiles = module._tile_settings
 
-        def tiles(*arguments, **keywords):
-            block_rows, block_cols, num_warps = original_tiles(*arguments, **keywords)
-            if tile is not None:  # (elements, columns): rows fill the elements, the columns are capped
-                block_cols = min(triton.next_power_of_2(arguments[1]), tile[1])
-                block_rows = max(1, tile[0] // block_cols)
-            return block_rows, block_cols, num_warps if warps is None else warps
+        def patched(original):
+            def tiles(*arguments, **keywords):
+                block_rows, block_cols, num_warps = original(*arguments, **keywords)
+                if tile is not None:  # (elements, columns): rows fill the elements, the columns are capped
+                    block_cols = min(triton.next_power_of_2(arguments[1]), tile[1])
+                    block_rows = max(1, tile[0] // block_cols)
+                return block_rows, block_cols, num_warps if warps is None else warps
 
-        if warps is not None or tile is not None:
-            self.changes["_tile_settings"] = tiles
+            return tiles
+
+        # Both passes' tiles: a backward that calls sin or cos has its own (_backward_tile_settings).
+        for name in ("_tile_settings", "_backward_tile_settings"):
+            if (warps is not None or tile is not None) and hasattr(module, name):
+                self.changes[name] = patched(getattr(module, name))
         match = re.search(r"(\d+) \* get_num_sms\(\)", Path(module.__file__).read_text())
         if programs is not None and match and hasattr(module, "get_num_sms"):
             base, sms = int(match.group(1)), module.get_num_sms()

@@ -79,3 +79,19 @@ def test_generated_kernels_match_torch_autograd_and_a_wrong_kernel_fails(generat
     assert "[forward]" in result.stdout
     passed = int(result.stdout.strip().splitlines()[-1].split(" passed")[0].split()[-1])
     assert passed >= 4 * len(names)
+
+
+def test_backwards_that_call_sin_or_cos_launch_with_their_own_tile(generated_checkout):
+    """Measured on an H200: such backwards (snake, gated_sin) ran 12-46% faster at 16 warps, the others slower."""
+    with_own_tile = set()
+    for reference in ELEMENTWISE_REFERENCES:
+        source = (generated_checkout / kernel_paths(f"{reference}_gen")["ops"]).read_text()
+        backward = source.split("_backward_kernel(", 1)[1].split("\ndef ", 1)[0]
+        calls_trig = "tl.sin(" in backward or "tl.cos(" in backward
+        launch = source.split(f"def {reference}_gen_backward(", 1)[1]
+        own_tile = "= _backward_tile_settings(n_rows, n_cols)" in launch
+        assert own_tile == calls_trig, reference
+        assert ("def _backward_tile_settings(" in source) == calls_trig, reference
+        if own_tile:
+            with_own_tile.add(reference)
+    assert {"snake", "gated_sin"} <= with_own_tile

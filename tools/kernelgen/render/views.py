@@ -114,6 +114,9 @@ class ElementwiseOpsView:
     max_block_cols: int
     programs_per_sm: int
     num_warps: int | None
+    # The backward launches with its own tile (``_backward_tile_settings``): it calls sin or cos and the profile
+    # leaves the warps to the template
+    trig_backward_tile: bool
     dtensor: DTensorView
     # Lines of the kernels and wrappers (render/tier1.py), each list at one indentation level
     forward_param_loads: list[str]
@@ -577,6 +580,10 @@ def _gradient_note(formulas: dict[str, str]) -> list[str]:
     return lines
 
 
+def _calls_sin_or_cos(statements: list[str]) -> bool:
+    return any(re.search(r"\btl\.(sin|cos)\(", line) for line in statements)
+
+
 def _elementwise_ops(profile: KernelProfile) -> ElementwiseOpsView:
     return ElementwiseOpsView(**_elementwise_fields(profile))
 
@@ -645,6 +652,7 @@ def _elementwise_fields(profile: KernelProfile) -> dict[str, Any]:
         max_block_cols=tiling.max_block_cols,
         programs_per_sm=tiling.programs_per_sm,
         num_warps=tiling.num_warps,
+        trig_backward_tile=triton and tiling.num_warps is None and _calls_sin_or_cos(math.backward),
         dtensor=dtensor_view(profile, grad_inputs, grad_outputs),
         forward_param_loads=tier1.param_loads(forward_params, optional),
         backward_param_loads=tier1.param_loads(backward_params, optional),
