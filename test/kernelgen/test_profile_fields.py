@@ -203,6 +203,7 @@ EDITS = {
     "tiling.max_block_cols": ("swiglu", _set("tiling.max_block_cols", 4096), "files"),
     "tiling.programs_per_sm": ("dyt", _set("tiling.programs_per_sm", 4), "files"),
     "tiling.num_warps": ("swiglu", _set("tiling.num_warps", 16), "files"),
+    "tiling.backward_num_warps": ("swiglu", _set("tiling.backward_num_warps", 16), "files"),
     "module.kind": (
         "swiglu",
         lambda p: (_set("module.kind", "elementwise")(p), _set("module.hidden_act", "")(p)),

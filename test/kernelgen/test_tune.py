@@ -164,9 +164,10 @@ def test_the_space_is_the_tiling_the_template_reads_nearest_values_first():
     from tools.kernelgen.analyze import analyze
 
     geglu = search_space(analyze("geglu"))
-    assert geglu.fields == ("block_elements", "num_warps", "max_block_cols", "programs_per_sm")
+    assert geglu.fields == ("block_elements", "num_warps", "backward_num_warps", "max_block_cols", "programs_per_sm")
     assert geglu.values["block_elements"] == (8192, 2048, 16384, 1024)  # around the 4096 default
     assert geglu.values["num_warps"][0] == 8 and None not in geglu.values["num_warps"]  # the start is auto
+    assert geglu.values["backward_num_warps"][0] == 16  # a compute-bound backward wants more warps first
     loss = search_space(analyze("cross_entropy"))
     assert loss.fields == ("block_elements", "num_warps")
 
@@ -249,7 +250,8 @@ def test_tune_renders_real_candidates_keeps_the_best_and_regenerates_the_kernel_
     )
     summary = (workspace / "phase_4_summary.md").read_text()
     assert (
-        "- accepted iteration: 3 (block_elements=4096, num_warps=8, max_block_cols=2048, programs_per_sm=2)" in summary
+        "- accepted iteration: 3 (block_elements=4096, num_warps=8, backward_num_warps=auto, max_block_cols=2048, "
+        "programs_per_sm=2)" in summary
     )
     assert "the ops file is kernel_function_best.py" in summary
     # programs_per_sm does nothing in geglu (no parameter gradients): the same code, never a row

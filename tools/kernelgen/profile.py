@@ -266,12 +266,16 @@ class Tiling:
 
     ``block_elements``: elements of one program's tile (tier 1: its 2-D tile; tier 3: the chunk of classes a pass
     over a row holds). ``max_block_cols`` (tier 1): the widest column slice of a long row. ``programs_per_sm``: programs per SM of the persistent grids that reduce parameter gradients.
-    ``num_warps``: warps per program (``None``: chosen from the tile size)."""
+    ``num_warps``: warps per program (``None``: chosen from the tile size). ``backward_num_warps`` (tier 1): the
+    backward's warps per program where they should differ from the forward's (``None``: the backward launches as
+    the forward does, except that a backward calling sin or cos gets 16 warps and 4096-column slices, as measured
+    on an H200, unless ``num_warps`` is set)."""
 
     block_elements: int | None = None
     max_block_cols: int | None = None
     programs_per_sm: int | None = None
     num_warps: int | None = None
+    backward_num_warps: int | None = None
 
 
 # The tiling fields each ops template reads, with their defaults (from measured sweeps on an H200).
@@ -283,7 +287,7 @@ TILING_DEFAULTS = {
 }
 TILING_AUTO = ("num_warps",)  # fields whose None means "chosen by the template", for every tier
 # ... and for one template: a loss's chunk of classes follows its schedule (see render/views.py).
-TILING_AUTO_BY_TEMPLATE = {"loss": ("block_elements",)}
+TILING_AUTO_BY_TEMPLATE = {"loss": ("block_elements",), "elementwise": ("backward_num_warps",)}
 
 
 @dataclass

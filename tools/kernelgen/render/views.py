@@ -114,6 +114,7 @@ class ElementwiseOpsView:
     max_block_cols: int
     programs_per_sm: int
     num_warps: int | None
+    backward_num_warps: int | None  # the backward's own warps (profile), else those of its tile
     # The backward launches with its own tile (``_backward_tile_settings``): it calls sin or cos and the profile
     # leaves the warps to the template
     trig_backward_tile: bool
@@ -652,7 +653,11 @@ def _elementwise_fields(profile: KernelProfile) -> dict[str, Any]:
         max_block_cols=tiling.max_block_cols,
         programs_per_sm=tiling.programs_per_sm,
         num_warps=tiling.num_warps,
-        trig_backward_tile=triton and tiling.num_warps is None and _calls_sin_or_cos(math.backward),
+        backward_num_warps=tiling.backward_num_warps,
+        trig_backward_tile=triton
+        and tiling.num_warps is None
+        and tiling.backward_num_warps is None
+        and _calls_sin_or_cos(math.backward),
         dtensor=dtensor_view(profile, grad_inputs, grad_outputs),
         forward_param_loads=tier1.param_loads(forward_params, optional),
         backward_param_loads=tier1.param_loads(backward_params, optional),

@@ -3,7 +3,8 @@
 The templates offer no other variant than their launch settings today, so the space is the profile's ``tiling``
 section (``profile.tiling_fields``): tile size (``block_elements``), the widest column slice of a long row
 (``max_block_cols``, tier 1), persistent programs per SM for parameter-gradient reductions (``programs_per_sm``)
-and warps per program (``num_warps``; ``None`` lets the template choose from the tile). Every value is a power of
+and warps per program (``num_warps``; ``None`` lets the template choose from the tile), the backward's own
+(``backward_num_warps``, tier 1: a compute-bound backward may want more warps than its forward). Every value is a power of
 two (Triton's block shapes are). A field's values are tried nearest the starting value first (from the template's
 own choice: in the order listed, likeliest first), so a small budget spends itself on the likeliest neighbours.
 """
@@ -23,6 +24,7 @@ VALUES = {
     "max_block_cols": (512, 1024, 2048, 4096),
     "programs_per_sm": (1, 2, 4, 8),
     "num_warps": (None, 8, 4, 16, 2, 32),
+    "backward_num_warps": (None, 16, 8, 4, 32),
 }
 VALUES_BY_TEMPLATE = {
     ("rows", "block_elements"): (1024, 2048, 4096, 8192, 16384, 32768),
@@ -32,7 +34,7 @@ VALUES_BY_TEMPLATE = {
     ("loss", "num_warps"): (None, 8, 16, 4, 32),
 }
 # Which field to sweep first: the tile decides the most, then warps, then the rest.
-ORDER = ("block_elements", "num_warps", "max_block_cols", "programs_per_sm")
+ORDER = ("block_elements", "num_warps", "backward_num_warps", "max_block_cols", "programs_per_sm")
 
 
 @dataclass(frozen=True)
