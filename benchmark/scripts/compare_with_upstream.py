@@ -14,7 +14,6 @@ MB, full forward + backward, bf16) go to the results CSV; a markdown table with 
 
 import argparse
 import functools
-import inspect
 import sys
 import types
 
@@ -117,11 +116,10 @@ def reference_module(name: str, size: int, compiled: bool):
     record, entry = reference_entry(name)
     defaults = {hp["name"]: hp["default"] for hp in record["hyperparameters"]}
     if record["reference"]["kind"] == "module":
-        # The row width goes to the constructor when it takes one (a per-channel parameter's size); a module with
-        # only scalar settings (SwishBeta(beta=1.5)) is built with its defaults.
-        size_param = record["module"]["size_param"]
-        takes_size = size_param in inspect.signature(entry).parameters
-        module = entry(**({size_param: size} if takes_size else {})).to("cuda", torch.bfloat16)
+        # The row width sizes the parameters, as in the generated benchmark: a module without any (SwishBeta(beta=1.5))
+        # takes no size.
+        size_args = {record["module"]["size_param"]: size} if record["parameters"] else {}
+        module = entry(**size_args).to("cuda", torch.bfloat16)
         with torch.no_grad():
             for parameter in module.parameters():
                 parameter.copy_(torch.rand_like(parameter) + 0.5)
