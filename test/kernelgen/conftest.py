@@ -73,6 +73,17 @@ def fresh_copy(checkout: Path, destination: Path) -> Path:
     return destination
 
 
+@pytest.fixture(scope="module")
+def geglu_checkout(tmp_path_factory) -> Path:
+    """A checkout with geglu generated once per test module; tests that break the kernel work on copies of it."""
+    return generated_geglu(tmp_path_factory.mktemp("geglu"))
+
+
+@pytest.fixture
+def geglu_copy(geglu_checkout, tmp_path) -> Path:
+    return fresh_copy(geglu_checkout, tmp_path / "liger")
+
+
 def snapshot(root: Path) -> dict[str, bytes]:
     """Every file under ``root`` with its bytes, to prove a failed command changed nothing."""
     return {

@@ -2,15 +2,11 @@
 iterations.tsv rows and the summary it writes, the candidates it renders for a real kernel, and its one-line
 answers without a GPU or for a kernel it cannot re-tile."""
 
-from pathlib import Path
-
 import pytest
 import torch
 
 import tools.kernelgen.tune as tune
 
-from test.kernelgen.conftest import fresh_copy
-from test.kernelgen.conftest import generated_geglu
 from test.kernelgen.conftest import one_line_error
 from test.kernelgen.conftest import run_kernelgen
 from test.kernelgen.conftest import snapshot
@@ -173,16 +169,6 @@ def test_the_space_is_the_tiling_the_template_reads_nearest_values_first():
 
 
 # A real kernel -------------------------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def geglu_checkout(tmp_path_factory) -> Path:
-    return generated_geglu(tmp_path_factory.mktemp("tune"))
-
-
-@pytest.fixture
-def geglu_copy(geglu_checkout, tmp_path) -> Path:
-    return fresh_copy(geglu_checkout, tmp_path / "liger")
-
-
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the no-GPU answer")
 def test_without_a_gpu_tune_is_one_skip_line_and_writes_nothing(geglu_copy):
     before = snapshot(geglu_copy)

@@ -5,8 +5,6 @@ from pathlib import Path
 import pytest
 import torch
 
-from test.kernelgen.conftest import fresh_copy
-from test.kernelgen.conftest import generated_geglu
 from test.kernelgen.conftest import run_kernelgen
 from tools.kernelgen.cli import COMMANDS
 from tools.kernelgen.cli import build_parser
@@ -22,17 +20,6 @@ GRAD_B = "    grad_b = grad_y * (half_a * (tanh_inner + 1.0)).to(input_dtype).to
 SKIP_LINE = "performance: SKIP (no GPU; run validate on a CUDA device)"
 NCU_SKIP_LINE = "ncu: SKIP (no GPU (Nsight Compute profiles CUDA kernels))"
 CORRECTNESS_STAGES = ("smoke", "shape_sweep", "numerical_stability", "determinism", "edge_cases")
-
-
-@pytest.fixture(scope="module")
-def geglu_checkout(tmp_path_factory) -> Path:
-    """A checkout with geglu generated once; tests that break the kernel work on copies of it."""
-    return generated_geglu(tmp_path_factory.mktemp("validate"))
-
-
-@pytest.fixture
-def geglu_copy(geglu_checkout, tmp_path) -> Path:
-    return fresh_copy(geglu_checkout, tmp_path / "liger")
 
 
 def _edit(checkout: Path, old: str, new: str) -> int:
