@@ -142,6 +142,11 @@ class ElementwiseOpsView:
     saved: list[str]  # what ctx saves
     saved_unpacked: str  # the unpacking of ctx.saved_tensors
 
+    @property
+    def backward_tile_function(self) -> str:
+        """The host helper the backward wrapper takes its tile and warps from."""
+        return "_backward_tile_settings" if self.trig_backward_tile else "_tile_settings"
+
 
 @dataclass(frozen=True)
 class TileLangProgram:
