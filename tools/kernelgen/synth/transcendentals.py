@@ -42,21 +42,21 @@ def share_transcendentals(exprs: dict[str, sympy.Expr]) -> dict[str, sympy.Expr]
     """``exprs`` (name -> expression, evaluated by one kernel) with double-angle calls rewritten onto calls the
     kernel already makes, while that lowers the number of distinct transcendental calls."""
     current = dict(exprs)
-    while True:
-        count = len(transcendental_calls(current.values()))
-        best = None
-        for call in sorted(transcendental_calls(current.values()), key=sympy.default_sort_key):
-            u = _half_argument(call)
-            if u is None:
-                continue
-            for expansion in _expansions(call, u):
-                trial = {name: expr.xreplace({call: expansion}) for name, expr in current.items()}
-                trial_count = len(transcendental_calls(trial.values()))
-                if trial_count < count and (best is None or trial_count < best[0]):
-                    best = (trial_count, trial)
-        if best is None:
-            return current
-        current = best[1]
+    while (rewritten := _one_call_fewer(current)) is not None:  # each rewrite removes a call, so this ends
+        current = rewritten
+    return current
+
+
+def _one_call_fewer(exprs: dict[str, sympy.Expr]) -> dict[str, sympy.Expr] | None:
+    """The first double-angle rewrite (in a fixed order) that leaves ``exprs`` with fewer distinct calls."""
+    calls = transcendental_calls(exprs.values())
+    for call in sorted(calls, key=sympy.default_sort_key):
+        u = _half_argument(call)
+        for expansion in _expansions(call, u) if u is not None else []:
+            trial = {name: expr.xreplace({call: expansion}) for name, expr in exprs.items()}
+            if len(transcendental_calls(trial.values())) < len(calls):
+                return trial
+    return None
 
 
 __all__ = ["TRANSCENDENTAL", "share_transcendentals", "transcendental_calls"]
