@@ -2,8 +2,9 @@
 reduction whose reduced (last) dim is sharded runs its split path (per-row statistics all-reduced, the rows never
 gathered), and modules made of generated kernels train under FSDP2.
 
-Tier 1: geglu (two inputs, no parameter), dyt (a scalar and two per-channel parameters, one optional) and a
-two-output reference. Tier 2: rms_norm (a per-channel weight), layer_norm (a mean, then a variance about it, two
+Tier 1: geglu (two inputs, no parameter), dyt (a scalar and two per-channel parameters, one optional), a
+two-output reference and an ill-conditioned one (its tolerance floor is eager fp32's own error, as in the
+single-process test). Tier 2: rms_norm (a per-channel weight), layer_norm (a mean, then a variance about it, two
 per-channel parameters), a log-softmax that also returns its per-row logsumexp, a softmax with a learnt scalar
 temperature, and a centred value over torch.var's unbiased std minus the row's maximum (a max with a gradient).
 Each is generated into a scratch checkout; its generated DTensor test runs the kernel on two processes (gloo,
@@ -56,11 +57,19 @@ def var_peak(x):
     centred = x - x.mean(-1, keepdim=True)
     return centred / x.std(-1, keepdim=True) - x.amax(-1, keepdim=True)
 """
+# snake written with 1 - cos(2u): fp32 loses digits to the cancellation where alpha * x is small, eager fp32 too.
+ILL_CONDITIONED = """import torch
+
+
+def cos_snake(x, alpha):
+    return x + (1 - torch.cos(2 * alpha * x)) / (2 * alpha)
+"""
 # kernel name -> the reference (a built-in name or a snippet on stdin)
 KERNELS = {
     "geglu": "geglu",
     "dyt": "dyt",
     "two_out": TWO_OUTPUTS,
+    "cos_snake": ILL_CONDITIONED,
     "rms_norm_gen": "rms_norm",
     "layer_norm_gen": "layer_norm",
     "lse_norm": LSE_NORM,
