@@ -15,6 +15,7 @@ inputs and writes each input gradient once (one-input norms: 2 and 3 passes of `
 
 import argparse
 import importlib.util
+import inspect
 import re
 import sys
 import tempfile
@@ -36,15 +37,39 @@ from benchmark.scripts.compare_with_upstream import setup
 from benchmark.scripts.compare_with_upstream import upstream_from
 from benchmark.scripts.utils import SingleBenchmarkRunInput
 
-# Source edits: name -> (pattern, replacement) pairs applied to the ops file's text.
+# Source edits: name -> (pattern, replacement[, count]) applied to the ops file's text.
+_TANH_FDIV = """@triton.jit
+def _tanh_fdiv(x):
+    x2 = x * x
+    series = x * (1.0 + x2 * (-1.0 / 3.0 + x2 * (2.0 / 15.0 + x2 * (-17.0 / 315.0 + x2 * (62.0 / 2835.0)))))
+    e = tl.exp(-2.0 * tl.abs(x))
+    magnitude = tl.fdiv(1.0 - e, 1.0 + e)
+    return tl.where(tl.abs(x) < 0.1, series, tl.where(x < 0.0, -magnitude, magnitude))
+"""
+_TANH_APPROX = """@triton.jit
+def _tanh_approx(x):
+    return tl.inline_asm_elementwise("tanh.approx.f32 $0, $1;", "=f,f", [x], dtype=tl.float32, is_pure=True, pack=1)
+"""
+
 VARIANTS = {
-    # libdevice's tanh instead of the core-op formula the generated file defines for the interpreter.
+    # libdevice's tanh instead of the core-op formula generated kernels import (tanh_from_exp).
     "libdevice_tanh": [
-        (r"(?<![\w.])(?<!def )_tanh\(", "libdevice.tanh("),
+        (r"(?<![\w.])tanh_from_exp\(", "libdevice.tanh("),
         (
             r"^import triton.language as tl$",
             "import triton.language as tl\n\nfrom triton.language.extra import libdevice",
         ),
+    ],
+    # tanh_from_exp with an approximate division (div.full.f32, 2 ulp) instead of the IEEE one.
+    "fdiv_tanh": [
+        (r"(?<![\w.])tanh_from_exp\(", "_tanh_fdiv("),
+        (r"^(@triton.jit\ndef )", _TANH_FDIV + r"\n\n\1", 1),
+    ],
+    # The SFU's tanh.approx.f32 (about 2^-11 relative error: a bound on what a cheaper tanh can give, not a kernel
+    # for fp32 results).
+    "approx_tanh": [
+        (r"(?<![\w.])tanh_from_exp\(", "_tanh_approx("),
+        (r"^(@triton.jit\ndef )", _TANH_APPROX + r"\n\n\1", 1),
     ],
 }
 
@@ -79,8 +104,8 @@ def load_variant(module, variant: str):
     ``variant``, imported from a temporary file (Triton reads the kernels' source text)."""
     if variant in VARIANTS:
         text = Path(module.__file__).read_text()
-        for pattern, replacement in VARIANTS[variant]:
-            text = re.sub(pattern, replacement, text, flags=re.MULTILINE)
+        for pattern, replacement, *count in VARIANTS[variant]:  # an optional count: replace that many
+            text = re.sub(pattern, replacement, text, count=count[0] if count else 0, flags=re.MULTILINE)
     else:
         text = Path(variant).read_text()
     path = Path(tempfile.mkdtemp()) / f"{module.__name__.rsplit('.', 1)[-1]}_{Path(variant).stem}.py"
@@ -120,7 +145,11 @@ class Patched:
             edited = load_variant(module, variant)
             for name, value in vars(edited).items():
                 # JITFunction compiled, InterpretedFunction under TRITON_INTERPRET=1
-                if type(value).__name__ in ("JITFunction", "InterpretedFunction") and hasattr(module, name):
+                # JITFunction compiled, InterpretedFunction under TRITON_INTERPRET=1; an edited copy's host
+                # functions too (a variant may launch its kernels otherwise)
+                kernel = type(value).__name__ in ("JITFunction", "InterpretedFunction")
+                host = inspect.isfunction(value) and value.__module__ == edited.__name__
+                if (kernel or host) and hasattr(module, name):
                     self.changes[name] = value
 
     def __enter__(self):

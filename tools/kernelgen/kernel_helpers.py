@@ -2,6 +2,8 @@
 a target lacks (an upstream Liger-Kernel checkout has none of them).
 
 - ``get_num_sms``: streaming multiprocessors, to size the persistent grids of kernels with parameter gradients;
+- ``is_triton_interpreter``: whether kernels run under ``TRITON_INTERPRET=1`` (tier-2 backwards pipeline their row
+  walk only when compiled);
 - ``pow`` (and ``tanh``, for hand-written kernels): jit math; compiled, libdevice's; under ``TRITON_INTERPRET=1``
   libdevice does not exist, and they are formulas of core ``tl`` ops with the same values (``pow`` with torch's
   signs for integer exponents of negative bases and ``x ** 0 == 1``);
@@ -39,6 +41,12 @@ def get_num_sms() -> int:
     if torch.cuda.is_available():
         return torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
     return 4  # Triton's CPU interpreter runs programs one by one: a few partial sums keep the reduction tested
+'''
+
+IS_TRITON_INTERPRETER_SOURCE = '''
+def is_triton_interpreter() -> bool:
+    """True when Triton kernels run on the CPU under Triton's interpreter (TRITON_INTERPRET=1; added by kernelgen)."""
+    return os.environ.get("TRITON_INTERPRET", "0") == "1"
 '''
 
 # The interpreted definitions of the jit math helpers (compiled, each is libdevice's function of the same name).
@@ -86,7 +94,7 @@ def tanh_from_exp(x):
     return tl.where(tl.abs(x) < 0.1, series, tl.where(x < 0.0, -magnitude, magnitude))
 """,
 }
-HELPERS = ("get_num_sms", *JIT_MATH, *sorted(CORE_SOURCES))
+HELPERS = ("get_num_sms", "is_triton_interpreter", *JIT_MATH, *sorted(CORE_SOURCES))
 
 _BLOCK_COMMENT = """\
 # libdevice math is compiled to PTX intrinsics and does not exist under the interpreter (``libdevice.tanh`` is
@@ -152,6 +160,8 @@ def add_kernel_helpers(source: str, names: list[str], sort_imports: Callable[[st
         if not wanted:
             return text
         reads = {"torch"} if "get_num_sms" in wanted else set()
+        if "is_triton_interpreter" in wanted:
+            reads.add("os")
         math = [name for name in wanted if name in INTERPRETED_SOURCES]
         core = [name for name in wanted if name in CORE_SOURCES]
         if math:
@@ -161,6 +171,8 @@ def add_kernel_helpers(source: str, names: list[str], sort_imports: Callable[[st
         text = _add_imports(text, [line for name, line in _IMPORTS.items() if name in reads and name not in defined])
         if "get_num_sms" in wanted:
             text = add_function(text, GET_NUM_SMS_SOURCE.lstrip("\n"))
+        if "is_triton_interpreter" in wanted:
+            text = add_function(text, IS_TRITON_INTERPRETER_SOURCE.lstrip("\n"))
         for name in core:
             text = add_function(text, CORE_SOURCES[name].lstrip("\n"))
         if math:

@@ -202,6 +202,7 @@ class RowKernelView:
     intro: list[str] = field(default_factory=list)  # comment lines above the kernel body
     notes: list[str] = field(default_factory=list)  # comment lines above the loads or the loop
     dtype_source: str = ""  # the pointer whose element type is the inputs' dtype, when the math rounds to it
+    column_tiles: bool = False  # a gradient pass that reduces nothing: a second grid axis over column blocks
 
     @property
     def param_loads_by_line(self) -> list[list[LearnableParameter]]:
@@ -250,6 +251,7 @@ class RowProgramOpsView:
     block_elements: int
     programs_per_sm: int
     num_warps: int | None
+    backward_rows_held: int  # full tiles a fused backward thread keeps live: accumulators and loaded rows
     dtensor: DTensorView
     forward_kernel: RowKernelView  # the fused kernels
     backward_kernel: RowKernelView
@@ -841,7 +843,9 @@ def _row_program_ops(profile: KernelProfile) -> RowProgramOpsView:
         + [f"ctx.{hp.name}" for hp in profile.hyperparameters],
         gradient_aliases=dict(math.gradient_aliases),
         in_place=bool(profile.backward.in_place_gradients) and bool(grad_inputs) and bool(outputs),
-        utils_imports=_utils_imports(statements, ["ensure_contiguous"] + (["get_num_sms"] if params else [])),
+        utils_imports=_utils_imports(
+            statements, ["ensure_contiguous"] + (["get_num_sms", "is_triton_interpreter"] if params else [])
+        ),
         uses_cast=uses_cast,
         precision_note=_precision_note(math.precision_sensitive_ops),
         gradient_note=gradient_note,
@@ -851,6 +855,7 @@ def _row_program_ops(profile: KernelProfile) -> RowProgramOpsView:
         block_elements=profile.tiling.block_elements,
         programs_per_sm=profile.tiling.programs_per_sm,
         num_warps=profile.tiling.num_warps,
+        backward_rows_held=len(channel_grads) + len(backward_element_grads) + len(backward_inputs),
         dtensor=dtensor_view(profile, grad_inputs, [f"grad_{name}" for name in outputs], tuple(math.row_outputs)),
         forward_kernel=forward_kernel,
         backward_kernel=backward_kernel,
@@ -922,6 +927,7 @@ def _split_rows(profile: KernelProfile, math, fused_backward: RowKernelView) -> 
         channel_grads=fused_backward.channel_grads,
         scalar_grads=fused_backward.scalar_grads,
         dtype_source=fused_backward.dtype_source if _rounds_to_input(last.lines) else "",
+        column_tiles=True,
     )
     return SplitRowsView(forward_passes, forward, backward_passes, backward)
 
