@@ -177,7 +177,8 @@ def _check_against_autograd(profile, rows=5, cols=37, seed=0):
     for spec, want in zip(profile.outputs, expected):
         got = forward[spec.name]
         torch.testing.assert_close(got.reshape(want.shape), want.detach().to(got.dtype), rtol=rtol, atol=atol)
-    backward_values = {**values, **{s: forward[s] for s in math.saved}}
+    # The backward reads the saved statistics and, where it is written in them, the outputs (a softmax's y).
+    backward_values = {**values, **{s: forward[s] for s in math.saved + math.reused_outputs}}
     for spec, grad in zip(profile.outputs, grads):
         row_output = spec.name in math.row_outputs
         backward_values[f"grad_{spec.name}"] = grad.reshape(rows, 1) if row_output else grad
@@ -317,3 +318,18 @@ def test_reductions_outside_the_representation_name_the_op_and_line(tmp_path, bo
     with pytest.raises(AnalyzeError, match=message) as caught:
         analyze(str(path))
     assert "ref.py:5:" in str(caught.value)
+
+
+@pytest.mark.parametrize("reference", ["softmax", "styles:method_softmax", "styles:temperature_softmax"])
+def test_a_softmax_backward_reads_its_output_instead_of_recomputing_the_exponential(styles_path, reference):
+    """y = exp(x - max) / sum is one call times a per-row factor: the backward is written in y (saved instead of x
+    and the statistics) and evaluates no exponential, whatever the spelling."""
+    source = reference.replace("styles", str(styles_path))
+    math = _check_against_autograd(analyze(source, name="softmax_like"))
+    assert math.reused_outputs == ["y"] and math.saved == []
+    assert "x" not in math.backward_reads and not any("tl.exp" in line for line in math.backward)
+
+
+def test_outputs_that_are_not_one_call_times_a_row_factor_are_recomputed():
+    for reference in ("log_softmax", "layer_norm", "rms_norm", "l2_normalize"):
+        assert row_math(analyze(reference, name=f"{reference}_gen")).reused_outputs == [], reference

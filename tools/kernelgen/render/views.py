@@ -767,7 +767,8 @@ def _row_program_ops(profile: KernelProfile) -> RowProgramOpsView:
     params = profile.parameters
     param_names = [p.name for p in params]
     reads = set(math.backward_reads)
-    backward_inputs = [name for name in inputs if name in reads]
+    # Tensors the backward loads per element: inputs, and outputs it reads instead of recomputing (saved alike).
+    backward_inputs = [name for name in inputs if name in reads] + list(math.reused_outputs)
     backward_params = [p for p in params if p.name in reads]
     keepdim = {t.name: t.keepdim for t in profile.outputs}
     statements = math.forward + math.backward
@@ -911,7 +912,8 @@ def _split_rows(profile: KernelProfile, math, fused_backward: RowKernelView) -> 
         element_stores=[o for o in outputs if o not in math.row_outputs],
         row_output_stores=list(math.row_outputs),
     )
-    backward_passes, backward_rows = passes(math.split_backward, element_grads + inputs, "backward")
+    loaded = inputs + list(math.reused_outputs)
+    backward_passes, backward_rows = passes(math.split_backward, element_grads + loaded, "backward")
     last = math.split_backward[-1]
     reads = set(last.reads)
     backward = RowKernelView(
@@ -920,7 +922,7 @@ def _split_rows(profile: KernelProfile, math, fused_backward: RowKernelView) -> 
         width="shard_cols",
         element_args=[n for n in element_grads if n in reads],
         row_grad_args=[n for n in row_grads if n in reads],
-        input_args=[n for n in inputs if n in reads],
+        input_args=[n for n in loaded if n in reads],
         param_loads=[p for p in params if p.name in reads],
         row_loads=[n for n in backward_rows if n in reads and n not in row_grads],
         element_stores=fused_backward.element_stores,

@@ -96,6 +96,8 @@ class RowMath:
     zero_adjoints: list[str] = field(default_factory=list)  # statistics whose gradient is exactly 0
     # grad_{input} -> the grad_{input} it equals (x + residual feeding everything): one buffer serves both.
     gradient_aliases: dict[str, str] = field(default_factory=dict)
+    # Per-element outputs the backward reads instead of recomputing them (saved like inputs: a softmax's y).
+    reused_outputs: list[str] = field(default_factory=list)
     # The same forward and backward for columns split over ranks: reduction passes, then the outputs' pass.
     split_forward: list[RowPass] = field(default_factory=list)
     split_backward: list[RowPass] = field(default_factory=list)
@@ -359,7 +361,7 @@ class _Program:
         forward_taken = set(taken)
         forward = _schedule(self._hoisted(forward_items, taken), taken)
 
-        backward_items, formulas = self._backward_items(adjoints, taken)
+        backward_items, formulas, reused = self._cheapest_backward(adjoints, taken)
         backward_taken = set(taken)
         backward = _schedule(self._hoisted(backward_items, taken), taken)
         defined = {name for name, _, _ in backward_items}
@@ -380,6 +382,7 @@ class _Program:
             precision_sensitive_ops=_precision_sensitive_ops(every),
             zero_adjoints=zeros,
             gradient_aliases=dict(self.aliases),
+            reused_outputs=reused,
             split_forward=self._split(forward_items, forward_taken),
             split_backward=self._split(backward_items, backward_taken),
         )
@@ -444,9 +447,58 @@ class _Program:
         ]
         return extra + rewritten
 
-    def _backward_items(self, adjoints, taken) -> tuple[list[tuple[str, str, sympy.Expr]], dict[str, str]]:
+    def _cheapest_backward(self, adjoints, taken):
+        """The backward's items and formulas, and the outputs it reads: written in a per-element output where that
+        reads no more tensors and evaluates fewer transcendental functions (softmax: ``y * (dy - sum(y * dy))``
+        instead of recomputing ``exp(x - max) / sum``; the output is saved instead of the input), else in the
+        inputs. ``taken`` gains the names of the version kept."""
+        reuse = self._output_reuse()
+        trial = set(taken)
+        recomputed, recomputed_formulas = self._backward_items(adjoints, trial, {})
+        aliases = dict(self.aliases)
+        if reuse:
+            reusing_taken = set(taken)
+            self.aliases = {}
+            reusing, reusing_formulas = self._backward_items(adjoints, reusing_taken, reuse)
+            outputs = {symbol.name for symbol in reuse.values() for symbol in symbol.free_symbols}
+
+            def cost(items):
+                free = {s for _, _, expr in items for s in expr.free_symbols}
+                tensors = {s for s in free if s in self.element or s.name in self.outputs}
+                calls = sum(len(expr.atoms(sympy.Function)) for _, _, expr in items)
+                return len(tensors), calls
+
+            loads, calls = cost(reusing)
+            if loads <= cost(recomputed)[0] and calls < cost(recomputed)[1]:
+                taken |= reusing_taken
+                read = {s.name for _, _, expr in reusing for s in expr.free_symbols}
+                return reusing, reusing_formulas, sorted(outputs & read)
+        self.aliases = aliases
+        taken |= trial
+        return recomputed, recomputed_formulas, []
+
+    def _output_reuse(self) -> dict[sympy.Expr, sympy.Expr]:
+        """For each per-element output that is one function call times a per-row factor (``exp(x - max) / sum``),
+        that call written in the output: ``{exp(x - max): y * sum}``."""
+        reuse = {}
+        for name, expr in self.outputs.items():
+            if name in self.row_outputs:
+                continue
+            factors = sympy.Mul.make_args(expr)
+            calls = [f for f in factors if isinstance(f, sympy.Function) and not self._row_constant(f)]
+            rest = sympy.Mul(*(f for f in factors if f not in calls))
+            if len(calls) == 1 and self._row_constant(rest) and rest != 0:
+                output = sympy.Symbol(name, real=True)
+                self.element.add(output)  # loaded per element, like an input
+                self.varying.add(output)
+                reuse[calls[0]] = output / rest
+        return reuse
+
+    def _backward_items(
+        self, adjoints, taken, reuse: dict[sympy.Expr, sympy.Expr]
+    ) -> tuple[list[tuple[str, str, sympy.Expr]], dict[str, str]]:
         """Backward statements in order (recomputed extrema, row sums, adjoints, gradients) and readable formulas
-        of the adjoints and gradients."""
+        of the adjoints and gradients; ``reuse`` rewrites function calls in the outputs that equal them."""
         items: list[tuple[str, str, sympy.Expr]] = []
         formulas: dict[str, str] = {}
         for statistic in self.statistics:
@@ -481,7 +533,7 @@ class _Program:
         # one-column LayerNorm's gradient is exactly 0 this way).
         written: dict[sympy.Symbol, sympy.Expr] = {}
         for statistic in reversed(self.statistics):
-            adjoint = adjoints[statistic.name]
+            adjoint = adjoints[statistic.name].xreplace(reuse)
             if adjoint == 0:
                 continue
             symbol = adjoint_symbol(statistic.name)
@@ -490,7 +542,7 @@ class _Program:
         seen: dict[sympy.Expr, str] = {}
         for name in [*self.inputs, *self.parameters]:
             per_row = self.parameters.get(name) == "scalar"
-            gradient = self._gradient(name, adjoints, per_row=per_row)
+            gradient = self._gradient(name, adjoints, per_row=per_row).xreplace(reuse)
             formulas[f"grad_{name}"] = format_formula(gradient)
             if name in self.inputs and gradient != 0 and gradient in seen:
                 # x + residual: both inputs get the same gradient, computed and written once.
