@@ -223,7 +223,7 @@ def test_this_host_s_utils_has_the_helpers_kernels_import_and_they_are_kernelgen
     """Nothing is added to a checkout that has the helpers: this host's jit math block is exactly what kernelgen adds
     to one that lacks it."""
     host = (REPO_ROOT / OPS_UTILS).read_text()
-    assert missing_helpers(host, {"ensure_contiguous", "get_num_sms", "pow", "tanh"}) == []
+    assert missing_helpers(host, {"ensure_contiguous", "get_num_sms", "is_triton_interpreter", "pow", "tanh"}) == []
     block = jit_math_block(["pow", "tanh"], "is_triton_interpreter()")
     without = host.replace(f"\n\n{block}", "")
     assert without != host and missing_helpers(without, {"tanh", "pow"}) == ["pow", "tanh"]
@@ -236,7 +236,7 @@ def test_a_utils_without_helpers_or_their_imports_gets_them_sorted_and_working(t
     with their imports where the target's isort settings put them, ruff-clean, and tanh and pow compute (under the
     interpreter, the core-op formulas) what torch does."""
     old = (FIXTURES / "upstream_layout" / "ops_utils_old.py.txt").read_text()
-    helpers = ["get_num_sms", "pow", "tanh", "tanh_from_exp"]
+    helpers = ["get_num_sms", "is_triton_interpreter", "pow", "tanh", "tanh_from_exp"]
     updated = add_kernel_helpers(old, helpers, lambda t: sort_imports(t, REPO_ROOT, OPS_UTILS))
     assert all(line in updated.splitlines() for line in old.splitlines())
     assert "import os\n" in updated and "import triton.language as tl\n" in updated
@@ -257,6 +257,7 @@ def test_a_utils_without_helpers_or_their_imports_gets_them_sorted_and_working(t
     finally:
         sys.path.remove(str(tmp_path))
     assert utils.get_num_sms() > 0
+    assert utils.is_triton_interpreter() == (os.environ.get("TRITON_INTERPRET") == "1")
     x = torch.tensor([-30.0, -2.0, -2.0, -0.5, -1e-3, 0.0, 0.0, 1e-4, 0.3, 2.0, 5.0, 40.0, 3.0, -3.0, 0.0, 2.0])
     y = torch.tensor([3.0, 2.0, 0.5, 0.0, 1.0, 0.0, 2.5, 2.0, -1.5, 0.5, 3.0, 1.0, -2.0, 3.0, 0.0, 3.0])
     device = infer_device()
