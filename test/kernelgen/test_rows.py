@@ -333,3 +333,27 @@ def test_a_softmax_backward_reads_its_output_instead_of_recomputing_the_exponent
 def test_outputs_that_are_not_one_call_times_a_row_factor_are_recomputed():
     for reference in ("log_softmax", "layer_norm", "rms_norm", "l2_normalize"):
         assert row_math(analyze(reference, name=f"{reference}_gen")).reused_outputs == [], reference
+
+
+def test_only_outputs_are_listed_as_reused_when_the_backward_still_reads_a_statistic():
+    """A softmax that also returns its sum: the backward is written in y and still reads the statistic `s` (the sum's
+    gradient reaches x as grad_z * y * s), which stays a saved statistic, not an output loaded per element."""
+    from tools.kernelgen.synth.rows import synthesize_rows
+
+    math = synthesize_rows(
+        [("s", "sum", "exp(x)")],
+        {"y": "exp(x) / s", "z": "s"},
+        ["x"],
+    )
+    assert math.reused_outputs == ["y"]
+    assert "s" in math.saved and "x" not in math.backward_reads
+    x = torch.randn(3, 7, dtype=torch.float64)
+    tile = {"mask": torch.ones(3, 7, dtype=torch.bool), "n_cols": 7, "BLOCK_ROWS": 3, "BLOCK_COLS": 7}
+    forward = run_statements(math.forward, {**tile, "x": x})
+    grad_y, grad_z = torch.randn(3, 7, dtype=torch.float64), torch.randn(3, 1, dtype=torch.float64)
+    values = {**tile, "y": forward["y"], "s": forward["s"], "grad_y": grad_y, "grad_z": grad_z}
+    got = run_statements(math.backward, values)["grad_x"]
+    leaf = x.clone().requires_grad_()
+    total = leaf.exp().sum(-1, keepdim=True)
+    torch.autograd.backward([leaf.exp() / total, total], [grad_y, grad_z])
+    torch.testing.assert_close(got, leaf.grad)

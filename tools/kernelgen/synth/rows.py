@@ -449,38 +449,43 @@ class _Program:
 
     def _cheapest_backward(self, adjoints, taken):
         """The backward's items and formulas, and the outputs it reads: written in a per-element output where that
-        reads no more tensors and evaluates fewer transcendental functions (softmax: ``y * (dy - sum(y * dy))``
-        instead of recomputing ``exp(x - max) / sum``; the output is saved instead of the input), else in the
-        inputs. ``taken`` gains the names of the version kept."""
-        reuse = self._output_reuse()
-        trial = set(taken)
-        recomputed, recomputed_formulas = self._backward_items(adjoints, trial, {})
-        aliases = dict(self.aliases)
+        loads no more tensors and calls fewer functions (softmax: ``y * (dy - sum(y * dy))`` instead of recomputing
+        ``exp(x - max) / sum``; the output is saved instead of the input), else in the inputs. ``taken`` gains the
+        names of the version kept."""
+        recomputed = self._backward_version(adjoints, taken, {})
+        outputs, reuse = self._output_reuse()
         if reuse:
-            reusing_taken = set(taken)
-            self.aliases = {}
-            reusing, reusing_formulas = self._backward_items(adjoints, reusing_taken, reuse)
-            outputs = {symbol.name for symbol in reuse.values() for symbol in symbol.free_symbols}
+            self.element |= outputs  # loaded per element, like inputs
+            self.varying |= outputs
+            reusing = self._backward_version(adjoints, taken, reuse)
+            (loads, calls), (loads_before, calls_before) = self._cost(reusing[0]), self._cost(recomputed[0])
+            if loads <= loads_before and calls < calls_before:
+                items, formulas, names, self.aliases = reusing
+                taken |= names
+                read = {s for _, _, expr in items for s in expr.free_symbols}
+                return items, formulas, sorted(s.name for s in outputs & read)
+            self.element -= outputs
+            self.varying -= outputs
+        items, formulas, names, self.aliases = recomputed
+        taken |= names
+        return items, formulas, []
 
-            def cost(items):
-                free = {s for _, _, expr in items for s in expr.free_symbols}
-                tensors = {s for s in free if s in self.element or s.name in self.outputs}
-                calls = sum(len(expr.atoms(sympy.Function)) for _, _, expr in items)
-                return len(tensors), calls
+    def _backward_version(self, adjoints, taken, reuse):
+        """``_backward_items`` on copies: (items, formulas, the names it took, the gradient aliases it found)."""
+        names, self.aliases = set(taken), {}
+        items, formulas = self._backward_items(adjoints, names, reuse)
+        return items, formulas, names, self.aliases
 
-            loads, calls = cost(reusing)
-            if loads <= cost(recomputed)[0] and calls < cost(recomputed)[1]:
-                taken |= reusing_taken
-                read = {s.name for _, _, expr in reusing for s in expr.free_symbols}
-                return reusing, reusing_formulas, sorted(outputs & read)
-        self.aliases = aliases
-        taken |= trial
-        return recomputed, recomputed_formulas, []
+    def _cost(self, items) -> tuple[int, int]:
+        """Per-element tensors a backward loads, and the function calls it evaluates."""
+        free = {s for _, _, expr in items for s in expr.free_symbols}
+        tensors = {s for s in free if s in self.element}
+        return len(tensors), sum(len(expr.atoms(sympy.Function)) for _, _, expr in items)
 
-    def _output_reuse(self) -> dict[sympy.Expr, sympy.Expr]:
-        """For each per-element output that is one function call times a per-row factor (``exp(x - max) / sum``),
-        that call written in the output: ``{exp(x - max): y * sum}``."""
-        reuse = {}
+    def _output_reuse(self) -> tuple[set[sympy.Symbol], dict[sympy.Expr, sympy.Expr]]:
+        """The per-element outputs that are one function call times a per-row factor (``y = exp(x - max) / sum``),
+        as symbols, and each such call written in its output: ``{exp(x - max): y * sum}``."""
+        outputs, reuse = set(), {}
         for name, expr in self.outputs.items():
             if name in self.row_outputs:
                 continue
@@ -489,10 +494,9 @@ class _Program:
             rest = sympy.Mul(*(f for f in factors if f not in calls))
             if len(calls) == 1 and self._row_constant(rest) and rest != 0:
                 output = sympy.Symbol(name, real=True)
-                self.element.add(output)  # loaded per element, like an input
-                self.varying.add(output)
+                outputs.add(output)
                 reuse[calls[0]] = output / rest
-        return reuse
+        return outputs, reuse
 
     def _backward_items(
         self, adjoints, taken, reuse: dict[sympy.Expr, sympy.Expr]
