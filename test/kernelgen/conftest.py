@@ -1,6 +1,7 @@
 """Fixtures for the generator's tests: throw-away Liger checkouts to generate into."""
 
 import contextlib
+import importlib.util
 import io
 import os
 import shutil
@@ -139,6 +140,15 @@ def one_line_error(result: subprocess.CompletedProcess) -> str:
 # The generated DTensor tests start two processes each (seconds apiece on two cores): test_dtensor.py runs them for
 # representative kernels, and tests about something else leave them out with these arguments.
 WITHOUT_DTENSOR = ("-k", "not dtensor")
+
+
+def import_generated_ops(checkout: Path, name: str):
+    """Kernel ``name``'s generated ops module in ``checkout``, imported from its file in this process (what it imports
+    from ``liger_kernel`` comes from this library)."""
+    spec = importlib.util.spec_from_file_location(f"generated_{name}", checkout / kernel_paths(name)["ops"])
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def run_pytest(checkout: Path, *paths: str) -> subprocess.CompletedProcess:

@@ -8,14 +8,13 @@ the CPU the kernels run under the Triton interpreter with small shapes; on a GPU
 shapes.
 """
 
-import importlib.util
-
 import pytest
 import torch
 
 from test.kernelgen.conftest import WITHOUT_DTENSOR
 from test.kernelgen.conftest import assert_generated_tests_pass
 from test.kernelgen.conftest import copy_checkout
+from test.kernelgen.conftest import import_generated_ops
 from test.kernelgen.test_analyze import TIER2_BUILTINS
 from test.kernelgen.test_rows import STYLE_ENTRIES
 from test.kernelgen.test_rows import STYLES
@@ -61,20 +60,12 @@ def test_generated_row_kernels_match_torch_autograd(generated_checkout):
     assert_generated_tests_pass(root, names, at_least_per_kernel=6, extra=WITHOUT_DTENSOR)
 
 
-def _load_ops(root, name):
-    """A generated ops module imported from its file (its helpers come from this library's ops/utils.py)."""
-    spec = importlib.util.spec_from_file_location(f"generated_{name}", root / kernel_paths(name)["ops"])
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_the_backward_schedule_follows_the_register_budget(generated_checkout, monkeypatch):
     """Fused with pipelined loads while a thread's live tiles fit 64 registers, fused without past that, the split
     path past 96 (H200: benchmark/data/tier2_backward_schedule_h200.log), as compiled (the interpreter runs the
     while loop)."""
     root, _ = generated_checkout
-    layer_norm, rms_norm = _load_ops(root, "layer_norm_gen"), _load_ops(root, "rms_norm_gen")
+    layer_norm, rms_norm = import_generated_ops(root, "layer_norm_gen"), import_generated_ops(root, "rms_norm_gen")
     assert (layer_norm._BACKWARD_ROWS_HELD, rms_norm._BACKWARD_ROWS_HELD) == (4, 3)  # + grad_y, x; 2 or 1 accumulators
 
     def schedule(module, n_cols):
@@ -92,7 +83,7 @@ def test_rows_past_the_register_budget_take_the_split_backward_and_match_torch(g
     """Rows of 9000 columns: the generated layer norm's backward runs the split path (a row-sum pass, then blocks of
     2048 columns), and its gradients are torch.autograd's."""
     root, _ = generated_checkout
-    module = _load_ops(root, "layer_norm_gen")
+    module = import_generated_ops(root, "layer_norm_gen")
     block_rows, block_cols, num_warps = module._tile_settings(3, 9000, backward=True)
     assert module._backward_schedule(block_rows * block_cols, num_warps)[0]
     torch.manual_seed(0)

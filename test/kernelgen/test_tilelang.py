@@ -9,14 +9,13 @@ generated program is also built with the settings its wrappers compute and lower
 arguments are checked against the program's buffers: that catches TileLang API mistakes before a GPU runs the tests.
 """
 
-import importlib.util
-
 import pytest
 import sympy
 import torch
 import yaml
 
 from test.kernelgen.conftest import copy_checkout
+from test.kernelgen.conftest import import_generated_ops
 from test.kernelgen.conftest import one_line_error
 from test.kernelgen.conftest import run_kernelgen
 from test.kernelgen.conftest import run_pytest
@@ -169,10 +168,7 @@ def lowered(checkout):
         return lambda *args: _check_launch(done[key], key, args)
 
     def lower(name, apply):
-        path = checkout / kernel_paths(name)["ops"]
-        spec = importlib.util.spec_from_file_location(f"generated_{name}", path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
+        module = import_generated_ops(checkout, name)
         module._compiled = compiled
         apply(module)
 
