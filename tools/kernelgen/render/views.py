@@ -210,10 +210,16 @@ class RowKernelView:
         return _first_uses(self.lines, self.param_loads)
 
     @property
+    def accumulates(self) -> bool:
+        """A gradient pass with parameter gradients: a persistent grid summing them over the rows it walks (the walk
+        pipelined or not: ``tiles_per_program``, ``PIPELINE_LOADS``)."""
+        return bool(self.channel_grads or self.scalar_grads)
+
+    @property
     def reloads_parameters(self) -> bool:
         """A persistent gradient pass that reads parameters: it holds them across row tiles or re-reads them per
         tile (``HOLD_PARAMETERS``, chosen at launch from the tile size)."""
-        return bool(self.param_loads) and bool(self.channel_grads or self.scalar_grads)
+        return bool(self.param_loads) and self.accumulates
 
 
 @dataclass(frozen=True)
