@@ -33,11 +33,17 @@ def param_loads(params: list[LearnableParameter], optional: dict[str, str]) -> l
     return lines
 
 
-def pointer_moves(strided: list[str], contiguous: list[str], rows: str) -> list[str]:
-    """Each pointer moved ``rows`` rows on: strided tensors by their own row stride, contiguous ones by n_cols."""
-    return [f"{name}_ptr += {rows} * {name}_row_stride" for name in strided] + [
-        f"{name}_ptr += {rows} * n_cols" for name in contiguous
-    ]
+def pointer_moves(
+    strided: list[str], contiguous: list[str], rows: str, columns: str = "", channel: list[str] = ()
+) -> list[str]:
+    """Each pointer moved ``rows`` rows on: strided tensors by their own row stride, contiguous ones by n_cols; with
+    ``columns``, also that many columns on, per-channel parameters (``channel``) included."""
+    on = f" + {columns}" if columns else ""
+    return (
+        [f"{name}_ptr += {rows} * {name}_row_stride{on}" for name in strided]
+        + [f"{name}_ptr += {rows} * n_cols{on}" for name in contiguous]
+        + [f"{name}_ptr += {columns}" for name in channel if columns]
+    )
 
 
 def contiguous_params(

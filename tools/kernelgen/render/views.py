@@ -121,6 +121,7 @@ class ElementwiseOpsView:
     dtensor: DTensorView
     # Lines of the kernels and wrappers (render/tier1.py), each list at one indentation level
     forward_param_loads: list[str]
+    forward_channel_params: list[str]  # per-channel parameters the forward reads (by column: it walks rows)
     backward_param_loads: list[str]
     forward_pointer_moves: list[str]  # to the program's tile
     backward_pointer_moves: list[str]  # to the program's first tile
@@ -619,6 +620,7 @@ def _elementwise_fields(profile: KernelProfile) -> dict[str, Any]:
     forward_inputs = [name for name in inputs if name in forward_reads]
     forward_params = [prm for prm in params if prm.name in forward_reads]
     backward_params = [prm for prm in params if prm.name in backward_reads]
+    forward_channel = [prm.name for prm in forward_params if prm.shape == "channel"]
     grad_input_names = [f"grad_{name}" for name in grad_inputs]
     # The parameters and their partial-sum buffers as launch arguments: an absent optional one passes a placeholder
     param_args = [
@@ -674,8 +676,12 @@ def _elementwise_fields(profile: KernelProfile) -> dict[str, Any]:
         dtensor=dtensor_view(profile, grad_inputs, grad_outputs),
         forward_param_loads=tier1.param_loads(forward_params, optional),
         backward_param_loads=tier1.param_loads(backward_params, optional),
-        forward_pointer_moves=tier1.pointer_moves(forward_inputs, outputs, "row_start"),
-        backward_pointer_moves=tier1.pointer_moves(backward_reads_first, grad_input_names, "row_start"),
+        forward_channel_params=forward_channel,
+        forward_pointer_moves=tier1.pointer_moves(forward_inputs, outputs, "row_start", "col_start", forward_channel),
+        # A backward with parameters walks row tiles of one column block (cols: the block's columns).
+        backward_pointer_moves=tier1.pointer_moves(
+            backward_reads_first, grad_input_names, "row_start", "" if params else "col_start"
+        ),
         backward_pointer_steps=tier1.pointer_moves(backward_reads_first, grad_input_names, "row_step"),
         accumulator_inits=tier1.accumulator_inits(params, optional),
         accumulations=tier1.accumulations(params, optional),
