@@ -7,8 +7,11 @@ import sys
 
 import pytest
 import torch
+import triton
+import triton.language as tl
 import yaml
 
+from liger_kernel.ops.utils import widen_to_fp32
 from test.kernelgen.conftest import EXAMPLES
 from test.kernelgen.conftest import REPO_ROOT
 from test.kernelgen.conftest import WITHOUT_DTENSOR
@@ -25,6 +28,7 @@ from tools.kernelgen.formatting import lint_findings
 from tools.kernelgen.formatting import sort_imports
 from tools.kernelgen.generate import GenerateError
 from tools.kernelgen.generate import plan_new
+from tools.kernelgen.kernel_helpers import CORE_SOURCES
 from tools.kernelgen.kernel_helpers import add_kernel_helpers
 from tools.kernelgen.kernel_helpers import jit_math_block
 from tools.kernelgen.kernel_helpers import missing_helpers
@@ -228,6 +232,9 @@ def test_this_host_s_utils_has_the_helpers_kernels_import_and_they_are_kernelgen
     without = host.replace(f"\n\n{block}", "")
     assert without != host and missing_helpers(without, {"tanh", "pow"}) == ["pow", "tanh"]
     assert add_kernel_helpers(without, ["pow", "tanh"], lambda text: text) == host
+    # The core-op helpers are kernelgen's text too (this host defines them, so none is inserted here).
+    assert missing_helpers(host, set(CORE_SOURCES)) == []
+    assert all(CORE_SOURCES[name].strip("\n") in host for name in CORE_SOURCES)
 
 
 @pytest.mark.filterwarnings("ignore:.*encountered in:RuntimeWarning")  # log2(0), 0 * inf of the masked-off branches
@@ -236,7 +243,7 @@ def test_a_utils_without_helpers_or_their_imports_gets_them_sorted_and_working(t
     with their imports where the target's isort settings put them, ruff-clean, and tanh and pow compute (under the
     interpreter, the core-op formulas) what torch does."""
     old = (FIXTURES / "upstream_layout" / "ops_utils_old.py.txt").read_text()
-    helpers = ["get_num_sms", "is_triton_interpreter", "pow", "tanh", "tanh_from_exp"]
+    helpers = ["get_num_sms", "is_triton_interpreter", "pow", "tanh", "tanh_from_exp", "widen_to_fp32"]
     updated = add_kernel_helpers(old, helpers, lambda t: sort_imports(t, REPO_ROOT, OPS_UTILS))
     assert all(line in updated.splitlines() for line in old.splitlines())
     assert "import os\n" in updated and "import triton.language as tl\n" in updated
@@ -266,6 +273,27 @@ def test_a_utils_without_helpers_or_their_imports_gets_them_sorted_and_working(t
     assert_verbose_allclose(t.cpu(), torch.tanh(x.double()).float(), atol=1e-7, rtol=1e-6)
     assert_verbose_allclose(e.cpu(), torch.tanh(x.double()).float(), atol=1e-7, rtol=1e-6)
     assert torch.allclose(p.cpu(), torch.pow(x.double(), y.double()).float(), rtol=1e-5, atol=0, equal_nan=True)
+
+
+@triton.jit
+def _widen(x_ptr, y_ptr, BLOCK: tl.constexpr):
+    offsets = tl.arange(0, BLOCK)
+    tl.store(y_ptr + offsets, widen_to_fp32(tl.load(x_ptr + offsets)))
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+def test_widen_to_fp32_is_the_exact_conversion_for_every_storage_dtype(dtype):
+    """The tier-2 backwards' second widening of a held row (bf16 by bits, others by conversion) gives what
+    ``Tensor.float()`` gives, infinities, NaN, -0 and the smallest values included (on the CPU under the interpreter,
+    bf16 too)."""
+    torch.manual_seed(0)
+    x = (torch.randn(64) * 1000).to(dtype)
+    x[:5] = torch.tensor([float("inf"), float("-inf"), float("nan"), -0.0, torch.finfo(dtype).tiny / 4]).to(dtype)
+    device = infer_device()
+    y = torch.empty(64, dtype=torch.float32, device=device)
+    _widen[(1,)](x.to(device), y, BLOCK=64)
+    expected = x.float()
+    assert torch.equal(y.cpu().view(torch.int32), expected.view(torch.int32))  # bit for bit, NaN's bits too
 
 
 def test_new_geglu_into_an_upstream_style_checkout_registers_and_its_tests_pass(checkout):

@@ -357,3 +357,52 @@ def test_only_outputs_are_listed_as_reused_when_the_backward_still_reads_a_stati
     total = leaf.exp().sum(-1, keepdim=True)
     torch.autograd.backward([leaf.exp() / total, total], [grad_y, grad_z])
     torch.testing.assert_close(got, leaf.grad)
+
+
+def test_a_reduction_drops_its_where_only_where_the_loads_fill_gives_its_identity():
+    """Softmax: x loaded with -inf in masked lanes makes the max of x and the sum of exp(x - max) need no tl.where
+    (and the backward's sum of grad_y * y, loaded with 0, none either); LayerNorm's centred variance keeps its own
+    (x = 0 there gives mean**2); a sum of x / w keeps it too (0 / 0 in masked columns, where w reads 0)."""
+    softmax, layer_norm = (row_math(analyze(r, name=f"{r}_gen")) for r in ("softmax", "layer_norm"))
+    assert softmax.forward_fills == {"x": 'float("-inf")'} and layer_norm.forward_fills == {}
+    reductions = [line for line in softmax.forward + softmax.backward if re.search(r"tl\.(max|sum)\(", line)]
+    assert len(reductions) == 3 and not any("tl.where" in line for line in reductions)
+    variance = next(line for line in layer_norm.forward if line.startswith("variance = "))
+    mean = next(line for line in layer_norm.forward if line.startswith("mean = "))
+    assert "tl.where(mask" in variance and "tl.where" not in mean
+    quotient = synthesize_rows([("s", "sum", "x / w")], {"y": "x * s"}, ["x"], {"w": "channel"})
+    assert quotient.forward_fills == {} and "tl.where(mask" in quotient.forward[0]
+
+
+@pytest.mark.parametrize("reference", ["softmax", "log_softmax", "layer_norm", "rms_norm"])
+def test_padded_lanes_filled_as_the_loads_fill_them_leave_the_real_lanes_exact(reference):
+    """The forward and backward statements on a tile of 8 columns of which 5 are real: the masked lanes hold what the
+    kernels' loads give them (the forward's fill, 0 in the backward, 0 for parameters in masked columns) and the real
+    lanes match the same statements on the 5 columns alone."""
+    math = row_math(analyze(reference, name=f"{reference}_gen"))
+    torch.manual_seed(0)
+    rows, cols, real = 3, 8, 5
+    mask = torch.zeros(rows, cols, dtype=torch.bool)
+    mask[:, :real] = True
+    padded = {"mask": mask, "n_cols": real, "BLOCK_ROWS": rows, "BLOCK_COLS": cols, "eps": 1e-5}
+    whole = {"mask": torch.ones(rows, real, dtype=torch.bool), "n_cols": real, "BLOCK_ROWS": rows, "BLOCK_COLS": real}
+    whole["eps"] = 1e-5
+    fills = {name: float(text.replace('float("', "").replace('")', "")) for name, text in math.forward_fills.items()}
+    values = {"x": torch.randn(rows, cols, dtype=torch.float64)}
+    for name in ("weight", "bias"):
+        values[name] = (torch.rand(1, cols, dtype=torch.float64) + 0.5) * mask[:1]
+    values["x"] = torch.where(mask, values["x"], fills.get("x", 0.0))
+    forward_padded = run_statements(math.forward, {**padded, **values})
+    forward_whole = run_statements(math.forward, {**whole, **{k: v[:, :real] for k, v in values.items()}})
+    for name in math.saved + ["y"]:
+        ours = forward_padded[name][:, :real] if forward_padded[name].shape[-1] == cols else forward_padded[name]
+        torch.testing.assert_close(ours, forward_whole[name], msg=name)
+    grad_y = torch.randn(rows, cols, dtype=torch.float64) * mask
+    backward_values = {**values, "grad_y": grad_y, "x": values["x"].masked_fill(~mask, 0.0), "y": forward_padded["y"]}
+    backward_values["y"] = backward_values["y"].masked_fill(~mask, 0.0)
+    saved = {name: forward_padded[name] for name in math.saved}
+    backward_padded = run_statements(math.backward, {**padded, **backward_values, **saved})
+    backward_whole = run_statements(
+        math.backward, {**whole, **{k: v[:, :real] for k, v in backward_values.items()}, **saved}
+    )
+    torch.testing.assert_close(backward_padded["grad_x"][:, :real], backward_whole["grad_x"], msg="grad_x")

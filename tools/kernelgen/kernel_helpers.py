@@ -8,7 +8,9 @@ a target lacks (an upstream Liger-Kernel checkout has none of them).
   libdevice does not exist, and they are formulas of core ``tl`` ops with the same values (``pow`` with torch's
   signs for integer exponents of negative bases and ``x ** 0 == 1``);
 - ``tanh_from_exp``: the tanh the printer emits (``synth/printer.py``), core ``tl`` ops compiled and interpreted
-  alike (libdevice's tanh costs generated backward kernels registers they need).
+  alike (libdevice's tanh costs generated backward kernels registers they need);
+- ``widen_to_fp32``: a loaded bf16 value widened to fp32 by bits (tier-2 backwards hold their rows in 16 bits
+  through a reduction and widen them again after it).
 
 What a target defines is read with ``ast`` (never imported): a name bound at module level, in a conditional block
 too (this host's ``tanh`` is bound in an ``if``/``else`` on the interpreter), counts as the helper and is reused.
@@ -92,6 +94,19 @@ def tanh_from_exp(x):
     e = tl.exp(-2.0 * tl.abs(x))
     magnitude = (1.0 - e) / (1.0 + e)
     return tl.where(tl.abs(x) < 0.1, series, tl.where(x < 0.0, -magnitude, magnitude))
+""",
+    "widen_to_fp32": """
+@triton.jit
+def widen_to_fp32(x):
+    # A value as loaded (its storage dtype) in fp32. bf16 is the upper half of an fp32, so it widens exactly by
+    # bits; a kernel holding a row through a reduction widens it again after the reduction with this, which the
+    # compiler cannot merge with the conversion before it, so the row stays held in 16-bit registers. Other
+    # dtypes convert as usual.
+    if x.dtype == tl.bfloat16:
+        widened = (x.to(tl.int16, bitcast=True).to(tl.int32) << 16).to(tl.float32, bitcast=True)
+    else:
+        widened = x.to(tl.float32)
+    return widened
 """,
 }
 HELPERS = ("get_num_sms", "is_triton_interpreter", *JIT_MATH, *sorted(CORE_SOURCES))

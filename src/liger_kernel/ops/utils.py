@@ -120,6 +120,19 @@ def tanh_from_exp(x):
     return tl.where(tl.abs(x) < 0.1, series, tl.where(x < 0.0, -magnitude, magnitude))
 
 
+@triton.jit
+def widen_to_fp32(x):
+    # A value as loaded (its storage dtype) in fp32. bf16 is the upper half of an fp32, so it widens exactly by
+    # bits; a kernel holding a row through a reduction widens it again after the reduction with this, which the
+    # compiler cannot merge with the conversion before it, so the row stays held in 16-bit registers. Other
+    # dtypes convert as usual.
+    if x.dtype == tl.bfloat16:
+        widened = (x.to(tl.int16, bitcast=True).to(tl.int32) << 16).to(tl.float32, bitcast=True)
+    else:
+        widened = x.to(tl.float32)
+    return widened
+
+
 # libdevice math is compiled to PTX intrinsics and does not exist under the interpreter (``libdevice.tanh`` is
 # ``None`` there), so kernels import these names instead and get a formula built from core ``tl`` ops on the CPU.
 if is_triton_interpreter():
@@ -171,4 +184,5 @@ __all__ = [
     "tanh",
     "tanh_from_exp",
     "torch_to_triton_dtype",
+    "widen_to_fp32",
 ]
