@@ -148,6 +148,24 @@ class ElementwiseOpsView:
         """The host helper the backward wrapper takes its tile and warps from."""
         return "_backward_tile_settings" if self.trig_backward_tile else "_tile_settings"
 
+    @property
+    def forward_walks_flat(self) -> bool:
+        """The forward may walk contiguous tensors as one row (``_launch_shape``): it reads no per-channel
+        parameter, which is indexed by column."""
+        return not self.forward_channel_params
+
+    @property
+    def backward_walks_flat(self) -> bool:
+        """The backward may walk contiguous tensors as one row: it has no parameter gradients (those walk row tiles
+        of one column block, summing per column)."""
+        return not self.partial_names
+
+    @property
+    def backward_doubles_warps(self) -> bool:
+        """A flat-walking backward launches twice the forward's warps on its tile, unless the profile or the sin/cos
+        tile sets them."""
+        return self.backward_walks_flat and not self.trig_backward_tile and not self.num_warps
+
 
 @dataclass(frozen=True)
 class TileLangProgram:
