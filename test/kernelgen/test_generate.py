@@ -29,6 +29,7 @@ from tools.kernelgen.formatting import sort_imports
 from tools.kernelgen.generate import GenerateError
 from tools.kernelgen.generate import plan_new
 from tools.kernelgen.kernel_helpers import CORE_SOURCES
+from tools.kernelgen.kernel_helpers import HOST_SOURCES
 from tools.kernelgen.kernel_helpers import add_kernel_helpers
 from tools.kernelgen.kernel_helpers import jit_math_block
 from tools.kernelgen.kernel_helpers import missing_helpers
@@ -233,8 +234,9 @@ def test_this_host_s_utils_has_the_helpers_kernels_import_and_they_are_kernelgen
     assert without != host and missing_helpers(without, {"tanh", "pow"}) == ["pow", "tanh"]
     assert add_kernel_helpers(without, ["pow", "tanh"], lambda text: text) == host
     # The core-op helpers are kernelgen's text too (this host defines them, so none is inserted here).
-    assert missing_helpers(host, set(CORE_SOURCES)) == []
+    assert missing_helpers(host, set(CORE_SOURCES) | set(HOST_SOURCES)) == []
     assert all(CORE_SOURCES[name].strip("\n") in host for name in CORE_SOURCES)
+    assert all(HOST_SOURCES[name].strip("\n") in host for name in HOST_SOURCES)
 
 
 @pytest.mark.filterwarnings("ignore:.*encountered in:RuntimeWarning")  # log2(0), 0 * inf of the masked-off branches

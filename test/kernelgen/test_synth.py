@@ -99,7 +99,8 @@ class TorchTL:
 
 def run_statements(statements: list[str], values: dict[str, torch.Tensor]) -> dict:
     dtype = next(iter(values.values())).dtype
-    namespace = {"tl": TorchTL(dtype), "tanh_from_exp": torch.tanh, "pow": torch.pow, "input_dtype": dtype, **values}
+    namespace = {"tl": TorchTL(dtype), "pow": torch.pow, "input_dtype": dtype, **values}
+    namespace |= {"tanh_from_exp": torch.tanh, "tanh": torch.tanh}  # backwards' tanh, light forwards' (libdevice's)
     exec(compile("\n".join(statements), "<synthesized>", "exec"), namespace)
     return namespace
 
@@ -749,7 +750,12 @@ def _bf16_glu_gradients(formula, eager, round_each_op):
     b = (torch.randn(8192) * 3).to(torch.bfloat16).requires_grad_()
     grad_y = torch.randn(8192).to(torch.bfloat16)
     math = synthesize_elementwise({"y": parse_formula(formula, ["a", "b"], round_each_op)}, ["a", "b"], {}, [])
-    namespace = {"tl": TorchTL(torch.float32), "input_dtype": torch.bfloat16, "tanh_from_exp": torch.tanh}
+    namespace = {
+        "tl": TorchTL(torch.float32),
+        "input_dtype": torch.bfloat16,
+        "tanh_from_exp": torch.tanh,
+        "tanh": torch.tanh,
+    }
     namespace.update(a=a.detach().float(), b=b.detach().float(), grad_y=grad_y.float())
     exec(compile("\n".join(math.backward), "<synthesized>", "exec"), namespace)
     eager(a, b).backward(grad_y)
@@ -843,7 +849,7 @@ def render_kernels(math, inputs, parameters, hypers) -> str:
     backward_body += [f"tl.store({g}_ptr + offsets, {g}, mask=mask)" for g in grads]
     return (
         "import triton\nimport triton.language as tl\n\nfrom liger_kernel.ops.utils import pow\n"
-        "from liger_kernel.ops.utils import tanh_from_exp\n\n\n"
+        "from liger_kernel.ops.utils import tanh\nfrom liger_kernel.ops.utils import tanh_from_exp\n\n\n"
         f"@triton.jit\ndef forward_kernel({forward_args}, y_ptr, {hyper_args}n_cols, BLOCK: tl.constexpr):\n"
         f"{_indent(forward_body)}\n\n\n"
         f"@triton.jit\ndef backward_kernel({backward_args}, {hyper_args}n_cols, BLOCK: tl.constexpr):\n"

@@ -31,6 +31,7 @@ from tools.kernelgen.harness import BENCHMARK_UTILS
 from tools.kernelgen.harness import HarnessError
 from tools.kernelgen.harness import read_harness
 from tools.kernelgen.kernel_helpers import CORE_SOURCES
+from tools.kernelgen.kernel_helpers import HOST_SOURCES
 from tools.kernelgen.kernel_helpers import JIT_MATH
 from tools.kernelgen.kernel_helpers import defined_names
 from tools.kernelgen.kernel_helpers import jit_math_block
@@ -50,13 +51,20 @@ KERNELS = ("geglu", "dyt")
 
 def without_kernel_helpers(utils: str) -> str:
     """This host's ``ops/utils.py`` without the helpers kernelgen adds to a target that lacks them and the host's own
-    kernels do not import (``get_num_sms``, ``tanh_from_exp``); its jit math block stays (cross entropy's softcap
-    reads its ``tanh``)."""
+    kernels do not import (``get_num_sms``, ``tanh_from_exp``, the host integer helpers; ``calculate_settings`` calls
+    ``triton.next_power_of_2`` again, as upstream's does); its jit math block stays (cross entropy's softcap reads
+    its ``tanh``)."""
     num_sms = re.search(r"\n\n\ndef get_num_sms\(.*?(?=\n\n\n)", utils, flags=re.S).group(0)
     tanh_from_exp = "\n\n\n" + CORE_SOURCES["tanh_from_exp"].strip("\n")
+    host = ["\n\n\n" + HOST_SOURCES[name].strip("\n") for name in sorted(HOST_SOURCES)]
     assert jit_math_block(list(JIT_MATH), "is_triton_interpreter()") in utils and tanh_from_exp in utils
+    assert all(text in utils for text in host) and "block_size = next_power_of_2(n)" in utils
     stripped = utils.replace(num_sms, "").replace(tanh_from_exp, "")
-    return re.sub(r'    "(get_num_sms|tanh_from_exp)",\n', "", stripped)
+    for text in host:
+        stripped = stripped.replace(text, "")
+    stripped = stripped.replace("block_size = next_power_of_2(n)", "block_size = triton.next_power_of_2(n)")
+    names = "|".join(["get_num_sms", "tanh_from_exp", *HOST_SOURCES])
+    return re.sub(rf'    "({names})",\n', "", stripped)
 
 
 def upstream_layout_checkout(destination: Path) -> Path:

@@ -1,6 +1,9 @@
 """Helpers generated kernels import from the target's ``liger_kernel/ops/utils.py``, and the edit that adds the ones
 a target lacks (an upstream Liger-Kernel checkout has none of them).
 
+- ``ceil_div`` and ``next_power_of_2``: host-side integer math for grids and tiles (``triton.cdiv`` and
+  ``triton.next_power_of_2`` are ConstexprFunctions in Triton 3.6 and cost about 5 us a call on the host, which a
+  kernel's launch pays several times: at small shapes the host time is the step's time);
 - ``get_num_sms``: streaming multiprocessors, to size the persistent grids of kernels with parameter gradients;
 - ``is_triton_interpreter``: whether kernels run under ``TRITON_INTERPRET=1`` (tier-2 backwards pipeline their row
   walk only when compiled);
@@ -36,6 +39,22 @@ from tools.kernelgen.insert.ordering import is_import_line
 from tools.kernelgen.layout import OPS_UTILS
 
 UTILS_MODULE = "liger_kernel.ops.utils"
+
+# Plain host functions (no imports), each added at its alphabetical place among the target's functions.
+HOST_SOURCES = {
+    "ceil_div": '''
+def ceil_div(n: int, d: int) -> int:
+    """``triton.cdiv`` for host integers, without its cost of a Triton ConstexprFunction call (about 5 us on the host in
+    Triton 3.6; added by kernelgen)."""
+    return -(-n // d)
+''',
+    "next_power_of_2": '''
+def next_power_of_2(n: int) -> int:
+    """The least power of 2 that is at least ``n`` (1 for ``n <= 1``): ``triton.next_power_of_2`` for host integers,
+    without its cost of a Triton ConstexprFunction call (about 5 us on the host in Triton 3.6; added by kernelgen)."""
+    return 1 << max(n - 1, 0).bit_length()
+''',
+}
 
 GET_NUM_SMS_SOURCE = '''
 def get_num_sms() -> int:
@@ -109,7 +128,7 @@ def widen_to_fp32(x):
     return widened
 """,
 }
-HELPERS = ("get_num_sms", "is_triton_interpreter", *JIT_MATH, *sorted(CORE_SOURCES))
+HELPERS = (*sorted(HOST_SOURCES), "get_num_sms", "is_triton_interpreter", *JIT_MATH, *sorted(CORE_SOURCES))
 
 _BLOCK_COMMENT = """\
 # libdevice math is compiled to PTX intrinsics and does not exist under the interpreter (``libdevice.tanh`` is
@@ -184,6 +203,9 @@ def add_kernel_helpers(source: str, names: list[str], sort_imports: Callable[[st
         if core:
             reads |= {"triton", "tl"}
         text = _add_imports(text, [line for name, line in _IMPORTS.items() if name in reads and name not in defined])
+        for name in wanted:
+            if name in HOST_SOURCES:
+                text = add_function(text, HOST_SOURCES[name].lstrip("\n"))
         if "get_num_sms" in wanted:
             text = add_function(text, GET_NUM_SMS_SOURCE.lstrip("\n"))
         if "is_triton_interpreter" in wanted:

@@ -607,6 +607,10 @@ def _precision_note(ops: list[str], rounding: str = "once") -> list[str]:
 _REDUCTION_STATEMENT = re.compile(r"^\w+ = tl\.(sum|max|min)\(")
 
 
+# Host-side integer math of every tier's launch settings (grids, tiles), from ops/utils.py (kernel_helpers.py).
+HOST_INTEGER_HELPERS = ("ceil_div", "next_power_of_2")
+
+
 def _utils_imports(statements: list[str], used: list[str]) -> list[str]:
     """What an ops file imports from ``liger_kernel.ops.utils``: ``used`` by its template and the jit helpers its
     statements call."""
@@ -704,7 +708,10 @@ def _elementwise_fields(profile: KernelProfile) -> dict[str, Any]:
         grad_input_names=grad_input_names,
         partial_names=[f"grad_{name}_partial" for name in param_names],
         partial_args=partial_args,
-        utils_imports=_utils_imports(math.forward + math.backward if triton else [], ["get_num_sms"] if params else []),
+        utils_imports=_utils_imports(
+            math.forward + math.backward if triton else [],
+            [*HOST_INTEGER_HELPERS, *(["get_num_sms"] if params else [])],
+        ),
         in_place=_in_place_gradients(profile),
         precision_note=_precision_note(math.precision_sensitive_ops, profile.math.rounding),
         gradient_note=_gradient_note(math.gradient_formulas),
@@ -913,7 +920,7 @@ def _row_program_ops(profile: KernelProfile) -> RowProgramOpsView:
         in_place=bool(profile.backward.in_place_gradients) and bool(grad_inputs) and bool(outputs),
         utils_imports=_utils_imports(
             statements,
-            ["ensure_contiguous"]
+            ["ensure_contiguous", *HOST_INTEGER_HELPERS]
             + (["get_num_sms", "is_triton_interpreter"] if params else [])
             + (["widen_to_fp32"] if backward_kernel.rewidened else []),
         ),
@@ -1119,7 +1126,7 @@ def _loss_ops(profile: KernelProfile) -> LossOpsView:
         ],
         apply_returns=[f"grad_{name}" if name in grad_inputs else "None" for name in [t.name for t in profile.inputs]]
         + ["None"] * len(profile.hyperparameters),
-        utils_imports=_utils_imports(statements, ["ensure_contiguous"]),
+        utils_imports=_utils_imports(statements, ["ensure_contiguous", "next_power_of_2"]),
         host_helpers=[TAKE_HELPER_SOURCE] if f"{TAKE_HELPER}(" in denominators else [],
         precision_note=_precision_note(math.precision_sensitive_ops),
         gradient_note=_gradient_note(math.gradient_formulas),

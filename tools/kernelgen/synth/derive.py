@@ -221,12 +221,24 @@ def derive_elementwise(
     )
 
 
+# Functions that cost a forward next to nothing beside its tanh: rounding to the inputs' dtype, |u|.
+_CHEAP_FUNCTIONS = (CastToInput, sympy.Abs)
+
+
+def _tanh_is_the_only_transcendental(exprs) -> bool:
+    functions = {type(f) for expr in exprs for f in expr.atoms(sympy.Function)}
+    return sympy.tanh in functions and all(f is sympy.tanh or issubclass(f, _CHEAP_FUNCTIONS) for f in functions)
+
+
 def print_elementwise(derivation: ElementwiseDerivation, printer_class=TritonPrinter) -> ElementwiseMath:
     """The derived math as statements of the kernel language ``printer_class`` prints."""
     printer = printer_class()
     taken = set(derivation.taken)
     forward_exprs, gradients = derivation.forward, derivation.gradients
-    forward_constants, forward = _statements(forward_exprs, taken, printer)
+    # A forward whose only transcendental is tanh may print it otherwise (Triton: libdevice's, TritonForwardPrinter).
+    light = _tanh_is_the_only_transcendental(forward_exprs.values())
+    forward_printer = getattr(printer_class, "forward_printer_class", printer_class)() if light else printer
+    forward_constants, forward = _statements(forward_exprs, taken, forward_printer)
     nonzero = {name: expr for name, expr in gradients.items() if expr != 0}
     backward_constants, backward = _statements(nonzero, taken, printer) if nonzero else ([], [])
     # A gradient that is identically zero still has to be a value the template can store.
