@@ -159,9 +159,15 @@ def test_the_summary_names_the_accepted_iteration_the_rejected_directions_and_th
 def test_the_space_is_the_tiling_the_template_reads_nearest_values_first():
     from tools.kernelgen.analyze import analyze
 
+    # geglu walks contiguous tensors as one row: its tile there is max_block_cols elements, swept first.
     geglu = search_space(analyze("geglu"))
-    assert geglu.fields == ("block_elements", "num_warps", "backward_num_warps", "max_block_cols", "programs_per_sm")
+    assert geglu.fields == ("max_block_cols", "num_warps", "backward_num_warps", "block_elements", "programs_per_sm")
+    assert geglu.values["max_block_cols"] == (4096, 1024, 8192, 512)  # around the 2048 default
     assert geglu.values["block_elements"] == (8192, 2048, 16384, 1024)  # around the 4096 default
+    # dyt reads per-channel parameters by column: it walks rows of block_elements-element tiles, swept first.
+    dyt = search_space(analyze("dyt"))
+    assert dyt.fields == ("block_elements", "num_warps", "backward_num_warps", "max_block_cols", "programs_per_sm")
+    assert dyt.values["max_block_cols"] == (4096, 1024, 512)
     assert geglu.values["num_warps"][0] == 8 and None not in geglu.values["num_warps"]  # the start is auto
     assert geglu.values["backward_num_warps"][0] == 16  # a compute-bound backward wants more warps first
     loss = search_space(analyze("cross_entropy"))
@@ -220,7 +226,7 @@ def test_tune_renders_real_candidates_keeps_the_best_and_regenerates_the_kernel_
     workspace = geglu_copy / ".kernelgen-work" / "geglu"
     rows = read_rows(workspace)
     assert [row["status"] for row in rows].count("accept") == 2 and len(rows) < 30
-    assert rows[0]["description"].startswith("starting configuration (block_elements=4096, num_warps=auto,")
+    assert rows[0]["description"].startswith("starting configuration (max_block_cols=2048, num_warps=auto,")
     assert "tune geglu: all candidates tried (every one-field change of the best configuration)" in result.stdout
     # Each candidate is the generator's rendering of the record with that tiling.
     assert sources[start] == ops_before
@@ -236,7 +242,7 @@ def test_tune_renders_real_candidates_keeps_the_best_and_regenerates_the_kernel_
     )
     summary = (workspace / "phase_4_summary.md").read_text()
     assert (
-        "- accepted iteration: 3 (block_elements=4096, num_warps=8, backward_num_warps=auto, max_block_cols=2048, "
+        "- accepted iteration: 3 (max_block_cols=2048, num_warps=8, backward_num_warps=auto, block_elements=4096, "
         "programs_per_sm=2)" in summary
     )
     assert "the ops file is kernel_function_best.py" in summary

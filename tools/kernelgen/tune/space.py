@@ -2,7 +2,8 @@
 
 The templates offer no other variant than their launch settings today, so the space is the profile's ``tiling``
 section (``profile.tiling_fields``): tile size (``block_elements``), the widest column slice of a long row
-(``max_block_cols``, tier 1), persistent programs per SM for parameter-gradient reductions (``programs_per_sm``)
+(``max_block_cols``, tier 1; the whole tile of a parameter-free element-wise kernel on contiguous tensors, which
+walk as one row), persistent programs per SM for parameter-gradient reductions (``programs_per_sm``)
 and warps per program (``num_warps``; ``None`` lets the template choose from the tile), the backward's own
 (``backward_num_warps``, tier 1: a compute-bound backward may want more warps than its forward). Every value is a power of
 two (Triton's block shapes are). A field's values are tried nearest the starting value first (from the template's
@@ -35,6 +36,12 @@ VALUES_BY_TEMPLATE = {
 }
 # Which field to sweep first: the tile decides the most, then warps, then the rest.
 ORDER = ("block_elements", "num_warps", "backward_num_warps", "max_block_cols", "programs_per_sm")
+# An element-wise kernel without parameters walks contiguous tensors as one row (the ops template's _launch_shape):
+# its tile there is max_block_cols elements, and block_elements only sizes the 2-D tiles of strided inputs, so the
+# slice width goes first and the tile size last (at validate's contiguous shape a block_elements candidate renders
+# other text that runs the same launch).
+FLAT_ORDER = ("max_block_cols", "num_warps", "backward_num_warps", "block_elements", "programs_per_sm")
+FLAT_MAX_BLOCK_COLS = (512, 1024, 2048, 4096, 8192)
 
 
 @dataclass(frozen=True)
@@ -72,11 +79,19 @@ def _nearest_first(values: tuple, start) -> tuple:
     return tuple(sorted((v for v in values if v != start), key=distance))
 
 
+def walks_flat(profile: KernelProfile) -> bool:
+    """Whether the kernel's forward and backward walk contiguous tensors as one row of all their elements."""
+    return profile.template == "elementwise" and not profile.parameters
+
+
 def search_space(profile: KernelProfile) -> SearchSpace:
-    fields = [field for field in ORDER if field in tiling_fields(profile)]
+    flat = walks_flat(profile)
+    fields = [field for field in (FLAT_ORDER if flat else ORDER) if field in tiling_fields(profile)]
     values = {}
     for field in fields:
         candidates = VALUES_BY_TEMPLATE.get((profile.template, field), VALUES[field])
+        if flat and field == "max_block_cols":
+            candidates = FLAT_MAX_BLOCK_COLS
         values[field] = _nearest_first(candidates, getattr(profile.tiling, field))
     return SearchSpace(tuple(fields), values)
 
