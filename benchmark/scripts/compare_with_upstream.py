@@ -9,7 +9,7 @@ folder of ``upstream_liger.py`` (the shared loader). Each ``--kernel`` pairs a g
 ``.kernelgen/NAME.yaml`` gives the reference and the arguments) with an upstream kernel of ``UPSTREAM`` (or ``-``
 for none). Rows (providers ``liger``, ``liger_upstream``, ``torch``, ``torch_compile``; speed in ms and memory in
 MB, full forward + backward, bf16) go to the results CSV; a markdown table with TB/s is printed, bytes counted as
-``passes`` reads and writes of one ``[BT, H]`` tensor (see ``BYTES_MODEL``).
+``passes`` reads and writes of one ``[BT, H]`` tensor (see ``BYTES_MODEL``; element-wise kernels: ``elementwise_passes``).
 """
 
 import argparse
@@ -57,8 +57,9 @@ UPSTREAM = {
         x, params[0], params[1], hyper.get("eps", 1e-5)
     ),
     "softmax": lambda up, x, params, hyper: up.ops.LigerSoftmaxFunction.apply(x),
-    # Element-wise: upstream's GeGLU (a, b) and DyT (x, alpha, gamma, beta).
+    # Element-wise: upstream's GeGLU and SwiGLU (a, b) and DyT (x, alpha, gamma, beta).
     "geglu": lambda up, a, b, params, hyper: up.ops.LigerGELUMulFunction.apply(a, b),
+    "swiglu": lambda up, a, b, params, hyper: up.ops.LigerSiLUMulFunction.apply(a, b),
     "dyt": lambda up, x, params, hyper: up.ops.LigerDyTFunction.apply(x, *params),
     # Upstream's fused add + RMSNorm computes in fp32 throughout ("gemma" casting), like the built-in reference.
     "fused_add_rms_norm": lambda up, x, residual, params, hyper: up.ops.LigerFusedAddRMSNormFunction.apply(
@@ -98,6 +99,16 @@ BYTES_MODEL["fused_linear_cross_entropy"] = 0
 BYTES_MODEL_BY_REFERENCE = {"cross_entropy_entropy_bonus": 3}
 
 
+def elementwise_passes(record: dict) -> int:
+    """Reads and writes of one [BT, H] tensor per forward + backward of an element-wise (tier-1) kernel: the forward
+    reads every input and writes every output; the backward reads each output's gradient and every input again and
+    writes each input gradient (a GLU, two inputs and one output: 3 + 5 = 8; per-channel parameters are H values,
+    not counted)."""
+    inputs = [spec for spec in record["inputs"] if spec["dtype"] != "int64"]
+    grads = [spec for spec in inputs if spec["requires_grad"]]
+    return 2 * len(inputs) + len(grads) + 2 * len(record["outputs"])
+
+
 def load_record(name: str) -> dict:
     return yaml.safe_load((ROOT / ".kernelgen" / f"{name}.yaml").read_text().split("\n", 1)[1])
 
@@ -125,7 +136,13 @@ def reference_module(name: str, size: int, compiled: bool):
                 parameter.copy_(torch.rand_like(parameter) + 0.5)
     else:
         module = _FunctionModule(functools.partial(entry, **defaults))
-    return torch.compile(module) if compiled else module
+    if not compiled:
+        return module
+    # Compiled fresh for this shape, static: every reference's forward is one code object (_FunctionModule.forward,
+    # or a module class's), and without the reset Dynamo would recompile it per kernel and shape until its recompile
+    # limit (8) and then run it eagerly, or compile a dynamic-shape graph from the second shape on.
+    torch._dynamo.reset()
+    return torch.compile(module, dynamic=False)
 
 
 class _FunctionModule(torch.nn.Module):
@@ -334,8 +351,8 @@ def main(argv=None) -> None:
     rate = copy_rate_tb_s()
     print(f"device-to-device copy: {rate:.2f} TB/s", flush=True)
     # Rows are printed as they are measured: a run stopped at a time limit still shows what it measured.
-    print("| kernel | H | provider | full ms | peak MB | TB/s | % copy | GPU-only ms |", flush=True)
-    print("|---|---|---|---|---|---|---|---|", flush=True)
+    print("| kernel | H | provider | full ms | peak MB | TB/s | % copy | GPU-only ms | GPU-only % copy |", flush=True)
+    print("|---|---|---|---|---|---|---|---|---|", flush=True)
     for pair in args.kernel:
         name, upstream_key = pair.split("=")
         providers = [p for p in args.providers if p != "liger_upstream" or upstream_key in UPSTREAM]
@@ -360,7 +377,9 @@ def main(argv=None) -> None:
                         print(f"  {name} H={size} {provider}: {us:8.1f} us  {kernel[:90]}", flush=True)
             record_name = name.removeprefix(FUSED_PREFIX)
             reference = load_record(record_name)["reference"]["origin"].removeprefix("builtin:")
-            units = BYTES_MODEL.get(upstream_key, BYTES_MODEL_BY_REFERENCE.get(reference, BYTES_MODEL["default"]))
+            record = load_record(record_name)
+            default = elementwise_passes(record) if record["tier"] == 1 else BYTES_MODEL["default"]
+            units = BYTES_MODEL.get(upstream_key, BYTES_MODEL_BY_REFERENCE.get(reference, default))
             if name.startswith(FUSED_PREFIX):
                 units = 0
             moved = units * args.bt * size * 2
@@ -373,8 +392,10 @@ def main(argv=None) -> None:
                 gpu = figures[provider].get("gpu")
                 mb = float("nan") if mb is None else mb
                 gpu_text = f"{gpu:.3f}" if gpu is not None else "-"
+                gpu_share = f"{moved / (gpu * 1e-3) / 1e12 / rate:.0%}" if gpu and moved else "-"
                 print(
-                    f"| {name} | {size} | {provider} | {ms:.3f} | {mb:.0f} | {tb_s:.2f} | {tb_s / rate:.0%} | {gpu_text} |",
+                    f"| {name} | {size} | {provider} | {ms:.3f} | {mb:.0f} | {tb_s:.2f} | {tb_s / rate:.0%} | {gpu_text} "
+                    f"| {gpu_share} |",
                     flush=True,
                 )
 

@@ -5,7 +5,9 @@ kernel, eager torch and an empty Triton launch: what a step costs the CPU when t
         [--upstream DIR --helper-dir DIR]
 
 Each figure is wall-clock microseconds per call over many back-to-back calls (the GPU finishes each tiny launch
-long before the host queues the next), forward alone and forward + backward. With ``--profile`` the Python
+long before the host queues the next), forward alone and forward + backward. Two floor rows first: an autograd
+Function that launches nothing, and one that launches an empty Triton kernel a pass (what any Triton-kernel Function
+pays, whatever its wrappers do). With ``--profile`` the Python
 functions that take the most host time in a forward + backward are listed (cProfile).
 """
 
@@ -33,6 +35,42 @@ from benchmark.scripts.utils import SingleBenchmarkRunInput
 @triton.jit
 def _empty_kernel(x_ptr):
     pass
+
+
+class _FloorFunction(torch.autograd.Function):
+    """What any autograd Function with Triton kernels pays at least: it saves its inputs, allocates its output and
+    gradients and, with ``launch``, launches one empty Triton kernel in each pass (the generated kernels launch one a
+    pass too)."""
+
+    @staticmethod
+    def forward(ctx, launch, a, b):
+        ctx.launch = launch
+        ctx.save_for_backward(a, b)
+        y = torch.empty_like(a)
+        if launch:
+            _empty_kernel[(1,)](y)
+        return y
+
+    @staticmethod
+    def backward(ctx, grad_y):
+        a, b = ctx.saved_tensors
+        grad_a, grad_b = torch.empty_like(a), torch.empty_like(b)
+        if ctx.launch:
+            _empty_kernel[(1,)](grad_a)
+        return None, grad_a, grad_b
+
+
+def floor_rows(size: int) -> None:
+    """The floor of a two-input element-wise Function at ``size`` x ``size`` bf16: no kernel, and one empty launch
+    a pass."""
+    a = torch.randn(size, size, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    b = torch.randn_like(a, requires_grad=True)
+    for launch, what in ((False, "autograd.Function, no kernel"), (True, "autograd.Function, one empty launch a pass")):
+        forward_only, full = steps(lambda: _FloorFunction.apply(launch, a, b), [a, b])
+        threaded = per_call_us(full)
+        with torch.autograd.set_multithreading_enabled(False):
+            inline = per_call_us(full)
+        print(f"| floor | {what} | {per_call_us(forward_only):.1f} | {threaded:.1f} | {inline:.1f} |")
 
 
 def per_call_us(step, calls: int = 300) -> float:
@@ -72,6 +110,7 @@ def main(argv=None) -> None:
     print(f"empty Triton launch: {per_call_us(lambda: _empty_kernel[(1,)](x)):.1f} us", flush=True)
     print("| kernel | provider | forward us | forward + backward us | same, backward on this thread us |")
     print("|---|---|---|---|---|")
+    floor_rows(args.size)
     for pair in args.kernel:
         name, upstream_key = pair.split("=")
         providers = ["liger", "torch", "torch_compile"]

@@ -60,6 +60,14 @@ VARIANTS = {
             "import triton.language as tl\n\nfrom triton.language.extra import libdevice",
         ),
     ],
+    # softplus's log(1 + exp(-|u|)) as libdevice's log1p of the exponential (torch.compile's form).
+    "libdevice_log1p": [
+        (r"tl\.log\(1\.0 \+ tl\.exp\(", "libdevice.log1p(tl.exp("),
+        (
+            r"^import triton.language as tl$",
+            "import triton.language as tl\n\nfrom triton.language.extra import libdevice",
+        ),
+    ],
     # tanh_from_exp with an approximate division (div.full.f32, 2 ulp) instead of the IEEE one.
     "fdiv_tanh": [
         (r"(?<![\w.])tanh_from_exp\(", "_tanh_fdiv("),
