@@ -9,7 +9,8 @@
   ``tl.sqrt``, ``-0.5`` as ``tl.rsqrt`` (half-integers combine the two), any other constant as
   ``tl.exp2(p * tl.log2(x))`` (valid for ``x > 0`` only, like a fractional power in torch); an exponent known
   only at run time (a hyper-parameter, a tensor) as ``pow(x, p)``, with torch's signs and ``x ** 0 == 1``;
-- ``tanh(u)`` as ``tanh_from_exp(u)``, runtime powers as ``pow``: jit helpers of the target's
+- ``tanh(u)`` as ``tanh_from_exp(u)`` (in a forward whose only transcendental is tanh as ``tanh(u)``, libdevice's
+  when compiled: ``TritonForwardPrinter``), runtime powers as ``pow``: jit helpers of the target's
   ``liger_kernel.ops.utils``, which generated files import (``tanh_from_exp``: one formula of core ``tl`` ops,
   compiled and interpreted; ``pow``: libdevice's when compiled, a core-op formula under the Triton interpreter,
   where libdevice does not exist);
