@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import shutil
 import subprocess
 import sys
 
@@ -13,16 +14,27 @@ class FormatError(ValueError):
     """Generated code that ruff cannot format or that still has findings after formatting."""
 
 
+def _ruff_binary() -> str | None:
+    """ruff's own binary, from its Python package or on PATH (None when neither is there)."""
+    try:
+        from ruff.__main__ import find_ruff_bin
+
+        return find_ruff_bin()
+    except (ImportError, FileNotFoundError):
+        return shutil.which("ruff")
+
+
 @functools.cache
 def _ruff_executable() -> list[str]:
     """ruff's own binary: a new kernel takes a couple of dozen ruff runs, and ``python -m ruff`` would start a Python
     interpreter for each (~50 ms against ~5 ms)."""
-    try:
-        from ruff.__main__ import find_ruff_bin
+    binary = _ruff_binary()
+    return [binary] if binary else [sys.executable, "-m", "ruff"]
 
-        return [find_ruff_bin()]
-    except (ImportError, FileNotFoundError):
-        return [sys.executable, "-m", "ruff"]
+
+def ruff_available() -> bool:
+    """Whether ruff can run here (a GPU machine may have torch and Triton but not the generator's tools)."""
+    return _ruff_binary() is not None
 
 
 def _ruff(args: list[str], source: str, repo_root: Path, relative_path: str) -> subprocess.CompletedProcess:

@@ -82,7 +82,7 @@ def _relative(path: Path, root: Path) -> str:
 
 def generation_tools_missing() -> list[str]:
     """What ``modify`` needs that this machine lacks."""
-    from tools.kernelgen.tune.candidates import ruff_available
+    from tools.kernelgen.formatting import ruff_available
 
     try:
         import libcst  # noqa: F401

@@ -17,6 +17,7 @@ import tempfile
 
 from pathlib import Path
 
+from tools.kernelgen.formatting import ruff_available
 from tools.kernelgen.layout import kernel_paths
 from tools.kernelgen.layout import record_path
 from tools.kernelgen.profile import KernelProfile
@@ -35,16 +36,6 @@ def with_tiling(profile: KernelProfile, configuration: dict) -> KernelProfile:
         setattr(candidate.tiling, field, value)
     candidate.fill_defaults()
     return candidate
-
-
-def ruff_available() -> bool:
-    try:
-        from ruff.__main__ import find_ruff_bin
-
-        find_ruff_bin()
-    except (ImportError, FileNotFoundError):
-        return shutil.which("ruff") is not None
-    return True
 
 
 def render_ops(repo: LigerRepo, profile: KernelProfile, formatted: bool) -> str:
