@@ -122,6 +122,19 @@ def test_file_reference_single_function(tmp_path):
     assert validate_profile(profile) == []
 
 
+def test_a_reference_s_tiling_hint_becomes_the_profile_s_tiling(tmp_path):
+    """``KERNELGEN = {"tiling": {...}}`` in a reference file pins launch settings ``tune`` found (the rest keep the
+    template's defaults); a field the tiling does not have is one line naming the file."""
+    hinted = FILE_SOURCE + '\nKERNELGEN = {"tiling": {"backward_math": "libdevice", "max_block_cols": 4096}}\n'
+    profile = analyze(str(write(tmp_path, "hinted.py", hinted)))
+    assert (profile.tiling.backward_math, profile.tiling.max_block_cols) == ("libdevice", 4096)
+    assert profile.tiling.forward_math is None and profile.tiling.block_elements == 4096
+    assert validate_profile(profile) == []
+    wrong = FILE_SOURCE + '\nKERNELGEN = {"tiling": {"fast_math": True}}\n'
+    with pytest.raises(AnalyzeError, match=r"KERNELGEN hint 'tiling' has unknown fields \['fast_math'\]"):
+        analyze(str(write(tmp_path, "wrong.py", wrong)))
+
+
 def test_file_symbol_reference_and_name_override(tmp_path):
     path = write(
         tmp_path,
@@ -597,8 +610,9 @@ def test_archived_kernel_sharing_the_most_ops_is_named_closest(tmp_path):
     for archived in ("mish", "logsigmoid"):
         (knowledge / archived).mkdir(parents=True)
         (knowledge / archived / "profile.yaml").write_text(dump_yaml(analyze(archived)))
-    # softplus_gate computes softplus(a) * b: it shares softplus with mish (x * tanh(softplus(x))) only.
-    assert analyze("softplus_gate", knowledge_root=tmp_path).notes.closest_existing_kernel == "mish"
+    # softplus_gate computes softplus(a) * b: its kernels share log(1 + exp(-|u|)) and sigmoid with logsigmoid's,
+    # where mish's compute tanh(softplus(x)) and sigmoid(x) from one exp(x) and divisions.
+    assert analyze("softplus_gate", knowledge_root=tmp_path).notes.closest_existing_kernel == "logsigmoid"
     # A reference whose hints name its closest kernel keeps it; with no archive the tier default stays.
     assert analyze("reglu", knowledge_root=tmp_path).notes.closest_existing_kernel == "swiglu"
     assert analyze("softplus_gate", knowledge_root=tmp_path / "none").notes.closest_existing_kernel == "swiglu"

@@ -228,11 +228,12 @@ def test_this_host_s_utils_has_the_helpers_kernels_import_and_they_are_kernelgen
     """Nothing is added to a checkout that has the helpers: this host's jit math block is exactly what kernelgen adds
     to one that lacks it."""
     host = (REPO_ROOT / OPS_UTILS).read_text()
-    assert missing_helpers(host, {"ensure_contiguous", "get_num_sms", "is_triton_interpreter", "pow", "tanh"}) == []
-    block = jit_math_block(["pow", "tanh"], "is_triton_interpreter()")
+    jit_math = ["log1p", "pow", "tanh"]
+    assert missing_helpers(host, {"ensure_contiguous", "get_num_sms", "is_triton_interpreter", *jit_math}) == []
+    block = jit_math_block(jit_math, "is_triton_interpreter()")
     without = host.replace(f"\n\n{block}", "")
-    assert without != host and missing_helpers(without, {"tanh", "pow"}) == ["pow", "tanh"]
-    assert add_kernel_helpers(without, ["pow", "tanh"], lambda text: text) == host
+    assert without != host and missing_helpers(without, {"tanh", "pow", "log1p"}) == jit_math
+    assert add_kernel_helpers(without, jit_math, lambda text: text) == host
     # The core-op helpers are kernelgen's text too (this host defines them, so none is inserted here).
     assert missing_helpers(host, set(CORE_SOURCES) | set(HOST_SOURCES)) == []
     assert all(CORE_SOURCES[name].strip("\n") in host for name in CORE_SOURCES)
@@ -245,7 +246,7 @@ def test_a_utils_without_helpers_or_their_imports_gets_them_sorted_and_working(t
     with their imports where the target's isort settings put them, ruff-clean, and tanh and pow compute (under the
     interpreter, the core-op formulas) what torch does."""
     old = (FIXTURES / "upstream_layout" / "ops_utils_old.py.txt").read_text()
-    helpers = ["get_num_sms", "is_triton_interpreter", "pow", "tanh", "tanh_from_exp", "widen_to_fp32"]
+    helpers = ["get_num_sms", "is_triton_interpreter", "log1p", "pow", "tanh", "tanh_from_exp", "widen_to_fp32"]
     updated = add_kernel_helpers(old, helpers, lambda t: sort_imports(t, REPO_ROOT, OPS_UTILS))
     assert all(line in updated.splitlines() for line in old.splitlines())
     assert "import os\n" in updated and "import triton.language as tl\n" in updated
@@ -254,11 +255,13 @@ def test_a_utils_without_helpers_or_their_imports_gets_them_sorted_and_working(t
     (tmp_path / "old_liger_utils.py").write_text(updated)
     (tmp_path / "old_liger_kernel.py").write_text(
         "import triton\nimport triton.language as tl\n\n"
-        "from old_liger_utils import pow\nfrom old_liger_utils import tanh\nfrom old_liger_utils import tanh_from_exp\n\n\n"
-        "@triton.jit\ndef apply(x_ptr, y_ptr, t_ptr, e_ptr, p_ptr, BLOCK: tl.constexpr):\n"
+        "from old_liger_utils import log1p\nfrom old_liger_utils import pow\nfrom old_liger_utils import tanh\n"
+        "from old_liger_utils import tanh_from_exp\n\n\n"
+        "@triton.jit\ndef apply(x_ptr, y_ptr, t_ptr, e_ptr, p_ptr, l_ptr, BLOCK: tl.constexpr):\n"
         "    offsets = tl.arange(0, BLOCK)\n    x = tl.load(x_ptr + offsets)\n"
         "    tl.store(t_ptr + offsets, tanh(x))\n    tl.store(e_ptr + offsets, tanh_from_exp(x))\n"
         "    tl.store(p_ptr + offsets, pow(x, tl.load(y_ptr + offsets)))\n"
+        "    tl.store(l_ptr + offsets, log1p(tl.load(y_ptr + offsets)))\n"
     )
     sys.path.insert(0, str(tmp_path))
     try:
@@ -270,11 +273,18 @@ def test_a_utils_without_helpers_or_their_imports_gets_them_sorted_and_working(t
     x = torch.tensor([-30.0, -2.0, -2.0, -0.5, -1e-3, 0.0, 0.0, 1e-4, 0.3, 2.0, 5.0, 40.0, 3.0, -3.0, 0.0, 2.0])
     y = torch.tensor([3.0, 2.0, 0.5, 0.0, 1.0, 0.0, 2.5, 2.0, -1.5, 0.5, 3.0, 1.0, -2.0, 3.0, 0.0, 3.0])
     device = infer_device()
-    t, e, p = (torch.empty_like(x, device=device) for _ in range(3))
-    kernel.apply[(1,)](x.to(device), y.to(device), t, e, p, BLOCK=16)
+    t, e, p, log1p = (torch.empty_like(x, device=device) for _ in range(4))
+    kernel.apply[(1,)](x.to(device), y.to(device), t, e, p, log1p, BLOCK=16)
     assert_verbose_allclose(t.cpu(), torch.tanh(x.double()).float(), atol=1e-7, rtol=1e-6)
     assert_verbose_allclose(e.cpu(), torch.tanh(x.double()).float(), atol=1e-7, rtol=1e-6)
     assert torch.allclose(p.cpu(), torch.pow(x.double(), y.double()).float(), rtol=1e-5, atol=0, equal_nan=True)
+    # log1p keeps the digits of small arguments that 1 + y rounds away, and is exact at -1 and infinity.
+    v = torch.tensor(
+        [1e-9, -3e-8, 1e-5, -0.25, 0.5, 1.0, 3.0, 1e30, float("inf"), -1.0, -2.0, float("nan")] + [0.0] * 4
+    )
+    kernel.apply[(1,)](x.to(device), v.to(device), t, e, p, log1p, BLOCK=16)
+    expected = torch.log1p(v.double()).float()
+    assert torch.allclose(log1p.cpu(), expected, rtol=2e-7, atol=0, equal_nan=True), (log1p.cpu(), expected)
 
 
 @triton.jit

@@ -204,6 +204,8 @@ EDITS = {
     "tiling.programs_per_sm": ("dyt", _set("tiling.programs_per_sm", 4), "files"),
     "tiling.num_warps": ("swiglu", _set("tiling.num_warps", 16), "files"),
     "tiling.backward_num_warps": ("swiglu", _set("tiling.backward_num_warps", 16), "files"),
+    "tiling.forward_math": ("dyt", _set("tiling.forward_math", "core"), "files"),
+    "tiling.backward_math": ("dyt", _set("tiling.backward_math", "libdevice"), "files"),
     "module.kind": (
         "swiglu",
         lambda p: (_set("module.kind", "elementwise")(p), _set("module.hidden_act", "")(p)),

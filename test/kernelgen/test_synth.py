@@ -34,9 +34,16 @@ from tools.kernelgen.synth import make_symbols
 from tools.kernelgen.synth import parse_formula
 from tools.kernelgen.synth import print_triton
 from tools.kernelgen.synth import synthesize_elementwise
+from tools.kernelgen.synth.derive import derive_elementwise
+from tools.kernelgen.synth.derive import print_elementwise
+from tools.kernelgen.synth.functions import Log1p
+from tools.kernelgen.synth.functions import SigmoidOfLog
 from tools.kernelgen.synth.functions import Take
 from tools.kernelgen.synth.naming import TemporaryNames
 from tools.kernelgen.synth.naming import constant_parts
+from tools.kernelgen.synth.printer import TritonLibdevicePrinter
+from tools.kernelgen.synth.printer import TritonPrinter
+from tools.kernelgen.synth.printer import jit_helpers_called
 from tools.kernelgen.synth.printer import print_torch
 from tools.kernelgen.synth.printer import print_triton_index
 from tools.kernelgen.synth.rules import tensor_arguments
@@ -100,7 +107,8 @@ class TorchTL:
 def run_statements(statements: list[str], values: dict[str, torch.Tensor]) -> dict:
     dtype = next(iter(values.values())).dtype
     namespace = {"tl": TorchTL(dtype), "pow": torch.pow, "input_dtype": dtype, **values}
-    namespace |= {"tanh_from_exp": torch.tanh, "tanh": torch.tanh}  # backwards' tanh, light forwards' (libdevice's)
+    # The utils helpers: core-op tanh, and libdevice's tanh and log1p (light forwards, tiling.*_math: libdevice).
+    namespace |= {"tanh_from_exp": torch.tanh, "tanh": torch.tanh, "log1p": torch.log1p}
     exec(compile("\n".join(statements), "<synthesized>", "exec"), namespace)
     return namespace
 
@@ -403,6 +411,16 @@ FUSED_CASES = {
     "pow_hyper": ("abs(a) ** p * b", ("a", "b"), {}, {"p": 1.5}, lambda a, b, p: a.abs() ** p * b),
     "pow_odd_hyper": ("x ** p", ("x",), {}, {"p": 3.0}, lambda x, p: x**p),
     "pow_tensor": ("(abs(a) + 1) ** b", ("a", "b"), {}, {}, lambda a, b: (a.abs() + 1) ** b),
+    # tanh and log(1 + v), the functions a pass may take from libdevice (tiling.forward_math / backward_math).
+    "mish": ("mish(x)", ("x",), {}, {}, F.mish),
+    "logsigmoid_gate": ("logsigmoid(a) * b", ("a", "b"), {}, {}, lambda a, b: F.logsigmoid(a) * b),
+    "softplus_log1p_gate": (
+        "softplus(a) * log1p(abs(b))",
+        ("a", "b"),
+        {},
+        {},
+        lambda a, b: F.softplus(a) * torch.log1p(b.abs()),
+    ),
     "leaky_hyper": (
         "leaky_relu(x, negative_slope=slope) + eps",
         ("x",),
@@ -464,6 +482,79 @@ def test_double_angle_calls_are_shared_only_when_that_saves_a_call(exprs, calls_
     values = {x: 0.7, y: -1.3}
     for name in before:
         assert abs(float(after[name].evalf(subs=values)) - float(before[name].evalf(subs=values))) < 1e-12
+
+
+def _calls(statements) -> dict[str, int]:
+    names = ("tl.exp(", "tl.log(", "tanh_from_exp(", "tl.sigmoid(")
+    return {name[:-1]: n for name in names if (n := sum(line.count(name) for line in statements))}
+
+
+@pytest.mark.parametrize(
+    "formula, forward_calls, backward_calls",
+    [
+        # Mish's tanh(softplus(x)) and its backward's sigmoid(x) from one exp(x) (before: exp, log, exp; and a
+        # fourth exp for the sigmoid), written as F.mish, as log1p(exp(x)), as log(1 + exp(x)).
+        ("mish(x)", {"tl.exp": 1}, {"tl.exp": 1}),
+        ("x * tanh(log1p(exp(x)))", {"tl.exp": 1}, {"tl.exp": 1}),
+        ("x * tanh(log(1 + exp(x)))", {"tl.exp": 1}, {"tl.exp": 1}),
+        # torch's thresholded softplus: the selection's tanh is the selection of tanhs (x itself above 20).
+        ("x * tanh(softplus(x))", {"tl.exp": 1, "tanh_from_exp": 1}, {"tl.exp": 1, "tanh_from_exp": 1}),
+        # Nothing cheaper: a softplus alone, a sigmoid without the exponential of its argument.
+        ("softplus(x, threshold=None) * sigmoid(2 * x)", {"tl.exp": 1, "tl.log": 1, "tl.sigmoid": 1}, None),
+    ],
+)
+def test_tanh_of_softplus_and_sigmoid_share_one_exponential(formula, forward_calls, backward_calls):
+    math = synthesize_elementwise({"y": parse_formula(formula, ["x"])}, ["x"])
+    assert _calls(math.forward) == forward_calls, math.forward
+    if backward_calls is not None:
+        assert _calls(math.backward) == backward_calls, math.backward
+
+
+@pytest.mark.parametrize(
+    "formula, reference",
+    [
+        ("mish(x)", F.mish),
+        ("x * tanh(log1p(exp(x)))", lambda x: x * torch.tanh(torch.log1p(torch.exp(x)))),
+        ("x * tanh(softplus(x))", lambda x: x * torch.tanh(F.softplus(x))),
+    ],
+)
+def test_the_cheaper_forms_of_mish_match_torch_in_fp32_over_the_whole_range(formula, reference):
+    """fp32 statements against the float64 reference from -100 to 100 and at the edges: where exp(x) underflows (the
+    values are then subnormal), where the rational forms' guard switches (exp(x) > 1e9, x ~ 20.7), where exp(x)
+    overflows; infinities and NaN as torch gives them (mish(-inf) is NaN there too: -inf * 0)."""
+    x = torch.cat([torch.linspace(-100, 100, 4001), torch.tensor([-87.5, 20.6, 20.8, 44.0, 88.8, 1e30])])
+    x = torch.cat([x, torch.tensor([float("inf"), float("-inf"), float("nan")])]).float()
+    math = synthesize_elementwise({"y": parse_formula(formula, ["x"])}, ["x"])
+    forward = run_statements(math.forward, {"x": x})["y"]
+    backward = run_statements(math.backward, {"x": x, "grad_y": torch.ones_like(x)})["grad_x"]
+    leaf = x.double().requires_grad_()
+    expected = reference(leaf)
+    expected.backward(torch.ones_like(leaf))
+    assert torch.allclose(forward, expected.detach().float(), rtol=2e-6, atol=1e-37, equal_nan=True)
+    # Gradients where the reference's own fp32 autograd has one (log1p(exp(x))'s is inf / inf once exp(x)
+    # overflows, ours too; at +-inf torch's is NaN, inf * 0). It cancels to 0 near x = -1.19 (terms of ~0.2), so
+    # compared absolutely there, and relatively in the small gradients of negative x (no cancellation, down to 1e-33).
+    fp32 = x.clone().requires_grad_()
+    reference(fp32).backward(torch.ones_like(fp32))
+    has = ~fp32.grad.isnan() & (x.abs() < float("inf"))
+    grad = leaf.grad.float()
+    assert torch.allclose(backward[has], grad[has], rtol=2e-6, atol=1e-6)
+    tail = (x > -75) & (x < -5)
+    assert torch.allclose(backward[tail], grad[tail], rtol=1e-5, atol=0)
+
+
+def test_a_sigmoid_of_minus_u_reuses_exp_u_and_a_log_not_provably_of_one_plus_w_is_left_alone():
+    x = sympy.Symbol("x", real=True)
+    exp_x = sympy.exp(x)
+    # exp(x) sigmoid(-x) = exp(x) / (exp(x) + 1): one exp, and that quotient guarded against inf / inf.
+    assert share_transcendentals({"a": exp_x * apply_op("sigmoid", -x)}) == {"a": SigmoidOfLog(exp_x)}
+    assert share_transcendentals({"a": x * apply_op("sigmoid", -x)}) == {"a": x * apply_op("sigmoid", -x)}
+    for kept in (sympy.tanh(sympy.log(x)), sympy.tanh(sympy.log(2 + exp_x)), apply_op("sigmoid", x)):
+        assert share_transcendentals({"a": kept}) == {"a": kept}  # log(x) may be of x <= 0; 1 + exp: a constant
+    plain = sympy.tanh(sympy.log(1 + x**2))
+    rational = share_transcendentals({"a": plain})["a"]
+    assert not transcendental_calls([rational.kernel_form()])  # x**2 (x**2 + 2) / (x**2 (x**2 + 2) + 2)
+    assert abs(float(rational.kernel_form().subs(x, 0.3)) - float(plain.subs(x, 0.3))) < 1e-12
 
 
 def test_several_outputs_sum_their_incoming_gradients():
@@ -576,6 +667,45 @@ def test_printer_conventions():
     assert print_triton(apply_op("log1p", x)) == "tl.log(x + 1.0)"
     with pytest.raises(ValueError, match="no Triton printing rule"):
         print_triton(sympy.cosh(x))
+
+
+def test_the_libdevice_printer_takes_tanh_and_log1p_from_the_utils_and_prints_the_rest_alike():
+    x, y = make_symbols(["x", "y"]).values()
+    libdevice = TritonLibdevicePrinter()
+    assert libdevice.doprint(sympy.tanh(x)) == "tanh(x)"
+    assert libdevice.doprint(Log1p(x)) == "log1p(x)" and print_triton(Log1p(x)) == "tl.log(x + 1.0)"
+    # print_elementwise gives the libdevice printer log(1 + v) as Log1p(v) before 1 + v can become a temporary.
+    derivation = derive_elementwise(
+        {"out": parse_formula("log1p(x * y) + 1 / (1 + x * y) + log(2 + x)", ["x", "y"])}, ["x"], {}, ["y"]
+    )
+    forward = print_elementwise(derivation, TritonPrinter, "libdevice", "core").forward
+    assert "log1p(x_y)" in forward[-1] and "tl.log(x + 2.0)" in forward[-1], forward  # no 1 + v in log(2 + x)
+    softplus = apply_op("softplus", x, threshold=None)
+    assert libdevice.doprint(softplus) == "(tl.maximum(x, 0.0) + log1p(tl.exp(-tl.abs(x))))"
+    assert print_triton(softplus) == "(tl.maximum(x, 0.0) + tl.log(1.0 + tl.exp(-tl.abs(x))))"
+    assert libdevice.doprint(apply_op("logsigmoid", x)) == "(tl.minimum(x, 0.0) - log1p(tl.exp(-tl.abs(x))))"
+    assert libdevice.doprint(sympy.exp(x) * apply_op("sigmoid", y)) == print_triton(
+        sympy.exp(x) * apply_op("sigmoid", y)
+    )
+
+
+def test_each_pass_prints_the_math_library_asked_of_it():
+    """``tiling.forward_math`` / ``backward_math``: None keeps the measured default (libdevice's tanh in a forward whose
+    only transcendental is tanh, core formulas elsewhere); ``core`` and ``libdevice`` say it for one pass."""
+    geglu = derive_elementwise({"y": parse_formula("gelu(a, approximate='tanh') * b", ["a", "b"])}, ["a", "b"], {}, [])
+    tanh_softplus = derive_elementwise(
+        {"y": parse_formula("tanh(a) * softplus(a, threshold=None)", ["a"])}, ["a"], {}, []
+    )
+
+    def called(derivation, *libraries):
+        math = print_elementwise(derivation, TritonPrinter, *libraries)
+        return jit_helpers_called(math.forward), jit_helpers_called(math.backward)
+
+    assert called(geglu) == (["tanh"], ["tanh_from_exp"])
+    assert called(geglu, "core", "libdevice") == (["tanh_from_exp"], ["tanh"])
+    assert called(tanh_softplus) == (["tanh_from_exp"], ["tanh_from_exp"])
+    assert called(tanh_softplus, "libdevice", None) == (["log1p", "tanh"], ["tanh_from_exp"])
+    assert called(tanh_softplus, None, "libdevice") == (["tanh_from_exp"], ["log1p", "tanh"])
 
 
 def test_conditions_print_alike_as_triton_and_as_formulas():
@@ -828,6 +958,21 @@ def _load_lines(names, parameters):
     return lines
 
 
+RUN_AS_KERNEL = [
+    "geglu",
+    "swiglu",
+    "dyt",
+    "relu_squared",
+    "sigmoid_gate",
+    "swish_beta",
+    "pow_hyper",
+    "pow_odd_hyper",
+    "mish",
+    "softplus_log1p_gate",
+    "logsigmoid_gate",
+]
+
+
 def render_kernels(math, inputs, parameters, hypers) -> str:
     tensors = [*inputs, *parameters]
     grads = [f"grad_{name}" for name in tensors]
@@ -849,7 +994,8 @@ def render_kernels(math, inputs, parameters, hypers) -> str:
     backward_body += [f"tl.store({g}_ptr + offsets, {g}, mask=mask)" for g in grads]
     return (
         "import triton\nimport triton.language as tl\n\nfrom liger_kernel.ops.utils import pow\n"
-        "from liger_kernel.ops.utils import tanh\nfrom liger_kernel.ops.utils import tanh_from_exp\n\n\n"
+        "from liger_kernel.ops.utils import tanh\nfrom liger_kernel.ops.utils import tanh_from_exp\n"
+        "from liger_kernel.ops.utils import log1p\n\n\n"
         f"@triton.jit\ndef forward_kernel({forward_args}, y_ptr, {hyper_args}n_cols, BLOCK: tl.constexpr):\n"
         f"{_indent(forward_body)}\n\n\n"
         f"@triton.jit\ndef backward_kernel({backward_args}, {hyper_args}n_cols, BLOCK: tl.constexpr):\n"
@@ -866,13 +1012,28 @@ def import_module_from_source(source: str, path: Path):
 
 
 @pytest.mark.parametrize(
-    "name", ["geglu", "swiglu", "dyt", "relu_squared", "sigmoid_gate", "swish_beta", "pow_hyper", "pow_odd_hyper"]
+    "name, libraries",
+    [
+        *((name, (None, None)) for name in RUN_AS_KERNEL),
+        ("geglu", ("core", "libdevice")),
+        ("dyt", ("core", "libdevice")),
+        ("softplus_log1p_gate", ("core", "libdevice")),
+        ("softplus_log1p_gate", ("libdevice", "libdevice")),
+    ],
 )
-def test_printed_statements_run_as_a_triton_kernel(name, tmp_path):
+def test_printed_statements_run_as_a_triton_kernel(name, libraries, tmp_path):
+    """Each case's printed forward and backward in a kernel match torch in float64; ``libraries`` are the passes'
+    ``tiling.forward_math`` / ``backward_math`` (under the interpreter libdevice's helpers are core-op formulas of
+    the same values; compiled, libdevice's own)."""
     formula, inputs, parameters, hypers, torch_fn = FUSED_CASES[name]
     names = [*inputs, *parameters, *hypers]
-    math = synthesize_elementwise({"y": parse_formula(formula, names)}, list(inputs), parameters, list(hypers))
-    module = import_module_from_source(render_kernels(math, inputs, parameters, hypers), tmp_path / f"k_{name}.py")
+    derivation = derive_elementwise({"y": parse_formula(formula, names)}, list(inputs), parameters, list(hypers))
+    math = print_elementwise(derivation, TritonPrinter, *libraries)
+    if "libdevice" in libraries:
+        pass_statements = math.forward if libraries[0] == "libdevice" else math.backward
+        assert any(f"{helper}(" in line for line in pass_statements for helper in ("tanh", "log1p"))
+    source = render_kernels(math, inputs, parameters, hypers)
+    module = import_module_from_source(source, tmp_path / f"k_{name}_{'_'.join(map(str, libraries))}.py")
 
     device = infer_device()
     n_rows, n_cols = (4, 37) if device == "cpu" else (64, 4099)

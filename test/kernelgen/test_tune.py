@@ -161,13 +161,37 @@ def test_the_space_is_the_tiling_the_template_reads_nearest_values_first():
 
     # geglu walks contiguous tensors as one row: its tile there is max_block_cols elements, swept first.
     geglu = search_space(analyze("geglu"))
-    assert geglu.fields == ("max_block_cols", "num_warps", "backward_num_warps", "block_elements", "programs_per_sm")
+    math = ("backward_math", "forward_math")
+    assert geglu.fields == (
+        "max_block_cols",
+        "num_warps",
+        "backward_num_warps",
+        *math,
+        "block_elements",
+        "programs_per_sm",
+    )
     assert geglu.values["max_block_cols"] == (4096, 1024, 8192, 512)  # around the 2048 default
     assert geglu.values["block_elements"] == (8192, 2048, 16384, 1024)  # around the 4096 default
     # dyt reads per-channel parameters by column: it walks rows of block_elements-element tiles, swept first.
     dyt = search_space(analyze("dyt"))
-    assert dyt.fields == ("block_elements", "num_warps", "backward_num_warps", "max_block_cols", "programs_per_sm")
+    assert dyt.fields == (
+        "block_elements",
+        "num_warps",
+        "backward_num_warps",
+        *math,
+        "max_block_cols",
+        "programs_per_sm",
+    )
     assert dyt.values["max_block_cols"] == (4096, 1024, 512)
+    # Each pass's tanh and log1p, where the pass computes one: core formulas or libdevice's, less the one the default
+    # prints (geglu's forward: libdevice's tanh; its backward: core formulas).
+    assert geglu.values["backward_math"] == ("libdevice",) and geglu.values["forward_math"] == ("core",)
+    explicit = analyze("geglu")
+    explicit.tiling.backward_math = "libdevice"
+    assert search_space(explicit).values["backward_math"] == (None,)  # back to the default, which is core
+    logsigmoid = search_space(analyze("logsigmoid"))  # its backward is grad_y * sigmoid(-x): nothing to choose
+    assert "forward_math" in logsigmoid.fields and "backward_math" not in logsigmoid.fields
+    assert not set(math) & set(search_space(analyze("swiglu")).fields)
     assert geglu.values["num_warps"][0] == 8 and None not in geglu.values["num_warps"]  # the start is auto
     assert geglu.values["backward_num_warps"][0] == 16  # a compute-bound backward wants more warps first
     loss = search_space(analyze("cross_entropy"))
@@ -242,13 +266,14 @@ def test_tune_renders_real_candidates_keeps_the_best_and_regenerates_the_kernel_
     )
     summary = (workspace / "phase_4_summary.md").read_text()
     assert (
-        "- accepted iteration: 3 (max_block_cols=2048, num_warps=8, backward_num_warps=auto, block_elements=4096, "
-        "programs_per_sm=2)" in summary
+        "- accepted iteration: 3 (max_block_cols=2048, num_warps=8, backward_num_warps=auto, backward_math=auto, "
+        "forward_math=auto, block_elements=4096, programs_per_sm=2)" in summary
     )
     assert "the ops file is kernel_function_best.py" in summary
     # programs_per_sm does nothing in geglu (no parameter gradients): the same code, never a row
     assert all(row["focus"] != "tiling.programs_per_sm" for row in rows)
     assert "- programs_per_sm: 4, 1, 8 not run: the same ops file as a candidate already tried" in summary
+    assert "- forward_math: core (not faster" in summary and "- backward_math: libdevice (not faster" in summary
 
 
 def test_a_candidate_is_checked_in_the_scratch_copy_before_it_is_timed(geglu_checkout, tmp_path):

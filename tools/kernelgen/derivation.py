@@ -47,7 +47,8 @@ def elementwise_math(profile: KernelProfile, source: str = "<profile>") -> Eleme
     rounded = tensors if profile.math.rounding == "per_op" else ()
     formulas = tuple(profile.math.outputs.items())
     try:
-        return _printed_elementwise(formulas, inputs, parameters, hyperparameters, rounded, profile.backend)
+        libraries = (profile.tiling.forward_math, profile.tiling.backward_math)
+        return _printed_elementwise(formulas, inputs, parameters, hyperparameters, rounded, profile.backend, libraries)
     except _FormulaError as error:
         raise ProfileError(source, [str(error)]) from None
 
@@ -57,9 +58,12 @@ class _FormulaError(ValueError):
 
 
 @functools.lru_cache(maxsize=64)
-def _printed_elementwise(formulas, inputs, parameters, hyperparameters, rounded, backend) -> ElementwiseMath:
+def _printed_elementwise(
+    formulas, inputs, parameters, hyperparameters, rounded, backend, libraries=(None, None)
+) -> ElementwiseMath:
     derivation = _derive_elementwise(formulas, inputs, parameters, hyperparameters, rounded)
-    return print_elementwise(derivation, PRINTERS[backend])
+    forward_math, backward_math = libraries
+    return print_elementwise(derivation, PRINTERS[backend], forward_math, backward_math)
 
 
 @functools.lru_cache(maxsize=64)

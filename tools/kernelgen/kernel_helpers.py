@@ -7,9 +7,11 @@ a target lacks (an upstream Liger-Kernel checkout has none of them).
 - ``get_num_sms``: streaming multiprocessors, to size the persistent grids of kernels with parameter gradients;
 - ``is_triton_interpreter``: whether kernels run under ``TRITON_INTERPRET=1`` (tier-2 backwards pipeline their row
   walk only when compiled);
-- ``pow`` (and ``tanh``, for hand-written kernels): jit math; compiled, libdevice's; under ``TRITON_INTERPRET=1``
-  libdevice does not exist, and they are formulas of core ``tl`` ops with the same values (``pow`` with torch's
-  signs for integer exponents of negative bases and ``x ** 0 == 1``);
+- ``pow``, ``tanh`` and ``log1p``: jit math; compiled, libdevice's; under ``TRITON_INTERPRET=1`` libdevice does
+  not exist, and they are formulas of core ``tl`` ops with the same values (``pow`` with torch's signs for integer
+  exponents of negative bases and ``x ** 0 == 1``); the printer emits ``pow`` for runtime exponents, and ``tanh``
+  and ``log1p`` where a kernel's math is printed with libdevice's functions (``tiling.forward_math`` /
+  ``backward_math``, and forwards whose only transcendental is tanh);
 - ``tanh_from_exp``: the tanh the printer emits (``synth/printer.py``), core ``tl`` ops compiled and interpreted
   alike (libdevice's tanh costs generated backward kernels registers they need);
 - ``widen_to_fp32``: a loaded bf16 value widened to fp32 by bits (tier-2 backwards hold their rows in 16 bits
@@ -72,6 +74,15 @@ def is_triton_interpreter() -> bool:
 
 # The interpreted definitions of the jit math helpers (compiled, each is libdevice's function of the same name).
 INTERPRETED_SOURCES = {
+    "log1p": """
+@triton.jit
+def log1p(x):
+    # log(1 + x) keeping the digits of a small x that 1 + x rounds away: log(u) * x / (u - 1) with u = 1 + x
+    # cancels u's rounding error (Goldberg), u == 1 gives x itself and u == inf gives inf.
+    u = 1.0 + x
+    exact = (u == 1.0) | (u == float("inf"))
+    return tl.where(exact, tl.where(u == 1.0, x, u), tl.log(u) * x / tl.where(exact, 1.0, u - 1.0))
+""",
     "pow": """
 @triton.jit
 def pow(x, y):

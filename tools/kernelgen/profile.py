@@ -269,13 +269,19 @@ class Tiling:
     ``num_warps``: warps per program (``None``: chosen from the tile size). ``backward_num_warps`` (tier 1): the
     backward's warps per program where they should differ from the forward's (``None``: the backward launches as
     the forward does, except that a backward calling sin or cos gets 16 warps and 4096-column slices, as measured
-    on an H200, unless ``num_warps`` is set)."""
+    on an H200, unless ``num_warps`` is set). ``forward_math`` / ``backward_math`` (tier 1, Triton): how each pass
+    computes tanh and log(1 + v), softplus's included: ``core`` (formulas of core ``tl`` ops, fewer registers) or
+    ``libdevice`` (libdevice's, an ulp or two; core ops under the interpreter either way); ``None``: libdevice's in a
+    forward whose only transcendental is tanh, core ops elsewhere (``synth/derive.py``). Which is faster depends on
+    the kernel, so ``tune`` tries both."""
 
     block_elements: int | None = None
     max_block_cols: int | None = None
     programs_per_sm: int | None = None
     num_warps: int | None = None
     backward_num_warps: int | None = None
+    forward_math: str | None = None
+    backward_math: str | None = None
 
 
 # The tiling fields each ops template reads, with their defaults (from measured sweeps on an H200).
@@ -287,7 +293,14 @@ TILING_DEFAULTS = {
 }
 TILING_AUTO = ("num_warps",)  # fields whose None means "chosen by the template", for every tier
 # ... and for one template: a loss's chunk of classes follows its schedule (see render/views.py).
-TILING_AUTO_BY_TEMPLATE = {"loss": ("block_elements",), "elementwise": ("backward_num_warps",)}
+TILING_AUTO_BY_TEMPLATE = {
+    "loss": ("block_elements",),
+    "elementwise": ("backward_num_warps", "forward_math", "backward_math"),
+}
+# How a tier-1 pass computes tanh and log(1 + v) (``Tiling.forward_math`` / ``backward_math``).
+MATH_LIBRARIES = ("core", "libdevice")
+# Tiling fields that name a choice instead of a size, with the values each takes.
+TILING_CHOICES = {"forward_math": MATH_LIBRARIES, "backward_math": MATH_LIBRARIES}
 
 
 @dataclass
@@ -845,6 +858,11 @@ def validate_profile(profile: KernelProfile) -> list[str]:
             continue
         if not _applies(profile, f"tiling.{key.name}"):
             problems.append(f"tiling.{key.name}: the {profile.template} template does not read it; remove it")
+        elif key.name in TILING_CHOICES:
+            if value not in TILING_CHOICES[key.name]:
+                problems.append(f"tiling.{key.name}: {value!r} is not one of {', '.join(TILING_CHOICES[key.name])}")
+            elif profile.backend != "triton":
+                problems.append(f"tiling.{key.name}: the {profile.backend} backend has one math library; remove it")
         elif not isinstance(value, int) or isinstance(value, bool) or value < 1:
             problems.append(f"tiling.{key.name}: {value!r} is not a positive integer")
     if profile.module.hidden_act and not _applies(profile, "module.hidden_act"):

@@ -150,6 +150,14 @@ def widen_to_fp32(x):
 if is_triton_interpreter():
 
     @triton.jit
+    def log1p(x):
+        # log(1 + x) keeping the digits of a small x that 1 + x rounds away: log(u) * x / (u - 1) with u = 1 + x
+        # cancels u's rounding error (Goldberg), u == 1 gives x itself and u == inf gives inf.
+        u = 1.0 + x
+        exact = (u == 1.0) | (u == float("inf"))
+        return tl.where(exact, tl.where(u == 1.0, x, u), tl.log(u) * x / tl.where(exact, 1.0, u - 1.0))
+
+    @triton.jit
     def pow(x, y):
         # |x| ** y by exp2/log2; a negative base keeps its sign for an odd integer exponent and gives NaN for a
         # fractional one, and anything ** 0 is 1, as in torch (and libdevice).
@@ -179,6 +187,7 @@ else:
     except ImportError:  # Triton < 3.0 ships libdevice under the CUDA namespace
         from triton.language.extra.cuda import libdevice
 
+    log1p = libdevice.log1p
     pow = libdevice.pow
     tanh = libdevice.tanh
 
@@ -193,6 +202,7 @@ __all__ = [
     "get_num_sms",
     "is_hip",
     "is_triton_interpreter",
+    "log1p",
     "next_power_of_2",
     "pow",
     "tanh",

@@ -45,6 +45,7 @@ from tools.kernelgen.profile import OutputSpec
 from tools.kernelgen.profile import Reference
 from tools.kernelgen.profile import TensorSpec
 from tools.kernelgen.profile import TestSpec
+from tools.kernelgen.profile import Tiling
 
 DEFAULT_BENCHMARK_CONFIG = {"hidden_size": 4096}
 MLP_CONFIG = InitParameter(
@@ -99,6 +100,7 @@ def build_profile(traced: TracedReference, classification: Classification, name:
         ),
         benchmark=_benchmark(hints, loaded.origin),
         backward=_apply_hints(Backward(), hints.get("backward", {}), "backward", loaded.origin),
+        tiling=_apply_hints(Tiling(), hints.get("tiling", {}), "tiling", loaded.origin),
         reference=Reference(
             source=loaded.source,
             entry=loaded.entry,

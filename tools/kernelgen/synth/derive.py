@@ -18,6 +18,8 @@ from dataclasses import field
 import sympy
 
 from tools.kernelgen.synth.functions import CastToInput
+from tools.kernelgen.synth.functions import KernelForm
+from tools.kernelgen.synth.functions import Log1p
 from tools.kernelgen.synth.naming import FUNCTION_WORDS
 from tools.kernelgen.synth.naming import constant_lines
 from tools.kernelgen.synth.naming import hoist
@@ -65,6 +67,8 @@ def _statements(assignments: dict[str, sympy.Expr], taken: set[str], printer) ->
 def _precision_sensitive_ops(exprs) -> list[str]:
     found = set()
     for expr in exprs:
+        # A value computed by a cheaper form is as precision-sensitive as the function it stands for.
+        expr = expr.replace(lambda node: isinstance(node, KernelForm), lambda node: node.as_builtin())
         for node in sympy.preorder_traversal(expr):
             if isinstance(node, sympy.Expr) and node.is_number:
                 continue  # constants such as sqrt(2 / pi) are folded into literals
@@ -230,20 +234,46 @@ def _tanh_is_the_only_transcendental(exprs) -> bool:
     return sympy.tanh in functions and all(f is sympy.tanh or issubclass(f, _CHEAP_FUNCTIONS) for f in functions)
 
 
-def print_elementwise(derivation: ElementwiseDerivation, printer_class=TritonPrinter) -> ElementwiseMath:
-    """The derived math as statements of the kernel language ``printer_class`` prints."""
-    printer = printer_class()
+def _pass_printer(printer_class, library: str | None, light: bool):
+    libdevice_printer = getattr(printer_class, "libdevice_printer_class", None)
+    wants_libdevice = library == "libdevice" or (library is None and light)
+    return (libdevice_printer if wants_libdevice and libdevice_printer else printer_class)()
+
+
+def _with_log1p(exprs: dict[str, sympy.Expr], printer) -> dict[str, sympy.Expr]:
+    """For a printer with a ``log1p``: each ``log(1 + v)`` as ``Log1p(v)``, before temporaries are named (``1 + v``
+    as a temporary would print as ``log(temporary)``)."""
+    if not printer.prints_log1p:
+        return exprs
+
+    def one_plus(node) -> bool:
+        return isinstance(node, sympy.log) and isinstance(node.args[0], sympy.Add) and 1 in node.args[0].args
+
+    return {name: expr.replace(one_plus, lambda node: Log1p(node.args[0] - 1)) for name, expr in exprs.items()}
+
+
+def print_elementwise(
+    derivation: ElementwiseDerivation,
+    printer_class=TritonPrinter,
+    forward_math: str | None = None,
+    backward_math: str | None = None,
+) -> ElementwiseMath:
+    """The derived math as statements of the kernel language ``printer_class`` prints. ``forward_math`` and
+    ``backward_math`` choose each pass's functions where the language has a choice (``profile.MATH_LIBRARIES``):
+    ``core``, formulas of core ``tl`` ops; ``libdevice``, libdevice's tanh and log1p (``TritonLibdevicePrinter``);
+    None, the measured default: libdevice's in a forward whose only transcendental is tanh, core ops elsewhere."""
+    backward_printer = _pass_printer(printer_class, backward_math, light=False)
     taken = set(derivation.taken)
     forward_exprs, gradients = derivation.forward, derivation.gradients
-    # A forward whose only transcendental is tanh may print it otherwise (Triton: libdevice's, TritonForwardPrinter).
     light = _tanh_is_the_only_transcendental(forward_exprs.values())
-    forward_printer = getattr(printer_class, "forward_printer_class", printer_class)() if light else printer
-    forward_constants, forward = _statements(forward_exprs, taken, forward_printer)
+    forward_printer = _pass_printer(printer_class, forward_math, light)
+    forward_constants, forward = _statements(_with_log1p(forward_exprs, forward_printer), taken, forward_printer)
     nonzero = {name: expr for name, expr in gradients.items() if expr != 0}
-    backward_constants, backward = _statements(nonzero, taken, printer) if nonzero else ([], [])
+    printed_gradients = _with_log1p(nonzero, backward_printer)
+    backward_constants, backward = _statements(printed_gradients, taken, backward_printer) if nonzero else ([], [])
     # A gradient that is identically zero still has to be a value the template can store.
     backward += [
-        f"{name} = {printer.zeros_like(name[len('grad_') :])}" for name, expr in gradients.items() if expr == 0
+        f"{name} = {backward_printer.zeros_like(name[len('grad_') :])}" for name, expr in gradients.items() if expr == 0
     ]
 
     forward_uses = {symbol.name for expr in forward_exprs.values() for symbol in expr.free_symbols}

@@ -135,6 +135,71 @@ class Relu(ElementwiseFunction):
         return sympy.Max(self.args[0], 0)
 
 
+class Log1p(ElementwiseFunction):
+    """``log(1 + x)``, made only for printing with libdevice's ``log1p`` (``derive.print_elementwise``: a pass whose
+    math library is libdevice), so that naming ``1 + x`` as a temporary cannot hide the ``1 +`` from the printer."""
+
+    op_name = "log1p"
+    nargs = 1
+
+    def fdiff(self, argindex=1):
+        if argindex != 1:
+            raise sympy.ArgumentIndexError(self, argindex)
+        return 1 / (1 + self.args[0])
+
+    def as_builtin(self):
+        return sympy.log(1 + self.args[0])
+
+
+class KernelForm(ElementwiseFunction):
+    """A value that kernels compute by a cheaper exact form (``kernel_form()``, what kernel printers print), kept one
+    opaque node until printed, so that sympy neither spreads its branches into each power or product of it nor
+    folds ``w**2`` back into a new ``exp(2u)``; formulas print the function it stands for (``as_builtin``). Made by
+    ``transcendentals.share_transcendentals`` after the derivation, so it needs no derivative of its own."""
+
+    def kernel_form(self) -> sympy.Expr:
+        raise NotImplementedError
+
+    def _sympystr(self, printer):
+        return printer._print(self.as_builtin())
+
+
+# Where w is this large, tanh(log(1 + w)) and w / (1 + w) are 1 in fp32 (they are from w ~ 1e8), and w (w + 2) is
+# still far from overflowing (at w ~ 1.8e19): the guard keeps inf / inf out and changes no value.
+LARGE_W = 1e9
+
+
+class TanhOfLog1p(KernelForm):
+    """``tanh(log(1 + w))`` for ``w > -1`` (``tanh(softplus(u))`` with ``w = exp(u)``) as ``n / (n + 2)``, ``n = w (w
+    + 2)``: one division, where the plain form takes a log and a tanh; no subtraction, so no cancellation."""
+
+    op_name = "tanh_log1p"
+    nargs = 1
+
+    def as_builtin(self):
+        return sympy.tanh(sympy.log(1 + self.args[0]))
+
+    def kernel_form(self):
+        w = self.args[0]
+        n = w * (w + 2)
+        return sympy.Piecewise((1, w > LARGE_W), (n / (n + 2), True))
+
+
+class SigmoidOfLog(KernelForm):
+    """``sigmoid(log(w)) = w / (w + 1)`` for ``w > 0``: ``sigmoid(u)`` in a kernel that computes ``w = exp(u)``
+    anyway, one division instead of another exp."""
+
+    op_name = "sigmoid_log"
+    nargs = 1
+
+    def as_builtin(self):
+        return Sigmoid(sympy.log(self.args[0]))
+
+    def kernel_form(self):
+        w = self.args[0]
+        return sympy.Piecewise((1, w > LARGE_W), (w / (w + 1), True))
+
+
 class CastToInput(ElementwiseFunction):
     """The value rounded to the first input's dtype and back (``.to(x.dtype)`` in a reference that computes in fp32,
     as Llama's RMSNorm does before the weight). Rounding passes the gradient through unchanged, as torch's cast."""

@@ -21,12 +21,16 @@ import keyword
 import sympy
 
 from tools.kernelgen.synth.functions import CastToInput
+from tools.kernelgen.synth.functions import KernelForm
+from tools.kernelgen.synth.functions import Log1p
 from tools.kernelgen.synth.functions import LogSigmoid
 from tools.kernelgen.synth.functions import Maximum
 from tools.kernelgen.synth.functions import Minimum
 from tools.kernelgen.synth.functions import Relu
 from tools.kernelgen.synth.functions import Sigmoid
+from tools.kernelgen.synth.functions import SigmoidOfLog
 from tools.kernelgen.synth.functions import Softplus
+from tools.kernelgen.synth.functions import TanhOfLog1p
 from tools.kernelgen.synth.printer import float_literal
 
 MAX_WORDS = 4
@@ -84,8 +88,11 @@ FUNCTION_WORDS = {
     sympy.Abs: "abs",
     sympy.sign: "sign",
     Sigmoid: "sigmoid",
+    SigmoidOfLog: "sigmoid_log",
+    TanhOfLog1p: "tanh_log1p",
     Softplus: "softplus",
     LogSigmoid: "logsigmoid",
+    Log1p: "log1p",
     Relu: "relu",
     Maximum: "max",
     Minimum: "min",
@@ -352,9 +359,20 @@ def hoist(
 ) -> tuple[dict[str, str], list[tuple], list[sympy.Expr]]:
     """Named constants (unless not ``name_constants``) and common subexpressions of ``exprs`` (``sympy.cse`` over
     all of them jointly): the constants as ``{name: literal}``, the temporaries as ``(symbol, value)`` in order (each
-    after the ones it reads), and ``exprs`` written with both. New names are added to ``taken``."""
+    after the ones it reads), and ``exprs`` written with both. New names are added to ``taken``.
+
+    A ``KernelForm`` (a value computed by a cheaper form, ``functions.py``) becomes a temporary of its expanded form,
+    named after the value it stands for, and the pieces of that form are shared with the rest (the ``exp(x)`` of
+    mish's ``tanh(softplus(x))`` with its ``sigmoid(x)``)."""
+    forms = sorted(
+        {node for expr in exprs for node in sympy.preorder_traversal(expr) if isinstance(node, KernelForm)},
+        key=sympy.default_sort_key,
+    )
+    stand_ins = {form: sympy.Symbol(f"_form{index}", real=True) for index, form in enumerate(forms)}
+    expansions = [form.kernel_form().xreplace(stand_ins) for form in forms]
     constants = ConstantNames(taken)
-    rewritten = [constants.rewrite(expr) for expr in exprs] if name_constants else list(exprs)
+    together = [expr.xreplace(stand_ins) for expr in exprs] + expansions
+    rewritten = [constants.rewrite(expr) for expr in together] if name_constants else together
     placeholders = sympy.numbered_symbols("_cse", real=True)
     replacements, reduced = sympy.cse(rewritten, symbols=placeholders, order="canonical")
     temporaries = TemporaryNames(taken)
@@ -367,8 +385,27 @@ def hoist(
             continue
         renames[placeholder] = temporaries.name(expr)
         definitions.append((renames[placeholder], expr))
+    reduced = [expr.xreplace(renames) for expr in reduced]
+    named_forms = {}
+    for form, stand_in in stand_ins.items():
+        named_forms[stand_in] = temporaries.name(form.xreplace(renames).xreplace(named_forms))
+    for index, stand_in in enumerate(stand_ins.values()):
+        definitions.append((named_forms[stand_in], reduced[len(exprs) + index].xreplace(named_forms)))
+    definitions = _in_dependency_order([(symbol, value.xreplace(named_forms)) for symbol, value in definitions])
     literals = {symbol.name: float_literal(value) for symbol, value in constants.values.items()}
-    return literals, definitions, [expr.xreplace(renames) for expr in reduced]
+    return literals, definitions, [expr.xreplace(named_forms) for expr in reduced[: len(exprs)]]
+
+
+def _in_dependency_order(definitions: list[tuple]) -> list[tuple]:
+    """``(symbol, value)`` definitions reordered so that each comes after those it reads (otherwise as given)."""
+    defined = {symbol for symbol, _ in definitions}
+    ordered, done, pending = [], set(), list(definitions)
+    while pending:
+        ready = next(d for d in pending if not (d[1].free_symbols & defined) - done)
+        ordered.append(ready)
+        done.add(ready[0])
+        pending.remove(ready)
+    return ordered
 
 
 def constant_lines(constants: dict[str, str]) -> list[str]:

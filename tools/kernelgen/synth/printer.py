@@ -9,12 +9,15 @@
   ``tl.sqrt``, ``-0.5`` as ``tl.rsqrt`` (half-integers combine the two), any other constant as
   ``tl.exp2(p * tl.log2(x))`` (valid for ``x > 0`` only, like a fractional power in torch); an exponent known
   only at run time (a hyper-parameter, a tensor) as ``pow(x, p)``, with torch's signs and ``x ** 0 == 1``;
-- ``tanh(u)`` as ``tanh_from_exp(u)`` (in a forward whose only transcendental is tanh as ``tanh(u)``, libdevice's
-  when compiled: ``TritonForwardPrinter``), runtime powers as ``pow``: jit helpers of the target's
+- ``tanh(u)`` as ``tanh_from_exp(u)``, runtime powers as ``pow``: jit helpers of the target's
   ``liger_kernel.ops.utils``, which generated files import (``tanh_from_exp``: one formula of core ``tl`` ops,
   compiled and interpreted; ``pow``: libdevice's when compiled, a core-op formula under the Triton interpreter,
   where libdevice does not exist);
 - ``softplus``/``logsigmoid`` in their overflow-free forms ``max(u, 0) + log(1 + exp(-|u|))``;
+- ``TritonLibdevicePrinter`` prints tanh as the utils ``tanh``, ``log(1 + v)`` (``Log1p``, which
+  ``derive.print_elementwise`` makes of it for this printer) as the utils ``log1p`` (libdevice's when compiled),
+  softplus's ``log(1 + exp(-|u|))`` included: for the kernels the profile asks it of
+  (``tiling.forward_math``/``backward_math``: ``libdevice``) and forwards whose only transcendental is tanh;
 - ``Piecewise`` as nested ``tl.where``; comparisons as ``x > 0.0``; ``&``/``|`` between conditions.
 
 Anything without a rule raises instead of printing something that is not Triton.
@@ -50,11 +53,12 @@ def float_literal(value) -> str:
 # jit helpers the printed Triton statements call, imported from the target's ``liger_kernel.ops.utils``
 # (``kernel_helpers.py``).
 TANH_HELPER = "tanh_from_exp"
-# Forward kernels' tanh: libdevice's when compiled (a core-op formula under the interpreter), see TritonForwardPrinter.
+# libdevice's functions when compiled (core-op formulas under the interpreter), see TritonLibdevicePrinter.
 LIBDEVICE_TANH_HELPER = "tanh"
+LIBDEVICE_LOG1P_HELPER = "log1p"
 POW_HELPER = "pow"
 INPUT_DTYPE = "input_dtype"
-_HELPER_CALL = re.compile(rf"(?<![\w.])({TANH_HELPER}|{LIBDEVICE_TANH_HELPER}|{POW_HELPER})\(")
+_HELPER_CALL = re.compile(rf"(?<![\w.])({TANH_HELPER}|{LIBDEVICE_TANH_HELPER}|{LIBDEVICE_LOG1P_HELPER}|{POW_HELPER})\(")
 
 
 def jit_helpers_called(statements) -> list[str]:
@@ -120,6 +124,7 @@ class _KernelPrinter(_ConditionPrinting, StrPrinter):
     printmethod = "_kernelcode"  # never defined: our classes' ``_sympystr`` must not leak into kernels
     language = ""
     named_constants = False  # whether statement builders name known constants (``naming.py``) for this language
+    prints_log1p = False  # whether ``log(1 + v)`` is given as ``Log1p(v)`` to print with a log1p of its own
     # role -> the language's function: exp, log, sin, cos, erf, abs, sigmoid, sqrt, rsqrt, exp2, log2, max, min.
     names: dict[str, str] = {}
 
@@ -144,6 +149,12 @@ class _KernelPrinter(_ConditionPrinting, StrPrinter):
         raise ValueError(f"no {self.language} printing rule for {type(expr).__name__}: {expr}")
 
     _print_Function = _print_Basic
+
+    # sympy looks a Function subclass's printing up by its own class name only (not its bases').
+    def _print_TanhOfLog1p(self, expr):
+        return self._print(expr.kernel_form())
+
+    _print_SigmoidOfLog = _print_TanhOfLog1p
 
     def _print_Symbol(self, expr):
         return expr.name
@@ -330,6 +341,9 @@ class TritonPrinter(_KernelPrinter):
 
     tanh_helper = TANH_HELPER
 
+    def _print_Log1p(self, expr):
+        return self._print(expr.as_builtin())
+
     def _print_tanh(self, expr):
         # The utils helper, not 2 * sigmoid(2u) - 1, which would cancel to nothing near 0.
         return f"{self.tanh_helper}({self._print(expr.args[0])})"
@@ -345,18 +359,28 @@ class TritonPrinter(_KernelPrinter):
         return f"tl.zeros_like({name})"
 
 
-class TritonForwardPrinter(TritonPrinter):
-    """``TritonPrinter`` for element-wise forward kernels whose only transcendental is tanh: tanh as the utils
-    ``tanh``, libdevice's when compiled. It takes more registers than ``tanh_from_exp`` (geglu's forward 48 against
-    32), which such a light forward has to spare and runs faster with (on an H200 at 16384 x 4096 / 14336 bf16,
-    geglu's forward 100.4 -> 97.8 and 328.4 -> 324.1 us, torch.compile's 97.5 and 324.9; dyt's and the tanh gate's
-    within 1%); a forward with other transcendentals pays for them (mish, ``tanh(softplus(x))``: 437 -> 455 us), and
-    backwards keep ``tanh_from_exp`` for their registers (dyt's backward ran 1.7x slower with libdevice's)."""
+class TritonLibdevicePrinter(TritonPrinter):
+    """``TritonPrinter`` with libdevice's tanh and log1p (the utils ``tanh`` and ``log1p``: libdevice's when compiled,
+    core-op formulas under the interpreter). They are exact to an ulp or two where the core-op forms are a few ulps
+    off, and they take more registers: which is faster depends on the kernel, measured on an H200 at 16384 x 4096 /
+    14336 bf16: geglu's forward 100.4 -> 97.8 and 328.4 -> 324.1 us with libdevice's tanh (torch.compile's 97.5 and
+    324.9), so forwards whose only transcendental is tanh use it unless the profile says otherwise; mish's forward
+    437 -> 455 us and dyt's backward 1.7x slower with it; the softplus gate's backward 588.5 -> 551.2 us with
+    libdevice's log1p, mish's 574 -> 586. Hence a per-kernel, per-pass choice that ``tune`` sweeps
+    (``tiling.forward_math``/``backward_math``)."""
 
     tanh_helper = LIBDEVICE_TANH_HELPER
+    prints_log1p = True
+
+    def _print_Log1p(self, expr):
+        return f"{LIBDEVICE_LOG1P_HELPER}({self._print(expr.args[0])})"
+
+    def _log_one_plus_exp_minus_abs(self, expr) -> str:
+        names = self.names
+        return f"{LIBDEVICE_LOG1P_HELPER}({names['exp']}(-{names['abs']}({self._print(expr.args[0])})))"
 
 
-TritonPrinter.forward_printer_class = TritonForwardPrinter
+TritonPrinter.libdevice_printer_class = TritonLibdevicePrinter
 
 
 class TileLangPrinter(_KernelPrinter):

@@ -1,21 +1,25 @@
 """What ``tune`` may change: the tiling fields the kernel's ops template reads, each with the values worth a try.
 
-The templates offer no other variant than their launch settings today, so the space is the profile's ``tiling``
-section (``profile.tiling_fields``): tile size (``block_elements``), the widest column slice of a long row
-(``max_block_cols``, tier 1; the whole tile of a parameter-free element-wise kernel on contiguous tensors, which
-walk as one row), persistent programs per SM for parameter-gradient reductions (``programs_per_sm``)
-and warps per program (``num_warps``; ``None`` lets the template choose from the tile), the backward's own
-(``backward_num_warps``, tier 1: a compute-bound backward may want more warps than its forward). Every value is a power of
-two (Triton's block shapes are). A field's values are tried nearest the starting value first (from the template's
-own choice: in the order listed, likeliest first), so a small budget spends itself on the likeliest neighbours.
+The space is the profile's ``tiling`` section (``profile.tiling_fields``): tile size (``block_elements``), the
+widest column slice of a long row (``max_block_cols``, tier 1; the whole tile of a parameter-free element-wise
+kernel on contiguous tensors, which walk as one row), persistent programs per SM for parameter-gradient
+reductions (``programs_per_sm``) and warps per program (``num_warps``; ``None`` lets the template choose from the
+tile), the backward's own (``backward_num_warps``, tier 1: a compute-bound backward may want more warps than its
+forward), and the one variant the tier-1 template offers: each pass's tanh and log1p, core ``tl`` formulas or
+libdevice's (``forward_math``, ``backward_math``; the same change made one kernel faster and another slower on an
+H200). Every size is a power of two (Triton's block shapes are). A field's values are tried nearest the starting
+value first (from the template's own choice: in the order listed, likeliest first), so a small budget spends
+itself on the likeliest neighbours.
 """
 
 from __future__ import annotations
 
+import copy
 import math
 
 from dataclasses import dataclass
 
+from tools.kernelgen.profile import TILING_CHOICES
 from tools.kernelgen.profile import KernelProfile
 from tools.kernelgen.profile import tiling_fields
 
@@ -26,6 +30,8 @@ VALUES = {
     "programs_per_sm": (1, 2, 4, 8),
     "num_warps": (None, 8, 4, 16, 2, 32),
     "backward_num_warps": (None, 16, 8, 4, 32),
+    "forward_math": (None, "libdevice", "core"),
+    "backward_math": (None, "libdevice", "core"),
 }
 VALUES_BY_TEMPLATE = {
     ("rows", "block_elements"): (1024, 2048, 4096, 8192, 16384, 32768),
@@ -35,12 +41,28 @@ VALUES_BY_TEMPLATE = {
     ("loss", "num_warps"): (None, 8, 16, 4, 32),
 }
 # Which field to sweep first: the tile decides the most, then warps, then the rest.
-ORDER = ("block_elements", "num_warps", "backward_num_warps", "max_block_cols", "programs_per_sm")
+ORDER = (
+    "block_elements",
+    "num_warps",
+    "backward_num_warps",
+    "backward_math",
+    "forward_math",
+    "max_block_cols",
+    "programs_per_sm",
+)
 # An element-wise kernel without parameters walks contiguous tensors as one row (the ops template's _launch_shape):
 # its tile there is max_block_cols elements, and block_elements only sizes the 2-D tiles of strided inputs, so the
 # slice width goes first and the tile size last (at validate's contiguous shape a block_elements candidate renders
 # other text that runs the same launch).
-FLAT_ORDER = ("max_block_cols", "num_warps", "backward_num_warps", "block_elements", "programs_per_sm")
+FLAT_ORDER = (
+    "max_block_cols",
+    "num_warps",
+    "backward_num_warps",
+    "backward_math",
+    "forward_math",
+    "block_elements",
+    "programs_per_sm",
+)
 FLAT_MAX_BLOCK_COLS = (512, 1024, 2048, 4096, 8192)
 
 
@@ -70,6 +92,8 @@ def _nearest_first(values: tuple, start) -> tuple:
     the start is an explicit value, last-but-kept when the start is ``None``."""
     if start is None:
         return tuple(v for v in values if v is not None) if None in values else values
+    if isinstance(start, str):  # a named choice has no distance: the others in the order listed
+        return tuple(v for v in values if v != start)
 
     def distance(value):
         if value is None:
@@ -84,6 +108,28 @@ def walks_flat(profile: KernelProfile) -> bool:
     return profile.template == "elementwise" and not profile.parameters
 
 
+def _choices_that_change_the_kernel(profile: KernelProfile, field: str, values: tuple) -> tuple:
+    """``values`` of a choice field (``TILING_CHOICES``) that print the kernel's pass otherwise than its current value
+    and than each other, in order: the default (None) prints one of the named choices, and a pass without tanh or
+    log prints alike under all of them."""
+    from tools.kernelgen.derivation import elementwise_math
+
+    def printed(value):
+        trial = copy.deepcopy(profile)
+        setattr(trial.tiling, field, value)
+        math = elementwise_math(trial)
+        return math.forward if field == "forward_math" else math.backward
+
+    seen = [printed(getattr(profile.tiling, field))]
+    distinct = []
+    for value in values:
+        statements = printed(value)
+        if statements not in seen:
+            seen.append(statements)
+            distinct.append(value)
+    return tuple(distinct)
+
+
 def search_space(profile: KernelProfile) -> SearchSpace:
     flat = walks_flat(profile)
     fields = [field for field in (FLAT_ORDER if flat else ORDER) if field in tiling_fields(profile)]
@@ -92,8 +138,12 @@ def search_space(profile: KernelProfile) -> SearchSpace:
         candidates = VALUES_BY_TEMPLATE.get((profile.template, field), VALUES[field])
         if flat and field == "max_block_cols":
             candidates = FLAT_MAX_BLOCK_COLS
-        values[field] = _nearest_first(candidates, getattr(profile.tiling, field))
-    return SearchSpace(tuple(fields), values)
+        candidates = _nearest_first(candidates, getattr(profile.tiling, field))
+        if field in TILING_CHOICES:
+            candidates = _choices_that_change_the_kernel(profile, field, candidates)
+        if candidates:
+            values[field] = candidates
+    return SearchSpace(tuple(field for field in fields if field in values), values)
 
 
 def describe(configuration: dict) -> str:
