@@ -104,8 +104,14 @@ def _nearest_first(values: tuple, start) -> tuple:
 
 
 def walks_flat(profile: KernelProfile) -> bool:
-    """Whether the kernel's forward and backward walk contiguous tensors as one row of all their elements."""
-    return profile.template == "elementwise" and not profile.parameters
+    """Whether the kernel's forward and backward walk contiguous tensors as one row of all their elements (what the
+    tier-1 ops view decides for the template: no per-channel parameter read, no parameter gradient)."""
+    if profile.template != "elementwise":
+        return False
+    from tools.kernelgen.render.views import build_views
+
+    ops = build_views(profile).ops
+    return ops.forward_walks_flat and ops.backward_walks_flat
 
 
 def _choices_that_change_the_kernel(profile: KernelProfile, field: str, values: tuple) -> tuple:
