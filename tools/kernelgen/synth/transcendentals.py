@@ -12,10 +12,12 @@ The expressions one kernel evaluates are rewritten together, since they share th
 when the kernel's cost in calls (softplus and log-sigmoid count two: an exp and a log) drops, so nothing changes
 for a kernel that would trade one call for another. Every identity here is exact and cancellation-free where the
 original is accurate: ``sin(2u) = 2 sin(u) cos(u)``; ``cos(2u)`` as ``2 cos(u)**2 - 1`` or ``1 - 2 sin(u)**2``,
-whichever reuses a call the kernel makes; ``tanh(log(v))`` for ``v`` that sympy proves positive and whose ``w = v -
-1`` expands without a constant (``exp(x)``, ``x**2``: no subtraction to cancel); ``sigmoid(±u)`` where the kernel
-computes ``exp(u)``. The rational forms are guarded where ``w`` is large (they would overflow to inf / inf), with
-the value the original rounds to there, 1. (``exp(2u) = exp(u)**2`` would qualify too, but sympy folds
+whichever reuses a call the kernel makes; ``tanh(log(v))`` for ``v`` that sympy proves positive and whose
+``w = v - 1`` expands without a constant (``exp(x)``, ``x**2``: no subtraction to cancel); ``sigmoid(±u)``
+where the kernel computes ``exp(u)`` or the ``exp(-|u|)`` of a softplus of ``u``; the tanh of a selection as the
+selection of tanhs, 1 in a branch taken only where its argument is at least 10 (1 in fp32 there: torch's
+softplus threshold). The rational forms are guarded where ``w`` is large (they would overflow to inf / inf),
+with the value the original rounds to there, 1. (``exp(2u) = exp(u)**2`` would qualify too, but sympy folds
 ``exp(u)**2`` straight back into ``exp(2u)``.)
 """
 
@@ -121,7 +123,10 @@ def _rewrites(call: sympy.Expr, calls: set) -> list[dict]:
     if isinstance(call, sympy.tanh):
         value = call.args[0]
         if isinstance(value, sympy.Piecewise):  # the tanh of a selection is the selection of the tanhs
-            forms = [_tanh_of_log(branch) for branch, _ in value.args]
+            forms = [
+                sympy.S.One if _at_least(branch, condition, _TANH_IS_ONE) else _tanh_of_log(branch)
+                for branch, condition in value.args
+            ]
             if all(form is None for form in forms):
                 return []
             pieces = [
@@ -161,6 +166,22 @@ def _sigmoid_rewrites(call: Sigmoid, calls: set) -> list[dict]:
         replacements[call] = sympy.Piecewise((1, v >= 0), (e, True)) / (1 + e)
         rewrites.append(replacements)
     return rewrites
+
+
+# tanh(u) is 1 in fp32 from here on (1 - tanh(10) = 4e-9 is below half an ulp of 1): a branch taken only there
+# (torch's softplus threshold, x > 20) needs no tanh.
+_TANH_IS_ONE = 10
+
+
+def _at_least(value: sympy.Expr, condition, bound: float) -> bool:
+    """Whether ``condition`` says ``value > c`` (or ``>=``) for a number ``c >= bound``."""
+    if isinstance(condition, (sympy.StrictGreaterThan, sympy.GreaterThan)):
+        low, high = condition.rhs, condition.lhs
+    elif isinstance(condition, (sympy.StrictLessThan, sympy.LessThan)):
+        low, high = condition.lhs, condition.rhs
+    else:
+        return False
+    return high == value and low.is_number and bool(low >= bound)
 
 
 def _tanh_of_log(value: sympy.Expr) -> sympy.Expr | None:
