@@ -276,6 +276,29 @@ def test_tune_renders_real_candidates_keeps_the_best_and_regenerates_the_kernel_
     assert "- forward_math: core (not faster" in summary and "- backward_math: libdevice (not faster" in summary
 
 
+def test_a_tune_stopped_from_outside_leaves_the_summary_so_far(geglu_copy, monkeypatch):
+    """A step's timeout kills tune between candidates: the summary written after each candidate is there, with the
+    best so far and the rows tried (on the H200 a budget-6 tune outlived a 110 s step and left only the tsv)."""
+    calls = []
+
+    def evaluate(self, configuration, source, first):
+        calls.append(configuration)
+        if len(calls) == 3:
+            raise KeyboardInterrupt  # what a timeout's signal does between two candidates
+        fast = configuration["max_block_cols"] == 4096
+        return Outcome("PASSED", "PASSED", ms=0.15 if fast else 0.2, eager_ms=0.3 if first else None, detail="fake")
+
+    monkeypatch.setattr(tune, "cuda_available", lambda: True)
+    monkeypatch.setattr(CandidateRunner, "evaluate", evaluate)
+    with pytest.raises(KeyboardInterrupt):
+        tune.run("geglu", repo=str(geglu_copy), budget=10)
+    workspace = geglu_copy / ".kernelgen-work" / "geglu"
+    summary = (workspace / "phase_4_summary.md").read_text()
+    assert summary.startswith("# tune geglu: best so far at iteration 2 (1.333x the starting kernel)\n")
+    assert "- convergence: in progress: 2 candidate(s) so far (rewritten after each, and at the end)" in summary
+    assert [row["status"] for row in read_rows(workspace)] == ["accept", "accept"]
+
+
 def test_a_candidate_is_checked_in_the_scratch_copy_before_it_is_timed(geglu_checkout, tmp_path):
     """The real evaluation on the CPU: the correctness stages run on the candidate (interpreter); the timing then
     finds no GPU, which is a crash; a candidate with a wrong gradient is rejected at correctness."""

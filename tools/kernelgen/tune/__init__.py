@@ -18,6 +18,8 @@ check (nothing to tune from); 2 for bad input, one line: not a checkout, unknown
 
 from __future__ import annotations
 
+import dataclasses
+
 from pathlib import Path
 
 EXIT_START_FAILED = 1
@@ -169,8 +171,10 @@ def run(
     apply: bool = True,
 ) -> int:
     from tools.kernelgen.tune.candidates import CandidateRunner
+    from tools.kernelgen.tune.loop import IN_PROGRESS
     from tools.kernelgen.tune.loop import TuneLoop
     from tools.kernelgen.tune.space import describe
+    from tools.kernelgen.tune.summary import write_summary
     from tools.kernelgen.validate.workspace import default_workspace
 
     if budget < 1 or patience < 1:
@@ -189,6 +193,28 @@ def run(
     for field in space.fields:
         print(f"  {field}: {', '.join('auto' if v is None else str(v) for v in space.values[field])}")
     ncu_block = None
+
+    def headline(result, formatted: bool = True) -> list[str]:
+        return [
+            f"- kernel: `{profile.function_class_name}` (tier {profile.tier}, {profile.template} template), checkout "
+            f"`{checkout.root}`",
+            f"- measured: {result.start.outcome.detail if result.start else '-'}, forward+backward, median of "
+            f"CUDA-event timings (validate's performance worker)",
+            "- space: " + "; ".join(f"{f} {{{', '.join(_shown(v) for v in space.values[f])}}}" for f in space.fields),
+            f"- settings: budget {budget}, patience {patience}, min gain {100 * min_gain:g}%"
+            + ("" if formatted else "; candidates rendered without ruff (the same program, unformatted)"),
+        ]
+
+    def interim_summary(result) -> None:
+        """The summary so far, rewritten after each candidate: a run stopped from outside (a step's timeout) still
+        leaves the best so far and what was rejected, beside the rows of iterations.tsv."""
+        so_far = dataclasses.replace(
+            result,
+            reason=IN_PROGRESS,
+            detail=f"{IN_PROGRESS}: {len(result.trials)} candidate(s) so far (rewritten after each, and at the end)",
+        )
+        write_summary(folder, so_far, name=name, headline=headline(so_far), profile_change=["- none yet"])
+
     with CandidateRunner(checkout, name, profile, folder) as runner:
         loop = TuneLoop(
             space,
@@ -199,6 +225,7 @@ def run(
             patience=patience,
             min_gain=min_gain,
             on_trial=lambda trial: print(f"[{trial.iteration}] {trial.status:<6} {trial.description}", flush=True),
+            on_progress=interim_summary,
         )
         result = loop.run(start)
         if result.best is not None:
@@ -207,18 +234,9 @@ def run(
                 ncu_block = _profile_best(runner, result.best)
         formatted = runner.formatted
     changes = write_profile_change(checkout, profile, result, folder, apply)
-    headline = [
-        f"- kernel: `{profile.function_class_name}` (tier {profile.tier}, {profile.template} template), checkout "
-        f"`{checkout.root}`",
-        f"- measured: {result.start.outcome.detail if result.start else '-'}, forward+backward, median of CUDA-event "
-        f"timings (validate's performance worker)",
-        "- space: " + "; ".join(f"{f} {{{', '.join(_shown(v) for v in space.values[f])}}}" for f in space.fields),
-        f"- settings: budget {budget}, patience {patience}, min gain {100 * min_gain:g}%"
-        + ("" if formatted else "; candidates rendered without ruff (the same program, unformatted)"),
-    ]
-    from tools.kernelgen.tune.summary import write_summary
-
-    summary = write_summary(folder, result, name=name, headline=headline, profile_change=changes, ncu_block=ncu_block)
+    summary = write_summary(
+        folder, result, name=name, headline=headline(result, formatted), profile_change=changes, ncu_block=ncu_block
+    )
     print("=" * 70)
     for line in changes:
         print(line.removeprefix("- "))

@@ -35,6 +35,7 @@ BUDGET_SPENT = "budget spent"
 NO_IMPROVEMENT = "no improvement"
 ALL_TRIED = "all candidates tried"
 START_FAILED = "starting kernel failed"
+IN_PROGRESS = "in progress"  # the interim summary's reason, while candidates are still being tried
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,7 @@ class TuneLoop:
         patience: int,
         min_gain: float = 0.02,
         on_trial: Callable[[Trial], None] | None = None,
+        on_progress: Callable[[TuneResult], None] | None = None,
     ):
         self.space = space
         self.render = render
@@ -101,6 +103,7 @@ class TuneLoop:
         self.patience = patience
         self.min_gain = min_gain
         self.on_trial = on_trial
+        self.on_progress = on_progress  # after each candidate is judged, the result so far (best updated)
 
     def run(self, start: dict) -> TuneResult:
         result = TuneResult(self.space)
@@ -112,6 +115,7 @@ class TuneLoop:
             result.detail = f"the starting kernel is not a correct, running kernel ({what}); fix it before tuning"
             return result
         result.best = first
+        self._progress(result)
         since_improvement = 0
         while True:
             improved = False
@@ -132,14 +136,19 @@ class TuneLoop:
                     improved = True
                 else:
                     since_improvement += 1
-                    if since_improvement >= self.patience:
-                        result.reason = NO_IMPROVEMENT
-                        result.detail = f"no improvement in {self.patience} candidates in a row"
-                        return result
+                self._progress(result)
+                if since_improvement >= self.patience:
+                    result.reason = NO_IMPROVEMENT
+                    result.detail = f"no improvement in {self.patience} candidates in a row"
+                    return result
             if not improved:
                 result.reason = ALL_TRIED
                 result.detail = "all candidates tried (every one-field change of the best configuration)"
                 return result
+
+    def _progress(self, result: TuneResult) -> None:
+        if self.on_progress is not None:
+            self.on_progress(result)
 
     def _try(self, result: TuneResult, configuration: dict, focus: str, seen: set[str]) -> Trial | None:
         source = self._render(result, configuration, focus, seen)

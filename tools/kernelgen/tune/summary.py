@@ -7,6 +7,7 @@ import datetime
 from pathlib import Path
 
 from tools.kernelgen.tune.loop import FOCUS_PREFIX
+from tools.kernelgen.tune.loop import IN_PROGRESS
 from tools.kernelgen.tune.loop import START
 from tools.kernelgen.tune.loop import TuneResult
 from tools.kernelgen.tune.space import describe
@@ -63,7 +64,8 @@ def write_summary(
         title = f"# tune {name}: stopped ({result.reason})"
     else:
         gain = speedup_over_start(result)
-        title = f"# tune {name}: best at iteration {best.iteration}" + (
+        so_far = " so far" if result.reason == IN_PROGRESS else ""
+        title = f"# tune {name}: best{so_far} at iteration {best.iteration}" + (
             f" ({gain:.3f}x the starting kernel)" if gain else ""
         )
     eager = start.outcome.eager_ms if start else None
