@@ -386,9 +386,7 @@ def hoist(
         renames[placeholder] = temporaries.name(expr)
         definitions.append((renames[placeholder], expr))
     reduced = [expr.xreplace(renames) for expr in reduced]
-    named_forms = {}
-    for form, stand_in in stand_ins.items():
-        named_forms[stand_in] = temporaries.name(form.xreplace(renames).xreplace(named_forms))
+    named_forms = {stand_in: temporaries.name(form) for form, stand_in in stand_ins.items()}
     for index, stand_in in enumerate(stand_ins.values()):
         definitions.append((named_forms[stand_in], reduced[len(exprs) + index].xreplace(named_forms)))
     definitions = _in_dependency_order([(symbol, value.xreplace(named_forms)) for symbol, value in definitions])

@@ -48,15 +48,19 @@ def _half_argument(call: sympy.Expr) -> sympy.Expr | None:
     return None
 
 
-def _cost(exprs) -> int:
-    """Transcendental evaluations per element of a kernel evaluating ``exprs`` (each distinct call once)."""
-    calls = {
+def _costly_calls(exprs) -> set[sympy.Expr]:
+    """The distinct calls of ``exprs`` that cost transcendental evaluations, composite ones included."""
+    return {
         call
         for expr in exprs
         for call in sympy.preorder_traversal(expr)
         if isinstance(call, TRANSCENDENTAL) or type(call) in _COMPOSITE_COST
     }
-    return sum(_COMPOSITE_COST.get(type(call), 1) for call in calls)
+
+
+def _cost(exprs) -> int:
+    """Transcendental evaluations per element of a kernel evaluating ``exprs`` (each distinct call once)."""
+    return sum(_COMPOSITE_COST.get(type(call), 1) for call in _costly_calls(exprs))
 
 
 def share_transcendentals(exprs: dict[str, sympy.Expr]) -> dict[str, sympy.Expr]:
@@ -94,12 +98,7 @@ def _cheaper(exprs: dict[str, sympy.Expr]) -> dict[str, sympy.Expr] | None:
     Best first, not first found: mish's backward could share its sigmoid's exponential with the softplus (cost 3)
     or compute tanh(softplus(x)) and then the sigmoid from one exp(x) (cost 1)."""
     cost = _cost(exprs.values())
-    calls = {
-        call
-        for expr in exprs.values()
-        for call in sympy.preorder_traversal(expr)
-        if isinstance(call, (*TRANSCENDENTAL, *_COMPOSITE_COST))
-    }
+    calls = _costly_calls(exprs.values())
     best = None
     for call in sorted(calls, key=sympy.default_sort_key):
         for replacements in _rewrites(call, calls):

@@ -4,9 +4,9 @@ Hints kernelgen reads: ``entry`` (the function or module to analyze), ``function
 ``module_class_name``, ``functional_name``, ``module_kind``, ``module_variants`` (model-specific subclasses of an
 mlp module, ``profile.MLP_VARIANTS``), ``description``, ``closest_existing_kernel``,
 ``init_args`` (arguments used to instantiate a module reference for tracing), ``rounding`` (tier 1's
-``math.rounding``), ``backward``, ``benchmark``, ``test`` and ``tiling`` (fields of the profile sections of the same names; a
-reference's ``tiling`` hint is what ``tune`` chose for it on an H200 where that differs from the template's
-defaults).
+``math.rounding``), ``backward``, ``benchmark``, ``test`` and ``tiling`` (fields of the profile sections of the
+same names; a reference's ``tiling`` hint is what ``tune`` chose for it on an H200 where that differs from the
+template's defaults).
 """
 
 from __future__ import annotations
