@@ -501,6 +501,8 @@ def _calls(statements) -> dict[str, int]:
         # fp32 from 10 on).
         ("x * tanh(softplus(x))", {"tl.exp": 1}, {"tl.exp": 1}),
         ("x * tanh(where(x > 5, x, softplus(x, threshold=None)))", {"tl.exp": 1, "tanh_from_exp": 1}, None),
+        # A logsigmoid beside sigmoids of the same argument: its exp(-|x|) serves them all (the backward has two).
+        ("logsigmoid(x) * sigmoid(x)", {"tl.exp": 1, "tl.log": 1}, {"tl.exp": 1, "tl.log": 1}),
         # Nothing cheaper: a softplus alone, a sigmoid without the exponential of its argument.
         ("softplus(x, threshold=None) * sigmoid(2 * x)", {"tl.exp": 1, "tl.log": 1, "tl.sigmoid": 1}, None),
     ],

@@ -141,9 +141,10 @@ def _rewrites(call: sympy.Expr, calls: set) -> list[dict]:
 
 
 def _sigmoid_rewrites(call: Sigmoid, calls: set) -> list[dict]:
-    """``sigmoid(±u)`` onto an exponential the kernel computes: ``exp(u)`` itself, or the ``exp(-|u|)`` of its
-    ``softplus(±u)`` / ``logsigmoid(±u)``, which are then written out (``max(u, 0) + log(1 + exp(-|u|))``) so
-    that both read the one exponential: ``sigmoid(u) = (u >= 0 ? 1 : e) / (1 + e)`` with ``e = exp(-|u|)``."""
+    """``sigmoid(±u)`` onto an exponential the kernel computes: ``exp(u)`` itself, or ``e = exp(-|u|)`` as
+    ``sigmoid(u) = (u >= 0 ? 1 : e) / (1 + e)``, where the kernel has that ``e`` already (an earlier rewrite) or
+    takes it from its ``softplus(±u)`` / ``logsigmoid(±u)``, which are then written out (``max(u, 0) + log(1 +
+    exp(-|u|))``) so that both read the one exponential."""
     v = call.args[0]
     rewrites = []
     for sign in (1, -1):
@@ -152,8 +153,8 @@ def _sigmoid_rewrites(call: Sigmoid, calls: set) -> list[dict]:
             w = sympy.exp(u)
             rewrites.append({call: SigmoidOfLog(w) if sign == 1 else 1 / (w + 1)})  # sigmoid(-inf) = 0 as it is
     pairs = [f for f in (Softplus(v), Softplus(-v), LogSigmoid(v), LogSigmoid(-v)) if f in calls]
-    if pairs:
-        e = sympy.exp(-sympy.Abs(v))
+    e = sympy.exp(-sympy.Abs(v))
+    if pairs or e in calls:
         log_term = sympy.log(1 + e)
         written = {
             Softplus(v): sympy.Max(v, 0) + log_term,
