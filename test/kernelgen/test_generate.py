@@ -5,12 +5,14 @@ import os
 import shutil
 import sys
 
+import numpy as np
 import pytest
 import torch
 import triton
 import triton.language as tl
 import yaml
 
+from liger_kernel.ops.utils import log1p_unit
 from liger_kernel.ops.utils import widen_to_fp32
 from test.kernelgen.conftest import EXAMPLES
 from test.kernelgen.conftest import REPO_ROOT
@@ -285,6 +287,34 @@ def test_a_utils_without_helpers_or_their_imports_gets_them_sorted_and_working(t
     kernel.apply[(1,)](x.to(device), v.to(device), t, e, p, log1p, BLOCK=16)
     expected = torch.log1p(v.double()).float()
     assert torch.allclose(log1p.cpu(), expected, rtol=2e-7, atol=0, equal_nan=True), (log1p.cpu(), expected)
+
+
+@triton.jit
+def _log1p_unit(v_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    tl.store(y_ptr + offsets, log1p_unit(tl.load(v_ptr + offsets, mask=mask, other=0.0)), mask=mask)
+
+
+def test_log1p_unit_is_within_a_few_ulps_of_log1p_over_the_unit_interval():
+    """The polynomial the printer emits for softplus's log(1 + exp(-|u|)), against float64 log1p over [0, 1]:
+    uniform draws, exp(-88 u) (small arguments down to subnormals, whose digits 1 + v would round away), the ends."""
+    generator = torch.Generator().manual_seed(0)
+    v = torch.cat(
+        [
+            torch.rand(20000, generator=generator),
+            torch.exp(-88 * torch.rand(20000, generator=generator)),
+            torch.tensor([0.0, 1.0, 1e-45, 1e-38, 1e-30, 0.5, 2.0**-24]),
+        ]
+    ).float()
+    device = infer_device()
+    y = torch.empty_like(v, device=device)
+    _log1p_unit[(triton.cdiv(v.numel(), 4096),)](v.to(device), y, v.numel(), BLOCK=4096)
+    expected = torch.log1p(v.double())
+    ulp = torch.from_numpy(np.spacing(expected.float().numpy())).double()
+    errors = (y.cpu().double() - expected).abs() / ulp
+    assert errors.max() <= 3, (errors.max(), v[errors.argmax()])
+    assert y[-7] == 0  # exact at 0
 
 
 @triton.jit

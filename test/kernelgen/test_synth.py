@@ -7,6 +7,7 @@ and run (under the interpreter on CPU) to prove the statements are valid Triton.
 
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -39,8 +40,10 @@ from tools.kernelgen.synth.derive import print_elementwise
 from tools.kernelgen.synth.functions import Log1p
 from tools.kernelgen.synth.functions import SigmoidOfLog
 from tools.kernelgen.synth.functions import Take
+from tools.kernelgen.synth.functions import in_unit_interval
 from tools.kernelgen.synth.naming import TemporaryNames
 from tools.kernelgen.synth.naming import constant_parts
+from tools.kernelgen.synth.printer import TileLangPrinter
 from tools.kernelgen.synth.printer import TritonLibdevicePrinter
 from tools.kernelgen.synth.printer import TritonPrinter
 from tools.kernelgen.synth.printer import jit_helpers_called
@@ -107,8 +110,9 @@ class TorchTL:
 def run_statements(statements: list[str], values: dict[str, torch.Tensor]) -> dict:
     dtype = next(iter(values.values())).dtype
     namespace = {"tl": TorchTL(dtype), "pow": torch.pow, "input_dtype": dtype, **values}
-    # The utils helpers: core-op tanh, and libdevice's tanh and log1p (light forwards, tiling.*_math: libdevice).
-    namespace |= {"tanh_from_exp": torch.tanh, "tanh": torch.tanh, "log1p": torch.log1p}
+    # The utils helpers: core-op tanh and log1p of [0, 1], and libdevice's tanh and log1p (light forwards,
+    # tiling.*_math: libdevice). The helpers' own values are tested on the interpreter (test_generate.py).
+    namespace |= {"tanh_from_exp": torch.tanh, "tanh": torch.tanh, "log1p": torch.log1p, "log1p_unit": torch.log1p}
     exec(compile("\n".join(statements), "<synthesized>", "exec"), namespace)
     return namespace
 
@@ -485,7 +489,7 @@ def test_double_angle_calls_are_shared_only_when_that_saves_a_call(exprs, calls_
 
 
 def _calls(statements) -> dict[str, int]:
-    names = ("tl.exp(", "tl.log(", "tanh_from_exp(", "tl.sigmoid(")
+    names = ("tl.exp(", "tl.log(", "log1p_unit(", "tanh_from_exp(", "tl.sigmoid(")
     return {name[:-1]: n for name in names if (n := sum(line.count(name) for line in statements))}
 
 
@@ -502,9 +506,9 @@ def _calls(statements) -> dict[str, int]:
         ("x * tanh(softplus(x))", {"tl.exp": 1}, {"tl.exp": 1}),
         ("x * tanh(where(x > 5, x, softplus(x, threshold=None)))", {"tl.exp": 1, "tanh_from_exp": 1}, None),
         # A logsigmoid beside sigmoids of the same argument: its exp(-|x|) serves them all (the backward has two).
-        ("logsigmoid(x) * sigmoid(x)", {"tl.exp": 1, "tl.log": 1}, {"tl.exp": 1, "tl.log": 1}),
+        ("logsigmoid(x) * sigmoid(x)", {"tl.exp": 1, "log1p_unit": 1}, {"tl.exp": 1, "log1p_unit": 1}),
         # Nothing cheaper: a softplus alone, a sigmoid without the exponential of its argument.
-        ("softplus(x, threshold=None) * sigmoid(2 * x)", {"tl.exp": 1, "tl.log": 1, "tl.sigmoid": 1}, None),
+        ("softplus(x, threshold=None) * sigmoid(2 * x)", {"tl.exp": 1, "log1p_unit": 1, "tl.sigmoid": 1}, None),
     ],
 )
 def test_tanh_of_softplus_and_sigmoid_share_one_exponential(formula, forward_calls, backward_calls):
@@ -686,11 +690,46 @@ def test_the_libdevice_printer_takes_tanh_and_log1p_from_the_utils_and_prints_th
     assert "log1p(x_y)" in forward[-1] and "tl.log(x + 2.0)" in forward[-1], forward  # no 1 + v in log(2 + x)
     softplus = apply_op("softplus", x, threshold=None)
     assert libdevice.doprint(softplus) == "(tl.maximum(x, 0.0) + log1p(tl.exp(-tl.abs(x))))"
-    assert print_triton(softplus) == "(tl.maximum(x, 0.0) + tl.log(1.0 + tl.exp(-tl.abs(x))))"
+    assert print_triton(softplus) == "(tl.maximum(x, 0.0) + log1p_unit(tl.exp(-tl.abs(x))))"
     assert libdevice.doprint(apply_op("logsigmoid", x)) == "(tl.minimum(x, 0.0) - log1p(tl.exp(-tl.abs(x))))"
     assert libdevice.doprint(sympy.exp(x) * apply_op("sigmoid", y)) == print_triton(
         sympy.exp(x) * apply_op("sigmoid", y)
     )
+
+
+def test_divisions_by_kernel_uniform_values_multiply_by_a_reciprocal_computed_once():
+    """A hyper-parameter's or a scalar parameter's division is a product with its reciprocal, defined with the
+    constants (once a program, above a backward's row loop); a per-channel parameter and an input still divide. The
+    values are the reference's; TileLang prints its divisions as they are."""
+    formula = "x / beta + x / (beta * s) + x / w + x / (x + 2) + x / (2 * beta)"
+    derivation = derive_elementwise(
+        {"y": parse_formula(formula, ["x", "beta", "s", "w"])}, ["x"], {"s": "scalar", "w": "channel"}, ["beta"]
+    )
+    math = print_elementwise(derivation)
+    reciprocals = ["inv_beta = 1.0 / beta", "inv_s = 1.0 / s"]
+    assert math.forward[:2] == reciprocals and math.backward_constants == reciprocals, math.forward
+    body = math.forward[2:] + math.backward[2:]
+    assert not any(re.search(r"/ \(?(beta|s)\b", line) for line in body), body
+    assert any("/ w" in line for line in math.forward) and any("/ (w * w)" in line for line in math.backward)
+    x, w = torch.linspace(-3, 3, 13, dtype=torch.float64), torch.linspace(0.5, 2, 13, dtype=torch.float64)
+    values = {"x": x, "w": w, "beta": 0.7, "s": torch.tensor(-1.3, dtype=torch.float64)}
+    expected = x / 0.7 + x / (0.7 * -1.3) + x / w + x / (x + 2) + x / (2 * 0.7)
+    assert torch.allclose(run_statements(math.forward, values)["y"], expected)
+    grads = run_statements(math.backward, {**values, "grad_y": torch.ones_like(x)})
+    assert torch.allclose(grads["grad_s"], -x / (0.7 * 1.3**2))
+    assert not any("inv_" in line for line in print_elementwise(derivation, TileLangPrinter).forward)
+
+
+def test_only_values_provably_in_the_unit_interval_print_with_log1p_unit():
+    x, y = make_symbols(["x", "y"]).values()
+    assert in_unit_interval(sympy.exp(-sympy.Abs(x * y))) and in_unit_interval(sympy.exp(-(x**2)) / 2)
+    assert in_unit_interval(apply_op("sigmoid", x) * sympy.exp(-sympy.Abs(y)))
+    assert not in_unit_interval(sympy.exp(x)) and not in_unit_interval(2 * sympy.exp(-sympy.Abs(x)))
+    formulas = {"u": "log(1 + exp(-abs(x)))", "v": "log1p(sigmoid(2 * x))", "w": "log(1 + exp(x))"}
+    forward = synthesize_elementwise({name: parse_formula(f, ["x"]) for name, f in formulas.items()}, ["x"]).forward
+    printed = {line.split(" = ")[0]: line for line in forward}
+    assert "log1p_unit(" in printed["u"] and "log1p_unit(" in printed["v"], forward
+    assert "log1p_unit(" not in printed["w"] and "tl.log(" in printed["w"], forward
 
 
 def test_each_pass_prints_the_math_library_asked_of_it():
@@ -707,9 +746,10 @@ def test_each_pass_prints_the_math_library_asked_of_it():
 
     assert called(geglu) == (["tanh"], ["tanh_from_exp"])
     assert called(geglu, "core", "libdevice") == (["tanh_from_exp"], ["tanh"])
-    assert called(tanh_softplus) == (["tanh_from_exp"], ["tanh_from_exp"])
-    assert called(tanh_softplus, "libdevice", None) == (["log1p", "tanh"], ["tanh_from_exp"])
-    assert called(tanh_softplus, None, "libdevice") == (["tanh_from_exp"], ["log1p", "tanh"])
+    # Core formulas: softplus's log(1 + exp(-|a|)) by the utils polynomial of [0, 1] (log1p_unit).
+    assert called(tanh_softplus) == (["log1p_unit", "tanh_from_exp"], ["log1p_unit", "tanh_from_exp"])
+    assert called(tanh_softplus, "libdevice", None) == (["log1p", "tanh"], ["log1p_unit", "tanh_from_exp"])
+    assert called(tanh_softplus, None, "libdevice") == (["log1p_unit", "tanh_from_exp"], ["log1p", "tanh"])
 
 
 def test_conditions_print_alike_as_triton_and_as_formulas():
@@ -999,7 +1039,7 @@ def render_kernels(math, inputs, parameters, hypers) -> str:
     return (
         "import triton\nimport triton.language as tl\n\nfrom liger_kernel.ops.utils import pow\n"
         "from liger_kernel.ops.utils import tanh\nfrom liger_kernel.ops.utils import tanh_from_exp\n"
-        "from liger_kernel.ops.utils import log1p\n\n\n"
+        "from liger_kernel.ops.utils import log1p\nfrom liger_kernel.ops.utils import log1p_unit\n\n\n"
         f"@triton.jit\ndef forward_kernel({forward_args}, y_ptr, {hyper_args}n_cols, BLOCK: tl.constexpr):\n"
         f"{_indent(forward_body)}\n\n\n"
         f"@triton.jit\ndef backward_kernel({backward_args}, {hyper_args}n_cols, BLOCK: tl.constexpr):\n"

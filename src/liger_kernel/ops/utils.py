@@ -121,6 +121,23 @@ def element_mul_kernel(X_ptr, X_stride, grad_output_ptr, n_cols: tl.constexpr, B
 
 
 @triton.jit
+def log1p_unit(v):
+    # log(1 + v) for v in [0, 1] (softplus's exp(-|u|)) as v * p(v), p a degree-8 polynomial fitted to log1p(v) / v
+    # (minimax relative error, 3e-8): within 2 ulps of log1p over [0, 1], exact at 0, and keeps the digits of a
+    # small v that 1 + v would round away. Nine FMAs, where tl.log is a polynomial with a range reduction (on an
+    # H200 logsigmoid's forward at 16384 x 14336 bf16 ran 289 us with tl.log(1 + v), 222 with this; added by kernelgen).
+    p = 0.005232689902186394 * v - 0.029505223035812378
+    p = p * v + 0.07822593301534653
+    p = p * v - 0.13663244247436523
+    p = p * v + 0.19106006622314453
+    p = p * v - 0.2484298199415207
+    p = p * v + 0.3331909775733948
+    p = p * v - 0.4999949336051941
+    p = p * v + 0.9999999403953552
+    return p * v
+
+
+@triton.jit
 def tanh_from_exp(x):
     # tanh from one exponential: an odd Taylor polynomial near 0 (where 1 - exp(-2|x|) would cancel) and the
     # overflow-free exponential form elsewhere. Generated backwards, and forwards with other transcendentals, call it
@@ -203,6 +220,7 @@ __all__ = [
     "is_hip",
     "is_triton_interpreter",
     "log1p",
+    "log1p_unit",
     "next_power_of_2",
     "pow",
     "tanh",

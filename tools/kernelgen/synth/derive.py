@@ -20,7 +20,10 @@ import sympy
 from tools.kernelgen.synth.functions import CastToInput
 from tools.kernelgen.synth.functions import KernelForm
 from tools.kernelgen.synth.functions import Log1p
+from tools.kernelgen.synth.functions import Log1pOfUnit
+from tools.kernelgen.synth.functions import in_unit_interval
 from tools.kernelgen.synth.naming import FUNCTION_WORDS
+from tools.kernelgen.synth.naming import TemporaryNames
 from tools.kernelgen.synth.naming import constant_lines
 from tools.kernelgen.synth.naming import hoist
 from tools.kernelgen.synth.printer import TritonPrinter
@@ -53,15 +56,52 @@ _PRECISION_SENSITIVE = frozenset({"sigmoid", "softplus", "logsigmoid", "tanh", "
 _ROOTS = {sympy.S.Half: "sqrt", -sympy.S.Half: "rsqrt"}
 
 
-def _statements(assignments: dict[str, sympy.Expr], taken: set[str], printer) -> tuple[list[str], list[str]]:
-    """The named constants ``assignments`` read (where the language names them), and ``name = expr`` lines for
-    them, common subexpressions first as temporaries named by role (``naming.py``)."""
+def _statements(
+    assignments: dict[str, sympy.Expr], taken: set[str], printer, uniform: frozenset[str] = frozenset()
+) -> tuple[list[str], list[str]]:
+    """The named constants ``assignments`` read (where the language names them) and the reciprocals of the
+    kernel-uniform values they divide by, then ``name = expr`` lines for them, common subexpressions first as
+    temporaries named by role (``naming.py``)."""
     names = list(assignments)
+    taken = set(taken)
     exprs = [assignments[name] for name in names]
-    constants, definitions, reduced = hoist(exprs, set(taken), name_constants=printer.named_constants)
+    reciprocals: list[tuple[sympy.Symbol, sympy.Expr]] = []
+    if printer.named_constants:
+        exprs, reciprocals = _uniform_reciprocals(exprs, uniform, taken)
+    constants, definitions, reduced = hoist(exprs, taken, name_constants=printer.named_constants)
     lines = [f"{symbol.name} = {printer.doprint(value)}" for symbol, value in definitions]
     lines += [f"{name} = {printer.doprint(expr)}" for name, expr in zip(names, reduced)]
-    return constant_lines(constants), lines
+    reciprocal_lines = [f"{symbol.name} = 1.0 / {printer.doprint(base)}" for symbol, base in reciprocals]
+    return constant_lines(constants) + reciprocal_lines, lines
+
+
+def _uniform_reciprocals(
+    exprs: list[sympy.Expr], uniform: frozenset[str], taken: set[str]
+) -> tuple[list[sympy.Expr], list[tuple[sympy.Symbol, sympy.Expr]]]:
+    """``exprs`` with each division by a value the same for every element (a hyper-parameter, a scalar parameter:
+    the ``uniform`` names) written as a product with its reciprocal, computed once per program, and the
+    ``(reciprocal, value)`` pairs. Triton's fp32 division is a reciprocal and a multiply with a range check per
+    element; on an H200 softplus_gate's backward at 16384 x 14336 bf16 ran 568.0 us with ``/ beta``, 543.5 with
+    ``* inv_beta`` (44 -> 37 registers), its forward alike (330.3, 331.5). Both forms are within 2 ulps."""
+    symbols: dict[sympy.Expr, sympy.Symbol] = {}
+    names = TemporaryNames(taken)
+
+    def is_uniform_division(node) -> bool:
+        return (
+            isinstance(node, sympy.Pow)
+            and node.exp.is_Integer
+            and node.exp < 0
+            and not node.base.is_number
+            and {symbol.name for symbol in node.base.free_symbols} <= uniform
+        )
+
+    def reciprocal(node) -> sympy.Expr:
+        if node.base not in symbols:
+            symbols[node.base] = names.name(1 / node.base)
+        return symbols[node.base] ** -node.exp
+
+    rewritten = [expr.replace(is_uniform_division, reciprocal) for expr in exprs]
+    return rewritten, [(symbol, base) for base, symbol in symbols.items()]
 
 
 def _precision_sensitive_ops(exprs) -> list[str]:
@@ -181,6 +221,7 @@ class ElementwiseDerivation:
     forward: dict[str, sympy.Expr]  # output -> expression
     gradients: dict[str, sympy.Expr]  # grad_{input or parameter} -> expression (0 when identically zero)
     taken: frozenset[str]  # every name the statements may not reuse for a temporary
+    uniform: frozenset[str] = frozenset()  # names the same for every element: hyper-parameters, scalar parameters
 
 
 def derive_elementwise(
@@ -220,8 +261,12 @@ def derive_elementwise(
             gradients[f"grad_{name}"] = sympy.Add(*terms)
     taken = frozenset(set(symbols) | set(outputs) | set(grad_outputs) | set(gradients))
     # Each kernel's expressions share their transcendental calls (snake's backward: sin(2u) onto sin(u), cos(u)).
+    uniform = frozenset([*hyperparameters, *(name for name, kind in parameters.items() if kind == "scalar")])
     return ElementwiseDerivation(
-        forward=share_transcendentals(forward_exprs), gradients=share_transcendentals(gradients), taken=taken
+        forward=share_transcendentals(forward_exprs),
+        gradients=share_transcendentals(gradients),
+        taken=taken,
+        uniform=uniform,
     )
 
 
@@ -241,15 +286,19 @@ def _pass_printer(printer_class, library: str | None, light: bool):
 
 
 def _with_log1p(exprs: dict[str, sympy.Expr], printer) -> dict[str, sympy.Expr]:
-    """For a printer with a ``log1p``: each ``log(1 + v)`` as ``Log1p(v)``, before temporaries are named (``1 + v``
-    as a temporary would print as ``log(temporary)``)."""
-    if not printer.prints_log1p:
-        return exprs
+    """Each ``log(1 + v)`` that ``printer`` prints by a log1p of its own as ``Log1pOfUnit(v)`` where ``v`` is
+    provably in [0, 1], else ``Log1p(v)``, before temporaries are named (``1 + v`` as a temporary would print as
+    ``log(temporary)``, and a named ``v`` hides its range)."""
 
-    def one_plus(node) -> bool:
-        return isinstance(node, sympy.log) and isinstance(node.args[0], sympy.Add) and 1 in node.args[0].args
+    def log1p_of(node) -> sympy.Expr | None:
+        if not (isinstance(node, sympy.log) and isinstance(node.args[0], sympy.Add) and 1 in node.args[0].args):
+            return None
+        v = node.args[0] - 1
+        if printer.prints_unit_log1p and in_unit_interval(v):
+            return Log1pOfUnit(v)
+        return Log1p(v) if printer.prints_log1p else None
 
-    return {name: expr.replace(one_plus, lambda node: Log1p(node.args[0] - 1)) for name, expr in exprs.items()}
+    return {name: expr.replace(lambda node: log1p_of(node) is not None, log1p_of) for name, expr in exprs.items()}
 
 
 def print_elementwise(
@@ -267,10 +316,15 @@ def print_elementwise(
     forward_exprs, gradients = derivation.forward, derivation.gradients
     light = _tanh_is_the_only_transcendental(forward_exprs.values())
     forward_printer = _pass_printer(printer_class, forward_math, light)
-    forward_constants, forward = _statements(_with_log1p(forward_exprs, forward_printer), taken, forward_printer)
+    uniform = derivation.uniform
+    forward_constants, forward = _statements(
+        _with_log1p(forward_exprs, forward_printer), taken, forward_printer, uniform
+    )
     nonzero = {name: expr for name, expr in gradients.items() if expr != 0}
     printed_gradients = _with_log1p(nonzero, backward_printer)
-    backward_constants, backward = _statements(printed_gradients, taken, backward_printer) if nonzero else ([], [])
+    backward_constants, backward = (
+        _statements(printed_gradients, taken, backward_printer, uniform) if nonzero else ([], [])
+    )
     # A gradient that is identically zero still has to be a value the template can store.
     backward += [
         f"{name} = {backward_printer.zeros_like(name[len('grad_') :])}" for name, expr in gradients.items() if expr == 0

@@ -136,8 +136,9 @@ class Relu(ElementwiseFunction):
 
 
 class Log1p(ElementwiseFunction):
-    """``log(1 + x)``, made only for printing with libdevice's ``log1p`` (``derive.print_elementwise``: a pass whose
-    math library is libdevice), so that naming ``1 + x`` as a temporary cannot hide the ``1 +`` from the printer."""
+    """``log(1 + x)``, made only for printing (``derive.print_elementwise``): with libdevice's ``log1p`` in a pass
+    whose math library is libdevice, or as ``Log1pOfUnit``; so that naming ``1 + x`` as a temporary cannot hide the
+    ``1 +`` (or ``x``'s range) from the printer."""
 
     op_name = "log1p"
     nargs = 1
@@ -149,6 +150,27 @@ class Log1p(ElementwiseFunction):
 
     def as_builtin(self):
         return sympy.log(1 + self.args[0])
+
+
+class Log1pOfUnit(Log1p):
+    """``log(1 + x)`` with ``x`` shown to lie in [0, 1] (``in_unit_interval``) before its parts were named as
+    temporaries, printed with the utils ``log1p_unit`` polynomial by printers that have it."""
+
+    op_name = "log1p"
+
+
+def in_unit_interval(expr: sympy.Expr) -> bool:
+    """Whether ``expr`` is provably in [0, 1] for every real value of its symbols: ``exp(w)`` with ``w`` provably
+    non-positive (softplus's and logsigmoid's ``exp(-|u|)``), a sigmoid, a constant in [0, 1], or a product of such."""
+    if expr.is_number:
+        return bool(expr.is_real and 0 <= expr <= 1)
+    if isinstance(expr, sympy.exp):
+        return bool(expr.args[0].is_nonpositive)
+    if isinstance(expr, Sigmoid):
+        return bool(expr.args[0].is_real)
+    if isinstance(expr, sympy.Mul):
+        return all(in_unit_interval(factor) for factor in expr.args)
+    return False
 
 
 class KernelForm(ElementwiseFunction):
