@@ -37,6 +37,14 @@ ELEMENTWISE_REFERENCES = TIER1_BUILTINS
 # times eager's own error); the same kernel made wrong by 0.1% must still fail.
 ILL_CONDITIONED = "import torch\n\n\ndef sin_gate(x, y):\n    return torch.sin(30 * x) * torch.sigmoid(y)\n"
 WRONG = "ill_conditioned_wrong"
+# A module without parameters whose constructor still asks for the hidden size (written to sit in a model's layers):
+# the generated tests and benchmark build it, and the Liger module, with it.
+SIZED_MODULE = (
+    "import torch\nimport torch.nn as nn\n\n\nclass SizedGate(nn.Module):\n"
+    "    def __init__(self, hidden_size):\n        super().__init__()\n        self.act = nn.LogSigmoid()\n\n"
+    "    def forward(self, a, b):\n        return self.act(a.float()).to(a.dtype) * b\n"
+)
+SIZED = "sized_module_gate"
 
 
 @pytest.fixture(scope="module")
@@ -48,6 +56,9 @@ def generated_checkout(tmp_path_factory):
     source.write_text(ILL_CONDITIONED)
     profiles = [analyze(reference, name=f"{reference}_gen") for reference in ELEMENTWISE_REFERENCES]
     profiles += [analyze(str(source), name=name) for name in ("ill_conditioned", WRONG)]
+    sized = tmp_path_factory.mktemp("references") / "sized_gate.py"
+    sized.write_text(SIZED_MODULE)
+    profiles.append(analyze(f"{sized}:SizedGate", name=SIZED))
     for profile in profiles:
         assert profile.tier == 1, f"{profile.operation_name}: {profile.notes.tier_reason}"
         assert profile.math.outputs and profile.math.triton is None  # derived, not hand-written
@@ -69,7 +80,7 @@ def test_every_elementwise_reference_gets_a_synthesized_kernel(generated_checkou
 
 def test_generated_kernels_match_torch_autograd_and_a_wrong_kernel_fails(generated_checkout):
     """Every generated test passes, the ill-conditioned kernel's too, except the wrong kernel's forward checks."""
-    names = [f"{reference}_gen" for reference in ELEMENTWISE_REFERENCES] + ["ill_conditioned"]
+    names = [f"{reference}_gen" for reference in ELEMENTWISE_REFERENCES] + ["ill_conditioned", SIZED]
     result = run_pytest(generated_checkout, *[kernel_paths(name)["test"] for name in [*names, WRONG]], *WITHOUT_DTENSOR)
     failed = failures_by_kernel(result.stdout, [*names, WRONG])
     # Only the wrong kernel fails, in every fp32 comparison with the reference (bf16 tolerances allow 0.1%).

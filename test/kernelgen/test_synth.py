@@ -730,6 +730,13 @@ def test_only_values_provably_in_the_unit_interval_print_with_log1p_unit():
     printed = {line.split(" = ")[0]: line for line in forward}
     assert "log1p_unit(" in printed["u"] and "log1p_unit(" in printed["v"], forward
     assert "log1p_unit(" not in printed["w"] and "tl.log(" in printed["w"], forward
+    # The rational forms' overflow guard (w > 1e9) only where w can get there: exp(x) can, exp(-|x|) cannot.
+    guarded = synthesize_elementwise({"y": parse_formula("log(1 + exp(x))", ["x"])}, ["x"]).backward
+    unreachable = synthesize_elementwise({"y": parse_formula("log1p(exp(-abs(x))) + relu(x)", ["x"])}, ["x"]).backward
+    assert any("> 1000000000.0" in line for line in guarded), guarded
+    assert any("sigmoid_log" in line for line in unreachable) and not any(
+        "1000000000.0" in line for line in unreachable
+    )
 
 
 def test_each_pass_prints_the_math_library_asked_of_it():

@@ -1263,6 +1263,12 @@ def module_view(profile: KernelProfile, renames: dict[str, str] | None = None) -
     )
 
 
+def takes_size(profile: KernelProfile) -> bool:
+    """Whether the modules are built with the size (``hidden_size=``): they size parameters, or the reference's
+    constructor asks for it though nothing uses it (an ``nn.Module`` written to sit in a model's layer list)."""
+    return bool(profile.parameters) or profile.module.size_param in {ip.name for ip in profile.module.init_params}
+
+
 # Test ------------------------------------------------------------------------------------------------------
 # How many times eager PyTorch's own fp32 error (against float64) an fp32 kernel may be off, where that is more than
 # the fixed tolerance: an ill-conditioned reference (sin(30 * x)) loses digits to fp32 whatever computes it.
@@ -1275,7 +1281,7 @@ def test_view(profile: KernelProfile) -> TestView:
     hyper_names = [hp.name for hp in profile.hyperparameters]
     module_reference = profile.reference.kind == "module"
     reference_module_args = [f"{size_param}=n_cols"] + [f"{name}=hyper[{name!r}]" for name in hyper_names]
-    liger_module_args = [f"{size_param}=shape[-1]"] if profile.parameters else []
+    liger_module_args = [f"{size_param}=shape[-1]"] if takes_size(profile) else []
     liger_module_args += [f"{name}=hyper[{name!r}]" for name in hyper_names]
     inputs = [t.name for t in profile.inputs]
     grad_inputs = [t.name for t in profile.inputs if t.requires_grad]
@@ -1288,7 +1294,9 @@ def test_view(profile: KernelProfile) -> TestView:
     if params:
         reference_call = "reference(*inputs)"
     elif module_reference:
-        reference_call = f"{entry}(**hyper)(*inputs)" if hypers else f"{entry}()(*inputs)"
+        constructor = [f"{size_param}=inputs[0].shape[-1]"] if takes_size(profile) else []
+        constructor += ["**hyper"] if hypers else []
+        reference_call = f"{entry}({', '.join(constructor)})(*inputs)"
     else:
         reference_call = f"{entry}(*inputs, **hyper)" if hypers else f"{entry}(*inputs)"
     terms = {"channel": "n_rows", "scalar": "n_rows * inputs[0].shape[-1]"}
@@ -1347,7 +1355,7 @@ def _benchmark_view(profile: KernelProfile) -> BenchmarkView:
     """Which model dimension the benchmark sweeps: vocabulary for losses, intermediate size for gated MLP
     activations, hidden size otherwise."""
     size_key, size_name = benchmark_dimension(profile)
-    init_args = [f"{profile.module.size_param}=size"] if profile.parameters else []
+    init_args = [f"{profile.module.size_param}=size"] if takes_size(profile) else []
     init_args += [f"{hp.name}={hp.default!r}" for hp in profile.hyperparameters]
     # Losses sweep BT only: a vocabulary sweep says little about a kernel that streams one row at a time.
     sweep_size = profile.tier != 3

@@ -191,6 +191,14 @@ class KernelForm(ElementwiseFunction):
 LARGE_W = 1e9
 
 
+def _guarded(w: sympy.Expr, rational: sympy.Expr) -> sympy.Expr:
+    """``rational`` (a ratio of polynomials in ``w`` that tends to 1), 1 where ``w > LARGE_W``; unguarded where ``w``
+    is provably at most 1 (``exp(-|u|)``), so the kernel compares nothing it cannot reach."""
+    if in_unit_interval(w):
+        return rational
+    return sympy.Piecewise((1, w > LARGE_W), (rational, True))
+
+
 class TanhOfLog1p(KernelForm):
     """``tanh(log(1 + w))`` for ``w > -1`` (``tanh(softplus(u))`` with ``w = exp(u)``) as ``n / (n + 2)``, ``n = w (w
     + 2)``: one division, where the plain form takes a log and a tanh; no subtraction, so no cancellation."""
@@ -204,7 +212,7 @@ class TanhOfLog1p(KernelForm):
     def kernel_form(self):
         w = self.args[0]
         n = w * (w + 2)
-        return sympy.Piecewise((1, w > LARGE_W), (n / (n + 2), True))
+        return _guarded(w, n / (n + 2))
 
 
 class SigmoidOfLog(KernelForm):
@@ -219,7 +227,7 @@ class SigmoidOfLog(KernelForm):
 
     def kernel_form(self):
         w = self.args[0]
-        return sympy.Piecewise((1, w > LARGE_W), (w / (w + 1), True))
+        return _guarded(w, w / (w + 1))
 
 
 class CastToInput(ElementwiseFunction):
