@@ -66,6 +66,8 @@ def _statements(
     taken = set(taken)
     exprs = [assignments[name] for name in names]
     reciprocals: list[tuple[sympy.Symbol, sympy.Expr]] = []
+    # A reciprocal is a named local like the named constants, which languages that do not name those cannot hold
+    # as an fp32 value (TileLang's T.Parallel bodies).
     if printer.named_constants:
         exprs, reciprocals = _uniform_reciprocals(exprs, uniform, taken)
     constants, definitions, reduced = hoist(exprs, taken, name_constants=printer.named_constants)

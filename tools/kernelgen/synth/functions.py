@@ -156,8 +156,6 @@ class Log1pOfUnit(Log1p):
     """``log(1 + x)`` with ``x`` shown to lie in [0, 1] (``in_unit_interval``) before its parts were named as
     temporaries, printed with the utils ``log1p_unit`` polynomial by printers that have it."""
 
-    op_name = "log1p"
-
 
 def in_unit_interval(expr: sympy.Expr) -> bool:
     """Whether ``expr`` is provably in [0, 1] for every real value of its symbols: ``exp(w)`` with ``w`` provably

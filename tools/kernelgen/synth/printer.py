@@ -61,7 +61,7 @@ TANH_HELPER = "tanh_from_exp"
 # libdevice's functions when compiled (core-op formulas under the interpreter), see TritonLibdevicePrinter.
 LIBDEVICE_TANH_HELPER = "tanh"
 LIBDEVICE_LOG1P_HELPER = "log1p"
-# log(1 + v) for v in [0, 1], core ops compiled and interpreted alike (TritonPrinter._print_Log1p).
+# log(1 + v) for v in [0, 1], core ops compiled and interpreted alike (TritonPrinter.unit_log1p_helper).
 UNIT_LOG1P_HELPER = "log1p_unit"
 POW_HELPER = "pow"
 INPUT_DTYPE = "input_dtype"
@@ -350,16 +350,18 @@ class TritonPrinter(_KernelPrinter):
         return f"tl.where({printed} < 0.0, -1.0, 1.0) * {magnitude}" if n % 2 else magnitude
 
     tanh_helper = TANH_HELPER
+    # log(1 + v) for v in [0, 1]: softplus's log(1 + exp(-|u|)) and the Log1pOfUnit nodes print_elementwise makes.
+    unit_log1p_helper = UNIT_LOG1P_HELPER
     prints_unit_log1p = True
 
     def _print_Log1p(self, expr):
         return self._print(expr.as_builtin())
 
     def _print_Log1pOfUnit(self, expr):
-        return f"{UNIT_LOG1P_HELPER}({self._print(expr.args[0])})"
+        return f"{self.unit_log1p_helper}({self._print(expr.args[0])})"
 
     def _log_one_plus_exp_minus_abs(self, expr) -> str:
-        return f"{UNIT_LOG1P_HELPER}(tl.exp(-tl.abs({self._print(expr.args[0])})))"
+        return f"{self.unit_log1p_helper}(tl.exp(-tl.abs({self._print(expr.args[0])})))"
 
     def _print_tanh(self, expr):
         # The utils helper, not 2 * sigmoid(2u) - 1, which would cancel to nothing near 0.
@@ -387,16 +389,11 @@ class TritonLibdevicePrinter(TritonPrinter):
     (``tiling.forward_math``/``backward_math``)."""
 
     tanh_helper = LIBDEVICE_TANH_HELPER
+    unit_log1p_helper = LIBDEVICE_LOG1P_HELPER
     prints_log1p = True
 
     def _print_Log1p(self, expr):
         return f"{LIBDEVICE_LOG1P_HELPER}({self._print(expr.args[0])})"
-
-    _print_Log1pOfUnit = _print_Log1p
-
-    def _log_one_plus_exp_minus_abs(self, expr) -> str:
-        names = self.names
-        return f"{LIBDEVICE_LOG1P_HELPER}({names['exp']}(-{names['abs']}({self._print(expr.args[0])})))"
 
 
 TritonPrinter.libdevice_printer_class = TritonLibdevicePrinter
