@@ -124,12 +124,43 @@ def _precision_sensitive_ops(exprs) -> list[str]:
     return sorted(found)
 
 
-def _drop_singular_terms(expr: sympy.Expr) -> sympy.Expr:
-    """Derivatives of steps (sign, indicators) are zero almost everywhere, as in torch.autograd."""
+def tidy_derivative(expr: sympy.Expr) -> sympy.Expr:
+    """A derivative from ``sympy.diff`` as the kernels compute it: derivatives of steps (sign, indicators) are zero
+    almost everywhere, as in torch.autograd, and each power over a run-time or fractional exponent divided by its
+    own base is one power (``merge_power_quotients``)."""
     expr = expr.replace(lambda node: isinstance(node, sympy.DiracDelta), lambda node: sympy.S.Zero)
     if expr.has(sympy.Derivative):
         raise ValueError(f"sympy could not differentiate part of {expr}")
-    return expr
+    return merge_power_quotients(expr)
+
+
+def merge_power_quotients(expr: sympy.Expr) -> sympy.Expr:
+    """``b**p / b**k`` as ``b**(p - k)`` in every product, for an exponent ``p`` sympy does not combine itself (a
+    hyper-parameter, a fractional power of a symbolic base's power). ``sympy.diff`` writes the derivative of ``b**p``
+    as ``p * b**p / b``: 0 / 0 where ``b`` is 0, where torch's ``p * b**(p - 1)`` is finite (``|x| ** 1.5`` at 0,
+    a focal loss's ``(1 - p) ** gamma`` on a confident row)."""
+
+    def has_quotient(node) -> bool:
+        if not isinstance(node, sympy.Mul):
+            return False
+        powers: dict[sympy.Expr, list[sympy.Expr]] = {}
+        for factor in node.args:
+            base, exponent = factor.as_base_exp()
+            if not base.is_number:
+                powers.setdefault(base, []).append(exponent)
+        return any(
+            any(e.is_number and e.is_negative for e in exponents) and any(not e.is_Integer for e in exponents)
+            for exponents in powers.values()
+        )
+
+    def merge(node: sympy.Mul) -> sympy.Expr:
+        powers: dict[sympy.Expr, list[sympy.Expr]] = {}
+        for factor in node.args:
+            base, exponent = factor.as_base_exp()
+            powers.setdefault(base, []).append(exponent)
+        return sympy.Mul(*(sympy.Pow(base, sympy.Add(*exponents)) for base, exponents in powers.items()))
+
+    return expr.replace(has_quotient, merge)
 
 
 def _bind_symbols(expr, symbols: dict[str, sympy.Symbol], output: str) -> sympy.Expr:
@@ -202,11 +233,11 @@ def _rounded_reverse_mode(forward_exprs, seeds, leaves: dict[str, sympy.Symbol])
         dummies = {rounding: sympy.Dummy("rounded", real=True) for rounding in inner}
         local = body.xreplace(dummies)
         for rounding, dummy in dummies.items():
-            derivative = _drop_singular_terms(sympy.diff(local, dummy)).xreplace({d: r for r, d in dummies.items()})
+            derivative = tidy_derivative(sympy.diff(local, dummy)).xreplace({d: r for r, d in dummies.items()})
             if derivative != 0:
                 contributions.setdefault(rounding, []).append(adjoint * derivative)
         for name, symbol in leaves.items():
-            derivative = _drop_singular_terms(sympy.diff(local, symbol)).xreplace({d: r for r, d in dummies.items()})
+            derivative = tidy_derivative(sympy.diff(local, symbol)).xreplace({d: r for r, d in dummies.items()})
             if derivative != 0:
                 leaf_terms[name].append(adjoint * simplify_bounded(derivative))
     gradients = {}
@@ -258,7 +289,7 @@ def derive_elementwise(
         for name in differentiable:
             terms = []
             for output, expr in forward_exprs.items():
-                derivative = simplify_bounded(_drop_singular_terms(sympy.diff(expr, symbols[name])))
+                derivative = simplify_bounded(tidy_derivative(sympy.diff(expr, symbols[name])))
                 terms.append(grad_outputs[f"grad_{output}"] * derivative)
             gradients[f"grad_{name}"] = sympy.Add(*terms)
     taken = frozenset(set(symbols) | set(outputs) | set(grad_outputs) | set(gradients))

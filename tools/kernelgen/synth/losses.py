@@ -36,7 +36,7 @@ import sympy
 
 from sympy.logic.inference import satisfiable
 
-from tools.kernelgen.synth.derive import _drop_singular_terms
+from tools.kernelgen.synth.derive import tidy_derivative
 from tools.kernelgen.synth.derive import _precision_sensitive_ops
 from tools.kernelgen.synth.functions import Take
 from tools.kernelgen.synth.naming import constant_lines
@@ -413,7 +413,7 @@ class _LossSchedule:
                 )
         gradient_items, formulas = [], {}
         for name in program.inputs:
-            gradient = _drop_singular_terms(program._gradient(name, adjoints, per_row=False).xreplace(silent))
+            gradient = tidy_derivative(program._gradient(name, adjoints, per_row=False).xreplace(silent))
             formulas[f"grad_{name}"] = format_formula(gradient)
             gradient = gradient.xreplace({self.symbols[p]: s for p, s in safe.items()})
             gradient_items.append((f"grad_{name}", "value", sympy.factor_terms(self._rows_only(gradient))))

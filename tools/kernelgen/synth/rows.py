@@ -43,7 +43,7 @@ from dataclasses import field
 
 import sympy
 
-from tools.kernelgen.synth.derive import _drop_singular_terms
+from tools.kernelgen.synth.derive import tidy_derivative
 from tools.kernelgen.synth.derive import _precision_sensitive_ops
 from tools.kernelgen.synth.functions import indicator
 from tools.kernelgen.synth.naming import constant_lines
@@ -226,14 +226,14 @@ class _Program:
             symbol = self.symbols[statistic.name]
             terms: list[tuple[sympy.Expr, sympy.Expr]] = []  # (written out, with adjoint symbols)
             for name, expr in self.outputs.items():
-                derivative = _drop_singular_terms(sympy.diff(expr, symbol))
+                derivative = tidy_derivative(sympy.diff(expr, symbol))
                 if derivative == 0:
                     continue
                 contribution = self.grad_symbols[name] * derivative
                 term = contribution if name in self.row_outputs else RowSum(contribution)
                 terms.append((term, term))
             for later in self.statistics[index + 1 :]:
-                derivative = _drop_singular_terms(sympy.diff(later.operand, symbol))
+                derivative = tidy_derivative(sympy.diff(later.operand, symbol))
                 if full[later.name] == 0 or derivative == 0:
                     continue
                 passed = RowSum(self._weight(later) * derivative)
@@ -253,13 +253,13 @@ class _Program:
         symbol = self.symbols[name]
         terms = []
         for output, expr in self.outputs.items():
-            derivative = _drop_singular_terms(sympy.diff(expr, symbol))
+            derivative = tidy_derivative(sympy.diff(expr, symbol))
             if derivative == 0:
                 continue
             contribution = self.grad_symbols[output] * derivative
             terms.append(RowSum(contribution) if per_row and output not in self.row_outputs else contribution)
         for statistic in self.statistics:
-            derivative = _drop_singular_terms(sympy.diff(statistic.operand, symbol))
+            derivative = tidy_derivative(sympy.diff(statistic.operand, symbol))
             if adjoints[statistic.name] == 0 or derivative == 0:
                 continue
             contribution = self._weight(statistic) * derivative

@@ -5,7 +5,9 @@ Candidates: the expression itself, ``factor_terms``, ``together``, ``cancel``/``
 with size (seconds at 20 operations, minutes at 30). The winner has the fewest operations (``count_ops``, then
 the shortest text, then the earliest candidate). A candidate that introduces a function the input did not use is
 rejected: ``simplify`` likes to turn ``1 - tanh(u)**2`` into ``1/cosh(u)**2`` or sigmoids into ratios of
-exponentials, which are shorter on paper but overflow in fp32.
+exponentials, which are shorter on paper but overflow in fp32. So is one that divides by a value the input does not
+divide by (a power of it with an exponent not known to be nonnegative): ``sign(x) * |x|**(p - 1)`` as
+``x * |x**(p - 2)|`` is 0 * inf at ``x = 0``, where the input is 0.
 
 The size limits make the result deterministic; a wall-clock limit on ``sympy.simplify`` (main thread only) is a
 safety net for pathological inputs below the size limit, not the normal way out.
@@ -54,6 +56,16 @@ def _function_kinds(expr: sympy.Basic) -> set[type]:
     return {type(node) for node in sympy.preorder_traversal(expr) if isinstance(node, (Function, MinMaxBase))}
 
 
+def _divisors(expr: sympy.Basic) -> set[sympy.Expr]:
+    """The non-constant bases ``expr`` raises to an exponent that may be negative: where they are 0 it may be
+    infinite."""
+    return {
+        node.base
+        for node in sympy.preorder_traversal(expr)
+        if isinstance(node, sympy.Pow) and not node.base.is_number and node.exp.is_nonnegative is not True
+    }
+
+
 def _full_simplify(expr: sympy.Expr) -> sympy.Expr:
     with _time_limit(SIMPLIFY_TIME_LIMIT_S):
         return sympy.simplify(expr)
@@ -77,13 +89,14 @@ def _candidates(expr: sympy.Expr, size: int):
 def simplify_bounded(expr: sympy.Expr) -> sympy.Expr:
     """The cheapest safe rewrite of ``expr`` among a fixed set of candidates (see the module docstring)."""
     allowed = _function_kinds(expr)
+    divisors = _divisors(expr)
     best, best_key = expr, None
     for index, make in enumerate(_candidates(expr, sympy.count_ops(expr))):
         try:
             candidate = make()
         except (_OutOfTime, sympy.PolynomialError, NotImplementedError, TypeError, ValueError):
             continue
-        if not _function_kinds(candidate) <= allowed:
+        if not _function_kinds(candidate) <= allowed or not _divisors(candidate) <= divisors:
             continue
         key = (sympy.count_ops(candidate), len(str(candidate)), index)
         if best_key is None or key < best_key:
