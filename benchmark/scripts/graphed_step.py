@@ -88,11 +88,15 @@ def main(argv=None) -> None:
         print("graphed_step: needs a CUDA GPU (CUDA graphs); none is visible here", file=sys.stderr)
         raise SystemExit(2)
     up = upstream_from(args)
-    print("| kernel | BT x H | provider | plain step ms | graphed step ms | graphed vs eager graphed | replay max diff |")
+    print(
+        "| kernel | BT x H | provider | plain step ms | graphed step ms | graphed vs eager graphed | replay max diff |"
+    )
     print("|---|---|---|---|---|---|---|", flush=True)
     for pair in args.kernel:
         name, upstream_key = pair.split("=")
-        providers = [p for p in args.providers if p != "liger_upstream" or (up is not None and upstream_key in UPSTREAM)]
+        providers = [
+            p for p in args.providers if p != "liger_upstream" or (up is not None and upstream_key in UPSTREAM)
+        ]
         for size in args.sizes:
             config = {"hidden_size": size, "hidden": size, "dtype": "bfloat16", "model": "graphed"}
             rows = {}

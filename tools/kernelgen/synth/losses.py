@@ -36,8 +36,8 @@ import sympy
 
 from sympy.logic.inference import satisfiable
 
-from tools.kernelgen.synth.derive import tidy_derivative
 from tools.kernelgen.synth.derive import _precision_sensitive_ops
+from tools.kernelgen.synth.derive import tidy_derivative
 from tools.kernelgen.synth.functions import Take
 from tools.kernelgen.synth.naming import constant_lines
 from tools.kernelgen.synth.printer import format_formula

@@ -43,8 +43,8 @@ from dataclasses import field
 
 import sympy
 
-from tools.kernelgen.synth.derive import tidy_derivative
 from tools.kernelgen.synth.derive import _precision_sensitive_ops
+from tools.kernelgen.synth.derive import tidy_derivative
 from tools.kernelgen.synth.functions import indicator
 from tools.kernelgen.synth.naming import constant_lines
 from tools.kernelgen.synth.naming import hoist
