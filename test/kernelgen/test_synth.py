@@ -1110,3 +1110,13 @@ def test_printed_statements_run_as_a_triton_kernel(name, libraries, tmp_path):
         elif parameters.get(n) == "scalar":
             got = got.sum().reshape(1)
         assert_verbose_allclose(got, leaf.grad.float(), rtol=1e-4, atol=1e-4, extra_info=f"(kernel grad_{n})")
+
+
+@pytest.mark.parametrize("source", ["Abs(x)**p", "x**p", "x*Abs(x)**p", "(1 - exp(x))**p"])
+def test_power_gradients_do_not_divide_by_their_base(source):
+    """sympy.diff writes d(b**p)/db as p*b**p/b, NaN at b = 0 where torch's p*b**(p - 1) is finite."""
+    x, p = sympy.Symbol("x", real=True), sympy.Symbol("p", real=True)
+    derivation = derive_elementwise({"y": sympy.sympify(source, locals={"x": x, "p": p})}, ["x"], hyperparameters=["p"])
+    gradient = derivation.gradients["grad_x"]
+    divided = [n for n in sympy.preorder_traversal(gradient) if isinstance(n, sympy.Pow) and n.exp.is_negative]
+    assert not divided, gradient
