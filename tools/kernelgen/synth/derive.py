@@ -138,27 +138,26 @@ def merge_power_quotients(expr: sympy.Expr) -> sympy.Expr:
     """``b**p / b**k`` as ``b**(p - k)`` in every product, for an exponent ``p`` sympy does not combine itself (a
     hyper-parameter, a fractional power of a symbolic base's power). ``sympy.diff`` writes the derivative of ``b**p``
     as ``p * b**p / b``: 0 / 0 where ``b`` is 0, where torch's ``p * b**(p - 1)`` is finite (``|x| ** 1.5`` at 0,
-    a focal loss's ``(1 - p) ** gamma`` on a confident row)."""
+    a focal loss's ``(1 - p) ** gamma`` on a confident row). Not ``sympy.powsimp``: it also merges ``exp(a) *
+    exp(b)``, which would rewrite every kernel's shared exponentials."""
 
-    def has_quotient(node) -> bool:
-        if not isinstance(node, sympy.Mul):
-            return False
-        powers: dict[sympy.Expr, list[sympy.Expr]] = {}
-        for factor in node.args:
-            base, exponent = factor.as_base_exp()
-            if not base.is_number:
-                powers.setdefault(base, []).append(exponent)
-        return any(
-            any(e.is_number and e.is_negative for e in exponents) and any(not e.is_Integer for e in exponents)
-            for exponents in powers.values()
-        )
-
-    def merge(node: sympy.Mul) -> sympy.Expr:
+    def exponents_by_base(node: sympy.Mul) -> dict[sympy.Expr, list[sympy.Expr]]:
         powers: dict[sympy.Expr, list[sympy.Expr]] = {}
         for factor in node.args:
             base, exponent = factor.as_base_exp()
             powers.setdefault(base, []).append(exponent)
-        return sympy.Mul(*(sympy.Pow(base, sympy.Add(*exponents)) for base, exponents in powers.items()))
+        return powers
+
+    def has_quotient(node) -> bool:
+        return isinstance(node, sympy.Mul) and any(
+            not base.is_number
+            and any(e.is_number and e.is_negative for e in exponents)
+            and any(not e.is_Integer for e in exponents)
+            for base, exponents in exponents_by_base(node).items()
+        )
+
+    def merge(node: sympy.Mul) -> sympy.Expr:
+        return sympy.Mul(*(sympy.Pow(base, sympy.Add(*e)) for base, e in exponents_by_base(node).items()))
 
     return expr.replace(has_quotient, merge)
 
