@@ -45,6 +45,14 @@ SIZED_MODULE = (
     "    def forward(self, a, b):\n        return self.act(a.float()).to(a.dtype) * b\n"
 )
 SIZED = "sized_module_gate"
+# A module whose __init__ sets a float itself (no argument) and whose forward takes a hyper-parameter of its own: the
+# generated test sets the one on the built reference and passes the other to its forward, per case.
+HELD_MODULE = (
+    "import torch\nfrom torch import nn\n\n\nclass ScaledSoftsign(nn.Module):\n"
+    "    def __init__(self):\n        super().__init__()\n        self.gain = 2.0\n\n"
+    "    def forward(self, x, shift: float = 0.25):\n        return self.gain * x / (1 + (x - shift).abs())\n"
+)
+HELD = "held_attribute_softsign"
 
 
 @pytest.fixture(scope="module")
@@ -59,6 +67,9 @@ def generated_checkout(tmp_path_factory):
     sized = tmp_path_factory.mktemp("references") / "sized_gate.py"
     sized.write_text(SIZED_MODULE)
     profiles.append(analyze(f"{sized}:SizedGate", name=SIZED))
+    held = tmp_path_factory.mktemp("references") / "held.py"
+    held.write_text(HELD_MODULE)
+    profiles.append(analyze(str(held), name=HELD))
     for profile in profiles:
         assert profile.tier == 1, f"{profile.operation_name}: {profile.notes.tier_reason}"
         assert profile.math.outputs and profile.math.triton is None  # derived, not hand-written
@@ -80,7 +91,7 @@ def test_every_elementwise_reference_gets_a_synthesized_kernel(generated_checkou
 
 def test_generated_kernels_match_torch_autograd_and_a_wrong_kernel_fails(generated_checkout):
     """Every generated test passes, the ill-conditioned kernel's too, except the wrong kernel's forward checks."""
-    names = [f"{reference}_gen" for reference in ELEMENTWISE_REFERENCES] + ["ill_conditioned", SIZED]
+    names = [f"{reference}_gen" for reference in ELEMENTWISE_REFERENCES] + ["ill_conditioned", SIZED, HELD]
     result = run_pytest(generated_checkout, *[kernel_paths(name)["test"] for name in [*names, WRONG]], *WITHOUT_DTENSOR)
     failed = failures_by_kernel(result.stdout, [*names, WRONG])
     # Only the wrong kernel fails, in every fp32 comparison with the reference (bf16 tolerances allow 0.1%).

@@ -33,7 +33,14 @@ from tools.kernelgen.writer import write_all
 
 # Styles beyond the built-ins whose generated kernels run (the derivation covers all of them); the squared error
 # of a softmax has no hyper-parameter at all, the focal loss a run-time exponent.
-STYLE_KERNELS = ["gathered_nll", "softcapped_cross_entropy", "DistillationLoss", "cross_entropy_and_z_loss"]
+# TemperedSmoothedNLL's test sets its smoothing on the built module and passes forward's own temperature.
+STYLE_KERNELS = [
+    "gathered_nll",
+    "softcapped_cross_entropy",
+    "DistillationLoss",
+    "cross_entropy_and_z_loss",
+    "TemperedSmoothedNLL",
+]
 STYLE_KERNELS += ["squared_error_of_softmax", "focal_loss"]
 
 HOST_COMPARISON = textwrap.dedent(

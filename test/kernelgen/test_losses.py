@@ -19,6 +19,7 @@ from tools.kernelgen.analyze import AnalyzeError
 from tools.kernelgen.analyze import analyze
 from tools.kernelgen.derivation import loss_math
 from tools.kernelgen.profile import validate_profile
+from tools.kernelgen.render.reference_hypers import reference_hypers
 from tools.kernelgen.synth import parse_formula
 from tools.kernelgen.synth.losses import _one_column_indicator
 from tools.kernelgen.synth.losses import synthesize_loss
@@ -116,6 +117,22 @@ STYLES = textwrap.dedent(
     def focal_loss(logits, target, gamma: float = 2.0):
         logpt = F.log_softmax(logits, dim=-1).gather(1, target.unsqueeze(1)).squeeze(1)
         return (-((1 - logpt.exp()) ** gamma) * logpt).mean()
+
+
+    class TemperedSmoothedNLL(nn.Module):
+        # smoothing set without a constructor argument, temperature a hyper-parameter of forward's own
+        def __init__(self, reduction: str = "mean"):
+            super().__init__()
+            self.reduction = reduction
+            self.smoothing = 0.1
+
+        def forward(self, logits, target, temperature: float = 2.0):
+            logp = (logits / temperature).log_softmax(-1)
+            nll = -logp.gather(-1, target.unsqueeze(-1)).squeeze(-1)
+            loss = (1 - self.smoothing) * nll - self.smoothing * logp.mean(-1)
+            if self.reduction == "mean":
+                return loss.mean()
+            return loss.sum()
     """
 )
 STYLE_ENTRIES = [
@@ -132,6 +149,7 @@ STYLE_ENTRIES = [
     "squared_error_of_softmax",
     "masked_nll",
     "focal_loss",
+    "TemperedSmoothedNLL",
 ]
 
 
@@ -228,7 +246,8 @@ def _reference_call(profile):
     entry = namespace[profile.reference.entry]
     hypers = {h.name: h.default for h in profile.hyperparameters}
     if profile.reference.kind == "module":
-        module = entry(**hypers)
+        # At the defaults: the constructor's own arguments only (forward's and held ones default themselves).
+        module = entry(**{name: hypers[name] for name in reference_hypers(profile).constructor})
         held = {index: t.attribute for index, t in enumerate(profile.inputs) if t.attribute}
 
         def call(*args, **_):

@@ -116,15 +116,20 @@ class _ReferenceTracer(fx.Tracer):
         frame = sys._getframe(1)
         while frame is not None and frame.f_code.co_filename != self.filename:
             frame = frame.f_back
-        node.meta[LINE_KEY] = frame.f_lineno if frame is not None else None
+        line = frame.f_lineno if frame is not None else None
+        if line is None:  # fx makes an attribute's node when it is first used: ``return torch.sort(x).values``
+            line = next((a.meta[LINE_KEY] for a in node.all_input_nodes if a.meta.get(LINE_KEY) is not None), None)
+        node.meta[LINE_KEY] = line
         return node
 
     def create_args_for_root(self, root_fn, is_module, concrete_args=None):
         root_fn, args = super().create_args_for_root(root_fn, is_module, concrete_args)
-        # Extra placeholders after forward's own arguments; the module reads them back as self.<name>.
-        for name in self.proxied_attributes:
+        # Extra placeholders after forward's own arguments; the module reads them back as self.<name>. Each defaults
+        # to the attribute's value, as forward's own defaulted arguments before them do (fx's generated forward
+        # would otherwise put an argument without a default after them: a SyntaxError).
+        for name, value in self.proxied_attributes.items():
             placeholder = self.input_names.get(name, name)
-            self.traced_module.__dict__[name] = self.create_proxy("placeholder", placeholder, (), {})
+            self.traced_module.__dict__[name] = self.create_proxy("placeholder", placeholder, (value,), {})
         return root_fn, args
 
 

@@ -31,6 +31,7 @@ from tools.kernelgen.profile import hyper_cases
 from tools.kernelgen.render import tier1
 from tools.kernelgen.render.dtensor import DTensorView
 from tools.kernelgen.render.dtensor import dtensor_view
+from tools.kernelgen.render.reference_hypers import reference_hypers
 from tools.kernelgen.render.text import Defaulted
 from tools.kernelgen.render.text import fstring_chunks
 from tools.kernelgen.render.text import signature
@@ -472,6 +473,11 @@ class TestView:
     input_scaling: str  # what follows a random draw to scale it: " * 3.0", or nothing for 1.0
     normal_draw: str  # an input drawn from N(0, input_scale**2) in fp32, rounded to the dtype under test
     reference_module_args: str
+    # A module reference: the hyper-parameters its __init__ sets without an argument (set by _hold_hyperparameters on
+    # the built module), the module built from a case (``Entry(**hyper)``) and the keywords its forward takes.
+    held_hypers: list[str]
+    reference_module: str
+    reference_forward_keywords: str
     liger_module_args: str
     hidden_act: str
     mlp_shapes: list[tuple]
@@ -1263,6 +1269,11 @@ def module_view(profile: KernelProfile, renames: dict[str, str] | None = None) -
     )
 
 
+def _holding(held: list[str], built: str) -> str:
+    """``built``, a module reference's constructor call, with the hyper-parameters it holds set on it."""
+    return f"_hold_hyperparameters({built}, hyper)" if held else built
+
+
 def takes_size(profile: KernelProfile) -> bool:
     """Whether the modules are built with the size (``hidden_size=``): they size parameters, or the reference's
     constructor asks for it though nothing uses it (an ``nn.Module`` written to sit in a model's layer list)."""
@@ -1280,7 +1291,10 @@ def test_view(profile: KernelProfile) -> TestView:
     size_param = profile.module.size_param
     hyper_names = [hp.name for hp in profile.hyperparameters]
     module_reference = profile.reference.kind == "module"
-    reference_module_args = [f"{size_param}=n_cols"] + [f"{name}=hyper[{name!r}]" for name in hyper_names]
+    places = reference_hypers(profile)
+    constructor_keywords = [f"{name}=hyper[{name!r}]" for name in places.constructor]
+    reference_module_args = [f"{size_param}=n_cols"] + constructor_keywords
+    forward_keywords = places.forward_keywords()
     liger_module_args = [f"{size_param}=shape[-1]"] if takes_size(profile) else []
     liger_module_args += [f"{name}=hyper[{name!r}]" for name in hyper_names]
     inputs = [t.name for t in profile.inputs]
@@ -1291,12 +1305,19 @@ def test_view(profile: KernelProfile) -> TestView:
     switches = ", **switches" if any(p.enabled_by for p in params) else ""
     single = len(profile.outputs) == 1
     entry = profile.reference.entry
+    # Every hyper-parameter an argument of the constructor: built with **hyper, as the reference takes them.
+    all_in_constructor = not places.forward and not places.held
+    constructor = ["**hyper"] if hypers and all_in_constructor else constructor_keywords
+    # Built where a case ``hyper`` is in scope (tier-3 and appended tests): **hyper even when it is empty.
+    reference_module = _holding(
+        places.held, f"{entry}({', '.join(['**hyper'] if all_in_constructor else constructor)})"
+    )
     if params:
-        reference_call = "reference(*inputs)"
+        reference_call = f"reference(*inputs{forward_keywords})"
     elif module_reference:
-        constructor = [f"{size_param}=inputs[0].shape[-1]"] if takes_size(profile) else []
-        constructor += ["**hyper"] if hypers else []
-        reference_call = f"{entry}({', '.join(constructor)})(*inputs)"
+        sized = [f"{size_param}=inputs[0].shape[-1]"] if takes_size(profile) else []
+        built = _holding(places.held, f"{entry}({', '.join(sized + constructor)})")
+        reference_call = f"{built}(*inputs{forward_keywords})"
     else:
         reference_call = f"{entry}(*inputs, **hyper)" if hypers else f"{entry}(*inputs)"
     terms = {"channel": "n_rows", "scalar": "n_rows * inputs[0].shape[-1]"}
@@ -1341,6 +1362,9 @@ def test_view(profile: KernelProfile) -> TestView:
         input_scaling=_scaling(float(profile.test.input_scale)),
         normal_draw=_normal_draw(float(profile.test.input_scale)),
         reference_module_args=", ".join(reference_module_args if module_reference else []),
+        held_hypers=places.held,
+        reference_module=reference_module,
+        reference_forward_keywords=forward_keywords,
         liger_module_args=", ".join(liger_module_args),
         hidden_act=profile.module.hidden_act or profile.operation_name,
         mlp_shapes=[tuple(s) for s in profile.test.mlp_shapes],
@@ -1356,7 +1380,9 @@ def _benchmark_view(profile: KernelProfile) -> BenchmarkView:
     activations, hidden size otherwise."""
     size_key, size_name = benchmark_dimension(profile)
     init_args = [f"{profile.module.size_param}=size"] if takes_size(profile) else []
-    init_args += [f"{hp.name}={hp.default!r}" for hp in profile.hyperparameters]
+    # The reference at its defaults: only constructor arguments are passed (forward's keep their defaults).
+    constructor = set(reference_hypers(profile).constructor)
+    init_args += [f"{hp.name}={hp.default!r}" for hp in profile.hyperparameters if hp.name in constructor]
     # Losses sweep BT only: a vocabulary sweep says little about a kernel that streams one row at a time.
     sweep_size = profile.tier != 3
     if sweep_size:
