@@ -53,6 +53,14 @@ HELD_MODULE = (
     "    def forward(self, x, shift: float = 0.25):\n        return self.gain * x / (1 + (x - shift).abs())\n"
 )
 HELD = "held_attribute_softsign"
+# A constant held as a one-value buffer: a hyper-parameter, its test sets each case's value as a tensor.
+BUFFER_MODULE = (
+    "import torch\nimport torch.nn as nn\n\n\nclass BufferScaledTanh(nn.Module):\n"
+    "    def __init__(self):\n        super().__init__()\n"
+    '        self.register_buffer("scale", torch.tensor(1.5))\n\n'
+    "    def forward(self, x):\n        return torch.tanh(x) * self.scale\n"
+)
+BUFFER = "buffer_scaled_tanh"
 
 
 @pytest.fixture(scope="module")
@@ -70,6 +78,9 @@ def generated_checkout(tmp_path_factory):
     held = tmp_path_factory.mktemp("references") / "held.py"
     held.write_text(HELD_MODULE)
     profiles.append(analyze(str(held), name=HELD))
+    buffered = tmp_path_factory.mktemp("references") / "buffered.py"
+    buffered.write_text(BUFFER_MODULE)
+    profiles.append(analyze(str(buffered), name=BUFFER))
     for profile in profiles:
         assert profile.tier == 1, f"{profile.operation_name}: {profile.notes.tier_reason}"
         assert profile.math.outputs and profile.math.triton is None  # derived, not hand-written
@@ -91,7 +102,7 @@ def test_every_elementwise_reference_gets_a_synthesized_kernel(generated_checkou
 
 def test_generated_kernels_match_torch_autograd_and_a_wrong_kernel_fails(generated_checkout):
     """Every generated test passes, the ill-conditioned kernel's too, except the wrong kernel's forward checks."""
-    names = [f"{reference}_gen" for reference in ELEMENTWISE_REFERENCES] + ["ill_conditioned", SIZED, HELD]
+    names = [f"{reference}_gen" for reference in ELEMENTWISE_REFERENCES] + ["ill_conditioned", SIZED, HELD, BUFFER]
     result = run_pytest(generated_checkout, *[kernel_paths(name)["test"] for name in [*names, WRONG]], *WITHOUT_DTENSOR)
     failed = failures_by_kernel(result.stdout, [*names, WRONG])
     # Only the wrong kernel fails, in every fp32 comparison with the reference (bf16 tolerances allow 0.1%).

@@ -248,13 +248,21 @@ def _trace_module(loaded: LoadedReference, overrides: dict[str, Any], probed=Non
         for name, value in vars(module).items()
         if not name.startswith("_") and name != "training" and isinstance(value, float)
     }
+    held_tensors = _one_value_tensors(module)
+    attributes.update({name: _as_written(value) for name, value in held_tensors.items()})
     taken = {*tensors, *(h.name for h in hypers), *concrete}
     input_names = _constructor_names(loaded, attributes, init_params, built_with, taken)
     tracer = _ReferenceTracer(loaded.filename, attributes, module, input_names)
     try:
         graph = _run_tracer(loaded, lambda: tracer.trace(module, concrete_args=concrete or None))
     finally:
-        module.__dict__.update(attributes)  # the Proxies must not outlive the trace
+        # The Proxies must not outlive the trace; a buffer is found in the module's buffers again.
+        module.__dict__.update({name: value for name, value in attributes.items() if name not in held_tensors})
+        for name, value in held_tensors.items():
+            if name in module._buffers:
+                del module.__dict__[name]
+            else:
+                module.__dict__[name] = value
     graph_module = fx.GraphModule(module, graph, loaded.entry)
     proxied = {input_names.get(name, name): value for name, value in attributes.items()}
     hypers = hypers + [HyperParameter(name=name, type="float", default=value) for name, value in proxied.items()]
@@ -280,6 +288,31 @@ def _trace_module(loaded: LoadedReference, overrides: dict[str, Any], probed=Non
     if used != set(arguments):  # a tensor argument the loss does not read as class weights: traced as it defaults
         return _trace_module(loaded, overrides, used)
     return traced
+
+
+def _one_value_tensors(module: nn.Module) -> dict[str, torch.Tensor]:
+    """Floating tensors of one value the module holds itself, buffers (``register_buffer("scale", torch.tensor(1.5))``)
+    or plain attributes: constants of its math, which become float hyper-parameters like ``self.eps``."""
+    held = {name: value for name, value in module.named_buffers(recurse=False) if value is not None}
+    held.update({name: value for name, value in vars(module).items() if isinstance(value, torch.Tensor)})
+    return {
+        name: value
+        for name, value in held.items()
+        if not name.startswith("_")
+        and not isinstance(value, nn.Parameter)
+        and value.is_floating_point()
+        and value.numel() == 1
+    }
+
+
+def _as_written(value: torch.Tensor) -> float:
+    """The shortest decimal that rounds to ``value`` in its dtype: 1e-06, not fp32's 9.999999974752427e-07."""
+    exact = value.item()
+    for digits in range(1, 18):
+        candidate = float(f"{exact:.{digits}g}")
+        if torch.tensor(candidate, dtype=value.dtype).item() == exact:
+            return candidate
+    return exact
 
 
 def _probes(arguments: dict[str, str]) -> dict[str, torch.Tensor]:
