@@ -695,3 +695,46 @@ def test_writing_in_place_into_a_slice_is_one_line(tmp_path):
     path = write(tmp_path, "into_slice.py", source)
     message = analyze_error(str(path))
     assert message.startswith(f"{path}:7: `.mul_` writes in place into a view of another tensor")
+
+
+def test_the_row_length_makes_a_row_kernel_and_other_sizes_are_one_line(tmp_path):
+    scaled = write(
+        tmp_path, "scaled.py", "import torch\n\n\ndef scaled(x):\n    return torch.tanh(x * x.size(-1) ** -0.5)\n"
+    )
+    profile = analyze(str(scaled))
+    assert profile.tier == 2 and "reads the row length" in profile.notes.tier_reason
+    assert "n_cols" in profile.math.outputs["y"]
+    rows = write(tmp_path, "rows.py", "import torch\n\n\ndef by_rows(x):\n    return x * x.shape[0]\n")
+    message = analyze_error(str(rows))
+    assert message.startswith(f"{rows}:5: `[...]`: dim 0 of a 3-d tensor; a row kernel's math reads only the last dim")
+
+
+def test_a_sort_s_values_name_the_sort_and_its_line(tmp_path):
+    """fx makes the node of ``.values`` when the return uses it, outside the reference: the line is the sort's."""
+    path = write(tmp_path, "sorted_rows.py", "import torch\n\n\ndef f(x):\n    return torch.sort(x).values\n")
+    message = analyze_error(str(path))
+    assert message.startswith(f"{path}:5: `torch.sort` (sort) moves elements between positions")
+
+
+def test_one_value_tensors_a_module_holds_are_hyper_parameters(tmp_path):
+    path = write(
+        tmp_path,
+        "held.py",
+        """
+        import torch
+        import torch.nn as nn
+
+
+        class Held(nn.Module):
+            def __init__(self, gain: float = 2.0):
+                super().__init__()
+                self.register_buffer("gain", torch.tensor(gain))
+                self.eps = torch.tensor([1e-6])
+
+            def forward(self, x):
+                return self.gain * x / (x.abs() + self.eps)
+        """,
+    )
+    profile = analyze(str(path))
+    assert {h.name: h.default for h in profile.hyperparameters} == {"gain": 2.0, "eps": 1e-6}  # as written, not fp32's
+    assert profile.tier == 1 and profile.math.outputs["y"].count("gain") == 1

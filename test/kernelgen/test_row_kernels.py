@@ -26,7 +26,18 @@ from tools.kernelgen.writer import write_all
 
 # Styles beyond the built-ins that the generated kernels are run for (the derivation covers all of them); logsumexp_rows
 # has only a per-row output (its split passes combine per-row values and touch no columns).
-STYLE_KERNELS = ["WrappedLayerNorm", "NormWithRstd", "ScaledRMSNorm", "max_shift", "standardize", "logsumexp_rows"]
+# HeldEpsNorm's test sets its eps on the built module and passes forward's own hyper-parameter; mean_by_size reads
+# the row length (an integer in the kernel) inside a square root.
+STYLE_KERNELS = [
+    "WrappedLayerNorm",
+    "NormWithRstd",
+    "ScaledRMSNorm",
+    "max_shift",
+    "standardize",
+    "logsumexp_rows",
+    "HeldEpsNorm",
+    "mean_by_size",
+]
 
 
 @pytest.fixture(scope="module")

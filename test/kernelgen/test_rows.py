@@ -107,6 +107,35 @@ STYLES = textwrap.dedent(
     def centered_l1(x):
         centered = x - x.mean(-1, keepdim=True)
         return centered / centered.abs().sum(-1, keepdim=True)
+
+
+    class HeldEpsNorm(nn.Module):
+        # eps set without a constructor argument, and a hyper-parameter of forward's own
+        def __init__(self, dim):
+            super().__init__()
+            self.scale = nn.Parameter(torch.ones(dim))
+            self.eps = 1e-6
+
+        def forward(self, x, offset: float = 0.0):
+            shifted = x - offset
+            return shifted * torch.rsqrt(shifted.pow(2).mean(-1, keepdim=True) + self.eps) * self.scale
+
+
+    class BufferGainNorm(nn.Module):
+        # constants held as tensors of one value: a buffer set from the constructor, a plain tensor attribute
+        def __init__(self, hidden_size, gain: float = 2.0):
+            super().__init__()
+            self.weight = nn.Parameter(torch.ones(hidden_size))
+            self.register_buffer("gain", torch.tensor(gain))
+            self.eps = torch.tensor([1e-6])
+
+        def forward(self, x):
+            return self.gain * x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+    def mean_by_size(x):
+        # the row length as the reference reads it: x.size(-1), x.shape[-1]
+        return x - x.sum(dim=-1, keepdim=True) / x.size(-1) + torch.tanh(x * x.shape[-1] ** -0.5)
     """
 )
 STYLE_ENTRIES = [
@@ -122,6 +151,9 @@ STYLE_ENTRIES = [
     "polynorm",
     "ScaledRMSNorm",
     "centered_l1",
+    "HeldEpsNorm",
+    "mean_by_size",
+    "BufferGainNorm",
 ]
 
 

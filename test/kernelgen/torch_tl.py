@@ -9,20 +9,25 @@ def _tensor(value):
     return value if torch.is_tensor(value) else torch.tensor(float(value), dtype=torch.float64)
 
 
+def _on_tensors(function):
+    """``function`` also of a Python number, as the kernel languages' math functions take scalars (``1.0 * n_cols``)."""
+    return staticmethod(lambda x: function(_tensor(x)))
+
+
 class _TorchMath:
     """The functions both kernel languages spell alike (``tl.exp``, ``T.exp``)."""
 
-    exp = staticmethod(torch.exp)
-    log = staticmethod(torch.log)
-    sqrt = staticmethod(torch.sqrt)
-    rsqrt = staticmethod(torch.rsqrt)
-    sin = staticmethod(torch.sin)
-    cos = staticmethod(torch.cos)
-    erf = staticmethod(torch.erf)
-    abs = staticmethod(torch.abs)
-    sigmoid = staticmethod(torch.sigmoid)
-    exp2 = staticmethod(torch.exp2)
-    log2 = staticmethod(torch.log2)
+    exp = _on_tensors(torch.exp)
+    log = _on_tensors(torch.log)
+    sqrt = _on_tensors(torch.sqrt)
+    rsqrt = _on_tensors(torch.rsqrt)
+    sin = _on_tensors(torch.sin)
+    cos = _on_tensors(torch.cos)
+    erf = _on_tensors(torch.erf)
+    abs = _on_tensors(torch.abs)
+    sigmoid = _on_tensors(torch.sigmoid)
+    exp2 = _on_tensors(torch.exp2)
+    log2 = _on_tensors(torch.log2)
 
 
 class TorchTL(_TorchMath):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tools.kernelgen.analyze.ops import META
 from tools.kernelgen.analyze.ops import REDUCTION
 from tools.kernelgen.analyze.ops import STRUCTURAL
 from tools.kernelgen.analyze.ops import OpCall
@@ -32,7 +33,7 @@ def _at(call: OpCall) -> str:
     return f"`{call.label}`" + (f" (line {call.line})" if call.line is not None else "")
 
 
-def _structural_reason(call: OpCall) -> str:
+def structural_reason(call: OpCall) -> str:
     if call.name in CLASS_LOSSES:
         return (
             f"{_at(call)} is a loss over the class dimension: each row is read in several passes and the target "
@@ -84,13 +85,22 @@ def _row_shaped(traced: TracedReference, shape: tuple[int, ...] | None) -> bool:
     return len(shape) == rank - 1
 
 
+def _reads_the_row_length(call: OpCall) -> bool:
+    """``x.size(-1)`` or ``x.shape[-1]``: a size read as a number (``x.shape`` alone is read by indexing it)."""
+    if call.family != META:
+        return False
+    if call.name == "size":
+        return len(call.node.args) > 1 or "dim" in call.node.kwargs
+    return call.name == "getitem"
+
+
 def classify(traced: TracedReference) -> Classification:
     calls = list(traced.calls.values())
     structural = [call for call in calls if call.family == STRUCTURAL]
     if structural:
         # The most telling op decides: a loss or a gather says more than the transpose that feeds it.
         call = min(structural, key=_structural_rank)
-        return Classification(3, _structural_reason(call) + ".")
+        return Classification(3, structural_reason(call) + ".")
     reductions = [call for call in calls if call.family == REDUCTION]
     off_row = None  # the first reduction whose operand's last dim is no longer the row
     for call in reductions:
@@ -120,6 +130,10 @@ def classify(traced: TracedReference) -> Classification:
         where = f" (line {', '.join(map(str, lines))})" if lines else ""
         verb = "reduces" if len(labels) == 1 else "reduce"
         reason = f"{', '.join(labels)}{where} {verb} each row along the last dimension; outputs depend on whole rows."
+        return Classification(2, reason)
+    sizes = [call for call in calls if _reads_the_row_length(call)]
+    if sizes:
+        reason = f"{_at(sizes[0])} reads the row length (n_cols): a row kernel, whose programs each hold whole rows."
         return Classification(2, reason)
     names = ", ".join(dict.fromkeys(call.name for call in calls if call.family == "elementwise")) or "none"
     inputs = ", ".join(traced.tensor_inputs)

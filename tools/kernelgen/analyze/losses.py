@@ -25,12 +25,15 @@ stops analysis with the op and its line.
 
 from __future__ import annotations
 
+import dataclasses
+
 from dataclasses import dataclass
 from typing import Any
 
 import sympy
 import torch.fx as fx
 
+from tools.kernelgen.analyze.classify import structural_reason
 from tools.kernelgen.analyze.errors import AnalyzeError
 from tools.kernelgen.analyze.ops import META
 from tools.kernelgen.analyze.ops import REDUCTION
@@ -65,11 +68,6 @@ class RowCount:
     """``x.shape[0]`` (``factor`` 1) or ``x.numel()`` (``factor`` n_cols): the rows, times a per-row count."""
 
     factor: sympy.Expr
-
-
-@dataclass(frozen=True)
-class _Shape:
-    tensor: fx.Node
 
 
 @dataclass
@@ -191,18 +189,9 @@ class LossBuilder(ProgramBuilder):
 
     def _meta(self, call: OpCall) -> Any:
         node = call.node
-        if call.name == "shape":
-            return _Shape(node.args[0])
-        if call.name == "size":
-            dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim")
-            return _Shape(node.args[0]) if dim is None else self._dim_size(node.args[0], dim, call)
         if call.name == "numel":
             return RowCount(self.n if self.per_element(self.value(node.args[0])) else sympy.S.One)
-        if call.name == "getitem":
-            source = self.value(node.args[0])
-            if isinstance(source, _Shape) and isinstance(node.args[1], int):
-                return self._dim_size(source.tensor, node.args[1], call)
-        return None  # dtype, device: read by casts only
+        return super()._meta(call)
 
     def _dim_size(self, tensor: fx.Node, dim: int, call: OpCall) -> Any:
         shape = self.traced.shape(tensor)
@@ -234,7 +223,9 @@ class LossBuilder(ProgramBuilder):
                 return value  # [:, 0] of a per-row value kept as [rows, 1]
         if call.name == "kl_div":
             return self._kl_div(call)
-        raise self._error(f"`{call.label}` ({call.name}) is not part of a loss kernelgen can write per row", node)
+        # Not a loss's pick by class index: say what the op does (a matrix product, a sort), as classification did.
+        why = structural_reason(dataclasses.replace(call, line=None))
+        raise self._error(f"{why}; a loss kernel picks classes by index only (gather, one_hot, take)", node)
 
     def _gather(self, call: OpCall) -> sympy.Expr:
         node = call.node

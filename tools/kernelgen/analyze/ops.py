@@ -339,8 +339,10 @@ def _normalize_call(node: fx.Node, target: Any, name: str, args: list[Any], kwar
         if attribute in _META_ATTRIBUTES:
             return OpCall(node, attribute, META, [], {}, f".{attribute}", node_line(node))
         source = args[0]
-        if attribute == "values" and isinstance(source, fx.Node) and source.meta.get("kernelgen_family") == REDUCTION:
-            return OpCall(node, "values", LAYOUT, [source], {}, ".values", node_line(node))  # of max(x, dim)
+        family = source.meta.get("kernelgen_family") if isinstance(source, fx.Node) else None
+        if attribute == "values" and family in (REDUCTION, STRUCTURAL):
+            # of max(x, dim), or of sort/topk, which then classify the reference by themselves
+            return OpCall(node, "values", LAYOUT, [source], {}, ".values", node_line(node))
         raise UnknownOpError(f".{attribute}")
     if name in _MAX_MIN and _function_module_ok(target):
         elementwise, reduction = _MAX_MIN[name]

@@ -44,6 +44,13 @@ _UPCAST_METHODS = ("float", "double")
 _INPUT, _FP32 = "input", "fp32"
 
 
+@dataclass(frozen=True)
+class ShapeOf:
+    """``x.shape`` or ``x.size()``: read only by indexing it with a dim."""
+
+    tensor: fx.Node
+
+
 @dataclass
 class LoweredProgram:
     statistics: list[tuple[str, str, sympy.Expr]] = field(default_factory=list)
@@ -85,6 +92,8 @@ class ProgramBuilder:
         if node.op == "get_attr":
             return self._parameter(node.target, node)
         call = self.traced.calls[node]
+        if call.family == META:
+            return self._meta(call)
         if call.family == CAST:
             return self._cast(call)
         if call.family == LAYOUT:
@@ -105,6 +114,39 @@ class ProgramBuilder:
             f"{message}; rewrite it with supported ops {HAND_WRITTEN_PROFILE_HINT}",
             origin=self.traced.loaded.origin,
             line=node_line(node),
+        )
+
+    # Sizes -------------------------------------------------------------------------------------------------
+    def _meta(self, call: OpCall) -> Any:
+        """``x.shape[-1]``, ``x.size(-1)``: the row length ``n_cols``; ``x.dtype`` and the like are read by casts."""
+        node = call.node
+        if call.name == "shape":
+            return ShapeOf(node.args[0])
+        if call.name == "size":
+            dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim")
+            return ShapeOf(node.args[0]) if dim is None else self._dim_size(node.args[0], dim, call)
+        if call.name == "getitem":
+            source = self.value(node.args[0])
+            if isinstance(source, ShapeOf) and isinstance(node.args[1], int):
+                return self._dim_size(source.tensor, node.args[1], call)
+        if call.name in ("shape", "size", "getitem", "numel", "dim", "ndim"):
+            raise self._error(f"`{call.label}` ({call.name}): only the last dim's size is part of a row's math", node)
+        return None
+
+    def _dim_size(self, tensor: fx.Node, dim: int, call: OpCall) -> Any:
+        """The size of ``dim`` of ``tensor`` in a row program: ``n_cols`` along the rows, 1 along a kept reduced dim."""
+        shape = self.traced.shape(tensor)
+        if shape is None:
+            raise self._error(f"`{call.label}`: the size of a tensor whose shape is unknown", call.node)
+        dim %= len(shape)
+        if dim == len(shape) - 1 and shape[dim] == self.traced.hidden:
+            return self.n
+        if dim == len(shape) - 1 and shape[dim] == 1:
+            return sympy.S.One
+        raise self._error(
+            f"`{call.label}`: dim {dim} of a {len(shape)}-d tensor; a row kernel's math reads only the last dim's "
+            f"size (n_cols)",
+            call.node,
         )
 
     # Casts -------------------------------------------------------------------------------------------------

@@ -100,6 +100,8 @@ class _ConditionPrinting:
         return " | ".join(f"({self._print(arg)})" for arg in expr.args)
 
 
+ROW_LENGTH = "n_cols"  # the row program's row length, an integer argument of every row kernel (rows.N_COLS)
+
 # Symbols that hold integers in the kernel being printed (a loss's column index and class indices).
 _INTEGER_NAMES: contextvars.ContextVar[frozenset] = contextvars.ContextVar("integer_names", default=frozenset())
 
@@ -139,7 +141,14 @@ class _KernelPrinter(_ConditionPrinting, StrPrinter):
     names: dict[str, str] = {}
 
     def _call(self, role: str, *args) -> str:
-        return f"{self.names[role]}({', '.join(self._print(arg) for arg in args)})"
+        return f"{self.names[role]}({', '.join(self._function_argument(arg) for arg in args)})"
+
+    def _function_argument(self, arg) -> str:
+        """A math function's argument; the row length alone is an integer in the kernel (``sqrt(n_cols)``), which
+        the languages' float functions refuse: it goes in as a float."""
+        if isinstance(arg, sympy.Symbol) and arg.name == ROW_LENGTH:
+            return f"1.0 * {arg.name}"
+        return self._print(arg)
 
     def _print_Relational(self, expr):
         integers = _INTEGER_NAMES.get()

@@ -48,13 +48,14 @@ from tools.kernelgen.synth.derive import tidy_derivative
 from tools.kernelgen.synth.functions import indicator
 from tools.kernelgen.synth.naming import constant_lines
 from tools.kernelgen.synth.naming import hoist
+from tools.kernelgen.synth.printer import ROW_LENGTH
 from tools.kernelgen.synth.printer import format_formula
 from tools.kernelgen.synth.printer import print_triton
 from tools.kernelgen.synth.simplify import simplify_bounded
 from tools.kernelgen.synth.symbols import make_symbols
 
 REDUCE_KINDS = ("sum", "mean", "max", "min")
-N_COLS = "n_cols"
+N_COLS = ROW_LENGTH
 _IDENTITY = {"sum": "0.0", "mean": "0.0", "max": 'float("-inf")', "min": 'float("inf")'}
 _TL_REDUCE = {"sum": "tl.sum", "mean": "tl.sum", "max": "tl.max", "min": "tl.min"}
 _IDENTITY_VALUES = {"sum": sympy.S.Zero, "mean": sympy.S.Zero, "max": -sympy.oo, "min": sympy.oo}
