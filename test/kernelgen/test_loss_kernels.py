@@ -16,10 +16,12 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import torch
 
 from test.kernelgen.conftest import EXAMPLES
 from test.kernelgen.conftest import assert_generated_tests_pass
 from test.kernelgen.conftest import copy_checkout
+from test.kernelgen.conftest import import_generated_ops
 from test.kernelgen.conftest import run_pytest
 from test.kernelgen.test_class_weights import WEIGHTED_STYLES
 from test.kernelgen.test_losses import STYLES
@@ -152,3 +154,20 @@ def test_a_generated_cross_entropy_matches_the_host_kernel(generated_checkout):
     result = run_pytest(root, "test/transformers/test_generated_cross_entropy_vs_host.py")
     assert result.returncode == 0, result.stdout[-5000:]
     assert "9 passed" in result.stdout
+
+
+def test_an_input_without_a_derived_gradient_that_requires_one_is_refused(tmp_path):
+    """Autograd would give the soft target's gradient None without a word: the Function says it derives none."""
+    root = copy_checkout(tmp_path / "liger")
+    reference = tmp_path / "soft.py"
+    reference.write_text(
+        "import torch\n\n\ndef soft_ce(a, b):\n"
+        "    return -(a.log_softmax(-1) * (b - b.amax(-1, keepdim=True)).exp()).sum(-1).mean()\n"
+    )
+    write_all(root, plan_new(LigerRepo.open(root), analyze(str(reference))).changes)
+    function = import_generated_ops(root, "soft_ce").LigerSoftCeFunction
+    a, b = torch.randn(2, 16, requires_grad=True), torch.randn(2, 16)
+    function.apply(a, b).backward()
+    assert a.grad is not None
+    with pytest.raises(ValueError, match="derives no gradient for 'b', which requires grad: pass it detached"):
+        function.apply(a, b.requires_grad_())

@@ -397,16 +397,31 @@ def test_the_reduction_hyper_parameter_offers_what_the_reference_does(styles_pat
     assert next(h.choices for h in module.hyperparameters if h.name == "reduction") == ["mean", "sum", "none"]
 
 
-def test_only_the_first_input_gets_a_gradient_unless_the_reference_asks(tmp_path):
+def test_every_input_gets_a_gradient_unless_the_reference_narrows_it(tmp_path):
+    """As autograd gives one to each input that asks (a distillation's teacher, a soft target); the kernel writes a
+    gradient only where its input requires grad when it runs."""
     path = tmp_path / "both.py"
-    path.write_text(
-        "import torch\n\n\ndef both(a, b):\n    return ((a - b) ** 2).sum(-1).mean()\n\n\n"
-        "KERNELGEN = {'grad_inputs': ['a', 'b']}\n"
-    )
+    path.write_text("import torch\n\n\ndef both(a, b):\n    return ((a - b) ** 2).sum(-1).mean()\n")
     profile = analyze(str(path))
     assert [t.requires_grad for t in profile.inputs] == [True, True]
     check_against_autograd(profile)
-    assert [t.requires_grad for t in analyze("kl_div").inputs] == [True, False]
+    assert [t.requires_grad for t in analyze("kl_div").inputs] == [True, True]
+    path.write_text(path.read_text() + "\n\nKERNELGEN = {'grad_inputs': ['a']}\n")
+    assert [t.requires_grad for t in analyze(str(path)).inputs] == [True, False]
+
+
+def test_an_input_whose_gradient_cannot_be_derived_takes_none_and_says_why(tmp_path):
+    """A soft target read through its row maximum: d/db needs the count of the maximum's ties per row, which is no
+    statistic. The loss and the first input's gradient are still generated; the profile says why b has none."""
+    path = tmp_path / "soft.py"
+    path.write_text(
+        "import torch\n\n\ndef soft_ce(a, b):\n"
+        "    return -(a.log_softmax(-1) * (b - b.amax(-1, keepdim=True)).exp()).sum(-1).mean()\n"
+    )
+    profile = analyze(str(path))
+    assert [t.requires_grad for t in profile.inputs] == [True, False]
+    assert profile.notes.remarks[-1].startswith("no gradient derived for b: ")
+    check_against_autograd(profile)
 
 
 @pytest.mark.parametrize(

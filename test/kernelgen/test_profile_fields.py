@@ -50,6 +50,21 @@ def _example(name: str) -> KernelProfile:
     return load_profile(EXAMPLES / f"{name}.yaml")
 
 
+NONE_DEFAULT_MODULE = """
+import torch
+import torch.nn as nn
+
+
+class ScaledRows(nn.Module):
+    def __init__(self, hidden_size, eps=1e-6, dtype=None):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(hidden_size, dtype=dtype))
+        self.eps = eps
+
+    def forward(self, x):
+        return self.weight * x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+"""
+
 PROFILES = {
     "swiglu": lambda: _example("swiglu"),  # tier 1, derived from a formula, mlp module
     "rms_norm": lambda: _example("rms_norm"),  # tier 2, hand-written Triton, norm module
@@ -65,6 +80,8 @@ PROFILES = {
     "logsumexp": lambda: _analyze_source("import torch\n\n\ndef logsumexp(x):\n    return torch.logsumexp(x, -1)\n"),
     # tier 3 with class weights the reference module holds itself (a buffer set from its constructor)
     "weighted_cross_entropy": lambda: _analyze_source(WEIGHTED_MODULE),
+    # a module whose constructor takes arguments that default to None (dtype=None)
+    "none_default": lambda: _analyze_source(NONE_DEFAULT_MODULE),
 }
 
 
@@ -213,6 +230,7 @@ EDITS = {
     ),
     "module.init_params[].name": ("leaky_relu_mul", _set("module.init_params.0.name", "slope"), "files"),
     "module.init_params[].default": ("dyt", _set("module.init_params.2.default", 0.25), "files"),
+    "module.init_params[].optional": ("none_default", _set("module.init_params.2.optional", False), "files"),
     "module.size_param": ("dyt", _set("module.size_param", "dim"), "files"),
     "module.hidden_act": ("swiglu", _set("module.hidden_act", "silu"), "files"),
     "module.variants": ("swiglu", _set("module.variants", ["gemma4"]), "files"),

@@ -157,10 +157,12 @@ class HyperParameter:
 
 @dataclass
 class InitParameter:
-    """An argument of the module's constructor (sizes, ``init_alpha``): ``default: null`` makes it required."""
+    """An argument of the module's constructor (sizes, ``init_alpha``): ``default: null`` makes it required, unless
+    ``optional``: an argument that defaults to None (``dtype=None``, ``device=None``)."""
 
     name: str
     default: Any = None
+    optional: bool = False
     description: str = ""
 
 

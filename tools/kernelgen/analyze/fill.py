@@ -42,6 +42,7 @@ from tools.kernelgen.profile import LossChoice
 from tools.kernelgen.profile import ModuleSpec
 from tools.kernelgen.profile import Notes
 from tools.kernelgen.profile import OutputSpec
+from tools.kernelgen.profile import ProfileError
 from tools.kernelgen.profile import Reference
 from tools.kernelgen.profile import TensorSpec
 from tools.kernelgen.profile import TestSpec
@@ -153,7 +154,10 @@ def _fill_loss(profile: KernelProfile, traced: TracedReference) -> None:
         _set_reduction_choices(profile, traced, chooser, accepted)
     hints = traced.loaded.hints
     element = [t for t in profile.inputs if t.dtype != "int64" and not t.per_class]
-    wanted = hints.get("grad_inputs") or [element[0].name]
+    # Every [rows, classes] input takes a gradient, as autograd gives one to each input that asks (a distillation
+    # loss's teacher, a soft target); the kernel writes one only where its input requires grad at run time.
+    hinted = hints.get("grad_inputs")
+    wanted = hinted or [t.name for t in element]
     per_class = sorted(set(wanted) & set(traced.class_inputs))
     if per_class:
         raise AnalyzeError(
@@ -182,7 +186,19 @@ def _fill_loss(profile: KernelProfile, traced: TracedReference) -> None:
     profile.module.kind = "loss"
     if "y" not in lowered.outputs:
         profile.forward_computation = re.sub(r"(^|; )y = ", r"\1loss = ", profile.forward_computation)
-    profile.notes.gradient_formulas = dict(loss_math(profile, profile.reference.origin).gradient_formulas)
+    try:
+        math = loss_math(profile, profile.reference.origin)
+    except ProfileError as error:
+        if hinted or len(element) == 1:
+            raise
+        # A gradient the derivation cannot write for an input after the first: that input takes none (asked for
+        # one, the Function says so), as the first input's gradient alone is what a loss usually needs.
+        for tensor in element[1:]:
+            tensor.requires_grad = False
+        math = loss_math(profile, profile.reference.origin)
+        names = ", ".join(t.name for t in element[1:])
+        profile.notes.remarks.append(f"no gradient derived for {names}: {error.problems[0]}")
+    profile.notes.gradient_formulas = dict(math.gradient_formulas)
 
 
 def _switches_as_hyperparameters(profile: KernelProfile, traced: TracedReference) -> None:
@@ -359,7 +375,16 @@ def _init_params(traced: TracedReference, kind: str) -> list[InitParameter]:
     if kind == "mlp":
         return [copy.deepcopy(MLP_CONFIG)]
     arguments = traced.init_params if traced.loaded.kind == "module" else traced.hyperparameters
-    return [InitParameter(name=a.name, default=a.default, description=a.description) for a in arguments]
+    none_defaults = _none_defaults(traced.loaded.obj.__init__ if traced.loaded.kind == "module" else traced.loaded.obj)
+    return [
+        InitParameter(name=a.name, default=a.default, optional=a.name in none_defaults, description=a.description)
+        for a in arguments
+    ]
+
+
+def _none_defaults(function) -> set[str]:
+    """The arguments of ``function`` whose default is None (told apart from those without a default)."""
+    return {name for name, parameter in inspect.signature(function).parameters.items() if parameter.default is None}
 
 
 def _apply_hints(spec: Any, overrides: dict[str, Any], section: str, origin: str) -> Any:
@@ -384,6 +409,10 @@ def _test_spec(traced: TracedReference, hints: dict[str, Any], tier: int) -> Tes
         spec.input_domain = "real"
         spec.cpu_shapes = [list(shape) for shape in LOSS_CPU_SHAPES]
         spec.gpu_shapes = [list(shape) for shape in LOSS_GPU_SHAPES]
+    if tier in (1, 2) and traced.rank == 2:
+        # Written for [rows, columns] (a reduction along dim=1): the reference computes something else on 3-d inputs.
+        spec.cpu_shapes = [[6, 31], [5, 64], [3, 127]]
+        spec.gpu_shapes = [[1024, 4096], [256, 14336], [1332, 1023]]
     if tier == 2:
         # Rows of one column, where a statistic sees a single value; bf16 outputs are normalised values near 1,
         # where one bf16 ulp is already 0.8%.

@@ -271,12 +271,36 @@ class UnknownOpError(LookupError):
 def normalize(node: fx.Node, root: nn.Module) -> OpCall | None:
     """The canonical form of a call node (None for placeholders, get_attr and output)."""
     if node.op == "call_function":
-        return _normalize_call(node, node.target, _function_name(node.target), list(node.args), dict(node.kwargs))
-    if node.op == "call_method":
-        return _normalize_call(node, node.target, node.target, list(node.args), dict(node.kwargs))
-    if node.op == "call_module":
-        return _normalize_module(node, root.get_submodule(node.target))
-    return None
+        call = _normalize_call(node, node.target, _function_name(node.target), list(node.args), dict(node.kwargs))
+    elif node.op == "call_method":
+        call = _normalize_call(node, node.target, node.target, list(node.args), dict(node.kwargs))
+    elif node.op == "call_module":
+        call = _normalize_module(node, root.get_submodule(node.target))
+    else:
+        return None
+    shape = call.options.get("normalized_shape")
+    if call.name in ("layer_norm", "rms_norm") and isinstance(shape, fx.Node):
+        call.options["normalized_shape"] = (None,) * _shape_length(shape, root, call)
+    return call
+
+
+def _shape_length(node: fx.Node, root: nn.Module, call: OpCall) -> int:
+    """How many trailing dims a traced ``normalized_shape`` names: ``self.weight.shape`` (the parameter's rank),
+    ``x.shape[-1:]`` (the slice's length), ``(x.shape[-1],)``-like sizes (one each)."""
+    if node.op == "call_function" and node.target is builtins.getattr and node.args[1] == "shape":
+        source = node.args[0]
+        if isinstance(source, fx.Node) and source.op == "get_attr":
+            value = root
+            for part in str(source.target).split("."):
+                value = getattr(value, part)
+            return value.dim()
+    if node.op == "call_function" and node.target is operator.getitem:
+        index = node.args[1]
+        if isinstance(index, int):
+            return 1
+        if isinstance(index, slice) and index.stop is None and index.step is None and (index.start or 0) < 0:
+            return -index.start
+    raise UnknownOpError(f"{call.label} with a normalized_shape computed as `{node.format_node()}`")
 
 
 def _function_name(target: Any) -> str:
@@ -372,6 +396,10 @@ def _normalize_getitem(node: fx.Node, args: list[Any]) -> OpCall:
     source, index = args[0], args[1]
     if _is_meta(source):
         return OpCall(node, "getitem", META, [], {}, "[...]", node_line(node))
+    broadcast = all(item is None or item is Ellipsis or item == slice(None) for item in _flatten(index))
+    if broadcast and any(item is None for item in _flatten(index)):
+        # x[..., None] / x.mean(-1)[:, None]: adds broadcast dims only (a tuple result is indexed by an int instead).
+        return OpCall(node, "unsqueeze", LAYOUT, [source], {}, "[..., None]", node_line(node))
     if isinstance(source, fx.Node) and source.meta.get("kernelgen_family") in (REDUCTION, STRUCTURAL):
         # (values, indices) of max(x, dim) / pieces of chunk(): the element is the producing op's result.
         if source.meta.get("kernelgen_family") == REDUCTION and index == 0:
@@ -380,9 +408,8 @@ def _normalize_getitem(node: fx.Node, args: list[Any]) -> OpCall:
     tensor_index = [item for item in _flatten(index) if isinstance(item, fx.Node)]
     if tensor_index:
         return OpCall(node, "index", STRUCTURAL, [source], {}, "indexing by a tensor", node_line(node), tensor_index)
-    if all(item is None or item is Ellipsis or item == slice(None) for item in _flatten(index)):
-        # x[..., None] / x[:, None]: adds broadcast dims only.
-        return OpCall(node, "unsqueeze", LAYOUT, [source], {}, "[..., None]", node_line(node))
+    if broadcast:  # x[...], x[:]: the tensor itself
+        return OpCall(node, "unsqueeze", LAYOUT, [source], {}, "[...]", node_line(node))
     return OpCall(node, "slice", STRUCTURAL, [source], {"index": index}, "slicing", node_line(node))
 
 

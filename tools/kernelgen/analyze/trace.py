@@ -51,7 +51,28 @@ from tools.kernelgen.profile import LearnableParameter
 
 DEFAULT_HIDDEN = 8
 # __init__ arguments that size the hidden dimension: filled with a small value when they have no default.
-HIDDEN_SIZE_NAMES = ("hidden_size", "dim", "d_model", "n_embd", "num_features", "normalized_shape", "channels")
+HIDDEN_SIZE_NAMES = (
+    "hidden_size",
+    "dim",
+    "d_model",
+    "n_embd",
+    "num_features",
+    "normalized_shape",
+    "channels",
+    "hidden",
+    "hidden_dim",
+    "ndim",
+    "d",
+    "model_dim",
+    "dim_model",
+    "embed_dim",
+    "embedding_dim",
+    "emb_dim",
+    "in_features",
+    "features",
+    "num_channels",
+    "n_features",
+)
 _SCALAR_TYPE_NAMES = {bool: "bool", int: "int", float: "float", str: "str"}
 
 
@@ -644,7 +665,7 @@ def _finish(
     # Example inputs: rows of ``hidden`` values; a class target or gather index is one per row, so inputs
     # that come with one are a flat (6, hidden) batch, as are the inputs of a loss over rows (``x.shape[0]`` is
     # then the row count); others (2, 3, hidden).
-    rows_shape = (6,) if index_inputs or _reduces_rows_to_a_loss(calls) else (2, 3)
+    rows_shape = (6,) if index_inputs or _reduces_rows_to_a_loss(calls) or _names_dim_one(calls) else (2, 3)
     shapes_known = _propagate_shapes(
         graph_module,
         order,
@@ -774,7 +795,7 @@ def _class_attributes_as_inputs(
         if name in taken or name in found:
             continue  # the attribute keeps its refusal as a parameter kernelgen cannot take
         with graph.inserting_after(last):
-            last = graph.placeholder(name)
+            last = graph.placeholder(name, default_value=None)  # after defaulted placeholders: one itself
         node.replace_all_uses_with(last)
         graph.erase_node(node)
         found[name] = attribute
@@ -830,6 +851,19 @@ def _reduces_rows_to_a_loss(calls: dict[fx.Node, OpCall]) -> bool:
     return False
 
 
+def _names_dim_one(calls: dict[fx.Node, OpCall]) -> bool:
+    """A reduction along ``dim=1`` (``x.pow(2).mean(dim=1, keepdim=True)``): the reference is written for
+    [rows, columns] inputs, where dim 1 is the row; traced on 3-d examples it would reduce another dim."""
+    for call in calls.values():
+        if call.family != "reduction":
+            continue
+        dim = call.options.get("dim")
+        dims = dim if isinstance(dim, (tuple, list)) else (dim,)
+        if 1 in dims:
+            return True
+    return False
+
+
 def _learnable(name: str, tensor: torch.Tensor, hidden: int) -> LearnableParameter | None:
     if tensor.numel() == 1 and tensor.dim() <= 1:
         shape = "scalar"
@@ -837,7 +871,7 @@ def _learnable(name: str, tensor: torch.Tensor, hidden: int) -> LearnableParamet
         shape = "channel"
     else:
         return None
-    first = float(tensor.reshape(-1)[0])
+    first = _as_written(tensor.reshape(-1)[0])
     if bool((tensor == first).all()):
         if first == 1.0:
             return LearnableParameter(name=name, shape=shape, init="ones")

@@ -378,6 +378,8 @@ class LossOpsView:
     kernel_hypers: list[str]  # the numbers the formulas read
     grad_inputs: list[str]
     grad_names: list[str]  # grad_{input}
+    # (index, name) of the float inputs without a derived gradient: the Function refuses them requiring grad
+    gradient_free: list[tuple[int, str]]
     in_place: str | None  # the input whose buffer takes its own gradient
     outputs: list[str]
     loss: str
@@ -476,6 +478,11 @@ class TestView:
     # A module reference: the hyper-parameters its __init__ sets without an argument (set by _hold_hyperparameters on
     # the built module), the module built from a case (``Entry(**hyper)``) and the keywords its forward takes.
     held_hypers: list[str]
+    # The DTensor test: its whole tensors' shape, the placement that shards the columns, the (inputs, per-channel
+    # parameters) placements it runs (3-d tensors; [rows, columns] for a reference written for them).
+    dtensor_shape: tuple[int, ...]
+    column_shard: str
+    dtensor_cases: list[str]
     reference_module: str
     reference_forward_keywords: str
     liger_module_args: str
@@ -1097,6 +1104,11 @@ def _loss_ops(profile: KernelProfile) -> LossOpsView:
         kernel_hypers=list(profile.formula_hyperparameters),
         grad_inputs=grad_inputs,
         grad_names=[f"grad_{name}" for name in grad_inputs],
+        gradient_free=[
+            (index, t.name)
+            for index, t in enumerate(profile.inputs)
+            if t.dtype != "int64" and t.name not in grad_inputs
+        ],
         in_place=grad_inputs[0] if in_place and grad_inputs else None,
         outputs=[t.name for t in profile.outputs],
         loss=profile.outputs[0].name,
@@ -1234,7 +1246,8 @@ def module_view(profile: KernelProfile, renames: dict[str, str] | None = None) -
     init_params += [ip for ip in profile.module.init_params if ip.name not in own_names | set(per_class)]
     init_names = {ip.name for ip in init_params}
     size_param = profile.module.size_param
-    if params and size_param not in init_names:
+    sized = any(p.shape == "channel" for p in params)  # a per-channel parameter: the module needs the size
+    if sized and size_param not in init_names:
         init_params.insert(0, InitParameter(name=size_param, default=None))
     for hp in profile.hyperparameters:
         if hp.name not in init_names and profile.module.kind != "mlp":
@@ -1246,8 +1259,12 @@ def module_view(profile: KernelProfile, renames: dict[str, str] | None = None) -
         fields = ["hidden_size", "intermediate_size"] + hyper_names
     else:
         fields = [ip.name for ip in init_params if ip.name not in [p.name for p in params] + per_class]
-    required = {ip.name for ip in profile.module.init_params if ip.default is None and ip.name not in per_class}
-    if params:
+    required = {
+        ip.name
+        for ip in profile.module.init_params
+        if ip.default is None and not ip.optional and ip.name not in per_class
+    }
+    if sized:
         required.add(size_param)
     return ModuleView(
         kind=profile.module.kind,
@@ -1277,7 +1294,8 @@ def _holding(held: list[str], built: str) -> str:
 def takes_size(profile: KernelProfile) -> bool:
     """Whether the modules are built with the size (``hidden_size=``): they size parameters, or the reference's
     constructor asks for it though nothing uses it (an ``nn.Module`` written to sit in a model's layer list)."""
-    return bool(profile.parameters) or profile.module.size_param in {ip.name for ip in profile.module.init_params}
+    channel = any(p.shape == "channel" for p in profile.parameters)
+    return channel or profile.module.size_param in {ip.name for ip in profile.module.init_params}
 
 
 # Test ------------------------------------------------------------------------------------------------------
@@ -1293,7 +1311,8 @@ def test_view(profile: KernelProfile) -> TestView:
     module_reference = profile.reference.kind == "module"
     places = reference_hypers(profile)
     constructor_keywords = [f"{name}=hyper[{name!r}]" for name in places.constructor]
-    reference_module_args = [f"{size_param}=n_cols"] + constructor_keywords
+    reference_sized = size_param in {ip.name for ip in profile.module.init_params}
+    reference_module_args = ([f"{size_param}=n_cols"] if reference_sized else []) + constructor_keywords
     forward_keywords = places.forward_keywords()
     liger_module_args = [f"{size_param}=shape[-1]"] if takes_size(profile) else []
     liger_module_args += [f"{name}=hyper[{name!r}]" for name in hyper_names]
@@ -1320,6 +1339,12 @@ def test_view(profile: KernelProfile) -> TestView:
         reference_call = f"{built}(*inputs{forward_keywords})"
     else:
         reference_call = f"{entry}(*inputs, **hyper)" if hypers else f"{entry}(*inputs)"
+    # 3 rows on 2 ranks and 7 columns on 2 ranks: uneven shards (2 + 1, 4 + 3) along every sharded dim.
+    matrix = all(len(shape) == 2 for shape in profile.test.cpu_shapes)
+    dtensor_shape = (3, 7) if matrix else (3, 2, 7)
+    column_shard = f"Shard({len(dtensor_shape) - 1})"
+    dtensor_cases = [f"({column_shard}, Shard(0))"] if any(p.shape == "channel" for p in params) else []
+    dtensor_cases += [f"(Shard({dim}), Replicate())" for dim in range(len(dtensor_shape))] + ["(Replicate(), Replicate())"]
     terms = {"channel": "n_rows", "scalar": "n_rows * inputs[0].shape[-1]"}
     gradients = [f"({index}, {name!r}, 1)" for index, name in enumerate(inputs) if name in grad_inputs]
     gradients += [f"({len(inputs) + i}, {p.name!r}, {terms[p.shape]})" for i, p in enumerate(params)]
@@ -1363,6 +1388,9 @@ def test_view(profile: KernelProfile) -> TestView:
         normal_draw=_normal_draw(float(profile.test.input_scale)),
         reference_module_args=", ".join(reference_module_args if module_reference else []),
         held_hypers=places.held,
+        dtensor_shape=dtensor_shape,
+        column_shard=column_shard,
+        dtensor_cases=dtensor_cases,
         reference_module=reference_module,
         reference_forward_keywords=forward_keywords,
         liger_module_args=", ".join(liger_module_args),

@@ -308,18 +308,25 @@ class _LossSchedule:
         return -exponent
 
     def _assign_passes(self) -> tuple[dict[str, int], dict[str, tuple[str, sympy.Expr]]]:
+        """Each statistic's pass over the row: the pass after every statistic it reads, except that a sum reading a
+        maximum only through ``exp(-k * peak)`` can follow it online in the maximum's own pass, rescaled as the
+        maximum grows. Online only where that makes it earlier: in a later pass the maximum is final, and a
+        rescaling there would apply the last chunk's growth of it again (a distillation KL read two maxima and two
+        sums, followed the teacher's maximum into the pass after the sums and went wrong past one chunk)."""
         passes: dict[str, int] = {}
         online: dict[str, tuple[str, sympy.Expr]] = {}  # statistic -> (the maximum it follows, k)
         for statistic in self.program.statistics:
-            level = 0
-            for dependency in statistic.operand.free_symbols & self.program.stat_symbols:
-                earlier = self.stats[dependency.name]
+            reads = sorted(statistic.operand.free_symbols & self.program.stat_symbols, key=lambda s: s.name)
+            after = {symbol.name: passes[symbol.name] + 1 for symbol in reads}
+            level = max(after.values(), default=0)
+            for symbol in reads:
+                earlier = self.stats[symbol.name]
                 k = self._online_shift(statistic, earlier)
-                if k is not None and statistic.name not in online:
+                others = [pass_ for name, pass_ in after.items() if name != earlier.name]
+                followed = max([passes[earlier.name], *others])
+                if k is not None and followed < level:
                     online[statistic.name] = (earlier.name, k)
-                    level = max(level, passes[earlier.name])
-                else:
-                    level = max(level, passes[earlier.name] + 1)
+                    level = followed
             passes[statistic.name] = level
         return passes, online
 

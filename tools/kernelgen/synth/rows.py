@@ -592,7 +592,18 @@ class _Program:
             kind = "row_value" if per_row else "value"
             expr = sympy.factor_terms(name_sums(gradient).xreplace(written))
             items.append((f"grad_{name}", kind, expr))
-        return items, formulas
+        return _read_by(items, {f"grad_{name}" for name in [*self.inputs, *self.parameters]}), formulas
+
+
+def _read_by(items: list[tuple[str, str, sympy.Expr]], roots: set[str]) -> list[tuple[str, str, sympy.Expr]]:
+    """``items`` without those that no root reads, directly or through others: an adjoint whose terms cancel only
+    once written into the gradients (log(softmax(x) + eps): the max's adjoint) leaves its row sums unread."""
+    needed, kept = set(roots), []
+    for name, kind, expr in reversed(items):
+        if name in needed:
+            kept.append((name, kind, expr))
+            needed |= {symbol.name for symbol in expr.free_symbols}
+    return kept[::-1]
 
 
 def _zero_default(expr: sympy.Expr) -> bool:

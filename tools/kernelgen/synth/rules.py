@@ -184,10 +184,24 @@ def _clamp(x, min=None, max=None):
     return sympy.Piecewise(*branches, (x, True))
 
 
+def _log(x):
+    """``log(x)``, with the exponentials of a product taken out: ``log(exp(u) * r) = u + log(r)`` (exact for real u
+    and r > 0, which a real log needs anyway). A probability written ``exp(u - m) / s`` then never reaches log as a
+    value that has underflowed to 0: ``p * log(p)`` is 0 where p underflows, not 0 * -inf = nan."""
+    x = _value(x)
+    if isinstance(x, sympy.Mul):
+        powers = [f for f in x.args if isinstance(f, sympy.exp)]
+        if powers:
+            rest = sympy.Mul(*(f for f in x.args if not isinstance(f, sympy.exp)))
+            return sympy.Add(*(f.args[0] for f in powers)) + sympy.log(rest)
+    return sympy.log(x)
+
+
 def _xlogy(a, b):
-    # torch.xlogy: 0 where a is 0, whatever b is (0 * log(0) would be nan).
+    # torch.xlogy: 0 where a is 0, whatever b is (0 * log(0) would be nan). Where sympy shows a is never 0 (a
+    # probability exp(u) / s), the guard folds away: _log keeps log(b) finite where a underflows.
     a, b = _value(a), _value(b)
-    return select(sympy.Eq(a, 0), sympy.S.Zero, a * sympy.log(b))
+    return select(sympy.Eq(a, 0), sympy.S.Zero, a * _log(b))
 
 
 def _equality(relation, a, b):
@@ -246,7 +260,7 @@ _ROWS = (
     OpRule("square", _unary(lambda x: x**2), {"x": "2 * x"}),
     OpRule("reciprocal", _unary(lambda x: 1 / x), {"x": "-1 / x**2"}),
     OpRule("exp", _unary(sympy.exp), {"x": "exp(x)"}),
-    OpRule("log", _unary(sympy.log), {"x": "1 / x"}),
+    OpRule("log", _unary(_log), {"x": "1 / x"}),
     OpRule("log1p", _unary(lambda x: sympy.log(1 + x)), {"x": "1 / (1 + x)"}),
     OpRule("expm1", _unary(lambda x: sympy.exp(x) - 1), {"x": "exp(x)"}),
     OpRule("sqrt", _unary(sympy.sqrt), {"x": "0.5 * rsqrt(x)"}),
