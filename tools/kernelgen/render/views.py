@@ -1344,7 +1344,9 @@ def test_view(profile: KernelProfile) -> TestView:
     dtensor_shape = (3, 7) if matrix else (3, 2, 7)
     column_shard = f"Shard({len(dtensor_shape) - 1})"
     dtensor_cases = [f"({column_shard}, Shard(0))"] if any(p.shape == "channel" for p in params) else []
-    dtensor_cases += [f"(Shard({dim}), Replicate())" for dim in range(len(dtensor_shape))] + ["(Replicate(), Replicate())"]
+    dtensor_cases += [f"(Shard({dim}), Replicate())" for dim in range(len(dtensor_shape))] + [
+        "(Replicate(), Replicate())"
+    ]
     terms = {"channel": "n_rows", "scalar": "n_rows * inputs[0].shape[-1]"}
     gradients = [f"({index}, {name!r}, 1)" for index, name in enumerate(inputs) if name in grad_inputs]
     gradients += [f"({len(inputs) + i}, {p.name!r}, {terms[p.shape]})" for i, p in enumerate(params)]
