@@ -738,3 +738,49 @@ def test_one_value_tensors_a_module_holds_are_hyper_parameters(tmp_path):
     profile = analyze(str(path))
     assert {h.name: h.default for h in profile.hyperparameters} == {"gain": 2.0, "eps": 1e-6}  # as written, not fp32's
     assert profile.tier == 1 and profile.math.outputs["y"].count("gain") == 1
+
+
+def test_switches_traced_at_their_default_are_the_only_choice(tmp_path):
+    """An int, bool or str the trace specialised (the math was written for its default): the Function refuses others
+    instead of computing the default's math."""
+    path = write(
+        tmp_path,
+        "int_scale.py",
+        "import torch\n\n\ndef int_scale(x, y, scale: int = 2):\n    return torch.sigmoid(x) * y * scale\n",
+    )
+    profile = analyze(str(path))
+    assert next(hp.choices for hp in profile.hyperparameters if hp.name == "scale") == [2]
+
+
+def test_a_constructor_argument_a_parameter_starts_at_is_linked_whatever_its_value(tmp_path):
+    """beta_init=1.0 makes a parameter of ones, which is still the argument's value (fp32-compared: 0.1 too)."""
+    path = write(
+        tmp_path,
+        "swish.py",
+        """
+        import torch
+        import torch.nn as nn
+
+
+        class LearnableSwish(nn.Module):
+            def __init__(self, beta_init: float = 1.0, gain_init: float = 0.1):
+                super().__init__()
+                self.beta = nn.Parameter(torch.tensor(beta_init))
+                self.gain = nn.Parameter(torch.tensor(gain_init))
+
+            def forward(self, x):
+                return self.gain * x * torch.sigmoid(self.beta * x)
+        """,
+    )
+    params = {p.name: p for p in analyze(str(path)).parameters}
+    assert (params["beta"].init, params["beta"].init_arg) == ("constant", "beta_init")
+    assert (params["gain"].init, params["gain"].init_arg) == ("constant", "gain_init")
+
+
+def test_an_erf_of_x_over_an_inexact_root_two_is_analyzed(tmp_path):
+    """Megatron's bias_gelu divides by 1.41421: the derivative's exp(1e10 * x**2 / 19999899241) made sympy.factor
+    expand a polynomial of degree 1e10 until the memory ran out."""
+    path = write(
+        tmp_path, "gelu.py", "import torch\n\n\ndef gelu(x):\n    return x * 0.5 * (1.0 + torch.erf(x / 1.41421))\n"
+    )
+    assert analyze(str(path)).tier == 1

@@ -6,6 +6,8 @@ fp32 one where the device supports it. On the CPU the kernels run under the Trit
 shapes; on a GPU the same tests use model-sized shapes.
 """
 
+import os
+
 import pytest
 
 from test.kernelgen.conftest import WITHOUT_DTENSOR
@@ -16,6 +18,7 @@ from test.kernelgen.test_analyze import TIER1_BUILTINS
 from tools.kernelgen.analyze import analyze
 from tools.kernelgen.generate import plan_new
 from tools.kernelgen.layout import kernel_paths
+from tools.kernelgen.pyrun import run_python
 from tools.kernelgen.repo import LigerRepo
 from tools.kernelgen.writer import write_all
 
@@ -139,3 +142,52 @@ def test_the_profile_s_backward_num_warps_replaces_the_sin_cos_rule(generated_ch
     assert "= _tile_settings(n_rows, n_cols)\n    num_warps = 8  # the profile's tiling.backward_num_warps\n" in launch
     forward = source.split("def snake_warps_forward(", 1)[1].split("\ndef ", 1)[0]
     assert "num_warps = 8" not in forward  # the forward keeps the template's choice
+
+
+SWITCHES = """import torch
+import torch.nn as nn
+
+
+def int_scale(x, y, scale: int = 2):
+    return torch.sigmoid(x) * y * scale
+
+
+class ReluPower(nn.Module):
+    def __init__(self, power: int = 2):
+        super().__init__()
+        self.power = power
+
+    def forward(self, x):
+        return torch.relu(x) ** self.power
+"""
+
+CALLS = """
+import torch
+from liger_kernel.transformers import LigerReluPower
+from liger_kernel.transformers.functional import liger_int_scale
+
+x = torch.randn(2, 8)
+assert torch.allclose(liger_int_scale(x, x), torch.sigmoid(x) * x * 2)
+assert torch.allclose(LigerReluPower()(x), torch.relu(x) ** 2)
+for call in (lambda: liger_int_scale(x, x, scale=5), lambda: LigerReluPower(power=3)):
+    try:
+        call()
+    except ValueError as error:
+        print(error)
+"""
+
+
+def test_values_the_math_was_not_traced_with_are_refused(tmp_path):
+    """An int argument and a module's int attribute are traced at their defaults (the math is x * 2, relu(x) ** 2):
+    the Function and the module say so for other values instead of computing the defaults' math."""
+    root = copy_checkout(tmp_path / "liger")
+    reference = tmp_path / "switches.py"
+    reference.write_text(SWITCHES)
+    for entry, name in (("int_scale", "int_scale"), ("ReluPower", "relu_power")):
+        write_all(root, plan_new(LigerRepo.open(root), analyze(f"{reference}:{entry}", name=name)).changes)
+    result = run_python(["-c", CALLS], cwd=root, env={**os.environ, "PYTHONPATH": "src"})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        "int_scale: generated for scale in [2], got 5",
+        "LigerReluPower: generated for power=2, got 3",
+    ]

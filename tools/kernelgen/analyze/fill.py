@@ -121,6 +121,9 @@ def build_profile(traced: TracedReference, classification: Classification, name:
                 )
                 param.enabled_by = ""
     if classification.tier in (1, 2):
+        for hp in profile.hyperparameters:
+            if hp.name in traced.specialized and hp.type in ("int", "bool", "str") and not hp.choices:
+                hp.choices = [hp.default]  # traced with this value only: the Function refuses others
         profile.math, program = profile_math(traced)
         if classification.tier == 1:
             profile.math.rounding = str(hints.get("rounding", profile.math.rounding))

@@ -411,11 +411,11 @@ def _link_constructor_arguments(
             probe = value + 0.375
             rebuilt = _rebuild(loaded, {name: probe})
             for target, param in by_target.items():
-                if param.init != "constant" or param.init_value != value or rebuilt is None:
+                if _initial_value(param) != _in_float32(value) or param.description or rebuilt is None:
                     continue
                 tensor = dict(rebuilt.named_parameters()).get(target)
                 if tensor is not None and bool((tensor.detach() == probe).all()):
-                    param.init_arg, param.init_value = name, None
+                    param.init, param.init_arg, param.init_value = "constant", name, None
         elif value is True:
             rebuilt = _rebuild(loaded, {name: False})
             if rebuilt is None:
@@ -426,6 +426,17 @@ def _link_constructor_arguments(
             if removed and _absent_is_initial(loaded, module, rebuilt):
                 for param in removed:
                     param.enabled_by = name
+
+
+def _initial_value(param: LearnableParameter) -> float | None:
+    """The value a uniformly initialised parameter starts at, as fp32 holds it."""
+    values = {"ones": 1.0, "zeros": 0.0, "constant": param.init_value}
+    value = values.get(param.init)
+    return None if value is None else _in_float32(value)
+
+
+def _in_float32(value: float) -> float:
+    return torch.tensor(float(value), dtype=torch.float32).item()
 
 
 def _rebuild(loaded: LoadedReference, overrides: dict[str, Any]) -> nn.Module | None:

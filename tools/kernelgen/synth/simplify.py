@@ -66,9 +66,10 @@ def _divisors(expr: sympy.Basic) -> set[sympy.Expr]:
     }
 
 
-def _full_simplify(expr: sympy.Expr) -> sympy.Expr:
-    with _time_limit(SIMPLIFY_TIME_LIMIT_S):
-        return sympy.simplify(expr)
+def _has_large_rational(expr: sympy.Basic) -> bool:
+    return any(
+        isinstance(node, sympy.Rational) and max(abs(node.p), node.q) > 10**6 for node in sympy.preorder_traversal(expr)
+    )
 
 
 def _candidates(expr: sympy.Expr, size: int):
@@ -79,11 +80,11 @@ def _candidates(expr: sympy.Expr, size: int):
     yield lambda: sympy.together(expr)
     if expr.has(sympy.Piecewise):
         yield lambda: sympy.piecewise_fold(expr)
-    else:
+    elif not _has_large_rational(expr):  # as polynomials, exp(1e10 * x**2 / 19999899241) has degree 1e10
         yield lambda: sympy.cancel(expr)
         yield lambda: sympy.factor(expr)
     if size <= FULL_SIMPLIFY_MAX_OPS:
-        yield lambda: _full_simplify(expr)
+        yield lambda: sympy.simplify(expr)
 
 
 def simplify_bounded(expr: sympy.Expr) -> sympy.Expr:
@@ -93,8 +94,11 @@ def simplify_bounded(expr: sympy.Expr) -> sympy.Expr:
     best, best_key = expr, None
     for index, make in enumerate(_candidates(expr, sympy.count_ops(expr))):
         try:
-            candidate = make()
-        except (_OutOfTime, sympy.PolynomialError, NotImplementedError, TypeError, ValueError):
+            # Every candidate under the limit: factor of exp(1e10 * x**2 / 19999899241) (erf(x / 1.41421)'s
+            # derivative) expands a polynomial of degree 1e10 and would fill the memory.
+            with _time_limit(SIMPLIFY_TIME_LIMIT_S):
+                candidate = make()
+        except (_OutOfTime, MemoryError, sympy.PolynomialError, NotImplementedError, TypeError, ValueError):
             continue
         if not _function_kinds(candidate) <= allowed or not _divisors(candidate) <= divisors:
             continue
