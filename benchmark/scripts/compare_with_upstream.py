@@ -160,7 +160,11 @@ def setup(name: str, upstream_key: str, up, run: SingleBenchmarkRunInput):
     record, _ = reference_entry(name)
     size = run.extra_benchmark_config["hidden_size"]
     bt = run.x
-    arguments = [_input(spec, bt, size) for spec in record["inputs"]]
+    # As the generated benchmarks (kernelgen's profile.benchmark_grad_inputs): a loss's step differentiates its
+    # first input only, the logits; a target or a teacher is held fixed.
+    differentiated = [spec["name"] for spec in record["inputs"] if spec["requires_grad"] and spec["dtype"] != "int64"]
+    differentiated = differentiated[:1] if record["tier"] == 3 else differentiated
+    arguments = [_input(spec, bt, size, spec["name"] in differentiated) for spec in record["inputs"]]
     inputs = [x for x in arguments if x.requires_grad]
     module = reference_module(name, size, run.kernel_provider == "torch_compile")
     params = [module.get_parameter(p.get("attribute") or p["name"]) for p in record["parameters"]]
@@ -224,7 +228,7 @@ def _linear_then_loss(loss: str, compiled: bool):
     return torch.compile(module) if compiled else module
 
 
-def _input(spec: dict, bt: int, size: int) -> torch.Tensor:
+def _input(spec: dict, bt: int, size: int, grad: bool) -> torch.Tensor:
     """One bf16 [BT, size] input as the kernel's tests draw it (class indices, distributions, positive or any)."""
     if spec["dtype"] == "int64":
         return torch.randint(0, size, (bt,), device="cuda")
@@ -236,7 +240,7 @@ def _input(spec: dict, bt: int, size: int) -> torch.Tensor:
         x = torch.log_softmax(x, dim=-1)
     elif domain == "positive":
         x = x.abs() + 0.1
-    return x.to(torch.bfloat16).requires_grad_(spec["requires_grad"])
+    return x.to(torch.bfloat16).requires_grad_(grad)
 
 
 QUEUE_AHEAD_CYCLES = 4_000_000  # ~2 ms of GPU clock: longer than the host needs to queue one step

@@ -44,6 +44,9 @@ def capture_step(forward, inputs) -> tuple[torch.cuda.CUDAGraph, torch.Tensor]:
     """One forward + backward captured in a CUDA graph; the gradients it writes stay in the inputs' ``.grad``."""
     output = _first(forward())
     dy = torch.ones_like(output) if output.dim() == 0 else torch.randn_like(output)
+    # That step's graph would keep the inputs' AccumulateGrad nodes on the default stream, which the captured
+    # backward would then wait on (cudaErrorStreamCaptureImplicit): drop it before the warm-up.
+    del output
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):

@@ -489,6 +489,18 @@ def benchmark_dimension(profile: KernelProfile) -> tuple[str, str]:
 DEFAULT_BENCHMARK_SIZE = 4096
 
 
+def benchmark_grad_inputs(tier: int, inputs: list[dict[str, Any]]) -> list[str]:
+    """The inputs a benchmark differentiates: every one that takes a gradient, except that a loss's training step
+    differentiates its first input only (the logits; a target, a teacher or a soft label is held fixed). ``inputs``:
+    the profile's, as dicts (a record's YAML) or TensorSpecs."""
+    names = [_field(t, "name") for t in inputs if _field(t, "requires_grad") and _field(t, "dtype") != "int64"]
+    return names[:1] if tier == 3 else names
+
+
+def _field(spec: Any, name: str) -> Any:
+    return spec[name] if isinstance(spec, dict) else getattr(spec, name)
+
+
 def benchmark_size(profile: KernelProfile) -> tuple[str, int]:
     """The dimension's key and the size ``validate`` measures at: ``benchmark.fixed_config`` or 4096."""
     key, _ = benchmark_dimension(profile)

@@ -16,6 +16,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from tools.kernelgen.profile import KernelProfile
+from tools.kernelgen.profile import benchmark_grad_inputs
 from tools.kernelgen.render.text import Defaulted
 from tools.kernelgen.render.text import signature
 from tools.kernelgen.render.text import wrap_docstring
@@ -41,6 +42,7 @@ class FusedTensorView:
     weight: str
     bias: str
     grad: bool
+    benchmark_grad: bool  # differentiated by the benchmark (profile.benchmark_grad_inputs)
 
 
 @dataclass(frozen=True)
@@ -211,12 +213,12 @@ def _module_call(module_class: str, inputs: list[str], class_inputs: list[str], 
 
 def _tensors(profile: KernelProfile) -> list[FusedTensorView]:
     element = [t for t in profile.inputs if t.dtype != "int64" and not t.per_class]
+    benchmarked = benchmark_grad_inputs(profile.tier, profile.inputs)
     views = []
     for tensor in element:
         prefix = "" if len(element) == 1 else f"{tensor.name}_"
-        views.append(
-            FusedTensorView(tensor.name, f"{prefix}hidden", f"{prefix}weight", f"{prefix}bias", tensor.requires_grad)
-        )
+        names = (f"{prefix}hidden", f"{prefix}weight", f"{prefix}bias")
+        views.append(FusedTensorView(tensor.name, *names, tensor.requires_grad, tensor.name in benchmarked))
     return views
 
 

@@ -26,6 +26,7 @@ from tools.kernelgen.profile import KernelProfile
 from tools.kernelgen.profile import LearnableParameter
 from tools.kernelgen.profile import TestSpec
 from tools.kernelgen.profile import benchmark_dimension
+from tools.kernelgen.profile import benchmark_grad_inputs
 from tools.kernelgen.profile import benchmark_size
 from tools.kernelgen.profile import hyper_cases
 from tools.kernelgen.render import tier1
@@ -503,6 +504,7 @@ class BenchmarkView:
     reference_init_args: str
     providers: list[str]
     sizes: dict[str, int]  # the model sizes an upstream-style script runs at (benchmark.fixed_config, else defaults)
+    grad_inputs: list[str]  # the inputs a step differentiates (a loss: its first; profile.benchmark_grad_inputs)
 
 
 @dataclass(frozen=True)
@@ -1390,7 +1392,7 @@ def test_view(profile: KernelProfile) -> TestView:
         reference_call=reference_call,
         module_reference_args=f"reference, ref_inputs{hyper_param}" if params else f"ref_inputs{hyper_param}",
         run_args=f"inputs, grads{', reference' if params else ''}{hyper_param}",
-        check_signature=f"inputs, dtype, atol, rtol{hyper_param}{switches}",
+        check_signature=f"inputs, dtype, atol, rtol{hyper_param}, only_finite=False{switches}",
         tensors="inputs + params" if params else "inputs",
         liger_tensors="liger_inputs + liger_params" if params else "liger_inputs",
         strided_forward_args="*[x.detach() for x in strided]"
@@ -1447,6 +1449,7 @@ def _benchmark_view(profile: KernelProfile) -> BenchmarkView:
         reference_init_args=", ".join(init_args),
         providers=list(profile.benchmark.providers),
         sizes=_benchmark_sizes(profile),
+        grad_inputs=benchmark_grad_inputs(profile.tier, profile.inputs),
     )
 
 
