@@ -64,6 +64,19 @@ BUFFER_MODULE = (
     "    def forward(self, x):\n        return torch.tanh(x) * self.scale\n"
 )
 BUFFER = "buffer_scaled_tanh"
+# Activations torch has as functions and modules of their own: hardswish, hardsigmoid, softsign, celu, selu, threshold,
+# exp2, ndtr, lerp, addcmul, sign (torch's gradients at their kinks: hardswish 0 at -3, 1 at 3).
+MORE_ACTIVATIONS = (
+    "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\n\n"
+    "class MoreActivations(nn.Module):\n"
+    "    def __init__(self):\n        super().__init__()\n        self.hardswish = nn.Hardswish()\n"
+    "        self.celu = nn.CELU(alpha=0.5)\n\n"
+    "    def forward(self, x, y, z):\n"
+    "        a = self.hardswish(x) + F.hardsigmoid(y) * F.softsign(z) + self.celu(x) + F.selu(y)\n"
+    "        b = F.threshold(z, 0.1, -2.0) + torch.exp2(0.3 * x) + torch.special.ndtr(y)\n"
+    "        return a + b + torch.lerp(x, y, 0.25) + torch.addcmul(z, x, y, value=0.5) + torch.sign(x) * y\n"
+)
+MORE = "more_activations"
 
 
 @pytest.fixture(scope="module")
@@ -84,6 +97,9 @@ def generated_checkout(tmp_path_factory):
     buffered = tmp_path_factory.mktemp("references") / "buffered.py"
     buffered.write_text(BUFFER_MODULE)
     profiles.append(analyze(str(buffered), name=BUFFER))
+    more = tmp_path_factory.mktemp("references") / "more.py"
+    more.write_text(MORE_ACTIVATIONS)
+    profiles.append(analyze(str(more), name=MORE))
     for profile in profiles:
         assert profile.tier == 1, f"{profile.operation_name}: {profile.notes.tier_reason}"
         assert profile.math.outputs and profile.math.triton is None  # derived, not hand-written
@@ -105,7 +121,13 @@ def test_every_elementwise_reference_gets_a_synthesized_kernel(generated_checkou
 
 def test_generated_kernels_match_torch_autograd_and_a_wrong_kernel_fails(generated_checkout):
     """Every generated test passes, the ill-conditioned kernel's too, except the wrong kernel's forward checks."""
-    names = [f"{reference}_gen" for reference in ELEMENTWISE_REFERENCES] + ["ill_conditioned", SIZED, HELD, BUFFER]
+    names = [f"{reference}_gen" for reference in ELEMENTWISE_REFERENCES] + [
+        "ill_conditioned",
+        SIZED,
+        HELD,
+        BUFFER,
+        MORE,
+    ]
     result = run_pytest(generated_checkout, *[kernel_paths(name)["test"] for name in [*names, WRONG]], *WITHOUT_DTENSOR)
     failed = failures_by_kernel(result.stdout, [*names, WRONG])
     # Only the wrong kernel fails, in every fp32 comparison with the reference (bf16 tolerances allow 0.1%).

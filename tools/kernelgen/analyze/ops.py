@@ -59,6 +59,7 @@ def _spec(name, family=ELEMENTWISE, params=("input",), operands=1, defaults=None
 _BINARY = ("input", "other")
 _UNARY_NAMES = (
     "neg exp log log1p expm1 sqrt rsqrt abs tanh sigmoid silu relu mish logsigmoid sin cos erf square reciprocal"
+    " sign selu hardsigmoid hardswish softsign exp2 ndtr"
 ).split()
 
 # Specs shared by torch.*, Tensor methods and F.* spellings, keyed by the method / function name.
@@ -82,6 +83,12 @@ _BY_NAME.update(
         "gelu": _spec("gelu", params=("input", "approximate"), defaults={"approximate": "none"}),
         "leaky_relu": _spec("leaky_relu", params=("input", "negative_slope"), defaults={"negative_slope": 0.01}),
         "elu": _spec("elu", params=("input", "alpha"), defaults={"alpha": 1.0}),
+        "celu": _spec("celu", params=("input", "alpha"), defaults={"alpha": 1.0}),
+        "threshold": _spec("threshold", params=("input", "threshold", "value")),
+        "_threshold": _spec("threshold", params=("input", "threshold", "value")),
+        "special_ndtr": _spec("ndtr"),
+        "lerp": _spec("lerp", params=("input", "end", "weight"), operands=3),
+        "addcmul": _spec("addcmul", params=("input", "tensor1", "tensor2", "value"), operands=3, defaults={"value": 1}),
         "softplus": _spec("softplus", params=("input", "beta", "threshold"), defaults={"beta": 1.0, "threshold": 20.0}),
         "hardtanh": _spec(
             "hardtanh", params=("input", "min_val", "max_val"), defaults={"min_val": -1.0, "max_val": 1.0}
@@ -245,6 +252,12 @@ _MODULES: dict[type, tuple[OpSpec, tuple[str, ...]]] = {
     nn.Hardtanh: (_BY_NAME["hardtanh"], ("min_val", "max_val")),
     nn.Sigmoid: (_BY_NAME["sigmoid"], ()),
     nn.Tanh: (_BY_NAME["tanh"], ()),
+    nn.CELU: (_BY_NAME["celu"], ("alpha",)),
+    nn.SELU: (_BY_NAME["selu"], ()),
+    nn.Hardsigmoid: (_BY_NAME["hardsigmoid"], ()),
+    nn.Hardswish: (_BY_NAME["hardswish"], ()),
+    nn.Softsign: (_BY_NAME["softsign"], ()),
+    nn.Threshold: (_BY_NAME["threshold"], ("threshold", "value")),
     nn.Identity: (_spec("identity", LAYOUT), ()),
     nn.Softmax: (_BY_NAME["softmax"], ("dim",)),
     nn.LogSoftmax: (_BY_NAME["log_softmax"], ("dim",)),

@@ -155,6 +155,38 @@ def _elu(x, alpha=1.0):
     return select(x > 0, x, _value(alpha) * (sympy.exp(x) - 1))
 
 
+def _celu(x, alpha=1.0):
+    x, alpha = _value(x), _value(alpha)
+    return select(x > 0, x, alpha * (sympy.exp(x / alpha) - 1))
+
+
+# torch.nn.functional.selu's constants (the self-normalizing fixed point).
+SELU_ALPHA = sympy.Float("1.6732632423543772848170429916717")
+SELU_SCALE = sympy.Float("1.0507009873554804934193349852946")
+
+
+def _selu(x):
+    x = _value(x)
+    return SELU_SCALE * select(x > 0, x, SELU_ALPHA * (sympy.exp(x) - 1))
+
+
+def _hardsigmoid(x):
+    # relu6(x + 3) / 6; closed conditions at -3 and 3: torch's gradient is 1/6 only strictly inside.
+    x = _value(x)
+    return sympy.Piecewise((0, x <= -3), (1, x >= 3), (x / 6 + sympy.Rational(1, 2), True))
+
+
+def _hardswish(x):
+    # x * relu6(x + 3) / 6; torch's gradient is x / 3 + 1/2 strictly inside (-3, 3): 0 at -3, 1 at 3.
+    x = _value(x)
+    return sympy.Piecewise((0, x <= -3), (x, x >= 3), (x * (x + 3) / 6, True))
+
+
+def _threshold(x, threshold, value):
+    x = _value(x)
+    return select(x > _value(threshold), x, _value(value))
+
+
 def _softplus(x, beta=1, threshold=20):
     x, beta = _value(x), _value(beta)
     if threshold is None:  # the plain function, as formulas print it: softplus(u, threshold=None)
@@ -305,6 +337,19 @@ _ROWS = (
     OpRule("cast_to_input", _unary(CastToInput), {"x": "1"}),
     OpRule("take", _take),
     OpRule("xlogy", _xlogy, {"a": "where(a == 0, 0, log(b))", "b": "where(a == 0, 0, a / b)"}),
+    OpRule("celu", _celu, {"x": "where(x > 0, 1, exp(x / alpha))"}),
+    OpRule("selu", _selu, {"x": "scale * where(x > 0, 1, alpha * exp(x))"}),
+    OpRule("hardsigmoid", _hardsigmoid, {"x": "where((x > -3) & (x < 3), 1 / 6, 0)"}),
+    OpRule("hardswish", _hardswish, {"x": "where(x <= -3, 0, where(x < 3, x / 3 + 0.5, 1))"}),
+    OpRule("softsign", _unary(lambda x: x / (1 + sympy.Abs(x))), {"x": "1 / (1 + |x|)**2"}),
+    OpRule("threshold", _threshold, {"x": "where(x > threshold, 1, 0)"}),
+    OpRule("exp2", _unary(lambda x: sympy.exp(x * sympy.log(2))), {"x": "log(2) * exp2(x)"}),
+    OpRule("ndtr", _unary(lambda x: (1 + sympy.erf(x / sympy.sqrt(2))) / 2), {"x": "exp(-x**2 / 2) / sqrt(2 pi)"}),
+    OpRule("lerp", lambda input, end, weight: _value(input) + _value(weight) * (_value(end) - _value(input))),
+    OpRule(
+        "addcmul",
+        lambda input, tensor1, tensor2, value=1: _value(input) + _value(value) * _value(tensor1) * _value(tensor2),
+    ),
 )
 
 OPS: dict[str, OpRule] = {row.name: row for row in _ROWS}
