@@ -119,6 +119,17 @@ STYLES = textwrap.dedent(
         return (-((1 - logpt.exp()) ** gamma) * logpt).mean()
 
 
+    class SwitchedCrossEntropy(nn.Module):
+        # two switches: the int one is a hyper-parameter when the reduction's values are traced too
+        def __init__(self, ignore_index: int = -100, reduction: str = "mean"):
+            super().__init__()
+            self.ignore_index = ignore_index
+            self.reduction = reduction
+
+        def forward(self, logits, target):
+            return F.cross_entropy(logits.float(), target, ignore_index=self.ignore_index, reduction=self.reduction)
+
+
     class TemperedSmoothedNLL(nn.Module):
         # smoothing set without a constructor argument, temperature a hyper-parameter of forward's own
         def __init__(self, reduction: str = "mean"):
@@ -150,6 +161,7 @@ STYLE_ENTRIES = [
     "masked_nll",
     "focal_loss",
     "TemperedSmoothedNLL",
+    "SwitchedCrossEntropy",
 ]
 
 
@@ -395,6 +407,8 @@ def test_the_reduction_hyper_parameter_offers_what_the_reference_does(styles_pat
     assert next(h.choices for h in ce.hyperparameters if h.name == "reduction") == ["mean", "sum", "none"]
     module = analyze(f"{styles_path}:ReducedCrossEntropy")
     assert next(h.choices for h in module.hyperparameters if h.name == "reduction") == ["mean", "sum", "none"]
+    switched = analyze(f"{styles_path}:SwitchedCrossEntropy")
+    assert next(h.choices for h in switched.hyperparameters if h.name == "reduction") == ["mean", "sum", "none"]
 
 
 def test_every_input_gets_a_gradient_unless_the_reference_narrows_it(tmp_path):

@@ -207,8 +207,16 @@ def _fill_loss(profile: KernelProfile, traced: TracedReference) -> None:
 def _switches_as_hyperparameters(profile: KernelProfile, traced: TracedReference) -> None:
     """A loss module's ``self.reduction`` / ``self.ignore_index``: hyper-parameters of the kernel, as the arguments
     of a loss function are (the trace saw their defaults)."""
+    for hp in _traced_switches(traced):
+        profile.hyperparameters.append(copy.deepcopy(hp))
+        profile.notes.specialized[hp.name] = traced.specialized[hp.name]
+
+
+def _traced_switches(traced: TracedReference) -> list[HyperParameter]:
+    """The module switches of ``traced`` made its hyper-parameters (in place); returns the new ones."""
     known = {hp.name for hp in traced.hyperparameters}
     defaults = {ip.name: ip.default for ip in traced.init_params}
+    added = []
     for name, value in traced.module_switches.items():
         if name in known:
             continue
@@ -216,8 +224,8 @@ def _switches_as_hyperparameters(profile: KernelProfile, traced: TracedReference
         hp = HyperParameter(name=name, type=kind, default=defaults.get(name, value), constexpr=kind != "int")
         traced.hyperparameters.append(hp)
         traced.specialized[name] = value
-        profile.hyperparameters.append(copy.deepcopy(hp))
-        profile.notes.specialized[name] = value
+        added.append(hp)
+    return added
 
 
 def _reduction_choices(traced: TracedReference, lowered: LoweredLoss) -> tuple[str | None, dict]:
@@ -233,7 +241,9 @@ def _reduction_choices(traced: TracedReference, lowered: LoweredLoss) -> tuple[s
             try:
                 with warnings.catch_warnings():  # torch's notes on the other reductions (kl_div's "mean")
                     warnings.simplefilter("ignore")
-                    other = lower_loss(trace_reference(traced.loaded, {hp.name: value}))
+                    retraced = trace_reference(traced.loaded, {hp.name: value})
+                    _traced_switches(retraced)  # ignore_index a hyper-parameter there too, as in ``lowered``
+                    other = lower_loss(retraced)
             except AnalyzeError:
                 continue
             same_rows = other.statistics == lowered.statistics and list(other.outputs.values()) == list(
