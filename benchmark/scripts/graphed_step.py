@@ -62,11 +62,14 @@ def capture_step(forward, inputs) -> tuple[torch.cuda.CUDAGraph, torch.Tensor]:
 
 
 def check_replay(graph, forward, inputs, originals, dy) -> float:
-    """Largest difference between a replay's gradients and a plain step's, both from ``originals``."""
+    """Largest difference between a replay's gradients and a plain step's, both from ``originals`` and the same
+    upstream gradient (a kernel may write its input gradient over ``dy``'s buffer, as rms_norm does)."""
+    dy_original = dy.detach().clone()
     for tensor, original in zip(inputs, originals):
         tensor.data.copy_(original)
     graph.replay()
     replayed = [tensor.grad.detach().clone() for tensor in inputs]
+    dy.copy_(dy_original)
     for tensor, original in zip(inputs, originals):
         tensor.data.copy_(original)
     saved = [tensor.grad for tensor in inputs]  # the graph's own gradient buffers: keep them for later replays

@@ -80,15 +80,19 @@ def test_the_backward_schedule_follows_the_register_budget(generated_checkout, m
     layer_norm, rms_norm = import_generated_ops(root, "layer_norm_gen"), import_generated_ops(root, "rms_norm_gen")
     assert (layer_norm._BACKWARD_ROWS_HELD, rms_norm._BACKWARD_ROWS_HELD) == (4, 3)  # + grad_y, x; 2 or 1 accumulators
 
-    def schedule(module, n_cols):
+    def schedule(module, n_cols, load_bytes=4):  # x and grad_y in bf16
         block_rows, block_cols, num_warps = module._tile_settings(16384, n_cols, backward=True)
-        return module._backward_schedule(block_rows * block_cols, num_warps)
+        return module._backward_schedule(block_rows * block_cols, num_warps, load_bytes)
 
     assert schedule(layer_norm, 4096) == (False, False)  # interpreted: never pipelined
     for module in (layer_norm, rms_norm):
         monkeypatch.setattr(module, "is_triton_interpreter", lambda: False)
     assert [schedule(layer_norm, n) for n in (4096, 8192, 14336)] == [(False, True), (False, True), (True, False)]
     assert [schedule(rms_norm, n) for n in (4096, 8192, 14336)] == [(False, True), (False, True), (False, False)]
+    # Pipelined loads buffer two tiles in shared memory (227 KB on an H200): fp32 rows of 16384 columns would
+    # need 256 KB (a learnable-temperature softmax at 14336 columns failed to launch so).
+    assert rms_norm._backward_schedule(16384, 32, 4) == (False, True)  # 48 live registers, 128 KB
+    assert rms_norm._backward_schedule(16384, 32, 8) == (False, False)  # fp32: 256 KB
 
 
 def test_rows_past_the_register_budget_take_the_split_backward_and_match_torch(generated_checkout):
@@ -97,7 +101,7 @@ def test_rows_past_the_register_budget_take_the_split_backward_and_match_torch(g
     root, _ = generated_checkout
     module = import_generated_ops(root, "layer_norm_gen")
     block_rows, block_cols, num_warps = module._tile_settings(3, 9000, backward=True)
-    assert module._backward_schedule(block_rows * block_cols, num_warps)[0]
+    assert module._backward_schedule(block_rows * block_cols, num_warps, 8)[0]
     torch.manual_seed(0)
     x, weight, bias = torch.randn(3, 9000), torch.rand(9000) + 0.5, torch.randn(9000)
     leaves = [t.clone().requires_grad_() for t in (x, weight, bias)]

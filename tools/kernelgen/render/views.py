@@ -315,6 +315,11 @@ class RowProgramOpsView:
     backward_kernel: RowKernelView
     split: SplitRowsView  # the same math for rows whose columns are spread over ranks
 
+    @property
+    def backward_load_bytes(self) -> str:
+        """The bytes a backward tile loads per element, as wrapper code (``x.element_size() + ...``)."""
+        return " + ".join(f"{name}.element_size()" for name in self.backward_inputs + self.backward_element_grads)
+
 
 @dataclass(frozen=True)
 class SplitPassView:
