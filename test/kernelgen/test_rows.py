@@ -177,12 +177,16 @@ def _reference_call(profile, params: dict[str, torch.Tensor], cols: int):
     return module
 
 
-def _check_against_autograd(profile, rows=5, cols=37, seed=0):
+def _check_against_autograd(profile, rows=5, cols=37, seed=0, degenerate=False):
+    """``degenerate``: the first row all zeros and the second constant (a zero norm, a zero deviation)."""
     math = row_math(profile)
     # A reference that casts to float32 on purpose (Llama, Gemma) computes in fp32 even on float64 inputs.
     rtol, atol = (1e-5, 1e-6) if profile.notes.casts else (1e-9, 1e-10)
     generator = torch.Generator().manual_seed(seed)
     inputs = {t.name: torch.randn(rows, cols, generator=generator, dtype=torch.float64) for t in profile.inputs}
+    if degenerate:
+        for value in inputs.values():
+            value[0], value[1] = 0.0, 1.5
     params = {}
     for param in profile.parameters:
         shape = (cols,) if param.shape == "channel" else ()
@@ -438,3 +442,31 @@ def test_padded_lanes_filled_as_the_loads_fill_them_leave_the_real_lanes_exact(r
         math.backward, {**whole, **{k: v[:, :real] for k, v in backward_values.items()}, **saved}
     )
     torch.testing.assert_close(backward_padded["grad_x"][:, :real], backward_whole["grad_x"], msg="grad_x")
+
+
+DEGENERATE_ROWS = textwrap.dedent(
+    """
+    import torch
+
+
+    def std_normalize(x, eps: float = 1e-4):
+        return (x - x.mean(-1, keepdim=True)) / (x.std(-1, keepdim=True) + eps)
+
+
+    def cube_norm_scale(x):
+        return x * torch.linalg.vector_norm(x, ord=3, dim=-1, keepdim=True)
+
+
+    def shifted_l2(x):
+        return x / (x.norm(2, -1, True) + 1e-6)
+    """
+)
+
+
+@pytest.mark.parametrize("entry", ["std_normalize", "cube_norm_scale", "shifted_l2"])
+def test_a_zero_row_s_norm_and_a_constant_row_s_std_have_torch_s_gradients(tmp_path, entry):
+    """torch's std and norm backwards are 0 where the std or norm is 0; the plain root's derivative is 1 / 0 there
+    (every gradient of such a row was nan)."""
+    path = tmp_path / "degenerate.py"
+    path.write_text(DEGENERATE_ROWS)
+    _check_against_autograd(analyze(f"{path}:{entry}"), degenerate=True)

@@ -239,6 +239,18 @@ OP_CASES = [
     OpCase("sin", torch.sin),
     OpCase("cos", torch.cos),
     OpCase("erf", torch.erf),
+    OpCase("hardswish", F.hardswish),
+    OpCase("hardsigmoid", F.hardsigmoid),
+    OpCase("softsign", F.softsign),
+    OpCase("celu", lambda x: F.celu(x, alpha=0.5), kwargs={"alpha": 0.5}),
+    OpCase("selu", F.selu),
+    OpCase("threshold", lambda x: F.threshold(x, 0.1, -2.0), args=(0.1, -2.0)),
+    OpCase("exp2", torch.exp2),
+    OpCase("ndtr", torch.special.ndtr),
+    OpCase("lerp", lambda a, b: torch.lerp(a, b, 0.25), args=(0.25,), names=("a", "b")),
+    OpCase("addcmul", lambda a, b, c: torch.addcmul(a, b, c, value=0.5), kwargs={"value": 0.5}, names=("a", "b", "c")),
+    # A norm's or std's root (its gradient 0 where the value is 0: test_rows checks zero rows against torch).
+    OpCase("root", lambda x: x ** (1 / 3), args=(3,), domains=POSITIVE),
     # Rounding to the input's dtype (float64 here) is exact; its gradient passes through.
     OpCase("cast_to_input", lambda x: x),
 ]
@@ -593,7 +605,7 @@ def test_gradient_formulas_parse_back_to_the_printed_gradients(name):
 # The table documents each gradient convention; the documentation must agree with sympy's derivative.
 # ---------------------------------------------------------------------------------------------------------------
 
-POSITIVE_DOMAIN_OPS = {"log", "log1p", "sqrt", "rsqrt", "div", "reciprocal", "xlogy"}
+POSITIVE_DOMAIN_OPS = {"log", "log1p", "sqrt", "rsqrt", "div", "reciprocal", "xlogy", "root"}
 
 
 @pytest.mark.parametrize("op", sorted(name for name, rule in OPS.items() if rule.derivative))

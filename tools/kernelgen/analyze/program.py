@@ -239,7 +239,7 @@ class ProgramBuilder:
             variance = self.statistic(f"{base}_var", "mean", (x - mean) ** 2, node)
             if correction:
                 variance = variance * self.n / (self.n - correction)
-            return sympy.sqrt(variance) if name == "std" else variance
+            return _root(variance) if name == "std" else variance
         if name == "norm":
             order = options.get("p", options.get("ord", 2))
             order = 2 if order is None or order == "fro" else order
@@ -248,10 +248,10 @@ class ProgramBuilder:
             if order == 1:
                 return self.statistic(f"{base}_sum_abs", "sum", sympy.Abs(x), node)
             if order == 2:
-                return sympy.sqrt(self.statistic(f"{base}_sum_sq", "sum", x**2, node))
+                return _root(self.statistic(f"{base}_sum_sq", "sum", x**2, node))
             if isinstance(order, (int, float)) and order > 0:
                 power = sympy.nsimplify(order)
-                return self.statistic(f"{base}_sum_pow", "sum", sympy.Abs(x) ** power, node) ** (1 / power)
+                return _root(self.statistic(f"{base}_sum_pow", "sum", sympy.Abs(x) ** power, node), power)
             raise self._error(f"`{call.label}` with p={order!r}", node)
         if name in ("logsumexp", "softmax", "log_softmax"):
             peak = self.statistic(f"{base}_max", "max", x, node)
@@ -274,7 +274,7 @@ class ProgramBuilder:
             order = options.get("p", 2)
             if order != 2:
                 raise self._error(f"`{call.label}` with p={order!r} (only p=2 is supported)", node)
-            norm = sympy.sqrt(self.statistic(f"{base}_sum_sq", "sum", x**2, node))
+            norm = _root(self.statistic(f"{base}_sum_sq", "sum", x**2, node))
             return x / apply_op("clamp", norm, min=to_sympy_number(self.value(options.get("eps", 1e-12))))
         raise self._error(f"`{call.label}` ({name}) is a reduction kernelgen cannot write out", node)
 
@@ -306,6 +306,12 @@ class ProgramBuilder:
         if bias is not None:
             normed = normed + bias
         return normed
+
+
+def _root(value: sympy.Expr, power=2) -> sympy.Expr:
+    """``value ** (1 / power)`` of a std or norm, with a gradient of 0 where ``value`` is 0, as torch's std and
+    norm backwards mask it (a constant row's std, a zero row's norm): the plain root's derivative is 1 / 0 there."""
+    return apply_op("root", value, sympy.sympify(power))
 
 
 def _single_name_assignments(source: str) -> dict[int, str]:

@@ -21,6 +21,7 @@ from tools.kernelgen.synth.functions import CastToInput
 from tools.kernelgen.synth.functions import KernelForm
 from tools.kernelgen.synth.functions import Log1p
 from tools.kernelgen.synth.functions import Log1pOfUnit
+from tools.kernelgen.synth.functions import Root
 from tools.kernelgen.synth.functions import in_unit_interval
 from tools.kernelgen.synth.naming import FUNCTION_WORDS
 from tools.kernelgen.synth.naming import TemporaryNames
@@ -110,7 +111,7 @@ def _precision_sensitive_ops(exprs) -> list[str]:
     found = set()
     for expr in exprs:
         # A value computed by a cheaper form is as precision-sensitive as the function it stands for.
-        expr = expr.replace(lambda node: isinstance(node, KernelForm), lambda node: node.as_builtin())
+        expr = expr.replace(lambda node: isinstance(node, (KernelForm, Root)), lambda node: node.as_builtin())
         for node in sympy.preorder_traversal(expr):
             if isinstance(node, sympy.Expr) and node.is_number:
                 continue  # constants such as sqrt(2 / pi) are folded into literals

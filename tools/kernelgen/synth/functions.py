@@ -111,6 +111,36 @@ class LogSigmoid(ElementwiseFunction):
         return -sympy.log(1 + sympy.exp(-self.args[0]))
 
 
+class Root(ElementwiseFunction):
+    """``v ** (1 / p)`` of a norm or a standard deviation (``root(v, p)``): its gradient is 0 where ``v`` is 0, as
+    torch's norm and std backwards mask it (a zero row's norm, a constant row's std), where the plain root's
+    derivative is 1 / 0. A function of its own: simplification would fold a ``where(v == 0, 0, ...)`` around the
+    power away, as the values agree there."""
+
+    op_name = "root"
+    nargs = 2
+
+    @classmethod
+    def eval(cls, v, p):
+        if v.is_number and p.is_number:
+            return v ** (1 / p)
+        return None
+
+    def fdiff(self, argindex=1):
+        v, p = self.args
+        if argindex == 1:
+            return sympy.Piecewise((0, sympy.Eq(v, 0)), (v ** (1 / p - 1) / p, True))
+        if argindex == 2:
+            return sympy.Piecewise((0, sympy.Eq(v, 0)), (-self * sympy.log(v) / p**2, True))
+        raise sympy.ArgumentIndexError(self, argindex)
+
+    def _eval_is_nonnegative(self):
+        return self.args[0].is_real
+
+    def as_builtin(self):
+        return self.args[0] ** (1 / self.args[1])
+
+
 class Relu(ElementwiseFunction):
     """``max(x, 0)``; derivative ``x > 0 ? 1 : 0`` (torch: 0 at the kink)."""
 
@@ -310,6 +340,7 @@ __all__ = [
     "Maximum",
     "Minimum",
     "Relu",
+    "Root",
     "Sigmoid",
     "Softplus",
     "Take",

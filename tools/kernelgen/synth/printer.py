@@ -287,6 +287,9 @@ class _KernelPrinter(_ConditionPrinting, StrPrinter):
         where = self.where_name
         return f"{where}({x} > 0.0, 1.0, {where}({x} < 0.0, -1.0, 0.0))"
 
+    def _print_Root(self, expr):
+        return self._print(expr.as_builtin())
+
     def _print_Sigmoid(self, expr):
         return self._call("sigmoid", expr.args[0])
 

@@ -45,6 +45,7 @@ import sympy
 
 from tools.kernelgen.synth.derive import _precision_sensitive_ops
 from tools.kernelgen.synth.derive import tidy_derivative
+from tools.kernelgen.synth.functions import Root
 from tools.kernelgen.synth.functions import indicator
 from tools.kernelgen.synth.naming import constant_lines
 from tools.kernelgen.synth.naming import hoist
@@ -662,6 +663,12 @@ def _schedule(
     (``_identity_when_masked``) reduces without a ``tl.where`` (without ``masked``, every reduction has one)."""
     if not items:
         return []
+    # Derived: a norm's or std's root (its gradient masked at 0) is the power it computes from here on, named and
+    # printed as one (sqrt_var, not a temporary of an unknown function).
+    items = [
+        (name, kind, expr.replace(lambda node: isinstance(node, Root), lambda node: node.as_builtin()))
+        for name, kind, expr in items
+    ]
     named, hoisted, reduced = hoist([expr for _, _, expr in items], set(taken) | {name for name, _, _ in items})
     if constants is not None:
         constants.update(named)

@@ -37,6 +37,7 @@ from tools.kernelgen.synth.functions import LogSigmoid
 from tools.kernelgen.synth.functions import Maximum
 from tools.kernelgen.synth.functions import Minimum
 from tools.kernelgen.synth.functions import Relu
+from tools.kernelgen.synth.functions import Root
 from tools.kernelgen.synth.functions import Sigmoid
 from tools.kernelgen.synth.functions import Softplus
 from tools.kernelgen.synth.functions import Take
@@ -337,14 +338,15 @@ _ROWS = (
     OpRule("cast_to_input", _unary(CastToInput), {"x": "1"}),
     OpRule("take", _take),
     OpRule("xlogy", _xlogy, {"a": "where(a == 0, 0, log(b))", "b": "where(a == 0, 0, a / b)"}),
-    OpRule("celu", _celu, {"x": "where(x > 0, 1, exp(x / alpha))"}),
-    OpRule("selu", _selu, {"x": "scale * where(x > 0, 1, alpha * exp(x))"}),
+    OpRule("root", lambda v, p=2: Root(_value(v), _value(p)), {"v": "where(v == 0, 0, 0.5 * rsqrt(v))"}),
+    OpRule("celu", _celu, {"x": "where(x > 0, 1, exp(x))"}),
+    OpRule("selu", _selu, {"x": "1.0507009873554805 * where(x > 0, 1, 1.6732632423543772 * exp(x))"}),
     OpRule("hardsigmoid", _hardsigmoid, {"x": "where((x > -3) & (x < 3), 1 / 6, 0)"}),
     OpRule("hardswish", _hardswish, {"x": "where(x <= -3, 0, where(x < 3, x / 3 + 0.5, 1))"}),
-    OpRule("softsign", _unary(lambda x: x / (1 + sympy.Abs(x))), {"x": "1 / (1 + |x|)**2"}),
+    OpRule("softsign", _unary(lambda x: x / (1 + sympy.Abs(x))), {"x": "1 / (1 + abs(x))**2"}),
     OpRule("threshold", _threshold, {"x": "where(x > threshold, 1, 0)"}),
     OpRule("exp2", _unary(lambda x: sympy.exp(x * sympy.log(2))), {"x": "log(2) * exp2(x)"}),
-    OpRule("ndtr", _unary(lambda x: (1 + sympy.erf(x / sympy.sqrt(2))) / 2), {"x": "exp(-x**2 / 2) / sqrt(2 pi)"}),
+    OpRule("ndtr", _unary(lambda x: (1 + sympy.erf(x / sympy.sqrt(2))) / 2), {"x": "exp(-x**2 / 2) / sqrt(2 * pi)"}),
     OpRule("lerp", lambda input, end, weight: _value(input) + _value(weight) * (_value(end) - _value(input))),
     OpRule(
         "addcmul",
