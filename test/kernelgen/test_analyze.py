@@ -784,3 +784,27 @@ def test_an_erf_of_x_over_an_inexact_root_two_is_analyzed(tmp_path):
         tmp_path, "gelu.py", "import torch\n\n\ndef gelu(x):\n    return x * 0.5 * (1.0 + torch.erf(x / 1.41421))\n"
     )
     assert analyze(str(path)).tier == 1
+
+
+def test_constructor_arguments_fixed_at_their_default_are_those_that_change_the_output(tmp_path):
+    """power is computed with (the module refuses other values); inplace=False, as torch's activations take it,
+    changes nothing and stays free."""
+    path = write(
+        tmp_path,
+        "act.py",
+        """
+        import torch
+        import torch.nn as nn
+
+
+        class Act(nn.Module):
+            def __init__(self, inplace: bool = False, power: int = 2):
+                super().__init__()
+                self.inplace = inplace
+                self.power = power
+
+            def forward(self, x):
+                return torch.relu(x) ** self.power
+        """,
+    )
+    assert analyze(str(path)).module.fixed == ["power"]

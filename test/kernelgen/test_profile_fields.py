@@ -232,6 +232,7 @@ EDITS = {
     "module.init_params[].default": ("dyt", _set("module.init_params.2.default", 0.25), "files"),
     "module.init_params[].optional": ("none_default", _set("module.init_params.2.optional", False), "files"),
     "module.size_param": ("dyt", _set("module.size_param", "dim"), "files"),
+    "module.fixed": ("dyt", _set("module.fixed", ["init_alpha"]), "files"),
     "module.hidden_act": ("swiglu", _set("module.hidden_act", "silu"), "files"),
     "module.variants": ("swiglu", _set("module.variants", ["gemma4"]), "files"),
     "benchmark.providers": ("swiglu", _set("benchmark.providers", ["liger", "torch"]), "files"),

@@ -323,6 +323,9 @@ class ModuleSpec:
     size_param: str = "hidden_size"  # the init param that sizes per-channel parameters
     hidden_act: str = ""  # mlp: the HF ``config.hidden_act`` the generated test's config carries
     variants: list[str] = field(default_factory=list)  # mlp: model-specific subclasses (MLP_VARIANTS)
+    # Constructor arguments the kernel computes at their default only (a submodule's option, an int the reference
+    # computes with, none of the kernel's hyper-parameters): the module refuses other values.
+    fixed: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -812,6 +815,10 @@ def validate_profile(profile: KernelProfile) -> list[str]:
         problems.append(f"module.kind: {profile.module.kind!r} is not one of {', '.join(MODULE_KINDS)}")
     elif profile.module.kind == "loss" and profile.tier != 3:
         problems.append("module.kind: 'loss' needs tier 3 (a loss over rows)")
+    init_names = {ip.name for ip in profile.module.init_params}
+    for index, name in enumerate(profile.module.fixed):
+        if name not in init_names:
+            problems.append(f"module.fixed[{index}]: {name!r} is no constructor argument (module.init_params)")
     if not profile.inputs:
         problems.append("inputs: at least one tensor input is required")
     if not profile.outputs:

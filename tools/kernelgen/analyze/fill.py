@@ -26,6 +26,7 @@ from tools.kernelgen.analyze.ops import LAYOUT
 from tools.kernelgen.analyze.ops import is_fractional_exponent
 from tools.kernelgen.analyze.ops import is_integer_exponent
 from tools.kernelgen.analyze.trace import TracedReference
+from tools.kernelgen.analyze.trace import changes_the_output
 from tools.kernelgen.analyze.trace import trace_reference
 from tools.kernelgen.derivation import elementwise_math
 from tools.kernelgen.derivation import loss_math
@@ -133,7 +134,25 @@ def build_profile(traced: TracedReference, classification: Classification, name:
         notes.gradient_formulas = dict(derive(profile, profile.reference.origin).gradient_formulas)
     else:
         _fill_loss(profile, traced)
+    profile.module.fixed = _fixed_arguments(profile, traced)
     return profile
+
+
+def _fixed_arguments(profile: KernelProfile, traced: TracedReference) -> list[str]:
+    """A module reference's constructor arguments that reach neither the kernel's hyper-parameters nor its
+    parameters (size, initial value, switch) and whose other values change what the reference computes: the trace
+    saw their defaults only. Arguments that change nothing (``inplace=False``) are left out."""
+    if traced.loaded.kind != "module" or profile.module.kind == "mlp":
+        return []
+    used = {profile.module.size_param, *(hp.name for hp in profile.hyperparameters), *(t.name for t in profile.inputs)}
+    used |= {p.init_arg for p in profile.parameters} | {p.enabled_by for p in profile.parameters}
+    return [
+        ip.name
+        for ip in profile.module.init_params
+        if ip.name not in used
+        and isinstance(ip.default, (bool, int, float, str))
+        and changes_the_output(traced.loaded, ip.name, ip.default)
+    ]
 
 
 def _fill_loss(profile: KernelProfile, traced: TracedReference) -> None:

@@ -469,6 +469,33 @@ def _absent_is_initial(loaded: LoadedReference, full: nn.Module, reduced: nn.Mod
     )
 
 
+def changes_the_output(loaded: LoadedReference, name: str, value: Any) -> bool:
+    """Whether building the reference module with another value of constructor argument ``name`` than ``value``
+    changes what it computes (the same random inputs and parameters). True where that cannot be shown otherwise (a
+    str has no other value to try, the probe fails): ``inplace=False`` changes nothing, a submodule's option does."""
+    if isinstance(value, bool):
+        other = not value
+    elif isinstance(value, (int, float)):
+        other = type(value)(value * 2 + 1)
+    else:
+        return True
+    full, changed = _rebuild(loaded, {}), _rebuild(loaded, {name: other})
+    if full is None or changed is None:
+        return True
+    full, changed = full.eval(), changed.eval()
+    generator = torch.Generator().manual_seed(0)
+    try:
+        with torch.no_grad():
+            changed.load_state_dict(full.state_dict())
+            arguments = _signature_tensors(loaded, full, generator)
+            expected, actual = _as_tensors(full(*arguments)), _as_tensors(changed(*arguments))
+    except Exception:  # noqa: BLE001 - user code; an unanswered probe keeps the argument fixed
+        return True
+    return len(expected) != len(actual) or not all(
+        e.shape == a.shape and torch.equal(e, a) for e, a in zip(expected, actual)
+    )
+
+
 def _signature_tensors(loaded: LoadedReference, module: nn.Module, generator: torch.Generator) -> list[Any]:
     """Random rows for each forward argument without a default (the tensor inputs); defaults for the rest."""
     vectors = [p for p in module.parameters() if p.dim() == 1 and p.numel() > 1]
@@ -930,4 +957,4 @@ def _propagate_shapes(
     return True
 
 
-__all__ = ["TracedReference", "trace_reference"]
+__all__ = ["TracedReference", "changes_the_output", "trace_reference"]

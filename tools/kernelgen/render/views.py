@@ -1287,7 +1287,7 @@ def module_view(profile: KernelProfile, renames: dict[str, str] | None = None) -
         param_init=_param_init(profile, size_param),
         self_params=[f"self.{prm.name}" for prm in params],
         self_hypers=[f"self.{name}" for name in hyper_names],
-        traced_at=_traced_at(profile, per_class),
+        traced_at=_traced_at(profile),
         repr_fields=fstring_chunks([f"{name}={{self.{name}}}" for name in fields]),
         docstring=wrap_docstring(
             f"{profile.forward_computation or profile.operation_name} as a module, computed by "
@@ -1297,19 +1297,17 @@ def module_view(profile: KernelProfile, renames: dict[str, str] | None = None) -
     )
 
 
-def _traced_at(profile: KernelProfile, per_class: list[str]) -> list[tuple[str, str, str]]:
-    """The module's constructor arguments (those of a module reference) that reach neither the kernel (as
-    hyper-parameters) nor its parameters (size, initial value, switch): the trace saw their default only."""
-    if profile.module.kind == "mlp" or profile.reference.kind != "module":
-        return []
-    used = {profile.module.size_param, *per_class, *(hp.name for hp in profile.hyperparameters)}
-    used |= {p.init_arg for p in profile.parameters} | {p.enabled_by for p in profile.parameters}
-    used |= {t.name for t in profile.inputs}
-    traced = [ip for ip in profile.module.init_params if ip.name not in used]
+def _traced_at(profile: KernelProfile) -> list[tuple[str, str, str]]:
+    """``module.fixed`` as (name, default written out, the test that refuses another value)."""
+    defaults = {ip.name: ip.default for ip in profile.module.init_params}
+    fixed = [
+        (name, defaults[name])
+        for name in profile.module.fixed
+        if isinstance(defaults.get(name), (bool, int, float, str))
+    ]
     return [
-        (ip.name, repr(ip.default), f"{ip.name} {'is not' if isinstance(ip.default, bool) else '!='} {ip.default!r}")
-        for ip in traced
-        if isinstance(ip.default, (bool, int, float, str))
+        (name, repr(value), f"{name} {'is not' if isinstance(value, bool) else '!='} {value!r}")
+        for name, value in fixed
     ]
 
 
