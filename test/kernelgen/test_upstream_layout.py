@@ -36,6 +36,7 @@ from tools.kernelgen.kernel_helpers import JIT_MATH
 from tools.kernelgen.kernel_helpers import defined_names
 from tools.kernelgen.kernel_helpers import jit_math_block
 from tools.kernelgen.layout import FUNCTIONAL
+from tools.kernelgen.layout import NATIVE_LAUNCH
 from tools.kernelgen.layout import OPS_UTILS
 from tools.kernelgen.layout import TRANSFORMERS_INIT
 from tools.kernelgen.layout import kernel_paths
@@ -70,6 +71,7 @@ def without_kernel_helpers(utils: str) -> str:
 def upstream_layout_checkout(destination: Path) -> Path:
     root = copy_checkout(destination)
     (root / OPS_UTILS).write_text(without_kernel_helpers((root / OPS_UTILS).read_text()))
+    (root / NATIVE_LAUNCH).unlink()  # upstream has no launch replay
     functional = (root / FUNCTIONAL).read_text()
     (root / FUNCTIONAL).write_text(
         re.sub(r"^from liger_kernel\.ops\.\w+ import", "from liger_kernel.ops import", functional, flags=re.M)
@@ -131,6 +133,14 @@ def test_the_helpers_the_kernels_import_were_added_to_its_utils(upstream_checkou
             "from liger_kernel.ops.utils import tanh_from_exp\n"
             in (upstream_checkout / kernel_paths(name)["ops"]).read_text()
         )
+
+
+def test_the_launch_replay_the_tier1_wrappers_import_was_added(upstream_checkout):
+    assert (upstream_checkout / NATIVE_LAUNCH).read_text() == (REPO_ROOT / NATIVE_LAUNCH).read_text()
+    for name in KERNELS:
+        ops = (upstream_checkout / kernel_paths(name)["ops"]).read_text()
+        assert "from liger_kernel.ops.native_launch import native_launches\n" in ops
+        assert f"@native_launches\ndef {name}_forward(" in ops and f"@native_launches\ndef {name}_backward(" in ops
 
 
 def test_generated_tests_pass_there(upstream_checkout):

@@ -1,0 +1,162 @@
+"""native_launch.py: a wrapper's launches replayed from C++ give what the wrapper gives, for every layout it records,
+and the layouts it must not replay (a copy or a reduction in the wrapper, tensor subclasses, keyword arguments) stay
+on its Python path. Compiled kernels only: on the CPU the decorator leaves the wrapper as it is."""
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+from liger_kernel.ops import native_launch
+from liger_kernel.ops.native_launch import native_launches
+
+GPU = torch.cuda.is_available() and native_launch.native_launch_enabled()
+needs_gpu = pytest.mark.skipif(not GPU, reason="native launches replay compiled kernels: CUDA only")
+
+
+@triton.jit
+def _scaled_sum_kernel(x_ptr, x_row_stride, y_ptr, out_ptr, n_cols, scale, SQUARE: tl.constexpr, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x = tl.load(x_ptr + row * x_row_stride + cols, mask=mask).to(tl.float32)
+    y = tl.load(y_ptr + row * n_cols + cols, mask=mask).to(tl.float32)
+    value = x * scale + y
+    if SQUARE:
+        value = value * value
+    tl.store(out_ptr + row * n_cols + cols, value.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+def _launch(x, y, out, scale, square):
+    n_cols = x.shape[-1]
+    block = min(triton.next_power_of_2(n_cols), 1024)
+    grid = (x.shape[0], triton.cdiv(n_cols, block))
+    _scaled_sum_kernel[grid](x, x.stride(0), y, out, n_cols, scale, SQUARE=square, BLOCK=block)
+
+
+RUNS = {"plain": 0}
+
+
+@native_launches
+def scaled_sum(x, y, scale, square):
+    """out = (x * scale + y) ** (2 if square else 1) over [rows, cols] (x may have a row stride); returns x's 2-D
+    view, the result in x's shape and None."""
+    RUNS["plain"] += 1
+    shape = x.shape
+    x = x.reshape(-1, shape[-1]) if x.stride(-1) == 1 and x.dim() != 2 else x
+    y = y.reshape(-1, shape[-1])
+    out = torch.empty(y.shape, dtype=y.dtype, device=y.device)
+    _launch(x, y, out, scale, square)
+    return x, out.view(*shape), None
+
+
+@native_launches
+def scaled_sum_into_y(x, y, scale):
+    """The result written over y (a returned argument), as generated backwards write input gradients."""
+    RUNS["plain"] += 1
+    _launch(x, y, y, scale, False)
+    return y
+
+
+@native_launches
+def scaled_sum_of_copy(x, y, scale):
+    """A wrapper that copies: never replayed (the copy is work a replay of the launches would skip)."""
+    RUNS["plain"] += 1
+    x = x.clone()
+    out = torch.empty_like(y)
+    _launch(x, y, out, scale, False)
+    return out
+
+
+def _expected(x, y, scale, square):
+    value = x.float() * scale + y.float()
+    return (value * value if square else value).to(y.dtype)
+
+
+def _runs(call):
+    before = RUNS["plain"]
+    result = call()
+    return result, RUNS["plain"] - before
+
+
+@needs_gpu
+@pytest.mark.parametrize("shape", [(4, 33), (2, 3, 130), (64, 1024)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_replay_matches_the_wrapper_and_skips_its_python(shape, dtype):
+    x = torch.randn(shape, device="cuda", dtype=dtype)
+    y = torch.randn(shape, device="cuda", dtype=dtype)
+    first, ran = _runs(lambda: scaled_sum(x, y, 0.5, True))
+    assert ran == 1  # recorded
+    x2, y2 = torch.randn_like(x), torch.randn_like(y)
+    second, ran = _runs(lambda: scaled_sum(x2, y2, 0.5, True))
+    assert ran == 0  # replayed from C++
+    torch.testing.assert_close(first[1], _expected(x, y, 0.5, True))
+    torch.testing.assert_close(second[1], _expected(x2, y2, 0.5, True))
+    assert second[0].shape == (x2.numel() // shape[-1], shape[-1]) and second[0].data_ptr() == x2.data_ptr()
+    assert second[1].shape == x2.shape and second[1].is_contiguous() and second[2] is None
+    assert second[1].data_ptr() != first[1].data_ptr()  # a fresh output each call
+
+
+@needs_gpu
+def test_another_value_of_a_scalar_or_flag_is_another_layout():
+    x = torch.randn(8, 40, device="cuda")
+    y = torch.randn(8, 40, device="cuda")
+    scaled_sum(x, y, 0.25, False)
+    for scale, square in ((0.25, False), (2.0, False), (2.0, True)):
+        result, _ = _runs(lambda: scaled_sum(x, y, scale, square))
+        torch.testing.assert_close(result[1], _expected(x, y, scale, square))
+
+
+@needs_gpu
+def test_strided_and_misaligned_inputs_replay_with_their_own_plans():
+    wide = torch.randn(16, 96, device="cuda")
+    for start in (0, 48, 1):  # a half of a fused projection; a slice that starts 4 bytes past 16-byte alignment
+        x = wide[:, start : start + 40]
+        y = torch.randn(16, 40, device="cuda")
+        for _ in range(2):
+            result, _ = _runs(lambda: scaled_sum(x, y, 1.5, False))
+            torch.testing.assert_close(result[1], _expected(x, y, 1.5, False))
+
+
+@needs_gpu
+def test_a_result_written_over_an_argument_is_that_argument():
+    x = torch.randn(6, 50, device="cuda")
+    for call in range(2):
+        y = torch.randn(6, 50, device="cuda")
+        expected = _expected(x, y, 3.0, False)
+        result, ran = _runs(lambda: scaled_sum_into_y(x, y, 3.0))
+        assert ran == (1 if call == 0 else 0)
+        assert result is y
+        torch.testing.assert_close(y, expected)
+
+
+@needs_gpu
+def test_a_wrapper_that_copies_stays_on_its_python_path():
+    x = torch.randn(6, 50, device="cuda")
+    y = torch.randn(6, 50, device="cuda")
+    for _ in range(3):
+        result, ran = _runs(lambda: scaled_sum_of_copy(x, y, 2.0))
+        assert ran == 1
+        torch.testing.assert_close(result, _expected(x, y, 2.0, False))
+
+
+@needs_gpu
+def test_keyword_arguments_and_cpu_tensors_take_the_python_path():
+    x = torch.randn(4, 20, device="cuda")
+    y = torch.randn(4, 20, device="cuda")
+    scaled_sum(x, y, 1.0, False)
+    _, ran = _runs(lambda: scaled_sum(x, y, 1.0, square=False))
+    assert ran == 1
+    with pytest.raises(Exception):  # the wrapper's own launch refuses CPU tensors; the replay never sees them
+        scaled_sum(x.cpu(), y.cpu(), 1.0, False)
+
+
+def test_without_cuda_or_when_switched_off_the_wrapper_is_returned_as_it_is(monkeypatch):
+    def wrapper(x):
+        return x
+
+    monkeypatch.setenv("LIGER_NATIVE_LAUNCH", "0")
+    assert native_launches(wrapper) is wrapper
+    monkeypatch.delenv("LIGER_NATIVE_LAUNCH")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert native_launches(wrapper) is wrapper
