@@ -5,7 +5,9 @@ kernel, eager torch and an empty Triton launch: what a step costs the CPU when t
         [--upstream DIR --helper-dir DIR]
 
 Each figure is wall-clock microseconds per call over many back-to-back calls (the GPU finishes each tiny launch
-long before the host queues the next), forward alone and forward + backward. Two floor rows first: an autograd
+long before the host queues the next), forward alone and forward + backward. A generated kernel whose wrappers
+replay their launches from C++ (``ops/native_launch.py``) gets a second row, ``liger_python_launches``: the same
+kernel with its wrappers run as written. Two floor rows first: an autograd
 Function that launches nothing, and one that launches an empty Triton kernel a pass (what any Triton-kernel Function
 pays, whatever its wrappers do). With ``--profile`` the Python
 functions that take the most host time in a forward + backward are listed (cProfile).
@@ -115,10 +117,20 @@ def main(argv=None) -> None:
         name, upstream_key = pair.split("=")
         providers = ["liger", "torch", "torch_compile"]
         providers += ["liger_upstream"] if up is not None and upstream_key in UPSTREAM else []
+        ops = __import__(f"liger_kernel.ops.{name}", fromlist=["_"])
+        # Wrappers that replay their launches from C++ (native_launch.py) are also timed as written, from Python.
+        replayed = {
+            f"{name}_{w}": getattr(ops, f"{name}_{w}")
+            for w in ("forward", "backward")
+            if hasattr(getattr(ops, f"{name}_{w}", None), "plain")
+        }
+        providers += ["liger_python_launches"] if replayed else []
         for provider in providers:
             config = {"hidden_size": args.size, "hidden": args.size, "dtype": "bfloat16", "model": "host"}
-            run = SingleBenchmarkRunInput(args.bt, provider, "full", config)
+            run = SingleBenchmarkRunInput(args.bt, provider.removesuffix("_python_launches"), "full", config)
             inputs, forward = setup(name, upstream_key, up, run)
+            for wrapper_name, wrapper in replayed.items():
+                setattr(ops, wrapper_name, wrapper.plain if provider == "liger_python_launches" else wrapper)
             forward_only, full = steps(forward, inputs)
             threaded = per_call_us(full)
             # Autograd runs a CUDA backward on its device thread; here on the calling thread, so that the time of

@@ -27,6 +27,15 @@ def _scaled_sum_kernel(x_ptr, x_row_stride, y_ptr, out_ptr, n_cols, scale, SQUAR
     tl.store(out_ptr + row * n_cols + cols, value.to(out_ptr.dtype.element_ty), mask=mask)
 
 
+@triton.jit
+def _squares_kernel(x_ptr, partial_ptr, n_cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x = tl.load(x_ptr + row * n_cols + cols, mask=mask, other=0.0).to(tl.float32)
+    tl.store(partial_ptr + row * n_cols + cols, x * x, mask=mask)
+
+
 def _launch(x, y, out, scale, square):
     n_cols = x.shape[-1]
     block = min(triton.next_power_of_2(n_cols), 1024)
@@ -66,6 +75,16 @@ def scaled_sum_of_copy(x, y, scale):
     out = torch.empty_like(y)
     _launch(x, y, out, scale, False)
     return out
+
+
+@native_launches
+def column_sums_of_squares(x):
+    """Per-column and total sums of x ** 2 the way generated backwards reduce their parameter gradients: fp32
+    partials from a kernel, summed and converted to x's dtype by torch (ops the replay runs too)."""
+    RUNS["plain"] += 1
+    partial = torch.empty(x.shape, dtype=torch.float32, device=x.device)
+    _squares_kernel[(x.shape[0],)](x, partial, x.shape[1], BLOCK=triton.next_power_of_2(x.shape[1]))
+    return partial.sum(dim=0).view(1, -1).to(x.dtype), partial.sum().view(1)
 
 
 def _expected(x, y, scale, square):
@@ -128,6 +147,19 @@ def test_a_result_written_over_an_argument_is_that_argument():
         assert ran == (1 if call == 0 else 0)
         assert result is y
         torch.testing.assert_close(y, expected)
+
+
+@needs_gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_sums_and_dtype_conversions_of_partials_are_replayed(dtype):
+    for call in range(3):
+        x = torch.randn(37, 70, device="cuda", dtype=dtype)
+        (per_column, total), ran = _runs(lambda: column_sums_of_squares(x))
+        assert ran == (1 if call == 0 else 0)
+        squares = x.float() ** 2
+        assert per_column.dtype == dtype and per_column.shape == (1, 70) and total.shape == (1,)
+        torch.testing.assert_close(per_column, squares.sum(0).view(1, -1).to(dtype))
+        torch.testing.assert_close(total, squares.sum().view(1))
 
 
 @needs_gpu

@@ -7,13 +7,15 @@ a wrapper such as ``geglu_forward`` behind a small C++ extension (built once, on
 ``torch.utils.cpp_extension``):
 
 - the first call for a layout of the arguments (each tensor's dtype, device, sizes, strides and 16-byte
-  alignment; every other argument's value) runs the wrapper as written and records what it did: the tensors it
-  allocated, the kernels it launched (function, grid, warps, shared memory, arguments) and the tensors it returned;
-- when it did nothing else (a dispatch mode sees every torch op: allocations and views only; every launch is one of
+  alignment; every other argument's value) runs the wrapper as written and records what it did, in order: the
+  tensors it allocated, the kernels it launched (function, grid, warps, shared memory, arguments), the sums and dtype
+  conversions it ran (generated backwards add their parameter gradients' per-program partials so) and the tensors
+  it returned;
+- when it did nothing else (a dispatch mode sees every torch op: besides those, views only; every launch is one of
   the wrapper module's kernels, with plain arguments), the record is kept in C++, keyed by that layout, and later
-  calls with the layout allocate, launch (``cuLaunchKernel``) and return from C++;
-- anything else keeps the wrapper on its Python path for that layout: a copy or a reduction in the wrapper, a
-  DTensor or other tensor subclass, a CPU tensor, keyword arguments, torch.compile tracing.
+  calls with the layout allocate, launch (``cuLaunchKernel``), sum and return from C++;
+- anything else keeps the wrapper on its Python path for that layout: a copy or a fill in the wrapper, a DTensor or
+  other tensor subclass, a CPU tensor, keyword arguments, torch.compile tracing.
 
 This is sound only for wrappers whose work is a function of that layout (the generated ones: their decisions read
 shapes, strides, dtypes and hyper-parameters, never values). Off with ``LIGER_NATIVE_LAUNCH=0``; never on without
@@ -108,13 +110,9 @@ struct Launch {
   std::vector<Arg> args;
 };
 
-struct Allocation {
-  int64_t numel;
-  at::ScalarType dtype;
-};
-
-// A returned tensor: a slot as it is, or a view of it (element offset relative to the slot's own).
-struct Output {
+// A tensor a step reads or the wrapper returns: a slot as it is, or a view of it (element offset relative to the
+// slot's own).
+struct Ref {
   int slot;  // -1: None
   bool same;
   std::vector<int64_t> sizes;
@@ -122,11 +120,25 @@ struct Output {
   int64_t offset;
 };
 
+// What the wrapper did, in order: allocate a buffer, launch a kernel, or one of the torch ops a replay runs too (a
+// sum, a dtype conversion: generated backwards add their parameter gradients' per-program partials with them).
+// Allocations and op results become the next slots.
+enum StepKind { kAllocate = 0, kLaunch = 1, kSum = 2, kConvert = 3 };
+
+struct Step {
+  StepKind kind;
+  int64_t numel = 0;                   // kAllocate
+  at::ScalarType dtype = at::kFloat;   // kAllocate, kConvert
+  Launch launch;                       // kLaunch
+  Ref input;                           // kSum, kConvert
+  std::vector<int64_t> dims;           // kSum: empty sums every element
+  bool keepdim = false;                // kSum
+};
+
 struct Plan {
   bool replay = false;
-  std::vector<Allocation> allocations;
-  std::vector<Launch> launches;
-  std::vector<Output> outputs;
+  std::vector<Step> steps;
+  std::vector<Ref> outputs;
   bool single = false;
 };
 
@@ -224,6 +236,20 @@ void launch(const Launch& l, const std::vector<at::Tensor>& slots, CUstream stre
 
 py::object wrap(const at::Tensor& t) { return py::reinterpret_steal<py::object>(THPVariable_Wrap(t)); }
 
+at::Tensor view(const Ref& r, const std::vector<at::Tensor>& slots) {
+  const at::Tensor& base = slots[r.slot];
+  return r.same ? base : base.as_strided(r.sizes, r.strides, base.storage_offset() + r.offset);
+}
+
+Ref read_ref(const py::handle& item) {
+  if (item.is_none()) return {-1, false, {}, {}, 0};
+  auto r = item.cast<py::tuple>();
+  return {r[0].cast<int>(), r[1].cast<bool>(), r[2].cast<std::vector<int64_t>>(), r[3].cast<std::vector<int64_t>>(),
+          r[4].cast<int64_t>()};
+}
+
+at::ScalarType dtype_of(const py::handle& example) { return THPVariable_Unpack(example.ptr()).scalar_type(); }
+
 }  // namespace
 
 int64_t new_table() {
@@ -243,22 +269,28 @@ py::object replay(int64_t table, const py::tuple& args) {
   const Plan& plan = found->second;
   if (!plan.replay) return py::int_(kPlain);
   c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
-  for (const Allocation& a : plan.allocations) {
-    slots.push_back(at::empty({a.numel}, at::TensorOptions().dtype(a.dtype).device(at::kCUDA, device)));
-  }
   CUstream stream = at::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device)).stream();
-  for (const Launch& l : plan.launches) launch(l, slots, stream);
+  for (const Step& step : plan.steps) {
+    switch (step.kind) {
+      case kAllocate:
+        slots.push_back(at::empty({step.numel}, at::TensorOptions().dtype(step.dtype).device(at::kCUDA, device)));
+        break;
+      case kLaunch:
+        launch(step.launch, slots, stream);
+        break;
+      case kSum:
+        slots.push_back(step.dims.empty() ? at::sum(view(step.input, slots))
+                                          : at::sum(view(step.input, slots), step.dims, step.keepdim));
+        break;
+      case kConvert:
+        slots.push_back(view(step.input, slots).to(step.dtype));
+        break;
+    }
+  }
   py::tuple results(plan.outputs.size());
   for (size_t i = 0; i < plan.outputs.size(); ++i) {
-    const Output& o = plan.outputs[i];
-    if (o.slot < 0) {
-      results[i] = py::none();
-    } else if (o.same) {
-      results[i] = wrap(slots[o.slot]);
-    } else {
-      const at::Tensor& base = slots[o.slot];
-      results[i] = wrap(base.as_strided(o.sizes, o.strides, base.storage_offset() + o.offset));
-    }
+    const Ref& o = plan.outputs[i];
+    results[i] = o.slot < 0 ? py::object(py::none()) : wrap(view(o, slots));
   }
   if (plan.single) return results[0];
   return std::move(results);
@@ -274,32 +306,36 @@ void record(int64_t table, const py::tuple& args, const py::object& spec) {
   if (!spec.is_none()) {
     auto parts = spec.cast<py::tuple>();
     for (auto item : parts[0].cast<py::list>()) {
-      auto a = item.cast<py::tuple>();
-      plan.allocations.push_back({a[0].cast<int64_t>(), THPVariable_Unpack(a[1].ptr()).scalar_type()});
-    }
-    for (auto item : parts[1].cast<py::list>()) {
-      auto l = item.cast<py::tuple>();
-      Launch out;
-      out.function = reinterpret_cast<CUfunction>(l[0].cast<uint64_t>());
-      for (int d = 0; d < 3; ++d) out.grid[d] = l[1 + d].cast<unsigned>();
-      out.threads = l[4].cast<unsigned>();
-      out.shared = l[5].cast<unsigned>();
-      for (auto arg : l[6].cast<py::list>()) {
-        auto a = arg.cast<py::tuple>();
-        out.args.push_back({a[0].cast<bool>(), a[1].cast<int>(), a[2].cast<int64_t>(), a[3].cast<uint64_t>()});
+      auto s = item.cast<py::tuple>();
+      Step step;
+      step.kind = static_cast<StepKind>(s[0].cast<int>());
+      if (step.kind == kAllocate) {
+        step.numel = s[1].cast<int64_t>();
+        step.dtype = dtype_of(s[2]);
+      } else if (step.kind == kLaunch) {
+        Launch& l = step.launch;
+        l.function = reinterpret_cast<CUfunction>(s[1].cast<uint64_t>());
+        for (int d = 0; d < 3; ++d) l.grid[d] = s[2 + d].cast<unsigned>();
+        l.threads = s[5].cast<unsigned>();
+        l.shared = s[6].cast<unsigned>();
+        for (auto arg : s[7].cast<py::list>()) {
+          auto a = arg.cast<py::tuple>();
+          l.args.push_back({a[0].cast<bool>(), a[1].cast<int>(), a[2].cast<int64_t>(), a[3].cast<uint64_t>()});
+        }
+      } else if (step.kind == kSum) {
+        step.input = read_ref(s[1]);
+        step.dims = s[2].cast<std::vector<int64_t>>();
+        step.keepdim = s[3].cast<bool>();
+      } else if (step.kind == kConvert) {
+        step.input = read_ref(s[1]);
+        step.dtype = dtype_of(s[2]);
+      } else {
+        throw std::runtime_error("native_launch: unknown step");
       }
-      plan.launches.push_back(std::move(out));
+      plan.steps.push_back(std::move(step));
     }
-    for (auto item : parts[2].cast<py::list>()) {
-      if (item.is_none()) {
-        plan.outputs.push_back({-1, false, {}, {}, 0});
-        continue;
-      }
-      auto o = item.cast<py::tuple>();
-      plan.outputs.push_back({o[0].cast<int>(), o[1].cast<bool>(), o[2].cast<std::vector<int64_t>>(),
-                              o[3].cast<std::vector<int64_t>>(), o[4].cast<int64_t>()});
-    }
-    plan.single = parts[3].cast<bool>();
+    for (auto item : parts[1].cast<py::list>()) plan.outputs.push_back(read_ref(item));
+    plan.single = parts[2].cast<bool>();
     plan.replay = true;
   }
   tables.at(table)[key] = std::move(plan);
@@ -378,30 +414,47 @@ def native_launches(wrapper):
 
 
 class _Watch(TorchDispatchMode):
-    """Every torch op the wrapper runs: the storages it allocated, and whether it ran anything but allocations and
-    views (a copy, a fill, a reduction: work a replay of its launches alone would skip)."""
+    """Every torch op the wrapper runs, in order with its launches (``steps``): the storages it allocated, the ops a
+    replay runs too (sums, dtype conversions), and whether it ran anything else (a copy, a fill: work a replay would
+    skip)."""
 
-    def __init__(self):
+    def __init__(self, steps):
         super().__init__()
+        self.steps = steps
         self.allocated = set()
         self.other_ops = []
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        result = func(*args, **(kwargs or {}))
+        kwargs = kwargs or {}
+        result = func(*args, **kwargs)
         if func in _ALLOCATIONS:
             self.allocated.add(result.untyped_storage().data_ptr())
+        elif _replayable(func, args, kwargs):
+            self.steps.append(("op", func, args, kwargs, result))
         elif not func.is_view:
             self.other_ops.append(str(func))
         return result
+
+
+def _replayable(func, args, kwargs) -> bool:
+    """A torch op the extension replays: a sum over all elements or given dims (no dtype), a dtype conversion."""
+    plain_sum = set(kwargs) <= {"dtype"} and kwargs.get("dtype") is None
+    if func is torch.ops.aten.sum.default:
+        return len(args) == 1 and plain_sum
+    if func is torch.ops.aten.sum.dim_IntList:
+        return 2 <= len(args) <= 3 and bool(args[1]) and plain_sum
+    if func is torch.ops.aten._to_copy.default:
+        return len(args) == 1 and set(kwargs) == {"dtype"}
+    return False
 
 
 class _RecordingKernel:
     """Stands in for one of the wrapper module's kernels while the wrapper is recorded: launches as the kernel does
     and, on the recording thread, keeps the compiled kernel, its grid and its arguments."""
 
-    def __init__(self, kernel, launches):
+    def __init__(self, kernel, steps):
         self.kernel = kernel
-        self.launches = launches
+        self.steps = steps
 
     def __getitem__(self, grid):
         launcher = self.kernel[grid]
@@ -410,7 +463,7 @@ class _RecordingKernel:
 
         def launch(*args, **kwargs):
             compiled = launcher(*args, **kwargs)
-            self.launches.append((self.kernel, compiled, grid, args, kwargs))
+            self.steps.append(("launch", self.kernel, compiled, grid, args, kwargs))
             return compiled
 
         return launch
@@ -439,7 +492,7 @@ def _launched_kernels(wrapper) -> dict:
 
 def _record(extension, table, wrapper, args):
     """Runs ``wrapper(*args)`` as written, watching it; keeps its plan in the extension (or the refusal)."""
-    launches, counted = [], []
+    steps, counted = [], []
     namespace = wrapper.__globals__
     with _record_lock:
         kernels = _launched_kernels(wrapper)
@@ -454,31 +507,36 @@ def _record(extension, table, wrapper, args):
             extension.record(table, args, None)
             return wrapper(*args)
         for name, kernel in kernels.items():
-            namespace[name] = _RecordingKernel(kernel, launches)
+            namespace[name] = _RecordingKernel(kernel, steps)
         hooks.add(count)
         _recording.active = True
         try:
-            with _Watch() as watch:
+            with _Watch(steps) as watch:
                 results = wrapper(*args)
         finally:
             _recording.active = False
             hooks.remove(count)
             namespace.update(kernels)
     spec = None
-    if not watch.other_ops and len(counted) == len(launches):
-        spec = _plan(args, results, launches, watch.allocated)
+    if not watch.other_ops and len(counted) == sum(step[0] == "launch" for step in steps):
+        spec = _plan(args, results, steps, watch.allocated)
     extension.record(table, args, spec)
     return results
 
 
-def _plan(args, results, launches, allocated):
+def _plan(args, results, steps, allocated):
     """The record of one wrapper call as the extension keeps it, or None where it cannot be replayed."""
     arguments = {i: x for i, x in enumerate(args) if isinstance(x, torch.Tensor)}
-    allocations, storages = [], {}
+    plan_steps, storages = [], {}  # storages: data address -> (slot, dtype) of buffers allocated and op results
+    next_slot = [len(args)]
+
+    def new_slot(t):
+        storages[t.untyped_storage().data_ptr()] = (next_slot[0], t.dtype)
+        next_slot[0] += 1
 
     def locate(t):
-        """(slot, byte offset from the slot's address) of tensor ``t``: an argument, or a storage the wrapper
-        allocated; None otherwise."""
+        """(slot, byte offset from the slot's address) of tensor ``t``: an argument, a storage the wrapper allocated
+        (allocated again by a step added here, before its first use) or an op's result; None otherwise."""
         storage = t.untyped_storage().data_ptr()
         # An argument of the same storage and dtype, the one at the same address first.
         same_storage = [
@@ -487,19 +545,38 @@ def _plan(args, results, launches, allocated):
         same_storage.sort(key=lambda i: arguments[i].data_ptr() != t.data_ptr())
         if same_storage:
             return same_storage[0], t.data_ptr() - arguments[same_storage[0]].data_ptr()
-        if storage not in allocated:
-            return None
         if storage not in storages:
-            storages[storage] = len(args) + len(allocations)
-            # (elements, a tensor of the dtype): the extension allocates the storage again as a 1-D tensor.
-            allocations.append((t.untyped_storage().nbytes() // t.element_size(), torch.empty(0, dtype=t.dtype)))
-        slot = storages[storage]
-        if allocations[slot - len(args)][1].dtype != t.dtype:
-            return None
-        return slot, t.data_ptr() - storage
+            if storage not in allocated:
+                return None
+            # The extension allocates the storage again, as a 1-D tensor of the dtype (a tensor stands for it).
+            plan_steps.append((0, t.untyped_storage().nbytes() // t.element_size(), torch.empty(0, dtype=t.dtype)))
+            new_slot(t)
+        slot, dtype = storages[storage]
+        return (slot, t.data_ptr() - storage) if dtype == t.dtype else None
 
-    plan_launches = []
-    for kernel, compiled, grid, call_args, call_kwargs in launches:
+    def ref(t):
+        """How the extension finds tensor ``t``: (slot, is the argument itself, sizes, strides, element offset)."""
+        where = locate(t)
+        if where is None or where[1] % t.element_size():
+            return None
+        slot, offset = where
+        same = slot < len(args) and t is args[slot]
+        return slot, same, list(t.shape), list(t.stride()), offset // t.element_size()
+
+    for step in steps:
+        if step[0] == "op":
+            _, func, op_args, op_kwargs, result = step
+            source = ref(op_args[0])
+            if source is None:
+                return None
+            if func is torch.ops.aten._to_copy.default:
+                plan_steps.append((3, source, torch.empty(0, dtype=op_kwargs["dtype"])))
+            else:
+                dims = list(op_args[1]) if len(op_args) > 1 else []
+                plan_steps.append((2, source, dims, bool(op_args[2]) if len(op_args) > 2 else False))
+            new_slot(result)
+            continue
+        _, kernel, compiled, grid, call_args, call_kwargs = step
         metadata = compiled.metadata
         if (
             callable(grid)
@@ -520,9 +597,7 @@ def _plan(args, results, launches, allocated):
             if kind == "constexpr":
                 continue
             if kind.startswith("*"):
-                if not isinstance(value, torch.Tensor):
-                    return None
-                where = locate(value)
+                where = locate(value) if isinstance(value, torch.Tensor) else None
                 if where is None:
                     return None
                 kernel_args.append((True, where[0], where[1], 0))
@@ -533,22 +608,16 @@ def _plan(args, results, launches, allocated):
                 return None
         dims = tuple(grid) + (1,) * (3 - len(grid))
         _KEPT_ALIVE.append(compiled)  # its module stays loaded while the extension holds its function
-        plan_launches.append((compiled.function, *dims, 32 * metadata.num_warps, metadata.shared, kernel_args))
+        plan_steps.append((1, compiled.function, *dims, 32 * metadata.num_warps, metadata.shared, kernel_args))
 
     single = isinstance(results, torch.Tensor)
-    outputs = []
-    for t in (results,) if single else results if isinstance(results, tuple) else ():
-        if t is None:
-            outputs.append(None)
-            continue
-        if not isinstance(t, torch.Tensor):
-            return None
-        where = locate(t)
-        if where is None or where[1] % t.element_size():
-            return None
-        slot, offset = where
-        same = slot < len(args) and t is args[slot]
-        outputs.append((slot, same, list(t.shape), list(t.stride()), offset // t.element_size()))
     if not single and not isinstance(results, tuple):
         return None
-    return allocations, plan_launches, outputs, single
+    outputs = []
+    for t in (results,) if single else results:
+        if t is not None and not isinstance(t, torch.Tensor):
+            return None
+        outputs.append(None if t is None else ref(t))
+        if outputs[-1] is None and t is not None:
+            return None
+    return plan_steps, outputs, single
