@@ -1,6 +1,7 @@
 """native_launch.py: a wrapper's launches replayed from C++ give what the wrapper gives, for every layout it records,
-and the layouts it must not replay (a copy or a reduction in the wrapper, tensor subclasses, keyword arguments) stay
-on its Python path. Compiled kernels only: on the CPU the decorator leaves the wrapper as it is."""
+and the layouts it must not replay (a copy or a fill in the wrapper, tensor subclasses, keyword arguments) stay on
+its Python path. Replays need compiled kernels (CUDA); on the CPU the decorator leaves the wrapper as it is, and the
+recording of what a wrapper did besides launching is checked on CPU tensors."""
 
 import pytest
 import torch
@@ -192,3 +193,60 @@ def test_without_cuda_or_when_switched_off_the_wrapper_is_returned_as_it_is(monk
     monkeypatch.delenv("LIGER_NATIVE_LAUNCH")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert native_launches(wrapper) is wrapper
+
+
+class _KeptRecords:
+    """Stands in for the extension: keeps what recording hands it."""
+
+    def __init__(self):
+        self.specs = []
+
+    def record(self, table, args, spec):
+        self.specs.append(spec)
+
+
+def test_recording_keeps_allocations_sums_conversions_and_results_in_order():
+    """What the wrapper did besides launching, as the extension replays it (CPU tensors: no kernel is launched)."""
+
+    def wrapper(x, scale):
+        partial = torch.empty(3, 8, dtype=torch.float32)
+        total = partial.sum(dim=0).to(torch.bfloat16)
+        return x.view(-1), total.view(2, 4), None
+
+    kept = _KeptRecords()
+    x = torch.zeros(2, 5)
+    results = native_launch._record(kept, 0, wrapper, (x, 1.0))
+    steps, outputs, single = kept.specs[0]
+    assert [step[0] for step in steps] == [0, 2, 3]  # allocate, sum, convert
+    assert steps[0][1] == 24 and steps[0][2].dtype == torch.float32
+    assert steps[1][1] == (2, False, [3, 8], [8, 1], 0) and steps[1][2:] == ([0], False)  # the allocation is slot 2
+    assert steps[2][1] == (3, False, [8], [1], 0) and steps[2][2].dtype == torch.bfloat16  # the sum is slot 3
+    assert outputs == [(0, False, [10], [1], 0), (4, False, [2, 4], [4, 1], 0), None] and not single
+    assert results[0].data_ptr() == x.data_ptr() and results[2] is None
+
+
+def test_recording_refuses_a_wrapper_that_fills_or_copies():
+    def fills(x):
+        out = torch.empty_like(x)
+        out.zero_()
+        return out
+
+    def copies(x):
+        return x.clone()
+
+    kept = _KeptRecords()
+    for wrapper in (fills, copies):
+        native_launch._record(kept, 0, wrapper, (torch.ones(4),))
+    assert kept.specs == [None, None]
+
+
+def test_recording_refuses_results_it_cannot_place():
+    """A tensor neither an argument's view nor allocated by the wrapper (a module-level buffer) cannot be replayed."""
+    held = torch.ones(3)
+
+    def returns_a_held_tensor(x):
+        return x, held
+
+    kept = _KeptRecords()
+    native_launch._record(kept, 0, returns_a_held_tensor, (torch.ones(2),))
+    assert kept.specs == [None]

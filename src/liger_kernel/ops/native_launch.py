@@ -397,9 +397,11 @@ def native_launches(wrapper):
 
     @functools.wraps(wrapper)
     def call(*args, **kwargs):
-        extension = _state["extension"] or _extension()
-        if extension is None or kwargs or torch.compiler.is_compiling():
+        if kwargs or torch.compiler.is_compiling():  # traced by Dynamo: the wrapper as written, nothing built
             return wrapper(*args, **kwargs)
+        extension = _state["extension"] or _extension()
+        if extension is None:
+            return wrapper(*args)
         if not table:
             table.append(extension.new_table())
         results = extension.replay(table[0], args)
