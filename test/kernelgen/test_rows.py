@@ -136,6 +136,24 @@ STYLES = textwrap.dedent(
     def mean_by_size(x):
         # the row length as the reference reads it: x.size(-1), x.shape[-1]
         return x - x.sum(dim=-1, keepdim=True) / x.size(-1) + torch.tanh(x * x.shape[-1] ** -0.5)
+
+
+    def var_mean_norm(x, eps: float = 1e-5):
+        # both statistics from one call, a tuple the reference unpacks
+        var, mean = torch.var_mean(x, dim=-1, keepdim=True, correction=0)
+        return (x - mean) * torch.rsqrt(var + eps)
+
+
+    class StdMeanNorm(nn.Module):
+        # torch's default (unbiased) std, indexed instead of unpacked, in fp32
+        def __init__(self, hidden_size, eps: float = 1e-6):
+            super().__init__()
+            self.weight = nn.Parameter(torch.ones(hidden_size))
+            self.eps = eps
+
+        def forward(self, x):
+            stats = torch.std_mean(x.float(), dim=-1, keepdim=True)
+            return (self.weight * (x.float() - stats[1]) / (stats[0] + self.eps)).to(x.dtype)
     """
 )
 STYLE_ENTRIES = [
@@ -154,6 +172,8 @@ STYLE_ENTRIES = [
     "HeldEpsNorm",
     "mean_by_size",
     "BufferGainNorm",
+    "var_mean_norm",
+    "StdMeanNorm",
 ]
 
 
@@ -298,6 +318,10 @@ LIBRARY_AND_BY_HAND = [
     ),
     ("F.log_softmax(x, -1)", "x - torch.logsumexp(x, -1, keepdim=True)"),
     ("F.normalize(x, dim=-1)", "x / x.norm(dim=-1, keepdim=True).clamp_min(1e-12)"),
+    (
+        "torch.std_mean(x, -1, keepdim=True)[0] + torch.var_mean(x, -1, keepdim=True)[1]",
+        "x.std(-1, keepdim=True) + x.mean(-1, keepdim=True)",
+    ),
 ]
 
 

@@ -475,6 +475,9 @@ def _nonnegative(traced: TracedReference, value: Any) -> bool:
     if call is None:
         return False
     operands = call.operands
+    if call.name == "statistic":  # var_mean()[0] is a variance or std; [1] a mean of the reduced values
+        source = traced.calls.get(operands[0])
+        return call.options["index"] == 0 or (source is not None and _nonnegative(traced, source.operands[0]))
     if call.family in (CAST, LAYOUT) or call.name in ("mean", "sum", "amax", "amin"):
         return bool(operands) and _nonnegative(traced, operands[0])
     if call.name in _NONNEGATIVE_OPS:

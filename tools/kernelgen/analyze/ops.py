@@ -115,6 +115,13 @@ _BY_NAME.update(
         "std": _spec(
             "std", REDUCTION, ("input", "dim", "unbiased", "keepdim"), defaults={"dim": None, "keepdim": False}
         ),
+        # (variance or std, mean) of one pass over the row: a tuple the reference indexes.
+        "var_mean": _spec(
+            "var_mean", REDUCTION, ("input", "dim", "unbiased", "keepdim"), defaults={"dim": None, "keepdim": False}
+        ),
+        "std_mean": _spec(
+            "std_mean", REDUCTION, ("input", "dim", "unbiased", "keepdim"), defaults={"dim": None, "keepdim": False}
+        ),
         "norm": _spec("norm", REDUCTION, ("input", "p", "dim", "keepdim"), defaults={"dim": None, "keepdim": False}),
         "vector_norm": _spec(
             "norm", REDUCTION, ("input", "ord", "dim", "keepdim"), defaults={"dim": None, "keepdim": False}
@@ -413,6 +420,9 @@ def _normalize_getitem(node: fx.Node, args: list[Any]) -> OpCall:
     if broadcast and any(item is None for item in _flatten(index)):
         # x[..., None] / x.mean(-1)[:, None]: adds broadcast dims only (a tuple result is indexed by an int instead).
         return OpCall(node, "unsqueeze", LAYOUT, [source], {}, "[..., None]", node_line(node))
+    if isinstance(source, fx.Node) and _target_name(source) in TUPLE_REDUCTIONS and index in (0, 1):
+        # var_mean / std_mean: the element is one of the statistics (the program builder picks it by index).
+        return OpCall(node, "statistic", LAYOUT, [source], {"index": index}, f"[{index}]", node_line(node))
     if isinstance(source, fx.Node) and source.meta.get("kernelgen_family") in (REDUCTION, STRUCTURAL):
         # (values, indices) of max(x, dim) / pieces of chunk(): the element is the producing op's result.
         if source.meta.get("kernelgen_family") == REDUCTION and index == 0:
@@ -424,6 +434,14 @@ def _normalize_getitem(node: fx.Node, args: list[Any]) -> OpCall:
     if broadcast:  # x[...], x[:]: the tensor itself
         return OpCall(node, "unsqueeze", LAYOUT, [source], {}, "[...]", node_line(node))
     return OpCall(node, "slice", STRUCTURAL, [source], {"index": index}, "slicing", node_line(node))
+
+
+# Reductions whose result is a tuple of row statistics, indexed by the reference.
+TUPLE_REDUCTIONS = ("var_mean", "std_mean")
+
+
+def _target_name(node: fx.Node) -> str:
+    return node.target if isinstance(node.target, str) else getattr(node.target, "__name__", "")
 
 
 def _flatten(index: Any) -> list[Any]:

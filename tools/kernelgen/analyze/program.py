@@ -97,7 +97,9 @@ class ProgramBuilder:
         if call.family == CAST:
             return self._cast(call)
         if call.family == LAYOUT:
-            return self.value(call.operands[0])
+            source = self.value(call.operands[0])
+            # var_mean()[i]: one of the tuple's statistics; every other layout op passes its operand's value on.
+            return source[call.options["index"]] if call.name == "statistic" else source
         if call.family == REDUCTION:
             return self._reduction(call)
         if call.family != ELEMENTWISE or call.name not in SUPPORTED_OPS:
@@ -232,14 +234,15 @@ class ProgramBuilder:
             return self.statistic(base, "mean", x, node)
         if name in ("amax", "amin"):
             return self.statistic(base, "max" if name == "amax" else "min", x, node)
-        if name in ("var", "std"):
+        if name in ("var", "std", "var_mean", "std_mean"):
             # Two passes (the mean, then the mean square about it): no cancellation for rows far from 0.
             correction = self._correction(call)
             mean = self.statistic(f"{base}_mean", "mean", x, node)
             variance = self.statistic(f"{base}_var", "mean", (x - mean) ** 2, node)
             if correction:
                 variance = variance * self.n / (self.n - correction)
-            return _root(variance) if name == "std" else variance
+            spread = _root(variance) if name.startswith("std") else variance
+            return (spread, mean) if name.endswith("_mean") else spread
         if name == "norm":
             order = options.get("p", options.get("ord", 2))
             order = 2 if order is None or order == "fro" else order
