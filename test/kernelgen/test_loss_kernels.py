@@ -171,3 +171,29 @@ def test_an_input_without_a_derived_gradient_that_requires_one_is_refused(tmp_pa
     assert a.grad is not None
     with pytest.raises(ValueError, match="derives no gradient for 'b', which requires grad: pass it detached"):
         function.apply(a, b.requires_grad_())
+
+
+@pytest.mark.parametrize("name", ["kl_div", "jsd", "tvd"])
+def test_a_mean_per_batch_divides_by_size_0_of_inputs_with_more_dims(generated_checkout, name):
+    """F.kl_div's batchmean and a sum / x.shape[0] divide by size(0) of the inputs as passed: [batch, tokens,
+    classes] inputs are B*T rows, and the loss is their sum over B (before: over B*T, 1/T of torch's)."""
+    root, _ = generated_checkout
+    ops = import_generated_ops(root, f"{name}_gen")
+    function = next(getattr(ops, attr) for attr in dir(ops) if attr.endswith("GenFunction"))
+    reference = analyze(name)
+    namespace = {}
+    exec(compile(reference.reference.source, "<reference>", "exec"), namespace)
+    entry = namespace[reference.reference.entry]
+    torch.manual_seed(0)
+    logits = torch.randn(2, 3, 40, dtype=torch.float64)
+    first = logits.log_softmax(-1) if name != "tvd" else logits.softmax(-1)
+    second = torch.randn_like(logits)
+    second = {"kl_div": second.softmax(-1), "jsd": second.log_softmax(-1), "tvd": second.softmax(-1)}[name]
+    expected_input = first.clone().requires_grad_()
+    expected = entry(expected_input, second)
+    expected.backward()
+    ours_input = first.float().clone().requires_grad_()
+    ours = function.apply(ours_input, second.float())
+    ours.backward()
+    torch.testing.assert_close(ours.double(), expected, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(ours_input.grad.double(), expected_input.grad, rtol=1e-4, atol=1e-6)

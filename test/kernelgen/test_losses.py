@@ -301,8 +301,17 @@ def check_against_autograd(profile, rows=6, cols=300, block=64, seed=0, ignore_r
     weight = 1.0
     per_class = {t.name: values[t.name] for t in profile.inputs if t.per_class}
     if reduction == "mean":
-        names = [*row_inputs, *per_class, *hypers, "n_cols"]
-        scope = {"torch": torch, "n_cols": cols, "_take": _take, **hypers, **row_inputs, **per_class}
+        names = [*row_inputs, *per_class, *hypers, "n_cols", "batch_share"]
+        # [rows, classes] inputs: size(0) is the rows, a batch's share of a row 1
+        scope = {
+            "torch": torch,
+            "n_cols": cols,
+            "batch_share": 1.0,
+            "_take": _take,
+            **hypers,
+            **row_inputs,
+            **per_class,
+        }
         per_row = eval(print_torch(sympy.sympify(parse_formula(denominator, names))), scope)
         total = per_row.sum() if torch.is_tensor(per_row) else per_row * rows
         weight = 1.0 / float(total)
@@ -401,7 +410,7 @@ def test_the_reduction_hyper_parameter_offers_what_the_reference_does(styles_pat
     choices = {c.value: (c.reduction, c.denominator) for c in kl.math.loss.choices}
     assert kl.math.loss.reduction == "reduction"
     assert next(h.choices for h in kl.hyperparameters if h.name == "reduction") == ["batchmean", "mean", "sum"]
-    assert choices == {"batchmean": ("mean", "1")} and kl.math.loss.denominator == "n_cols"
+    assert choices == {"batchmean": ("mean", "batch_share")} and kl.math.loss.denominator == "n_cols"
     # An unknown word falls through to the reference's "none" branch: it is not offered as a choice of its own.
     ce = analyze("cross_entropy")
     assert next(h.choices for h in ce.hyperparameters if h.name == "reduction") == ["mean", "sum", "none"]

@@ -489,6 +489,9 @@ def benchmark_dimension(profile: KernelProfile) -> tuple[str, str]:
     return "hidden_size", "hidden size"
 
 
+# A loss denominator's count of the batch per row: input.size(0) / rows (1 for [rows, classes] inputs), so that a
+# mean "per batch" (F.kl_div's batchmean, a sum / x.shape[0]) divides by size(0) when the inputs have more dims.
+BATCH_SHARE = "batch_share"
 DEFAULT_BENCHMARK_SIZE = 4096
 
 
@@ -669,7 +672,7 @@ def _validate_loss(profile: KernelProfile, problems: list[str]) -> None:
     if loss is None:
         return
     row_names = {t.name for t in profile.inputs if t.dtype == "int64"} | set(profile.formula_hyperparameters)
-    row_names.add("n_cols")
+    row_names |= {"n_cols", BATCH_SHARE}
     per_class = {t.name for t in profile.inputs if t.per_class}
     row_names |= per_class  # read at class indices only: take(NAME, index)
     formulas = [("math.loss.denominator", loss.denominator)]

@@ -31,6 +31,7 @@ from tools.kernelgen.analyze.trace import trace_reference
 from tools.kernelgen.derivation import elementwise_math
 from tools.kernelgen.derivation import loss_math
 from tools.kernelgen.derivation import row_math
+from tools.kernelgen.profile import BATCH_SHARE
 from tools.kernelgen.profile import CLOSEST_KERNEL_BY_TIER
 from tools.kernelgen.profile import INPUT_DOMAINS
 from tools.kernelgen.profile import SNAKE_CASE
@@ -285,7 +286,7 @@ def _reduction_choices(traced: TracedReference, lowered: LoweredLoss) -> tuple[s
 
 def _set_reduction_choices(profile: KernelProfile, traced: TracedReference, chooser: str, accepted: dict) -> None:
     names = [t.name for t in profile.inputs if t.dtype == "int64" or t.per_class]
-    names += profile.formula_hyperparameters + ["n_cols"]
+    names += profile.formula_hyperparameters + ["n_cols", BATCH_SHARE]
     means = [denominator for kind, denominator in accepted.values() if kind == "mean"]
     base = accepted["mean"][1] if accepted.get("mean", ("",))[0] == "mean" else (means[0] if means else 1)
     loss = profile.math.loss

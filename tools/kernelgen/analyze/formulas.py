@@ -16,6 +16,7 @@ from tools.kernelgen.analyze.losses import LoweredLoss
 from tools.kernelgen.analyze.program import LoweredProgram
 from tools.kernelgen.analyze.program import lower
 from tools.kernelgen.analyze.trace import TracedReference
+from tools.kernelgen.profile import BATCH_SHARE
 from tools.kernelgen.profile import COLUMN_INDEX
 from tools.kernelgen.profile import LossSpec
 from tools.kernelgen.profile import Math
@@ -50,7 +51,8 @@ def loss_profile_math(traced: TracedReference, lowered: LoweredLoss) -> Math:
         statistics.append(Statistic(name=name, reduce=reduce, of=_written(operand, names, traced)))
         names.append(name)
     outputs = {name: _written(expr, names, traced) for name, expr in lowered.outputs.items()}
-    loss = LossSpec(reduction=lowered.reduction, denominator=_written(lowered.denominator, names, traced))
+    denominator = _written(lowered.denominator, [*names, BATCH_SHARE], traced)
+    loss = LossSpec(reduction=lowered.reduction, denominator=denominator)
     return Math(statistics=statistics, outputs=outputs, loss=loss)
 
 

@@ -9,7 +9,7 @@ per-row values lower as in tier 2 (``program.py``), with ``col`` (the column ind
   ``F.nll_loss`` and ``F.kl_div`` are written out (ignored rows, label smoothing, ``log_target``, every reduction);
 - ``v.sum()``/``v.mean()`` over every dim reduce rows (a per-element ``v`` is first summed along its row);
   ``sum / x.shape[0]`` (batchmean), ``sum / x.numel()``, ``sum / mask.sum()`` (mean over the rows that count) make a
-  mean with that per-row denominator; ``.clamp(min=...)`` of a denominator is dropped: the kernel's mean over no
+  mean with that per-row denominator (batchmean's is ``batch_share``, size(0) / rows of the inputs as passed); ``.clamp(min=...)`` of a denominator is dropped: the kernel's mean over no
   counted row is 0;
 - an integer compared with class indices, or given as ``ignore_index``, is the int hyper-parameter with that
   default (the trace sees only its value);
@@ -42,6 +42,7 @@ from tools.kernelgen.analyze.ops import OpCall
 from tools.kernelgen.analyze.ops import reduced_dims
 from tools.kernelgen.analyze.program import ProgramBuilder
 from tools.kernelgen.analyze.trace import TracedReference
+from tools.kernelgen.profile import BATCH_SHARE
 from tools.kernelgen.synth import apply_op
 from tools.kernelgen.synth import make_symbols
 from tools.kernelgen.synth.functions import Take
@@ -61,6 +62,12 @@ class OverRows:
 
     value: sympy.Expr
     divisor: sympy.Expr | None = None
+
+
+def _batch_share() -> sympy.Symbol:
+    """Per row, the batch's count a mean "per batch" divides by: torch divides by input.size(0), the rows of
+    [rows, classes] inputs and fewer than the rows of [batch, tokens, classes] ones (the wrapper sets it)."""
+    return sympy.Symbol(BATCH_SHARE, real=True)
 
 
 @dataclass(frozen=True)
@@ -198,6 +205,8 @@ class LossBuilder(ProgramBuilder):
         if shape is None:
             raise self._error(f"`{call.label}`: the size of a tensor whose shape is unknown", call.node)
         dim %= len(shape)
+        if dim == 0 and len(shape) == 2 and self.per_element(self.value(tensor)):
+            return RowCount(_batch_share())  # x.shape[0] of [rows, classes]: size(0) of the inputs as passed
         if dim == 0 and len(shape) in (1, 2):
             return RowCount(sympy.S.One)
         if dim == len(shape) - 1 and self.per_element(self.value(tensor)):
@@ -310,7 +319,7 @@ class LossBuilder(ProgramBuilder):
         if reduction == "none":
             return pointwise
         row = self.statistic(self._assigned_name(call.node) or "kl", "sum", pointwise, call.node)
-        divisor = {"sum": None, "mean": self.n, "batchmean": sympy.S.One}.get(reduction, "?")
+        divisor = {"sum": None, "mean": self.n, "batchmean": _batch_share()}.get(reduction, "?")
         if divisor == "?":
             raise self._error(f"`{call.label}` with reduction={reduction!r}", call.node)
         return OverRows(row, divisor)

@@ -129,7 +129,7 @@ def fused_linear_views(profile: KernelProfile) -> KernelViews:
     )
     ops = loss.ops
     chooser = ops.chooser
-    means = [r for r in loss_reductions(profile, renames) if r.kind == "mean"]
+    means = [r for r in loss_reductions(profile, renames, flat=True) if r.kind == "mean"]
     mean_views = [
         FusedMeanView(r.value, f"({r.denominator}).sum()" if r.row_formula else f"n_rows * {r.denominator}")
         for r in means

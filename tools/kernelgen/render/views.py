@@ -19,6 +19,7 @@ import sympy
 from tools.kernelgen.derivation import elementwise_math
 from tools.kernelgen.derivation import loss_math
 from tools.kernelgen.derivation import row_math
+from tools.kernelgen.profile import BATCH_SHARE
 from tools.kernelgen.profile import LOSS_REDUCTIONS
 from tools.kernelgen.profile import HyperParameter
 from tools.kernelgen.profile import InitParameter
@@ -402,6 +403,7 @@ class LossOpsView:
     checked_choices: list[HyperParameter]  # other hyper-parameters the math was derived for some values of
     reductions: list[LossReductionView]
     reduction_kinds: list[tuple[str, list[str]]]  # each kind with the values that pick it (none, sum, mean)
+    batch_share: bool  # a mean's denominator reads batch_share (size(0) / rows of the inputs as passed)
     mean_value: str | None  # a value of the reduction that is a mean (tests give it a denominator)
     mean_denominator: str  # ... and that mean's denominator over the whole batch, as test code
     ignored: dict[str, str]  # class-index input -> the hyper-parameter whose value marks a row that does not count
@@ -1104,7 +1106,7 @@ def _loss_ops(profile: KernelProfile) -> LossOpsView:
         in_place = any(t.dtype == "int64" for t in profile.inputs)
     statements = math.init + [line for lines in math.passes for line in lines] + math.outputs_block + math.gradient
     reductions = loss_reductions(profile)
-    mean = next((r for r in reductions if r.kind == "mean"), None)
+    mean = next((r for r in loss_reductions(profile, flat=True) if r.kind == "mean"), None)
     denominators = " ".join(r.denominator for r in reductions)
     return LossOpsView(
         element_inputs=element,
@@ -1137,6 +1139,7 @@ def _loss_ops(profile: KernelProfile) -> LossOpsView:
         chooser=profile.math.loss.reduction if profile.math.loss.reduction not in LOSS_REDUCTIONS else None,
         reductions=reductions,
         checked_choices=[hp for hp in profile.hyperparameters if hp.choices and hp.name != profile.math.loss.reduction],
+        batch_share=re.search(rf"\b{BATCH_SHARE}\b", denominators) is not None,
         mean_value=mean.value if mean else None,
         mean_denominator=(f"({mean.denominator}).sum()" if mean.row_formula else f"n_rows * {mean.denominator}")
         if mean
@@ -1196,9 +1199,12 @@ def _ignored(profile: KernelProfile, math) -> dict[str, str]:
     return {name: ints[0] for name in indices} if ints else {}
 
 
-def loss_reductions(profile: KernelProfile, renames: dict[str, str] | None = None) -> list[LossReductionView]:
+def loss_reductions(
+    profile: KernelProfile, renames: dict[str, str] | None = None, flat: bool = False
+) -> list[LossReductionView]:
     """The reductions a loss offers; ``renames``: other names of inputs where the denominators are printed (a fused
-    linear kernel's ``class_weight``)."""
+    linear kernel's ``class_weight``); ``flat``: printed for [rows, classes] inputs, where ``batch_share`` is 1 (a
+    fused linear kernel's hidden states, tests' flattened rows)."""
     loss = profile.math.loss
     row_inputs = {t.name for t in profile.inputs if t.dtype == "int64" or t.per_class}
     listed = {choice.value: choice for choice in loss.choices}
@@ -1210,12 +1216,13 @@ def loss_reductions(profile: KernelProfile, renames: dict[str, str] | None = Non
     views = []
     for value in values:
         kind, denominator = (listed[value].reduction, listed[value].denominator) if value in listed else (value, "")
-        expr = sympy.sympify(
-            parse_formula(denominator or loss.denominator, [*row_inputs, *profile.formula_hyperparameters, "n_cols"])
-        )
+        names = [*row_inputs, *profile.formula_hyperparameters, "n_cols", BATCH_SHARE]
+        expr = sympy.sympify(parse_formula(denominator or loss.denominator, names))
         expr = expr.xreplace(
             {sympy.Symbol(old, real=True): sympy.Symbol(new, real=True) for old, new in (renames or {}).items()}
         )
+        if flat:
+            expr = expr.xreplace({sympy.Symbol(BATCH_SHARE, real=True): sympy.S.One})
         views.append(
             LossReductionView(
                 value=value,
