@@ -65,16 +65,18 @@ BUFFER_MODULE = (
 )
 BUFFER = "buffer_scaled_tanh"
 # Activations torch has as functions and modules of their own: hardswish, hardsigmoid, softsign, celu, selu, threshold,
-# exp2, ndtr, lerp, addcmul, sign (torch's gradients at their kinks: hardswish 0 at -3, 1 at 3).
+# exp2, ndtr, lerp, addcmul, sign (torch's gradients at their kinks: hardswish 0 at -3, 1 at 3); Python's math
+# functions of a hyper-parameter.
 MORE_ACTIVATIONS = (
-    "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\n\n"
+    "import math\n\nimport torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\n\n"
     "class MoreActivations(nn.Module):\n"
     "    def __init__(self):\n        super().__init__()\n        self.hardswish = nn.Hardswish()\n"
     "        self.celu = nn.CELU(alpha=0.5)\n\n"
-    "    def forward(self, x, y, z):\n"
+    "    def forward(self, x, y, z, log_t: float = 0.2):\n"
     "        a = self.hardswish(x) + F.hardsigmoid(y) * F.softsign(z) + self.celu(x) + F.selu(y)\n"
     "        b = F.threshold(z, 0.1, -2.0) + torch.exp2(0.3 * x) + torch.special.ndtr(y)\n"
-    "        return a + b + torch.lerp(x, y, 0.25) + torch.addcmul(z, x, y, value=0.5) + torch.sign(x) * y\n"
+    "        c = math.exp(log_t) * torch.tanh(x) + math.sqrt(1.0 + log_t * log_t) * z\n"
+    "        return a + b + c + torch.lerp(x, y, 0.25) + torch.addcmul(z, x, y, value=0.5) + torch.sign(x) * y\n"
 )
 MORE = "more_activations"
 

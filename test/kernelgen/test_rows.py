@@ -138,6 +138,11 @@ STYLES = textwrap.dedent(
         return x - x.sum(dim=-1, keepdim=True) / x.size(-1) + torch.tanh(x * x.shape[-1] ** -0.5)
 
 
+    def l1_normalize(x):
+        # F.normalize with another p: the row's sum of magnitudes
+        return F.normalize(x, p=1.0, dim=-1)
+
+
     def var_mean_norm(x, eps: float = 1e-5):
         # both statistics from one call, a tuple the reference unpacks
         var, mean = torch.var_mean(x, dim=-1, keepdim=True, correction=0)
@@ -174,6 +179,7 @@ STYLE_ENTRIES = [
     "BufferGainNorm",
     "var_mean_norm",
     "StdMeanNorm",
+    "l1_normalize",
 ]
 
 
@@ -318,6 +324,7 @@ LIBRARY_AND_BY_HAND = [
     ),
     ("F.log_softmax(x, -1)", "x - torch.logsumexp(x, -1, keepdim=True)"),
     ("F.normalize(x, dim=-1)", "x / x.norm(dim=-1, keepdim=True).clamp_min(1e-12)"),
+    ("F.normalize(x, p=3, dim=-1)", "x / x.norm(p=3, dim=-1, keepdim=True).clamp_min(1e-12)"),
     (
         "torch.std_mean(x, -1, keepdim=True)[0] + torch.var_mean(x, -1, keepdim=True)[1]",
         "x.std(-1, keepdim=True) + x.mean(-1, keepdim=True)",

@@ -400,11 +400,19 @@ def _normalize_call(node: fx.Node, target: Any, name: str, args: list[Any], kwar
     raise UnknownOpError(_label(node))
 
 
+# Python's math functions of the same names (fx records them as calls when a hyper-parameter is their argument,
+# ``math.exp(log_temperature)``).
+_MATH_FUNCTIONS = frozenset("exp log log1p expm1 sqrt tanh sin cos erf pow".split())
+
+
 def _function_module_ok(target: Any) -> bool:
-    """Method names (strings) and functions of torch / torch.nn.functional / torch.special / torch.linalg."""
+    """Method names (strings), functions of torch / torch.nn.functional / torch.special / torch.linalg, and
+    Python's math functions that torch has under the same name."""
     if isinstance(target, str):
         return True
     module = getattr(target, "__module__", None) or ""
+    if module == "math":
+        return getattr(target, "__name__", "") in _MATH_FUNCTIONS
     return module.startswith("torch")
 
 

@@ -245,17 +245,7 @@ class ProgramBuilder:
             return (spread, mean) if name.endswith("_mean") else spread
         if name == "norm":
             order = options.get("p", options.get("ord", 2))
-            order = 2 if order is None or order == "fro" else order
-            if order in (float("inf"), "inf"):
-                return self.statistic(f"{base}_max_abs", "max", sympy.Abs(x), node)
-            if order == 1:
-                return self.statistic(f"{base}_sum_abs", "sum", sympy.Abs(x), node)
-            if order == 2:
-                return _root(self.statistic(f"{base}_sum_sq", "sum", x**2, node))
-            if isinstance(order, (int, float)) and order > 0:
-                power = sympy.nsimplify(order)
-                return _root(self.statistic(f"{base}_sum_pow", "sum", sympy.Abs(x) ** power, node), power)
-            raise self._error(f"`{call.label}` with p={order!r}", node)
+            return self._p_norm(x, 2 if order is None or order == "fro" else order, base, call)
         if name in ("logsumexp", "softmax", "log_softmax"):
             peak = self.statistic(f"{base}_max", "max", x, node)
             total = self.statistic(f"{base}_sum", "sum", sympy.exp(x - peak), node)
@@ -274,12 +264,26 @@ class ProgramBuilder:
             normed = x / sympy.sqrt(squares + self._eps(call, float(torch.finfo(torch.float32).eps)))
             return self._affine(call, normed)
         if name == "normalize":
-            order = options.get("p", 2)
-            if order != 2:
-                raise self._error(f"`{call.label}` with p={order!r} (only p=2 is supported)", node)
-            norm = _root(self.statistic(f"{base}_sum_sq", "sum", x**2, node))
+            norm = self._p_norm(x, options.get("p", 2), base, call)
             return x / apply_op("clamp", norm, min=to_sympy_number(self.value(options.get("eps", 1e-12))))
         raise self._error(f"`{call.label}` ({name}) is a reduction kernelgen cannot write out", node)
+
+    def _p_norm(self, x: sympy.Expr, order: Any, base: str, call: OpCall) -> sympy.Expr:
+        """The p-norm of the row (``torch.norm``, ``linalg.vector_norm``, ``F.normalize``'s divisor): the largest
+        magnitude for p = inf, else the p-th root of the sum of magnitudes to the p."""
+        node = call.node
+        if isinstance(order, float) and order.is_integer():
+            order = int(order)
+        if order in (float("inf"), "inf"):
+            return self.statistic(f"{base}_max_abs", "max", sympy.Abs(x), node)
+        if order == 1:
+            return self.statistic(f"{base}_sum_abs", "sum", sympy.Abs(x), node)
+        if order == 2:
+            return _root(self.statistic(f"{base}_sum_sq", "sum", x**2, node))
+        if isinstance(order, (int, float)) and not isinstance(order, bool) and order > 0:
+            power = sympy.nsimplify(order)
+            return _root(self.statistic(f"{base}_sum_pow", "sum", sympy.Abs(x) ** power, node), power)
+        raise self._error(f"`{call.label}` with p={order!r}", node)
 
     def _correction(self, call: OpCall) -> int:
         options = call.options
