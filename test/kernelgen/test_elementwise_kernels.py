@@ -66,7 +66,7 @@ BUFFER_MODULE = (
 BUFFER = "buffer_scaled_tanh"
 # Activations torch has as functions and modules of their own: hardswish, hardsigmoid, softsign, celu, selu, threshold,
 # exp2, ndtr, lerp, addcmul, sign (torch's gradients at their kinks: hardswish 0 at -3, 1 at 3); Python's math
-# functions of a hyper-parameter.
+# functions of a hyper-parameter; a mask of an input's non-zero elements (.bool()).
 MORE_ACTIVATIONS = (
     "import math\n\nimport torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\n\n"
     "class MoreActivations(nn.Module):\n"
@@ -76,6 +76,7 @@ MORE_ACTIVATIONS = (
     "        a = self.hardswish(x) + F.hardsigmoid(y) * F.softsign(z) + self.celu(x) + F.selu(y)\n"
     "        b = F.threshold(z, 0.1, -2.0) + torch.exp2(0.3 * x) + torch.special.ndtr(y)\n"
     "        c = math.exp(log_t) * torch.tanh(x) + math.sqrt(1.0 + log_t * log_t) * z\n"
+    "        c = c + x.masked_fill(~y.bool(), 0.5)\n"
     "        return a + b + c + torch.lerp(x, y, 0.25) + torch.addcmul(z, x, y, value=0.5) + torch.sign(x) * y\n"
 )
 MORE = "more_activations"

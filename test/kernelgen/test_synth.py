@@ -265,7 +265,7 @@ def test_op_forward_and_gradients_match_torch(case):
 
 def test_every_op_of_the_table_is_exercised():
     exercised = {case.op for case in OP_CASES} | {"where", "gt", "ge", "lt", "le", "eq", "ne"}
-    exercised |= {"logical_not", "logical_and", "logical_or", "masked_fill"}  # test_masks_...
+    exercised |= {"logical_not", "logical_and", "logical_or", "masked_fill", "bool"}  # test_masks_...
     exercised |= {"zeros_like", "ones_like", "full_like"}  # test_constants_shaped_like_a_tensor
     exercised |= {"take"}  # test_take_...; the losses of test_class_weights.py
     assert exercised == SUPPORTED_OPS
@@ -334,6 +334,23 @@ def test_masks_combine_negate_and_fill_as_torch_does():
         assert_verbose_allclose(backward[f"grad_{name}"], leaves[name].grad, rtol=1e-12)
     with pytest.raises(ValueError, match="combine masks"):
         apply_op("logical_not", a)
+
+
+def test_bool_of_a_value_is_the_mask_of_its_non_zero_elements():
+    a, b = make_symbols(["a", "b"]).values()
+    expr = apply_op("masked_fill", a * b, apply_op("logical_not", apply_op("bool", b)), 0.5)
+    expr = apply_op("add", expr, apply_op("mul", apply_op("bool", a > 0), b))  # a comparison's bool is itself
+    math = synthesize_elementwise({"y": expr}, ["a", "b"])
+    values = {"a": torch.randn(64, dtype=torch.float64), "b": torch.randn(64, dtype=torch.float64)}
+    values["b"][::4] = 0.0
+    leaves = {name: value.clone().requires_grad_(True) for name, value in values.items()}
+    a_leaf, b_leaf = leaves["a"], leaves["b"]
+    expected = (a_leaf * b_leaf).masked_fill(~b_leaf.bool(), 0.5) + (a_leaf > 0).bool() * b_leaf
+    assert_verbose_allclose(run_statements(math.forward, values)["y"], expected, rtol=1e-12)
+    expected.backward(torch.ones_like(expected))
+    backward = run_statements(math.backward, {**values, "grad_y": torch.ones(64, dtype=torch.float64)})
+    for name in ("a", "b"):
+        assert_verbose_allclose(backward[f"grad_{name}"], leaves[name].grad, rtol=1e-12)
 
 
 def test_constants_shaped_like_a_tensor():

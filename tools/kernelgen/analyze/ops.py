@@ -198,6 +198,7 @@ _BY_NAME["logical_not"] = _spec("logical_not")
 for _logical in ("logical_and", "logical_or"):
     _BY_NAME[_logical] = _spec(_logical, params=_BINARY, operands=2)
 _BY_NAME["masked_fill"] = _spec("masked_fill", params=("input", "mask", "value"), operands=3)
+_BY_NAME["bool"] = _spec("bool")  # a mask of the non-zero elements (``F.one_hot(t, n).bool()``)
 _BY_NAME.update(
     {
         "greater": _BY_NAME["gt"],

@@ -326,6 +326,7 @@ _ROWS = (
     OpRule("zeros_like", lambda x, **_: sympy.S.Zero),
     OpRule("ones_like", lambda x, **_: sympy.S.One),
     OpRule("full_like", lambda x, fill_value, **_: _value(fill_value)),
+    OpRule("bool", lambda x: _condition(x)),  # x.bool(): x != 0 (a comparison stays itself)
     OpRule("logical_not", lambda x: sympy.Not(_mask(x))),
     OpRule("logical_and", lambda a, b: sympy.And(_mask(a), _mask(b))),
     OpRule("logical_or", lambda a, b: sympy.Or(_mask(a), _mask(b))),
