@@ -244,6 +244,8 @@ OP_CASES = [
     OpCase("softsign", F.softsign),
     OpCase("celu", lambda x: F.celu(x, alpha=0.5), kwargs={"alpha": 0.5}),
     OpCase("selu", F.selu),
+    OpCase("rrelu", lambda x: F.rrelu(x, 0.1, 0.3, training=False), args=(0.1, 0.3)),
+    OpCase("rrelu", lambda x: F.rrelu(x, training=False)),
     OpCase("threshold", lambda x: F.threshold(x, 0.1, -2.0), args=(0.1, -2.0)),
     OpCase("exp2", torch.exp2),
     OpCase("ndtr", torch.special.ndtr),

@@ -84,6 +84,9 @@ _BY_NAME.update(
         "leaky_relu": _spec("leaky_relu", params=("input", "negative_slope"), defaults={"negative_slope": 0.01}),
         "elu": _spec("elu", params=("input", "alpha"), defaults={"alpha": 1.0}),
         "celu": _spec("celu", params=("input", "alpha"), defaults={"alpha": 1.0}),
+        "rrelu": _spec(
+            "rrelu", params=("input", "lower", "upper", "training"), defaults={"lower": 0.125, "upper": 1.0 / 3.0}
+        ),
         "threshold": _spec("threshold", params=("input", "threshold", "value")),
         "_threshold": _spec("threshold", params=("input", "threshold", "value")),
         "special_ndtr": _spec("ndtr"),

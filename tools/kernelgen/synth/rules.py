@@ -151,6 +151,13 @@ def _leaky_relu(x, negative_slope=0.01):
     return select(x > 0, x, _value(negative_slope) * x)
 
 
+def _rrelu(x, lower=0.125, upper=1.0 / 3.0, training=False):
+    """F.rrelu out of training: a leaky ReLU of the mean slope; in training the slope is drawn per element."""
+    if training:
+        raise ValueError("rrelu: training=True draws a random slope per element; only training=False is element-wise")
+    return _leaky_relu(x, (_value(lower) + _value(upper)) / 2)
+
+
 def _elu(x, alpha=1.0):
     x = _value(x)
     return select(x > 0, x, _value(alpha) * (sympy.exp(x) - 1))
@@ -306,6 +313,7 @@ _ROWS = (
     OpRule("gelu", _gelu, {"x": "0.5 * (1 + erf(x / sqrt(2))) + x * exp(-x**2 / 2) / sqrt(2 * pi)"}),
     OpRule("relu", _unary(Relu), {"x": "where(x > 0, 1, 0)"}),
     OpRule("leaky_relu", _leaky_relu, {"x": "where(x > 0, 1, 0.01)"}),
+    OpRule("rrelu", _rrelu, {"x": "where(x > 0, 1, (0.125 + 1 / 3) / 2)"}),
     OpRule("elu", _elu, {"x": "where(x > 0, 1, exp(x))"}),
     OpRule("softplus", _softplus, {"x": "where(x > 20, 1, sigmoid(x))"}),
     OpRule(
