@@ -808,3 +808,14 @@ def test_constructor_arguments_fixed_at_their_default_are_those_that_change_the_
         """,
     )
     assert analyze(str(path)).module.fixed == ["power"]
+
+
+def test_a_kl_div_that_reduces_nothing_is_element_wise(tmp_path):
+    path = tmp_path / "kl_terms.py"
+    path.write_text(
+        "import torch.nn.functional as F\n\n\ndef kl_terms(input, target):\n"
+        '    return F.kl_div(input, target, reduction="none")\n'
+    )
+    profile = analyze(str(path))
+    assert profile.tier == 1 and profile.test.input_domain == "positive"  # the target is logged
+    assert profile.math.outputs == {"y": "kl_div_pointwise(input, target, log_target=False)"}

@@ -244,6 +244,18 @@ OP_CASES = [
     OpCase("softsign", F.softsign),
     OpCase("celu", lambda x: F.celu(x, alpha=0.5), kwargs={"alpha": 0.5}),
     OpCase("selu", F.selu),
+    OpCase(
+        "kl_div_pointwise",
+        lambda x, t: F.kl_div(x, t, reduction="none"),
+        names=("x", "t"),
+        domains={"t": "positive"},
+    ),
+    OpCase(
+        "kl_div_pointwise",
+        lambda x, t: F.kl_div(x, t, reduction="none", log_target=True),
+        kwargs={"log_target": True},
+        names=("x", "t"),
+    ),
     OpCase("rrelu", lambda x: F.rrelu(x, 0.1, 0.3, training=False), args=(0.1, 0.3)),
     OpCase("rrelu", lambda x: F.rrelu(x, training=False)),
     OpCase("threshold", lambda x: F.threshold(x, 0.1, -2.0), args=(0.1, -2.0)),

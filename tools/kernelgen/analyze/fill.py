@@ -463,6 +463,10 @@ def _needs_positive_inputs(traced: TracedReference) -> bool:
         )
         if domain_limited and not _nonnegative(traced, call.operands[0]):
             return True
+        # F.kl_div(reduction="none") logs its target unless the target is a log already
+        if call.name == "kl_div_pointwise" and not call.options.get("log_target"):
+            if not _nonnegative(traced, call.operands[1]):
+                return True
     return False
 
 

@@ -302,6 +302,10 @@ def normalize(node: fx.Node, root: nn.Module) -> OpCall | None:
         call = _normalize_module(node, root.get_submodule(node.target))
     else:
         return None
+    if call.name == "kl_div" and call.options.get("reduction") == "none":
+        # Nothing reduced: the pointwise KL terms, an element-wise op of its own (not a loss).
+        options = {"log_target": call.options.get("log_target", False)}
+        return OpCall(node, "kl_div_pointwise", ELEMENTWISE, call.operands, options, call.label, call.line)
     shape = call.options.get("normalized_shape")
     if call.name in ("layer_norm", "rms_norm") and isinstance(shape, fx.Node):
         call.options["normalized_shape"] = (None,) * _shape_length(shape, root, call)

@@ -158,6 +158,14 @@ def _rrelu(x, lower=0.125, upper=1.0 / 3.0, training=False):
     return _leaky_relu(x, (_value(lower) + _value(upper)) / 2)
 
 
+def _kl_div_pointwise(x, t, log_target=False):
+    """F.kl_div(x, t, reduction="none"): ``t * (log t - x)`` (0 where t is 0), or ``exp(t) * (t - x)`` of a log t."""
+    x, t = _value(x), _value(t)
+    if log_target:
+        return sympy.exp(t) * (t - x)
+    return _xlogy(t, t) - t * x
+
+
 def _elu(x, alpha=1.0):
     x = _value(x)
     return select(x > 0, x, _value(alpha) * (sympy.exp(x) - 1))
@@ -313,6 +321,7 @@ _ROWS = (
     OpRule("gelu", _gelu, {"x": "0.5 * (1 + erf(x / sqrt(2))) + x * exp(-x**2 / 2) / sqrt(2 * pi)"}),
     OpRule("relu", _unary(Relu), {"x": "where(x > 0, 1, 0)"}),
     OpRule("leaky_relu", _leaky_relu, {"x": "where(x > 0, 1, 0.01)"}),
+    OpRule("kl_div_pointwise", _kl_div_pointwise, {"x": "-t"}),
     OpRule("rrelu", _rrelu, {"x": "where(x > 0, 1, (0.125 + 1 / 3) / 2)"}),
     OpRule("elu", _elu, {"x": "where(x > 0, 1, exp(x))"}),
     OpRule("softplus", _softplus, {"x": "where(x > 20, 1, sigmoid(x))"}),
