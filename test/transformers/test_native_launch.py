@@ -139,6 +139,18 @@ def test_strided_and_misaligned_inputs_replay_with_their_own_plans():
 
 
 @needs_gpu
+def test_the_same_tensor_passed_twice_is_a_layout_of_its_own():
+    """Recorded with one tensor as both arguments, the plan reads it for both: distinct tensors of the same shapes
+    must not replay it."""
+    x = torch.randn(5, 40, device="cuda")
+    torch.testing.assert_close(scaled_sum(x, x, 2.0, False)[1], _expected(x, x, 2.0, False))
+    for _ in range(2):
+        y = torch.randn(5, 40, device="cuda")
+        torch.testing.assert_close(scaled_sum(x, y, 2.0, False)[1], _expected(x, y, 2.0, False))
+        torch.testing.assert_close(scaled_sum(y, y, 2.0, False)[1], _expected(y, y, 2.0, False))
+
+
+@needs_gpu
 def test_a_result_written_over_an_argument_is_that_argument():
     x = torch.randn(6, 50, device="cuda")
     for call in range(2):

@@ -7,7 +7,7 @@ a wrapper such as ``geglu_forward`` behind a small C++ extension (built once, on
 ``torch.utils.cpp_extension``):
 
 - the first call for a layout of the arguments (each tensor's dtype, device, sizes, strides and 16-byte
-  alignment; every other argument's value) runs the wrapper as written and records what it did, in order: the
+  alignment, and which tensor arguments are one tensor; every other argument's value) runs the wrapper as written and records what it did, in order: the
   tensors it allocated, the kernels it launched (function, grid, warps, shared memory, arguments), the sums and dtype
   conversions it ran (generated backwards add their parameter gradients' per-program partials so) and the tensors
   it returned;
@@ -159,6 +159,7 @@ bool layout_key(const py::tuple& args, std::string& key, std::vector<at::Tensor>
   device = -1;
   key.reserve(160);
   slots.assign(args.size(), at::Tensor());
+  std::vector<const void*> addresses;  // of the tensor arguments so far: the same tensor passed twice is its own layout
   for (size_t i = 0; i < args.size(); ++i) {
     PyObject* object = args[i].ptr();
     if (THPVariable_Check(object)) {
@@ -182,6 +183,12 @@ bool layout_key(const py::tuple& args, std::string& key, std::vector<at::Tensor>
         put<int64_t>(key, t.stride(d));
       }
       put<bool>(key, reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0);
+      int8_t alias = -1;  // the first earlier tensor argument at the same address
+      for (size_t j = 0; j < addresses.size() && alias < 0; ++j) {
+        if (addresses[j] == t.data_ptr()) alias = static_cast<int8_t>(j);
+      }
+      put<int8_t>(key, alias);
+      addresses.push_back(t.data_ptr());
       slots[i] = t;
     } else if (object == Py_None) {
       put<char>(key, 'N');
