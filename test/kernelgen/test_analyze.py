@@ -819,3 +819,18 @@ def test_a_kl_div_that_reduces_nothing_is_element_wise(tmp_path):
     profile = analyze(str(path))
     assert profile.tier == 1 and profile.test.input_domain == "positive"  # the target is logged
     assert profile.math.outputs == {"y": "kl_div_pointwise(input, target, log_target=False)"}
+
+
+def test_a_tensor_made_from_an_argument_names_the_fix_and_line(tmp_path):
+    path = tmp_path / "sqrt_eps.py"
+    path.write_text(
+        "import torch\n\n\ndef sqrt_eps(x, eps: float = 1e-8):\n"
+        "    return torch.sqrt(x * x + eps) - torch.sqrt(torch.tensor(eps))\n"
+    )
+    with pytest.raises(AnalyzeError, match=r"sqrt_eps.py:5: a tensor made from an argument .*math.sqrt\(eps\)"):
+        analyze(str(path))
+    path.write_text(
+        "import math\n\nimport torch\n\n\ndef sqrt_eps(x, eps: float = 1e-8):\n"
+        "    return torch.sqrt(x * x + eps) - math.sqrt(eps)\n"
+    )
+    assert analyze(str(path)).tier == 1

@@ -527,6 +527,13 @@ def _run_tracer(loaded: LoadedReference, trace) -> fx.Graph:
         if "control flow" in text or "iterated" in text or "len(" in text:
             why = f"data-dependent Python control flow cannot be traced ({text}); use torch.where "
             why += HAND_WRITTEN_PROFILE_HINT
+        elif "__cuda_array_interface__" in text or "__array" in text:
+            # torch.tensor(eps) / torch.as_tensor of an argument: torch reads the traced value as array data
+            why = (
+                "a tensor made from an argument (torch.tensor(eps), torch.as_tensor) cannot be traced; compute with "
+                "the number itself (math.sqrt(eps), eps ** 0.5) "
+            )
+            why += HAND_WRITTEN_PROFILE_HINT
         else:
             why = f"tracing failed: {type(error).__name__}: {text}"
         raise AnalyzeError(why, origin=loaded.origin, line=line_in_traceback(error, loaded.filename)) from None
