@@ -834,3 +834,48 @@ def test_a_tensor_made_from_an_argument_names_the_fix_and_line(tmp_path):
         "    return torch.sqrt(x * x + eps) - math.sqrt(eps)\n"
     )
     assert analyze(str(path)).tier == 1
+
+
+CHUNKED_GLUS = """import torch
+import torch.nn.functional as F
+
+
+def geglu_chunked(x):
+    a, b = x.chunk(2, dim=-1)
+    return F.gelu(a) * b
+
+
+def scaled_glu(hidden_states: torch.Tensor, alpha: float = 1.702):
+    \"\"\"the first half keeps the argument's name\"\"\"
+    hidden_states, gate = torch.chunk(hidden_states, 2, dim=-1)
+    return hidden_states * torch.sigmoid(alpha * gate)
+
+
+def reads_x_again(x):
+    a, b = x.chunk(2, dim=-1)
+    return a * b + x
+
+
+def unknown_after_split(x):
+    a, b = x.chunk(2, dim=-1)
+    return torch.special.log_ndtr(a) * b
+"""
+
+
+def test_a_glu_that_chunks_its_argument_takes_the_two_halves(tmp_path):
+    path = tmp_path / "glus.py"
+    path.write_text(CHUNKED_GLUS)
+    profile = analyze(f"{path}:geglu_chunked")
+    assert [t.name for t in profile.inputs] == ["a", "b"] and profile.tier == 1
+    assert profile.operation_name == "geglu_chunked" and profile.math.outputs == {"y": "gelu(a) * b"}
+    assert any("x.chunk(2, dim=-1) is taken as two inputs" in remark for remark in profile.notes.remarks)
+    # the reference the tests run: the same body on the halves, every other line where it was
+    assert "def geglu_chunked(a, b):" in profile.reference.source
+    assert profile.reference.source.count("\n") == CHUNKED_GLUS.count("\n")
+    scaled = analyze(f"{path}:scaled_glu")
+    assert [t.name for t in scaled.inputs] == ["hidden_states", "gate"]
+    assert [h.name for h in scaled.hyperparameters] == ["alpha"]
+    with pytest.raises(AnalyzeError, match=r"glus.py:17: `\.chunk\(\)`"):
+        analyze(f"{path}:reads_x_again")  # x itself is read again: not two inputs
+    with pytest.raises(AnalyzeError, match=r"glus.py:23: `torch\.special\.log_ndtr` is not an op"):
+        analyze(f"{path}:unknown_after_split")  # lines still point into the file as written

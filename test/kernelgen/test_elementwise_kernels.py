@@ -80,6 +80,11 @@ MORE_ACTIVATIONS = (
     "        return a + b + c + torch.lerp(x, y, 0.25) + torch.addcmul(z, x, y, value=0.5) + torch.sign(x) * y\n"
 )
 MORE = "more_activations"
+# A GLU that splits one argument in two along the last dim: the kernel takes the halves.
+CHUNKED = (
+    "import torch\nimport torch.nn.functional as F\n\n\n"
+    "def chunked_swiglu(x):\n    up, gate = torch.chunk(x, 2, dim=-1)\n    return up * F.silu(gate)\n"
+)
 
 
 @pytest.fixture(scope="module")
@@ -103,6 +108,9 @@ def generated_checkout(tmp_path_factory):
     more = tmp_path_factory.mktemp("references") / "more.py"
     more.write_text(MORE_ACTIVATIONS)
     profiles.append(analyze(str(more), name=MORE))
+    chunked = tmp_path_factory.mktemp("references") / "chunked.py"
+    chunked.write_text(CHUNKED)
+    profiles.append(analyze(str(chunked), name="chunked_swiglu"))
     for profile in profiles:
         assert profile.tier == 1, f"{profile.operation_name}: {profile.notes.tier_reason}"
         assert profile.math.outputs and profile.math.triton is None  # derived, not hand-written

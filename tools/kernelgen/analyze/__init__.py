@@ -14,6 +14,7 @@ from tools.kernelgen.analyze.classify import classify
 from tools.kernelgen.analyze.closest import closest_archived_kernel
 from tools.kernelgen.analyze.errors import AnalyzeError
 from tools.kernelgen.analyze.fill import build_profile
+from tools.kernelgen.analyze.halves import split_into_halves
 from tools.kernelgen.analyze.load import load_reference
 from tools.kernelgen.analyze.load import read_stdin_source
 from tools.kernelgen.analyze.references import list_builtin_references
@@ -31,8 +32,13 @@ def analyze(
     existing kernel (default: this checkout); a reference's own hint wins.
     """
     loaded = load_reference(ref, stdin_source)
+    halves = split_into_halves(loaded)
+    if halves is not None:
+        loaded = halves[0]
     traced = trace_reference(loaded)
     profile = build_profile(traced, classify(traced), name)
+    if halves is not None:
+        profile.notes.remarks.append(halves[1])
     if "closest_existing_kernel" not in loaded.hints:
         archived = closest_archived_kernel(profile, knowledge_root or default_repo_root())
         if archived:

@@ -92,6 +92,11 @@ def load_reference(ref: str, stdin_source: str | None = None) -> LoadedReference
     return _load_source(source, target, str(path.resolve()), symbol)
 
 
+def reload_source(source: str, loaded: LoadedReference) -> LoadedReference:
+    """``loaded``'s entry from a rewritten ``source`` of the same file (same origin, same file name for messages)."""
+    return _load_source(source, loaded.origin, loaded.filename, loaded.entry)
+
+
 def _load_source(source: str, origin: str, filename: str, symbol: str | None) -> LoadedReference:
     module = _execute(source, origin, filename)
     hints = module.__dict__.get(HINTS_NAME, {})

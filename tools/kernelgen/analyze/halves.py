@@ -1,0 +1,105 @@
+"""GLU references that split one argument into two halves along the last dim (``a, b = x.chunk(2, dim=-1)``).
+
+Element-wise kernels take the halves as two inputs, read in place (each a view of ``x`` with a row stride, as a fused
+gate/up projection's halves are), so the reference is analyzed on its halves: the function's source is rewritten
+with ``a, b`` for ``x`` and without the split statement. Every other line keeps its text and number, so messages
+about the reference still point into the file as written. Function references only; the split must be the first
+use of ``x`` and its only one.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+
+from tools.kernelgen.analyze.load import LoadedReference
+from tools.kernelgen.analyze.load import reload_source
+
+
+def _split_call(value: ast.expr, argument: str) -> bool:
+    """``argument.chunk(2, -1)``, ``argument.chunk(2, dim=-1)``, ``torch.chunk(argument, 2, -1 / dim=-1)``."""
+    if not isinstance(value, ast.Call) or not isinstance(value.func, ast.Attribute) or value.func.attr != "chunk":
+        return False
+    args = list(value.args)
+    if isinstance(value.func.value, ast.Name) and value.func.value.id == argument:
+        pass  # the method form
+    elif args and isinstance(args[0], ast.Name) and args[0].id == argument:
+        args = args[1:]  # torch.chunk(argument, ...)
+    else:
+        return False
+    dims = [ast.literal_eval(a) for a in args[1:2]] + [
+        ast.literal_eval(k.value) for k in value.keywords if k.arg == "dim"
+    ]
+    chunks = [ast.literal_eval(a) for a in args[:1]] + [
+        ast.literal_eval(k.value) for k in value.keywords if k.arg == "chunks"
+    ]
+    return chunks == [2] and dims == [-1]
+
+
+def _split_statement(function: ast.FunctionDef) -> tuple[ast.Assign, str, list[str]] | None:
+    """The statement ``a, b = x.chunk(2, dim=-1)`` of a positional argument ``x`` used nowhere else."""
+    arguments = [a.arg for a in function.args.posonlyargs + function.args.args]
+    for statement in function.body:
+        if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1):
+            continue
+        target = statement.targets[0]
+        if not (isinstance(target, ast.Tuple) and len(target.elts) == 2):
+            continue
+        if not all(isinstance(name, ast.Name) for name in target.elts):
+            continue
+        for argument in arguments:
+            try:
+                if not _split_call(statement.value, argument):
+                    continue
+            except ValueError:  # a non-literal chunk count or dim
+                return None
+            halves = [name.id for name in target.elts]
+            reads = [
+                n
+                for n in ast.walk(function)
+                if isinstance(n, ast.Name) and n.id == argument and isinstance(n.ctx, ast.Load)
+            ]
+            # x read only by the split, or after it where a half took its name (``x, gate = x.chunk(2, -1)``)
+            later = [n for n in reads if (n.lineno, n.col_offset) > (statement.end_lineno, statement.end_col_offset)]
+            if len(reads) != 1 + len(later) or (later and argument not in halves):
+                return None  # x itself is read again
+            return statement, argument, halves
+    return None
+
+
+def split_into_halves(loaded: LoadedReference) -> tuple[LoadedReference, str] | None:
+    """The reference rewritten on the halves of the argument it chunks, and a remark for the profile; None when it
+    splits no argument so."""
+    if loaded.kind != "function":
+        return None
+    try:
+        module = ast.parse(loaded.source)
+    except SyntaxError:
+        return None
+    function = next(
+        (n for n in module.body if isinstance(n, ast.FunctionDef) and n.name == loaded.entry and not n.decorator_list),
+        None,
+    )
+    found = _split_statement(function) if function is not None else None
+    if found is None:
+        return None
+    statement, argument, halves = found
+    parameter = next(a for a in function.args.posonlyargs + function.args.args if a.arg == argument)
+    if parameter.lineno != parameter.end_lineno or statement.lineno > function.body[-1].end_lineno:
+        return None
+    lines = loaded.source.splitlines(keepends=True)
+    annotation = ast.get_source_segment(loaded.source, parameter.annotation) if parameter.annotation else None
+    replacement = ", ".join(f"{h}: {annotation}" if annotation else h for h in halves)
+    row = lines[parameter.lineno - 1]
+    lines[parameter.lineno - 1] = row[: parameter.col_offset] + replacement + row[parameter.end_col_offset :]
+    indent = " " * statement.col_offset
+    note = f"{indent}pass  # kernelgen: {', '.join(halves)} = {argument}.chunk(2, dim=-1), taken as two inputs\n"
+    blank = f"{indent}pass\n"
+    for index in range(statement.lineno - 1, statement.end_lineno):
+        lines[index] = note if index == statement.lineno - 1 else blank
+    rewritten = reload_source("".join(lines), loaded)
+    remark = (
+        f"{argument}.chunk(2, dim=-1) is taken as two inputs, {' and '.join(halves)}: call the kernel with "
+        f"*{argument}.chunk(2, dim=-1) (each half is read in place, as a view with the row stride of {argument})"
+    )
+    return dataclasses.replace(rewritten, hints=loaded.hints, builtin_name=None), remark
