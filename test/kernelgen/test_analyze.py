@@ -879,3 +879,17 @@ def test_a_glu_that_chunks_its_argument_takes_the_two_halves(tmp_path):
         analyze(f"{path}:reads_x_again")  # x itself is read again: not two inputs
     with pytest.raises(AnalyzeError, match=r"glus.py:23: `torch\.special\.log_ndtr` is not an op"):
         analyze(f"{path}:unknown_after_split")  # lines still point into the file as written
+
+
+def test_a_module_whose_forward_chunks_its_input_takes_the_two_halves(tmp_path):
+    path = tmp_path / "chunk_module.py"
+    path.write_text(
+        "import torch\nimport torch.nn as nn\n\n\nclass ChunkSwiGLU(nn.Module):\n"
+        "    def __init__(self, beta: float = 1.0):\n        super().__init__()\n        self.beta = beta\n\n"
+        "    def forward(self, x):\n        x, gate = x.chunk(2, dim=-1)\n"
+        "        return x * gate * torch.sigmoid(self.beta * gate)\n"
+    )
+    profile = analyze(str(path))
+    assert profile.reference.kind == "module" and [t.name for t in profile.inputs] == ["x", "gate"]
+    assert [h.name for h in profile.hyperparameters] == ["beta"] and profile.tier == 1
+    assert "    def forward(self, x, gate):\n" in profile.reference.source

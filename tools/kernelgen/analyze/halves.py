@@ -3,8 +3,8 @@
 Element-wise kernels take the halves as two inputs, read in place (each a view of ``x`` with a row stride, as a fused
 gate/up projection's halves are), so the reference is analyzed on its halves: the function's source is rewritten
 with ``a, b`` for ``x`` and without the split statement. Every other line keeps its text and number, so messages
-about the reference still point into the file as written. Function references only; the split must be the first
-use of ``x`` and its only one.
+about the reference still point into the file as written. A function reference, or a module's ``forward``; ``x`` is
+read by the split only (or, after it, as the half that took its name).
 """
 
 from __future__ import annotations
@@ -67,19 +67,25 @@ def _split_statement(function: ast.FunctionDef) -> tuple[ast.Assign, str, list[s
     return None
 
 
+def _splitting_function(module: ast.Module, loaded: LoadedReference) -> ast.FunctionDef | None:
+    """The function that takes the reference's tensors: the entry function, or the entry module's ``forward``."""
+    for node in module.body:
+        if loaded.kind == "function" and isinstance(node, ast.FunctionDef) and node.name == loaded.entry:
+            return None if node.decorator_list else node
+        if loaded.kind == "module" and isinstance(node, ast.ClassDef) and node.name == loaded.entry:
+            forward = [n for n in node.body if isinstance(n, ast.FunctionDef) and n.name == "forward"]
+            return forward[0] if len(forward) == 1 and not forward[0].decorator_list else None
+    return None
+
+
 def split_into_halves(loaded: LoadedReference) -> tuple[LoadedReference, str] | None:
     """The reference rewritten on the halves of the argument it chunks, and a remark for the profile; None when it
     splits no argument so."""
-    if loaded.kind != "function":
-        return None
     try:
         module = ast.parse(loaded.source)
     except SyntaxError:
         return None
-    function = next(
-        (n for n in module.body if isinstance(n, ast.FunctionDef) and n.name == loaded.entry and not n.decorator_list),
-        None,
-    )
+    function = _splitting_function(module, loaded)
     found = _split_statement(function) if function is not None else None
     if found is None:
         return None
