@@ -3,6 +3,8 @@ and the layouts it must not replay (a copy or a fill in the wrapper, tensor subc
 its Python path. Replays need compiled kernels (CUDA); on the CPU the decorator leaves the wrapper as it is, and the
 recording of what a wrapper did besides launching is checked on CPU tensors."""
 
+import warnings
+
 import pytest
 import torch
 import triton
@@ -262,3 +264,19 @@ def test_recording_refuses_results_it_cannot_place():
     kept = _KeptRecords()
     native_launch._record(kept, 0, returns_a_held_tensor, (torch.ones(2),))
     assert kept.specs == [None]
+
+
+def test_an_extension_that_does_not_build_warns_once_in_one_line_and_leaves_the_python_path(monkeypatch):
+    import torch.utils.cpp_extension as cpp_extension
+
+    def fails(**_):
+        raise RuntimeError("Error building extension 'liger_native_launch'\n" + "compiler output\n" * 50)
+
+    monkeypatch.setattr(cpp_extension, "load_inline", fails)
+    monkeypatch.setattr(native_launch, "_state", {"extension": None, "failed": False})
+    with pytest.warns(UserWarning, match=r"did not build: Error building extension 'liger_native_launch'\); kernels"):
+        assert native_launch._extension() is None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert native_launch._state["failed"] and native_launch._extension() is None
+    assert caught == []  # no second build, no second warning

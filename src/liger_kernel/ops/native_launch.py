@@ -387,8 +387,9 @@ def _extension():
                     )
                 except Exception as error:  # no compiler, no CUDA headers: the Python path stays
                     _state["failed"] = True
+                    first_line = (str(error).strip().splitlines() or [type(error).__name__])[0][:300]
                     warnings.warn(
-                        f"liger_kernel native launches are off (their C++ extension did not build: {error}); "
+                        f"liger_kernel native launches are off (their C++ extension did not build: {first_line}); "
                         "kernels launch from Python",
                         stacklevel=3,
                     )
