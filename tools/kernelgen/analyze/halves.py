@@ -10,7 +10,6 @@ read by the split only (or, after it, as the half that took its name).
 from __future__ import annotations
 
 import ast
-import dataclasses
 
 from tools.kernelgen.analyze.load import LoadedReference
 from tools.kernelgen.analyze.load import reload_source
@@ -91,7 +90,7 @@ def split_into_halves(loaded: LoadedReference) -> tuple[LoadedReference, str] | 
         return None
     statement, argument, halves = found
     parameter = next(a for a in function.args.posonlyargs + function.args.args if a.arg == argument)
-    if parameter.lineno != parameter.end_lineno or statement.lineno > function.body[-1].end_lineno:
+    if parameter.lineno != parameter.end_lineno:
         return None
     lines = loaded.source.splitlines(keepends=True)
     annotation = ast.get_source_segment(loaded.source, parameter.annotation) if parameter.annotation else None
@@ -108,4 +107,4 @@ def split_into_halves(loaded: LoadedReference) -> tuple[LoadedReference, str] | 
         f"{argument}.chunk(2, dim=-1) is taken as two inputs, {' and '.join(halves)}: call the kernel with "
         f"*{argument}.chunk(2, dim=-1) (each half is read in place, as a view with the row stride of {argument})"
     )
-    return dataclasses.replace(rewritten, hints=loaded.hints, builtin_name=None), remark
+    return rewritten, remark

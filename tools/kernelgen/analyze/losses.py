@@ -9,8 +9,8 @@ per-row values lower as in tier 2 (``program.py``), with ``col`` (the column ind
   ``F.nll_loss`` and ``F.kl_div`` are written out (ignored rows, label smoothing, ``log_target``, every reduction);
 - ``v.sum()``/``v.mean()`` over every dim reduce rows (a per-element ``v`` is first summed along its row);
   ``sum / x.shape[0]`` (batchmean), ``sum / x.numel()``, ``sum / mask.sum()`` (mean over the rows that count) make a
-  mean with that per-row denominator (batchmean's is ``batch_share``, size(0) / rows of the inputs as passed); ``.clamp(min=...)`` of a denominator is dropped: the kernel's mean over no
-  counted row is 0;
+  mean with that per-row denominator (batchmean's is ``batch_share``, size(0) / rows of the inputs as passed);
+  ``.clamp(min=...)`` of a denominator is dropped: the kernel's mean over no counted row is 0;
 - an integer compared with class indices, or given as ``ignore_index``, is the int hyper-parameter with that
   default (the trace sees only its value);
 - class weights (an input of one value per class, ``trace.py`` finds them): read along the row as a per-element
@@ -309,15 +309,11 @@ class LossBuilder(ProgramBuilder):
         return self._reduced(select(kept, row, sympy.S.Zero), select(kept, picked_weight, sympy.S.Zero), call)
 
     def _kl_div(self, call: OpCall) -> Any:
+        # reduction="none" never gets here: ops.normalize makes it the element-wise kl_div_pointwise
         x = self.value(call.operands[0])
         target = self.value(call.operands[1])
-        if call.options.get("log_target"):
-            pointwise = sympy.exp(target) * (target - x)
-        else:
-            pointwise = apply_op("xlogy", target, target) - target * x
+        pointwise = apply_op("kl_div_pointwise", x, target, log_target=bool(call.options.get("log_target")))
         reduction = call.options.get("reduction", "mean")
-        if reduction == "none":
-            return pointwise
         row = self.statistic(self._assigned_name(call.node) or "kl", "sum", pointwise, call.node)
         divisor = {"sum": None, "mean": self.n, "batchmean": _batch_share()}.get(reduction, "?")
         if divisor == "?":

@@ -436,7 +436,7 @@ def _normalize_getitem(node: fx.Node, args: list[Any]) -> OpCall:
     if broadcast and any(item is None for item in _flatten(index)):
         # x[..., None] / x.mean(-1)[:, None]: adds broadcast dims only (a tuple result is indexed by an int instead).
         return OpCall(node, "unsqueeze", LAYOUT, [source], {}, "[..., None]", node_line(node))
-    if isinstance(source, fx.Node) and _target_name(source) in TUPLE_REDUCTIONS and index in (0, 1):
+    if isinstance(source, fx.Node) and _function_name(source.target) in TUPLE_REDUCTIONS and index in (0, 1):
         # var_mean / std_mean: the element is one of the statistics (the program builder picks it by index).
         return OpCall(node, "statistic", LAYOUT, [source], {"index": index}, f"[{index}]", node_line(node))
     if isinstance(source, fx.Node) and source.meta.get("kernelgen_family") in (REDUCTION, STRUCTURAL):
@@ -454,10 +454,6 @@ def _normalize_getitem(node: fx.Node, args: list[Any]) -> OpCall:
 
 # Reductions whose result is a tuple of row statistics, indexed by the reference.
 TUPLE_REDUCTIONS = ("var_mean", "std_mean")
-
-
-def _target_name(node: fx.Node) -> str:
-    return node.target if isinstance(node.target, str) else getattr(node.target, "__name__", "")
 
 
 def _flatten(index: Any) -> list[Any]:
