@@ -372,6 +372,7 @@ class LossReductionView:
     kind: str
     denominator: str
     row_formula: bool
+    reads_batch_share: bool = False  # the denominator counts the batch (batch_share: size(0) / rows)
 
 
 @dataclass(frozen=True)
@@ -1139,7 +1140,7 @@ def _loss_ops(profile: KernelProfile) -> LossOpsView:
         chooser=profile.math.loss.reduction if profile.math.loss.reduction not in LOSS_REDUCTIONS else None,
         reductions=reductions,
         checked_choices=[hp for hp in profile.hyperparameters if hp.choices and hp.name != profile.math.loss.reduction],
-        batch_share=re.search(rf"\b{BATCH_SHARE}\b", denominators) is not None,
+        batch_share=any(r.reads_batch_share for r in reductions),
         mean_value=mean.value if mean else None,
         mean_denominator=(f"({mean.denominator}).sum()" if mean.row_formula else f"n_rows * {mean.denominator}")
         if mean
@@ -1221,14 +1222,17 @@ def loss_reductions(
         expr = expr.xreplace(
             {sympy.Symbol(old, real=True): sympy.Symbol(new, real=True) for old, new in (renames or {}).items()}
         )
+        share = sympy.Symbol(BATCH_SHARE, real=True)
+        reads_batch_share = share in expr.free_symbols
         if flat:
-            expr = expr.xreplace({sympy.Symbol(BATCH_SHARE, real=True): sympy.S.One})
+            expr = expr.xreplace({share: sympy.S.One})
         views.append(
             LossReductionView(
                 value=value,
                 kind=kind,
                 denominator=print_torch(expr),
                 row_formula=any(symbol.name in row_inputs for symbol in expr.free_symbols),
+                reads_batch_share=reads_batch_share,
             )
         )
     return views
