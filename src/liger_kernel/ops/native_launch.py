@@ -356,7 +356,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
 """
 
 _state = {"extension": None, "failed": False}
-_KEPT_ALIVE = []
+_KEPT_ALIVE = set()  # compiled kernels whose functions plans hold (their modules stay loaded)
 _build_lock = threading.Lock()
 _record_lock = threading.RLock()
 _recording = threading.local()
@@ -617,7 +617,7 @@ def _plan(args, results, steps, allocated):
             else:
                 return None
         dims = tuple(grid) + (1,) * (3 - len(grid))
-        _KEPT_ALIVE.append(compiled)  # its module stays loaded while the extension holds its function
+        _KEPT_ALIVE.add(compiled)
         plan_steps.append((1, compiled.function, *dims, 32 * metadata.num_warps, metadata.shared, kernel_args))
 
     single = isinstance(results, torch.Tensor)
