@@ -11,6 +11,7 @@ import re
 import subprocess
 import sys
 import textwrap
+import warnings
 
 from dataclasses import dataclass
 from dataclasses import field
@@ -1163,3 +1164,24 @@ def test_power_gradients_do_not_divide_by_their_base(source):
     gradient = derivation.gradients["grad_x"]
     divided = [n for n in sympy.preorder_traversal(gradient) if isinstance(n, sympy.Pow) and n.exp.is_negative]
     assert not divided, gradient
+
+
+def test_a_divisor_of_the_row_length_alone_divides_when_triton_makes_the_length_a_constant(tmp_path):
+    """Compiled Triton turns an integer argument equal to 1 into a compile-time constant, so a one-column row
+    reaches an unbiased variance's ``1 / (n_cols - 1)`` as constants: it must divide when the kernel runs (inf,
+    as torch's nan standard deviation needs), not fold into a ZeroDivisionError while compiling. The interpreter
+    does constexpr arithmetic the same way, so a ``tl.constexpr`` argument shows it on the CPU."""
+    n_cols = sympy.Symbol("n_cols", real=True)
+    printed = TritonPrinter().reciprocal(n_cols - 1)
+    assert printed == "1.0 / tl.cast(n_cols - 1.0, tl.float32)"
+    assert TritonPrinter().doprint(sympy.Symbol("v", real=True) / n_cols) == "v / n_cols"  # never zero: as is
+    source = (
+        "import triton\nimport triton.language as tl\n\n\n"
+        f"@triton.jit\ndef kernel(out_ptr, n_cols: tl.constexpr):\n    tl.store(out_ptr, {printed})\n"
+    )
+    module = import_module_from_source(source, tmp_path / "one_column.py")
+    out = torch.zeros(1, device=infer_device())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # NumPy's divide-by-zero warning under the interpreter
+        module.kernel[(1,)](out, 1)
+    assert out.item() == float("inf")

@@ -67,6 +67,10 @@ class TorchTL(_TorchMath):
     def full(shape, value, dtype=None):
         return torch.full(shape, float(value), dtype=torch.float64)
 
+    @staticmethod
+    def cast(x, dtype):
+        return _tensor(x)  # a value of the row length made a tensor (printer._divisor); float64 like the rest
+
     float32 = torch.float64
 
 

@@ -74,7 +74,7 @@ def _statements(
     constants, definitions, reduced = hoist(exprs, taken, name_constants=printer.named_constants)
     lines = [f"{symbol.name} = {printer.doprint(value)}" for symbol, value in definitions]
     lines += [f"{name} = {printer.doprint(expr)}" for name, expr in zip(names, reduced)]
-    reciprocal_lines = [f"{symbol.name} = 1.0 / {printer.doprint(base)}" for symbol, base in reciprocals]
+    reciprocal_lines = [f"{symbol.name} = {printer.reciprocal(base)}" for symbol, base in reciprocals]
     return constant_lines(constants) + reciprocal_lines, lines
 
 

@@ -205,7 +205,7 @@ class _KernelPrinter(_ConditionPrinting, StrPrinter):
                 if exponent.q == 2:
                     numerator.append(self._call("rsqrt", base))
                 if whole:
-                    denominator.append(self._integer_power(base, int(whole), atomic=True))
+                    denominator.append(self._divisor(base, int(whole)))
                 continue
             numerator.append(self.parenthesize(factor, PRECEDENCE["Mul"]))
         sign = ""
@@ -229,13 +229,21 @@ class _KernelPrinter(_ConditionPrinting, StrPrinter):
         if exponent.is_Integer:
             if exponent > 0:
                 return self._integer_power(base, int(exponent), atomic=False)
-            return f"1.0 / {self._integer_power(base, -int(exponent), atomic=True)}"
+            return f"1.0 / {self._divisor(base, -int(exponent))}"
         if exponent.is_Rational and exponent.q == 2 and abs(exponent) <= _MAX_MULTIPLIED_POWER:
             root = self._call("sqrt" if exponent > 0 else "rsqrt", base)
             whole = int(abs(exponent) - sympy.S.Half)
             power = self._integer_power(base, whole, atomic=True)
             return f"{root} * {power}" if exponent > 0 else f"{root} / {power}"
         return self._constant_power(base, exponent)
+
+    def reciprocal(self, base) -> str:
+        """``1 / base``, as statement builders name it (``inv_softmax_sum = 1.0 / softmax_sum``)."""
+        return f"1.0 / {self._divisor(base, 1)}"
+
+    def _divisor(self, base, n: int) -> str:
+        """``base ** n`` as a divisor (``TritonPrinter`` casts some)."""
+        return self._integer_power(base, n, atomic=True)
 
     def _runtime_power(self, base, exponent) -> str:
         """``base ** exponent`` for an exponent known only when the kernel runs (a hyper-parameter, a tensor)."""
@@ -348,6 +356,15 @@ class TritonPrinter(_KernelPrinter):
     named_constants = True
     where_name = "tl.where"
     names = _spellings("tl", max="tl.maximum", min="tl.minimum")
+
+    def _divisor(self, base, n: int) -> str:
+        # A divisor made of the row length alone and able to vanish (an unbiased variance's ``n_cols - 1``) is cast
+        # to a tensor: compiled Triton makes an integer argument equal to 1 a compile-time constant, so ``1.0 /
+        # (n_cols - 1.0)`` would fold to a ZeroDivisionError while compiling instead of torch's inf at run time.
+        names = {symbol.name for symbol in base.free_symbols}
+        if names == {ROW_LENGTH} and not isinstance(base, sympy.Symbol):
+            return f"tl.cast({self._integer_power(base, n, atomic=False)}, tl.float32)"
+        return super()._divisor(base, n)
 
     def _runtime_power(self, base, exponent) -> str:
         return f"{POW_HELPER}({self._print(base)}, {self._print(exponent)})"
