@@ -29,6 +29,7 @@ from benchmark.scripts.utils import SingleBenchmarkRunInput
 from benchmark.scripts.utils import run_benchmarks
 from benchmark.scripts.utils import run_memory_benchmark
 from benchmark.scripts.utils import run_speed_benchmark
+from benchmark.scripts.utils import run_speed_rounds
 
 ROOT = Path(__file__).resolve().parents[2]
 PROVIDERS = ["liger", "liger_upstream", "torch", "torch_compile"]
@@ -289,14 +290,27 @@ def _first(output):
     return output[0] if isinstance(output, (tuple, list)) else output
 
 
-def measure(setup_fn, kernel_name: str, providers, config: dict, bt: int, csv_path, speed_only: bool = False) -> dict:
+def measure(
+    setup_fn, kernel_name: str, providers, config: dict, bt: int, csv_path, speed_only: bool = False, rounds: int = 1
+) -> dict:
     """``{provider: {"speed": ms, "memory": MB}}`` of one full forward + backward at ``[bt, config's size]``, each run
-    also a row of the results CSV; ``setup_fn(run)`` gives a provider's inputs and forward."""
+    also a row of the results CSV; ``setup_fn(run)`` gives a provider's inputs and forward. With ``rounds`` > 1 the
+    speeds are ``run_speed_rounds``' (providers taking turns; the row's median is the median of the rounds')."""
     figures = {}
+    by_rounds = {}
+    if rounds > 1:
+        steps = {}
+        for provider in providers:
+            inputs, forward = setup_fn(SingleBenchmarkRunInput(bt, provider, "full", dict(config)))
+            steps[provider] = (forward, inputs)
+        by_rounds = run_speed_rounds(steps, "full", rounds)
+        del steps
     metrics = [("speed", "ms", run_speed_benchmark), ("memory", "MB", run_memory_benchmark)]
     for metric, unit, runner in metrics[:1] if speed_only else metrics:
 
-        def bench(run, runner=runner):
+        def bench(run, runner=runner, metric=metric):
+            if metric == "speed" and by_rounds:
+                return by_rounds[run.kernel_provider]
             inputs, forward = setup_fn(run)
             return runner(forward, "full", inputs)
 
@@ -306,6 +320,8 @@ def measure(setup_fn, kernel_name: str, providers, config: dict, bt: int, csv_pa
         )  # fmt: skip
         for row in rows:
             figures.setdefault(row["kernel_provider"], {})[metric] = row["y_value_50"]
+    for provider, output in by_rounds.items():  # the rounds' 20th-80th percentile, beside the median
+        figures.setdefault(provider, {})["spread"] = (output.y_20, output.y_80)
     return figures
 
 
@@ -349,6 +365,9 @@ def main(argv=None) -> None:
     parser.add_argument("--gpu-time", action="store_true", help="also the GPU-only time (host kept out) per step")
     parser.add_argument("--breakdown", action="store_true", help="print each kernel's GPU time in one step")
     parser.add_argument("--speed-only", action="store_true", help="skip the peak-memory measurement")
+    parser.add_argument(
+        "--rounds", type=int, default=1, help="time the providers in turns over this many rounds (host-bound shapes)"
+    )
     args = parser.parse_args(argv)
 
     up = upstream_from(args)
@@ -370,6 +389,7 @@ def main(argv=None) -> None:
                 args.bt,
                 args.csv,
                 args.speed_only,
+                args.rounds,
             )
             for provider in providers if args.gpu_time or args.breakdown else []:
                 run = SingleBenchmarkRunInput(args.bt, provider, "full", dict(config))
@@ -397,8 +417,10 @@ def main(argv=None) -> None:
                 mb = float("nan") if mb is None else mb
                 gpu_text = f"{gpu:.3f}" if gpu is not None else "-"
                 gpu_share = f"{moved / (gpu * 1e-3) / 1e12 / rate:.0%}" if gpu and moved else "-"
+                spread = figures[provider].get("spread")
+                ms_text = f"{ms:.3f}" + (f" ({spread[0]:.3f}-{spread[1]:.3f})" if spread else "")
                 print(
-                    f"| {name} | {size} | {provider} | {ms:.3f} | {mb:.0f} | {tb_s:.2f} | {tb_s / rate:.0%} | {gpu_text} "
+                    f"| {name} | {size} | {provider} | {ms_text} | {mb:.0f} | {tb_s:.2f} | {tb_s / rate:.0%} | {gpu_text} "
                     f"| {gpu_share} |",
                     flush=True,
                 )

@@ -151,6 +151,26 @@ def run_speed_benchmark(
     return SingleBenchmarkRunOutput(y_20=y_20, y_50=y_50, y_80=y_80)
 
 
+def run_speed_rounds(
+    steps: dict[str, tuple[Callable[[], Any], Sequence[torch.Tensor]]], mode: str, rounds: int
+) -> dict[str, SingleBenchmarkRunOutput]:
+    """``run_speed_benchmark`` of each ``steps`` entry (``name: (fwd_fn, input_tensors)``) in ``rounds`` rounds,
+    the entries taking turns, each round in a rotated order; per entry, the quantiles of its rounds' medians.
+
+    Where a step is bound by the host (small shapes: a few launches around the autograd engine), the host's speed
+    drifts during a run by more than the providers differ (on the H200 VM used here one provider's median ranged
+    0.08-0.19 ms over a minute). Measured one after another, providers compare two moments of the host; taking
+    turns, each sees the same drift."""
+    medians: dict[str, list[float]] = {name: [] for name in steps}
+    names = list(steps)
+    for index in range(rounds):
+        shift = index % len(names)
+        for name in names[shift:] + names[:shift]:
+            fwd_fn, inputs = steps[name]
+            medians[name].append(run_speed_benchmark(fwd_fn, mode, inputs).y_50)
+    return {name: _quantile_output(values) for name, values in medians.items()}
+
+
 def _produced_bytes(fwd_fn: Callable[[], Any], mode: str, input_tensors: Sequence[torch.Tensor] | None) -> float:
     """CPU measurement: bytes of the outputs (forward) and/or of the input gradients written (backward)."""
     if input_tensors is None and mode != "forward":

@@ -13,6 +13,7 @@ import torch
 
 from benchmark import benchmarks_visualizer
 from benchmark.scripts import benchmark_model_configs
+from benchmark.scripts import utils as harness
 from benchmark.scripts.benchmark_model_configs import DEFAULT_MODEL_CONFIG
 from benchmark.scripts.benchmark_model_configs import MODEL_CONFIGS
 from benchmark.scripts.benchmark_model_configs import compute_hidden_size_sweep_config
@@ -209,6 +210,25 @@ def test_speed_benchmark_returns_ordered_quantiles(mode):
     result = run_speed_benchmark(lambda: torch.sigmoid(a) * b, mode, [a, b], rep=1, warmup=1)
     assert 0 < result.y_20 <= result.y_50 <= result.y_80
     assert (a.grad is None) == (mode == "forward")
+
+
+def test_speed_rounds_take_turns_and_summarize_each_providers_round_medians(monkeypatch):
+    """Providers alternate within every round, the first place rotating, so a drifting host slows them alike; each
+    provider's figures are the quantiles of its rounds' medians."""
+    script = {"a": [3.0, 1.0, 2.0], "b": [9.0, 7.0, 8.0]}
+    calls = []
+
+    def scripted(fwd_fn, mode, inputs):
+        name = fwd_fn()
+        calls.append(name)
+        value = script[name][calls.count(name) - 1]
+        return SingleBenchmarkRunOutput(y_20=value - 1, y_50=value, y_80=value + 1)
+
+    monkeypatch.setattr(harness, "run_speed_benchmark", scripted)
+    results = harness.run_speed_rounds({"a": (lambda: "a", []), "b": (lambda: "b", [])}, "full", 3)
+    assert calls == ["a", "b", "b", "a", "a", "b"]
+    assert (results["a"].y_50, results["b"].y_50) == (2.0, 8.0)
+    assert 1.0 < results["a"].y_20 < 2.0 < results["a"].y_80 < 3.0
 
 
 @pytest.mark.parametrize("mode", ["backward", "full"])
