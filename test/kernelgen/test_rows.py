@@ -159,6 +159,18 @@ STYLES = textwrap.dedent(
         def forward(self, x):
             stats = torch.std_mean(x.float(), dim=-1, keepdim=True)
             return (self.weight * (x.float() - stats[1]) / (stats[0] + self.eps)).to(x.dtype)
+
+
+    class WideWeightRMSNorm(nn.Module):
+        # the weight held as (1, 1, H), as LayerScale-style code keeps it
+        def __init__(self, hidden_size, eps=1e-6):
+            super().__init__()
+            self.weight = nn.Parameter(torch.ones(1, 1, hidden_size))
+            self.eps = eps
+
+        def forward(self, x):
+            variance = x.float().pow(2).mean(-1, keepdim=True)
+            return (x.float() * torch.rsqrt(variance + self.eps)).to(x.dtype) * self.weight
     """
 )
 STYLE_ENTRIES = [
@@ -180,6 +192,7 @@ STYLE_ENTRIES = [
     "var_mean_norm",
     "StdMeanNorm",
     "l1_normalize",
+    "WideWeightRMSNorm",
 ]
 
 

@@ -172,6 +172,9 @@ class LearnableParameter:
 
     name: str
     shape: str = "channel"
+    # A channel parameter the module holds as [1] * leading_ones + [H] (LayerScale's (1, 1, H)): the same H values
+    # to the kernel, the reference's shape in the module's state dict.
+    leading_ones: int = 0
     init: str = "ones"
     init_value: float | None = None
     # A constructor argument every element starts at (``init_alpha``), for ``init: constant`` without init_value.
@@ -873,6 +876,10 @@ def validate_profile(profile: KernelProfile) -> list[str]:
             problems.append(f"parameters[{index}].init: {param.init!r} is not one of {', '.join(INIT_KINDS)}")
         if param.init == "constant" and param.init_value is None and not param.init_arg:
             problems.append(f"parameters[{index}].init_value: required when init is 'constant' (or give init_arg)")
+        if not isinstance(param.leading_ones, int) or isinstance(param.leading_ones, bool) or param.leading_ones < 0:
+            problems.append(f"parameters[{index}].leading_ones: {param.leading_ones!r} is not a count (0, 1, 2...)")
+        elif param.leading_ones and param.shape != "channel":
+            problems.append(f"parameters[{index}].leading_ones: only a channel parameter is held with leading ones")
         _validate_constructor_links(profile, index, param, problems)
     _validate_math(profile, problems)
     _validate_fused_linear(profile, problems)
@@ -949,7 +956,7 @@ def dump_yaml(profile: KernelProfile) -> str:
             if not spec[key]:
                 spec.pop(key)
     for spec in data["parameters"]:
-        for key in ("init_arg", "enabled_by"):
+        for key in ("init_arg", "enabled_by", "leading_ones"):
             if not spec[key]:
                 spec.pop(key)
     if not profile.module.variants:

@@ -1242,15 +1242,16 @@ def loss_reductions(
 def _param_init(profile: KernelProfile, size_param: str) -> dict[str, str]:
     inits = {}
     for prm in profile.parameters:
-        shape = size_param if prm.shape == "channel" else "1"
+        shape = "1, " * prm.leading_ones + size_param if prm.shape == "channel" else "1"
+        sizes = f"({shape})" if prm.leading_ones else f"({shape},)"
         if prm.init == "ones":
             value = f"torch.ones({shape})"
         elif prm.init == "zeros":
             value = f"torch.zeros({shape})"
         elif prm.init_arg:
-            value = f"torch.full(({shape},), float({prm.init_arg}))"
+            value = f"torch.full({sizes}, float({prm.init_arg}))"
         else:
-            value = f"torch.full(({shape},), {float(prm.init_value)!r})"
+            value = f"torch.full({sizes}, {float(prm.init_value)!r})"
         inits[prm.name] = f"nn.Parameter({value})"
         if prm.enabled_by:
             inits[prm.name] += f" if {prm.enabled_by} else None"
