@@ -27,7 +27,8 @@ from tools.kernelgen.writer import write_all
 # Styles beyond the built-ins that the generated kernels are run for (the derivation covers all of them); logsumexp_rows
 # has only a per-row output (its split passes combine per-row values and touch no columns).
 # HeldEpsNorm's test sets its eps on the built module and passes forward's own hyper-parameter; mean_by_size reads
-# the row length (an integer in the kernel) inside a square root; WideWeightRMSNorm holds its weight as (1, 1, H).
+# the row length (an integer in the kernel) inside a square root; WideWeightRMSNorm holds its weight as (1, 1, H);
+# CosineGate gives one value per row from two inputs.
 STYLE_KERNELS = [
     "WrappedLayerNorm",
     "NormWithRstd",
@@ -38,6 +39,7 @@ STYLE_KERNELS = [
     "HeldEpsNorm",
     "mean_by_size",
     "WideWeightRMSNorm",
+    "CosineGate",
 ]
 
 

@@ -161,6 +161,16 @@ STYLES = textwrap.dedent(
             return (self.weight * (x.float() - stats[1]) / (stats[0] + self.eps)).to(x.dtype)
 
 
+    class CosineGate(nn.Module):
+        # one value per row from two inputs: their cosine, scaled by a learnable scalar
+        def __init__(self, hidden_size):
+            super().__init__()
+            self.temperature = nn.Parameter(torch.tensor([2.0]))
+
+        def forward(self, q, k):
+            return self.temperature * F.cosine_similarity(q.float(), k.float(), dim=-1).to(q.dtype)
+
+
     class WideWeightRMSNorm(nn.Module):
         # the weight held as (1, 1, H), as LayerScale-style code keeps it
         def __init__(self, hidden_size, eps=1e-6):
@@ -193,6 +203,7 @@ STYLE_ENTRIES = [
     "StdMeanNorm",
     "l1_normalize",
     "WideWeightRMSNorm",
+    "CosineGate",
 ]
 
 
@@ -503,11 +514,15 @@ DEGENERATE_ROWS = textwrap.dedent(
 
     def shifted_l2(x):
         return x / (x.norm(2, -1, True) + 1e-6)
+
+
+    def cosine_rows(a, b):
+        return torch.cosine_similarity(a, b, dim=-1, eps=1e-6)
     """
 )
 
 
-@pytest.mark.parametrize("entry", ["std_normalize", "cube_norm_scale", "shifted_l2"])
+@pytest.mark.parametrize("entry", ["std_normalize", "cube_norm_scale", "shifted_l2", "cosine_rows"])
 def test_a_zero_row_s_norm_and_a_constant_row_s_std_have_torch_s_gradients(tmp_path, entry):
     """torch's std and norm backwards are 0 where the std or norm is 0; the plain root's derivative is 1 / 0 there
     (every gradient of such a row was nan)."""

@@ -137,6 +137,9 @@ _BY_NAME.update(
         "normalize": _spec(
             "normalize", REDUCTION, ("input", "p", "dim", "eps"), defaults={"p": 2.0, "dim": 1, "eps": 1e-12}
         ),
+        "cosine_similarity": _spec(
+            "cosine_similarity", REDUCTION, ("x1", "x2", "dim", "eps"), 2, defaults={"dim": 1, "eps": 1e-8}
+        ),
         # Structural: tier 3 (losses over a class dimension, gathers, matmuls, reorderings).
         "cross_entropy": _spec(
             "cross_entropy",

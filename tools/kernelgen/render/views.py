@@ -232,7 +232,8 @@ class RowKernelView:
     def per_element(self) -> bool:
         """Whether the kernel touches the tile's elements (loads, stores or reduces them): a split pass that only
         combines per-row values (a logsumexp's output from its all-reduced max and sum) has no columns."""
-        return bool(self.element_loads or self.element_stores or self.param_loads or self.last_reduction >= 0)
+        channel_loads = any(p.shape == "channel" for p in self.param_loads)  # a scalar's load needs no columns
+        return bool(self.element_loads or self.element_stores or channel_loads or self.last_reduction >= 0)
 
     @property
     def last_reduction(self) -> int:
@@ -1043,6 +1044,7 @@ def _split_row_pass(name, row_pass, element_names, per_row, params, **stores) ->
     element = [n for n in element_names if n in reads]
     rows = [n for n in per_row if n in reads]
     read_params = [p for p in params if p.name in reads]
+    typed = element + stores.get("element_stores", []) + stores.get("row_output_stores", [])
     return RowKernelView(
         name=name,
         lines=row_pass.lines,
@@ -1053,7 +1055,8 @@ def _split_row_pass(name, row_pass, element_names, per_row, params, **stores) ->
         element_loads=element,
         param_loads=read_params,
         row_loads=rows,
-        dtype_source=element[0] if element and _rounds_to_input(row_pass.lines) else "",
+        # Outputs have the inputs' dtype too: a pass that reads no input (it combines per-row values) takes it there.
+        dtype_source=next(iter(typed), "") if _rounds_to_input(row_pass.lines) else "",
         **stores,
     )
 
