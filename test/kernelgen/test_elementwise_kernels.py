@@ -80,14 +80,15 @@ MORE_ACTIVATIONS = (
     "        return a + b + c + torch.lerp(x, y, 0.25) + torch.addcmul(z, x, y, value=0.5) + torch.sign(x) * y\n"
 )
 MORE = "more_activations"
-# Per-channel parameters held as (1, 1, H) and (1, H) (LayerScale's shape): the module keeps those shapes, and
-# 2-d inputs broadcast to 3-d outputs, as the reference's do.
+# Per-channel parameters held as (1, 1, H) and (1, H) (LayerScale's shape) and a 0-d scalar: the module keeps those
+# shapes, and 2-d inputs broadcast to 3-d outputs, as the reference's do.
 HELD_WIDE_MODULE = (
     "import torch\nimport torch.nn as nn\n\n\nclass WideHeldScale(nn.Module):\n"
     "    def __init__(self, hidden_size: int, init: float = 0.1):\n        super().__init__()\n"
     "        self.scale = nn.Parameter(init * torch.ones(1, 1, hidden_size))\n"
-    "        self.shift = nn.Parameter(torch.zeros(1, hidden_size))\n\n"
-    "    def forward(self, x):\n        return torch.tanh(x) * self.scale + self.shift\n"
+    "        self.shift = nn.Parameter(torch.zeros(1, hidden_size))\n"
+    "        self.gain = nn.Parameter(torch.tensor(1.5))\n\n"
+    "    def forward(self, x):\n        return torch.tanh(x * self.gain) * self.scale + self.shift\n"
 )
 HELD_WIDE = "held_wide_scale"
 # A GLU that splits one argument in two along the last dim: the kernel takes the halves.
@@ -164,11 +165,12 @@ def test_generated_kernels_match_torch_autograd_and_a_wrong_kernel_fails(generat
     assert passed >= 4 * len(names)
 
 
-def test_parameters_held_with_leading_ones_keep_their_shape_in_the_module(generated_checkout):
-    """The reference's state dict loads into the Liger module: (1, 1, H) and (1, H) stay so."""
+def test_parameters_held_with_other_ranks_keep_their_shape_in_the_module(generated_checkout):
+    """The reference's state dict loads into the Liger module: (1, 1, H), (1, H) and () stay so."""
     module_source = (generated_checkout / kernel_paths(HELD_WIDE)["module"]).read_text()
     assert "nn.Parameter(torch.full((1, 1, hidden_size), float(init)))" in module_source
     assert "nn.Parameter(torch.zeros(1, hidden_size))" in module_source
+    assert "nn.Parameter(torch.full((), 1.5))" in module_source
 
 
 def test_backwards_that_call_sin_or_cos_launch_with_their_own_tile(generated_checkout):

@@ -180,7 +180,7 @@ EDITS = {
     "hyperparameters[].choices": ("leaky_relu_mul", _set("hyperparameters.0.choices", [0.01, 0.1]), "files"),
     "parameters[].name": ("dyt", _rename_parameter, "files"),
     "parameters[].shape": ("dyt", _set("parameters.1.shape", "scalar"), "files"),
-    "parameters[].leading_ones": ("dyt", _set("parameters.1.leading_ones", 2), "files"),
+    "parameters[].rank": ("dyt", _set("parameters.1.rank", 3), "files"),
     "parameters[].init": ("dyt", _set("parameters.1.init", "zeros"), "files"),
     "parameters[].init_value": ("dyt_fixed_alpha", _set("parameters.0.init_value", 0.25), "files"),
     "parameters[].init_arg": ("dyt", _set("parameters.0.init_arg", ""), "validation"),

@@ -172,9 +172,11 @@ class LearnableParameter:
 
     name: str
     shape: str = "channel"
-    # A channel parameter the module holds as [1] * leading_ones + [H] (LayerScale's (1, 1, H)): the same H values
-    # to the kernel, the reference's shape in the module's state dict.
-    leading_ones: int = 0
+    # The dims the module holds it with, where not [H] (channel) or [1] (scalar): a channel parameter of rank r is
+    # [1] * (r - 1) + [H] (LayerScale's (1, 1, H) is 3), a scalar of rank 0 is a 0-d tensor. The kernel reads the
+    # same values; the module's state dict is the reference's, and inputs of fewer dims than a channel parameter
+    # give outputs of its rank, as torch broadcasts.
+    rank: int | None = None
     init: str = "ones"
     init_value: float | None = None
     # A constructor argument every element starts at (``init_alpha``), for ``init: constant`` without init_value.
@@ -184,6 +186,15 @@ class LearnableParameter:
     enabled_by: str = ""
     attribute: str = ""  # where the reference module holds it, when not ``self.<name>`` (``norm.weight``)
     description: str = ""
+
+    @property
+    def held_rank(self) -> int:
+        return 1 if self.rank is None else self.rank
+
+    @property
+    def widens_outputs(self) -> bool:
+        """A channel parameter of more than one dim: outputs of inputs with fewer dims broadcast to its rank."""
+        return self.shape == "channel" and self.held_rank > 1
 
 
 @dataclass
@@ -876,10 +887,14 @@ def validate_profile(profile: KernelProfile) -> list[str]:
             problems.append(f"parameters[{index}].init: {param.init!r} is not one of {', '.join(INIT_KINDS)}")
         if param.init == "constant" and param.init_value is None and not param.init_arg:
             problems.append(f"parameters[{index}].init_value: required when init is 'constant' (or give init_arg)")
-        if not isinstance(param.leading_ones, int) or isinstance(param.leading_ones, bool) or param.leading_ones < 0:
-            problems.append(f"parameters[{index}].leading_ones: {param.leading_ones!r} is not a count (0, 1, 2...)")
-        elif param.leading_ones and param.shape != "channel":
-            problems.append(f"parameters[{index}].leading_ones: only a channel parameter is held with leading ones")
+        if param.rank is not None:
+            lowest = 1 if param.shape == "channel" else 0
+            highest = 8 if param.shape == "channel" else 1
+            if not isinstance(param.rank, int) or isinstance(param.rank, bool) or not lowest <= param.rank <= highest:
+                problems.append(
+                    f"parameters[{index}].rank: {param.rank!r} is not a rank a {param.shape} parameter is held with "
+                    f"({lowest} to {highest})"
+                )
         _validate_constructor_links(profile, index, param, problems)
     _validate_math(profile, problems)
     _validate_fused_linear(profile, problems)
@@ -956,9 +971,11 @@ def dump_yaml(profile: KernelProfile) -> str:
             if not spec[key]:
                 spec.pop(key)
     for spec in data["parameters"]:
-        for key in ("init_arg", "enabled_by", "leading_ones"):
+        for key in ("init_arg", "enabled_by"):
             if not spec[key]:
                 spec.pop(key)
+        if spec["rank"] is None:
+            spec.pop("rank")
     if not profile.module.variants:
         data["module"].pop("variants")
     header = (

@@ -910,26 +910,26 @@ def _names_dim_one(calls: dict[fx.Node, OpCall]) -> bool:
 
 
 def _learnable(name: str, tensor: torch.Tensor, hidden: int) -> LearnableParameter | None:
-    leading_ones = 0
     if tensor.numel() == 1 and tensor.dim() <= 1:
-        shape = "scalar"
+        shape = "scalar"  # [1] or 0-d
     elif tensor.dim() >= 1 and tensor.shape[-1] == hidden and tensor.numel() == hidden:
         # [H], or [1, ..., 1, H] (LayerScale's (1, 1, H)): the same values per column, broadcast over any rows.
-        shape, leading_ones = "channel", tensor.dim() - 1
+        shape = "channel"
     else:
         return None
+    rank = None if tensor.dim() == 1 else tensor.dim()  # held otherwise than [H] / [1]: the module keeps it so
     first = _as_written(tensor.reshape(-1)[0])
     if bool((tensor == first).all()):
         if first == 1.0:
-            return LearnableParameter(name=name, shape=shape, leading_ones=leading_ones, init="ones")
+            return LearnableParameter(name=name, shape=shape, rank=rank, init="ones")
         if first == 0.0:
-            return LearnableParameter(name=name, shape=shape, leading_ones=leading_ones, init="zeros")
-        return LearnableParameter(name=name, shape=shape, leading_ones=leading_ones, init="constant", init_value=first)
+            return LearnableParameter(name=name, shape=shape, rank=rank, init="zeros")
+        return LearnableParameter(name=name, shape=shape, rank=rank, init="constant", init_value=first)
     # Random initialisation has no profile spelling; ones keeps the generated module usable and says so.
     return LearnableParameter(
         name=name,
         shape=shape,
-        leading_ones=leading_ones,
+        rank=rank,
         init="ones",
         description="initialised non-uniformly in the reference",
     )

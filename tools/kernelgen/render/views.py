@@ -1245,8 +1245,11 @@ def loss_reductions(
 def _param_init(profile: KernelProfile, size_param: str) -> dict[str, str]:
     inits = {}
     for prm in profile.parameters:
-        shape = "1, " * prm.leading_ones + size_param if prm.shape == "channel" else "1"
-        sizes = f"({shape})" if prm.leading_ones else f"({shape},)"
+        shape = size_param if prm.shape == "channel" else "1"
+        sizes = f"({shape},)"
+        if prm.rank is not None and prm.held_rank != 1:  # (1, 1, H) or a 0-d scalar: the reference's shape
+            shape = ", ".join(["1"] * (prm.held_rank - 1) + [size_param]) if prm.shape == "channel" else "()"
+            sizes = shape if prm.shape == "scalar" else f"({shape})"
         if prm.init == "ones":
             value = f"torch.ones({shape})"
         elif prm.init == "zeros":
