@@ -881,6 +881,37 @@ def test_a_glu_that_chunks_its_argument_takes_the_two_halves(tmp_path):
         analyze(f"{path}:unknown_after_split")  # lines still point into the file as written
 
 
+GLU_CALLS = """import torch
+import torch.nn.functional as F
+
+
+def glu_scaled(x, scale: float = 2.0):
+    return scale * F.glu(x, dim=-1)
+
+
+def glu_named(a, x):
+    \"\"\"the halves cannot be a and b: a is taken\"\"\"
+    return torch.nn.functional.glu(x) + a
+
+
+def glu_other_dim(x):
+    return F.glu(x, dim=0)
+"""
+
+
+def test_torch_s_glu_of_the_last_dim_takes_the_two_halves(tmp_path):
+    path = tmp_path / "glu_calls.py"
+    path.write_text(GLU_CALLS)
+    profile = analyze(f"{path}:glu_scaled")
+    assert [t.name for t in profile.inputs] == ["a", "b"] and profile.tier == 1
+    assert profile.math.outputs == {"y": "scale * a * sigmoid(b)"}
+    assert "    return scale * (a * b.sigmoid())\n" in profile.reference.source
+    named = analyze(f"{path}:glu_named")
+    assert [t.name for t in named.inputs] == ["a", "x_a", "x_b"]
+    with pytest.raises(AnalyzeError, match=r"glu_calls.py:15: `F.glu`"):
+        analyze(f"{path}:glu_other_dim")  # halves along rows: not two inputs of the row kernel
+
+
 def test_a_module_whose_forward_chunks_its_input_takes_the_two_halves(tmp_path):
     path = tmp_path / "chunk_module.py"
     path.write_text(

@@ -96,6 +96,10 @@ CHUNKED = (
     "import torch\nimport torch.nn.functional as F\n\n\n"
     "def chunked_swiglu(x):\n    up, gate = torch.chunk(x, 2, dim=-1)\n    return up * F.silu(gate)\n"
 )
+CHUNKED_NAME = "chunked_swiglu"
+# torch's own GLU of the last dim (a * sigmoid(b) of the halves): the kernel takes the halves too.
+GLU_CALL = "import torch.nn.functional as F\n\n\ndef glu_call(x, scale: float = 0.5):\n    return scale * F.glu(x)\n"
+GLU_CALL_NAME = "glu_call_gate"
 
 
 @pytest.fixture(scope="module")
@@ -124,7 +128,10 @@ def generated_checkout(tmp_path_factory):
     profiles.append(analyze(str(wide), name=HELD_WIDE))
     chunked = tmp_path_factory.mktemp("references") / "chunked.py"
     chunked.write_text(CHUNKED)
-    profiles.append(analyze(str(chunked), name="chunked_swiglu"))
+    profiles.append(analyze(str(chunked), name=CHUNKED_NAME))
+    glu_call = tmp_path_factory.mktemp("references") / "glu_call.py"
+    glu_call.write_text(GLU_CALL)
+    profiles.append(analyze(str(glu_call), name=GLU_CALL_NAME))
     for profile in profiles:
         assert profile.tier == 1, f"{profile.operation_name}: {profile.notes.tier_reason}"
         assert profile.math.outputs and profile.math.triton is None  # derived, not hand-written
@@ -153,6 +160,8 @@ def test_generated_kernels_match_torch_autograd_and_a_wrong_kernel_fails(generat
         BUFFER,
         MORE,
         HELD_WIDE,
+        CHUNKED_NAME,
+        GLU_CALL_NAME,
     ]
     result = run_pytest(generated_checkout, *[kernel_paths(name)["test"] for name in [*names, WRONG]], *WITHOUT_DTENSOR)
     failed = failures_by_kernel(result.stdout, [*names, WRONG])

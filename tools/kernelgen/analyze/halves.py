@@ -1,4 +1,5 @@
-"""GLU references that split one argument into two halves along the last dim (``a, b = x.chunk(2, dim=-1)``).
+"""GLU references that split one argument into two halves along the last dim (``a, b = x.chunk(2, dim=-1)``, or
+torch's own ``F.glu(x, dim=-1)``, which is ``a * sigmoid(b)`` of those halves).
 
 Element-wise kernels take the halves as two inputs, read in place (each a view of ``x`` with a row stride, as a fused
 gate/up projection's halves are), so the reference is analyzed on its halves: the function's source is rewritten
@@ -66,6 +67,37 @@ def _split_statement(function: ast.FunctionDef) -> tuple[ast.Assign, str, list[s
     return None
 
 
+def _glu_call(function: ast.FunctionDef) -> tuple[ast.Call, str] | None:
+    """``F.glu(x)`` / ``F.glu(x, -1)`` / ``torch.nn.functional.glu(x, dim=-1)`` on one line, of a positional argument
+    ``x`` read nowhere else."""
+    arguments = [a.arg for a in function.args.posonlyargs + function.args.args]
+    for node in ast.walk(function):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "glu"):
+            continue
+        if not node.args or not isinstance(node.args[0], ast.Name) or node.args[0].id not in arguments:
+            continue
+        try:
+            dims = [ast.literal_eval(a) for a in node.args[1:]] + [
+                ast.literal_eval(k.value) for k in node.keywords if k.arg == "dim"
+            ]
+        except ValueError:  # a dim computed at run time
+            return None
+        if dims not in ([], [-1]) or node.lineno != node.end_lineno:
+            return None
+        argument = node.args[0].id
+        reads = [n for n in ast.walk(function) if isinstance(n, ast.Name) and n.id == argument]
+        return (node, argument) if len(reads) == 1 else None
+    return None
+
+
+def _half_names(function: ast.FunctionDef, argument: str) -> list[str]:
+    """``a`` and ``b`` as F.glu's documentation names the halves, unless the function uses those names."""
+    used = {n.id for n in ast.walk(function) if isinstance(n, ast.Name)} | {
+        a.arg for a in function.args.posonlyargs + function.args.args + function.args.kwonlyargs
+    }
+    return ["a", "b"] if not {"a", "b"} & used else [f"{argument}_a", f"{argument}_b"]
+
+
 def _splitting_function(module: ast.Module, loaded: LoadedReference) -> ast.FunctionDef | None:
     """The function that takes the reference's tensors: the entry function, or the entry module's ``forward``."""
     for node in module.body:
@@ -85,23 +117,34 @@ def split_into_halves(loaded: LoadedReference) -> tuple[LoadedReference, str] | 
     except SyntaxError:
         return None
     function = _splitting_function(module, loaded)
-    found = _split_statement(function) if function is not None else None
-    if found is None:
+    if function is None:
         return None
-    statement, argument, halves = found
+    found = _split_statement(function)
+    glu = _glu_call(function) if found is None else None
+    if found is None and glu is None:
+        return None
+    argument = found[1] if found else glu[1]
+    halves = found[2] if found else _half_names(function, argument)
     parameter = next(a for a in function.args.posonlyargs + function.args.args if a.arg == argument)
     if parameter.lineno != parameter.end_lineno:
         return None
     lines = loaded.source.splitlines(keepends=True)
+    if glu is not None:  # F.glu(x, -1) is a * sigmoid(b) of the halves, written in place of the call
+        call = glu[0]
+        row = lines[call.lineno - 1]
+        glu_of_halves = f"({halves[0]} * {halves[1]}.sigmoid())"
+        lines[call.lineno - 1] = row[: call.col_offset] + glu_of_halves + row[call.end_col_offset :]
     annotation = ast.get_source_segment(loaded.source, parameter.annotation) if parameter.annotation else None
     replacement = ", ".join(f"{h}: {annotation}" if annotation else h for h in halves)
     row = lines[parameter.lineno - 1]
     lines[parameter.lineno - 1] = row[: parameter.col_offset] + replacement + row[parameter.end_col_offset :]
-    indent = " " * statement.col_offset
-    note = f"{indent}pass  # kernelgen: {', '.join(halves)} = {argument}.chunk(2, dim=-1), taken as two inputs\n"
-    blank = f"{indent}pass\n"
-    for index in range(statement.lineno - 1, statement.end_lineno):
-        lines[index] = note if index == statement.lineno - 1 else blank
+    if found is not None:
+        statement = found[0]
+        indent = " " * statement.col_offset
+        note = f"{indent}pass  # kernelgen: {', '.join(halves)} = {argument}.chunk(2, dim=-1), taken as two inputs\n"
+        blank = f"{indent}pass\n"
+        for index in range(statement.lineno - 1, statement.end_lineno):
+            lines[index] = note if index == statement.lineno - 1 else blank
     rewritten = reload_source("".join(lines), loaded)
     remark = (
         f"{argument}.chunk(2, dim=-1) is taken as two inputs, {' and '.join(halves)}: call the kernel with "
