@@ -881,6 +881,18 @@ def test_a_glu_that_chunks_its_argument_takes_the_two_halves(tmp_path):
         analyze(f"{path}:unknown_after_split")  # lines still point into the file as written
 
 
+def test_a_per_channel_buffer_is_named_as_a_buffer(tmp_path):
+    path = tmp_path / "buffered.py"
+    path.write_text(
+        "import torch\nimport torch.nn as nn\n\n\nclass ShiftedTanh(nn.Module):\n"
+        "    def __init__(self, hidden_size: int):\n        super().__init__()\n"
+        '        self.register_buffer("shift", torch.linspace(-1.0, 1.0, hidden_size))\n\n'
+        "    def forward(self, x):\n        return torch.tanh(x - self.shift)\n"
+    )
+    with pytest.raises(AnalyzeError, match=r"buffered.py:11: `self.shift` is a buffer, not a learnable parameter"):
+        analyze(str(path))
+
+
 GLU_CALLS = """import torch
 import torch.nn.functional as F
 

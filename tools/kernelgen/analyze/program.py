@@ -83,6 +83,12 @@ class ProgramBuilder:
     def _parameter(self, target: str, node: fx.Node) -> sympy.Expr:
         name = self.traced.parameter_names.get(target)
         if name is None or name not in self.symbols:
+            if target in dict(self.traced.graph_module.named_buffers()):
+                raise self._error(
+                    f"`self.{target}` is a buffer, not a learnable parameter: kernels read per-channel values from "
+                    "parameters only (a one-value buffer is taken as a hyper-parameter); hold it as an nn.Parameter",
+                    node,
+                )
             raise self._error(f"`self.{target}` is not a per-channel or scalar parameter", node)
         return self.symbols[name]
 
