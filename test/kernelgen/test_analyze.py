@@ -908,6 +908,15 @@ def glu_named(a, x):
 
 def glu_other_dim(x):
     return F.glu(x, dim=0)
+
+
+class HeldGLU(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.glu = torch.nn.GLU(dim=-1)
+
+    def forward(self, hidden):
+        return self.glu(hidden) * 2.0
 """
 
 
@@ -922,6 +931,8 @@ def test_torch_s_glu_of_the_last_dim_takes_the_two_halves(tmp_path):
     assert [t.name for t in named.inputs] == ["a", "x_a", "x_b"]
     with pytest.raises(AnalyzeError, match=r"glu_calls.py:15: `F.glu`"):
         analyze(f"{path}:glu_other_dim")  # halves along rows: not two inputs of the row kernel
+    held = analyze(f"{path}:HeldGLU")  # an nn.GLU module the reference holds
+    assert [t.name for t in held.inputs] == ["a", "b"] and held.math.outputs == {"y": "a * sigmoid(b) * 2.0"}
 
 
 def test_a_module_whose_forward_chunks_its_input_takes_the_two_halves(tmp_path):

@@ -1,5 +1,5 @@
 """GLU references that split one argument into two halves along the last dim (``a, b = x.chunk(2, dim=-1)``, or
-torch's own ``F.glu(x, dim=-1)``, which is ``a * sigmoid(b)`` of those halves).
+torch's own ``F.glu(x, dim=-1)`` or ``nn.GLU()`` module, which is ``a * sigmoid(b)`` of those halves).
 
 Element-wise kernels take the halves as two inputs, read in place (each a view of ``x`` with a row stride, as a fused
 gate/up projection's halves are), so the reference is analyzed on its halves: the function's source is rewritten
@@ -67,19 +67,51 @@ def _split_statement(function: ast.FunctionDef) -> tuple[ast.Assign, str, list[s
     return None
 
 
-def _glu_call(function: ast.FunctionDef) -> tuple[ast.Call, str] | None:
-    """``F.glu(x)`` / ``F.glu(x, -1)`` / ``torch.nn.functional.glu(x, dim=-1)`` on one line, of a positional argument
-    ``x`` read nowhere else."""
+def _literal_dims(call: ast.Call, skip: int) -> list:
+    """The dims ``call`` names positionally (after ``skip`` arguments) or as ``dim=``; ValueError when computed."""
+    return [ast.literal_eval(a) for a in call.args[skip:]] + [
+        ast.literal_eval(k.value) for k in call.keywords if k.arg == "dim"
+    ]
+
+
+def _glu_modules(module: ast.Module, function: ast.FunctionDef) -> dict[str, list]:
+    """``self.NAME = nn.GLU(dim)`` of the class whose ``forward`` is ``function``: NAME -> the dims it names."""
+    for node in module.body:
+        if isinstance(node, ast.ClassDef) and function in node.body:
+            found = {}
+            for statement in ast.walk(node):
+                if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1):
+                    continue
+                target, value = statement.targets[0], statement.value
+                if not (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name)):
+                    continue
+                if target.value.id != "self" or not isinstance(value, ast.Call):
+                    continue
+                callee = value.func
+                if (callee.attr if isinstance(callee, ast.Attribute) else getattr(callee, "id", "")) == "GLU":
+                    try:
+                        found[target.attr] = _literal_dims(value, 0)
+                    except ValueError:
+                        continue
+            return found
+    return {}
+
+
+def _glu_call(function: ast.FunctionDef, glu_modules: dict[str, list]) -> tuple[ast.Call, str] | None:
+    """``F.glu(x)`` / ``F.glu(x, -1)`` / ``torch.nn.functional.glu(x, dim=-1)``, or ``self.NAME(x)`` of an
+    ``nn.GLU(dim=-1)`` module, on one line, of a positional argument ``x`` read nowhere else."""
     arguments = [a.arg for a in function.args.posonlyargs + function.args.args]
     for node in ast.walk(function):
-        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "glu"):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
             continue
         if not node.args or not isinstance(node.args[0], ast.Name) or node.args[0].id not in arguments:
             continue
+        owner = node.func.value
+        held = isinstance(owner, ast.Name) and owner.id == "self"
+        if held and node.func.attr not in glu_modules or not held and node.func.attr != "glu":
+            continue
         try:
-            dims = [ast.literal_eval(a) for a in node.args[1:]] + [
-                ast.literal_eval(k.value) for k in node.keywords if k.arg == "dim"
-            ]
+            dims = glu_modules[node.func.attr] if held else _literal_dims(node, 1)
         except ValueError:  # a dim computed at run time
             return None
         if dims not in ([], [-1]) or node.lineno != node.end_lineno:
@@ -120,7 +152,7 @@ def split_into_halves(loaded: LoadedReference) -> tuple[LoadedReference, str] | 
     if function is None:
         return None
     found = _split_statement(function)
-    glu = _glu_call(function) if found is None else None
+    glu = _glu_call(function, _glu_modules(module, function)) if found is None else None
     if found is None and glu is None:
         return None
     argument = found[1] if found else glu[1]
