@@ -881,6 +881,30 @@ def test_a_glu_that_chunks_its_argument_takes_the_two_halves(tmp_path):
         analyze(f"{path}:unknown_after_split")  # lines still point into the file as written
 
 
+def test_a_dtype_compared_in_control_flow_is_taken_as_the_inputs_half_dtype(tmp_path):
+    """HF's T5LayerNorm rounds to its weight's dtype when that is a half one: traced so, the rounding is kept (a
+    no-op in fp32), as it happens when the weight has the bf16 inputs' dtype."""
+    path = tmp_path / "t5_norm.py"
+    path.write_text(
+        "import torch\nfrom torch import nn\n\n\nclass T5Norm(nn.Module):\n"
+        "    def __init__(self, hidden_size, eps=1e-6):\n        super().__init__()\n"
+        "        self.weight = nn.Parameter(torch.ones(hidden_size))\n        self.variance_epsilon = eps\n\n"
+        "    def forward(self, hidden_states):\n"
+        "        variance = hidden_states.to(torch.float32).pow(2).mean(-1, keepdim=True)\n"
+        "        hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)\n"
+        "        if self.weight.dtype in [torch.float16, torch.bfloat16]:\n"
+        "            hidden_states = hidden_states.to(self.weight.dtype)\n"
+        "        return self.weight * hidden_states\n"
+    )
+    profile = analyze(str(path))
+    assert profile.tier == 2 and "cast_to_input(" in profile.math.outputs["y"]
+    path.write_text(
+        "import torch\n\n\ndef branch_on_values(x):\n    if x.sum() > 0:\n        return x\n    return -x\n"
+    )
+    with pytest.raises(AnalyzeError, match="data-dependent Python control flow"):
+        analyze(str(path))  # a value, not a dtype, still refuses
+
+
 def test_a_per_channel_buffer_is_named_as_a_buffer(tmp_path):
     path = tmp_path / "buffered.py"
     path.write_text(

@@ -28,7 +28,7 @@ from tools.kernelgen.writer import write_all
 # has only a per-row output (its split passes combine per-row values and touch no columns).
 # HeldEpsNorm's test sets its eps on the built module and passes forward's own hyper-parameter; mean_by_size reads
 # the row length (an integer in the kernel) inside a square root; WideWeightRMSNorm holds its weight as (1, 1, H);
-# CosineGate gives one value per row from two inputs.
+# CosineGate gives one value per row from two inputs; DtypeBranchNorm branches on its weight's dtype.
 STYLE_KERNELS = [
     "WrappedLayerNorm",
     "NormWithRstd",
@@ -40,6 +40,7 @@ STYLE_KERNELS = [
     "mean_by_size",
     "WideWeightRMSNorm",
     "CosineGate",
+    "DtypeBranchNorm",
 ]
 
 

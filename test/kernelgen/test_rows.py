@@ -171,6 +171,21 @@ STYLES = textwrap.dedent(
             return self.temperature * F.cosine_similarity(q.float(), k.float(), dim=-1).to(q.dtype)
 
 
+    class DtypeBranchNorm(nn.Module):
+        # the weight's dtype decides a cast in Python control flow (T5's layer norm does so)
+        def __init__(self, hidden_size, eps=1e-6):
+            super().__init__()
+            self.weight = nn.Parameter(torch.ones(hidden_size))
+            self.variance_epsilon = eps
+
+        def forward(self, hidden_states):
+            variance = hidden_states.to(torch.float32).pow(2).mean(-1, keepdim=True)
+            hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
+            if self.weight.dtype != torch.float32:
+                hidden_states = hidden_states.to(self.weight.dtype)
+            return self.weight * hidden_states
+
+
     class WideWeightRMSNorm(nn.Module):
         # the weight held as (1, 1, H), as LayerScale-style code keeps it
         def __init__(self, hidden_size, eps=1e-6):
@@ -204,6 +219,7 @@ STYLE_ENTRIES = [
     "l1_normalize",
     "WideWeightRMSNorm",
     "CosineGate",
+    "DtypeBranchNorm",
 ]
 
 

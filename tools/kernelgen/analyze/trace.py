@@ -116,6 +116,27 @@ class TracedReference:
         return tuple(shape) if shape is not None else None
 
 
+# The dtype a tensor's ``.dtype`` is taken to be where Python control flow compares it (HF's T5LayerNorm: ``if
+# self.weight.dtype in [torch.float16, torch.bfloat16]``): a half dtype, the inputs' in training, parameters
+# included (the kernels hold parameters in the inputs' dtype). The branch taken rounds to that dtype where the
+# other would not, which an fp32 run leaves exact.
+_COMPARED_DTYPE = torch.bfloat16
+
+
+def _compared_dtype(arg: Any) -> torch.dtype | None:
+    """A dtype a comparison reads: a literal one, or ``.dtype`` of a traced tensor (taken as ``_COMPARED_DTYPE``)."""
+    if isinstance(arg, torch.dtype):
+        return arg
+    is_dtype_read = (
+        isinstance(arg, fx.Node)
+        and arg.op == "call_function"
+        and arg.target is getattr
+        and len(arg.args) == 2
+        and arg.args[1] == "dtype"
+    )
+    return _COMPARED_DTYPE if is_dtype_read else None
+
+
 class _ReferenceTracer(fx.Tracer):
     """fx tracer that stamps each node with its reference line and can feed module attributes in as inputs."""
 
@@ -142,6 +163,15 @@ class _ReferenceTracer(fx.Tracer):
             line = next((a.meta[LINE_KEY] for a in node.all_input_nodes if a.meta.get(LINE_KEY) is not None), None)
         node.meta[LINE_KEY] = line
         return node
+
+    def to_bool(self, obj: fx.Proxy) -> bool:
+        """A dtype compared with another in Python control flow: decided as ``_COMPARED_DTYPE`` makes it."""
+        node = obj.node
+        if node.op == "call_function" and node.target in (operator.eq, operator.ne) and len(node.args) == 2:
+            sides = [_compared_dtype(arg) for arg in node.args]
+            if None not in sides:
+                return (sides[0] == sides[1]) == (node.target is operator.eq)
+        return super().to_bool(obj)
 
     def create_args_for_root(self, root_fn, is_module, concrete_args=None):
         root_fn, args = super().create_args_for_root(root_fn, is_module, concrete_args)
