@@ -905,6 +905,24 @@ def test_a_dtype_compared_in_control_flow_is_taken_as_the_inputs_half_dtype(tmp_
         analyze(str(path))  # a value, not a dtype, still refuses
 
 
+def test_a_torchscript_or_compiled_function_is_traced_as_its_python(tmp_path):
+    """Megatron's fused bias-GeLU is a @torch.jit.script function; fx traces the Python under the decorator (lines
+    kept), and the reference the generated tests run keeps it."""
+    path = tmp_path / "scripted.py"
+    source = (
+        "import torch\n\n\n@torch.jit.script\ndef bias_gelu(bias: torch.Tensor, y: torch.Tensor) -> torch.Tensor:\n"
+        "    x = bias + y\n    return x * 0.5 * (1.0 + torch.tanh(0.79788456 * x * (1 + 0.044715 * x * x)))\n\n\n"
+        "@torch.compile(dynamic=False)\ndef _unused(x):\n    return x\n"
+    )
+    path.write_text(source)
+    profile = analyze(str(path))
+    assert profile.tier == 1 and [t.name for t in profile.inputs] == ["bias", "y"]
+    assert "@torch.jit.script\n" in profile.reference.source
+    path.write_text(source.replace("    x = bias + y", "    x = bias + y.sort().values"))
+    with pytest.raises(AnalyzeError, match=r"scripted.py:6: "):
+        analyze(str(path))  # messages still point at the file's own lines
+
+
 def test_a_per_channel_buffer_is_named_as_a_buffer(tmp_path):
     path = tmp_path / "buffered.py"
     path.write_text(

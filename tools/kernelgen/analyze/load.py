@@ -8,6 +8,7 @@ the profile, and registered with ``linecache`` so traces and errors can quote it
 
 from __future__ import annotations
 
+import ast
 import inspect
 import itertools
 import linecache
@@ -97,8 +98,35 @@ def reload_source(source: str, loaded: LoadedReference) -> LoadedReference:
     return _load_source(source, loaded.origin, loaded.filename, loaded.entry)
 
 
+# Decorators that compile a function (TorchScript, torch.compile) without changing its math: dropped for tracing,
+# which needs the Python function (a ScriptFunction cannot be traced by fx). The generated tests run the reference as
+# written, decorators included.
+_COMPILING_DECORATORS = {"torch.jit.script", "jit.script", "script", "torch.compile", "compile"}
+
+
+def _without_compiling_decorators(source: str) -> str:
+    """``source`` with each compiling decorator commented out (line numbers kept)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return source  # _execute reports it
+    lines = source.splitlines(keepends=True)
+    for node in ast.walk(tree):
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for decorator in node.decorator_list:
+            target = decorator.func if isinstance(decorator, ast.Call) else decorator
+            if ast.unparse(target) not in _COMPILING_DECORATORS:
+                continue
+            for index in range(decorator.lineno - 1, decorator.end_lineno):
+                line = lines[index]
+                indent = len(line) - len(line.lstrip())
+                lines[index] = f"{line[:indent]}# kernelgen (traced as Python): {line[indent:]}"
+    return "".join(lines)
+
+
 def _load_source(source: str, origin: str, filename: str, symbol: str | None) -> LoadedReference:
-    module = _execute(source, origin, filename)
+    module = _execute(_without_compiling_decorators(source), origin, filename)
     hints = module.__dict__.get(HINTS_NAME, {})
     if not isinstance(hints, dict):
         raise AnalyzeError(f"{HINTS_NAME} must be a dict of hints, got {type(hints).__name__}", origin=origin)
