@@ -100,6 +100,15 @@ CHUNKED_NAME = "chunked_swiglu"
 # torch's own GLU of the last dim (a * sigmoid(b) of the halves): the kernel takes the halves too.
 GLU_CALL = "import torch.nn.functional as F\n\n\ndef glu_call(x, scale: float = 0.5):\n    return scale * F.glu(x)\n"
 GLU_CALL_NAME = "glu_call_gate"
+# Losses of each element (reduction="none"): a binary cross entropy of probabilities, whose target torch checks is
+# in [0, 1] (the tests draw it as probabilities), and a squared error.
+POINTWISE_LOSSES = (
+    "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\n\nclass PointwiseLosses(nn.Module):\n"
+    '    def __init__(self):\n        super().__init__()\n        self.bce = nn.BCELoss(reduction="none")\n\n'
+    "    def forward(self, logits, target, pred):\n"
+    '        return self.bce(torch.sigmoid(logits), target) + F.mse_loss(pred, target, reduction="none")\n'
+)
+POINTWISE_LOSSES_NAME = "pointwise_losses"
 
 
 @pytest.fixture(scope="module")
@@ -132,6 +141,9 @@ def generated_checkout(tmp_path_factory):
     glu_call = tmp_path_factory.mktemp("references") / "glu_call.py"
     glu_call.write_text(GLU_CALL)
     profiles.append(analyze(str(glu_call), name=GLU_CALL_NAME))
+    pointwise = tmp_path_factory.mktemp("references") / "pointwise.py"
+    pointwise.write_text(POINTWISE_LOSSES)
+    profiles.append(analyze(str(pointwise), name=POINTWISE_LOSSES_NAME))
     for profile in profiles:
         assert profile.tier == 1, f"{profile.operation_name}: {profile.notes.tier_reason}"
         assert profile.math.outputs and profile.math.triton is None  # derived, not hand-written
@@ -162,6 +174,7 @@ def test_generated_kernels_match_torch_autograd_and_a_wrong_kernel_fails(generat
         HELD_WIDE,
         CHUNKED_NAME,
         GLU_CALL_NAME,
+        POINTWISE_LOSSES_NAME,
     ]
     result = run_pytest(generated_checkout, *[kernel_paths(name)["test"] for name in [*names, WRONG]], *WITHOUT_DTENSOR)
     failed = failures_by_kernel(result.stdout, [*names, WRONG])

@@ -130,6 +130,8 @@ def sample(domain: str, n: int = 64, dtype=torch.float64) -> torch.Tensor:
         return magnitude
     if domain == "nonzero":
         return magnitude * torch.where(torch.rand(n) < 0.5, -1.0, 1.0).to(dtype)
+    if domain == "unit":  # probabilities, away from 0 and 1
+        return torch.empty(n, dtype=dtype).uniform_(0.02, 0.98)
     return torch.empty(n, dtype=dtype).uniform_(-3.0, 3.0)
 
 
@@ -257,6 +259,20 @@ OP_CASES = [
         kwargs={"log_target": True},
         names=("x", "t"),
     ),
+    OpCase(
+        "bce_with_logits_pointwise",
+        lambda x, y: F.binary_cross_entropy_with_logits(x, y, reduction="none"),
+        names=("x", "y"),
+        domains={"y": "unit"},
+    ),
+    OpCase(
+        "bce_pointwise",
+        lambda p, y: F.binary_cross_entropy(p, y, reduction="none"),
+        names=("p", "y"),
+        domains={"p": "unit", "y": "unit"},
+    ),
+    OpCase("mse_pointwise", lambda a, b: F.mse_loss(a, b, reduction="none"), names=("a", "b")),
+    OpCase("l1_pointwise", lambda a, b: F.l1_loss(a, b, reduction="none"), names=("a", "b")),
     OpCase("rrelu", lambda x: F.rrelu(x, 0.1, 0.3, training=False), args=(0.1, 0.3)),
     OpCase("rrelu", lambda x: F.rrelu(x, training=False)),
     OpCase("threshold", lambda x: F.threshold(x, 0.1, -2.0), args=(0.1, -2.0)),
@@ -638,6 +654,8 @@ def test_gradient_formulas_parse_back_to_the_printed_gradients(name):
 # ---------------------------------------------------------------------------------------------------------------
 
 POSITIVE_DOMAIN_OPS = {"log", "log1p", "sqrt", "rsqrt", "div", "reciprocal", "xlogy", "root"}
+# Ops of probabilities (a binary cross entropy's p): samples mapped into (0, 1), away from its clamped logs.
+UNIT_DOMAIN_OPS = {"bce_pointwise"}
 
 
 @pytest.mark.parametrize("op", sorted(name for name, rule in OPS.items() if rule.derivative))
@@ -650,6 +668,8 @@ def test_documented_derivatives_match_sympy(op):
     values = {n: grid[torch.randperm(128)] for n in names}
     if op in POSITIVE_DOMAIN_OPS:
         values = {n: v.abs() + 0.25 for n, v in values.items()}
+    if op in UNIT_DOMAIN_OPS:
+        values = {n: torch.sigmoid(v) for n, v in values.items()}
     derived = synthesize_elementwise({"out": expr}, names)
     backward = run_statements(derived.backward, {**values, "grad_out": torch.ones(128, dtype=torch.float64)})
     for argument, text in OPS[op].derivative.items():

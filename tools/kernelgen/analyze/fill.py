@@ -301,13 +301,23 @@ def _set_reduction_choices(profile: KernelProfile, traced: TracedReference, choo
 
 def _distribution_inputs(traced: TracedReference) -> dict[str, str]:
     """Inputs ``F.kl_div`` takes as they are: its input is log-probabilities, its target log-probabilities
-    (``log_target=True``) or probabilities. Tests draw them so; any other tensor is a row of real values."""
+    (``log_target=True``) or probabilities; a binary cross entropy's target, and its input where it takes
+    probabilities, are values in [0, 1] (torch refuses others): drawn as probabilities. Tests draw them so; any other
+    tensor is a row of real values."""
     found = {}
     for call in traced.calls.values():
-        if call.name != "kl_div":
+        if call.name in ("kl_div", "kl_div_pointwise"):
+            target_domain = "log_probabilities" if call.options.get("log_target") else "probabilities"
+            domains = ("log_probabilities", target_domain)
+        elif call.name in ("bce_pointwise", "binary_cross_entropy"):
+            domains = ("probabilities", "probabilities")
+        elif call.name in ("bce_with_logits_pointwise", "binary_cross_entropy_with_logits"):
+            domains = (None, "probabilities")  # logits: any real number
+        else:
             continue
-        target_domain = "log_probabilities" if call.options.get("log_target") else "probabilities"
-        for operand, domain in zip(call.operands, ("log_probabilities", target_domain)):
+        for operand, domain in zip(call.operands, domains):
+            if domain is None:
+                continue
             if getattr(operand, "op", None) == "placeholder" and operand.target in traced.tensor_inputs:
                 found.setdefault(operand.target, domain)
     return found
@@ -378,6 +388,7 @@ def integer_annotations(loaded) -> dict[str, str]:
 
 def _inputs(traced: TracedReference) -> list[TensorSpec]:
     integers = integer_annotations(traced.loaded)
+    distributions = _distribution_inputs(traced)  # an element-wise KL's or binary cross entropy's operands
     specs = []
     for name in traced.tensor_inputs:
         if name in traced.index_inputs:
@@ -396,7 +407,7 @@ def _inputs(traced: TracedReference) -> list[TensorSpec]:
                 line=line,
             )
         else:
-            specs.append(TensorSpec(name=name))
+            specs.append(TensorSpec(name=name, domain=distributions.get(name, "")))
     return specs
 
 

@@ -179,8 +179,29 @@ _BY_NAME.update(
         "einsum": _spec("einsum", STRUCTURAL, ("equation",), 0),
     }
 )
-for _loss in ("binary_cross_entropy", "binary_cross_entropy_with_logits", "mse_loss", "l1_loss"):
-    _BY_NAME[_loss] = _spec(_loss, STRUCTURAL, ("input", "target"), 2)
+# Losses of the whole tensor; with reduction="none" an element-wise op each (normalize).
+_WHOLE_TENSOR_LOSSES = {
+    "binary_cross_entropy": ("input", "target", "weight", "size_average", "reduce", "reduction"),
+    "binary_cross_entropy_with_logits": (
+        "input",
+        "target",
+        "weight",
+        "size_average",
+        "reduce",
+        "reduction",
+        "pos_weight",
+    ),
+    "mse_loss": ("input", "target", "size_average", "reduce", "reduction", "weight"),
+    "l1_loss": ("input", "target", "size_average", "reduce", "reduction"),
+}
+for _loss, _params in _WHOLE_TENSOR_LOSSES.items():
+    _BY_NAME[_loss] = _spec(_loss, STRUCTURAL, _params, 2, defaults={"reduction": "mean"})
+_POINTWISE_LOSSES = {
+    "binary_cross_entropy": "bce_pointwise",
+    "binary_cross_entropy_with_logits": "bce_with_logits_pointwise",
+    "mse_loss": "mse_pointwise",
+    "l1_loss": "l1_pointwise",
+}
 for _name in ("cat", "stack", "chunk", "split", "transpose", "permute", "t", "flip", "roll", "topk", "sort"):
     _BY_NAME[_name] = _spec(_name, STRUCTURAL)
 for _name in ("argmax", "argmin", "cumsum", "cumprod", "masked_select", "nonzero", "unfold", "diff"):
@@ -279,6 +300,10 @@ _MODULES: dict[type, tuple[OpSpec, tuple[str, ...]]] = {
     nn.Embedding: (_BY_NAME["embedding"], ()),
     nn.CrossEntropyLoss: (_BY_NAME["cross_entropy"], ("ignore_index", "label_smoothing", "reduction")),
     nn.NLLLoss: (_BY_NAME["nll_loss"], ("ignore_index", "reduction")),
+    nn.BCELoss: (_BY_NAME["binary_cross_entropy"], ("weight", "reduction")),
+    nn.BCEWithLogitsLoss: (_BY_NAME["binary_cross_entropy_with_logits"], ("weight", "reduction", "pos_weight")),
+    nn.MSELoss: (_BY_NAME["mse_loss"], ("reduction",)),
+    nn.L1Loss: (_BY_NAME["l1_loss"], ("reduction",)),
 }
 _NORM_MODULES = (nn.LayerNorm, nn.RMSNorm) if hasattr(nn, "RMSNorm") else (nn.LayerNorm,)
 
@@ -309,6 +334,10 @@ def normalize(node: fx.Node, root: nn.Module) -> OpCall | None:
         # Nothing reduced: the pointwise KL terms, an element-wise op of its own (not a loss).
         options = {"log_target": call.options.get("log_target", False)}
         return OpCall(node, "kl_div_pointwise", ELEMENTWISE, call.operands, options, call.label, call.line)
+    weighted = any(call.options.get(k) is not None for k in ("weight", "pos_weight", "size_average", "reduce"))
+    if call.name in _POINTWISE_LOSSES and call.options.get("reduction") == "none" and not weighted:
+        # Nothing reduced: the loss of each element, an element-wise op of its own.
+        return OpCall(node, _POINTWISE_LOSSES[call.name], ELEMENTWISE, call.operands, {}, call.label, call.line)
     shape = call.options.get("normalized_shape")
     if call.name in ("layer_norm", "rms_norm") and isinstance(shape, fx.Node):
         call.options["normalized_shape"] = (None,) * _shape_length(shape, root, call)

@@ -485,6 +485,8 @@ class TestView:
     module_case: int  # the HYPERPARAMETERS case the module test builds with
     eager_error_factor: int
     positive_domain: bool
+    # Element-wise inputs drawn as a distribution over each row (a binary cross entropy's target, a KL's operands)
+    input_domains: dict[str, str]
     input_scaling: str  # what follows a random draw to scale it: " * 3.0", or nothing for 1.0
     normal_draw: str  # an input drawn from N(0, input_scale**2) in fp32, rounded to the dtype under test
     reference_module_args: str
@@ -1429,6 +1431,7 @@ def test_view(profile: KernelProfile) -> TestView:
         hyper_values=[f"hyper[{name!r}]" for name in hyper_names],
         hyper_keywords=[f"{name}=hyper[{name!r}]" for name in hyper_names],
         positive_domain=profile.test.input_domain == "positive",
+        input_domains={t.name: t.domain for t in profile.inputs if t.domain in ("probabilities", "log_probabilities")},
         input_scaling=_scaling(float(profile.test.input_scale)),
         normal_draw=_normal_draw(float(profile.test.input_scale)),
         reference_module_args=", ".join(reference_module_args if module_reference else []),

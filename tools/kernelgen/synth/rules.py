@@ -166,6 +166,20 @@ def _kl_div_pointwise(x, t, log_target=False):
     return _xlogy(t, t) - t * x
 
 
+def _bce_with_logits_pointwise(x, y):
+    """F.binary_cross_entropy_with_logits(x, y, reduction="none"): ``softplus(x) - x * y``, as torch computes it
+    (max(x, 0) - x * y + log(1 + exp(-|x|))), never exp of a large x."""
+    x, y = _value(x), _value(y)
+    return Softplus(x) - x * y
+
+
+def _bce_pointwise(p, y):
+    """F.binary_cross_entropy(p, y, reduction="none"): ``-(y log p + (1 - y) log(1 - p))``, each log clamped at
+    -100 as torch clamps it (a p of exactly 0 or 1 costs 100, not inf)."""
+    p, y = _value(p), _value(y)
+    return -(y * _clamp(_log(p), min=-100) + (1 - y) * _clamp(_log(1 - p), min=-100))
+
+
 def _elu(x, alpha=1.0):
     x = _value(x)
     return select(x > 0, x, _value(alpha) * (sympy.exp(x) - 1))
@@ -322,6 +336,10 @@ _ROWS = (
     OpRule("relu", _unary(Relu), {"x": "where(x > 0, 1, 0)"}),
     OpRule("leaky_relu", _leaky_relu, {"x": "where(x > 0, 1, 0.01)"}),
     OpRule("kl_div_pointwise", _kl_div_pointwise, {"x": "-t"}),
+    OpRule("bce_with_logits_pointwise", _bce_with_logits_pointwise, {"x": "sigmoid(x) - y", "y": "-x"}),
+    OpRule("bce_pointwise", _bce_pointwise, {"p": "(p - y) / (p * (1 - p))", "y": "log(1 - p) - log(p)"}),
+    OpRule("mse_pointwise", _binary(lambda a, b: (a - b) ** 2), {"a": "2 * (a - b)", "b": "-2 * (a - b)"}),
+    OpRule("l1_pointwise", _binary(lambda a, b: sympy.Abs(a - b)), {"a": "sign(a - b)", "b": "-sign(a - b)"}),
     OpRule("rrelu", _rrelu, {"x": "where(x > 0, 1, (0.125 + 1 / 3) / 2)"}),
     OpRule("elu", _elu, {"x": "where(x > 0, 1, exp(x))"}),
     OpRule("softplus", _softplus, {"x": "where(x > 20, 1, sigmoid(x))"}),
