@@ -144,6 +144,14 @@ STYLES = textwrap.dedent(
             if self.reduction == "mean":
                 return loss.mean()
             return loss.sum()
+
+
+    def jsd_from_logits(p_logits, q_logits):
+        # the mixture inside the logs: its softmaxes' shifts cancel only over the shared m
+        p = F.softmax(p_logits, -1)
+        q = F.softmax(q_logits, -1)
+        m = 0.5 * (p + q)
+        return 0.5 * (F.kl_div(m.log(), p, reduction="batchmean") + F.kl_div(m.log(), q, reduction="batchmean"))
     """
 )
 STYLE_ENTRIES = [
@@ -162,6 +170,7 @@ STYLE_ENTRIES = [
     "focal_loss",
     "TemperedSmoothedNLL",
     "SwitchedCrossEntropy",
+    "jsd_from_logits",
 ]
 
 

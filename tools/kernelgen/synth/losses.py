@@ -49,6 +49,7 @@ from tools.kernelgen.synth.rows import RowSum
 from tools.kernelgen.synth.rows import _fresh
 from tools.kernelgen.synth.rows import _Program
 from tools.kernelgen.synth.rows import _schedule
+from tools.kernelgen.synth.rows import _TooLarge
 from tools.kernelgen.synth.rows import adjoint_symbol
 
 COL = "col"  # the column index of each element of a chunk
@@ -434,7 +435,34 @@ class _LossSchedule:
 
     def _rows_only(self, expr: sympy.Expr) -> sympy.Expr:
         """``expr`` with every row sum written as statistics; one that is not a statistic would need a pass of its
-        own, which this schedule does not make."""
+        own, which this schedule does not make. Row sums known only together (over a shared per-element divisor,
+        JSD's mixture) are merged where one alone is not, with the later statistics' adjoints written out (equal
+        adjoints of two KL terms are then one coefficient)."""
+        try:
+            return self._each_row_sum_known(expr)
+        except RowProgramError:
+            merged = self._merged_row_sums(expr)
+            if merged is None:
+                raise
+            return self._each_row_sum_known(merged)
+
+    def _merged_row_sums(self, expr: sympy.Expr) -> sympy.Expr | None:
+        program = self.program
+        written = getattr(program, "written_adjoints", {})
+        expr = expr.xreplace({adjoint_symbol(name): value for name, value in written.items()})
+        try:
+            linear = program._linear(expr)
+        except _TooLarge:
+            return None
+        merged = None
+        for _ in range(4):
+            step = program.merge_over_shared_divisors(linear if merged is None else merged)
+            if step is None:
+                break
+            merged = step
+        return None if merged is None else sympy.factor_terms(merged)
+
+    def _each_row_sum_known(self, expr: sympy.Expr) -> sympy.Expr:
 
         def replace(node):
             operand = node.args[0]

@@ -248,6 +248,7 @@ class _Program:
             else:
                 full[statistic.name] = written_total
                 symbolic[statistic.name] = sympy.Add(*(named for _, named in terms))
+        self.written_adjoints = full  # each adjoint written out (losses merge row sums over it)
         return symbolic, sorted(zeros)
 
     def _gradient(self, name: str, adjoints: dict[str, sympy.Expr], per_row: bool) -> sympy.Expr:
@@ -362,7 +363,46 @@ class _Program:
         # loss (a focal loss's (1 - p) ** gamma) cancel there; simplify is the slower last resort for small ones.
         if size <= _MAX_CANCEL_OPS and sympy.cancel(reduced) == 0:
             return True
-        return size <= 60 and sympy.simplify(reduced) == 0
+        if size <= 60 and sympy.simplify(reduced) == 0:
+            return True
+        merged = self.merge_over_shared_divisors(reduced)
+        return merged is not None and self._is_zero(merged)
+
+    def _per_element_key(self, base: sympy.Expr) -> sympy.Expr:
+        """``base`` (a sum) up to a row-constant factor: divided by the coefficient of its first varying term."""
+        terms = sorted(sympy.Add.make_args(sympy.expand(base)), key=sympy.default_sort_key)
+        first = sympy.Mul(*(f for f in sympy.Mul.make_args(terms[0]) if self._row_constant(f)))
+        return sympy.expand(sympy.powsimp(sympy.expand(base / first, power_exp=True)))
+
+    def merge_over_shared_divisors(self, linear: sympy.Expr) -> sympy.Expr | None:
+        """``linear`` (row-constant coefficients times row sums) with the row sums whose monomials divide by one
+        per-element sum (up to a row-constant factor) added into one, put over that sum and cancelled, the
+        statistics' definitions substituted; None where no two share one or nothing cancels. Such sums can be known
+        together where neither is alone: JSD's mixture m = (p + q) / 2 gives RowSum(p * p / m) and RowSum(p * q / m),
+        whose sum is RowSum(2 * p), a sum the statistics define (the shift of its softmaxes then cancels)."""
+        expanded = sympy.expand(linear)
+        groups: dict[sympy.Expr, list[sympy.Expr]] = {}
+        for atom in sorted(expanded.atoms(RowSum), key=sympy.default_sort_key):
+            for factor in sympy.Mul.make_args(atom.args[0]):
+                if factor.is_Pow and factor.exp.is_negative and factor.base.is_Add:
+                    if not self._row_constant(factor.base):
+                        groups.setdefault(self._per_element_key(factor.base), []).append(atom)
+        for atoms in groups.values():
+            if len(atoms) < 2:
+                continue
+            coefficients = [expanded.coeff(atom) for atom in atoms]
+            if any(c == 0 or c.has(RowSum) for c in coefficients):
+                continue
+            terms = [c * a.args[0] for c, a in zip(coefficients, atoms)]
+            combined = sympy.cancel(sympy.together(sympy.Add(*terms)))
+            if sympy.count_ops(combined) >= sum(sympy.count_ops(t) for t in terms):
+                continue  # nothing cancelled over the shared sum
+            rest = expanded - sum(c * a for c, a in zip(coefficients, atoms))
+            try:
+                return self._substitute(rest + self._linear_sum(combined), self._definitions())
+            except _TooLarge:
+                return None
+        return None
 
     # Printing ----------------------------------------------------------------------------------------------
     def derive(self) -> RowMath:
