@@ -368,11 +368,10 @@ class _Program:
         merged = self.merge_over_shared_divisors(reduced)
         return merged is not None and self._is_zero(merged)
 
-    def _per_element_key(self, base: sympy.Expr) -> sympy.Expr:
-        """``base`` (a sum) up to a row-constant factor: divided by the coefficient of its first varying term."""
-        terms = sorted(sympy.Add.make_args(sympy.expand(base)), key=sympy.default_sort_key)
-        first = sympy.Mul(*(f for f in sympy.Mul.make_args(terms[0]) if self._row_constant(f)))
-        return sympy.expand(sympy.powsimp(sympy.expand(base / first, power_exp=True)))
+    def _same_up_to_row_constant(self, a: sympy.Expr, b: sympy.Expr) -> bool:
+        """Whether per-element sums ``a`` and ``b`` differ by a row-constant factor only."""
+        ratio = sympy.cancel(sympy.together(sympy.powsimp(sympy.expand(a / b, power_exp=True))))
+        return self._row_constant(ratio)
 
     def merge_over_shared_divisors(self, linear: sympy.Expr) -> sympy.Expr | None:
         """``linear`` (row-constant coefficients times row sums) with the row sums whose monomials divide by one
@@ -381,13 +380,18 @@ class _Program:
         together where neither is alone: JSD's mixture m = (p + q) / 2 gives RowSum(p * p / m) and RowSum(p * q / m),
         whose sum is RowSum(2 * p), a sum the statistics define (the shift of its softmaxes then cancels)."""
         expanded = sympy.expand(linear)
-        groups: dict[sympy.Expr, list[sympy.Expr]] = {}
+        groups: list[tuple[sympy.Expr, list[sympy.Expr]]] = []  # (a divisor, the row sums dividing by it)
         for atom in sorted(expanded.atoms(RowSum), key=sympy.default_sort_key):
             for factor in sympy.Mul.make_args(atom.args[0]):
                 if factor.is_Pow and factor.exp.is_negative and factor.base.is_Add:
-                    if not self._row_constant(factor.base):
-                        groups.setdefault(self._per_element_key(factor.base), []).append(atom)
-        for atoms in groups.values():
+                    if self._row_constant(factor.base):
+                        continue
+                    group = next((g for g in groups if self._same_up_to_row_constant(factor.base, g[0])), None)
+                    if group is None:
+                        groups.append((factor.base, [atom]))
+                    elif atom not in group[1]:
+                        group[1].append(atom)
+        for _, atoms in groups:
             if len(atoms) < 2:
                 continue
             coefficients = [expanded.coeff(atom) for atom in atoms]
