@@ -68,6 +68,10 @@ class KernelView:
     grad_inputs: list[str]
     params: list[LearnableParameter]
     channel_params: list[LearnableParameter]
+    # Channel parameters held with more dims than [H] (LayerScale's (1, 1, H)), and the rank outputs of inputs with
+    # fewer dims broadcast to, as the reference's do (0: none)
+    widening_params: list[str]
+    output_rank: int
     param_names: list[str]
     # Parameters the Function takes as None (``enabled_by``): name -> the literal they compute as when absent
     optional: dict[str, str]
@@ -498,6 +502,9 @@ class TestView:
     dtensor_shape: tuple[int, ...]
     column_shard: str
     dtensor_cases: list[str]
+    # Each parameter's placement in a DTensor case (``param_placement``: the case's Shard(0) or Replicate()): a
+    # channel parameter held as [1, ..., H] is sharded along its last dim
+    param_placements: list[str]
     reference_module: str
     reference_forward_keywords: str
     liger_module_args: str
@@ -572,6 +579,8 @@ def kernel_view(profile: KernelProfile) -> KernelView:
         grad_inputs=[t.name for t in profile.inputs if t.requires_grad],
         params=params,
         channel_params=[prm for prm in params if prm.shape == "channel"],
+        widening_params=[prm.name for prm in params if prm.widens_outputs],
+        output_rank=max((prm.held_rank for prm in params if prm.widens_outputs), default=0),
         param_names=[prm.name for prm in params],
         optional=optional,
         param_args=[
@@ -1247,19 +1256,18 @@ def loss_reductions(
 def _param_init(profile: KernelProfile, size_param: str) -> dict[str, str]:
     inits = {}
     for prm in profile.parameters:
-        shape = size_param if prm.shape == "channel" else "1"
-        sizes = f"({shape},)"
-        if prm.rank is not None and prm.held_rank != 1:  # (1, 1, H) or a 0-d scalar: the reference's shape
-            shape = ", ".join(["1"] * (prm.held_rank - 1) + [size_param]) if prm.shape == "channel" else "()"
-            sizes = shape if prm.shape == "scalar" else f"({shape})"
+        # The shape the reference holds it in: [H], [1, ..., 1, H] (LayerScale), [1] or a 0-d scalar.
+        dims = ["1"] * (prm.held_rank - 1) + [size_param] if prm.shape == "channel" else ["1"] * prm.held_rank
+        sizes = ", ".join(dims) if dims else "()"  # torch.ones(1, 1, H), torch.ones(())
+        shape = f"({dims[0]},)" if len(dims) == 1 else f"({sizes})" if dims else "()"  # torch.full's tuple
         if prm.init == "ones":
-            value = f"torch.ones({shape})"
+            value = f"torch.ones({sizes})"
         elif prm.init == "zeros":
-            value = f"torch.zeros({shape})"
+            value = f"torch.zeros({sizes})"
         elif prm.init_arg:
-            value = f"torch.full({sizes}, float({prm.init_arg}))"
+            value = f"torch.full({shape}, float({prm.init_arg}))"
         else:
-            value = f"torch.full({sizes}, {float(prm.init_value)!r})"
+            value = f"torch.full({shape}, {float(prm.init_value)!r})"
         inits[prm.name] = f"nn.Parameter({value})"
         if prm.enabled_by:
             inits[prm.name] += f" if {prm.enabled_by} else None"
@@ -1392,6 +1400,14 @@ def test_view(profile: KernelProfile) -> TestView:
     dtensor_cases += [f"(Shard({dim}), Replicate())" for dim in range(len(dtensor_shape))] + [
         "(Replicate(), Replicate())"
     ]
+    param_placements = [
+        "Replicate()"
+        if p.shape != "channel"
+        else f"Shard({p.held_rank - 1}) if param_placement == Shard(0) else param_placement"
+        if p.widens_outputs
+        else "param_placement"
+        for p in params
+    ]
     terms = {"channel": "n_rows", "scalar": "n_rows * inputs[0].shape[-1]"}
     gradients = [f"({index}, {name!r}, 1)" for index, name in enumerate(inputs) if name in grad_inputs]
     gradients += [f"({len(inputs) + i}, {p.name!r}, {terms[p.shape]})" for i, p in enumerate(params)]
@@ -1439,6 +1455,7 @@ def test_view(profile: KernelProfile) -> TestView:
         dtensor_shape=dtensor_shape,
         column_shard=column_shard,
         dtensor_cases=dtensor_cases,
+        param_placements=param_placements,
         reference_module=reference_module,
         reference_forward_keywords=forward_keywords,
         liger_module_args=", ".join(liger_module_args),
