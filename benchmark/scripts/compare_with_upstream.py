@@ -304,7 +304,6 @@ def measure(
             inputs, forward = setup_fn(SingleBenchmarkRunInput(bt, provider, "full", dict(config)))
             steps[provider] = (forward, inputs)
         by_rounds = run_speed_rounds(steps, "full", rounds)
-        del steps
     metrics = [("speed", "ms", run_speed_benchmark), ("memory", "MB", run_memory_benchmark)]
     for metric, unit, runner in metrics[:1] if speed_only else metrics:
 

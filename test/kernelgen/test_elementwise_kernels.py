@@ -111,6 +111,19 @@ POINTWISE_LOSSES = (
 POINTWISE_LOSSES_NAME = "pointwise_losses"
 
 
+# (kernel name, source, entry when the file holds several candidates)
+WRITTEN_REFERENCES = [
+    (SIZED, SIZED_MODULE, "SizedGate"),
+    (HELD, HELD_MODULE, None),
+    (BUFFER, BUFFER_MODULE, None),
+    (MORE, MORE_ACTIVATIONS, None),
+    (HELD_WIDE, HELD_WIDE_MODULE, None),
+    (CHUNKED_NAME, CHUNKED, None),
+    (GLU_CALL_NAME, GLU_CALL, None),
+    (POINTWISE_LOSSES_NAME, POINTWISE_LOSSES, None),
+]
+
+
 @pytest.fixture(scope="module")
 def generated_checkout(tmp_path_factory):
     """One checkout holding a generated kernel for every reference (generation is checked as it goes), the
@@ -120,30 +133,11 @@ def generated_checkout(tmp_path_factory):
     source.write_text(ILL_CONDITIONED)
     profiles = [analyze(reference, name=f"{reference}_gen") for reference in ELEMENTWISE_REFERENCES]
     profiles += [analyze(str(source), name=name) for name in ("ill_conditioned", WRONG)]
-    sized = tmp_path_factory.mktemp("references") / "sized_gate.py"
-    sized.write_text(SIZED_MODULE)
-    profiles.append(analyze(f"{sized}:SizedGate", name=SIZED))
-    held = tmp_path_factory.mktemp("references") / "held.py"
-    held.write_text(HELD_MODULE)
-    profiles.append(analyze(str(held), name=HELD))
-    buffered = tmp_path_factory.mktemp("references") / "buffered.py"
-    buffered.write_text(BUFFER_MODULE)
-    profiles.append(analyze(str(buffered), name=BUFFER))
-    more = tmp_path_factory.mktemp("references") / "more.py"
-    more.write_text(MORE_ACTIVATIONS)
-    profiles.append(analyze(str(more), name=MORE))
-    wide = tmp_path_factory.mktemp("references") / "wide.py"
-    wide.write_text(HELD_WIDE_MODULE)
-    profiles.append(analyze(str(wide), name=HELD_WIDE))
-    chunked = tmp_path_factory.mktemp("references") / "chunked.py"
-    chunked.write_text(CHUNKED)
-    profiles.append(analyze(str(chunked), name=CHUNKED_NAME))
-    glu_call = tmp_path_factory.mktemp("references") / "glu_call.py"
-    glu_call.write_text(GLU_CALL)
-    profiles.append(analyze(str(glu_call), name=GLU_CALL_NAME))
-    pointwise = tmp_path_factory.mktemp("references") / "pointwise.py"
-    pointwise.write_text(POINTWISE_LOSSES)
-    profiles.append(analyze(str(pointwise), name=POINTWISE_LOSSES_NAME))
+    # Each written reference as a file of its own, analyzed under its kernel's name.
+    for name, text, entry in WRITTEN_REFERENCES:
+        path = tmp_path_factory.mktemp("references") / f"{name}.py"
+        path.write_text(text)
+        profiles.append(analyze(f"{path}:{entry}" if entry else str(path), name=name))
     for profile in profiles:
         assert profile.tier == 1, f"{profile.operation_name}: {profile.notes.tier_reason}"
         assert profile.math.outputs and profile.math.triton is None  # derived, not hand-written
@@ -165,17 +159,8 @@ def test_every_elementwise_reference_gets_a_synthesized_kernel(generated_checkou
 
 def test_generated_kernels_match_torch_autograd_and_a_wrong_kernel_fails(generated_checkout):
     """Every generated test passes, the ill-conditioned kernel's too, except the wrong kernel's forward checks."""
-    names = [f"{reference}_gen" for reference in ELEMENTWISE_REFERENCES] + [
-        "ill_conditioned",
-        SIZED,
-        HELD,
-        BUFFER,
-        MORE,
-        HELD_WIDE,
-        CHUNKED_NAME,
-        GLU_CALL_NAME,
-        POINTWISE_LOSSES_NAME,
-    ]
+    names = [f"{reference}_gen" for reference in ELEMENTWISE_REFERENCES] + ["ill_conditioned"]
+    names += [name for name, _, _ in WRITTEN_REFERENCES]
     result = run_pytest(generated_checkout, *[kernel_paths(name)["test"] for name in [*names, WRONG]], *WITHOUT_DTENSOR)
     failed = failures_by_kernel(result.stdout, [*names, WRONG])
     # Only the wrong kernel fails, in every fp32 comparison with the reference (bf16 tolerances allow 0.1%).
