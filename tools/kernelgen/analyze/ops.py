@@ -196,12 +196,17 @@ _WHOLE_TENSOR_LOSSES = {
 }
 for _loss, _params in _WHOLE_TENSOR_LOSSES.items():
     _BY_NAME[_loss] = _spec(_loss, STRUCTURAL, _params, 2, defaults={"reduction": "mean"})
+# A loss with reduction="none" reduces nothing: the loss of each element, an element-wise op of its own (not a
+# loss), and the options it keeps.
 _POINTWISE_LOSSES = {
-    "binary_cross_entropy": "bce_pointwise",
-    "binary_cross_entropy_with_logits": "bce_with_logits_pointwise",
-    "mse_loss": "mse_pointwise",
-    "l1_loss": "l1_pointwise",
+    "kl_div": ("kl_div_pointwise", ("log_target",)),
+    "binary_cross_entropy": ("bce_pointwise", ()),
+    "binary_cross_entropy_with_logits": ("bce_with_logits_pointwise", ()),
+    "mse_loss": ("mse_pointwise", ()),
+    "l1_loss": ("l1_pointwise", ()),
 }
+# Options that weight or reduce the elements otherwise: such a call stays the loss (refused as one).
+_WEIGHTING_OPTIONS = ("weight", "pos_weight", "size_average", "reduce")
 for _name in ("cat", "stack", "chunk", "split", "transpose", "permute", "t", "flip", "roll", "topk", "sort"):
     _BY_NAME[_name] = _spec(_name, STRUCTURAL)
 for _name in ("argmax", "argmin", "cumsum", "cumprod", "masked_select", "nonzero", "unfold", "diff"):
@@ -330,14 +335,11 @@ def normalize(node: fx.Node, root: nn.Module) -> OpCall | None:
         call = _normalize_module(node, root.get_submodule(node.target))
     else:
         return None
-    if call.name == "kl_div" and call.options.get("reduction") == "none":
-        # Nothing reduced: the pointwise KL terms, an element-wise op of its own (not a loss).
-        options = {"log_target": call.options.get("log_target", False)}
-        return OpCall(node, "kl_div_pointwise", ELEMENTWISE, call.operands, options, call.label, call.line)
-    weighted = any(call.options.get(k) is not None for k in ("weight", "pos_weight", "size_average", "reduce"))
+    weighted = any(call.options.get(k) is not None for k in _WEIGHTING_OPTIONS)
     if call.name in _POINTWISE_LOSSES and call.options.get("reduction") == "none" and not weighted:
-        # Nothing reduced: the loss of each element, an element-wise op of its own.
-        return OpCall(node, _POINTWISE_LOSSES[call.name], ELEMENTWISE, call.operands, {}, call.label, call.line)
+        name, kept = _POINTWISE_LOSSES[call.name]
+        options = {key: call.options[key] for key in kept if key in call.options}
+        return OpCall(node, name, ELEMENTWISE, call.operands, options, call.label, call.line)
     shape = call.options.get("normalized_shape")
     if call.name in ("layer_norm", "rms_norm") and isinstance(shape, fx.Node):
         call.options["normalized_shape"] = (None,) * _shape_length(shape, root, call)
