@@ -16,6 +16,13 @@ from tools.kernelgen.analyze.load import LoadedReference
 from tools.kernelgen.analyze.load import reload_source
 
 
+def _literal(args: list[ast.expr], keywords: list[ast.keyword], position: int, keyword: str) -> list:
+    """The literal a call passes at ``position`` of ``args`` or as ``keyword=``: [] when absent, [value] (or both, if
+    written twice); ValueError when it is computed."""
+    given = args[position : position + 1] + [k.value for k in keywords if k.arg == keyword]
+    return [ast.literal_eval(node) for node in given]
+
+
 def _split_call(value: ast.expr, argument: str) -> bool:
     """``argument.chunk(2, -1)``, ``argument.chunk(2, dim=-1)``, ``torch.chunk(argument, 2, -1 / dim=-1)``."""
     if not isinstance(value, ast.Call) or not isinstance(value.func, ast.Attribute) or value.func.attr != "chunk":
@@ -27,12 +34,7 @@ def _split_call(value: ast.expr, argument: str) -> bool:
         args = args[1:]  # torch.chunk(argument, ...)
     else:
         return False
-    dims = [ast.literal_eval(a) for a in args[1:2]] + [
-        ast.literal_eval(k.value) for k in value.keywords if k.arg == "dim"
-    ]
-    chunks = [ast.literal_eval(a) for a in args[:1]] + [
-        ast.literal_eval(k.value) for k in value.keywords if k.arg == "chunks"
-    ]
+    chunks, dims = _literal(args, value.keywords, 0, "chunks"), _literal(args, value.keywords, 1, "dim")
     return chunks == [2] and dims == [-1]
 
 
@@ -67,13 +69,6 @@ def _split_statement(function: ast.FunctionDef) -> tuple[ast.Assign, str, list[s
     return None
 
 
-def _literal_dims(call: ast.Call, skip: int) -> list:
-    """The dims ``call`` names positionally (after ``skip`` arguments) or as ``dim=``; ValueError when computed."""
-    return [ast.literal_eval(a) for a in call.args[skip:]] + [
-        ast.literal_eval(k.value) for k in call.keywords if k.arg == "dim"
-    ]
-
-
 def _glu_modules(module: ast.Module, function: ast.FunctionDef) -> dict[str, list]:
     """``self.NAME = nn.GLU(dim)`` of the class whose ``forward`` is ``function``: NAME -> the dims it names."""
     for node in module.body:
@@ -90,7 +85,7 @@ def _glu_modules(module: ast.Module, function: ast.FunctionDef) -> dict[str, lis
                 callee = value.func
                 if (callee.attr if isinstance(callee, ast.Attribute) else getattr(callee, "id", "")) == "GLU":
                     try:
-                        found[target.attr] = _literal_dims(value, 0)
+                        found[target.attr] = _literal(value.args, value.keywords, 0, "dim")
                     except ValueError:
                         continue
             return found
@@ -111,7 +106,7 @@ def _glu_call(function: ast.FunctionDef, glu_modules: dict[str, list]) -> tuple[
         if held and node.func.attr not in glu_modules or not held and node.func.attr != "glu":
             continue
         try:
-            dims = glu_modules[node.func.attr] if held else _literal_dims(node, 1)
+            dims = glu_modules[node.func.attr] if held else _literal(node.args, node.keywords, 1, "dim")
         except ValueError:  # a dim computed at run time
             return None
         if dims not in ([], [-1]) or node.lineno != node.end_lineno:
