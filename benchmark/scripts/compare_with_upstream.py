@@ -26,6 +26,7 @@ import torch
 import yaml
 
 from benchmark.scripts.utils import SingleBenchmarkRunInput
+from benchmark.scripts.utils import paired_rounds
 from benchmark.scripts.utils import run_benchmarks
 from benchmark.scripts.utils import run_memory_benchmark
 from benchmark.scripts.utils import run_speed_benchmark
@@ -303,7 +304,8 @@ def measure(
         for provider in providers:
             inputs, forward = setup_fn(SingleBenchmarkRunInput(bt, provider, "full", dict(config)))
             steps[provider] = (forward, inputs)
-        by_rounds = run_speed_rounds(steps, "full", rounds)
+        per_round = {}
+        by_rounds = run_speed_rounds(steps, "full", rounds, per_round)
     metrics = [("speed", "ms", run_speed_benchmark), ("memory", "MB", run_memory_benchmark)]
     for metric, unit, runner in metrics[:1] if speed_only else metrics:
 
@@ -321,6 +323,8 @@ def measure(
             figures.setdefault(row["kernel_provider"], {})[metric] = row["y_value_50"]
     for provider, output in by_rounds.items():  # the rounds' 20th-80th percentile, beside the median
         figures.setdefault(provider, {})["spread"] = (output.y_20, output.y_80)
+        if provider != "torch" and "torch" in per_round:  # against eager, round by round
+            figures[provider]["vs_torch"] = paired_rounds(per_round[provider], per_round["torch"])
     return figures
 
 
@@ -423,6 +427,14 @@ def main(argv=None) -> None:
                     f"| {gpu_share} |",
                     flush=True,
                 )
+            for provider in providers:
+                if "vs_torch" in figures.get(provider, {}):
+                    wins, ratio = figures[provider]["vs_torch"]
+                    print(
+                        f"{name} H={size} {provider} vs torch, round by round: no slower in {wins} of {args.rounds} "
+                        f"rounds, median ratio {ratio:.3f}",
+                        flush=True,
+                    )
 
 
 if __name__ == "__main__":

@@ -152,7 +152,10 @@ def run_speed_benchmark(
 
 
 def run_speed_rounds(
-    steps: dict[str, tuple[Callable[[], Any], Sequence[torch.Tensor]]], mode: str, rounds: int
+    steps: dict[str, tuple[Callable[[], Any], Sequence[torch.Tensor]]],
+    mode: str,
+    rounds: int,
+    per_round: dict[str, list[float]] | None = None,
 ) -> dict[str, SingleBenchmarkRunOutput]:
     """``run_speed_benchmark`` of each ``steps`` entry (``name: (fwd_fn, input_tensors)``) in ``rounds`` rounds,
     the entries taking turns, each round in a rotated order; per entry, the quantiles of its rounds' medians.
@@ -160,7 +163,8 @@ def run_speed_rounds(
     Where a step is bound by the host (small shapes: a few launches around the autograd engine), the host's speed
     drifts during a run by more than the providers differ (on the H200 VM used here one provider's median ranged
     0.08-0.19 ms over a minute). Measured one after another, providers compare two moments of the host; taking
-    turns, each sees the same drift."""
+    turns, each sees the same drift. ``per_round``, if given, receives each entry's medians in round order (for
+    comparisons round by round: ``paired_rounds``)."""
     medians: dict[str, list[float]] = {name: [] for name in steps}
     names = list(steps)
     for index in range(rounds):
@@ -168,7 +172,18 @@ def run_speed_rounds(
         for name in names[shift:] + names[:shift]:
             fwd_fn, inputs = steps[name]
             medians[name].append(run_speed_benchmark(fwd_fn, mode, inputs).y_50)
+    if per_round is not None:
+        per_round.update(medians)
     return {name: _quantile_output(values) for name, values in medians.items()}
+
+
+def paired_rounds(times: list[float], baseline: list[float]) -> tuple[int, float]:
+    """How many rounds ``times`` was no slower than ``baseline`` in the same round, and the median of the rounds'
+    ratios: compared round by round, the host's drift between rounds cancels."""
+    ratios = sorted(t / b for t, b in zip(times, baseline, strict=True))
+    middle = len(ratios) // 2
+    median = ratios[middle] if len(ratios) % 2 else (ratios[middle - 1] + ratios[middle]) / 2
+    return sum(r <= 1.0 for r in ratios), median
 
 
 def _produced_bytes(fwd_fn: Callable[[], Any], mode: str, input_tensors: Sequence[torch.Tensor] | None) -> float:

@@ -231,6 +231,26 @@ def test_speed_rounds_take_turns_and_summarize_each_providers_round_medians(monk
     assert 1.0 < results["a"].y_20 < 2.0 < results["a"].y_80 < 3.0
 
 
+def test_paired_rounds_compare_each_round_with_the_baselines_same_round(monkeypatch):
+    """Each round is compared with the baseline's same round: "a" is slower than "b" in round 2 only (3 of 4 rounds no
+    slower); the ratios 0.909, 1.05, 0.909, 0.9 have the median 1 / 1.1."""
+    script = {"a": [1.0, 2.1, 3.0, 0.9], "b": [1.1, 2.0, 3.3, 1.0]}
+    calls = []
+
+    def scripted(fwd_fn, mode, inputs):
+        name = fwd_fn()
+        calls.append(name)
+        return SingleBenchmarkRunOutput(y_20=0.0, y_50=script[name][calls.count(name) - 1], y_80=0.0)
+
+    monkeypatch.setattr(harness, "run_speed_benchmark", scripted)
+    per_round = {}
+    harness.run_speed_rounds({"a": (lambda: "a", []), "b": (lambda: "b", [])}, "full", 4, per_round)
+    assert per_round == script
+    wins, ratio = harness.paired_rounds(per_round["a"], per_round["b"])
+    assert wins == 3
+    assert ratio == pytest.approx(1.0 / 1.1)
+
+
 @pytest.mark.parametrize("mode", ["backward", "full"])
 def test_speed_benchmark_resets_grads_between_calls(mode):
     a = torch.randn(8, 16, requires_grad=True)
