@@ -9,10 +9,13 @@ shapes; on a GPU the same tests use model-sized shapes.
 import os
 
 import pytest
+import torch
+import triton
 
 from test.kernelgen.conftest import WITHOUT_DTENSOR
 from test.kernelgen.conftest import copy_checkout
 from test.kernelgen.conftest import failures_by_kernel
+from test.kernelgen.conftest import import_generated_ops
 from test.kernelgen.conftest import run_pytest
 from test.kernelgen.test_analyze import TIER1_BUILTINS
 from tools.kernelgen.analyze import analyze
@@ -178,6 +181,26 @@ def test_parameters_held_with_other_ranks_keep_their_shape_in_the_module(generat
     assert "nn.Parameter(torch.full((1, 1, hidden_size), float(init)))" in module_source
     assert "nn.Parameter(torch.zeros(1, hidden_size))" in module_source
     assert "nn.Parameter(torch.full((), 1.5))" in module_source
+
+
+def test_parameter_gradients_add_up_partials_of_many_blocks_in_the_parameters_dtype(generated_checkout):
+    """One launch (_param_grads_kernel) adds up the backward's partial sums: per-channel ones over more rows than a
+    block (32) and columns that are no multiple of a block (64), a scalar's over more values than a block (2048),
+    each total stored in its parameter's dtype. The generated tests reach one block only: under the interpreter the
+    backward leaves at most 8 rows of partials."""
+    ops = import_generated_ops(generated_checkout, "dyt_gen")
+    torch.manual_seed(0)
+    rows, cols, col_blocks = 70, 130, 31
+    alpha_partial, gamma_partial, beta_partial = torch.randn(rows, col_blocks), *torch.randn(2, rows, cols)
+    grad_alpha, grad_gamma = torch.empty((), dtype=torch.float16), torch.empty(cols)
+    grad_beta = torch.empty(1, 1, cols, dtype=torch.float16)
+    ops._dyt_gen_param_grads_kernel[(triton.cdiv(cols, 64),)](
+        alpha_partial, grad_alpha, gamma_partial, grad_gamma, beta_partial, grad_beta, rows, cols, rows * col_blocks,
+        HAS_BETA=True, BLOCK_ROWS=32, BLOCK_COLS=64,
+    )  # fmt: skip
+    torch.testing.assert_close(grad_alpha, alpha_partial.double().sum().half())
+    torch.testing.assert_close(grad_gamma, gamma_partial.double().sum(0).float())
+    torch.testing.assert_close(grad_beta.view(-1), beta_partial.double().sum(0).half())
 
 
 def test_backwards_that_call_sin_or_cos_launch_with_their_own_tile(generated_checkout):

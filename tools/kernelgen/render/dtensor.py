@@ -11,6 +11,7 @@ class DTensorView:
     """The autograd Function's DTensor lines (ops_tier1.py.j2, ops_tier2.py.j2, _dtensor.j2): each one unwraps or wraps."""
 
     layout: str  # the arguments of _dtensor_layout
+    types: str  # a set literal of the inputs' and parameters' types (plain ones skip _dtensor_layout)
     local: str  # forward: inputs and parameters become local shards
     wrap: list[str]  # forward: outputs become DTensors (per-row outputs of a row reduction by wrap_rows)
     local_grads: list[str]  # backward: upstream gradients become local shards (of per-row outputs by local_row_grads)
@@ -44,6 +45,7 @@ def dtensor_view(
     quoted = [f'"{name}"' for name in channel]
     return DTensorView(
         layout=f'"{profile.operation_name}", {_by_name(inputs)}, {_by_name(params)}, {_tuple(quoted)}',
+        types="{" + ", ".join(f"type({name})" for name in inputs + params) + "}",
         local=f"{_unpack(inputs + params)} = ctx.layout.local({_tuple(inputs)}, {_tuple(params)})",
         wrap=[
             f"{_unpack(names)} = ctx.layout.{method}({', '.join(names)})"

@@ -82,24 +82,68 @@ def accumulations(params: list[LearnableParameter], optional: dict[str, str]) ->
 
 
 def partial_stores(params: list[LearnableParameter], optional: dict[str, str]) -> list[str]:
-    store = "tl.store(grad_{0}_partial_ptr + row_program * n_cols + cols, tl.sum(grad_{0}_acc, axis=0), mask=col_mask)"
-    return [line for prm in params for line in _guarded(prm, optional, [store.format(prm.name)])]
+    """The backward program's partial sums: a row of them (one per column) for a per-channel parameter, one value
+    for a scalar one (at row_program, column block: the buffers of ``partial_buffers``)."""
+    channel = (
+        "tl.store(grad_{0}_partial_ptr + row_program * n_cols + cols, tl.sum(grad_{0}_acc, axis=0), mask=col_mask)"
+    )
+    scalar = (
+        "tl.store(grad_{0}_partial_ptr + row_program * tl.num_programs(1) + tl.program_id(1), tl.sum(grad_{0}_acc))"
+    )
+    return [
+        line
+        for prm in params
+        for line in _guarded(prm, optional, [(channel if prm.shape == "channel" else scalar).format(prm.name)])
+    ]
+
+
+def _per_parameter(params: list[LearnableParameter], optional: dict[str, str], variable: str, value: str) -> list[str]:
+    """``<variable> = <value>`` for each parameter (both formatted with its name); None for an absent optional one."""
+    lines = []
+    for prm in params:
+        target, made = variable.format(prm.name), value.format(prm.name)
+        if prm.name in optional:
+            lines += [f"{target} = None", f"if {prm.name} is not None:", f"    {target} = {made}"]
+        else:
+            lines.append(f"{target} = {made}")
+    return lines
 
 
 def partial_buffers(params: list[LearnableParameter], optional: dict[str, str], device_of: str) -> list[str]:
-    """The per-program fp32 partial sums of each parameter's gradient (None for an absent optional parameter)."""
+    """The per-program fp32 partial sums of each parameter's gradient (None for an absent optional parameter): a row
+    per program for a per-channel parameter, a value per program for a scalar one."""
     lines = []
     for prm in params:
-        buffer = f"torch.empty((n_row_programs, n_cols), dtype=torch.float32, device={device_of}.device)"
-        if prm.name in optional:
-            lines += [
-                f"grad_{prm.name}_partial = None",
-                f"if {prm.name} is not None:",
-                f"    grad_{prm.name}_partial = {buffer}",
-            ]
-        else:
-            lines.append(f"grad_{prm.name}_partial = {buffer}")
+        shape = "(n_row_programs, n_cols)" if prm.shape == "channel" else "(n_row_programs, n_col_blocks)"
+        buffer = f"torch.empty({shape}, dtype=torch.float32, device={device_of}.device)"
+        lines += _per_parameter([prm], optional, "grad_{0}_partial", buffer)
     return lines
+
+
+def parameter_gradients(params: list[LearnableParameter], optional: dict[str, str]) -> list[str]:
+    """Each parameter's gradient, shaped and typed like the parameter (None for an absent optional one)."""
+    return _per_parameter(params, optional, "grad_{0}", "torch.empty_like({0})")
+
+
+def partial_sums(params: list[LearnableParameter], optional: dict[str, str], scalar: bool) -> dict[str, list[str]]:
+    """The lines of the kernel that adds the partial sums up (``_param_grads_kernel``), for the per-channel
+    parameters (``scalar`` False: each program sums rows of partials, ``offsets`` into the ``[rows, n_cols]`` buffers,
+    over its columns) or the scalar ones (each sums a flat run of values): the accumulators, what each loop step
+    adds, and the stores of the totals in the parameter's dtype."""
+    chosen = [prm for prm in params if (prm.shape == "channel") != scalar]
+    shape = "(BLOCK_ROWS * BLOCK_COLS,)" if scalar else "(BLOCK_ROWS, BLOCK_COLS)"
+    total = "tl.sum(grad_{0}_acc)" if scalar else "tl.sum(grad_{0}_acc, axis=0)"
+    target, where = ("grad_{0}_ptr", "") if scalar else ("grad_{0}_ptr + cols", ", mask=col_mask")
+    store = f"tl.store({target}, {total}.to(grad_{{0}}_ptr.dtype.element_ty){where})"
+    pieces = {
+        "inits": f"grad_{{0}}_acc = tl.zeros({shape}, dtype=tl.float32)",
+        "loads": "grad_{0}_acc += tl.load(grad_{0}_partial_ptr + offsets, mask=mask, other=0.0)",
+        "stores": store,
+    }
+    return {
+        key: [line for prm in chosen for line in _guarded(prm, optional, [piece.format(prm.name)])]
+        for key, piece in pieces.items()
+    }
 
 
 def gradient_buffers(grad_inputs: list[str], in_place: bool) -> list[str]:
@@ -121,7 +165,9 @@ __all__ = [
     "flag_args",
     "gradient_buffers",
     "param_loads",
+    "parameter_gradients",
     "partial_buffers",
     "partial_stores",
+    "partial_sums",
     "pointer_moves",
 ]

@@ -140,6 +140,12 @@ class ElementwiseOpsView:
     flag_args: list[str]
     gradient_buffers: list[str]
     partial_buffers: list[str]
+    parameter_gradients: list[str]  # the parameters' gradients, allocated like the parameters
+    # The kernel adding the backward's partial sums up (_param_grads_kernel): lines for the per-channel parameters and
+    # for the scalar ones (inits, loads, stores; empty without such parameters), and its launch's buffer arguments
+    channel_sums: dict[str, list[str]]
+    scalar_sums: dict[str, list[str]]
+    partial_sum_args: str
     narrow_block_cols: int  # the other slice width of long rows
     backward_loads: list[str]  # the tensors the backward kernel loads, upstream gradients first
     forward_launch_tail: str  # the forward launch's arguments after the strided inputs
@@ -727,6 +733,10 @@ def _elementwise_fields(profile: KernelProfile) -> dict[str, Any]:
         else f"grad_{prm.name}_partial"
         for prm in params
     ]
+    gradient_args = [
+        f"grad_{prm.name} if {prm.name} is not None else {inputs[0]}" if prm.enabled_by else f"grad_{prm.name}"
+        for prm in params
+    ]
     # The backward loads these, upstream gradients first: each pointer moves with its tile.
     backward_reads_first = [name for name in grad_outputs if name in backward_reads] + [
         name for name in inputs if name in backward_reads
@@ -788,6 +798,10 @@ def _elementwise_fields(profile: KernelProfile) -> dict[str, Any]:
         flag_args=tier1.flag_args(optional),
         gradient_buffers=tier1.gradient_buffers(grad_inputs, _in_place_gradients(profile)),
         partial_buffers=tier1.partial_buffers(params, optional, inputs[0]),
+        parameter_gradients=tier1.parameter_gradients(params, optional),
+        channel_sums=tier1.partial_sums(params, optional, scalar=False),
+        scalar_sums=tier1.partial_sums(params, optional, scalar=True),
+        partial_sum_args=", ".join(arg for pair in zip(partial_args, gradient_args) for arg in pair),
         narrow_block_cols=tiling.max_block_cols // 2,
         backward_loads=backward_reads_first,
         forward_launch_tail=", ".join(param_args + outputs),
