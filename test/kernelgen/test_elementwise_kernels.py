@@ -115,6 +115,17 @@ POINTWISE_LOSSES_NAME = "pointwise_losses"
 
 
 # (kernel name, source, entry when the file holds several candidates)
+# Learnable exponents of values that are 0 wherever x <= 0: torch's gradient of b ** p by p is 0 where b == 0 and
+# p >= 0 (not 0 * log 0), by b 0 where p == 0; a clamp's branch makes a power of the number 0.
+POWERS = (
+    "import torch\nimport torch.nn as nn\n\n\nclass LearnedPowers(nn.Module):\n"
+    "    def __init__(self, hidden_size):\n        super().__init__()\n"
+    "        self.p = nn.Parameter(torch.tensor(2.0))\n        self.exponent = nn.Parameter(torch.ones(hidden_size))\n\n"
+    "    def forward(self, x, y):\n"
+    "        a = torch.relu(x) ** self.p + x.clamp(min=0.0).pow(self.exponent)\n"
+    "        return a + torch.pow(torch.relu(y), torch.sigmoid(x) * 2.0)\n"
+)
+POWERS_NAME = "learned_powers"
 WRITTEN_REFERENCES = [
     (SIZED, SIZED_MODULE, "SizedGate"),
     (HELD, HELD_MODULE, None),
@@ -124,6 +135,7 @@ WRITTEN_REFERENCES = [
     (CHUNKED_NAME, CHUNKED, None),
     (GLU_CALL_NAME, GLU_CALL, None),
     (POINTWISE_LOSSES_NAME, POINTWISE_LOSSES, None),
+    (POWERS_NAME, POWERS, None),
 ]
 
 

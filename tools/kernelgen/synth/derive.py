@@ -22,13 +22,16 @@ from tools.kernelgen.synth.functions import KernelForm
 from tools.kernelgen.synth.functions import Log1p
 from tools.kernelgen.synth.functions import Log1pOfUnit
 from tools.kernelgen.synth.functions import Root
+from tools.kernelgen.synth.functions import TensorPower
 from tools.kernelgen.synth.functions import in_unit_interval
+from tools.kernelgen.synth.functions import select
 from tools.kernelgen.synth.naming import FUNCTION_WORDS
 from tools.kernelgen.synth.naming import TemporaryNames
 from tools.kernelgen.synth.naming import constant_lines
 from tools.kernelgen.synth.naming import hoist
 from tools.kernelgen.synth.printer import TritonPrinter
 from tools.kernelgen.synth.printer import format_formula
+from tools.kernelgen.synth.printer import uniform_symbols
 from tools.kernelgen.synth.rules import is_condition
 from tools.kernelgen.synth.simplify import simplify_bounded
 from tools.kernelgen.synth.symbols import make_symbols
@@ -72,8 +75,9 @@ def _statements(
     if printer.named_constants:
         exprs, reciprocals = _uniform_reciprocals(exprs, uniform, taken)
     constants, definitions, reduced = hoist(exprs, taken, name_constants=printer.named_constants)
-    lines = [f"{symbol.name} = {printer.doprint(value)}" for symbol, value in definitions]
-    lines += [f"{name} = {printer.doprint(expr)}" for name, expr in zip(names, reduced)]
+    with uniform_symbols(uniform):
+        lines = [f"{symbol.name} = {printer.doprint(value)}" for symbol, value in definitions]
+        lines += [f"{name} = {printer.doprint(expr)}" for name, expr in zip(names, reduced)]
     reciprocal_lines = [f"{symbol.name} = {printer.reciprocal(base)}" for symbol, base in reciprocals]
     return constant_lines(constants) + reciprocal_lines, lines
 
@@ -123,6 +127,49 @@ def _precision_sensitive_ops(exprs) -> list[str]:
             elif isinstance(node, sympy.Pow) and node.exp.is_negative:
                 found.add("div")  # reciprocals of bf16 values lose precision unless computed in fp32
     return sorted(found)
+
+
+def differentiate(expr: sympy.Expr, symbol: sympy.Symbol, differentiated: set[sympy.Symbol]) -> sympy.Expr:
+    """``tidy_derivative(sympy.diff(expr, symbol))`` with torch's derivatives of each power whose exponent holds a
+    ``differentiated`` symbol (``TensorPower``; of a variable base, or of 0 where a clamp's branch pushed the power in);
+    a power of a constant or hyper-parameter exponent, or of a non-zero number, is sympy's."""
+
+    def variable_power(node) -> bool:
+        if not isinstance(node, sympy.Pow) or not node.exp.free_symbols & differentiated:
+            return False
+        return not node.base.is_number or node.base == 0
+
+    powers = expr.replace(variable_power, lambda node: TensorPower(node.base, node.exp))
+    derivative = tidy_derivative(sympy.diff(powers, symbol))
+    if powers == expr:
+        return derivative
+    # Such a power's derivatives are infinite where its base is 0 and its exponent below 1 (relu(x) ** p, p < 1): an
+    # indicator multiplying one selects instead, as torch's masked backwards do (0 * inf would be NaN).
+    derivative = derivative.replace(_indicator_product, _selected_product)
+    return derivative.replace(TensorPower, lambda base, exponent: base**exponent)
+
+
+def _is_indicator(node) -> bool:
+    return (
+        isinstance(node, sympy.Piecewise)
+        and len(node.args) == 2
+        and node.args[0].expr == 1
+        and node.args[1].expr == 0
+        and node.args[1].cond == sympy.true
+    )
+
+
+def _indicator_product(node) -> bool:
+    return isinstance(node, sympy.Mul) and any(_is_indicator(factor) for factor in node.args)
+
+
+def _selected_product(node) -> sympy.Expr:
+    """``indicator(c) * rest`` as ``where(c, rest, 0)`` (several indicators: nested)."""
+    conditions = [factor.args[0].cond for factor in node.args if _is_indicator(factor)]
+    rest = sympy.Mul(*(factor for factor in node.args if not _is_indicator(factor)))
+    for condition in conditions:
+        rest = select(condition, rest, sympy.S.Zero)
+    return rest
 
 
 def tidy_derivative(expr: sympy.Expr) -> sympy.Expr:
@@ -233,11 +280,11 @@ def _rounded_reverse_mode(forward_exprs, seeds, leaves: dict[str, sympy.Symbol])
         dummies = {rounding: sympy.Dummy("rounded", real=True) for rounding in inner}
         local = body.xreplace(dummies)
         for rounding, dummy in dummies.items():
-            derivative = tidy_derivative(sympy.diff(local, dummy)).xreplace({d: r for r, d in dummies.items()})
+            derivative = differentiate(local, dummy, set(leaves.values())).xreplace({d: r for r, d in dummies.items()})
             if derivative != 0:
                 contributions.setdefault(rounding, []).append(adjoint * derivative)
         for name, symbol in leaves.items():
-            derivative = tidy_derivative(sympy.diff(local, symbol)).xreplace({d: r for r, d in dummies.items()})
+            derivative = differentiate(local, symbol, set(leaves.values())).xreplace({d: r for r, d in dummies.items()})
             if derivative != 0:
                 leaf_terms[name].append(adjoint * simplify_bounded(derivative))
     gradients = {}
@@ -286,10 +333,11 @@ def derive_elementwise(
         gradients = _rounded_reverse_mode(forward_exprs, seeds, {name: symbols[name] for name in differentiable})
     else:
         gradients = {}
+        differentiated = {symbols[name] for name in differentiable}
         for name in differentiable:
             terms = []
             for output, expr in forward_exprs.items():
-                derivative = simplify_bounded(tidy_derivative(sympy.diff(expr, symbols[name])))
+                derivative = simplify_bounded(differentiate(expr, symbols[name], differentiated))
                 terms.append(grad_outputs[f"grad_{output}"] * derivative)
             gradients[f"grad_{name}"] = sympy.Add(*terms)
     taken = frozenset(set(symbols) | set(outputs) | set(grad_outputs) | set(gradients))

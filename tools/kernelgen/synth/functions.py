@@ -333,6 +333,30 @@ class Take(sympy.Function):
         return sympy.S.Zero
 
 
+class TensorPower(sympy.Function):
+    """``base ** exponent`` where the exponent is differentiated too (``torch.pow`` of two tensors, a learnable
+    exponent), standing in for the power while ``sympy.diff`` runs (``derive.differentiate``): its derivatives are
+    torch's. By the exponent, ``base ** exponent * log(base)``, which torch takes as 0 where ``base == 0`` and
+    ``exponent >= 0`` (sympy's form is ``0 * -inf``, NaN, where ``relu(x) ** p`` has ``x <= 0``); by the base,
+    ``exponent * base ** (exponent - 1)``, taken as 0 where ``exponent == 0`` (not ``0 * inf`` at ``base == 0``)."""
+
+    nargs = 2
+
+    def _eval_is_real(self):
+        return fuzzy_and(arg.is_real for arg in self.args)
+
+    def fdiff(self, argindex=1):
+        base, exponent = self.args
+        if argindex == 1:
+            return select(sympy.Ne(exponent, 0), exponent * base ** (exponent - 1), sympy.S.Zero)
+        if argindex == 2:
+            if base == 0:  # a branch of the power of a clamped value, 0 ** exponent: log(0) * inf where exponent < 0
+                return select(exponent >= 0, sympy.S.Zero, -sympy.oo)
+            masked = sympy.And(sympy.Eq(base, 0), exponent >= 0)
+            return select(masked, sympy.S.Zero, base**exponent * sympy.log(base))
+        raise sympy.ArgumentIndexError(self, argindex)
+
+
 __all__ = [
     "CastToInput",
     "ElementwiseFunction",
@@ -343,6 +367,7 @@ __all__ = [
     "Root",
     "Sigmoid",
     "Softplus",
+    "TensorPower",
     "Take",
     "indicator",
     "select",

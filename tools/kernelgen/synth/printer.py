@@ -48,7 +48,10 @@ _MAX_MULTIPLIED_POWER = 8
 
 
 def float_literal(value) -> str:
-    """A float literal for a numeric sympy expression (raises for complex or infinite values)."""
+    """A float literal for a numeric sympy expression: signed infinities (torch's gradient of ``0 ** p`` by a negative
+    ``p``) as ``float("inf")``; raises for complex, undefined (``zoo``, ``nan``) values."""
+    if value in (sympy.oo, -sympy.oo):
+        return 'float("inf")' if value == sympy.oo else 'float("-inf")'
     number = sympy.N(value, 30)
     if not number.is_real or not number.is_finite:
         raise ValueError(f"constant {value} is not a finite real number")
@@ -115,6 +118,21 @@ def integer_symbols(names):
         yield
     finally:
         _INTEGER_NAMES.reset(token)
+
+
+# Symbols the same for every element of the kernel being printed (scalar parameters, hyper-parameters).
+_UNIFORM_NAMES: contextvars.ContextVar[frozenset] = contextvars.ContextVar("uniform_names", default=frozenset())
+
+
+@contextlib.contextmanager
+def uniform_symbols(names):
+    """Inside: a condition on these symbols alone is a scalar, which ``TritonPrinter`` combines with a tile's
+    conditions by ``tl.where`` (the Triton interpreter cannot ``&`` a scalar condition with a tile's)."""
+    token = _UNIFORM_NAMES.set(frozenset(names))
+    try:
+        yield
+    finally:
+        _UNIFORM_NAMES.reset(token)
 
 
 # The functions a kernel printer names by role (``_KernelPrinter.names``).
@@ -369,6 +387,26 @@ class TritonPrinter(_KernelPrinter):
     def _runtime_power(self, base, exponent) -> str:
         return f"{POW_HELPER}({self._print(base)}, {self._print(exponent)})"
 
+    def _print_And(self, expr):
+        return self._combined(expr, "&", "{tile}, {scalar}, False")
+
+    def _print_Or(self, expr):
+        return self._combined(expr, "|", "{tile}, True, {scalar}")
+
+    def _combined(self, expr, operator: str, where_arguments: str) -> str:
+        """Conditions joined by ``operator``; a scalar one (on uniform symbols alone: ``p != 0`` of a scalar
+        parameter) joins the tile's by ``tl.where`` instead, which compiles to the same select and which the Triton
+        interpreter runs (its ``&`` of a scalar and a tile's condition raises)."""
+        names = _UNIFORM_NAMES.get()
+        scalar = [arg for arg in expr.args if arg.free_symbols and {s.name for s in arg.free_symbols} <= names]
+        tile = [arg for arg in expr.args if arg not in scalar]
+        if not scalar or not tile:
+            return f" {operator} ".join(f"({self._print(arg)})" for arg in expr.args)
+        text = f" {operator} ".join(f"({self._print(arg)})" for arg in tile)
+        for condition in scalar:
+            text = f"{self.where_name}({where_arguments.format(tile=text, scalar=self._print(condition))})"
+        return text
+
     def _constant_power(self, base, exponent) -> str:
         return f"tl.exp2({self._print(exponent)} * tl.log2({self._print(base)}))"
 
@@ -578,6 +616,7 @@ __all__ = [
     "TorchPrinter",
     "TritonPrinter",
     "float_literal",
+    "uniform_symbols",
     "format_formula",
     "print_tilelang",
     "print_torch",
