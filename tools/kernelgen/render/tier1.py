@@ -125,6 +125,20 @@ def parameter_gradients(params: list[LearnableParameter], optional: dict[str, st
     return _per_parameter(params, optional, "grad_{0}", "torch.empty_like({0})")
 
 
+# The tile of the kernel adding the partials up: columns in blocks of 64, partial rows 32 at a time (a per-channel
+# parameter's partials are a few MB at most; a scalar's, a run of BLOCK_ROWS * BLOCK_COLS values at a time).
+PARTIAL_SUM_ROWS = 32
+PARTIAL_SUM_COLS = 64
+
+
+def partial_sum_grid(params: list[LearnableParameter]) -> str:
+    """The launch grid of ``_param_grads_kernel``: a program per column block of the per-channel parameters, one
+    program when every parameter is a scalar."""
+    if any(prm.shape == "channel" for prm in params):
+        return f"(ceil_div(n_cols, {PARTIAL_SUM_COLS}),)"
+    return "(1,)"
+
+
 def partial_sums(params: list[LearnableParameter], optional: dict[str, str], scalar: bool) -> dict[str, list[str]]:
     """The lines of the kernel that adds the partial sums up (``_param_grads_kernel``), for the per-channel
     parameters (``scalar`` False: each program sums rows of partials, ``offsets`` into the ``[rows, n_cols]`` buffers,
@@ -168,6 +182,7 @@ __all__ = [
     "parameter_gradients",
     "partial_buffers",
     "partial_stores",
+    "partial_sum_grid",
     "partial_sums",
     "pointer_moves",
 ]

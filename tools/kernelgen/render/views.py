@@ -146,6 +146,8 @@ class ElementwiseOpsView:
     channel_sums: dict[str, list[str]]
     scalar_sums: dict[str, list[str]]
     partial_sum_args: str
+    partial_sum_grid: str
+    partial_sum_tile: tuple[int, int]  # its BLOCK_ROWS, BLOCK_COLS
     narrow_block_cols: int  # the other slice width of long rows
     backward_loads: list[str]  # the tensors the backward kernel loads, upstream gradients first
     forward_launch_tail: str  # the forward launch's arguments after the strided inputs
@@ -802,6 +804,8 @@ def _elementwise_fields(profile: KernelProfile) -> dict[str, Any]:
         channel_sums=tier1.partial_sums(params, optional, scalar=False),
         scalar_sums=tier1.partial_sums(params, optional, scalar=True),
         partial_sum_args=", ".join(arg for pair in zip(partial_args, gradient_args) for arg in pair),
+        partial_sum_grid=tier1.partial_sum_grid(params),
+        partial_sum_tile=(tier1.PARTIAL_SUM_ROWS, tier1.PARTIAL_SUM_COLS),
         narrow_block_cols=tiling.max_block_cols // 2,
         backward_loads=backward_reads_first,
         forward_launch_tail=", ".join(param_args + outputs),

@@ -279,12 +279,14 @@ def _rounded_reverse_mode(forward_exprs, seeds, leaves: dict[str, sympy.Symbol])
         inner = _segments(body)
         dummies = {rounding: sympy.Dummy("rounded", real=True) for rounding in inner}
         local = body.xreplace(dummies)
+        # A power's exponent is differentiated when it holds a leaf or a rounded value standing for one.
+        differentiated = set(leaves.values()) | set(dummies.values())
         for rounding, dummy in dummies.items():
-            derivative = differentiate(local, dummy, set(leaves.values())).xreplace({d: r for r, d in dummies.items()})
+            derivative = differentiate(local, dummy, differentiated).xreplace({d: r for r, d in dummies.items()})
             if derivative != 0:
                 contributions.setdefault(rounding, []).append(adjoint * derivative)
         for name, symbol in leaves.items():
-            derivative = differentiate(local, symbol, set(leaves.values())).xreplace({d: r for r, d in dummies.items()})
+            derivative = differentiate(local, symbol, differentiated).xreplace({d: r for r, d in dummies.items()})
             if derivative != 0:
                 leaf_terms[name].append(adjoint * simplify_bounded(derivative))
     gradients = {}
