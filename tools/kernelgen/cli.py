@@ -129,6 +129,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="regenerate an existing generated kernel's files that nobody edited (never a hand-written file)",
     )
     new.add_argument(
+        "--force-new",
+        action="store_true",
+        help="generate even when an existing kernel computes the reference at some option values (by default new "
+        "names that kernel and its call, and writes nothing)",
+    )
+    new.add_argument(
         "--modify", action="store_true", help="update the existing kernel in place, keeping hand edits (3-way merge)"
     )
     new.add_argument(
@@ -370,6 +376,10 @@ def cmd_new(args) -> int:
     check_new_target(repo, args.name, force=args.force)  # before the analysis: its advice would not apply
     profile = _profile_for_new(args)
     check_backend(profile)
+    if not args.force_new:
+        from tools.kernelgen.variants import check_not_variant
+
+        check_not_variant(repo, profile)
     if args.fused_linear:
         if profile.tier != 3:
             raise CliError(
@@ -439,6 +449,8 @@ def cmd_modify(args) -> int:
 
     if getattr(args, "force", False):
         raise ModifyError("--modify merges into the existing files; --force (overwrite them) cannot go with it")
+    if getattr(args, "force_new", False):
+        raise ModifyError("--modify changes the existing kernel; --force-new (generate another) cannot go with it")
     check_kernel_name(args.name)
     check_output_path(args.save_profile, "--save-profile")
     repo = LigerRepo.open(args.repo)
@@ -666,6 +678,7 @@ USER_ERRORS = (
     ("tools.kernelgen.writer", "WriteError"),
     ("tools.kernelgen.synth", "UnsupportedOpError"),
     ("tools.kernelgen.tune", "TuneError"),
+    ("tools.kernelgen.variants", "VariantError"),
     ("tools.kernelgen.validate", "ValidateError"),
     ("tools.kernelgen.workflow", "WorkflowError"),
 )

@@ -199,7 +199,7 @@ def reference_signature(profile: KernelProfile) -> str:
     return f"{profile.reference.entry or profile.operation_name}({', '.join(parts)})"
 
 
-def _find_tensor(name: str, free: list[str]) -> str | None:
+def find_tensor(name: str, free: list[str]) -> str | None:
     if name in free:
         return name
     folded = [p for p in free if p.lower() == name.lower()]
@@ -225,7 +225,7 @@ def match_arguments(profile: KernelProfile, entry: Signature, *, allow_new_hyper
     free = [p.name for p in entry.params if p.name not in hyper_names]
     unmatched = []
     for tensor in [t.name for t in profile.inputs] + [p.name for p in profile.parameters]:
-        found = _find_tensor(tensor, free)
+        found = find_tensor(tensor, free)
         if found is None:
             unmatched.append(tensor)
             continue

@@ -1,0 +1,179 @@
+"""Variants become options, not duplicates: ``new`` of a reference an existing kernel computes at some option values
+names that kernel and the call (exit 2, nothing written); ``--force-new`` generates it anyway; references that are
+not such variants (another eps placement, another smoothing formula, gelu instead of silu) generate as before."""
+
+import textwrap
+
+import pytest
+
+from test.kernelgen.conftest import copy_checkout
+from test.kernelgen.conftest import one_line_error
+from test.kernelgen.conftest import run_kernelgen
+from test.kernelgen.conftest import snapshot
+from tools.kernelgen.analyze import analyze
+from tools.kernelgen.layout import kernel_paths
+from tools.kernelgen.repo import LigerRepo
+from tools.kernelgen.variants import find_variant
+from tools.kernelgen.variants.options import call_plans
+
+# Gemma's RMSNorm written in another style than the built-in: other names, the eps as `epsilon`, sqrt then divide.
+OFFSET_NORM = """
+import torch
+import torch.nn as nn
+
+
+class OffsetNorm(nn.Module):
+    def __init__(self, dim: int, epsilon: float = 1e-5):
+        super().__init__()
+        self.scale = nn.Parameter(torch.zeros(dim))
+        self.epsilon = epsilon
+
+    def forward(self, h):
+        h32 = h.float()
+        normed = h32 / torch.sqrt(h32.square().mean(-1, keepdim=True) + self.epsilon)
+        return (normed * (1 + self.scale.float())).to(h.dtype)
+"""
+SMOOTHED_CE = """
+import torch.nn.functional as F
+
+
+def smoothed_ce(logits, target):
+    return F.cross_entropy(logits, target, label_smoothing=0.1)
+"""
+# Label smoothing by hand, its amount a hyper-parameter of another name: the kernel's option takes it.
+HAND_SMOOTHED_CE = """
+import torch
+
+
+def hand_smoothed_ce(logits, target, smoothing: float = 0.2):
+    logp = torch.log_softmax(logits.float(), dim=-1)
+    nll = -logp.gather(-1, target.unsqueeze(-1)).squeeze(-1)
+    return ((1 - smoothing) * nll - smoothing * logp.mean(-1)).mean()
+"""
+# Negatives: each differs from an existing kernel at every option value.
+EPS_OUTSIDE_NORM = """
+import torch
+import torch.nn as nn
+
+
+class EpsOutsideNorm(nn.Module):
+    def __init__(self, hidden_size: int, eps: float = 1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(hidden_size))
+        self.eps = eps
+
+    def forward(self, x):
+        return self.weight * x / (x.pow(2).mean(-1, keepdim=True).sqrt() + self.eps)
+"""
+OTHER_SMOOTHING_CE = """
+import torch
+
+
+def other_smoothing_ce(logits, target, smoothing: float = 0.1):
+    logp = torch.log_softmax(logits.float(), dim=-1)
+    picked = logp.gather(-1, target.unsqueeze(-1)).squeeze(-1)
+    others = -(logp.sum(-1) - picked) / (logits.shape[-1] - 1)
+    return ((1 - smoothing) * -picked + smoothing * others).mean()
+"""
+GELU_GATE = """
+import torch.nn.functional as F
+
+
+def gelu_gate(a, b):
+    return F.gelu(a) * b
+"""
+SWAPPED_SWIGLU = """
+import torch
+
+
+def up_times_silu(up, gate):
+    return up * gate * torch.sigmoid(gate)
+"""
+
+
+def _file(folder, name: str, source: str) -> str:
+    path = folder / f"{name}.py"
+    path.write_text(textwrap.dedent(source).lstrip())
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def checkout(tmp_path_factory):
+    return copy_checkout(tmp_path_factory.mktemp("variants") / "liger")
+
+
+@pytest.mark.parametrize(
+    "name, source, call",
+    [
+        (
+            "offset_norm",
+            OFFSET_NORM,
+            'rms_norm\' computes it: liger_rms_norm(X, W, eps=epsilon, offset=1.0, casting_mode="gemma") / '
+            'LigerRMSNorm(hidden_size, eps=epsilon, offset=1.0, casting_mode="gemma")',
+        ),
+        (
+            "smoothed_ce",
+            SMOOTHED_CE,
+            "cross_entropy' computes it: liger_cross_entropy(input, target, label_smoothing=0.1) / "
+            "LigerCrossEntropyLoss(label_smoothing=0.1)",
+        ),
+        (
+            "hand_smoothed_ce",
+            HAND_SMOOTHED_CE,
+            "liger_cross_entropy(input, target, label_smoothing=smoothing) / "
+            "LigerCrossEntropyLoss(label_smoothing=smoothing)",
+        ),
+        ("up_times_silu", SWAPPED_SWIGLU, "swiglu' computes it: liger_swiglu(a=gate, b=up)"),
+    ],
+)
+def test_a_variant_is_refused_naming_the_kernel_and_its_options_and_force_new_generates_it(
+    checkout, tmp_path, name, source, call
+):
+    reference = _file(tmp_path, name, source)
+    before = snapshot(checkout)
+    line = one_line_error(run_kernelgen("new", name, "--reference", reference, "--repo", str(checkout)))
+    assert f"'{name}' is a variant: the existing kernel '" in line and call in line, line
+    assert "--force-new" in line and line.endswith("nothing written")
+    assert snapshot(checkout) == before
+    dry = run_kernelgen("new", name, "--reference", reference, "--repo", str(checkout), "--force-new", "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert f"+++ b/{kernel_paths(name)['ops']}" in dry.stdout
+
+
+def test_the_builtin_gemma_rms_norm_is_the_hosts_rms_norm_and_force_new_writes_it(tmp_path):
+    root = copy_checkout(tmp_path / "liger")
+    line = one_line_error(run_kernelgen("new", "gemma_rms_norm", "--repo", str(root)))
+    assert 'liger_rms_norm(X, W, eps, offset=1.0, casting_mode="gemma")' in line
+    assert 'LigerRMSNorm(hidden_size, offset=1.0, casting_mode="gemma")' in line
+    written = run_kernelgen("new", "gemma_rms_norm", "--repo", str(root), "--force-new")
+    assert written.returncode == 0, written.stderr
+    assert (root / kernel_paths("gemma_rms_norm")["ops"]).is_file()
+
+
+@pytest.mark.parametrize(
+    "name, source, existing",
+    [
+        ("eps_outside_norm", EPS_OUTSIDE_NORM, "rms_norm"),
+        ("other_smoothing_ce", OTHER_SMOOTHING_CE, "cross_entropy"),
+        ("gelu_gate", GELU_GATE, "swiglu"),
+    ],
+)
+def test_a_reference_that_is_no_variant_is_checked_against_the_kernel_like_it_and_not_refused(
+    tmp_path, name, source, existing
+):
+    profile = analyze(_file(tmp_path, name, source), name=name)
+    repo = LigerRepo.open(None)
+    assert existing in {plan.name for plan in call_plans(repo, profile)}  # it was run, not filtered out
+    assert find_variant(repo, profile) is None
+
+
+def test_the_readme_geglu_is_no_variant_of_swiglu_and_generates_without_the_flag(checkout, tmp_path):
+    result = run_kernelgen("new", "geglu", "--repo", str(checkout), "--dry-run")
+    assert result.returncode == 0, result.stderr
+
+
+def test_force_new_does_not_go_with_modify(checkout):
+    line = one_line_error(
+        run_kernelgen("new", "swiglu", "--modify", "--force-new", "--reference", "swiglu", "--repo", str(checkout))
+    )
+    assert "--force-new" in line and "--modify" in line

@@ -1,0 +1,69 @@
+"""Run kernels written for compiled Triton under the Triton interpreter.
+
+Compiled Triton passes a Python float argument to a kernel as an fp32 scalar (kernels call ``eps.to(...)`` on it)
+and takes a scalar's integer value wherever Python wants an index (``range(0, n_cols, BLOCK_SIZE)``). The
+interpreter passes floats through as Python floats, reads a scalar as a one-element array, which current NumPy
+refuses to turn into an int, and cannot call libdevice functions (``rsqrt``, ``tanh`` imported from
+``triton.language.extra``), for which ``triton.language.math`` has interpreted twins. ``compiled_scalars`` makes the interpreter do what the compiler does, for the time of
+a ``with`` block, so that a target's hand-written kernels (upstream's among them) run on the CPU.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+from collections.abc import Iterator
+
+
+@contextlib.contextmanager
+def compiled_scalars() -> Iterator[None]:
+    import numpy as np
+    import triton.language as tl
+
+    from triton.runtime import interpreter
+
+    convert, patch_tensor, patch_lang = (
+        interpreter._implicit_cvt,
+        interpreter._patch_lang_tensor,
+        interpreter._patch_lang,
+    )
+
+    def as_compiled(arg):
+        if isinstance(arg, float):
+            return tl.tensor(interpreter.TensorHandle(np.array([arg], dtype=np.float32), tl.float32), tl.float32)
+        return convert(arg)
+
+    def patch_with_index(tensor, scope):
+        patch_tensor(tensor, scope)
+        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.reshape(-1)[0]))
+
+    def patch_with_math(fn):
+        scope = patch_lang(fn)
+        replaced = {}
+        for name, value in fn.__globals__.items():
+            module = getattr(value, "__module__", "") or ""
+            if module.startswith("triton.language.extra") and hasattr(tl.math, getattr(value, "__name__", "")):
+                replaced[name] = value
+        fn.__globals__.update({name: getattr(tl.math, value.__name__) for name, value in replaced.items()})
+        restore = scope.restore
+
+        def restore_all():
+            fn.__globals__.update(replaced)
+            restore()
+
+        scope.restore = restore_all
+        return scope
+
+    originals = (convert, patch_tensor, patch_lang)
+    interpreter._implicit_cvt, interpreter._patch_lang_tensor, interpreter._patch_lang = (
+        as_compiled,
+        patch_with_index,
+        patch_with_math,
+    )
+    try:
+        yield
+    finally:
+        interpreter._implicit_cvt, interpreter._patch_lang_tensor, interpreter._patch_lang = originals
+
+
+__all__ = ["compiled_scalars"]

@@ -1,0 +1,338 @@
+"""How an existing kernel of a checkout could be called with a reference's arguments, read from the kernel's files.
+
+``call_plans`` pairs a reference profile with every kernel of the checkout whose entry (functional, else
+``Function.apply``) can take the reference's tensors: tensors by name (``hostapi``'s synonyms), then in order onto
+the entry's required parameters; an integer input (class targets) only onto a target-like parameter and back;
+hyper-parameters by name. Whatever the entry has beyond that is an option: a parameter with a default, or a
+required one the reference does not name (the reference's unnamed hyper-parameters and literals may fill it).
+Each option gets the values worth trying: the reference's hyper-parameters of a compatible type (passed through),
+the numeric literals of the reference's source, the other value of a bool, and the strings the kernel's own code
+lists or compares beside a string default (casting modes, reductions).
+"""
+
+from __future__ import annotations
+
+import ast
+import itertools
+
+from dataclasses import dataclass
+from dataclasses import field
+from typing import Any
+
+from tools.kernelgen.hostapi import TENSOR_SYNONYMS
+from tools.kernelgen.hostapi import ApiError
+from tools.kernelgen.hostapi import KernelApi
+from tools.kernelgen.hostapi import Param
+from tools.kernelgen.hostapi import find_tensor
+from tools.kernelgen.hostapi import read_kernel_api
+from tools.kernelgen.layout import FUNCTIONAL
+from tools.kernelgen.layout import kernel_paths
+from tools.kernelgen.profile import KernelProfile
+from tools.kernelgen.repo import LigerRepo
+
+OPS_DIR = "src/liger_kernel/ops"
+# A parameter the reference's integer input (class targets) goes to, and no float tensor does.
+TARGET_WORDS = ("target", "label")
+MAX_LITERALS = 8
+_REQUIRED = object()
+
+
+@dataclass(frozen=True)
+class Bound:
+    """A kernel parameter that takes the value of the reference's hyper-parameter ``hyper``."""
+
+    hyper: str
+
+
+@dataclass
+class Option:
+    """An entry parameter the search may set: its default (``None`` in ``required`` ones: it has none) and the
+    other values worth trying."""
+
+    name: str
+    default: Any
+    candidates: list[Any] = field(default_factory=list)
+    required: bool = False
+
+
+@dataclass
+class CallPlan:
+    """One kernel called with a reference's arguments: what goes where, and what is left to choose."""
+
+    api: KernelApi
+    tensors: dict[str, str]  # reference tensor (inputs, then parameters) -> entry parameter
+    fixed: dict[str, Bound]  # entry parameter -> the reference hyper-parameter of the same name
+    options: list[Option]
+    defaults: dict[str, Any]  # every entry parameter's default value that is a literal
+    module_inits: dict[str, list[Param]]  # module class -> its __init__ parameters
+
+    @property
+    def name(self) -> str:
+        return self.api.name
+
+
+def kernel_names(repo: LigerRepo) -> list[str]:
+    """Every ``ops/NAME.py`` of the checkout but the package's own and shared modules."""
+    folder = repo.root / OPS_DIR
+    if not folder.is_dir():
+        return []
+    return sorted(p.stem for p in folder.glob("*.py") if not p.stem.startswith("_") and p.stem not in ("utils",))
+
+
+def _literal(text: str | None) -> Any:
+    if text is None:
+        return _REQUIRED
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return _REQUIRED
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _target_like(name: str) -> bool:
+    lowered = name.lower()
+    return any(word in lowered for word in TARGET_WORDS) or lowered in next(g for g in TENSOR_SYNONYMS if "target" in g)
+
+
+def reference_literals(source: str) -> list[float]:
+    """Numbers written in the reference's code (its ``KERNELGEN`` hints left out), in order, once each."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    hints = {
+        id(node)
+        for statement in tree.body
+        if isinstance(statement, ast.Assign) and any(getattr(t, "id", "") == "KERNELGEN" for t in statement.targets)
+        for node in ast.walk(statement)
+    }
+    found: list[float] = []
+    for node in ast.walk(tree):
+        if id(node) in hints:
+            continue
+        value = None
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant):
+            value = -node.operand.value if _is_number(node.operand.value) else None
+        elif isinstance(node, ast.Constant) and _is_number(node.value):
+            value = node.value
+        if value is not None and value not in found:
+            found.append(value)
+    return found[:MAX_LITERALS]
+
+
+def string_choices(sources: list[str], option: str, default: str) -> list[str]:
+    """The strings the kernel's code lists beside ``default`` (a tuple, set, list or dict's keys holding it) or
+    compares ``option`` with: the values a string option accepts."""
+    found: list[str] = []
+
+    def add(values):
+        for value in values:
+            if isinstance(value, str) and value.isidentifier() and value != default and value not in found:
+                found.append(value)
+
+    for source in sources:
+        try:
+            tree = ast.parse(source)
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+                values = [e.value for e in node.elts if isinstance(e, ast.Constant)]
+            elif isinstance(node, ast.Dict):
+                values = [k.value for k in node.keys if isinstance(k, ast.Constant)]
+            elif isinstance(node, ast.Compare) and option in ast.unparse(node.left).split(".")[-1:]:
+                add(e.value for e in node.comparators if isinstance(e, ast.Constant))
+                continue
+            else:
+                continue
+            if default in values:
+                add(values)
+    return found
+
+
+def _candidates(param: Param, default: Any, loose_hypers: list, literals: list[float], sources: list[str]) -> list:
+    bound = [
+        Bound(hp.name)
+        for hp in loose_hypers
+        if default is _REQUIRED
+        or default is None
+        or (_is_number(default) and _is_number(hp.default))
+        or type(default) is type(hp.default)
+    ]
+    if isinstance(default, bool):
+        return [*bound, not default]
+    if isinstance(default, str):
+        return [*bound, *string_choices(sources, param.name, default)]
+    if isinstance(default, int):
+        values = [int(v) for v in literals if float(v).is_integer()]
+    else:
+        values = [float(v) for v in literals]
+    return [*bound, *[v for v in dict.fromkeys(values) if v != default]]
+
+
+def _calls(node: ast.AST, names: set[str]) -> bool:
+    """Whether ``node`` calls one of ``names`` (``F(...)``, ``F.apply(...)`` or ``module.F(...)``)."""
+    for call in ast.walk(node):
+        if isinstance(call, ast.Call):
+            text = ast.unparse(call.func)
+            if text.removesuffix(".apply").split(".")[-1] in names:
+                return True
+    return False
+
+
+def _init_params(init: ast.FunctionDef, source: str) -> list[Param]:
+    arguments = init.args
+    positional = [*arguments.posonlyargs, *arguments.args][1:]
+    defaults = [None] * (len(positional) - len(arguments.defaults)) + list(arguments.defaults)
+    pairs = [*zip(positional, defaults), *zip(arguments.kwonlyargs, arguments.kw_defaults)]
+    return [Param(a.arg, None if d is None else ast.get_source_segment(source, d)) for a, d in pairs]
+
+
+def _module_inits(repo: LigerRepo, api: KernelApi) -> dict[str, list[Param]]:
+    """The ``__init__`` parameters of each module class of the kernel's module file that applies its Function or
+    calls its functional."""
+    path = kernel_paths(api.name)["module"]
+    if not repo.exists(path):
+        return {}
+    source = repo.read(path)
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return {}
+    applied = {api.function_class} | ({api.functional.name} if api.functional else set())
+    inits = {}
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and _calls(node, applied):
+            init = next((s for s in node.body if isinstance(s, ast.FunctionDef) and s.name == "__init__"), None)
+            if init is not None:
+                inits[node.name] = _init_params(init, source)
+    return inits
+
+
+def _map_tensors(profile: KernelProfile, params: list[Param], taken: set[str]) -> list[dict[str, str]]:
+    """The ways the reference's tensors may go onto the entry's parameters (reference tensor -> parameter): by name
+    where the names agree, else in order onto the required parameters (then those defaulting to None), in every
+    order of the float inputs placed so; an integer input (class targets) only onto a target-like parameter."""
+    integer = {t.name for t in profile.inputs if t.dtype.startswith("int")}
+    references = [t.name for t in profile.inputs] + [p.name for p in profile.parameters]
+    free = [p.name for p in params if p.name not in taken]
+    named: dict[str, str] = {}
+    for name in references:
+        found = find_tensor(name, free)
+        if found is not None:
+            named[name] = found
+            free.remove(found)
+    required = [p.name for p in params if p.default is None and p.name in free]
+    optional = [p.name for p in params if p.default == "None" and p.name in free]
+    placed = [name for name in references if name not in named]
+    if len(placed) > len(required) + len(optional):
+        return []
+    slots = (required + optional)[: len(placed)]
+    movable = [i for i, name in enumerate(placed) if name not in integer and name in {t.name for t in profile.inputs}]
+    mappings = []
+    for order in itertools.permutations(movable):
+        arranged = list(placed)
+        for index, source in zip(movable, order):
+            arranged[index] = placed[source]
+        placed_at = {**named, **dict(zip(arranged, slots))}
+        mapping = {name: placed_at[name] for name in references}  # in the reference's order
+        if all((name in integer) == _target_like(param) or name == param for name, param in mapping.items()):
+            mappings.append(mapping)
+    return mappings
+
+
+def call_plans_of(repo: LigerRepo, name: str, profile: KernelProfile, literals: list[float]) -> list[CallPlan]:
+    """How kernel ``name`` of ``repo`` could be called with ``profile``'s arguments: one plan per way its tensors
+    may be placed; none when it cannot take them."""
+    try:
+        api = read_kernel_api(repo, name)
+    except (ApiError, OSError, UnicodeDecodeError, SyntaxError):
+        return []
+    params = api.entry.params
+    names = {p.name for p in params}
+    fixed = {hp.name: Bound(hp.name) for hp in profile.hyperparameters if hp.name in names}
+    mappings = _map_tensors(profile, params, set(fixed))
+    if not mappings:
+        return []
+    used = set(mappings[0].values()) | set(fixed)
+    if any(_target_like(p.name) and p.default is None and p.name not in used for p in params):
+        return []  # a loss's targets the reference does not have
+    loose = [hp for hp in profile.hyperparameters if hp.name not in fixed]
+    sources = [repo.read(kernel_paths(name)["ops"])]
+    sources += [repo.read(path) for path in (kernel_paths(name)["module"], FUNCTIONAL) if repo.exists(path)]
+    options, defaults = [], {}
+    for param in params:
+        default = _literal(param.default)
+        if default is not _REQUIRED:
+            defaults[param.name] = default
+        if param.name in used:
+            continue
+        if param.default is not None and default is _REQUIRED:
+            continue  # a default that is not a literal: left to the kernel
+        candidates = _candidates(param, default, loose, literals, sources)
+        if default is _REQUIRED:
+            # A required argument only the reference's own hyper-parameters can give (an eps named otherwise).
+            candidates = [value for value in candidates if isinstance(value, Bound)]
+            if not candidates:
+                return []
+            options.append(Option(param.name, None, candidates, required=True))
+        else:
+            options.append(Option(param.name, default, candidates))
+    if sum(option.required for option in options) > len(loose):
+        return []  # more required arguments than hyper-parameters to give them
+    modules = _module_inits(repo, api)
+    return [CallPlan(api, mapping, fixed, options, defaults, modules) for mapping in mappings]
+
+
+def call_plans(repo: LigerRepo, profile: KernelProfile) -> list[CallPlan]:
+    """Plans for every kernel of ``repo`` that can take ``profile``'s arguments (the kernel of the profile's own
+    name left out: regenerating it is not a duplicate)."""
+    literals = reference_literals(profile.reference.source or "")
+    plans = []
+    for name in kernel_names(repo):
+        if name != profile.operation_name:
+            plans.extend(call_plans_of(repo, name, profile, literals))
+    return plans
+
+
+# The one line naming the call ------------------------------------------------------------------------------------
+def _value_text(value: Any) -> str:
+    if isinstance(value, Bound):
+        return value.hyper
+    if isinstance(value, str):
+        return f'"{value}"'
+    return repr(value)
+
+
+def call_text(plan: CallPlan, chosen: dict[str, Any]) -> str:
+    """``liger_rms_norm(X, W, eps, offset=1.0, casting_mode="gemma")`` and, when a module of the kernel takes the
+    same options, `` / LigerRMSNorm(hidden_size, offset=1.0, casting_mode="gemma")``."""
+    changed = {
+        option.name: chosen[option.name]
+        for option in plan.options
+        if option.name in chosen and (option.required or chosen[option.name] != option.default)
+    }
+    required = [p.name for p in plan.api.entry.params if p.default is None and p.name not in changed]
+    slots = [p.name for p in plan.api.entry.params if p.name in plan.tensors.values()]
+    if slots != list(plan.tensors.values()):  # the reference's tensors go in another order: say which goes where
+        given = {param: tensor for tensor, param in plan.tensors.items()}
+        required = [f"{name}={given[name]}" if name in given else name for name in required]
+    rest = []
+    for name, value in changed.items():
+        bound_by_name = isinstance(value, Bound) and value.hyper == name
+        rest.append(name if bound_by_name else f"{name}={_value_text(value)}")
+    text = f"{plan.api.entry.name}({', '.join([*required, *rest])})"
+    for module, params in plan.module_inits.items():
+        accepted = {p.name for p in params}
+        if set(changed) - accepted:
+            continue
+        args = [p.name for p in params if p.default is None]
+        args += [f"{name}={_value_text(value)}" for name, value in changed.items() if name not in args]
+        return f"{text} / {module}({', '.join(args)})"
+    return text
+
+
+__all__ = ["Bound", "CallPlan", "Option", "call_plans", "call_plans_of", "call_text", "kernel_names"]

@@ -1,0 +1,314 @@
+"""Decide by the numbers whether an existing kernel, at some option values, computes what a reference computes.
+
+The kernel runs in this process on the CPU under ``TRITON_INTERPRET=1``, imported from the target checkout's
+``src`` (this process's own ``liger_kernel`` modules, ``sys.path`` and environment are put back afterwards); the
+reference runs in float64 as ``validate`` runs it. The search: one small forward case first, at the defaults and
+at each option moved to one of its candidates; options whose every candidate leaves the kernel's output as it is
+are set aside; the rest are combined, fewest changes first. A forward match must then hold on several seeds and
+shapes (non-power-of-2 columns, one column), forward and backward, and with each float hyper-parameter of the
+reference moved off its default (which a different eps placement or smoothing formula does not survive). Options
+that made no difference in float32 (casting modes, in-place flags) are last chosen by float16: the value whose
+float16 output is closest to the reference's own float16 output, the default on a tie.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import itertools
+import os
+import sys
+import warnings
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from tools.kernelgen.profile import KernelProfile
+from tools.kernelgen.validate.harness import Case
+from tools.kernelgen.validate.harness import ReferenceRunner
+from tools.kernelgen.validate.harness import RunResult
+from tools.kernelgen.variants.interpreter import compiled_scalars
+from tools.kernelgen.variants.options import Bound
+from tools.kernelgen.variants.options import CallPlan
+
+PROBE_SHAPE = (3, 37)
+CHECK_SHAPES = ((4, 37), (2, 64), (1, 1), (5, 129))
+CHECK_SEEDS = (11, 12, 13, 14)
+MAX_CHANGES = 3
+MAX_EVALUATIONS = 300  # forward runs per kernel in the combination search
+ATOL, RTOL = 1e-5, 1e-4  # float32 kernel against the float64 reference, atol relative to the largest value
+
+
+class Mismatch(Exception):
+    pass
+
+
+@contextlib.contextmanager
+def checkout_kernels(root: Path) -> Iterator[None]:
+    """Inside: ``liger_kernel`` imports from ``root/src`` with the Triton interpreter; outside, as before."""
+    saved = {name: module for name, module in sys.modules.items() if name.split(".")[0] == "liger_kernel"}
+    saved_path, saved_env = list(sys.path), os.environ.get("TRITON_INTERPRET")
+    for name in saved:
+        del sys.modules[name]
+    sys.path.insert(0, str(root / "src"))
+    os.environ["TRITON_INTERPRET"] = "1"
+    try:
+        with compiled_scalars():
+            yield
+    finally:
+        for name in [n for n in sys.modules if n.split(".")[0] == "liger_kernel"]:
+            del sys.modules[name]
+        sys.modules.update(saved)
+        sys.path[:] = saved_path
+        if saved_env is None:
+            os.environ.pop("TRITON_INTERPRET", None)
+        else:
+            os.environ["TRITON_INTERPRET"] = saved_env
+
+
+class Probe(ReferenceRunner):
+    """The reference of a profile beside kernels of a checkout, on the CPU."""
+
+    def __init__(self, profile: KernelProfile):
+        super().__init__(profile, "cpu")
+        self._truth: dict[tuple, RunResult] = {}
+
+    # Data: every input the profile describes, as the generated tests draw it --------------------------------
+    def case(self, rows: int, cols: int, seed: int, hyper: dict | None = None, scale: float = 1.0) -> Case:
+        generator = torch.Generator().manual_seed(seed)
+        hyper = dict(self.defaults if hyper is None else hyper)
+        inputs = []
+        for spec in self.profile.inputs:
+            domain = spec.domain or self.profile.test.input_domain
+            if spec.dtype.startswith("int"):
+                value = torch.randint(0, cols, (rows,), generator=generator)
+                ignore_index = hyper.get("ignore_index")
+                if isinstance(ignore_index, int) and not isinstance(ignore_index, bool) and rows >= 3:
+                    value[1::3] = ignore_index
+            elif spec.per_class:
+                value = torch.rand(cols, generator=generator) + 0.5
+            elif domain in ("probabilities", "log_probabilities"):
+                value = torch.randn(rows, cols, generator=generator).log_softmax(-1)
+                value = value if domain == "log_probabilities" else value.exp()
+            elif domain == "positive":
+                value = torch.rand(rows, cols, generator=generator) * self.profile.test.input_scale + 0.1
+            else:
+                spread = 4.0 if self.tier == 3 else float(self.profile.test.input_scale)
+                value = torch.randn(rows, cols, generator=generator) * spread * scale
+            inputs.append(value)
+        params = [
+            torch.rand((cols,) if p.shape == "channel" else (), generator=generator) + 0.5
+            for p in self.profile.parameters
+        ]
+        return Case(inputs, params, hyper, seed)
+
+    def truth(self, case: Case, key: tuple, backward: bool, dtype=torch.float64) -> RunResult:
+        if (key, backward, dtype) not in self._truth:
+            self._truth[key, backward, dtype] = self.run_reference(case, dtype, backward=backward)
+        return self._truth[key, backward, dtype]
+
+    # The kernel -------------------------------------------------------------------------------------------
+    def run_kernel(
+        self, plan: CallPlan, entry, values: dict[str, Any], case: Case, dtype: torch.dtype, backward: bool
+    ) -> RunResult:
+        inputs = [
+            self.leaf(x.to(dtype) if x.is_floating_point() else x, spec.requires_grad)
+            for x, spec in zip(case.inputs, self.profile.inputs)
+        ]
+        params = [self.leaf(p.to(dtype), True) for p in case.params]
+        names = [t.name for t in self.profile.inputs] + [p.name for p in self.profile.parameters]
+        kwargs = {plan.tensors[name]: value for name, value in zip(names, [*inputs, *params])}
+        for name, value in {**plan.fixed, **values}.items():
+            kwargs[name] = case.hyper[value.hyper] if isinstance(value, Bound) else value
+        if plan.api.entry_is_functional:
+            result = entry(**kwargs)
+        else:
+            order = [p.name for p in plan.api.entry.params]
+            last = max(order.index(name) for name in kwargs)
+            result = entry(*[kwargs[n] if n in kwargs else plan.defaults[n] for n in order[: last + 1]])
+        values_out = result if isinstance(result, (tuple, list)) else (result,)
+        outputs = [v for v in values_out if isinstance(v, torch.Tensor)]
+        return self._finish(outputs, inputs, params, case.seed, backward)
+
+
+def _entry(plan: CallPlan):
+    entry = plan.api.entry
+    module = importlib.import_module(entry.module)
+    value = module
+    for part in entry.name.split("."):
+        value = getattr(value, part)
+    return value
+
+
+def _compare(kernel: RunResult, reference: RunResult, *, backward: bool) -> None:
+    pairs = list(zip(kernel.outputs, reference.outputs))
+    if len(kernel.outputs) < len(reference.outputs):
+        raise Mismatch("fewer outputs")
+    if backward:
+        pairs += [(kernel.grads.get(name), grad) for name, grad in reference.grads.items()]
+    for got, want in pairs:
+        if got is None or tuple(got.shape) != tuple(want.shape):
+            raise Mismatch("shape")
+        got, want = got.detach().double(), want.detach().double()
+        finite = torch.isfinite(want)
+        if not torch.equal(finite, torch.isfinite(got)):
+            raise Mismatch("non-finite")
+        if not finite.any():
+            continue
+        atol = ATOL * max(1.0, float(want[finite].abs().max()))
+        if ((got - want).abs()[finite] > atol + RTOL * want.abs()[finite]).any():
+            raise Mismatch("values")
+
+
+def _distance(kernel: RunResult, reference: RunResult) -> float:
+    """The largest difference of the outputs; infinite when the outputs are not the reference's in number and
+    shape."""
+    if len(kernel.outputs) != len(reference.outputs):
+        return float("inf")
+    worst = 0.0
+    for got, want in zip(kernel.outputs, reference.outputs):
+        if tuple(got.shape) != tuple(want.shape):
+            return float("inf")
+        difference = (got.double() - want.double()).abs()
+        difference = difference[torch.isfinite(difference)]
+        worst = max(worst, float(difference.max()) if difference.numel() else 0.0)
+    return worst
+
+
+class KernelSearch:
+    """The option values at which one kernel computes the reference, if any."""
+
+    def __init__(self, probe: Probe, plan: CallPlan):
+        self.probe, self.plan = probe, plan
+        self.entry = _entry(plan)
+        self.base = {o.name: (o.candidates[0] if o.required else o.default) for o in plan.options}
+        self.evaluations = 0
+
+    def _run(self, values, case, dtype=torch.float32, backward=False) -> RunResult | None:
+        self.evaluations += 1
+        try:
+            with torch.no_grad() if not backward else contextlib.nullcontext():
+                return self.probe.run_kernel(self.plan, self.entry, values, case, dtype, backward)
+        except Exception:  # noqa: BLE001 - a kernel that cannot run these values does not compute the reference
+            return None
+
+    def _matches(self, values, case, key, backward=False) -> bool:
+        result = self._run(values, case, backward=backward)
+        if result is None:
+            return False
+        try:
+            _compare(result, self.probe.truth(case, key, backward), backward=backward)
+        except Mismatch:
+            return False
+        return True
+
+    def search(self) -> dict[str, Any] | None:
+        probe_case = self.probe.case(*PROBE_SHAPE, seed=7)
+        truth = self.probe.truth(probe_case, ("probe",), False)
+        base_run = self._run(self.base, probe_case)
+        base_distance = _distance(base_run, truth) if base_run is not None else float("inf")
+        singles: dict[str, list] = {}
+        helpful: dict[str, list] = {}
+        self.inert: dict[str, list] = {}
+        for option in self.plan.options:
+            pool = option.candidates[1:] if option.required else option.candidates
+            for value in pool:
+                run = self._run({**self.base, option.name: value}, probe_case)
+                distance = _distance(run, truth) if run is not None else float("inf")
+                if distance == float("inf"):
+                    continue  # it fails, or its outputs are not the reference's: not a value to combine
+                if base_run is not None and _distance(run, base_run) == 0.0 and not isinstance(value, Bound):
+                    self.inert.setdefault(option.name, []).append(value)
+                    continue
+                singles.setdefault(option.name, []).append(value)
+                if distance < base_distance:
+                    helpful.setdefault(option.name, []).append(value)
+        for values in self._combinations(singles, helpful):
+            if self.evaluations > MAX_EVALUATIONS:
+                return None
+            if self._matches(values, probe_case, ("probe",)) and self._holds(values):
+                return self._closest_in_half(values)
+        return None
+
+    def _combinations(self, singles: dict[str, list], helpful: dict[str, list]) -> Iterator[dict[str, Any]]:
+        """The defaults, each single change, then changes of several options among those that each brought the
+        kernel closer to the reference, fewest first."""
+        yield dict(self.base)
+        for name, values in singles.items():
+            for value in values:
+                yield {**self.base, name: value}
+        names = list(helpful)
+        for count in range(2, min(MAX_CHANGES, len(names)) + 1):
+            for chosen in itertools.combinations(names, count):
+                for picked in itertools.product(*(helpful[name] for name in chosen)):
+                    yield {**self.base, **dict(zip(chosen, picked))}
+
+    def _holds(self, values: dict[str, Any]) -> bool:
+        """The forward match holds on more seeds and shapes, backward too, and off the reference's defaults."""
+        cases = [
+            (self.probe.case(r, c, seed), ("check", r, c, seed)) for (r, c), seed in zip(CHECK_SHAPES, CHECK_SEEDS)
+        ]
+        if self.probe.tier in (1, 2):
+            cases.append((self.probe.case(4, 37, 21, scale=0.01), ("small", 21)))
+        for hp in self.probe.profile.hyperparameters:
+            moved = _moved_values(hp)
+            for index, value in enumerate(moved):
+                hyper = {**self.probe.defaults, hp.name: value}
+                case = self.probe.case(4, 33, 31 + index, hyper=hyper)
+                try:
+                    self.probe.truth(case, ("hyper", hp.name, index), True)
+                except Exception:  # noqa: BLE001 - a value the reference itself does not take proves nothing
+                    continue
+                cases.append((case, ("hyper", hp.name, index)))
+        return all(self._matches(values, case, key, backward=True) for case, key in cases)
+
+    def _closest_in_half(self, values: dict[str, Any]) -> dict[str, Any]:
+        """Among values float32 cannot tell apart, the one closest to the reference's own float16 output."""
+        if not self.inert:
+            return values
+        case = self.probe.case(6, 37, 41)
+        try:
+            reference = self.probe.truth(case, ("half",), False, torch.float16)
+        except Exception:  # noqa: BLE001 - a reference without float16 leaves the defaults
+            return values
+        chosen = dict(values)
+        for name, pool in self.inert.items():
+            runs = [(value, self._run({**chosen, name: value}, case, torch.float16)) for value in [chosen[name], *pool]]
+            scored = [(_distance(run, reference), index, value) for index, (value, run) in enumerate(runs) if run]
+            if scored:
+                best = min(scored, key=lambda item: (item[0], item[1]))[2]
+                if best != chosen[name] and self._holds({**chosen, name: best}):
+                    chosen[name] = best
+        return chosen
+
+
+def _moved_values(hp) -> list:
+    """Values of a reference hyper-parameter off its default that tell formulas apart: each other choice of a
+    string, a float moved well away (an eps 1e-6 -> 0.25, a smoothing 0.1 -> 0.45)."""
+    if hp.choices:
+        return [choice for choice in hp.choices if choice != hp.default]
+    if hp.type == "float" and isinstance(hp.default, (int, float)) and not isinstance(hp.default, bool):
+        return [float(hp.default) * 2.0 + 0.25]
+    return []
+
+
+def matching_options(root: Path, profile: KernelProfile, plans: list[CallPlan]) -> tuple[CallPlan, dict] | None:
+    """The first plan (kernel) whose options make it compute ``profile``'s reference, with those option values."""
+    probe = Probe(profile)
+    with checkout_kernels(root), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # deprecations the candidate values provoke are not the user's
+        for plan in plans:
+            try:
+                search = KernelSearch(probe, plan)
+            except Exception:  # noqa: BLE001 - a kernel that does not import is no variant's home
+                continue
+            values = search.search()
+            if values is not None:
+                return plan, values
+    return None
+
+
+__all__ = ["checkout_kernels", "matching_options"]
