@@ -60,7 +60,10 @@ def main() -> None:
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: liger-kernel\nVersion: 0.0.0+upstream\n")
     for name in KERNELS:
         subprocess.run(
-            [sys.executable, "-m", "tools.kernelgen", "new", name, "--repo", str(DESTINATION)], cwd=ROOT, check=True
+            # --force-new: these kernels are compared with upstream's own, even where one is a variant of them.
+            [sys.executable, "-m", "tools.kernelgen", "new", name, "--repo", str(DESTINATION), "--force-new"],
+            cwd=ROOT,
+            check=True,
         )
     print(f"{DESTINATION}: upstream {rev} with {', '.join(KERNELS)} generated")
     gpu_run = ROOT / ".gpu-run"

@@ -51,7 +51,10 @@ FIXTURES = REPO_ROOT / "test" / "kernelgen" / "fixtures"
 @pytest.mark.parametrize("example", ["swiglu", "rms_norm", "cross_entropy"])
 def test_round_trip_from_example_profile_is_ruff_clean_and_its_tests_pass(checkout, example):
     name = f"{example}_gen"
-    result = run_kernelgen("new", name, "--profile", str(EXAMPLES / f"{example}.yaml"), "--repo", str(checkout))
+    # Each example is the host's own kernel at some option values: --force-new generates it all the same.
+    result = run_kernelgen(
+        "new", name, "--profile", str(EXAMPLES / f"{example}.yaml"), "--repo", str(checkout), "--force-new"
+    )
     assert result.returncode == 0, result.stderr
     paths = kernel_paths(name)
     for role in ("ops", "module", "test"):
@@ -72,7 +75,14 @@ def test_round_trip_from_example_profile_is_ruff_clean_and_its_tests_pass(checko
 def test_dry_run_prints_the_diff_and_writes_nothing(checkout):
     before = snapshot(checkout)
     result = run_kernelgen(
-        "new", "rms_norm_gen", "--profile", str(EXAMPLES / "rms_norm.yaml"), "--repo", str(checkout), "--dry-run"
+        "new",
+        "rms_norm_gen",
+        "--profile",
+        str(EXAMPLES / "rms_norm.yaml"),
+        "--repo",
+        str(checkout),
+        "--dry-run",
+        "--force-new",
     )
     assert result.returncode == 0, result.stderr
     assert "+++ b/src/liger_kernel/ops/rms_norm_gen.py" in result.stdout
@@ -186,8 +196,11 @@ def test_unwritable_target_directory_is_reported_and_nothing_written(checkout):
 
 def test_force_regenerates_an_existing_generated_kernel(checkout):
     profile = str(EXAMPLES / "rms_norm.yaml")
-    assert run_kernelgen("new", "rms_norm_gen", "--profile", profile, "--repo", str(checkout)).returncode == 0
-    again = run_kernelgen("new", "rms_norm_gen", "--profile", profile, "--repo", str(checkout), "--force")
+    first = run_kernelgen("new", "rms_norm_gen", "--profile", profile, "--repo", str(checkout), "--force-new")
+    assert first.returncode == 0, first.stderr
+    again = run_kernelgen(
+        "new", "rms_norm_gen", "--profile", profile, "--repo", str(checkout), "--force", "--force-new"
+    )
     assert again.returncode == 0, again.stderr
     ops_init = (checkout / "src/liger_kernel/ops/__init__.py").read_text()
     assert ops_init.count("from liger_kernel.ops.rms_norm_gen import LigerRmsNormGenFunction") == 1
