@@ -10,6 +10,8 @@ both signatures.
 from __future__ import annotations
 
 import ast
+import functools
+import re
 
 from dataclasses import dataclass
 from dataclasses import field
@@ -89,16 +91,33 @@ class ArgumentMap:
     new_hypers: list[str] = field(default_factory=list)  # the reference's hyper-parameters the kernel lacks
 
 
+@functools.lru_cache(maxsize=16)
+def _lines(source: str) -> list[bytes]:
+    """``source``'s lines as the parser counts them (``\\n``, ``\\r\\n`` or ``\\r`` end one), in UTF-8."""
+    return [line.encode("utf-8") for line in re.findall(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$", source)]
+
+
+def source_segment(source: str, node: ast.AST) -> str | None:
+    """``ast.get_source_segment(source, node)`` without splitting the whole source again at each call (a checkout's
+    ``functional.py`` holds hundreds of defaults)."""
+    if getattr(node, "end_lineno", None) != getattr(node, "lineno", None):
+        return ast.get_source_segment(source, node)
+    lines = _lines(source)
+    if node.lineno > len(lines):
+        return None
+    return lines[node.lineno - 1][node.col_offset : node.end_col_offset].decode("utf-8")
+
+
 def _params(function: ast.FunctionDef, skip_first: bool, source: str) -> list[Param]:
     arguments = function.args
     positional = [*arguments.posonlyargs, *arguments.args]
     defaults = [None] * (len(positional) - len(arguments.defaults)) + list(arguments.defaults)
     params = [
-        Param(arg.arg, None if default is None else ast.get_source_segment(source, default))
+        Param(arg.arg, None if default is None else source_segment(source, default))
         for arg, default in zip(positional, defaults)
     ]
     params += [
-        Param(arg.arg, None if default is None else ast.get_source_segment(source, default))
+        Param(arg.arg, None if default is None else source_segment(source, default))
         for arg, default in zip(arguments.kwonlyargs, arguments.kw_defaults)
     ]
     return params[1:] if skip_first else params
@@ -130,10 +149,17 @@ def applied_classes(node: ast.AST) -> set[str]:
     return found
 
 
+@functools.lru_cache(maxsize=16)
+def _parsed(source: str) -> ast.Module:
+    """The tree of ``source``, kept: reading every kernel of a checkout parses its ``functional.py`` once (the
+    trees are only read)."""
+    return ast.parse(source)
+
+
 def _parse(repo: LigerRepo, path: str) -> tuple[ast.Module, str]:
     source = repo.read(path)
     try:
-        return ast.parse(source), source
+        return _parsed(source), source
     except SyntaxError as error:
         raise ApiError(f"{path}:{error.lineno}: does not parse ({error.msg})") from None
 

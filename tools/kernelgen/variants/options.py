@@ -25,6 +25,7 @@ from tools.kernelgen.hostapi import KernelApi
 from tools.kernelgen.hostapi import Param
 from tools.kernelgen.hostapi import find_tensor
 from tools.kernelgen.hostapi import read_kernel_api
+from tools.kernelgen.hostapi import source_segment
 from tools.kernelgen.layout import FUNCTIONAL
 from tools.kernelgen.layout import kernel_paths
 from tools.kernelgen.profile import KernelProfile
@@ -97,24 +98,47 @@ def _target_like(name: str) -> bool:
     return any(word in lowered for word in TARGET_WORDS) or lowered in next(g for g in TENSOR_SYNONYMS if "target" in g)
 
 
+# Calls and keywords whose numbers say where (a dimension, an index, a shape), not how much: no option's value.
+SHAPE_CALLS = {
+    "sum", "mean", "amax", "amin", "max", "min", "logsumexp", "softmax", "log_softmax", "gather", "unsqueeze",
+    "squeeze", "view", "reshape", "transpose", "permute", "size", "chunk", "split", "narrow", "flatten", "expand",
+    "repeat", "cumsum", "norm", "var", "std", "argmax", "take_along_dim", "index_select",
+}  # fmt: skip
+SHAPE_KEYWORDS = {"dim", "axis", "keepdim", "num_classes", "dims"}
+
+
+def _structural(tree: ast.AST) -> set[int]:
+    """Ids of the nodes under a dimension, index or shape argument, and of the hints dict ``KERNELGEN``."""
+    roots: list[ast.AST] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "KERNELGEN" for t in node.targets):
+            roots.append(node)
+        elif isinstance(node, ast.Subscript):
+            roots.append(node.slice)
+        elif isinstance(node, ast.keyword) and node.arg in SHAPE_KEYWORDS:
+            roots.append(node.value)
+        elif isinstance(node, ast.Call):
+            name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            if name in SHAPE_CALLS:
+                roots.extend(node.args[1:] if isinstance(node.func, ast.Name) else node.args)
+    return {id(inner) for root in roots for inner in ast.walk(root)}
+
+
 def reference_literals(source: str) -> list[float]:
-    """Numbers written in the reference's code (its ``KERNELGEN`` hints left out), in order, once each."""
+    """Numbers written in the reference's code, in order, once each: a sign counts, dimensions, indices, shapes
+    and the ``KERNELGEN`` hints do not."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
         return []
-    hints = {
-        id(node)
-        for statement in tree.body
-        if isinstance(statement, ast.Assign) and any(getattr(t, "id", "") == "KERNELGEN" for t in statement.targets)
-        for node in ast.walk(statement)
-    }
+    skipped = _structural(tree)
     found: list[float] = []
     for node in ast.walk(tree):
-        if id(node) in hints:
+        if id(node) in skipped:
             continue
         value = None
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant):
+            skipped.add(id(node.operand))
             value = -node.operand.value if _is_number(node.operand.value) else None
         elif isinstance(node, ast.Constant) and _is_number(node.value):
             value = node.value
@@ -170,7 +194,10 @@ def _candidates(param: Param, default: Any, loose_hypers: list, literals: list[f
         values = [int(v) for v in literals if float(v).is_integer()]
     else:
         values = [float(v) for v in literals]
-    return [*bound, *[v for v in dict.fromkeys(values) if v != default]]
+    # A literal equal to a passed-through hyper-parameter's default runs the same on the probe: the pass-through,
+    # which the check off the defaults then confirms or refutes, stands for both.
+    passed = [hp.default for hp in loose_hypers if Bound(hp.name) in bound and _is_number(hp.default)]
+    return [*bound, *[v for v in dict.fromkeys(values) if v != default and v not in passed]]
 
 
 def _calls(node: ast.AST, names: set[str]) -> bool:
@@ -188,7 +215,7 @@ def _init_params(init: ast.FunctionDef, source: str) -> list[Param]:
     positional = [*arguments.posonlyargs, *arguments.args][1:]
     defaults = [None] * (len(positional) - len(arguments.defaults)) + list(arguments.defaults)
     pairs = [*zip(positional, defaults), *zip(arguments.kwonlyargs, arguments.kw_defaults)]
-    return [Param(a.arg, None if d is None else ast.get_source_segment(source, d)) for a, d in pairs]
+    return [Param(a.arg, None if d is None else source_segment(source, d)) for a, d in pairs]
 
 
 def _module_inits(repo: LigerRepo, api: KernelApi) -> dict[str, list[Param]]:
