@@ -15,6 +15,7 @@ from tools.kernelgen.layout import kernel_paths
 from tools.kernelgen.repo import LigerRepo
 from tools.kernelgen.variants import find_variant
 from tools.kernelgen.variants.options import call_plans
+from tools.kernelgen.variants.options import reference_literals
 
 # Gemma's RMSNorm written in another style than the built-in: other names, the eps as `epsilon`, sqrt then divide.
 OFFSET_NORM = """
@@ -177,3 +178,32 @@ def test_force_new_does_not_go_with_modify(checkout):
         run_kernelgen("new", "swiglu", "--modify", "--force-new", "--reference", "swiglu", "--repo", str(checkout))
     )
     assert "--force-new" in line and "--modify" in line
+
+
+def test_the_numbers_of_a_reference_are_candidates_but_not_its_dimensions_indices_or_hints():
+    source = textwrap.dedent(
+        """
+        import torch
+
+
+        def f(x, w):
+            y = x.float().pow(2).mean(-1, keepdim=True) + 1e-6
+            return (x[..., 0:1] * torch.rsqrt(y) * (1.0 + w)).sum(dim=-1) - 0.5
+
+
+        KERNELGEN = {"init_args": {"hidden_size": 8}}
+        """
+    )
+    assert sorted(reference_literals(source)) == [1e-06, 0.5, 1.0, 2]  # no -1 (dim), 0:1 (index) or 8 (hint)
+
+
+def test_looking_for_variants_leaves_this_process_as_it_was(checkout, tmp_path):
+    import os
+    import sys
+
+    before = {name: module for name, module in sys.modules.items() if name.split(".")[0] == "liger_kernel"}
+    path, interpret = list(sys.path), os.environ.get("TRITON_INTERPRET")
+    profile = analyze(_file(tmp_path, "smoothed_ce", SMOOTHED_CE), name="smoothed_ce")
+    assert find_variant(LigerRepo.open(checkout), profile) is not None
+    after = {name: module for name, module in sys.modules.items() if name.split(".")[0] == "liger_kernel"}
+    assert after == before and sys.path == path and os.environ.get("TRITON_INTERPRET") == interpret

@@ -4,7 +4,7 @@ Compiled Triton passes a Python float argument to a kernel as an fp32 scalar (ke
 and takes a scalar's integer value wherever Python wants an index (``range(0, n_cols, BLOCK_SIZE)``). The
 interpreter passes floats through as Python floats, reads a scalar as a one-element array, which current NumPy
 refuses to turn into an int, and cannot call libdevice functions (``rsqrt``, ``tanh`` imported from
-``triton.language.extra``), for which ``triton.language.math`` has interpreted twins. ``compiled_scalars`` makes the interpreter do what the compiler does, for the time of
+``triton.language.extra``): ``triton.language.math`` has interpreted twins of most, ``tanh`` is written here. ``compiled_scalars`` makes the interpreter do what the compiler does, for the time of
 a ``with`` block, so that a target's hand-written kernels (upstream's among them) run on the CPU.
 """
 
@@ -13,6 +13,13 @@ from __future__ import annotations
 import contextlib
 
 from collections.abc import Iterator
+
+
+def _tanh(x):
+    """libdevice's tanh in the interpreter's terms (called inside an interpreted kernel, where ``tl`` computes)."""
+    import triton.language as tl
+
+    return 2.0 * tl.sigmoid(2.0 * x) - 1.0
 
 
 @contextlib.contextmanager
@@ -37,14 +44,20 @@ def compiled_scalars() -> Iterator[None]:
         patch_tensor(tensor, scope)
         scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.reshape(-1)[0]))
 
+    twins = {"tanh": _tanh}
+
+    def twin(value):
+        name = getattr(value, "__name__", "")
+        return getattr(tl.math, name, None) or twins.get(name)
+
     def patch_with_math(fn):
         scope = patch_lang(fn)
-        replaced = {}
-        for name, value in fn.__globals__.items():
-            module = getattr(value, "__module__", "") or ""
-            if module.startswith("triton.language.extra") and hasattr(tl.math, getattr(value, "__name__", "")):
-                replaced[name] = value
-        fn.__globals__.update({name: getattr(tl.math, value.__name__) for name, value in replaced.items()})
+        replaced = {
+            name: value
+            for name, value in fn.__globals__.items()
+            if (getattr(value, "__module__", "") or "").startswith("triton.language.extra") and twin(value)
+        }
+        fn.__globals__.update({name: twin(value) for name, value in replaced.items()})
         restore = scope.restore
 
         def restore_all():
