@@ -11,10 +11,17 @@ from test.kernelgen.conftest import one_line_error
 from test.kernelgen.conftest import run_kernelgen
 from test.kernelgen.conftest import snapshot
 from tools.kernelgen.analyze import analyze
+from tools.kernelgen.hostapi import KernelApi
+from tools.kernelgen.hostapi import Param
+from tools.kernelgen.hostapi import Signature
 from tools.kernelgen.layout import kernel_paths
 from tools.kernelgen.repo import LigerRepo
 from tools.kernelgen.variants import find_variant
+from tools.kernelgen.variants.options import Bound
+from tools.kernelgen.variants.options import CallPlan
+from tools.kernelgen.variants.options import Option
 from tools.kernelgen.variants.options import call_plans
+from tools.kernelgen.variants.options import call_text
 from tools.kernelgen.variants.options import reference_literals
 
 # Gemma's RMSNorm written in another style than the built-in: other names, the eps as `epsilon`, sqrt then divide.
@@ -207,3 +214,23 @@ def test_looking_for_variants_leaves_this_process_as_it_was(checkout, tmp_path):
     assert find_variant(LigerRepo.open(checkout), profile) is not None
     after = {name: module for name, module in sys.modules.items() if name.split(".")[0] == "liger_kernel"}
     assert after == before and sys.path == path and os.environ.get("TRITON_INTERPRET") == interpret
+
+
+def test_a_kernel_without_functional_is_named_by_its_function_apply_with_positions():
+    forward = Signature(
+        "LigerRMSNormFunction.apply",
+        "liger_kernel.ops.rms_norm",
+        [Param("X"), Param("W"), Param("eps"), Param("offset", "0.0"), Param("casting_mode", '"llama"')],
+    )
+    options = [Option("offset", 0.0, [1.0]), Option("casting_mode", "llama", ["gemma"])]
+    plan = CallPlan(
+        KernelApi("rms_norm", "LigerRMSNormFunction", forward),
+        {"x": "X", "weight": "W"},
+        {"eps": Bound("eps")},
+        options,
+        {"offset": 0.0, "casting_mode": "llama"},
+        {},
+    )
+    assert call_text(plan, {"offset": 1.0, "casting_mode": "llama"}) == "LigerRMSNormFunction.apply(X, W, eps, 1.0)"
+    gemma = call_text(plan, {"offset": 0.0, "casting_mode": "gemma"})
+    assert gemma == 'LigerRMSNormFunction.apply(X, W, eps, 0.0, "gemma")'

@@ -34,7 +34,7 @@ def find_variant(repo: LigerRepo, profile: KernelProfile) -> str | None:
     if found is None:
         return None
     plan, values = found
-    return f"the existing kernel '{plan.name}' computes it: {call_text(plan, values)}"
+    return f"the existing kernel '{plan.name}' computes it: {call_text(plan, values, {hp.name: hp.default for hp in profile.hyperparameters})}"
 
 
 def check_not_variant(repo: LigerRepo, profile: KernelProfile) -> None:

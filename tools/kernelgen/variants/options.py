@@ -4,7 +4,7 @@
 ``Function.apply``) can take the reference's tensors: tensors by name (``hostapi``'s synonyms), then in order onto
 the entry's required parameters; an integer input (class targets) only onto a target-like parameter and back;
 hyper-parameters by name. Whatever the entry has beyond that is an option: a parameter with a default, or a
-required one the reference does not name (the reference's unnamed hyper-parameters and literals may fill it).
+required one the reference does not name (a hyper-parameter of the reference's by another name may fill it).
 Each option gets the values worth trying: the reference's hyper-parameters of a compatible type (passed through),
 the numeric literals of the reference's source, the other value of a bool, and the strings the kernel's own code
 lists or compares beside a string default (casting modes, reductions).
@@ -17,6 +17,7 @@ import itertools
 
 from dataclasses import dataclass
 from dataclasses import field
+from pathlib import Path
 from typing import Any
 
 from tools.kernelgen.hostapi import TENSOR_SYNONYMS
@@ -27,11 +28,11 @@ from tools.kernelgen.hostapi import find_tensor
 from tools.kernelgen.hostapi import read_kernel_api
 from tools.kernelgen.hostapi import source_segment
 from tools.kernelgen.layout import FUNCTIONAL
+from tools.kernelgen.layout import OPS_UTILS
 from tools.kernelgen.layout import kernel_paths
 from tools.kernelgen.profile import KernelProfile
 from tools.kernelgen.repo import LigerRepo
 
-OPS_DIR = "src/liger_kernel/ops"
 # A parameter the reference's integer input (class targets) goes to, and no float tensor does.
 TARGET_WORDS = ("target", "label")
 MAX_LITERALS = 8
@@ -73,11 +74,13 @@ class CallPlan:
 
 
 def kernel_names(repo: LigerRepo) -> list[str]:
-    """Every ``ops/NAME.py`` of the checkout but the package's own and shared modules."""
-    folder = repo.root / OPS_DIR
+    """Every ``ops/NAME.py`` of the checkout but the package's own and shared modules (a module without an autograd
+    Function is no kernel: ``read_kernel_api`` says so later)."""
+    folder = repo.root / Path(OPS_UTILS).parent
     if not folder.is_dir():
         return []
-    return sorted(p.stem for p in folder.glob("*.py") if not p.stem.startswith("_") and p.stem not in ("utils",))
+    shared = Path(OPS_UTILS).stem
+    return sorted(p.stem for p in folder.glob("*.py") if not p.stem.startswith("_") and p.stem != shared)
 
 
 def _literal(text: str | None) -> Any:
@@ -334,32 +337,53 @@ def _value_text(value: Any) -> str:
     return repr(value)
 
 
-def call_text(plan: CallPlan, chosen: dict[str, Any]) -> str:
+def call_text(plan: CallPlan, chosen: dict[str, Any], reference_defaults: dict[str, Any] | None = None) -> str:
     """``liger_rms_norm(X, W, eps, offset=1.0, casting_mode="gemma")`` and, when a module of the kernel takes the
-    same options, `` / LigerRMSNorm(hidden_size, offset=1.0, casting_mode="gemma")``."""
-    changed = {
-        option.name: chosen[option.name]
-        for option in plan.options
-        if option.name in chosen and (option.required or chosen[option.name] != option.default)
-    }
-    required = [p.name for p in plan.api.entry.params if p.default is None and p.name not in changed]
-    slots = [p.name for p in plan.api.entry.params if p.name in plan.tensors.values()]
-    if slots != list(plan.tensors.values()):  # the reference's tensors go in another order: say which goes where
-        given = {param: tensor for tensor, param in plan.tensors.items()}
-        required = [f"{name}={given[name]}" if name in given else name for name in required]
-    rest = []
-    for name, value in changed.items():
-        bound_by_name = isinstance(value, Bound) and value.hyper == name
-        rest.append(name if bound_by_name else f"{name}={_value_text(value)}")
-    text = f"{plan.api.entry.name}({', '.join([*required, *rest])})"
+    same options, `` / LigerRMSNorm(hidden_size, offset=1.0, casting_mode="gemma")``: the entry's required
+    parameters by name, then what differs from its defaults (options moved, a tensor given to an optional parameter,
+    a hyper-parameter of the same name whose default in the reference is another). ``Function.apply`` takes
+    positions only: every value up to the last one given."""
+    reference_defaults = reference_defaults or {}
+    given = {param: tensor for tensor, param in plan.tensors.items()}
+    changed: dict[str, str] = {}
+    for param in plan.api.entry.params:
+        name = param.name
+        option = next((o for o in plan.options if o.name == name), None)
+        if name in given and param.default is not None:
+            changed[name] = given[name]
+        elif option is not None and name in chosen and (option.required or chosen[name] != option.default):
+            value = chosen[name]
+            changed[name] = _value_text(value)
+        elif name in plan.fixed and name in plan.defaults:
+            default = reference_defaults.get(plan.fixed[name].hyper, plan.defaults[name])
+            if default != plan.defaults[name]:
+                changed[name] = _value_text(default)
+    in_order = [p.name for p in plan.api.entry.params if p.name in plan.tensors.values()]
+    renamed = in_order != list(plan.tensors.values())  # the reference's tensors go in another order: say where
+    if not plan.api.entry_is_functional:
+        order = plan.api.entry.params
+        last = max([i for i, p in enumerate(order) if p.name in changed or p.default is None], default=-1)
+        tensors = given if renamed else {}
+        values = [changed.get(p.name) or tensors.get(p.name) or p.default or p.name for p in order[: last + 1]]
+        text = f"{plan.api.entry.name}({', '.join(values)})"
+    else:
+        required = [p.name for p in plan.api.entry.params if p.default is None and p.name not in changed]
+        if renamed:
+            required = [f"{name}={given[name]}" if name in given else name for name in required]
+        text = f"{plan.api.entry.name}({', '.join([*required, *_keywords(changed)])})"
     for module, params in plan.module_inits.items():
         accepted = {p.name for p in params}
-        if set(changed) - accepted:
+        options = {name: value for name, value in changed.items() if name not in given or name in accepted}
+        if set(options) - accepted:
             continue
         args = [p.name for p in params if p.default is None]
-        args += [f"{name}={_value_text(value)}" for name, value in changed.items() if name not in args]
+        args += _keywords({name: value for name, value in options.items() if name not in args})
         return f"{text} / {module}({', '.join(args)})"
     return text
+
+
+def _keywords(values: dict[str, str]) -> list[str]:
+    return [f"{name}={text}" for name, text in values.items()]
 
 
 __all__ = ["Bound", "CallPlan", "Option", "call_plans", "call_plans_of", "call_text", "kernel_names"]
