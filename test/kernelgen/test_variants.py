@@ -7,6 +7,7 @@ import textwrap
 import pytest
 
 from test.kernelgen.conftest import copy_checkout
+from test.kernelgen.conftest import generated_geglu
 from test.kernelgen.conftest import one_line_error
 from test.kernelgen.conftest import run_kernelgen
 from test.kernelgen.conftest import snapshot
@@ -234,3 +235,20 @@ def test_a_kernel_without_functional_is_named_by_its_function_apply_with_positio
     assert call_text(plan, {"offset": 1.0, "casting_mode": "llama"}) == "LigerRMSNormFunction.apply(X, W, eps, 1.0)"
     gemma = call_text(plan, {"offset": 0.0, "casting_mode": "gemma"})
     assert gemma == 'LigerRMSNormFunction.apply(X, W, eps, 0.0, "gemma")'
+
+
+def test_a_kernel_kernelgen_generated_is_found_as_well(tmp_path):
+    root = generated_geglu(tmp_path)
+    written_out = """
+    import math
+
+    import torch
+
+
+    def tanh_gelu_gate(gate, up):
+        inner = math.sqrt(2.0 / math.pi) * (gate + 0.044715 * gate**3)
+        return 0.5 * gate * (1.0 + torch.tanh(inner)) * up
+    """
+    reference = _file(tmp_path, "tanh_gelu_gate", written_out)
+    line = one_line_error(run_kernelgen("new", "tanh_gelu_gate", "--reference", reference, "--repo", str(root)))
+    assert "the existing kernel 'geglu' computes it: liger_geglu(a, b) / LigerGEGLUMLP(config)" in line, line
