@@ -87,6 +87,8 @@ def main() -> None:
     ]
     if "--tiling-variants" in sys.argv:
         profiles += tiling_variants()
+    # plan_new generates as `new --force-new` does: the built-ins that are the host's own kernels at some option
+    # values (swiglu_gen, rms_norm_gen, gemma_rms_norm_gen, cross_entropy_gen) are generated all the same.
     for profile in profiles:
         write_all(destination, plan_new(LigerRepo.open(destination), profile).changes)
     print(f"{destination}: {len(profiles)} kernels generated")
