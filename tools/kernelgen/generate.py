@@ -31,7 +31,6 @@ from tools.kernelgen.kernel_helpers import UTILS_MODULE
 from tools.kernelgen.kernel_helpers import add_kernel_helpers
 from tools.kernelgen.kernel_helpers import missing_helpers
 from tools.kernelgen.layout import FUNCTIONAL
-from tools.kernelgen.layout import NATIVE_LAUNCH
 from tools.kernelgen.layout import OPS_INIT
 from tools.kernelgen.layout import OPS_UTILS
 from tools.kernelgen.layout import TRANSFORMERS_INIT
@@ -271,10 +270,6 @@ def plan_new(repo: LigerRepo, profile: KernelProfile, *, force: bool = False) ->
     if utils is not None:
         changes.changes[OPS_UTILS] = utils
         changes.originals[OPS_UTILS] = repo.read(OPS_UTILS)
-    native = native_launch_module(repo, files)
-    if native is not None:
-        changes.changes[NATIVE_LAUNCH] = native
-        changes.originals[NATIVE_LAUNCH] = None
 
     harness = benchmark_harness(repo)
     if harness.missing:
@@ -330,15 +325,6 @@ def ops_utils_with_helpers(repo: LigerRepo, files: dict[str, str]) -> str | None
     if new_findings:
         raise GenerateError(f"adding {', '.join(missing)} to {OPS_UTILS} would add ruff findings: {new_findings[0]}")
     return updated
-
-
-def native_launch_module(repo: LigerRepo, files: dict[str, str]) -> str | None:
-    """This repository's ``ops/native_launch.py`` for a target that lacks it when the generated ``files`` import it
-    (an upstream checkout); None otherwise (a target's own copy is kept as it is)."""
-    module = NATIVE_LAUNCH.removeprefix("src/").removesuffix(".py").replace("/", ".")
-    if repo.exists(NATIVE_LAUNCH) or not any(f"from {module} import" in text for text in files.values()):
-        return None
-    return (Path(__file__).resolve().parents[2] / NATIVE_LAUNCH).read_text()
 
 
 def benchmark_harness(repo: LigerRepo) -> BenchmarkHarness:

@@ -12,8 +12,6 @@ OPS_INIT = "src/liger_kernel/ops/__init__.py"
 TRANSFORMERS_INIT = "src/liger_kernel/transformers/__init__.py"
 FUNCTIONAL = "src/liger_kernel/transformers/functional.py"
 OPS_UTILS = "src/liger_kernel/ops/utils.py"
-# The host module tier-1 wrappers replay their launches through (copied from this repository into targets that lack it).
-NATIVE_LAUNCH = "src/liger_kernel/ops/native_launch.py"
 REGISTRATION_FILES = (OPS_INIT, TRANSFORMERS_INIT, FUNCTIONAL)
 
 # Kernels ``validate --archive`` accepted, which ``analyze`` may name as the closest existing kernel.

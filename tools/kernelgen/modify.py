@@ -47,7 +47,6 @@ from tools.kernelgen.insert import InsertError
 from tools.kernelgen.insert import Registration
 from tools.kernelgen.insert import register_kernel
 from tools.kernelgen.layout import FUNCTIONAL
-from tools.kernelgen.layout import NATIVE_LAUNCH
 from tools.kernelgen.layout import OPS_INIT
 from tools.kernelgen.layout import OPS_UTILS
 from tools.kernelgen.layout import TRANSFORMERS_INIT
@@ -310,11 +309,6 @@ def _plan_recorded(repo: LigerRepo, name: str, new: KernelProfile, sides: dict[s
         plan.changes.changes[OPS_UTILS] = utils
         plan.changes.originals[OPS_UTILS] = repo.read(OPS_UTILS)
         plan.reports.append(FileReport(OPS_UTILS, "updated", "kernelgen's helpers the new kernel imports added"))
-    native = generate.native_launch_module(repo, new_files)
-    if native is not None:
-        plan.changes.changes[NATIVE_LAUNCH] = native
-        plan.changes.originals[NATIVE_LAUNCH] = None
-        plan.reports.append(FileReport(NATIVE_LAUNCH, "created", "the launch replay the new ops file imports"))
 
     current = {path: repo.read(path) for path in (OPS_INIT, TRANSFORMERS_INIT, FUNCTIONAL)}
     merged_reports: dict[str, FileReport] = {}
