@@ -5,7 +5,7 @@ eager torch and torch.compile of that reference, with the device-to-device copy 
         --kernel snake_tl=snake --sizes 4096 14336 --bt 16384
 
 Each ``--kernel`` pairs a tier-1 kernel generated with ``--backend tilelang`` with one generated from the same
-reference in Triton (their records in ``.kernelgen/`` give the reference and the arguments; ``-`` for no Triton
+reference in Triton (their generation records give the reference and the arguments; ``-`` for no Triton
 kernel). Rows (providers ``tilelang``, ``triton``, ``torch``, ``torch_compile``; speed in ms and memory in MB, full
 forward + backward, bf16, ``[BT, size]`` inputs) go to the results CSV; a markdown table with TB/s is printed, bytes
 counted as reads and writes of ``[BT, size]`` tensors: the forward reads the inputs and writes the outputs, the

@@ -5,8 +5,8 @@ torch.compile of the kernel's own reference, with the device-to-device copy rate
         --kernel rms_norm_gen=rms_norm --kernel layer_norm_gen=layer_norm --sizes 4096 8192 14336
 
 ``--upstream`` holds upstream's wheel installed with ``pip install --no-deps --target DIR``; ``--helper-dir`` the
-folder of ``upstream_liger.py`` (the shared loader). Each ``--kernel`` pairs a generated kernel (its record in
-``.kernelgen/NAME.yaml`` gives the reference and the arguments) with an upstream kernel of ``UPSTREAM`` (or ``-``
+folder of ``upstream_liger.py`` (the shared loader). Each ``--kernel`` pairs a generated kernel (its generation
+record gives the reference and the arguments) with an upstream kernel of ``UPSTREAM`` (or ``-``
 for none). Rows (providers ``liger``, ``liger_upstream``, ``torch``, ``torch_compile``; speed in ms and memory in
 MB, full forward + backward, bf16) go to the results CSV; a markdown table with TB/s is printed, bytes counted as
 ``passes`` reads and writes of one ``[BT, H]`` tensor (see ``BYTES_MODEL``; element-wise kernels: ``elementwise_passes``).
@@ -111,8 +111,16 @@ def elementwise_passes(record: dict) -> int:
     return 2 * len(inputs) + len(grads) + 2 * len(record["outputs"])
 
 
+# Where kernelgen keeps generation records (tools/kernelgen/record.py): the git directory's kernelgen/ folder, or
+# .kernelgen-state/ in a checkout without git (the GPU checkout), which carries no tools/ to ask.
+RECORD_FOLDERS = (ROOT / ".kernelgen-state" / "records", ROOT / ".git" / "kernelgen" / "records")
+
+
 def load_record(name: str) -> dict:
-    return yaml.safe_load((ROOT / ".kernelgen" / f"{name}.yaml").read_text().split("\n", 1)[1])
+    found = [folder / f"{name}.yaml" for folder in RECORD_FOLDERS if (folder / f"{name}.yaml").is_file()]
+    if not found:
+        raise SystemExit(f"no generation record of '{name}' in {' or '.join(map(str, RECORD_FOLDERS))}")
+    return yaml.safe_load(found[0].read_text().split("\n", 1)[1])
 
 
 @functools.cache

@@ -17,6 +17,7 @@ from tools.kernelgen.layout import OPS_INIT
 from tools.kernelgen.layout import TRANSFORMERS_INIT
 from tools.kernelgen.layout import kernel_paths
 from tools.kernelgen.pyrun import run_python
+from tools.kernelgen.record import recorded_kernels
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO_ROOT / ".claude" / "skills" / "liger-kernel-gen" / "examples"
@@ -46,11 +47,11 @@ def copy_checkout(destination: Path) -> Path:
 def _drop_kernels_generated_here(destination: Path) -> None:
     """Kernels generated into this checkout (e.g. by the README's ``new geglu``) are not part of the library the
     tests start from: remove their files and take the registration files as committed."""
-    records = sorted((REPO_ROOT / ".kernelgen").glob("*.yaml"))
-    if not records:
+    generated = recorded_kernels(REPO_ROOT)
+    if not generated:
         return
-    for record in records:
-        for relative in kernel_paths(record.stem).values():
+    for name in generated:
+        for relative in kernel_paths(name).values():
             (destination / relative).unlink(missing_ok=True)
     for relative in (OPS_INIT, TRANSFORMERS_INIT, FUNCTIONAL):
         committed = subprocess.run(

@@ -18,6 +18,7 @@ from test.kernelgen.conftest import run_kernelgen
 from test.kernelgen.conftest import snapshot
 from tools.kernelgen import writer
 from tools.kernelgen.cli import main
+from tools.kernelgen.record import has_record
 
 
 @pytest.mark.parametrize(
@@ -90,7 +91,7 @@ def test_ctrl_c_during_the_final_swap_finishes_the_write_and_says_so(checkout, c
     assert main(["new", "geglu", "--repo", str(checkout)]) == 130
     err = capsys.readouterr().err
     assert "interrupted after the write had finished: all" in err and "nothing was written" not in err
-    assert (checkout / ".kernelgen" / "geglu.yaml").exists()
+    assert has_record(checkout, "geglu")
     assert (checkout / "src/liger_kernel/ops/geglu.py").exists()
     assert not [p for p in checkout.rglob("*") if p.name.endswith(writer.BACKUP_SUFFIX)]
 

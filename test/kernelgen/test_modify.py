@@ -20,12 +20,13 @@ from tools.kernelgen.modify import ModifyError
 from tools.kernelgen.modify import plan_modify
 from tools.kernelgen.modify import profile_for_modify
 from tools.kernelgen.profile import load_profile
+from tools.kernelgen.record import has_record
+from tools.kernelgen.record import record_file
 from tools.kernelgen.repo import LigerRepo
 
 OPS = "src/liger_kernel/ops/act.py"
 TEST = "test/transformers/test_act.py"
 FUNCTIONAL = "src/liger_kernel/transformers/functional.py"
-RECORD = ".kernelgen/act.yaml"
 
 REFERENCE = "import torch\n\n\ndef act(a, b):\n    return torch.sigmoid(a) * b\n"
 WITH_BETA = "import torch\n\n\ndef act(a, b, beta=1.0):\n    return torch.sigmoid(beta * a) * b\n"
@@ -157,7 +158,7 @@ def test_modify_merges_new_math_keeps_hand_edits_and_the_kernel_tests_pass(edite
     assert '"beta": 2.0' in test  # the new profile's hyper-parameter sweep
     functional = (edited / FUNCTIONAL).read_text()
     assert HAND_FUNCTIONAL_COMMENT + "def liger_act(a, b, beta=1.0):" in functional
-    assert "def act(a, b, beta=1.0):" in (edited / RECORD).read_text()
+    assert "def act(a, b, beta=1.0):" in record_file(edited, "act").read_text()
 
     tests = run_pytest(edited, TEST, *WITHOUT_DTENSOR)
     assert tests.returncode == 0, tests.stdout[-3000:]
@@ -200,7 +201,7 @@ def test_modify_without_a_source_reuses_the_record_and_changes_nothing(edited):
 
 def test_renamed_wrapper_is_registered_and_the_old_name_reported_stale(generated):
     repo = LigerRepo.open(generated)
-    profile = load_profile(generated / RECORD)
+    profile = load_profile(record_file(generated, "act"))
     profile.functional_name = "liger_act_v2"
     plan = plan_modify(repo, "act", profile)
     functional = plan.changes.changes[FUNCTIONAL]
@@ -236,7 +237,7 @@ def test_modify_on_host_rms_norm_appends_a_test_and_touches_no_existing_code(che
     result = run_kernelgen("new", "rms_norm", "--modify", "--profile", str(profile_path), "--repo", str(checkout))
     assert result.returncode == 0, result.stdout + result.stderr
     assert "left       src/liger_kernel/ops/rms_norm.py: as is: hand-written (no generation record)" in result.stdout
-    assert not (checkout / ".kernelgen" / "rms_norm.yaml").exists()
+    assert not has_record(checkout, "rms_norm")
     assert (checkout / host_files[0]).read_bytes() == ops_bytes
     for path in host_files:
         updated = iter((checkout / path).read_text().splitlines())
@@ -309,7 +310,7 @@ def test_ours_keeps_the_edited_docstring_and_takes_the_new_formula(docstring_edi
     assert f"resolved   {OPS}: 1 conflict settled with the hand edit (--ours)" in result.stdout
     ops = (checkout / OPS).read_text()
     assert HAND_DOCSTRING in ops and "def forward(ctx, a, b, beta=1.0):" in ops
-    assert "beta=1.0" in (checkout / RECORD).read_text()
+    assert "beta=1.0" in record_file(checkout, "act").read_text()
     # The record now holds the new profile: the hand docstring is a plain hand edit from here on.
     again = plan_modify(LigerRepo.open(checkout), "act", profile_for_modify(LigerRepo.open(checkout), "act"))
     assert not again.conflicted and again.changes.changes == {}
@@ -326,7 +327,7 @@ def test_theirs_takes_kernelgens_text_for_the_conflict(docstring_edited, tmp_pat
 
 def test_markers_are_written_into_the_file_and_the_record_waits(docstring_edited, tmp_path):
     checkout = docstring_edited
-    record_before = (checkout / RECORD).read_text()
+    record_before = record_file(checkout, "act").read_text()
     reference = _write_reference(tmp_path, WITH_BETA)
     result = run_kernelgen("modify", "act", "--reference", reference, "--repo", str(checkout), "--conflicts=markers")
     assert result.returncode == 1, result.stdout + result.stderr
@@ -334,7 +335,7 @@ def test_markers_are_written_into_the_file_and_the_record_waits(docstring_edited
     ops = (checkout / OPS).read_text()
     assert f"<<<<<<< current\n{HAND_DOCSTRING}=======\n" in ops and ">>>>>>> kernelgen\n" in ops
     assert "def forward(ctx, a, b, beta=1.0):" in ops  # the rest of the merge is there
-    assert (checkout / RECORD).read_text() == record_before  # recorded only after a clean --modify
+    assert record_file(checkout, "act").read_text() == record_before  # recorded only after a clean --modify
 
     # Resolved by writing the new formula into the hand docstring: that is not a conflict any more.
     start, end = ops.index("<<<<<<< current\n"), ops.index(">>>>>>> kernelgen\n") + len(">>>>>>> kernelgen\n")
@@ -343,7 +344,7 @@ def test_markers_are_written_into_the_file_and_the_record_waits(docstring_edited
     again = run_kernelgen("modify", "act", "--reference", reference, "--repo", str(checkout))
     assert again.returncode == 0, again.stdout + again.stderr
     assert "hand edit(s) already holding the new text kept" in again.stdout
-    assert reconciled in (checkout / OPS).read_text() and "beta=1.0" in (checkout / RECORD).read_text()
+    assert reconciled in (checkout / OPS).read_text() and "beta=1.0" in record_file(checkout, "act").read_text()
 
 
 def test_a_side_for_a_file_the_merge_does_not_touch_is_a_user_error(docstring_edited, tmp_path):

@@ -19,6 +19,7 @@ from tools.kernelgen.generate import overwrite_refusals
 from tools.kernelgen.generate import plan_new
 from tools.kernelgen.layout import FUNCTIONAL
 from tools.kernelgen.profile import load_profile
+from tools.kernelgen.record import record_file
 from tools.kernelgen.record import recorded_hashes
 from tools.kernelgen.repo import LigerRepo
 from tools.kernelgen.writer import write_all
@@ -56,7 +57,7 @@ def test_a_kernel_name_of_a_shared_file_is_refused(checkout, tmp_path, name, sha
 
 
 def test_the_record_keeps_the_digest_of_every_generated_file(generated_act):
-    hashes = recorded_hashes((generated_act / ".kernelgen" / "act.yaml").read_text())
+    hashes = recorded_hashes(record_file(generated_act, "act").read_text())
     assert sorted(hashes) == sorted(
         [
             ACT_OPS,
@@ -71,13 +72,13 @@ def test_force_regenerates_untouched_files_and_refuses_an_edited_one(generated_a
     checkout = tmp_path / "liger"
     shutil.copytree(generated_act, checkout)
     repo = LigerRepo.open(checkout)
-    profile = load_profile(checkout / ".kernelgen" / "act.yaml")
+    profile = load_profile(record_file(checkout, "act"))
     assert plan_new(repo, profile, force=True).changes  # nothing edited: regenerating is allowed
     ops = checkout / ACT_OPS
     ops.write_text(ops.read_text() + "\n# tuned by hand\n")
     before = snapshot(checkout)
     result = run_kernelgen(
-        "new", "act", "--force", "--profile", str(checkout / ".kernelgen" / "act.yaml"), "--repo", str(checkout)
+        "new", "act", "--force", "--profile", str(record_file(checkout, "act")), "--repo", str(checkout)
     )
     assert result.returncode == 2
     assert result.stderr.strip() == (
@@ -90,7 +91,7 @@ def test_force_regenerates_untouched_files_and_refuses_an_edited_one(generated_a
 def test_a_record_without_digests_is_compared_by_rendering_it_again(generated_act, tmp_path):
     checkout = tmp_path / "liger"
     shutil.copytree(generated_act, checkout)
-    record = checkout / ".kernelgen" / "act.yaml"
+    record = record_file(checkout, "act")
     record.write_text("".join(line for line in record.read_text().splitlines(True) if not line.startswith("# sha256")))
     repo = LigerRepo.open(checkout)
     profile = load_profile(record)

@@ -89,14 +89,20 @@ def test_the_backward_schedule_follows_the_register_budget(generated_checkout, m
         return module._backward_schedule(block_rows * block_cols, num_warps, load_bytes)
 
     assert schedule(layer_norm, 4096) == (False, False)  # interpreted: never pipelined
+    # As compiled on an H200: the shared memory a program may use is the device's (227 KB there).
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     for module in (layer_norm, rms_norm):
         monkeypatch.setattr(module, "is_triton_interpreter", lambda: False)
+        monkeypatch.setattr(module, "_shared_memory_bytes", lambda device: 232448)
     assert [schedule(layer_norm, n) for n in (4096, 8192, 14336)] == [(False, True), (False, True), (True, False)]
     assert [schedule(rms_norm, n) for n in (4096, 8192, 14336)] == [(False, True), (False, True), (False, False)]
-    # Pipelined loads buffer two tiles in shared memory (227 KB on an H200): fp32 rows of 16384 columns would
-    # need 256 KB (a learnable-temperature softmax at 14336 columns failed to launch so).
+    # Pipelined loads buffer two tiles in shared memory: fp32 rows of 16384 columns would need 256 KB (a
+    # learnable-temperature softmax at 14336 columns failed to launch so on an H200).
     assert rms_norm._backward_schedule(16384, 32, 4) == (False, True)  # 48 live registers, 128 KB
     assert rms_norm._backward_schedule(16384, 32, 8) == (False, False)  # fp32: 256 KB
+    # The limit is the device's: where a program may use 99 KB, the bf16 tiles above do not fit either.
+    monkeypatch.setattr(rms_norm, "_shared_memory_bytes", lambda device: 101376)
+    assert rms_norm._backward_schedule(16384, 32, 4) == (False, False)
 
 
 def test_rows_past_the_register_budget_take_the_split_backward_and_match_torch(generated_checkout):

@@ -24,10 +24,10 @@ from tools.kernelgen import backends
 from tools.kernelgen.analyze import analyze
 from tools.kernelgen.formatting import lint_findings
 from tools.kernelgen.layout import kernel_paths
-from tools.kernelgen.layout import record_path
 from tools.kernelgen.profile import dump_yaml
 from tools.kernelgen.pyrun import run_python
 from tools.kernelgen.record import read_record
+from tools.kernelgen.record import record_file
 from tools.kernelgen.synth import apply_op
 from tools.kernelgen.synth.printer import print_tilelang
 from tools.kernelgen.validate.purity import check_source
@@ -89,7 +89,7 @@ def test_the_library_imports_without_tilelang_and_the_generated_tests_skip_with_
 def test_the_record_keeps_the_backend_and_modify_keeps_it(checkout, monkeypatch):
     record = read_record(checkout, "dyt_tl")
     assert record.backend == "tilelang" and "backend: tilelang" in dump_yaml(record)
-    assert "backend: tilelang" in (checkout / record_path("dyt_tl")).read_text()
+    assert "backend: tilelang" in record_file(checkout, "dyt_tl").read_text()
     monkeypatch.setattr(backends, "tilelang_installed", lambda: True)
     # A new analysis of the same reference keeps the recorded kernel language: nothing changes.
     result = run_kernelgen("modify", "dyt_tl", "--reference", "dyt", "--repo", str(checkout), "--dry-run")
@@ -241,7 +241,7 @@ def test_the_backend_comparison_counts_the_tensors_each_step_moves(checkout):
     from benchmark.scripts.compare_backends import tensors_moved
 
     def record(name):
-        return yaml.safe_load((checkout / record_path(name)).read_text().split("\n", 1)[1])
+        return yaml.safe_load(record_file(checkout, name).read_text().split("\n", 1)[1])
 
     # geglu: a and b in, y out; dy, a and b in, da and db out. dyt: x in, y out; dy and x in, dx out.
     assert tensors_moved(record("geglu_tl")) == 8

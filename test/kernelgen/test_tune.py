@@ -210,7 +210,7 @@ def test_without_a_gpu_tune_is_one_skip_line_and_writes_nothing(geglu_copy):
 
 def test_a_hand_written_kernel_is_refused_in_one_line(geglu_copy):
     line = one_line_error(run_kernelgen("tune", "swiglu", "--repo", str(geglu_copy)))
-    assert "'swiglu' has no generation record (.kernelgen/swiglu.yaml): it is hand-written" in line
+    assert "'swiglu' has no generation record (" in line
     assert "tune re-tiles generated kernels only" in line
 
 
@@ -316,15 +316,13 @@ def test_a_candidate_is_checked_in_the_scratch_copy_before_it_is_timed(geglu_che
         scratch = runner.folder
     assert not scratch.exists()  # the scratch copy goes with the runner
     auto_warps = (
-        "    # 16 elements a thread: on an H200, 2048-element tiles at 4 warps read and write faster than at 8 (geglu's\n"
-        "    # forward at 16384 x 14336: 328 against 347 us), and 4096-element ones at 8.\n"
+        "    # 16 elements a thread at either tile size: fewer, wider loads a thread beat more warps.\n"
         "    num_warps = 8 if block_rows * block_cols >= 4096 else 4\n"
     )
     # with the template's warps, the backward doubles the forward's (a profile's num_warps sets both)
     tiles = "_launch_shape(n_rows, n_cols, grad_y, a, b)\n    block_rows, block_cols, num_warps = _tile_settings(view_rows, view_cols)\n"
     doubled = (
-        "    # Twice the forward's warps on its tile: the backward loads a tensor more and does more math per element (8\n"
-        "    # elements a thread instead of 16; on an H200 geglu's backward at 16384 x 4096 ran 160 -> 157 us with it).\n"
+        "    # Twice the forward's warps on its tile: the backward loads a tensor more and does more math per element.\n"
         "    num_warps *= 2\n"
     )
     expected = source.replace("    num_warps = 4\n", auto_warps).replace(tiles, tiles + doubled)

@@ -17,6 +17,7 @@ from test.kernelgen.conftest import copy_checkout
 from test.kernelgen.conftest import one_line_error
 from test.kernelgen.conftest import run_kernelgen
 from tools.kernelgen.knowledge import archive
+from tools.kernelgen.record import record_key
 from tools.kernelgen.validate.samples import SamplerError
 from tools.kernelgen.validate.samples import draw_samples
 from tools.kernelgen.validate.workspace import COLUMNS
@@ -172,7 +173,7 @@ def test_the_validate_report_has_the_documented_fields(run):
     assert report["unit_tests"]["passed"] > 0
     assert report["options"]["samples"] == str(run / artifacts.SAMPLER) and report["options"]["skip_tests"] is False
     assert set(report["files"]) == {OPS, TEST, f"src/liger_kernel/transformers/{NAME}.py",
-                                    f"benchmark/scripts/benchmark_{NAME}.py", f".kernelgen/{NAME}.yaml"}  # fmt: skip
+                                    f"benchmark/scripts/benchmark_{NAME}.py", record_key(run.parents[1], NAME)}  # fmt: skip
     assert Path(report["artifacts"]["iterations_tsv"]) == run / "iterations.tsv"
     for key in ("speedup", "speedup_target", "delta_vs_target", "next_action", "liger_ms"):
         assert key in report

@@ -228,7 +228,7 @@ def build_parser() -> argparse.ArgumentParser:
         "kernel_function_best.py the best ops file, tuned_profile.yaml the profile change. Without a GPU: one SKIP "
         "line, nothing written, exit 0.",
     )
-    tune.add_argument("name", help="kernel name (a generated kernel: it has .kernelgen/NAME.yaml)")
+    tune.add_argument("name", help="kernel name (a kernel kernelgen generated in this checkout: it has a record)")
     tune.add_argument("--repo", metavar="PATH", help="Liger checkout holding the kernel (default: this one)")
     tune.add_argument(
         "--workspace", metavar="DIR", help="where iterations.tsv and the results go (default: .kernelgen-work/NAME/)"
@@ -438,12 +438,12 @@ def cmd_references(args) -> int:
 
 def cmd_modify(args) -> int:
     from tools.kernelgen.layout import check_kernel_name
-    from tools.kernelgen.layout import record_path
     from tools.kernelgen.modify import EXIT_CONFLICT
     from tools.kernelgen.modify import ModifyError
     from tools.kernelgen.modify import plan_modify
     from tools.kernelgen.modify import profile_for_modify
     from tools.kernelgen.modify import verify_plan
+    from tools.kernelgen.record import record_key
     from tools.kernelgen.repo import LigerRepo
     from tools.kernelgen.writer import write_all
 
@@ -488,7 +488,7 @@ def cmd_modify(args) -> int:
             return EXIT_CONFLICT
     written = dict(plan.changes.changes)
     if markers:
-        written.pop(record_path(args.name), None)  # recorded only once the merge is clean
+        written.pop(record_key(repo.root, args.name), None)  # recorded only once the merge is clean
         written.update({report.path: report.merged_text for report in plan.conflicted})
     if args.dry_run:
         sys.stdout.write(plan.changes.diff())

@@ -31,17 +31,18 @@ from tools.kernelgen.kernel_helpers import UTILS_MODULE
 from tools.kernelgen.kernel_helpers import add_kernel_helpers
 from tools.kernelgen.kernel_helpers import missing_helpers
 from tools.kernelgen.layout import FUNCTIONAL
-from tools.kernelgen.layout import NATIVE_LAUNCH
 from tools.kernelgen.layout import OPS_INIT
 from tools.kernelgen.layout import OPS_UTILS
 from tools.kernelgen.layout import TRANSFORMERS_INIT
 from tools.kernelgen.layout import check_kernel_name
 from tools.kernelgen.layout import kernel_paths
-from tools.kernelgen.layout import record_path
 from tools.kernelgen.profile import KernelProfile
 from tools.kernelgen.profile import ProfileError
 from tools.kernelgen.record import content_hash
+from tools.kernelgen.record import has_record
 from tools.kernelgen.record import read_record
+from tools.kernelgen.record import read_record_text
+from tools.kernelgen.record import record_key
 from tools.kernelgen.record import record_text
 from tools.kernelgen.record import recorded_hashes
 from tools.kernelgen.render import render_fused_linear
@@ -55,7 +56,8 @@ class GenerateError(ValueError):
 
 @dataclass
 class ChangeSet:
-    """Full new texts of every file the command would write, keyed by repository-relative path."""
+    """Full new texts of every file the command would write, keyed by repository-relative path (the generation
+    record by ``record_key``: absolute when the checkout's private state lies outside it)."""
 
     changes: dict[str, str] = field(default_factory=dict)
     originals: dict[str, str | None] = field(default_factory=dict)
@@ -76,11 +78,15 @@ class ChangeSet:
                 difflib.unified_diff(
                     old.splitlines(keepends=True),
                     self.changes[path].splitlines(keepends=True),
-                    fromfile=f"a/{path}" if self.originals.get(path) is not None else "/dev/null",
-                    tofile=f"b/{path}",
+                    fromfile=_diff_label("a", path) if self.originals.get(path) is not None else "/dev/null",
+                    tofile=_diff_label("b", path),
                 )
             )
         return "".join(chunk if chunk.endswith("\n") else chunk + "\n" for chunk in chunks)
+
+
+def _diff_label(side: str, path: str) -> str:
+    return path if Path(path).is_absolute() else f"{side}/{path}"
 
 
 def existing_kernel_files(repo: LigerRepo, name: str) -> list[str]:
@@ -98,7 +104,7 @@ def check_new_target(repo: LigerRepo, name: str, *, force: bool = False) -> None
     present = existing_kernel_files(repo, name)
     if not present:
         return
-    recorded = repo.exists(record_path(name))
+    recorded = has_record(repo.root, name)
     if not force:
         if recorded:
             advice = (
@@ -106,7 +112,7 @@ def check_new_target(repo: LigerRepo, name: str, *, force: bool = False) -> None
                 f"nobody edited with --force"
             )
         else:
-            advice = f"it is hand-written (no {record_path(name)}); change it with: modify {name} --reference REF"
+            advice = f"it is hand-written (no generation record); change it with: modify {name} --reference REF"
         raise GenerateError(f"kernel '{name}' already exists ({present[0]}); {advice}")
     if not recorded:
         own = [path for path in present if path in kernel_paths(name).values()] or present
@@ -126,8 +132,7 @@ def _unchanged_since_generation(repo: LigerRepo, name: str, paths: list[str]) ->
     """For each of the kernel's own ``paths``: does the file still hold what kernelgen last rendered for it?
 
     The record's sha256 lines answer; a record written before they were kept is rendered again and compared."""
-    record = repo.read(record_path(name))
-    hashes = recorded_hashes(record)
+    hashes = recorded_hashes(read_record_text(repo.root, name))
     answers = {path: content_hash(repo.read(path)) == hashes[path] for path in paths if path in hashes}
     rest = [path for path in paths if path not in answers]
     if rest:
@@ -156,8 +161,8 @@ def overwrite_refusals(
     kernel's own unedited functional wrapper), to which only lines may be added."""
     sanctioned = sanctioned or {}
     own = {path for kernel in (name, *companions) for path in kernel_paths(kernel).values()}
-    record = record_path(name)
-    recorded = repo.exists(record)
+    record = record_key(repo.root, name)
+    recorded = has_record(repo.root, name)
     changed = [
         path
         for path, text in sorted(changes.changes.items())
@@ -242,7 +247,7 @@ def plan_new(repo: LigerRepo, profile: KernelProfile, *, force: bool = False) ->
 
     existing = {path: repo.read(path) for path in (OPS_INIT, TRANSFORMERS_INIT, FUNCTIONAL)}
     updated = dict(existing)
-    if force and repo.exists(record_path(name)):
+    if force and has_record(repo.root, name):
         # Regenerating: the kernel's functional wrapper is its own too, replaced while nobody edited it.
         updated[FUNCTIONAL] = _regenerated_functional(repo, name, registrations[0], existing[FUNCTIONAL])
     sanctioned = dict(updated)  # what shared files may only add lines to
@@ -265,10 +270,6 @@ def plan_new(repo: LigerRepo, profile: KernelProfile, *, force: bool = False) ->
     if utils is not None:
         changes.changes[OPS_UTILS] = utils
         changes.originals[OPS_UTILS] = repo.read(OPS_UTILS)
-    native = native_launch_module(repo, files)
-    if native is not None:
-        changes.changes[NATIVE_LAUNCH] = native
-        changes.originals[NATIVE_LAUNCH] = None
 
     harness = benchmark_harness(repo)
     if harness.missing:
@@ -286,9 +287,10 @@ def plan_new(repo: LigerRepo, profile: KernelProfile, *, force: bool = False) ->
         changes.changes[BENCHMARK_UTILS] = updated
         changes.originals[BENCHMARK_UTILS] = original
 
-    record = record_path(name)
+    # The record goes to the checkout's private state (``record.py``), written with the files it describes.
+    record = record_key(repo.root, name)
     changes.changes[record] = record_text(profile, files)
-    changes.originals[record] = repo.read(record) if repo.exists(record) else None
+    changes.originals[record] = read_record_text(repo.root, name) if repo.exists(record) else None
     companions = (profile.fused_linear_name,) if profile.fused_linear.enabled else ()
     refusals = overwrite_refusals(repo, name, changes, companions, sanctioned)
     if refusals:
@@ -323,15 +325,6 @@ def ops_utils_with_helpers(repo: LigerRepo, files: dict[str, str]) -> str | None
     if new_findings:
         raise GenerateError(f"adding {', '.join(missing)} to {OPS_UTILS} would add ruff findings: {new_findings[0]}")
     return updated
-
-
-def native_launch_module(repo: LigerRepo, files: dict[str, str]) -> str | None:
-    """This repository's ``ops/native_launch.py`` for a target that lacks it when the generated ``files`` import it
-    (an upstream checkout); None otherwise (a target's own copy is kept as it is)."""
-    module = NATIVE_LAUNCH.removeprefix("src/").removesuffix(".py").replace("/", ".")
-    if repo.exists(NATIVE_LAUNCH) or not any(f"from {module} import" in text for text in files.values()):
-        return None
-    return (Path(__file__).resolve().parents[2] / NATIVE_LAUNCH).read_text()
 
 
 def benchmark_harness(repo: LigerRepo) -> BenchmarkHarness:

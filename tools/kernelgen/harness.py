@@ -62,8 +62,7 @@ HELPER_SOURCES = {
     "run_speed_benchmark": '''
 def run_speed_benchmark(fwd_fn, mode, input_tensors, rep=10):
     """Milliseconds (median, 20th and 80th percentiles) of ``fwd_fn`` ("forward"), of the backward of its output
-    ("backward") or of both ("full"); the gradients of ``input_tensors`` are reset between calls. Added by kernelgen.
-    """
+    ("backward") or of both ("full"); the gradients of ``input_tensors`` are reset between calls."""
     import triton
 
     if mode == "forward":
@@ -89,7 +88,7 @@ def run_speed_benchmark(fwd_fn, mode, input_tensors, rep=10):
     "run_memory_benchmark": '''
 def run_memory_benchmark(fwd_fn, mode, reps=10):
     """Peak MB allocated while running ``fwd_fn`` ("forward"), the backward of its output ("backward") or both
-    ("full"), as the median, 20th and 80th percentiles of ``reps`` runs. Added by kernelgen."""
+    ("full"), as the median, 20th and 80th percentiles of ``reps`` runs."""
     from liger_kernel.utils import infer_device
 
     backend = getattr(torch, infer_device())

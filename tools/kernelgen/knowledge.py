@@ -13,7 +13,7 @@ from pathlib import Path
 from tools.kernelgen.layout import KNOWLEDGE_DIR
 from tools.kernelgen.layout import KNOWLEDGE_PROFILE
 from tools.kernelgen.layout import kernel_paths
-from tools.kernelgen.layout import record_path
+from tools.kernelgen.record import read_record_text
 
 
 def knowledge_kernels(root: Path) -> list[str]:
@@ -33,7 +33,7 @@ def archive(root: Path, name: str, summary: Path) -> Path:
     root = Path(root)
     destination = root / KNOWLEDGE_DIR / name
     destination.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(root / record_path(name), destination / KNOWLEDGE_PROFILE)
+    (destination / KNOWLEDGE_PROFILE).write_text(read_record_text(root, name), encoding="utf-8")
     shutil.copyfile(root / kernel_paths(name)["ops"], destination / f"{name}.py")
     shutil.copyfile(summary, destination / "summary.md")
     return destination

@@ -1,5 +1,5 @@
-"""Where things live in a Liger checkout: the files every kernel registers in, each kernel's own files, and
-kernelgen's generation records. Every path is repository-relative; nothing here touches the disk."""
+"""Where things live in a Liger checkout: the files every kernel registers in and each kernel's own files. Every
+path is repository-relative; nothing here touches the disk (generation records live outside the tree: record.py)."""
 
 from __future__ import annotations
 
@@ -12,12 +12,8 @@ OPS_INIT = "src/liger_kernel/ops/__init__.py"
 TRANSFORMERS_INIT = "src/liger_kernel/transformers/__init__.py"
 FUNCTIONAL = "src/liger_kernel/transformers/functional.py"
 OPS_UTILS = "src/liger_kernel/ops/utils.py"
-# The host module tier-1 wrappers replay their launches through (copied from this repository into targets that lack it).
-NATIVE_LAUNCH = "src/liger_kernel/ops/native_launch.py"
 REGISTRATION_FILES = (OPS_INIT, TRANSFORMERS_INIT, FUNCTIONAL)
 
-# What a kernel was generated from (its profile): ``--modify`` re-renders it to merge hand edits.
-RECORD_DIR = ".kernelgen"
 # Kernels ``validate --archive`` accepted, which ``analyze`` may name as the closest existing kernel.
 KNOWLEDGE_DIR = ".claude/skills/liger-kernel-gen/knowledge"
 KNOWLEDGE_PROFILE = "profile.yaml"
@@ -31,10 +27,6 @@ def kernel_paths(name: str) -> dict[str, str]:
         "test": f"test/transformers/test_{name}.py",
         "benchmark": f"benchmark/scripts/benchmark_{name}.py",
     }
-
-
-def record_path(name: str) -> str:
-    return f"{RECORD_DIR}/{name}.yaml"
 
 
 class KernelNameError(ValueError):

@@ -1,6 +1,6 @@
 """``new NAME --modify`` (alias ``modify NAME``): update an existing kernel in place, keeping hand edits.
 
-Kernels kernelgen generated have a record (``.kernelgen/NAME.yaml``: the profile they were made from). Their
+Kernels kernelgen generated have a record (``record.py``: the profile they were made from). Their
 files are three-way merged, line by line: base = the recorded profile rendered again, ours = the file on
 disk (with hand edits), theirs = the new profile rendered. The functional wrapper is merged the same way,
 on its own text region in ``functional.py``. Registrations are re-run with the inserter (idempotent adds);
@@ -47,13 +47,11 @@ from tools.kernelgen.insert import InsertError
 from tools.kernelgen.insert import Registration
 from tools.kernelgen.insert import register_kernel
 from tools.kernelgen.layout import FUNCTIONAL
-from tools.kernelgen.layout import NATIVE_LAUNCH
 from tools.kernelgen.layout import OPS_INIT
 from tools.kernelgen.layout import OPS_UTILS
 from tools.kernelgen.layout import TRANSFORMERS_INIT
 from tools.kernelgen.layout import check_kernel_name
 from tools.kernelgen.layout import kernel_paths
-from tools.kernelgen.layout import record_path
 from tools.kernelgen.merge import Conflict
 from tools.kernelgen.merge import merge3
 from tools.kernelgen.modify_tests import CasesError
@@ -64,7 +62,11 @@ from tools.kernelgen.modify_tests import unsupported_reason
 from tools.kernelgen.profile import KernelProfile
 from tools.kernelgen.profile import ProfileError
 from tools.kernelgen.profile import load_profile
+from tools.kernelgen.record import find_record
+from tools.kernelgen.record import has_record
 from tools.kernelgen.record import read_record
+from tools.kernelgen.record import read_record_text
+from tools.kernelgen.record import record_key
 from tools.kernelgen.record import record_text
 from tools.kernelgen.record import written_by_this_version
 from tools.kernelgen.repo import LigerRepo
@@ -276,13 +278,15 @@ def _apply_registrations(
 
 def _plan_recorded(repo: LigerRepo, name: str, new: KernelProfile, sides: dict[str, str]) -> ModifyPlan:
 
-    record = record_path(name)
+    record = record_key(repo.root, name)
+    read_from = record_key(repo.root, name, find_record(repo.root, name))  # a legacy in-tree record moves to record
     old = _read_record(repo, name)
     plan = ModifyPlan(name, ChangeSet())
-    recorded_with = repo.read(record).split("\n", 1)[0]
+    recorded = read_record_text(repo.root, name)
+    recorded_with = recorded.split("\n", 1)[0]
     if not written_by_this_version(recorded_with):
         plan.notes.append(
-            f"{record} was written by another kernelgen version ({recorded_with.lstrip('# ')}): differences "
+            f"{read_from} was written by another kernelgen version ({recorded_with.lstrip('# ')}): differences "
             f"between the two generators' output count as hand edits"
         )
     old_files, old_functional = render_formatted(repo, old)
@@ -305,11 +309,6 @@ def _plan_recorded(repo: LigerRepo, name: str, new: KernelProfile, sides: dict[s
         plan.changes.changes[OPS_UTILS] = utils
         plan.changes.originals[OPS_UTILS] = repo.read(OPS_UTILS)
         plan.reports.append(FileReport(OPS_UTILS, "updated", "kernelgen's helpers the new kernel imports added"))
-    native = generate.native_launch_module(repo, new_files)
-    if native is not None:
-        plan.changes.changes[NATIVE_LAUNCH] = native
-        plan.changes.originals[NATIVE_LAUNCH] = None
-        plan.reports.append(FileReport(NATIVE_LAUNCH, "created", "the launch replay the new ops file imports"))
 
     current = {path: repo.read(path) for path in (OPS_INIT, TRANSFORMERS_INIT, FUNCTIONAL)}
     merged_reports: dict[str, FileReport] = {}
@@ -326,9 +325,9 @@ def _plan_recorded(repo: LigerRepo, name: str, new: KernelProfile, sides: dict[s
     )
 
     text = record_text(new, new_files)
-    if repo.read(record) != text:
+    if recorded != text or read_from != record:
         plan.changes.changes[record] = text
-        plan.changes.originals[record] = repo.read(record)
+        plan.changes.originals[record] = recorded if read_from == record else None
         plan.reports.append(FileReport(record, "updated", "now records the new profile"))
     return plan
 
@@ -506,7 +505,7 @@ def plan_modify(
     check_kernel_name(name)
     if new_profile.operation_name != name:
         new_profile = new_profile.renamed(name)
-    if repo.exists(record_path(name)):
+    if has_record(repo.root, name):
         if tests_only:
             raise ModifyError(f"--tests-only is for hand-written kernels; '{name}' was generated (it has a record)")
         new_profile.validate(f"profile for {name}")
@@ -550,7 +549,7 @@ def profile_for_modify(
     changes the math, not the language the kernel is written in."""
     if profile_path:
         return load_profile(profile_path)
-    recorded = _read_record(repo, name) if repo.exists(record_path(name)) else None
+    recorded = _read_record(repo, name) if has_record(repo.root, name) else None
     builtin = name in list_builtin_references()
     # A record made from another reference keeps it: the built-in of the same name is a different op.
     if reference or (builtin and (recorded is None or recorded.reference.origin == f"builtin:{name}")):

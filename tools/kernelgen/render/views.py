@@ -247,6 +247,16 @@ class RowKernelView:
         channel_loads = any(p.shape == "channel" for p in self.param_loads)  # a scalar's load needs no columns
         return bool(self.element_loads or self.element_stores or channel_loads or self.last_reduction >= 0)
 
+    def reads(self, name: str) -> bool:
+        """Whether the kernel's math or its loads' fills read ``name`` (a hyper-parameter, the row length): the
+        kernel takes what it reads and nothing else."""
+        return any(_reads_name(line, name) for line in [*self.lines, *self.fills.values()])
+
+    def takes_n_cols(self, gradient: bool) -> bool:
+        """Whether the kernel takes the row length: its column mask compares with it (a gradient pass always masks
+        columns, a row pass when it touches elements), or its math reads it."""
+        return ((gradient or self.per_element) and self.width == "n_cols") or self.reads("n_cols")
+
     @property
     def last_reduction(self) -> int:
         """The index in ``lines`` of the last row reduction (-1: none)."""
@@ -265,7 +275,7 @@ class RowKernelView:
             return []
 
         def reads(lines: list[str], name: str) -> bool:
-            return any(re.search(rf"(?<![\w.]){re.escape(name)}(?!\w)", line) for line in lines)
+            return any(_reads_name(line, name) for line in lines)
 
         before, after = self.lines[: last + 1], self.lines[last + 1 :]
         return [n for n in self.element_args + self.input_args if reads(before, n) and reads(after, n)]
@@ -330,6 +340,12 @@ class RowProgramOpsView:
     split: SplitRowsView  # the same math for rows whose columns are spread over ranks
 
     @property
+    def allocates_gradients(self) -> bool:
+        """Whether the backward allocates a gradient buffer (in the inputs' dtype, its ``dtype`` argument): not when
+        its one stored gradient takes the output gradient's buffer."""
+        return len(self.stored_grads) > (1 if self.in_place else 0)
+
+    @property
     def backward_load_bytes(self) -> str:
         """The bytes a backward tile loads per element, as wrapper code (``x.element_size() + ...``)."""
         return " + ".join(f"{name}.element_size()" for name in self.backward_inputs + self.backward_element_grads)
@@ -354,6 +370,16 @@ class SplitRowsView:
     forward: RowKernelView
     backward_passes: list[SplitPassView]
     backward: RowKernelView
+
+    def forward_head(self, reduce: str, row_length: str) -> str:
+        """The split forward's first arguments: ``reduce``, and the whole row's length when a pass reads it."""
+        kernels = [step.kernel for step in self.forward_passes] + [self.forward]
+        return f"{reduce}, {row_length}" if any(k.reads("n_cols") for k in kernels) else reduce
+
+    def backward_head(self, reduce: str, row_length: str) -> str:
+        """The split backward's first arguments, as ``forward_head``."""
+        kernels = [step.kernel for step in self.backward_passes] + [self.backward]
+        return f"{reduce}, {row_length}" if any(k.reads("n_cols") for k in kernels) else reduce
 
 
 @dataclass(frozen=True)
@@ -413,6 +439,7 @@ class LossOpsView:
     gradient_class_loads: list[str]
     gradient_pass: int | None
     gate: str | None
+    skipped: str | None  # the gate's negation: the row does not count
     chooser: str | None  # the str hyper-parameter that picks the reduction
     checked_choices: list[HyperParameter]  # other hyper-parameters the math was derived for some values of
     reductions: list[LossReductionView]
@@ -669,9 +696,18 @@ def _loop_body(statements: list[str], constants: list[str], looped) -> list[str]
     return statements[len(constants) :] if looped else statements
 
 
+def _rounds_to_input_dtype(statements: list[str]) -> bool:
+    return any(f"{INPUT_DTYPE})" in line for line in statements)
+
+
+def _reads_name(statement: str, name: str) -> bool:
+    """Whether ``statement`` reads the variable ``name`` (not an attribute or a longer name that contains it)."""
+    return re.search(rf"(?<![\w.]){re.escape(name)}(?!\w)", statement) is not None
+
+
 def _with_input_dtype(statements: list[str], first_input: str) -> list[str]:
     """Statements that round to the inputs' dtype (``math.rounding: per_op``) read it from the first input."""
-    if not any(f"{INPUT_DTYPE})" in line for line in statements):
+    if not _rounds_to_input_dtype(statements):
         return statements
     return [f"{INPUT_DTYPE} = {first_input}_ptr.dtype.element_ty", *statements]
 
@@ -744,6 +780,10 @@ def _elementwise_fields(profile: KernelProfile) -> dict[str, Any]:
         name for name in inputs if name in backward_reads
     ]
     backward = _loop_body(math.backward, math.backward_constants, params)
+    # The backward kernel takes the tensors and parameters it reads (the first input also for its dtype, when the
+    # math rounds to it), nothing else.
+    backward_tensors = set(backward_reads_first) | ({inputs[0]} if _rounds_to_input_dtype(backward) else set())
+    backward_param_args = [arg for prm, arg in zip(params, param_args) if prm.name in backward_reads]
     return dict(
         # TileLang programs take the inputs' dtype as an argument; Triton kernels read it from a pointer.
         forward=_with_input_dtype(math.forward, inputs[0]) if triton else math.forward,
@@ -811,8 +851,8 @@ def _elementwise_fields(profile: KernelProfile) -> dict[str, Any]:
         forward_launch_tail=", ".join(param_args + outputs),
         forward_returns=", ".join(inputs + [f"{name}.view(*shape)" for name in outputs]),
         forward_results=", ".join(inputs + outputs),
-        backward_launch_strided=grad_outputs + inputs,
-        backward_launch_tail=", ".join(param_args + grad_input_names + partial_args),
+        backward_launch_strided=[name for name in grad_outputs + inputs if name in backward_tensors],
+        backward_launch_tail=", ".join(backward_param_args + grad_input_names + partial_args),
         saved=inputs + param_names,
         saved_unpacked=", ".join(inputs + param_names) + ("," if len(inputs + param_names) == 1 else ""),
     )
@@ -830,11 +870,11 @@ def _tilelang_ops(profile: KernelProfile) -> TileLangOpsView:
     ]
     runtime = [name for name in profile.formula_hyperparameters if name not in constants]
 
-    def param_settings() -> tuple[list[str], list[str]]:
-        names = [f"{prm.name}_dtype" for prm in params] + [f"HAS_{name.upper()}" for name in optional] + constants
+    def param_settings(read: list[LearnableParameter]) -> tuple[list[str], list[str]]:
+        names = [f"{prm.name}_dtype" for prm in read] + [f"HAS_{name.upper()}" for name in optional] + constants
         values = [
             f"{prm.name}.dtype if {prm.name} is not None else {first}.dtype" if prm.enabled_by else f"{prm.name}.dtype"
-            for prm in params
+            for prm in read
         ]
         values += [f"{name} is not None" for name in optional] + constants
         return names, values
@@ -843,14 +883,17 @@ def _tilelang_ops(profile: KernelProfile) -> TileLangOpsView:
         stride = f"{name}_row_stride" if strided else "n_cols"
         return f"T.StridedTensor((n_rows, n_cols), ({stride}, 1), {INPUT_DTYPE})"
 
-    def param_buffers() -> list[tuple[str, str]]:
+    def param_buffers(read: list[LearnableParameter]) -> list[tuple[str, str]]:
         shapes = {"channel": "(n_cols,)", "scalar": "(1,)"}
-        return [(f"{prm.name}_global", f"T.Tensor({shapes[prm.shape]}, {prm.name}_dtype)") for prm in params]
+        return [(f"{prm.name}_global", f"T.Tensor({shapes[prm.shape]}, {prm.name}_dtype)") for prm in read]
 
     def program(strided: list[str], written: list[str], reads: set[str], partials: list[str]) -> TileLangProgram:
-        names, values = param_settings()
+        # A program takes the tensors and parameters its math reads, nothing else.
+        strided = [name for name in strided if name in reads]
+        read_params = [prm for prm in params if prm.name in reads]
+        names, values = param_settings(read_params)
         buffers = [(f"{name}_global", rows_type(name, True)) for name in strided]
-        buffers += param_buffers()
+        buffers += param_buffers(read_params)
         buffers += [(f"{name}_global", f"T.Tensor((n_rows, n_cols), {INPUT_DTYPE})") for name in written]
         buffers += [(name, 'T.Tensor((n_partial_rows, n_cols), "float32")') for name in partials]
         scalars = [(name, "T.float32") for name in runtime if name in reads]
@@ -945,6 +988,7 @@ def _row_program_ops(profile: KernelProfile) -> RowProgramOpsView:
         dtype_source=f"grad_{stored_grads[0]}" if uses_cast and stored_grads else "",
         holds_narrow=True,
     )
+    in_place = bool(profile.backward.in_place_gradients) and bool(grad_inputs) and bool(outputs)
     return RowProgramOpsView(
         forward=math.forward,
         backward=math.backward,
@@ -970,10 +1014,11 @@ def _row_program_ops(profile: KernelProfile) -> RowProgramOpsView:
         + backward_inputs
         + param_names
         + list(math.saved)
-        + ["ctx.shape", "ctx.dtype"]
+        + ["ctx.shape"]
+        + (["ctx.dtype"] if len(stored_grads) > (1 if in_place else 0) else [])
         + [f"ctx.{hp.name}" for hp in profile.hyperparameters],
         gradient_aliases=dict(math.gradient_aliases),
-        in_place=bool(profile.backward.in_place_gradients) and bool(grad_inputs) and bool(outputs),
+        in_place=in_place,
         utils_imports=_utils_imports(
             statements,
             ["ensure_contiguous", *HOST_INTEGER_HELPERS]
@@ -1169,6 +1214,7 @@ def _loss_ops(profile: KernelProfile) -> LossOpsView:
         gradient_class_loads=[name for name in per_class if name in math.gradient_reads],
         gradient_pass=math.gradient_pass,
         gate=math.gate,
+        skipped=math.skipped,
         chooser=profile.math.loss.reduction if profile.math.loss.reduction not in LOSS_REDUCTIONS else None,
         reductions=reductions,
         checked_choices=[hp for hp in profile.hyperparameters if hp.choices and hp.name != profile.math.loss.reduction],

@@ -34,6 +34,7 @@ from itertools import combinations
 
 import sympy
 
+from sympy.logic.boolalg import to_nnf
 from sympy.logic.inference import satisfiable
 
 from tools.kernelgen.synth.derive import _precision_sensitive_ops
@@ -78,6 +79,7 @@ class LossMath:
     zero_adjoints: list[str] = field(default_factory=list)
     # Per-class values at a class index, loaded once per row: (row value, per-class input, printed integer index).
     picks: list[tuple[str, str, str]] = field(default_factory=list)
+    skipped: str | None = None  # the gate's negation, printed: the row does not count (``target == ignore_index``)
 
 
 def _chunk_statements(lines: list[str]) -> list[str]:
@@ -399,6 +401,7 @@ class _LossSchedule:
             gradient_reads=gradient_reads,
             gradient_pass=gradient_pass,
             gate=print_triton(self.gate) if self.gate is not None else None,
+            skipped=print_triton(to_nnf(sympy.Not(self.gate), simplify=False)) if self.gate is not None else None,
             gate_reads=gate_reads,
             outputs=list(program.outputs),
             gradients=[f"grad_{name}" for name in program.inputs],

@@ -43,9 +43,11 @@ def open_kernel(name: str, repo_path: str | None):
     cannot re-tile."""
     from tools.kernelgen.layout import check_kernel_name
     from tools.kernelgen.layout import kernel_paths
-    from tools.kernelgen.layout import record_path
     from tools.kernelgen.record import content_hash
+    from tools.kernelgen.record import find_record
     from tools.kernelgen.record import read_record
+    from tools.kernelgen.record import read_record_text
+    from tools.kernelgen.record import record_key
     from tools.kernelgen.record import recorded_hashes
     from tools.kernelgen.repo import LigerRepo
     from tools.kernelgen.tune.space import search_space
@@ -55,14 +57,15 @@ def open_kernel(name: str, repo_path: str | None):
     ops = kernel_paths(name)["ops"]
     if not repo.exists(ops):
         raise TuneError(f"no kernel '{name}' in {repo.root} ({ops} is missing)")
-    record = record_path(name)
-    if not repo.exists(record):
+    found = find_record(repo.root, name)
+    record = record_key(repo.root, name, found)
+    if found is None:
         raise TuneError(
             f"'{name}' has no generation record ({record}): it is hand-written, and tune re-tiles generated kernels "
             f"only (it renders each candidate from the record); change its launch settings by hand and check them "
             f"with: validate {name}"
         )
-    recorded = recorded_hashes(repo.read(record)).get(ops)
+    recorded = recorded_hashes(read_record_text(repo.root, name)).get(ops)
     if recorded is not None and recorded != content_hash(repo.read(ops)):
         raise TuneError(
             f"{ops} was edited since kernelgen generated it: tune renders candidates from {record} and would drop "

@@ -19,8 +19,9 @@ from pathlib import Path
 
 from tools.kernelgen.formatting import ruff_available
 from tools.kernelgen.layout import kernel_paths
-from tools.kernelgen.layout import record_path
 from tools.kernelgen.profile import KernelProfile
+from tools.kernelgen.record import read_record_text
+from tools.kernelgen.record import record_file
 from tools.kernelgen.repo import LigerRepo
 from tools.kernelgen.tune.loop import Outcome
 from tools.kernelgen.validate.report import Target
@@ -56,9 +57,9 @@ def render_ops(repo: LigerRepo, profile: KernelProfile, formatted: bool) -> str:
 def stage_scratch(repo: LigerRepo, name: str, folder: Path) -> LigerRepo:
     """A checkout in ``folder`` with ``repo``'s library and the kernel's record, enough for validate's workers."""
     shutil.copytree(repo.root / "src", folder / "src", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    record = folder / record_path(name)
+    record = record_file(folder, name)
     record.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copy2(repo.root / record_path(name), record)
+    record.write_text(read_record_text(repo.root, name), encoding="utf-8")
     for part in ("test", "benchmark/scripts"):
         (folder / part).mkdir(parents=True, exist_ok=True)
     return LigerRepo(folder)

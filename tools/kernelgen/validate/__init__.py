@@ -35,15 +35,17 @@ def _reference_profile(repo, name: str, reference: str | None, recorded: bool):
     """The profile to validate against and where it came from: ``--reference``, the record, else the built-in."""
     from tools.kernelgen.analyze import analyze_for_checkout
     from tools.kernelgen.analyze import list_builtin_references
-    from tools.kernelgen.layout import record_path
     from tools.kernelgen.profile import ProfileError
+    from tools.kernelgen.record import find_record
     from tools.kernelgen.record import read_record
+    from tools.kernelgen.record import record_key
 
     if reference:
         return analyze_for_checkout(reference, name=name, repo_root=repo.root), f"the reference {reference}"
     if recorded:
         try:
-            return read_record(repo.root, name), f"its generation record {record_path(name)}"
+            record = record_key(repo.root, name, find_record(repo.root, name))
+            return read_record(repo.root, name), f"its generation record {record}"
         except ProfileError as error:
             raise ValidateError(str(error)) from None
     if name in list_builtin_references():
@@ -61,16 +63,18 @@ def open_target(name: str, repo_path: str | None, workspace: str | None, referen
     from tools.kernelgen.hostapi import read_kernel_api
     from tools.kernelgen.layout import check_kernel_name
     from tools.kernelgen.layout import kernel_paths
-    from tools.kernelgen.layout import record_path
+    from tools.kernelgen.record import find_record
+    from tools.kernelgen.record import record_key
     from tools.kernelgen.repo import LigerRepo
     from tools.kernelgen.validate.report import Target
     from tools.kernelgen.validate.workspace import default_workspace
 
     check_kernel_name(name)
     repo = LigerRepo.open(repo_path)
-    record = record_path(name)
+    found = find_record(repo.root, name)
+    record = record_key(repo.root, name, found)
     paths = kernel_paths(name)
-    recorded = repo.exists(record)
+    recorded = found is not None
     if not repo.exists(paths["ops"]):
         raise ValidateError(
             f"no kernel '{name}' in {repo.root} ({paths['ops']} is missing); "

@@ -20,8 +20,10 @@ import json
 
 from pathlib import Path
 
-from tools.kernelgen.layout import record_path
 from tools.kernelgen.record import content_hash
+from tools.kernelgen.record import find_record
+from tools.kernelgen.record import read_record_text
+from tools.kernelgen.record import record_key
 from tools.kernelgen.validate.report import NOT_RUN
 from tools.kernelgen.validate.report import SKIP
 from tools.kernelgen.validate.report import StageResult
@@ -114,9 +116,14 @@ def build_report(
     sampler = target.samples.read_text(encoding="utf-8") if target.samples else None
     files = {
         relative: content_hash(target.repo.read(relative))
-        for relative in [*target.paths.values(), record_path(target.name)]
+        for relative in target.paths.values()
         if target.repo.exists(relative)
     }
+    record = find_record(target.repo.root, target.name)
+    if record is not None:
+        files[record_key(target.repo.root, target.name, record)] = content_hash(
+            read_record_text(target.repo.root, target.name)
+        )
     return {
         "report_version": REPORT_VERSION,
         "kernel": target.name,

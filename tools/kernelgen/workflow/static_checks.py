@@ -18,12 +18,15 @@ import yaml
 from tools.kernelgen.knowledge import archived_profile_path
 from tools.kernelgen.layout import KNOWLEDGE_DIR
 from tools.kernelgen.layout import kernel_paths
-from tools.kernelgen.layout import record_path
 from tools.kernelgen.profile import ProfileError
 from tools.kernelgen.profile import dump_yaml
 from tools.kernelgen.profile import load_profile
 from tools.kernelgen.record import content_hash
+from tools.kernelgen.record import find_record
+from tools.kernelgen.record import has_record
 from tools.kernelgen.record import read_record
+from tools.kernelgen.record import read_record_text
+from tools.kernelgen.record import record_key
 from tools.kernelgen.record import recorded_hashes
 from tools.kernelgen.repo import LigerRepo
 from tools.kernelgen.workflow import artifacts as files
@@ -90,9 +93,16 @@ class Workspace:
             raise Missing(f"{relative}: missing")
         return self.repo.read(relative)
 
+    @property
+    def record_name(self) -> str:
+        """The kernel's generation record as messages name it."""
+        return record_key(self.repo.root, self.name, find_record(self.repo.root, self.name))
+
     @cached_property
     def record_text(self) -> str:
-        return self.need_repo(record_path(self.name))
+        if not has_record(self.repo.root, self.name):
+            raise Missing(f"{self.record_name}: missing")
+        return read_record_text(self.repo.root, self.name)
 
     @cached_property
     def record(self):
@@ -100,7 +110,7 @@ class Workspace:
         try:
             return read_record(self.repo.root, self.name)
         except ProfileError as error:
-            raise Missing(f"{record_path(self.name)}: {error}") from None
+            raise Missing(f"{self.record_name}: {error}") from None
 
     @cached_property
     def ops(self) -> str:
@@ -153,12 +163,12 @@ def check_reference_untouched(ws: Workspace) -> str:
             f"{path} changed since the request (sha256 {digest[:12]}, requested {ws.request.reference_sha256[:12]}): "
             f"the reference is the specification; restore it"
         )
-    if ws.repo.exists(record_path(ws.name)):
+    if has_record(ws.repo.root, ws.name):
         embedded = ws.record.reference.source
         if embedded.rstrip() != path.read_text(encoding="utf-8").rstrip():
             line = _first_difference(embedded, path.read_text(encoding="utf-8"))
             raise AssertionError(
-                f"{record_path(ws.name)} embeds another reference than {path.name} (first difference at line {line}): "
+                f"{ws.record_name} embeds another reference than {path.name} (first difference at line {line}): "
                 f"the kernel was generated and validated against something else"
             )
         return f"{path.name} sha256 {digest[:12]} as requested; the record embeds this very source"
@@ -215,7 +225,7 @@ def check_generated_from_profile(ws: Workspace) -> str:
     if approved != generated:
         differing = sorted(k for k in set(approved) | set(generated) if approved.get(k) != generated.get(k))
         raise AssertionError(
-            f"{record_path(ws.name)} differs from the approved {files.PROFILE} in {', '.join(differing)}: the kernel "
+            f"{ws.record_name} differs from the approved {files.PROFILE} in {', '.join(differing)}: the kernel "
             f"was not generated from the approved profile"
         )
     hashes = recorded_hashes(ws.record_text)
@@ -229,14 +239,14 @@ def check_generated_from_profile(ws: Workspace) -> str:
             f"{edited[0]} was edited after generation (its sha256 is not the record's): the generation record no "
             f"longer describes the kernel; change the profile and regenerate instead"
         )
-    return f"{record_path(ws.name)} = the approved profile (tiling aside); kernel files as generated"
+    return f"{ws.record_name} = the approved profile (tiling aside); kernel files as generated"
 
 
 def check_tests_untouched(ws: Workspace) -> str:
     test = ws.paths["test"]
     hashes = recorded_hashes(ws.record_text)
     if test not in hashes:
-        raise AssertionError(f"{record_path(ws.name)} records no sha256 for {test}")
+        raise AssertionError(f"{ws.record_name} records no sha256 for {test}")
     if content_hash(ws.need_repo(test)) != hashes[test]:
         raise AssertionError(
             f"{test} is not the generated test (sha256 differs from the record): tests are never edited to pass"
@@ -533,7 +543,7 @@ def check_archived(ws: Workspace) -> str:
         raise AssertionError(f"{folder}/{ws.name}.py is not the current {ws.paths['ops']}: archive the final kernel")
     profile = archived_profile_path(ws.repo.root, ws.name).read_text(encoding="utf-8")
     if profile != ws.record_text:
-        raise AssertionError(f"{folder}/profile.yaml is not the current {record_path(ws.name)}")
+        raise AssertionError(f"{folder}/profile.yaml is not the current {ws.record_name}")
     return f"{folder}/ holds the final kernel and its record"
 
 
@@ -623,7 +633,7 @@ def _phase(ws: Workspace, phase: str) -> str:
     if phase != "3|4":
         return phase
     try:
-        hand_written = (ws.record if ws.repo.exists(record_path(ws.name)) else ws.profile).math.triton is not None
+        hand_written = (ws.record if has_record(ws.repo.root, ws.name) else ws.profile).math.triton is not None
     except Missing:
         hand_written = False
     return "3" if hand_written else "4"

@@ -1,0 +1,153 @@
+"""What kernelgen writes into a target reads as a maintainer would write it: generated ops files carry no dead code
+(unused arguments, functions nothing calls, negated negations) and no comment that belongs in the generator's docs
+(timings, GPU models, files the target lacks); the helpers it adds to a target's shared files carry no brand; no
+hardware constant is baked in. Checked on built-ins of every tier and kernel language."""
+
+import ast
+import re
+import subprocess
+import sys
+
+import pytest
+
+from tools.kernelgen.analyze import analyze
+from tools.kernelgen.formatting import ruff_available
+from tools.kernelgen.generate import render_formatted
+from tools.kernelgen.harness import HELPER_SOURCES
+from tools.kernelgen.kernel_helpers import CORE_SOURCES
+from tools.kernelgen.kernel_helpers import GET_NUM_SMS_SOURCE
+from tools.kernelgen.kernel_helpers import HOST_SOURCES
+from tools.kernelgen.kernel_helpers import INTERPRETED_SOURCES
+from tools.kernelgen.kernel_helpers import IS_TRITON_INTERPRETER_SOURCE
+from tools.kernelgen.layout import kernel_paths
+from tools.kernelgen.repo import LigerRepo
+
+# (built-in, kernel language): per-channel and scalar parameters, a residual the backward does not read, sin in the
+# backward, row reductions with and without parameters (with the split path), a gated loss with its fused linear form.
+BUILTINS = [
+    ("dyt", "triton"),
+    ("dyt", "tilelang"),
+    ("gated_sin", "triton"),
+    ("snake", "triton"),
+    ("rms_norm", "triton"),
+    ("softmax", "triton"),
+    ("cross_entropy", "triton"),
+    ("kl_div", "triton"),
+]
+
+ANECDOTE = re.compile(
+    r"\b[HAB]\d00\b|\b\d+(\.\d+)? ?(us|ms|µs)\b|\d+(\.\d+)? ?[GT]B/s|benchmark/data/|\bkernelgen\b",
+    re.IGNORECASE,
+)
+# A module constant named for a property of the device (shared memory, SM or register counts): those are read from
+# the device at run time.
+HARDWARE_NAME = re.compile(r"SHARED|(^|_)SMS?(_|$)|REGISTER|L2_|WARP_SIZE")
+# A kernel's own files may say where they come from; shared code may not (the helper tests below).
+OWN_ORIGIN = re.compile(r"(generated|derived) by kernelgen", re.IGNORECASE)
+DOUBLE_NEGATION = re.compile(r"\bnot \([^()]*!=[^()]*\)")
+
+
+def _generated_ops(name: str, backend: str) -> dict[str, str]:
+    profile = analyze(name, name=f"{name}_hyg" if backend == "triton" else f"{name}_hyg_tl")
+    profile.backend = backend
+    repo = LigerRepo.open(None)
+    files, _ = render_formatted(repo, profile)
+    if profile.tier == 3:
+        profile.fused_linear.enabled = True
+        fused, _ = render_formatted(repo, profile, fused_linear=True)
+        files.update(fused)
+    names = [profile.operation_name] + ([profile.fused_linear_name] if profile.tier == 3 else [])
+    return {kernel_paths(kernel)["ops"]: files[kernel_paths(kernel)["ops"]] for kernel in names}
+
+
+@pytest.fixture(scope="module", params=BUILTINS, ids=lambda case: "-".join(case))
+def ops_files(request) -> dict[str, str]:
+    return _generated_ops(*request.param)
+
+
+def _comments_and_docstrings(source: str) -> list[tuple[int, str]]:
+    found = [(n, line.split("#", 1)[1]) for n, line in enumerate(source.splitlines(), 1) if "#" in line]
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef, ast.Module)) and ast.get_docstring(node):
+            found.append((getattr(node, "lineno", 1), ast.get_docstring(node)))
+    return found
+
+
+def _unused_private_names(source: str) -> list[str]:
+    """Module-level ``_name`` functions and constants nothing in the file reads."""
+    tree = ast.parse(source)
+    defined = []
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            defined.append(node.name)
+        elif isinstance(node, ast.Assign):
+            defined += [target.id for target in node.targets if isinstance(target, ast.Name)]
+    read = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)}
+    read |= {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)}
+    return [name for name in defined if name.startswith("_") and not name.startswith("__") and name not in read]
+
+
+def test_no_unused_argument_or_name(ops_files, tmp_path):
+    if not ruff_available():
+        pytest.skip("ruff is not installed")
+    for path, text in ops_files.items():
+        assert _unused_private_names(text) == [], path
+        assert not DOUBLE_NEGATION.search(text), path
+        target = tmp_path / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
+    # Upstream's rules (E, F, I) plus unused arguments (ARG), on the files as generated.
+    result = subprocess.run(
+        [sys.executable, "-m", "ruff", "check", "--no-cache", "--isolated", "--select", "F,ARG", "--output-format",
+         "concise", str(tmp_path)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout
+
+
+def test_comments_say_why_without_measurements(ops_files):
+    for path, text in ops_files.items():
+        for line, comment in _comments_and_docstrings(text):
+            kept = OWN_ORIGIN.sub("", comment)
+            assert not ANECDOTE.search(kept), f"{path}:{line}: {comment.strip()}"
+
+
+def test_no_hardware_constant(ops_files):
+    for path, text in ops_files.items():
+        for node in ast.parse(text).body:
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant):
+                names = [target.id for target in node.targets if isinstance(target, ast.Name)]
+                assert not any(HARDWARE_NAME.search(name) for name in names), f"{path}: {ast.unparse(node)}"
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        *HOST_SOURCES.values(),
+        *CORE_SOURCES.values(),
+        *INTERPRETED_SOURCES.values(),
+        GET_NUM_SMS_SOURCE,
+        IS_TRITON_INTERPRETER_SOURCE,
+        *HELPER_SOURCES.values(),
+    ],
+)
+def test_helpers_added_to_shared_files_carry_no_brand_or_timing(source):
+    for line, comment in _comments_and_docstrings(source):
+        assert not ANECDOTE.search(comment), f"{line}: {comment.strip()}"
+
+
+def test_the_checks_catch_what_they_look_for():
+    """Each check flags a sample of what it forbids."""
+    dead = "def _helper():\n    return 1\n\n\ndef used():\n    return 2\n\n\n_CONSTANT = 3\n"
+    assert _unused_private_names(dead) == ["_helper", "_CONSTANT"]
+    assert DOUBLE_NEGATION.search("    if not (ignore_index != target):\n")
+    for anecdote in (
+        "on an H200 this ran 570 -> 547 us",
+        "see benchmark/data/sweep.log",
+        "3.3 TB/s",
+        "added by kernelgen",
+    ):
+        assert ANECDOTE.search(anecdote), anecdote
+    assert not ANECDOTE.search("one program per row; fp32 accumulators keep the small terms")
+    assert HARDWARE_NAME.search("_SHARED_BYTES") and HARDWARE_NAME.search("NUM_SMS")
+    assert not HARDWARE_NAME.search("MAX_COLUMNS")
