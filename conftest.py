@@ -2,7 +2,14 @@
 
 import os
 
-import torch
+# A pytest-xdist worker gets its share of the cores for torch's intra-op threads (read when torch starts, here and in
+# the processes the tests start): more threads than cores only contend, and idle OpenMP threads spin on CPU time the
+# other workers need.
+if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, cores // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))))
+
+import torch  # noqa: E402
 
 # Without an accelerator Triton kernels run on the CPU under Triton's interpreter; the variable is read when
 # triton is first imported, so it must be set here, before any test module imports liger_kernel.

@@ -47,6 +47,32 @@ for name in ("transformers", "sympy", "yaml", "jinja2"):
 
 replies = os.dup(1)
 os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
+
+
+# Most runs are pytest runs, and each would import its plugins (xdist, hypothesis, ...) and rewrite their asserts again,
+# from source where no bytecode is written: a collection of an empty folder does it once, here, and a run finds them
+# imported by pytest's own loader, as it would have left them.
+def import_pytest_plugins():
+    import gc
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        open(os.path.join(folder, "pytest.ini"), "w").close()  # this folder's (empty) settings, not a parent's
+        options = os.environ.pop("PYTEST_ADDOPTS", None)
+        stderr, sys.stderr = sys.stderr, open(os.devnull, "w")
+        try:
+            pytest.main(["--collect-only", "-q", "-s", "-p", "no:cacheprovider", folder])
+        finally:
+            sys.stderr.close()
+            sys.stderr = stderr
+            if options is not None:
+                os.environ["PYTEST_ADDOPTS"] = options
+    # Everything imported so far lives as long as the server: out of every collection a run makes (pytest collects
+    # five times as it exits, each a pass over all of torch's objects otherwise).
+    gc.freeze()
+
+
+import_pytest_plugins()
 fixed = {name: os.environ.get(name) for name in FIXED}
 os.write(replies, (json.dumps({"gpu": torch.cuda.is_available(), "fixed": fixed}) + "\n").encode())
 

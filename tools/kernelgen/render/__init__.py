@@ -7,6 +7,7 @@ out. Output is unformatted: the pipeline formats it with the target repository's
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 import jinja2
@@ -45,7 +46,10 @@ class RenderedKernel:
     functional_source: str
 
 
+@cache
 def template_environment() -> jinja2.Environment:
+    """The one environment of the process: it keeps each template compiled (compiling them is most of a render's
+    time) and recompiles one whose file changed since (the loader's ``auto_reload``)."""
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(TEMPLATE_DIR)),
         undefined=jinja2.StrictUndefined,
