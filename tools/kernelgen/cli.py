@@ -381,6 +381,7 @@ def cmd_new(args) -> int:
         sys.stdout.write(changes.diff())
         print(f"kernelgen: dry run, nothing written ({len(changes.changes)} files would change)", file=sys.stderr)
         return 0
+    _smoke(repo, profile, changes.changes)
     write_all(repo.root, {**changes.changes, **profile_file(args.save_profile, profile)})
     print(f"kernelgen: generated '{profile.operation_name}' (tier {profile.tier}) in {repo.root}")
     for path in changes.created:
@@ -392,6 +393,24 @@ def cmd_new(args) -> int:
         tests.append(f"test/transformers/test_{profile.fused_linear_name}.py")
     print(f"next: python -m pytest {' '.join(tests)}")
     return 0
+
+
+def _smoke(repo, profile, changes: dict[str, str]) -> None:
+    """The generated kernel runs once, from a scratch copy, before anything is written (see ``smoke.py``)."""
+    from tools.kernelgen.smoke import SmokeFailure
+    from tools.kernelgen.smoke import skip_reason
+    from tools.kernelgen.smoke import smoke_run
+
+    reason = skip_reason(profile)
+    if reason is not None:
+        print(f"kernelgen: note: no smoke run ({reason}); run its tests on a GPU", file=sys.stderr)
+        return
+    try:
+        smoke_run(repo.root, profile, changes)
+    except SmokeFailure as failure:
+        raise CliError(
+            f"the generated '{profile.operation_name}', run once on a tiny CPU input, fails: {failure}; nothing written"
+        ) from None
 
 
 def cmd_analyze(args) -> int:
