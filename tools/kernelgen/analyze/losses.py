@@ -51,10 +51,6 @@ from tools.kernelgen.synth.functions import select
 from tools.kernelgen.synth.losses import COL
 from tools.kernelgen.synth.rules import is_condition
 
-# Names the loss kernel and its wrapper use for their own values: a reference's inputs must be named otherwise.
-KERNEL_LOCALS = ("col", "mask", "row", "start", "row_value", "row_weight", "n_rows", "shape", "device")
-KERNEL_LOCALS += ("denominator", "gradients", "block_size", "num_warps")
-
 
 @dataclass(frozen=True)
 class OverRows:
@@ -89,9 +85,6 @@ class LoweredLoss:
 class LossBuilder(ProgramBuilder):
     def __init__(self, traced: TracedReference):
         super().__init__(traced)
-        clashes = [name for name in traced.tensor_inputs + traced.output_names if name in KERNEL_LOCALS]
-        if clashes:
-            raise self._plain_error(f"'{clashes[0]}' names a value of the generated loss kernel; rename it")
         self.col = make_symbols([COL])[COL]
         self.index_symbols = {self.symbols[name] for name in traced.index_inputs}
         self.element_symbols = {self.symbols[n] for n in traced.tensor_inputs if n not in traced.index_inputs}
@@ -485,4 +478,4 @@ def lower_loss(traced: TracedReference) -> LoweredLoss:
     )
 
 
-__all__ = ["KERNEL_LOCALS", "LoweredLoss", "lower_loss"]
+__all__ = ["LoweredLoss", "lower_loss"]

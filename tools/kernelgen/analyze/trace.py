@@ -196,6 +196,11 @@ def _scalar_type(value: Any) -> str | None:
     return _SCALAR_TYPE_NAMES.get(type(value))
 
 
+# Names the profile's formulas give their own symbols: the row length (printer.ROW_LENGTH) and a loss's column index
+# (synth.losses.COL).
+FORMULA_SYMBOLS = ("n_cols", "col")
+
+
 def _split_signature(loaded: LoadedReference, fn, skip_self: bool):
     """Tensor inputs, runtime float hyper-parameters and the specialised (concrete) arguments of ``fn``."""
     tensors, hypers, concrete = [], [], {}
@@ -233,7 +238,17 @@ def _split_signature(loaded: LoadedReference, fn, skip_self: bool):
             concrete[parameter.name] = default
         else:
             concrete[parameter.name] = default  # None / tuples: optional arguments left at their default
-    return tensors, hypers, concrete, order
+    # A tensor named like a symbol of the profile's formulas (the row length, a loss's column index) takes another
+    # name in the profile; it is passed by position, so the reference is called as before.
+    renamed = {}
+    for name in tensors:
+        if name in FORMULA_SYMBOLS:
+            candidate = f"{name}_in"
+            while candidate in order or candidate in renamed.values():
+                candidate += "_"
+            renamed[name] = candidate
+    tensors = [renamed.get(name, name) for name in tensors]
+    return tensors, hypers, concrete, [renamed.get(name, name) for name in order]
 
 
 def _trace_function(loaded: LoadedReference, overrides: dict[str, Any]) -> TracedReference:
