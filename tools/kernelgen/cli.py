@@ -384,6 +384,8 @@ def cmd_new(args) -> int:
     _smoke(repo, profile, changes.changes)
     write_all(repo.root, {**changes.changes, **profile_file(args.save_profile, profile)})
     print(f"kernelgen: generated '{profile.operation_name}' (tier {profile.tier}) in {repo.root}")
+    for remark in role_remarks(profile):
+        print(f"  {remark}")
     for path in changes.created:
         print(f"  created   {path}")
     for path in changes.modified:
@@ -393,6 +395,11 @@ def cmd_new(args) -> int:
         tests.append(f"test/transformers/test_{profile.fused_linear_name}.py")
     print(f"next: python -m pytest {' '.join(tests)}")
     return 0
+
+
+def role_remarks(profile) -> list[str]:
+    """The profile's remarks on roles the analysis decided (a loss target's class indices or probabilities)."""
+    return [remark for remark in profile.notes.remarks if remark.startswith("role: ")]
 
 
 def _smoke(repo, profile, changes: dict[str, str]) -> None:
@@ -432,6 +439,8 @@ def cmd_analyze(args) -> int:
             f"kernelgen: wrote {args.output} ({profile.operation_name}, tier {profile.tier}: {profile.notes.tier_reason})",
             file=sys.stderr,
         )
+        for remark in role_remarks(profile):
+            print(f"  {remark}", file=sys.stderr)
     else:
         sys.stdout.write(text)
     return 0

@@ -274,11 +274,13 @@ class LossBuilder(ProgramBuilder):
         node = call.node
         x = self.value(call.operands[0])
         target = self.value(call.operands[1])
-        if not self.per_element(x) or self.per_element(target):
-            raise self._error(f"`{call.label}` needs [rows, classes] scores and one class index per row", node)
         weight = self._option(call, "weight")
         if weight is not None and not self._class_valued(weight):
             raise self._error(f"`{call.label}`: its weight must be one value per class (an input of [classes])", node)
+        if call.name == "cross_entropy" and self.per_element(x) and self.per_element(target):
+            return self._probability_loss(call, x, target, weight)
+        if not self.per_element(x) or self.per_element(target):
+            raise self._error(f"`{call.label}` needs [rows, classes] scores and one class index per row", node)
         picked_weight = self._take(weight, target, node) if weight is not None else sympy.S.One
         kept = sympy.Ne(target, self._as_hyper(self._option(call, "ignore_index")))
         picked = self._picked(x, target, node, "picked")
@@ -300,6 +302,20 @@ class LossBuilder(ProgramBuilder):
                     weighted = self.statistic(f"{base}_weighted_sum", "sum", weight * x, node)
                     row = (1 - smoothing) * row + smoothing * (lse * classes - weighted) / self.n
         return self._reduced(select(kept, row, sympy.S.Zero), select(kept, picked_weight, sympy.S.Zero), call)
+
+    def _probability_loss(self, call: OpCall, x: Any, target: Any, weight: Any) -> Any:
+        """torch's cross entropy with a probability target ``p`` (a distribution over each row): ``sum_c w[c] * p[c]
+        * (lse - x[c])``, label smoothing mixing ``p`` with the uniform ``1 / n``; the mean divides by the rows."""
+        node = call.node
+        smoothing = self._option(call, "label_smoothing") or 0
+        if not (isinstance(smoothing, (int, float)) and smoothing == 0):
+            target = (1 - smoothing) * target + smoothing / self.n
+        weighted = target * (weight if weight is not None else sympy.S.One)
+        peak = self.statistic("lse_max", "max", x, node)
+        total = self.statistic("lse_sum", "sum", sympy.exp(x - peak), node)
+        mass = self.statistic("target_mass", "sum", weighted, node)
+        dot = self.statistic("target_dot", "sum", weighted * x, node)
+        return self._reduced((peak + sympy.log(total)) * mass - dot, sympy.S.One, call)
 
     def _kl_div(self, call: OpCall) -> Any:
         # reduction="none" never gets here: ops.normalize makes it the element-wise kl_div_pointwise
