@@ -24,10 +24,9 @@ from tools.kernelgen.profile import from_dict
 from tools.kernelgen.profile import to_dict
 
 _PROBE = "kgprobe{}q"
-# A name in a formula: not an attribute (``.dtype``) nor a keyword of a call (``hardtanh(x, min_val=min_val)``).
 # Fields of the math whose values are words of the profile's language, not formulas.
 _WORDS = frozenset({"reduce", "rounding", "choices", "reduction"})
-_IDENTIFIER = re.compile(r"(?<![\w.])[A-Za-z_]\w*(?!\w)(?!\s*=(?!=))")
+_IDENTIFIER = re.compile(r"(?<![\w.])[A-Za-z_]\w*(?!\w)")
 
 
 def user_names(profile: KernelProfile) -> list[str]:
@@ -150,12 +149,22 @@ def renamed_profile(profile: KernelProfile, mapping: dict[str, str]) -> KernelPr
 def _renamed(value, mapping: dict[str, str]):
     """Every identifier in the strings of ``value`` (values only, not the keys of its dicts) renamed."""
     if isinstance(value, str):
-        return _IDENTIFIER.sub(lambda match: _rename(match.group(0), mapping), value)
+        return _IDENTIFIER.sub(lambda match: _renamed_match(match, mapping), value)
     if isinstance(value, list):
         return [_renamed(item, mapping) for item in value]
     if isinstance(value, dict):
         return {key: item if key in _WORDS else _renamed(item, mapping) for key, item in value.items()}
     return value
+
+
+def _renamed_match(match: re.Match, mapping: dict[str, str]) -> str:
+    """A name of a formula or statement renamed, unless it is no variable: an attribute (``.dtype``, left out by the
+    pattern), a keyword of a call (``hardtanh(x, min_val=lo)``) or a word inside a string (``approximate='tanh'``)."""
+    before, after = match.string[: match.start()], match.string[match.end() :]
+    depth = sum(before.count(opening) - before.count(closing) for opening, closing in ("()", "[]"))
+    keyword_argument = depth > 0 and re.match(r"\s*=(?!=)", after) is not None
+    in_string = before.count("'") % 2 == 1 or before.count('"') % 2 == 1
+    return match.group(0) if keyword_argument or in_string else _rename(match.group(0), mapping)
 
 
 def _rename(identifier: str, mapping: dict[str, str]) -> str:
