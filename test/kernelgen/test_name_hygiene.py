@@ -7,6 +7,7 @@ import ast
 
 import pytest
 
+from test.kernelgen.conftest import REPO_ROOT
 from test.kernelgen.conftest import copy_checkout
 from test.kernelgen.conftest import run_kernelgen
 from test.kernelgen.conftest import run_pytest
@@ -127,3 +128,16 @@ def test_clashing_names_get_kernel_side_names_and_others_keep_theirs(tmp_path):
     assert kernel_side_names(profile, _render_ops) == {"mask": "mask_in", "cols": "cols_in", "program": "program_in"}
     ops = _render_ops(profile)
     assert "program = tl.program_id(0)" in ops and "program_in_ptr" in ops and "scale_ptr" in ops
+
+
+def test_kernel_side_names_follow_every_use_but_keywords_attributes_and_strings():
+    from tools.kernelgen.profile import load_profile
+    from tools.kernelgen.render.hygiene import renamed_profile
+
+    example = load_profile(REPO_ROOT / ".claude/skills/liger-kernel-gen/examples/rms_norm.yaml")
+    fragments = renamed_profile(example, {"x": "x_in", "y": "y_out"}).math.triton
+    assert fragments.forward == ["y_out = x_in * rstd * (offset + weight)"]
+    assert "grad_x_in = rstd * (g - x_hat * (tl.sum(g * x_hat, axis=0) / n_cols))" in fragments.backward
+    geglu = analyze("geglu")
+    renamed = renamed_profile(geglu, {"a": "tanh", "y": "approximate"})
+    assert renamed.math.outputs == {"approximate": "gelu(tanh, approximate='tanh') * b"}
