@@ -5,6 +5,8 @@ import os
 import re
 import shlex
 import signal
+import subprocess
+import sys
 import tempfile
 
 import pytest
@@ -215,3 +217,22 @@ def test_new_runs_what_it_generated_once_before_it_says_so(checkout):
     assert result.returncode == 0, result.stderr
     assert {name for name in sys.modules if name.startswith("liger_kernel")} == modules
     assert not any("kernelgen-smoke-" in entry for entry in sys.path)
+
+
+def test_no_smoke_run_where_triton_was_imported_without_its_interpreter():
+    """Triton's own jit helpers are interpreted only when Triton was imported with TRITON_INTERPRET=1: a process that
+    imported it otherwise skips the smoke run with a note instead of failing a kernel that is fine."""
+    from tools.kernelgen.analyze import analyze
+    from tools.kernelgen.smoke import skip_reason
+
+    script = (
+        "import sys, triton.language.standard\n"
+        "from tools.kernelgen.analyze import analyze\n"
+        "from tools.kernelgen.smoke import skip_reason\n"
+        "print(skip_reason(analyze('dyt')))\n"
+    )
+    env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = str(REPO_ROOT)
+    result = subprocess.run([sys.executable, "-c", script], cwd=REPO_ROOT, env=env, capture_output=True, text=True)
+    assert result.stdout.strip() == "Triton was imported into this process without its interpreter", result.stderr
+    assert skip_reason(analyze("dyt")) is None  # this suite imports Triton with its interpreter

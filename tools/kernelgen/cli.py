@@ -410,7 +410,7 @@ def _smoke(repo, profile, changes: dict[str, str]) -> None:
 
     reason = skip_reason(profile)
     if reason is not None:
-        print(f"kernelgen: note: no smoke run ({reason}); run its tests on a GPU", file=sys.stderr)
+        print(f"kernelgen: note: no smoke run ({reason}); run its tests", file=sys.stderr)
         return
     try:
         smoke_run(repo.root, profile, changes)

@@ -39,8 +39,24 @@ class SmokeFailure(RuntimeError):
 
 
 def skip_reason(profile: KernelProfile) -> str | None:
-    """Why the smoke run cannot run this profile's kernel here (its backend has no CPU interpreter), or None."""
-    return NO_CPU_RUN.get(profile.backend)
+    """Why the smoke run cannot run this profile's kernel here (its backend has no CPU interpreter; Triton was
+    imported into this process without its interpreter), or None."""
+    if profile.backend in NO_CPU_RUN:
+        return NO_CPU_RUN[profile.backend]
+    if not _interpreter_possible():
+        return "Triton was imported into this process without its interpreter"
+    return None
+
+
+def _interpreter_possible() -> bool:
+    """Triton's own jit helpers (``tl.sum``'s combine function) are interpreted only when Triton was imported with
+    ``TRITON_INTERPRET=1``; a process that imported it otherwise cannot interpret kernels that reduce."""
+    standard = sys.modules.get("triton.language.standard")
+    if standard is None:
+        return True
+    from triton.runtime.jit import JITFunction
+
+    return not any(isinstance(value, JITFunction) for value in vars(standard).values())
 
 
 def smoke_run(repo_root: Path, profile: KernelProfile, changes: dict[str, str]) -> None:
