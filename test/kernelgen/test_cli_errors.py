@@ -5,6 +5,8 @@ import os
 import re
 import shlex
 import signal
+import subprocess
+import sys
 import tempfile
 
 import pytest
@@ -191,3 +193,47 @@ def test_python_dash_m_reports_the_same_one_line_error():
     result = run_kernelgen("new", "class", in_process=False)
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr == "kernelgen: error: kernel name 'class' is a Python keyword; it cannot name a module\n"
+
+
+def test_new_refuses_a_kernel_whose_smoke_run_disagrees_with_its_reference(checkout, tmp_path):
+    """A profile whose math was edited away from its reference generates code that runs but computes something else:
+    new's smoke run (forward and backward once, on a tiny CPU input) says so in one line and writes nothing."""
+    profile = yaml.safe_load(run_kernelgen("analyze", "geglu").stdout)
+    profile["math"]["outputs"]["y"] = f"2 * ({profile['math']['outputs']['y']})"
+    path = tmp_path / "geglu_edited.yaml"
+    path.write_text(yaml.safe_dump(profile, sort_keys=False))
+    before = snapshot(checkout)
+    line = one_line_error(run_kernelgen("new", "geglu", "--profile", str(path), "--repo", str(checkout)))
+    assert line.startswith("kernelgen: error: the generated 'geglu', run once on a tiny CPU input, fails: ")
+    assert "differs from the reference's" in line and line.endswith("; nothing written")
+    assert snapshot(checkout) == before
+
+
+def test_new_runs_what_it_generated_once_before_it_says_so(checkout):
+    """The smoke run imports the generated module from a scratch copy: nothing of it stays in this process."""
+    import sys
+
+    modules = {name for name in sys.modules if name.startswith("liger_kernel")}
+    result = run_kernelgen("new", "dyt", "--repo", str(checkout))
+    assert result.returncode == 0, result.stderr
+    assert {name for name in sys.modules if name.startswith("liger_kernel")} == modules
+    assert not any("kernelgen-smoke-" in entry for entry in sys.path)
+
+
+def test_no_smoke_run_where_triton_was_imported_without_its_interpreter():
+    """Triton's own jit helpers are interpreted only when Triton was imported with TRITON_INTERPRET=1: a process that
+    imported it otherwise skips the smoke run with a note instead of failing a kernel that is fine."""
+    from tools.kernelgen.analyze import analyze
+    from tools.kernelgen.smoke import skip_reason
+
+    script = (
+        "import sys, triton.language.standard\n"
+        "from tools.kernelgen.analyze import analyze\n"
+        "from tools.kernelgen.smoke import skip_reason\n"
+        "print(skip_reason(analyze('dyt')))\n"
+    )
+    env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = str(REPO_ROOT)
+    result = subprocess.run([sys.executable, "-c", script], cwd=REPO_ROOT, env=env, capture_output=True, text=True)
+    assert result.stdout.strip() == "Triton was imported into this process without its interpreter", result.stderr
+    assert skip_reason(analyze("dyt")) is None  # this suite imports Triton with its interpreter
