@@ -1,7 +1,7 @@
 """One writer at a time per checkout: commands that change a checkout hold ``state_dir()/lock`` (an ``flock``, which
 the system releases when the process ends, however it ends) from reading the files they change to writing them.
 
-A second command waits for it (``KERNELGEN_LOCK_WAIT`` seconds, 60 by default), then stops with one line naming the
+A second command waits for it (``KERNELGEN_LOCK_WAIT`` seconds, 30 by default), then stops with one line naming the
 holder. Whoever takes the lock first finishes a write a killed command left behind (``writer.recover``).
 """
 
@@ -22,7 +22,7 @@ from tools.kernelgen.writer import recover
 
 LOCK_NAME = "lock"
 WAIT_ENV = "KERNELGEN_LOCK_WAIT"
-DEFAULT_WAIT_S = 60.0
+DEFAULT_WAIT_S = 30.0
 _POLL_S = 0.05
 _held: dict[Path, int] = {}  # lock file -> how many nested holders in this process
 

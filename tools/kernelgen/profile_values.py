@@ -20,9 +20,9 @@ ATTRIBUTE_PATH = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 PROVIDERS = ("liger", "torch", "torch_compile")
 TOLERANCE_DTYPES = ("float32", "bfloat16", "float16")
 REFERENCE_KINDS = ("function", "module")
+TEST_DOMAINS = ("real", "positive")  # what the tests draw every input from, unless an input names its own
 MAX_SHAPE_DIMS = 8
 MAX_DIM = 2**31 - 1
-MAX_ONE_LINE = 500  # an origin or a forward_computation quoted in a comment or docstring
 SCALAR_CHECKS = {
     "float": lambda v: _is_number(v) and math.isfinite(v),
     "int": lambda v: isinstance(v, int) and not isinstance(v, bool),
@@ -39,11 +39,15 @@ def is_identifier(value: Any) -> bool:
     return isinstance(value, str) and bool(IDENTIFIER.match(value)) and not keyword.iskeyword(value)
 
 
-def _one_line(problems: list[str], path: str, value: Any) -> None:
+def _text(problems: list[str], path: str, value: Any, *, lines: bool) -> None:
+    """Free text a comment (one line) or a docstring (``lines``) quotes: no control characters, which would end
+    the comment or make the file unreadable to Python."""
     if not isinstance(value, str):
         problems.append(f"{path}: expected str, got {type(value).__name__}")
-    elif len(value) > MAX_ONE_LINE or not value.isprintable():
-        problems.append(f"{path}: must be one line of printable text (at most {MAX_ONE_LINE} characters)")
+        return
+    allowed = value.replace("\n", "").replace("\t", "") if lines else value
+    if not allowed.isprintable():
+        problems.append(f"{path}: must be {'printable text' if lines else 'one line of printable text'}")
 
 
 def _shapes(problems: list[str], path: str, shapes: Any, dims: tuple[int, int]) -> None:
@@ -157,6 +161,8 @@ def check_values(profile) -> list[str]:
     _shapes(problems, "test.gpu_shapes", test.gpu_shapes, (1, MAX_SHAPE_DIMS))
     _shapes(problems, "test.mlp_shapes", test.mlp_shapes, (3, 3))
     _tolerances(problems, test.tolerances)
+    if test.input_domain not in TEST_DOMAINS:
+        problems.append(f"test.input_domain: {test.input_domain!r} is not one of {', '.join(TEST_DOMAINS)}")
     if not (_is_number(test.input_scale) and math.isfinite(test.input_scale) and test.input_scale > 0):
         problems.append(f"test.input_scale: {test.input_scale!r} is not a positive finite number")
     _hyperparameters(problems, profile.hyperparameters)
@@ -164,15 +170,19 @@ def check_values(profile) -> list[str]:
     _module(problems, profile.module)
     _parameters(problems, profile.parameters)
     _loss_choices(problems, profile.math.loss)
+    if profile.math.triton is not None:
+        for index, name in enumerate(profile.math.triton.saved_row_statistics):
+            if not is_identifier(name):
+                problems.append(f"math.triton.saved_row_statistics[{index}]: {name!r} is not a Python identifier")
     reference = profile.reference
     if reference.kind not in REFERENCE_KINDS:
         problems.append(f"reference.kind: {reference.kind!r} is not one of {', '.join(REFERENCE_KINDS)}")
     if reference.entry and not is_identifier(reference.entry):
         problems.append(f"reference.entry: {reference.entry!r} is not a Python identifier")
     if reference.origin:
-        _one_line(problems, "reference.origin", reference.origin)
+        _text(problems, "reference.origin", reference.origin, lines=False)
     if profile.forward_computation:
-        _one_line(problems, "forward_computation", profile.forward_computation)
+        _text(problems, "forward_computation", profile.forward_computation, lines=True)
     return problems
 
 
