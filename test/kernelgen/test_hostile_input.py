@@ -187,3 +187,11 @@ def test_hand_written_triton_is_refused_unless_it_is_math(statement, expected):
     data["math"]["triton"]["forward"] = [statement]
     with pytest.raises(user_errors(), match=r"math\.triton\.forward\[0\]: .*" + re.escape(expected)):
         from_dict(data, source="p.yaml")
+
+
+def test_a_reference_expression_of_thousands_of_terms_is_one_line(tmp_path):
+    reference = tmp_path / "long_sum.py"
+    terms = " + ".join(f"a * {index}.0" for index in range(1, 3001))
+    reference.write_text(f"import torch\n\n\ndef long_sum(a):\n    return {terms}\n")
+    line = one_line_error(run_kernelgen("analyze", str(reference)))
+    assert "nested too deeply to process (RecursionError)" in line

@@ -289,6 +289,7 @@ def recover(journal: Path) -> str | None:
     complete a swap. Returns one line saying what was done, or None when there was nothing to do. The caller holds
     the checkout's lock."""
     path = Path(journal) / JOURNAL_NAME
+    path.with_name(f"{path.name}.tmp").unlink(missing_ok=True)  # a journal killed while being written: no rename yet
     try:
         state = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
