@@ -12,12 +12,14 @@ from pathlib import Path
 
 import pytest
 
+from tools.kernelgen.checkout_lock import LOCK_NAME
 from tools.kernelgen.layout import FUNCTIONAL
 from tools.kernelgen.layout import OPS_INIT
 from tools.kernelgen.layout import TRANSFORMERS_INIT
 from tools.kernelgen.layout import kernel_paths
 from tools.kernelgen.pyrun import run_python
 from tools.kernelgen.record import recorded_kernels
+from tools.kernelgen.repo import STATE_FALLBACK
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO_ROOT / ".claude" / "skills" / "liger-kernel-gen" / "examples"
@@ -87,11 +89,15 @@ def geglu_copy(geglu_checkout, tmp_path) -> Path:
 
 
 def snapshot(root: Path) -> dict[str, bytes]:
-    """Every file under ``root`` with its bytes, to prove a failed command changed nothing."""
+    """Every file under ``root`` with its bytes, to prove a failed command changed nothing (kernelgen's lock in its
+    private state folder is no file of the checkout)."""
     return {
         str(path.relative_to(root)): path.read_bytes()
         for path in sorted(root.rglob("*"))
-        if path.is_file() and "__pycache__" not in path.parts and ".pytest_cache" not in path.parts
+        if path.is_file()
+        and "__pycache__" not in path.parts
+        and ".pytest_cache" not in path.parts
+        and path.relative_to(root).as_posix() != f"{STATE_FALLBACK}/{LOCK_NAME}"
     }
 
 

@@ -325,22 +325,26 @@ def test_theirs_takes_kernelgens_text_for_the_conflict(docstring_edited, tmp_pat
     assert HAND_DOCSTRING not in plan.changes.changes[OPS]
 
 
-def test_markers_are_written_into_the_file_and_the_record_waits(docstring_edited, tmp_path):
+def test_markers_are_written_beside_the_file_and_the_checkout_still_imports(docstring_edited, tmp_path):
     checkout = docstring_edited
     record_before = record_file(checkout, "act").read_text()
+    before = snapshot(checkout)
     reference = _write_reference(tmp_path, WITH_BETA)
     result = run_kernelgen("modify", "act", "--reference", reference, "--repo", str(checkout), "--conflicts=markers")
     assert result.returncode == 1, result.stdout + result.stderr
-    assert "conflict(s) marked <<<<<<< current / >>>>>>> kernelgen in " + OPS in result.stderr
-    ops = (checkout / OPS).read_text()
+    assert f"conflict(s) marked <<<<<<< current / >>>>>>> kernelgen in {OPS}.conflicted (beside" in result.stderr
+    ops = (checkout / f"{OPS}.conflicted").read_text()
     assert f"<<<<<<< current\n{HAND_DOCSTRING}=======\n" in ops and ">>>>>>> kernelgen\n" in ops
     assert "def forward(ctx, a, b, beta=1.0):" in ops  # the rest of the merge is there
     assert record_file(checkout, "act").read_text() == record_before  # recorded only after a clean --modify
+    # Nothing importable changed.
+    assert {path: text for path, text in snapshot(checkout).items() if not path.endswith(".conflicted")} == before
 
     # Resolved by writing the new formula into the hand docstring: that is not a conflict any more.
     start, end = ops.index("<<<<<<< current\n"), ops.index(">>>>>>> kernelgen\n") + len(">>>>>>> kernelgen\n")
     reconciled = '    """y = sigmoid(beta * a) * b: the gate of our model (hand-edited docstring).\n'
     (checkout / OPS).write_text(ops[:start] + reconciled + ops[end:])
+    (checkout / f"{OPS}.conflicted").unlink()
     again = run_kernelgen("modify", "act", "--reference", reference, "--repo", str(checkout))
     assert again.returncode == 0, again.stdout + again.stderr
     assert "hand edit(s) already holding the new text kept" in again.stdout

@@ -149,6 +149,12 @@ def _set_reduction_sum(profile):
     profile.reference.source = profile.reference.source.replace(', reduction="mean"', "")
 
 
+def _retype_hyper(profile):
+    """An int hyper-parameter takes an int default (a float one is refused)."""
+    profile.hyperparameters[0].type = "int"
+    profile.hyperparameters[0].default = 1
+
+
 def _set(path: str, value):
     def edit(profile):
         *parents, last = path.split(".")
@@ -174,7 +180,7 @@ EDITS = {
     "outputs[].name": ("swiglu", _rename_output, "files"),
     "outputs[].dtype": ("swiglu", _set("outputs.0.dtype", "float32"), "validation"),
     "hyperparameters[].name": ("leaky_relu_mul", _rename_hyper, "files"),
-    "hyperparameters[].type": ("leaky_relu_mul", _set("hyperparameters.0.type", "int"), "files"),
+    "hyperparameters[].type": ("leaky_relu_mul", _retype_hyper, "files"),
     "hyperparameters[].default": ("leaky_relu_mul", _set("hyperparameters.0.default", 0.2), "files"),
     "hyperparameters[].constexpr": ("leaky_relu_mul", _set("hyperparameters.0.constexpr", True), "files"),
     "hyperparameters[].choices": ("leaky_relu_mul", _set("hyperparameters.0.choices", [0.01, 0.1]), "files"),

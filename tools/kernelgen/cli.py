@@ -7,6 +7,8 @@ nothing is written unless the whole change set is good.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import signal
 import sys
 
 from pathlib import Path
@@ -14,8 +16,8 @@ from pathlib import Path
 from tools.kernelgen import __version__
 
 EXIT_USAGE = 2
-EXIT_INTERRUPTED = 130
 ALL_FILES = "*"  # --ours / --theirs without FILE (modify.ALL_FILES)
+CONFLICT_SUFFIX = ".conflicted"  # --conflicts=markers: where a conflicted file's merge goes (no module imports it)
 
 
 class CliError(ValueError):
@@ -54,8 +56,9 @@ def add_modify_options(parser: argparse.ArgumentParser) -> None:
         "--conflicts",
         choices=("stop", "markers"),
         default="stop",
-        help="on a conflict: stop and write nothing (default), or write every file with git-style conflict markers "
-        "(the record is not updated until a clean --modify)",
+        help="on a conflict: stop and write nothing (default), or write each conflicted file's merge with git-style "
+        f"conflict markers beside it as FILE{CONFLICT_SUFFIX} (not importable; nothing else is written until a "
+        "clean --modify)",
     )
     for side, words in (("ours", "the hand edit"), ("theirs", "kernelgen's new text")):
         parser.add_argument(
@@ -360,6 +363,7 @@ def _profile_for_new(args):
 
 
 def cmd_new(args) -> int:
+    from tools.kernelgen.checkout_lock import checkout_lock
     from tools.kernelgen.generate import check_new_target
     from tools.kernelgen.generate import plan_new
     from tools.kernelgen.layout import check_kernel_name
@@ -386,13 +390,16 @@ def cmd_new(args) -> int:
                 f"--fused-linear: '{args.name}' is tier {profile.tier}; only a loss (tier 3) has a fused linear form"
             )
         profile.fused_linear.enabled = True
-    changes = plan_new(repo, profile, force=args.force)
     if args.dry_run:
+        changes = plan_new(repo, profile, force=args.force)
         sys.stdout.write(changes.diff())
         print(f"kernelgen: dry run, nothing written ({len(changes.changes)} files would change)", file=sys.stderr)
         return 0
-    _smoke(repo, profile, changes.changes)
-    write_all(repo.root, {**changes.changes, **profile_file(args.save_profile, profile)})
+    with checkout_lock(repo, f"new {args.name}"):  # planned from the files as they are when written
+        check_new_target(repo, args.name, force=args.force)
+        changes = plan_new(repo, profile, force=args.force)
+        _smoke(repo, profile, changes.changes)
+        write_all(repo.root, {**changes.changes, **profile_file(args.save_profile, profile)}, journal=repo.state_dir())
     print(f"kernelgen: generated '{profile.operation_name}' (tier {profile.tier}) in {repo.root}")
     for remark in role_remarks(profile):
         print(f"  {remark}")
@@ -465,15 +472,10 @@ def cmd_references(args) -> int:
 
 
 def cmd_modify(args) -> int:
+    from tools.kernelgen.checkout_lock import checkout_lock
     from tools.kernelgen.layout import check_kernel_name
-    from tools.kernelgen.modify import EXIT_CONFLICT
     from tools.kernelgen.modify import ModifyError
-    from tools.kernelgen.modify import plan_modify
-    from tools.kernelgen.modify import profile_for_modify
-    from tools.kernelgen.modify import verify_plan
-    from tools.kernelgen.record import record_key
     from tools.kernelgen.repo import LigerRepo
-    from tools.kernelgen.writer import write_all
 
     if getattr(args, "force", False):
         raise ModifyError("--modify merges into the existing files; --force (overwrite them) cannot go with it")
@@ -482,6 +484,17 @@ def cmd_modify(args) -> int:
     check_kernel_name(args.name)
     check_output_path(args.save_profile, "--save-profile")
     repo = LigerRepo.open(args.repo)
+    with checkout_lock(repo, f"modify {args.name}"):  # from reading the kernel's files to writing them
+        return _modify_locked(args, repo)
+
+
+def _modify_locked(args, repo) -> int:
+    from tools.kernelgen.modify import EXIT_CONFLICT
+    from tools.kernelgen.modify import plan_modify
+    from tools.kernelgen.modify import profile_for_modify
+    from tools.kernelgen.modify import verify_plan
+    from tools.kernelgen.writer import write_all
+
     sides = _sides(args, repo)
     profile = profile_for_modify(repo, args.name, profile_path=args.profile, reference=args.reference)
     if profile.operation_name != args.name:
@@ -494,6 +507,8 @@ def cmd_modify(args) -> int:
     markers = plan.conflicted and args.conflicts == "markers"
     if plan.conflicted and not markers:
         mode = " (conflicts: none of this is written)"
+    elif markers and not args.dry_run:
+        mode = f" (conflicts: only the merges with markers are written, as FILE{CONFLICT_SUFFIX})"
     else:
         mode = " (dry run)" if args.dry_run else ""
     print(f"kernelgen: modify '{args.name}' in {repo.root}{mode}")
@@ -516,20 +531,21 @@ def cmd_modify(args) -> int:
             return EXIT_CONFLICT
     written = dict(plan.changes.changes)
     if markers:
-        written.pop(record_key(repo.root, args.name), None)  # recorded only once the merge is clean
-        written.update({report.path: report.merged_text for report in plan.conflicted})
+        # Markers in a module would keep the package from importing (every kernel's tests with it): each merge goes
+        # beside its file, and nothing else is written (a half-applied change set would not fit together either).
+        written = {f"{report.path}{CONFLICT_SUFFIX}": report.merged_text for report in plan.conflicted}
     if args.dry_run:
         sys.stdout.write(plan.changes.diff())
         print(f"kernelgen: dry run, nothing written ({len(written)} files would change)", file=sys.stderr)
         return 0
     if written or args.save_profile:
-        write_all(repo.root, {**written, **profile_file(args.save_profile, profile)})
+        write_all(repo.root, {**written, **profile_file(args.save_profile, profile)}, journal=repo.state_dir())
     if markers:
-        paths = ", ".join(report.path for report in plan.conflicted)
+        paths = ", ".join(written)
         print(
-            f"kernelgen: wrote {len(written)} files, {plan.conflict_count} conflict(s) marked <<<<<<< current / "
-            f">>>>>>> kernelgen in {paths}; they do not import until resolved. Resolve them, then run the same "
-            f"--modify again to record the new profile",
+            f"kernelgen: {plan.conflict_count} conflict(s) marked <<<<<<< current / >>>>>>> kernelgen in {paths} "
+            f"(beside the files, which are unchanged and import as before; nothing else written). Resolve each, move "
+            f"it over its file, then run the same --modify again",
             file=sys.stderr,
         )
         return EXIT_CONFLICT
@@ -726,10 +742,49 @@ def user_errors() -> tuple[type[BaseException], ...]:
     return tuple(found)
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, reported as Ctrl-C is (what was written, or that nothing was)."""
+
+    def __init__(self, signum: int):
+        super().__init__()
+        self.signum = signum
+
+
+def _raise_terminated(signum, frame):
+    raise Terminated(signum)
+
+
+@contextlib.contextmanager
+def _terminations_as_interrupts():
+    """SIGTERM and SIGHUP raise ``Terminated`` inside (the writer holds them itself while it swaps files)."""
+    previous = {}
+    try:
+        for name in ("SIGTERM", "SIGHUP"):
+            if hasattr(signal, name):
+                previous[getattr(signal, name)] = signal.signal(getattr(signal, name), _raise_terminated)
+    except ValueError:  # not the main thread
+        pass
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    with _terminations_as_interrupts():
+        return _run(args)
+
+
+def _run(args) -> int:
     try:
+        from tools.kernelgen.checkout_lock import recover_pending_write
+        from tools.kernelgen.repo import default_repo_root
+
+        # Before anything else: a write a killed command left half done is completed (or its staging discarded).
+        recover_pending_write(Path(getattr(args, "repo", None) or default_repo_root()))
         return COMMANDS[args.command](args)
     except KeyboardInterrupt as interrupt:
         from tools.kernelgen.writer import written_in_this_process
@@ -744,7 +799,15 @@ def main(argv: list[str] | None = None) -> int:
             )
         else:
             print("kernelgen: interrupted; nothing was written", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return 128 + getattr(interrupt, "signum", signal.SIGINT)
+    except RecursionError:
+        # Python's parser and sympy recurse once per nesting level: a formula of thousands of terms runs out.
+        print(
+            f"kernelgen: error: {args.command}: an expression of the reference or profile is nested too deeply to "
+            f"process (RecursionError); give parts of it names (intermediate variables, math.statistics)",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
     except user_errors() as error:
         # Every user error is one line (a profile's problems are joined with "; "): keep it that way on screen.
         message = (str(error).splitlines() or [type(error).__name__])[0]

@@ -13,6 +13,7 @@ import functools
 
 from tools.kernelgen.profile import KernelProfile
 from tools.kernelgen.profile import ProfileError
+from tools.kernelgen.profile import loaded_from
 from tools.kernelgen.synth import ElementwiseMath
 from tools.kernelgen.synth import parse_formula
 from tools.kernelgen.synth.derive import ElementwiseDerivation
@@ -28,7 +29,7 @@ from tools.kernelgen.synth.rows import RowProgramError
 from tools.kernelgen.synth.rows import synthesize_rows
 
 
-def elementwise_math(profile: KernelProfile, source: str = "<profile>") -> ElementwiseMath:
+def elementwise_math(profile: KernelProfile, source: str | None = None) -> ElementwiseMath:
     """The tier-1 forward and backward statements, in the profile's kernel language, with the names each reads."""
     written = profile.math.triton
     if written is not None:
@@ -50,7 +51,7 @@ def elementwise_math(profile: KernelProfile, source: str = "<profile>") -> Eleme
         libraries = (profile.tiling.forward_math, profile.tiling.backward_math)
         return _printed_elementwise(formulas, inputs, parameters, hyperparameters, rounded, profile.backend, libraries)
     except _FormulaError as error:
-        raise ProfileError(source, [str(error)]) from None
+        raise ProfileError(_where(profile, source), [str(error)]) from None
 
 
 class _FormulaError(ValueError):
@@ -81,7 +82,7 @@ def _derive_elementwise(formulas, inputs, parameters, hyperparameters, rounded=(
         raise _FormulaError(f"math.outputs: {error}") from None
 
 
-def row_math(profile: KernelProfile, source: str = "<profile>") -> RowMath:
+def row_math(profile: KernelProfile, source: str | None = None) -> RowMath:
     """The tier-2 forward and backward statements (2-D tiles, see ``synth/rows.py``) derived from the formulas."""
     inputs = tuple(t.name for t in profile.inputs if t.requires_grad)
     constants = tuple(t.name for t in profile.inputs if not t.requires_grad)
@@ -97,7 +98,7 @@ def row_math(profile: KernelProfile, source: str = "<profile>") -> RowMath:
             tuple(profile.formula_hyperparameters),
         )
     except _FormulaError as error:
-        raise ProfileError(source, [str(error)]) from None
+        raise ProfileError(_where(profile, source), [str(error)]) from None
 
 
 @functools.lru_cache(maxsize=64)
@@ -110,7 +111,7 @@ def _derive_rows(statistics, formulas, inputs, constants, parameters, hyperparam
         raise _FormulaError(f"math: {error}") from None
 
 
-def loss_math(profile: KernelProfile, source: str = "<profile>") -> LossMath:
+def loss_math(profile: KernelProfile, source: str | None = None) -> LossMath:
     """The tier-3 chunked forward (gradient included) derived from the formulas (see ``synth/losses.py``)."""
     element = [t for t in profile.inputs if t.dtype != "int64"]
     statistics = tuple((s.name, s.reduce, s.of) for s in profile.math.statistics)
@@ -126,7 +127,7 @@ def loss_math(profile: KernelProfile, source: str = "<profile>") -> LossMath:
             tuple(t.name for t in element if t.per_class),
         )
     except _FormulaError as error:
-        raise ProfileError(source, [str(error)]) from None
+        raise ProfileError(_where(profile, source), [str(error)]) from None
 
 
 @functools.lru_cache(maxsize=64)
@@ -181,3 +182,8 @@ def names_read(statements: list[str]) -> set[str]:
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
                 assigned.add(node.id)
     return read
+
+
+def _where(profile: KernelProfile, source: str | None) -> str:
+    """What an error line names: the caller's source, else the profile's file, else the kernel the profile is of."""
+    return source or loaded_from(profile) or f"for {profile.operation_name}"

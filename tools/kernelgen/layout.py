@@ -7,6 +7,7 @@ import keyword
 import re
 
 SNAKE_CASE = re.compile(r"^[a-z][a-z0-9]*(_[a-z0-9]+)*$")
+MAX_KERNEL_NAME = 100  # with the longest prefix kernelgen adds (test_fused_linear_), a file name far below 255
 
 OPS_INIT = "src/liger_kernel/ops/__init__.py"
 TRANSFORMERS_INIT = "src/liger_kernel/transformers/__init__.py"
@@ -37,6 +38,11 @@ SHARED_FILES = (*REGISTRATION_FILES, OPS_UTILS)
 
 
 def check_kernel_name(name: str) -> None:
+    if isinstance(name, str) and len(name) > MAX_KERNEL_NAME:
+        raise KernelNameError(
+            f"kernel name {name[:40]!r}... is {len(name)} characters long; at most {MAX_KERNEL_NAME} (it names files "
+            f"such as test_fused_linear_NAME.py)"
+        )
     if not SNAKE_CASE.match(name or ""):
         raise KernelNameError(f"kernel name {name!r} is not a snake_case identifier (e.g. geglu, relu_squared)")
     if keyword.iskeyword(name):

@@ -7,9 +7,9 @@ on its own text region in ``functional.py``. Registrations are re-run with the i
 names the old profile registered and the new one does not are reported, not deleted.
 
 A conflict stops the command (nothing written, the conflicts shown) unless it is settled per file with
-``--ours``/``--theirs`` (``git merge-file``'s sides: the hand edit or kernelgen's new text), or written into the
-file with git's markers (``--conflicts=markers``); a hand edit that already contains the new generated lines is
-not a conflict.
+``--ours``/``--theirs`` (``git merge-file``'s sides: the hand edit or kernelgen's new text), or written with git's
+markers beside the file (``--conflicts=markers``: ``FILE.conflicted``, which nothing imports); a hand edit that
+already contains the new generated lines is not a conflict.
 
 Hand-written kernels (no record) are never rewritten whole. A new reference that adds hyper-parameters is
 threaded into their files by targeted AST edits (``retrofit``: the affine math delta kernelgen can derive, the
@@ -516,11 +516,18 @@ def plan_modify(
         return plan
     if sides:
         raise ModifyError(f"--ours/--theirs settle merge conflicts; '{name}' is hand-written (nothing is merged)")
+    check_modify_target(repo, name)
+    return _plan_unrecorded(repo, name, new_profile, tests_only)
+
+
+def check_modify_target(repo: LigerRepo, name: str) -> None:
+    """That kernel ``name`` exists to be modified: checked before a reference is read or run."""
+    if has_record(repo.root, name):
+        return
     if not existing_kernel_files(repo, name):
         raise ModifyError(f"no kernel '{name}' in {repo.root} to modify; generate it with: new {name}")
     if not repo.exists(kernel_paths(name)["ops"]):
         raise ModifyError(f"'{name}' has no {kernel_paths(name)['ops']} (only registrations): nothing to modify")
-    return _plan_unrecorded(repo, name, new_profile, tests_only)
 
 
 def verify_plan(repo: LigerRepo, plan: ModifyPlan) -> None:
@@ -547,6 +554,8 @@ def profile_for_modify(
     """The profile at ``profile_path``, the analysis of ``reference``, else the built-in reference of that name,
     else the record as it is. An analysis keeps the recorded kernel language (``backend``): a new reference
     changes the math, not the language the kernel is written in."""
+    check_kernel_name(name)
+    check_modify_target(repo, name)
     if profile_path:
         return load_profile(profile_path)
     recorded = _read_record(repo, name) if has_record(repo.root, name) else None

@@ -38,7 +38,11 @@ from typing import Any
 
 import yaml
 
+from tools.kernelgen.layout import MAX_KERNEL_NAME
 from tools.kernelgen.layout import SNAKE_CASE
+from tools.kernelgen.profile_values import check_values
+from tools.kernelgen.profile_values import triton_statement_problem
+from tools.kernelgen.reference_text import reference_source_problems
 
 PROFILE_VERSION = 2
 IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -65,7 +69,8 @@ BACKENDS = ("triton", "tilelang")
 DERIVED_NAMES = ("function_class_name", "module_class_name", "functional_name")  # from operation_name
 # Names a formula may use besides the profile's own: the row length and pi.
 FORMULA_CONSTANTS = ("n_cols", "pi")
-COLUMN_INDEX = "col"  # tier 3: the class (column) index of an element, for class-index targets
+COLUMN_INDEX = "col"
+MAX_FORMULA_CHARS = 4000  # longer is no formula a person reviews; its derivative would not fit a kernel either  # tier 3: the class (column) index of an element, for class-index targets
 
 # Fields of profile format 1 that moved or went away: such a profile gets one line per field saying where.
 RETIRED_FIELDS = {
@@ -468,16 +473,18 @@ class KernelProfile:
 
     def renamed(self, new_name: str) -> KernelProfile:
         """A copy for another kernel name; class and function names are re-derived from the new name."""
-        clone = from_dict(to_dict(self), source=f"<renamed {self.operation_name}>", validate=False)
+        clone = from_dict(to_dict(self), source=loaded_from(self) or f"<renamed {self.operation_name}>", validate=False)
+        _remember_source(clone, loaded_from(self))
         clone.operation_name = new_name
         clone.function_class_name = clone.module_class_name = clone.functional_name = ""
         clone.fill_defaults()
         return clone
 
-    def validate(self, source: str = "<profile>") -> None:
+    def validate(self, source: str = "profile") -> None:
+        """Raise ``ProfileError`` naming the profile's file, or ``source`` for one no file holds (an analysis)."""
         problems = validate_profile(self)
         if problems:
-            raise ProfileError(source, problems)
+            raise ProfileError(loaded_from(self) or source, problems)
 
 
 def hyper_cases(profile: KernelProfile) -> list[dict]:
@@ -569,12 +576,21 @@ def _check_identifier(problems: list[str], path: str, value: Any) -> None:
         problems.append(f"{path}: {value!r} is not a Python identifier")
 
 
+def _shown(text: str, limit: int = 100) -> str:
+    """A formula or statement as an error line quotes it: at most ``limit`` characters of it."""
+    return repr(text) if len(text) <= limit else repr(text[: limit - 3]) + f"... ({len(text)} characters)"
+
+
 def _formula_names(text: str) -> set[str] | str:
     """Names a formula reads (function names excluded), or why it is not a formula."""
+    if len(text) > MAX_FORMULA_CHARS:
+        return f"is {len(text)} characters long (at most {MAX_FORMULA_CHARS}: name parts of it in math.statistics)"
     try:
         tree = ast.parse(text.strip(), mode="eval")
     except SyntaxError as error:
         return f"does not parse ({error.msg})"
+    except (RecursionError, MemoryError, ValueError) as error:
+        return f"does not parse ({type(error).__name__}: nested too deeply or not text)"
     called = {id(node.func) for node in ast.walk(tree) if isinstance(node, ast.Call)}
     return {node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and id(node) not in called}
 
@@ -586,10 +602,17 @@ def _check_statement(problems: list[str], path: str, statement: Any) -> None:
     try:
         tree = ast.parse(statement)
     except SyntaxError as error:
-        problems.append(f"{path}: {statement!r} does not parse ({error.msg})")
+        problems.append(f"{path}: {_shown(statement)} does not parse ({error.msg})")
+        return
+    except (RecursionError, MemoryError, ValueError) as error:
+        problems.append(f"{path}: {_shown(statement)} does not parse ({type(error).__name__})")
         return
     if len(tree.body) != 1 or isinstance(tree.body[0], (ast.Import, ast.ImportFrom)):
         problems.append(f"{path}: {statement!r} must be one statement (an assignment), not {len(tree.body)}")
+        return
+    problem = triton_statement_problem(tree.body[0])
+    if problem:
+        problems.append(f"{path}: {_shown(statement)} {problem}")
 
 
 def _validate_math(profile: KernelProfile, problems: list[str]) -> None:
@@ -761,7 +784,7 @@ def _bare_names(formula: Any, names: set[str]) -> list[str]:
         return []
     try:
         tree = ast.parse(formula.strip(), mode="eval")
-    except SyntaxError:
+    except (SyntaxError, RecursionError, MemoryError, ValueError):
         return []  # reported by _check_formula
     taken = {
         id(node.args[0])
@@ -777,11 +800,11 @@ def _check_formula(problems: list[str], path: str, formula: Any, known: set[str]
         return
     names = _formula_names(formula)
     if isinstance(names, str):
-        problems.append(f"{path}: {formula!r} {names}")
+        problems.append(f"{path}: {_shown(formula)} {names}")
         return
     unknown = sorted(names - known)
     if unknown:
-        problems.append(f"{path}: {formula!r} reads {', '.join(unknown)}, which is not defined before it")
+        problems.append(f"{path}: {_shown(formula)} reads {', '.join(unknown)}, which is not defined before it")
 
 
 def _validate_constructor_links(
@@ -817,7 +840,10 @@ def validate_profile(profile: KernelProfile) -> list[str]:
     """Every problem of the profile at once, each prefixed with its YAML path."""
     problems: list[str] = []
     name_valid = isinstance(profile.operation_name, str) and SNAKE_CASE.match(profile.operation_name)
-    if not name_valid:
+    if name_valid and len(profile.operation_name) > MAX_KERNEL_NAME:
+        name_valid = False
+        problems.append(f"operation_name: {len(profile.operation_name)} characters long; at most {MAX_KERNEL_NAME}")
+    elif not name_valid:
         problems.append(f"operation_name: {profile.operation_name!r} is not a snake_case identifier")
     for attr in DERIVED_NAMES:
         value = getattr(profile, attr)
@@ -922,6 +948,9 @@ def validate_profile(profile: KernelProfile) -> list[str]:
         problems.append("reference.source: the PyTorch reference is required (tests compare against it)")
     elif not profile.reference.entry:
         problems.append("reference.entry: name of the function or module in reference.source is required")
+    else:
+        problems.extend(reference_source_problems(profile.reference.source, profile.reference.entry))
+    problems.extend(check_values(profile))
     return problems
 
 
@@ -1072,7 +1101,7 @@ def _field_kinds(cls) -> dict[str, tuple[str, Any]]:
     return {name: _field_kind(annotation) for name, annotation in typing.get_type_hints(cls).items()}
 
 
-def from_dict(data: Any, source: str = "<profile>", validate: bool = True) -> KernelProfile:
+def from_dict(data: Any, source: str = "profile", validate: bool = True) -> KernelProfile:
     problems: list[str] = []
     profile = _build(KernelProfile, data, "", problems)
     if profile is not None and validate:
@@ -1083,7 +1112,7 @@ def from_dict(data: Any, source: str = "<profile>", validate: bool = True) -> Ke
     return profile
 
 
-def load_yaml(text: str, source: str = "<profile>", validate: bool = True) -> KernelProfile:
+def load_yaml(text: str, source: str = "profile", validate: bool = True) -> KernelProfile:
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as error:
@@ -1099,4 +1128,21 @@ def load_profile(path: str | Path, validate: bool = True) -> KernelProfile:
         text = path.read_text(encoding="utf-8")
     except OSError as error:
         raise ProfileError(str(path), [f"cannot read the file ({error.strerror})"]) from None
-    return load_yaml(text, source=str(path), validate=validate)
+    except UnicodeDecodeError as error:
+        raise ProfileError(str(path), [f"cannot read the file (not UTF-8 text: {error.reason})"]) from None
+    profile = load_yaml(text, source=str(path), validate=validate)
+    _remember_source(profile, str(path))
+    return profile
+
+
+_SOURCE_ATTRIBUTE = "_kernelgen_loaded_from"  # not a field: never dumped, never compared
+
+
+def _remember_source(profile: KernelProfile, source: str | None) -> None:
+    if source:
+        object.__setattr__(profile, _SOURCE_ATTRIBUTE, source)
+
+
+def loaded_from(profile: KernelProfile) -> str | None:
+    """The file ``profile`` was loaded from (kept through ``renamed``), for error lines; None for an analysis."""
+    return getattr(profile, _SOURCE_ATTRIBUTE, None)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from tools.kernelgen.analyze.classify import classify
 from tools.kernelgen.analyze.closest import closest_archived_kernel
+from tools.kernelgen.analyze.contain import contained_reference
 from tools.kernelgen.analyze.errors import AnalyzeError
 from tools.kernelgen.analyze.fill import build_profile
 from tools.kernelgen.analyze.halves import split_into_halves
@@ -31,12 +32,13 @@ def analyze(
     ``knowledge_root``: the checkout whose archived kernels (``validate --archive``) may be named as the closest
     existing kernel (default: this checkout); a reference's own hint wins.
     """
-    loaded = load_reference(ref, stdin_source)
-    halves = split_into_halves(loaded)
-    if halves is not None:
-        loaded = halves[0]
-    traced = trace_reference(loaded)
-    profile = build_profile(traced, classify(traced), name)
+    with contained_reference(ref):
+        loaded = load_reference(ref, stdin_source)
+        halves = split_into_halves(loaded)
+        if halves is not None:
+            loaded = halves[0]
+        traced = trace_reference(loaded)
+        profile = build_profile(traced, classify(traced), name)
     if halves is not None:
         profile.notes.remarks.append(halves[1])
     if "closest_existing_kernel" not in loaded.hints:

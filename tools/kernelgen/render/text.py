@@ -7,40 +7,28 @@ import textwrap
 
 from dataclasses import dataclass
 
+from tools.kernelgen.reference_text import needed_statements
+
 TRIPLE_DOUBLE = '"' * 3
 TRIPLE_SINGLE = "'" * 3
 
 
-def split_reference(source: str) -> tuple[list[str], str]:
-    """The reference's import lines (hoisted to the test's header) and the rest of its code.
-
-    The ``KERNELGEN`` hints of built-in references are dropped: they steer analysis, not the reference.
-    """
+def split_reference(source: str, entry: str) -> tuple[list[str], str]:
+    """The reference's import lines (hoisted to the test's header) and the top-level definitions ``entry`` needs
+    (``reference_text.needed_statements``): no other statement of the file reaches generated code."""
     if not source.strip():
         return [], ""
     tree = ast.parse(source)
     lines = source.splitlines()
-    imports: list[str] = []
-    body_ranges: list[tuple[int, int]] = []
-    for node in tree.body:
+    import_nodes, definitions = needed_statements(tree, entry)
+    imports = [line for node in import_nodes for line in single_line_imports(node)]
+    segments = []
+    for node in definitions:
         start = node.lineno - 1
-        if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.decorator_list:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.decorator_list:
             start = node.decorator_list[0].lineno - 1
-        segment = (start, node.end_lineno)
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            if isinstance(node, ast.ImportFrom) and node.module == "__future__":
-                continue
-            imports.extend(single_line_imports(node))
-        elif isinstance(node, ast.Assign) and any(
-            isinstance(t, ast.Name) and t.id in ("KERNELGEN", "__all__") for t in node.targets
-        ):
-            continue
-        elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and node is tree.body[0]:
-            continue  # module docstring
-        else:
-            body_ranges.append(segment)
-    body = "\n\n\n".join("\n".join(lines[a:b]) for a, b in body_ranges)
-    return imports, body
+        segments.append("\n".join(lines[start : node.end_lineno]))
+    return imports, "\n\n\n".join(segments)
 
 
 def single_line_imports(node: ast.Import | ast.ImportFrom) -> list[str]:
@@ -63,6 +51,8 @@ def wrap_docstring(text: str, indent: int = 4) -> str:
         if index:
             lines.append("")
         lines.extend(textwrap.wrap(" ".join(paragraph.split()), width=110 - indent) or [""])
+    if lines[-1].endswith('"'):
+        lines[-1] = lines[-1][:-1] + '\\"'  # a quote at the end would close the docstring early
     if len(lines) == 1:
         return lines[0]
     pad = " " * indent

@@ -594,7 +594,7 @@ def build_views(profile: KernelProfile) -> KernelViews:
 
 
 def kernel_view(profile: KernelProfile) -> KernelView:
-    imports, body = split_reference(profile.reference.source)
+    imports, body = split_reference(profile.reference.source, profile.reference.entry)
     inputs = [t.name for t in profile.inputs]
     params = profile.parameters
     hyper_names = [hp.name for hp in profile.hyperparameters]
@@ -1422,7 +1422,11 @@ EAGER_ERROR_FACTOR = 4
 
 
 def test_view(profile: KernelProfile) -> TestView:
-    tolerances = {key: list(value) for key, value in {**TestSpec().tolerances, **profile.test.tolerances}.items()}
+    # Printed into the tests as literals: floats whatever the YAML held (validated as two finite numbers >= 0).
+    tolerances = {
+        str(key): [float(value) for value in pair]
+        for key, pair in {**TestSpec().tolerances, **profile.test.tolerances}.items()
+    }
     size_param = profile.module.size_param
     hyper_names = [hp.name for hp in profile.hyperparameters]
     module_reference = profile.reference.kind == "module"
@@ -1504,8 +1508,8 @@ def test_view(profile: KernelProfile) -> TestView:
         gradients=gradients,
         module_case=0 if params else -1,
         eager_error_factor=EAGER_ERROR_FACTOR,
-        cpu_shapes=[tuple(s) for s in profile.test.cpu_shapes],
-        gpu_shapes=[tuple(s) for s in profile.test.gpu_shapes],
+        cpu_shapes=[tuple(int(d) for d in s) for s in profile.test.cpu_shapes],
+        gpu_shapes=[tuple(int(d) for d in s) for s in profile.test.gpu_shapes],
         tol=tolerances,
         hyper_cases=hyper_cases(profile),
         hyper_values=[f"hyper[{name!r}]" for name in hyper_names],
@@ -1524,7 +1528,7 @@ def test_view(profile: KernelProfile) -> TestView:
         reference_forward_keywords=forward_keywords,
         liger_module_args=", ".join(liger_module_args),
         hidden_act=profile.module.hidden_act or profile.operation_name,
-        mlp_shapes=[tuple(s) for s in profile.test.mlp_shapes],
+        mlp_shapes=[tuple(int(d) for d in s) for s in profile.test.mlp_shapes],
         switches_off=", ".join(
             f"{flag}=False" for flag in dict.fromkeys(p.enabled_by for p in profile.parameters if p.enabled_by)
         ),

@@ -135,6 +135,14 @@ def write_profile_change(repo, profile, result, workspace: Path, apply: bool) ->
 def _apply(repo, name: str, profile_path: Path, best_path: Path) -> list[str]:
     """Regenerate the kernel from the tuned profile as ``modify NAME --profile FILE`` does (the normal path: a
     three-way merge that keeps hand edits, and the record updated with the new tiling)."""
+    from tools.kernelgen.checkout_lock import checkout_lock
+
+    print(f"applying {TUNED_PROFILE}: modify {name} --profile {profile_path}", flush=True)
+    with checkout_lock(repo, f"tune {name}"):  # from reading the kernel's files to writing them
+        return _apply_locked(repo, name, profile_path, best_path)
+
+
+def _apply_locked(repo, name: str, profile_path: Path, best_path: Path) -> list[str]:
     from tools.kernelgen.layout import kernel_paths
     from tools.kernelgen.modify import ModifyError
     from tools.kernelgen.modify import plan_modify
@@ -142,7 +150,6 @@ def _apply(repo, name: str, profile_path: Path, best_path: Path) -> list[str]:
     from tools.kernelgen.modify import verify_plan
     from tools.kernelgen.writer import write_all
 
-    print(f"applying {TUNED_PROFILE}: modify {name} --profile {profile_path}", flush=True)
     try:
         profile = profile_for_modify(repo, name, profile_path=str(profile_path))
         plan = plan_modify(repo, name, profile)
@@ -153,7 +160,7 @@ def _apply(repo, name: str, profile_path: Path, best_path: Path) -> list[str]:
     except ModifyError as error:
         return [f"- not applied: {error}"]
     print(plan.report_text(), end="")
-    write_all(repo.root, plan.changes.changes)
+    write_all(repo.root, plan.changes.changes, journal=repo.state_dir())
     ops = repo.read(kernel_paths(name)["ops"])
     same = ops == best_path.read_text(encoding="utf-8")
     return [
