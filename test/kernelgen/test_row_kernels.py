@@ -41,6 +41,7 @@ STYLE_KERNELS = [
     "WideWeightRMSNorm",
     "CosineGate",
     "DtypeBranchNorm",
+    "logaddexp_rms",
 ]
 
 

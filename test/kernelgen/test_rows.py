@@ -87,6 +87,12 @@ STYLES = textwrap.dedent(
         return x - x.amax(dim=-1, keepdim=True)
 
 
+    def logaddexp_rms(x, gate, eps: float = 1e-6):
+        # logaddexp as a function and a method inside a row statistic
+        h = torch.logaddexp(x, gate) + 0.5 * x.logaddexp2(gate)
+        return h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)
+
+
     def polynorm(x, w0: float = 0.5, w1: float = 0.3, eps: float = 1e-6):
         def rms(t):
             return t * torch.rsqrt(t.pow(2).mean(-1, keepdim=True) + eps)
@@ -220,6 +226,7 @@ STYLE_ENTRIES = [
     "WideWeightRMSNorm",
     "CosineGate",
     "DtypeBranchNorm",
+    "logaddexp_rms",
 ]
 
 

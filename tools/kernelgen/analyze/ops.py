@@ -78,6 +78,8 @@ _BY_NAME.update(
         "true_divide": _spec("div", params=_BINARY, operands=2, defaults={"rounding_mode": None}),
         "negative": _spec("neg"),
         "pow": _spec("pow", params=("input", "exponent"), operands=2),
+        "logaddexp": _spec("logaddexp", params=_BINARY, operands=2),
+        "logaddexp2": _spec("logaddexp2", params=_BINARY, operands=2),
         "absolute": _spec("abs"),
         "expit": _spec("sigmoid"),
         "gelu": _spec("gelu", params=("input", "approximate"), defaults={"approximate": "none"}),

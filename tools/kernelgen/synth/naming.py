@@ -23,6 +23,7 @@ import sympy
 from tools.kernelgen.synth.functions import CastToInput
 from tools.kernelgen.synth.functions import KernelForm
 from tools.kernelgen.synth.functions import Log1p
+from tools.kernelgen.synth.functions import LogAddExp
 from tools.kernelgen.synth.functions import LogSigmoid
 from tools.kernelgen.synth.functions import Maximum
 from tools.kernelgen.synth.functions import Minimum
@@ -92,6 +93,7 @@ FUNCTION_WORDS = {
     TanhOfLog1p: "tanh_log1p",
     Softplus: "softplus",
     LogSigmoid: "logsigmoid",
+    LogAddExp: "logaddexp",
     Log1p: "log1p",
     Relu: "relu",
     Maximum: "max",
