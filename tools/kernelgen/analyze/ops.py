@@ -415,7 +415,13 @@ def _make(node: fx.Node, spec: OpSpec, args: list[Any], kwargs: dict[str, Any], 
     )
 
 
+# Integer arithmetic a reference does on sizes (``x.shape[-1] // 2``): a number, not a value of the computation.
+_SIZE_ARITHMETIC = {operator.floordiv: "//", operator.mod: "%"}
+
+
 def _normalize_call(node: fx.Node, target: Any, name: str, args: list[Any], kwargs: dict[str, Any]) -> OpCall:
+    if target in _SIZE_ARITHMETIC and all(_is_meta(arg) or isinstance(arg, int) for arg in args):
+        return OpCall(node, "size_arithmetic", META, [], {}, f"{_label(node)} of a size", node_line(node))
     if target in _OPERATORS:
         return _make(node, _OPERATORS[target], args, kwargs)
     if target is operator.getitem or target == "__getitem__":  # the method form: indexing a module's buffer
@@ -485,7 +491,28 @@ def _normalize_getitem(node: fx.Node, args: list[Any]) -> OpCall:
         return OpCall(node, "index", STRUCTURAL, [source], {}, "indexing by a tensor", node_line(node), tensor_index)
     if broadcast:  # x[...], x[:]: the tensor itself
         return OpCall(node, "unsqueeze", LAYOUT, [source], {}, "[...]", node_line(node))
-    return OpCall(node, "slice", STRUCTURAL, [source], {"index": index}, "slicing", node_line(node))
+    label = f"{_operand_text(source)}[{', '.join(_index_text(item) for item in _flatten(index))}]"
+    return OpCall(node, "slice", STRUCTURAL, [source], {"index": index}, label, node_line(node))
+
+
+def _operand_text(value: Any) -> str:
+    """How a reference names an indexed value: ``self.weight`` for a module's parameter, else the fx name (the
+    argument's, or the op's that computed it)."""
+    if isinstance(value, fx.Node) and value.op == "get_attr":
+        return f"self.{value.target}"
+    return value.name if isinstance(value, fx.Node) else repr(value)
+
+
+def _index_text(item: Any) -> str:
+    """One item of a subscript as written (``...``, ``::2``, ``:n``; a computed bound by its fx name)."""
+    if item is Ellipsis:
+        return "..."
+    if item is None:
+        return "None"
+    if isinstance(item, slice):
+        parts = ["" if part is None else _index_text(part) for part in (item.start, item.stop, item.step)]
+        return ":".join(parts[:2]) + (f":{parts[2]}" if parts[2] else "")
+    return item.name if isinstance(item, fx.Node) else repr(item)
 
 
 # Reductions whose result is a tuple of row statistics, indexed by the reference.

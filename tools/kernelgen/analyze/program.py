@@ -137,6 +137,10 @@ class ProgramBuilder:
             source = self.value(node.args[0])
             if isinstance(source, ShapeOf) and isinstance(node.args[1], int):
                 return self._dim_size(source.tensor, node.args[1], call)
+        if call.name == "size_arithmetic":
+            raise self._error(
+                f"`{call.label}`: arithmetic on sizes is not part of a row's math (n_cols alone is)", node
+            )
         if call.name in ("shape", "size", "getitem", "numel", "dim", "ndim"):
             raise self._error(f"`{call.label}` ({call.name}): only the last dim's size is part of a row's math", node)
         return None

@@ -625,7 +625,7 @@ def _normalize_all(loaded: LoadedReference, graph_module: fx.GraphModule, live: 
             call = normalize(node, graph_module)
         except UnknownOpError as error:
             raise AnalyzeError(
-                f"`{error.label}` is not an op kernelgen knows, so the reference is not element-wise-synthesizable; "
+                f"`{error.label}` is not an op kernelgen knows (it has no derivative rule for it); "
                 f"express it with supported ops (e.g. torch.where, clamp, exp, log, sigmoid, tanh) "
                 f"{HAND_WRITTEN_PROFILE_HINT}",
                 origin=loaded.origin,
