@@ -79,6 +79,20 @@ def group_norm(x, weight, bias, num_groups: int = 4, eps: float = 1e-5):
 """
 
 
+# PolyNorm as a function of its weights: a function's tensor arguments are rows of inputs, so the weights' elements
+# are refused with where a module holds them instead (``self.weight[0]``, which generates: test_row_kernels.py).
+FUNCTIONAL_POLY_NORM = """
+import torch
+
+
+def poly_norm(x, weight, bias, eps: float = 1e-6):
+    def norm(z):
+        return z * torch.rsqrt(z.pow(2).mean(-1, keepdim=True) + eps)
+
+    return weight[0] * norm(x**3) + weight[1] * norm(x**2) + weight[2] * norm(x) + bias
+"""
+
+
 @pytest.mark.parametrize(
     "source, entry, line, construct",
     [
@@ -109,6 +123,13 @@ def group_norm(x, weight, bias, num_groups: int = 4, eps: float = 1e-5):
             17,
             "`.mean()` (line 17) reduces the last dimension of `.view()` (line 16), which regroups the row",
             id="group_norm_view",
+        ),
+        pytest.param(
+            FUNCTIONAL_POLY_NORM,
+            "poly_norm",
+            9,
+            "`weight[0]` (line 9) picks elements of the tensor argument `weight` by constant indices",
+            id="functional_poly_norm",
         ),
         pytest.param(
             FUNCTIONAL_GROUP_NORM,

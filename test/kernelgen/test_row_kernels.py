@@ -42,6 +42,8 @@ STYLE_KERNELS = [
     "CosineGate",
     "DtypeBranchNorm",
     "logaddexp_rms",
+    "PolyNorm",
+    "IndexedPolyNorm",
 ]
 
 

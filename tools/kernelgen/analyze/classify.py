@@ -50,8 +50,12 @@ def structural_reason(call: OpCall) -> str:
         "kl_div",
     ):
         return f"{_at(call)} is a loss that reduces the whole tensor"
-    if call.name == "slice" and _indexes_a_parameter(call):
-        return f"{_at(call)} picks elements of a parameter by constant indices (scalar indexing of a parameter vector)"
+    if call.name == "slice" and indexes_an_argument(call):
+        return (
+            f"{_at(call)} picks elements of the tensor argument `{call.operands[0].name}` by constant indices (scalar "
+            "indexing of a parameter vector), which kernelgen reads from a module's parameters only: hold it as an "
+            f"nn.Parameter and index it there (self.{call.operands[0].name}[0])"
+        )
     if call.name == "slice":
         return (
             f"{_at(call)} reads other positions of the row (an index map within the row: halves, interleaves, "
@@ -62,14 +66,13 @@ def structural_reason(call: OpCall) -> str:
     )
 
 
-def _indexes_a_parameter(call: OpCall) -> bool:
-    """``weight[0]``, ``self.weight[1]``: constant integer indices into a module's parameter or a 1-d argument."""
+def indexes_an_argument(call: OpCall) -> bool:
+    """``weight[0]`` of a function's tensor argument: constant integer indices (a module's ``self.weight[0]`` is a
+    parameter element instead, ``ops.py``)."""
     source = call.operands[0] if call.operands else None
     index = call.options.get("index")
-    constant = isinstance(index, int) or (
-        isinstance(index, tuple) and index and all(isinstance(item, int) for item in index)
-    )
-    return constant and getattr(source, "op", None) in ("get_attr", "placeholder")
+    constant = type(index) is int or (isinstance(index, tuple) and index and all(type(i) is int for i in index))
+    return bool(constant) and getattr(source, "op", None) == "placeholder"
 
 
 def _structural_rank(call: OpCall) -> int:

@@ -486,6 +486,11 @@ def _normalize_getitem(node: fx.Node, args: list[Any]) -> OpCall:
         if source.meta.get("kernelgen_family") == REDUCTION and index == 0:
             return OpCall(node, "values", LAYOUT, [source], {}, "[0]", node_line(node))
         return OpCall(node, "getitem", STRUCTURAL, [source], {"index": index}, "[...]", node_line(node))
+    element = index[0] if isinstance(index, tuple) and len(index) == 1 else index
+    if isinstance(source, fx.Node) and source.op == "get_attr" and type(element) is int:
+        # self.weight[0]: one element of a module's parameter vector, a scalar of the kernel (PolyNorm's weights).
+        label = f"self.{source.target}[{element}]"
+        return OpCall(node, "parameter_element", LAYOUT, [source], {"index": element}, label, node_line(node))
     tensor_index = [item for item in _flatten(index) if isinstance(item, fx.Node)]
     if tensor_index:
         return OpCall(node, "index", STRUCTURAL, [source], {}, "indexing by a tensor", node_line(node), tensor_index)

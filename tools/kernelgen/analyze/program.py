@@ -32,6 +32,7 @@ from tools.kernelgen.analyze.ops import REDUCTION
 from tools.kernelgen.analyze.ops import OpCall
 from tools.kernelgen.analyze.ops import node_line
 from tools.kernelgen.analyze.trace import TracedReference
+from tools.kernelgen.analyze.trace import element_target
 from tools.kernelgen.synth import SUPPORTED_OPS
 from tools.kernelgen.synth import apply_op
 from tools.kernelgen.synth import make_symbols
@@ -102,6 +103,12 @@ class ProgramBuilder:
             return self._meta(call)
         if call.family == CAST:
             return self._cast(call)
+        if call.family == LAYOUT and call.name == "parameter_element":
+            target, index = call.operands[0].target, call.options["index"]
+            held = dict(self.traced.graph_module.named_parameters()).get(target)
+            if held is not None and held.dim() == 1:
+                index %= held.shape[0]  # weight[-1] is the element weight[2] names
+            return self._parameter(element_target(target, index), node)
         if call.family == LAYOUT:
             source = self.value(call.operands[0])
             # var_mean()[i]: one of the tuple's statistics; every other layout op passes its operand's value on.

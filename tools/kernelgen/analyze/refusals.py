@@ -9,6 +9,7 @@ made it tier 3 (the classification's deciding op), its line and that line's text
 from __future__ import annotations
 
 from tools.kernelgen.analyze.classify import Classification
+from tools.kernelgen.analyze.classify import indexes_an_argument
 from tools.kernelgen.analyze.errors import HAND_WRITTEN_PROFILE_HINT
 from tools.kernelgen.analyze.errors import AnalyzeError
 from tools.kernelgen.analyze.losses import PerElementOutputError
@@ -40,19 +41,24 @@ def _line_text(traced: TracedReference, line: int | None) -> str:
 
 def refuse_unless_loss(traced: TracedReference, classification: Classification) -> None:
     """Raise, in one line naming the deciding construct and its line, for a tier-3 reference none of whose outputs
-    reduces its rows (so not a loss)."""
+    reduces its rows (so not a loss), or one that indexes a tensor argument by constants."""
     if classification.tier != 3 or classification.call is None:
         return
-    if not traced.outputs or not _returns_values_per_element(traced):
-        return
     call = classification.call
+    if indexes_an_argument(call):  # refused as such whatever the reference returns
+        why = ""
+    elif traced.outputs and _returns_values_per_element(traced):
+        why = (
+            "; kernelgen synthesizes element-wise ops, reductions along the last dimension and losses over rows, and "
+            "this reference returns a value per element, so it is none of them"
+        )
+    else:
+        return
     text = _line_text(traced, call.line)
     where = f"`{text}`: " if text else ""
     reason = classification.reason.rstrip(".")
     raise AnalyzeError(
-        f"{where}{reason}; kernelgen synthesizes element-wise ops, reductions along the last dimension and losses "
-        f"over rows, and this reference returns a value per element, so it is none of them: rewrite it with "
-        f"supported ops {HAND_WRITTEN_PROFILE_HINT}",
+        f"{where}{reason}{why}; rewrite it with supported ops {HAND_WRITTEN_PROFILE_HINT}",
         origin=traced.loaded.origin,
         line=call.line,
     )
