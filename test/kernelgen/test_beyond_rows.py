@@ -100,14 +100,14 @@ def poly_norm(x, weight, bias, eps: float = 1e-6):
             HF_ROPE,
             "apply_rotary_pos_emb",
             6,
-            "`x1 = x[..., : x.shape[-1] // 2]`: `q[..., :floordiv]` (line 6) reads other positions of the row",
+            "`x1 = x[..., : x.shape[-1] // 2]`: `q[..., :q.shape[-1] // 2]` (line 6) reads other positions of the row",
             id="hf_rope",
         ),
         pytest.param(
             HF_ROPE,
             "rotate_half",
             6,
-            "`x[..., :floordiv]` (line 6) reads other positions of the row (an index map within the row",
+            "`x[..., :x.shape[-1] // 2]` (line 6) reads other positions of the row (an index map within the row",
             id="rotate_half",
         ),
         pytest.param(

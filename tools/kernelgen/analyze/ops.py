@@ -517,7 +517,21 @@ def _index_text(item: Any) -> str:
     if isinstance(item, slice):
         parts = ["" if part is None else _index_text(part) for part in (item.start, item.stop, item.step)]
         return ":".join(parts[:2]) + (f":{parts[2]}" if parts[2] else "")
-    return item.name if isinstance(item, fx.Node) else repr(item)
+    return _size_text(item) if isinstance(item, fx.Node) else repr(item)
+
+
+def _size_text(node: fx.Node) -> str:
+    """A bound computed from sizes as written (``x.shape[-1] // 2``); any other node by its fx name."""
+    if node.op == "call_function" and node.target is builtins.getattr and node.args[1] == "shape":
+        return f"{_operand_text(node.args[0])}.shape"
+    if node.op == "call_function" and node.target is operator.getitem and isinstance(node.args[0], fx.Node):
+        return f"{_size_text(node.args[0])}[{node.args[1]!r}]"
+    if node.op == "call_method" and node.target == "size" and isinstance(node.args[0], fx.Node):
+        return f"{_operand_text(node.args[0])}.size({', '.join(repr(arg) for arg in node.args[1:])})"
+    if node.op == "call_function" and node.target in _SIZE_ARITHMETIC:
+        left, right = (_size_text(arg) if isinstance(arg, fx.Node) else repr(arg) for arg in node.args)
+        return f"{left} {_SIZE_ARITHMETIC[node.target]} {right}"
+    return node.name
 
 
 # Reductions whose result is a tuple of row statistics, indexed by the reference.
