@@ -864,6 +864,7 @@ def test_conditions_print_alike_as_triton_and_as_formulas():
 
 def test_temporaries_are_named_after_what_they_compute():
     x, y, alpha, lse_max, lse_sum, limit = make_symbols(["x", "y", "alpha", "lse_max", "lse_sum", "limit"]).values()
+    log_p, log_q = make_symbols(["log_p", "log_q"]).values()
     names = TemporaryNames({"x", "y", "alpha"})
     t = names.name(sympy.tanh(alpha * x))
     s = names.name(apply_op("sigmoid", y))
@@ -882,6 +883,7 @@ def test_temporaries_are_named_after_what_they_compute():
         alpha * y * (1 - t**2): "alpha_y_dtanh_alpha_x",  # tanh's derivative, written with its temporary
         y * s * (1 - s): "y_dsigmoid_y",
         lse_max + sympy.log(lse_sum): "lse",  # a statistic's pieces make the statistic's value
+        log_p - log_q: "log_p_minus_log_q",  # inputs whose common stem is a function's word: no "log"
         sympy.tanh(sympy.sqrt(2) * (x + x**3 / 20)): "tanh_inner",  # a long argument
         sympy.erf(x * y * alpha) + 1: "erf_term",
         x**7: "term",
