@@ -126,6 +126,13 @@ POWERS = (
     "        return a + torch.pow(torch.relu(y), torch.sigmoid(x) * 2.0)\n"
 )
 POWERS_NAME = "learned_powers"
+# torch.logaddexp / logaddexp2 as functions and as tensor methods: the kernel computes max(a, b) + log(1 + exp(-|a -
+# b|)), which neither overflows nor underflows where exp(a) + exp(b) would.
+LOGADDEXP = (
+    "import torch\n\n\ndef log_add_gate(a, b, c):\n"
+    "    return torch.logaddexp(a, 2.0 * b) + a.logaddexp2(c) * torch.sigmoid(c) - torch.logaddexp2(b, c)\n"
+)
+LOGADDEXP_NAME = "log_add_gate"
 WRITTEN_REFERENCES = [
     (SIZED, SIZED_MODULE, "SizedGate"),
     (HELD, HELD_MODULE, None),
@@ -136,6 +143,7 @@ WRITTEN_REFERENCES = [
     (GLU_CALL_NAME, GLU_CALL, None),
     (POINTWISE_LOSSES_NAME, POINTWISE_LOSSES, None),
     (POWERS_NAME, POWERS, None),
+    (LOGADDEXP_NAME, LOGADDEXP, None),
 ]
 
 

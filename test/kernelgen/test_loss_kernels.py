@@ -43,7 +43,7 @@ STYLE_KERNELS = [
     "cross_entropy_and_z_loss",
     "TemperedSmoothedNLL",
 ]
-STYLE_KERNELS += ["squared_error_of_softmax", "focal_loss", "jsd_from_logits"]
+STYLE_KERNELS += ["squared_error_of_softmax", "focal_loss", "jsd_from_logits", "jsd_logaddexp"]
 
 HOST_COMPARISON = textwrap.dedent(
     """

@@ -31,6 +31,8 @@ TIER3_BUILTINS = ["cross_entropy", "kl_div", "jsd", "tvd", "cross_entropy_entrop
 # and ignore indices, label smoothing by one-hot, softcapping, distillation from two sets of logits, extra outputs.
 STYLES = textwrap.dedent(
     """
+    import math
+
     import torch
     import torch.nn as nn
     import torch.nn.functional as F
@@ -152,6 +154,14 @@ STYLES = textwrap.dedent(
         q = F.softmax(q_logits, -1)
         m = 0.5 * (p + q)
         return 0.5 * (F.kl_div(m.log(), p, reduction="batchmean") + F.kl_div(m.log(), q, reduction="batchmean"))
+
+
+    def jsd_logaddexp(log_q, log_p):
+        # the mixture's log by logaddexp of the two log-probabilities
+        m = torch.logaddexp(log_p, log_q) - math.log(2)
+        kl_p = (log_p.exp() * (log_p - m)).sum(-1)
+        kl_q = (log_q.exp() * (log_q - m)).sum(-1)
+        return (0.5 * (kl_p + kl_q)).mean()
     """
 )
 STYLE_ENTRIES = [
@@ -171,6 +181,7 @@ STYLE_ENTRIES = [
     "TemperedSmoothedNLL",
     "SwitchedCrossEntropy",
     "jsd_from_logits",
+    "jsd_logaddexp",
 ]
 
 

@@ -41,6 +41,9 @@ STYLE_KERNELS = [
     "WideWeightRMSNorm",
     "CosineGate",
     "DtypeBranchNorm",
+    "logaddexp_rms",
+    "PolyNorm",
+    "IndexedPolyNorm",
 ]
 
 

@@ -5,6 +5,7 @@ torch.autograd on the reference. The generated Triton kernels are tested by thei
 (test_row_kernels.py runs them).
 """
 
+import inspect
 import re
 import textwrap
 
@@ -85,6 +86,48 @@ STYLES = textwrap.dedent(
 
     def max_shift(x):
         return x - x.amax(dim=-1, keepdim=True)
+
+
+    def logaddexp_rms(x, gate, eps: float = 1e-6):
+        # logaddexp as a function and a method inside a row statistic
+        h = torch.logaddexp(x, gate) + 0.5 * x.logaddexp2(gate)
+        return h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)
+
+
+    class PolyNorm(nn.Module):
+        # upstream's PolyNorm: three weights and a bias, each weight read by its index
+        def __init__(self, eps=1e-6):
+            super().__init__()
+            self.weight = nn.Parameter(torch.ones(3) / 3)
+            self.bias = nn.Parameter(torch.zeros(1))
+            self.eps = eps
+
+        def _norm(self, x):
+            return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+
+        def forward(self, x):
+            return (
+                self.weight[0] * self._norm(x**3)
+                + self.weight[1] * self._norm(x**2)
+                + self.weight[2] * self._norm(x)
+                + self.bias
+            )
+
+
+    class IndexedPolyNorm(nn.Module):
+        # the weights through a local name, in a loop and from the end, the norm as F.rms_norm in fp32
+        def __init__(self, hidden_size, eps=1e-5):
+            super().__init__()
+            self.weight = nn.Parameter(torch.full((3,), 0.25))
+            self.bias = nn.Parameter(torch.full((1,), 0.1))
+            self.variance_epsilon = eps
+
+        def forward(self, hidden_states):
+            w = self.weight
+            x = hidden_states.float()
+            terms = [w[i] * F.rms_norm(x ** (3 - i), (x.shape[-1],), eps=self.variance_epsilon) for i in range(2)]
+            out = terms[0] + terms[1] + w[-1] * F.rms_norm(x, (x.shape[-1],), eps=self.variance_epsilon)
+            return (out + self.bias).to(hidden_states.dtype)
 
 
     def polynorm(x, w0: float = 0.5, w1: float = 0.3, eps: float = 1e-6):
@@ -220,6 +263,9 @@ STYLE_ENTRIES = [
     "WideWeightRMSNorm",
     "CosineGate",
     "DtypeBranchNorm",
+    "logaddexp_rms",
+    "PolyNorm",
+    "IndexedPolyNorm",
 ]
 
 
@@ -236,10 +282,23 @@ def _reference_call(profile, params: dict[str, torch.Tensor], cols: int):
     entry = namespace[profile.reference.entry]
     if profile.reference.kind != "module":
         return entry
-    module = entry(**{profile.module.size_param: cols}).double()
+    sized = profile.module.size_param in inspect.signature(entry).parameters  # PolyNorm takes no size
+    module = entry(**({profile.module.size_param: cols} if sized else {})).double()
+    elements = {}  # parameter vectors read element by element (self.weight[0]): attribute -> {index: name}
     for param in profile.parameters:
-        owner, _, attribute = (param.attribute or param.name).rpartition(".")
+        held, _, index = (param.attribute or param.name).partition("[")
+        if index:
+            elements.setdefault(held, {})[int(index.rstrip("]"))] = param.name
+            continue
+        owner, _, attribute = held.rpartition(".")
         setattr(module.get_submodule(owner) if owner else module, attribute, params[param.name])
+    for held, names in elements.items():
+        # The vector made of the test's scalars, so that each element's gradient reaches its scalar.
+        owner, _, attribute = held.rpartition(".")
+        holder = module.get_submodule(owner) if owner else module
+        vector = holder._parameters.pop(attribute)
+        values = [params[names[i]] if i in names else vector[i].detach() for i in range(vector.shape[0])]
+        setattr(holder, attribute, torch.stack(values))
     return module
 
 

@@ -278,6 +278,8 @@ OP_CASES = [
     OpCase("rrelu", lambda x: F.rrelu(x, training=False)),
     OpCase("threshold", lambda x: F.threshold(x, 0.1, -2.0), args=(0.1, -2.0)),
     OpCase("exp2", torch.exp2),
+    OpCase("logaddexp", torch.logaddexp, names=("a", "b")),
+    OpCase("logaddexp2", torch.logaddexp2, names=("a", "b")),
     OpCase("ndtr", torch.special.ndtr),
     OpCase("lerp", lambda a, b: torch.lerp(a, b, 0.25), args=(0.25,), names=("a", "b")),
     OpCase("addcmul", lambda a, b, c: torch.addcmul(a, b, c, value=0.5), kwargs={"value": 0.5}, names=("a", "b", "c")),
@@ -612,6 +614,29 @@ def test_the_cheaper_forms_of_mish_match_torch_in_fp32_over_the_whole_range(form
     assert torch.allclose(backward[tail], grad[tail], rtol=1e-5, atol=0)
 
 
+def test_logaddexp_prints_its_overflow_free_form_and_its_backward_takes_both_sigmoids_from_one_exponential():
+    """max(a, b) + log(1 + exp(-|a - b|)) in the kernel; the backward's sigmoid(a - b) and sigmoid(b - a) from one
+    exp(-|a - b|) (logaddexp2's from one of its own), and in fp32 over magnitudes where exp(a) + exp(b) overflows or underflows, and at -inf, the
+    values and gradients are torch's."""
+    a, b = make_symbols(["a", "b"]).values()
+    assert print_triton(apply_op("logaddexp", a, b)) == "(tl.maximum(a, b) + log1p_unit(tl.exp(-tl.abs(a - b))))"
+    math = synthesize_elementwise({"y": parse_formula("logaddexp(a, b) + logaddexp2(a, b)", ["a", "b"])}, ["a", "b"])
+    assert _calls(math.backward) == {"tl.exp": 2}, math.backward  # exp(-|a - b|) and exp(-|a - b| ln 2)
+    big = torch.tensor([0.0, 1.0, -3.0, 200.0, -200.0, 1e4, -1e4, 88.0, -104.0, float("-inf")])
+    pairs = torch.cartesian_prod(big, big)
+    first, second = pairs[:, 0].contiguous(), pairs[:, 1].contiguous()
+    both_infinite = first.isinf() & second.isinf()  # torch gives -inf, the overflow-free form nan: not compared
+    forward = run_statements(math.forward, {"a": first, "b": second})["y"]
+    grads = run_statements(math.backward, {"a": first, "b": second, "grad_y": torch.ones_like(first)})
+    leaves = [first.double().requires_grad_(), second.double().requires_grad_()]
+    expected = torch.logaddexp(*leaves) + torch.logaddexp2(*leaves)
+    expected.backward(torch.ones_like(expected))
+    keep = ~both_infinite
+    assert torch.allclose(forward[keep], expected.detach().float()[keep], rtol=1e-6, atol=1e-6)
+    for name, leaf in zip(("a", "b"), leaves):
+        assert torch.allclose(grads[f"grad_{name}"][keep], leaf.grad.float()[keep], rtol=1e-6, atol=1e-6), name
+
+
 def test_a_sigmoid_of_minus_u_reuses_exp_u_and_a_log_not_provably_of_one_plus_w_is_left_alone():
     x = sympy.Symbol("x", real=True)
     exp_x = sympy.exp(x)
@@ -840,6 +865,7 @@ def test_conditions_print_alike_as_triton_and_as_formulas():
 
 def test_temporaries_are_named_after_what_they_compute():
     x, y, alpha, lse_max, lse_sum, limit = make_symbols(["x", "y", "alpha", "lse_max", "lse_sum", "limit"]).values()
+    log_p, log_q = make_symbols(["log_p", "log_q"]).values()
     names = TemporaryNames({"x", "y", "alpha"})
     t = names.name(sympy.tanh(alpha * x))
     s = names.name(apply_op("sigmoid", y))
@@ -858,6 +884,7 @@ def test_temporaries_are_named_after_what_they_compute():
         alpha * y * (1 - t**2): "alpha_y_dtanh_alpha_x",  # tanh's derivative, written with its temporary
         y * s * (1 - s): "y_dsigmoid_y",
         lse_max + sympy.log(lse_sum): "lse",  # a statistic's pieces make the statistic's value
+        log_p - log_q: "log_p_minus_log_q",  # inputs whose common stem is a function's word: no "log"
         sympy.tanh(sympy.sqrt(2) * (x + x**3 / 20)): "tanh_inner",  # a long argument
         sympy.erf(x * y * alpha) + 1: "erf_term",
         x**7: "term",

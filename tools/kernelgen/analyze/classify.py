@@ -27,6 +27,7 @@ PRODUCTS = ("matmul", "linear", "einsum")
 class Classification:
     tier: int
     reason: str
+    call: OpCall | None = None  # the op that decided a tier 3 (a refusal names it and its line)
 
 
 def _at(call: OpCall) -> str:
@@ -49,9 +50,29 @@ def structural_reason(call: OpCall) -> str:
         "kl_div",
     ):
         return f"{_at(call)} is a loss that reduces the whole tensor"
+    if call.name == "slice" and indexes_an_argument(call):
+        return (
+            f"{_at(call)} picks elements of the tensor argument `{call.operands[0].name}` by constant indices (scalar "
+            "indexing of a parameter vector), which kernelgen reads from a module's parameters only: hold it as an "
+            f"nn.Parameter and index it there (self.{call.operands[0].name}[0])"
+        )
+    if call.name == "slice":
+        return (
+            f"{_at(call)} reads other positions of the row (an index map within the row: halves, interleaves, "
+            "rotate_half), which element-wise and row kernels cannot express"
+        )
     return (
         f"{_at(call)} ({call.name}) moves elements between positions, which element-wise and row kernels cannot express"
     )
+
+
+def indexes_an_argument(call: OpCall) -> bool:
+    """``weight[0]`` of a function's tensor argument: constant integer indices (a module's ``self.weight[0]`` is a
+    parameter element instead, ``ops.py``)."""
+    source = call.operands[0] if call.operands else None
+    index = call.options.get("index")
+    constant = type(index) is int or (isinstance(index, tuple) and index and all(type(i) is int for i in index))
+    return bool(constant) and getattr(source, "op", None) == "placeholder"
 
 
 def _structural_rank(call: OpCall) -> int:
@@ -73,6 +94,22 @@ def _reduces_rows(traced: TracedReference, call: OpCall) -> bool:
     a flatten or an unsqueeze left there; True when shapes are unknown."""
     shape = traced.shape(call.operands[0]) if call.operands else None
     return shape is None or (len(shape) >= traced.rank and shape[-1] == traced.hidden)
+
+
+def _regrouping_view(traced: TracedReference, call: OpCall) -> OpCall | None:
+    """The reshape (``x.view(b, groups, -1)``) whose last dim the reduction ``call`` folds, when one made it other
+    than the row: the nearest view or reshape up the operand's chain of layout and element-wise ops."""
+    node = call.operands[0] if call.operands else None
+    while node is not None and node in traced.calls:
+        producer = traced.calls[node]
+        if producer.name in ("view", "reshape"):
+            shape = traced.shape(node)
+            # A view that keeps dims before its last (a flat view is no group of the row).
+            return producer if shape is None or len(shape) >= 2 else None
+        if producer.family == REDUCTION or not producer.operands:
+            return None
+        node = producer.operands[0] if hasattr(producer.operands[0], "op") else None
+    return None
 
 
 def _row_shaped(traced: TracedReference, shape: tuple[int, ...] | None) -> bool:
@@ -100,7 +137,7 @@ def classify(traced: TracedReference) -> Classification:
     if structural:
         # The most telling op decides: a loss or a gather says more than the transpose that feeds it.
         call = min(structural, key=_structural_rank)
-        return Classification(3, structural_reason(call) + ".")
+        return Classification(3, structural_reason(call) + ".", call)
     reductions = [call for call in calls if call.family == REDUCTION]
     off_row = None  # the first reduction whose operand's last dim is no longer the row
     for call in reductions:
@@ -109,18 +146,25 @@ def classify(traced: TracedReference) -> Classification:
         if dims is None or rank is None:
             continue
         if len(dims) == rank and rank > 1:
-            return Classification(3, f"{_at(call)} reduces the whole tensor to a scalar, a loss-style reduction.")
+            return Classification(3, f"{_at(call)} reduces the whole tensor to a scalar, a loss-style reduction.", call)
         if dims != (rank - 1,):
             named = ", ".join(str(d) for d in dims)
-            return Classification(3, f"{_at(call)} reduces over dim {named}, not only the last dimension.")
+            return Classification(3, f"{_at(call)} reduces over dim {named}, not only the last dimension.", call)
         if off_row is None and not _reduces_rows(traced, call):
             off_row = call
     if off_row is not None:
-        reason = (
-            f"{_at(off_row)} reduces a last dimension that is not the inputs' row (its operand was already "
-            "reduced, flattened or unsqueezed), not each row."
-        )
-        return Classification(3, reason)
+        regrouped = _regrouping_view(traced, off_row)
+        if regrouped is not None:
+            reason = (
+                f"{_at(off_row)} reduces the last dimension of {_at(regrouped)}, which regroups the row (statistics "
+                "over a group of it, as a GroupNorm takes them), not each row."
+            )
+        else:
+            reason = (
+                f"{_at(off_row)} reduces a last dimension that is not the inputs' row (its operand was already "
+                "reduced, flattened or unsqueezed), not each row."
+            )
+        return Classification(3, reason, off_row)
     odd = [shape for shape in (traced.shape(node) for node in traced.outputs) if not _row_shaped(traced, shape)]
     if odd:
         return Classification(3, f"it returns an output of shape {list(odd[0])}, neither a row nor one value per row.")

@@ -74,6 +74,8 @@ class Describer:
 
     def call(self, call: OpCall) -> tuple[str, int]:
         operands = call.operands
+        if call.name == "parameter_element":
+            return f"{self.text(operands[0])}[{call.options['index']}]", _ATOM
         if call.family in (CAST, LAYOUT):
             return self.value(operands[0]) if operands else (call.name, _ATOM)
         if call.name in _INFIX and len(operands) == 2:

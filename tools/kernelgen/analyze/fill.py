@@ -25,6 +25,7 @@ from tools.kernelgen.analyze.ops import CAST
 from tools.kernelgen.analyze.ops import LAYOUT
 from tools.kernelgen.analyze.ops import is_fractional_exponent
 from tools.kernelgen.analyze.ops import is_integer_exponent
+from tools.kernelgen.analyze.refusals import refuse_unless_loss
 from tools.kernelgen.analyze.trace import TracedReference
 from tools.kernelgen.analyze.trace import changes_the_output
 from tools.kernelgen.analyze.trace import trace_reference
@@ -114,6 +115,7 @@ def build_profile(traced: TracedReference, classification: Classification, name:
         notes=notes,
         **identity,
     )
+    refuse_unless_loss(traced, classification)
     if classification.tier != 1:
         for param in profile.parameters:
             if param.enabled_by:

@@ -462,6 +462,10 @@ def _without_piecewise(col: sympy.Symbol, index: sympy.Expr) -> sympy.Basic:
     return sympy.Or(*cases)
 
 
+class PerElementOutputError(AnalyzeError):
+    """A tier-3 reference with an output of a value per element: no loss (``refusals.py`` names what made it tier 3)."""
+
+
 def lower_loss(traced: TracedReference) -> LoweredLoss:
     """The loss program of ``traced``: statistics, per-row outputs and how the rows reduce."""
     builder = LossBuilder(traced)
@@ -475,9 +479,10 @@ def lower_loss(traced: TracedReference) -> LoweredLoss:
         elif isinstance(value, sympy.Basic) and not builder.per_element(value):
             kinds.add(("none", None))
         else:
-            raise builder._error(
+            error = builder._error(
                 f"output '{name}' has a value per element; a loss returns one value per row or reduces its rows", node
             )
+            raise PerElementOutputError(str(error)) from None
         outputs[name] = sympy.sympify(value)
     if len(kinds) != 1:
         raise builder._error(
@@ -494,4 +499,4 @@ def lower_loss(traced: TracedReference) -> LoweredLoss:
     )
 
 
-__all__ = ["LoweredLoss", "lower_loss"]
+__all__ = ["LoweredLoss", "PerElementOutputError", "lower_loss"]

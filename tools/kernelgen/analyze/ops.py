@@ -78,6 +78,8 @@ _BY_NAME.update(
         "true_divide": _spec("div", params=_BINARY, operands=2, defaults={"rounding_mode": None}),
         "negative": _spec("neg"),
         "pow": _spec("pow", params=("input", "exponent"), operands=2),
+        "logaddexp": _spec("logaddexp", params=_BINARY, operands=2),
+        "logaddexp2": _spec("logaddexp2", params=_BINARY, operands=2),
         "absolute": _spec("abs"),
         "expit": _spec("sigmoid"),
         "gelu": _spec("gelu", params=("input", "approximate"), defaults={"approximate": "none"}),
@@ -413,7 +415,13 @@ def _make(node: fx.Node, spec: OpSpec, args: list[Any], kwargs: dict[str, Any], 
     )
 
 
+# Integer arithmetic a reference does on sizes (``x.shape[-1] // 2``): a number, not a value of the computation.
+_SIZE_ARITHMETIC = {operator.floordiv: "//", operator.mod: "%"}
+
+
 def _normalize_call(node: fx.Node, target: Any, name: str, args: list[Any], kwargs: dict[str, Any]) -> OpCall:
+    if target in _SIZE_ARITHMETIC and all(_is_meta(arg) or isinstance(arg, int) for arg in args):
+        return OpCall(node, "size_arithmetic", META, [], {}, f"{_label(node)} of a size", node_line(node))
     if target in _OPERATORS:
         return _make(node, _OPERATORS[target], args, kwargs)
     if target is operator.getitem or target == "__getitem__":  # the method form: indexing a module's buffer
@@ -478,12 +486,52 @@ def _normalize_getitem(node: fx.Node, args: list[Any]) -> OpCall:
         if source.meta.get("kernelgen_family") == REDUCTION and index == 0:
             return OpCall(node, "values", LAYOUT, [source], {}, "[0]", node_line(node))
         return OpCall(node, "getitem", STRUCTURAL, [source], {"index": index}, "[...]", node_line(node))
+    element = index[0] if isinstance(index, tuple) and len(index) == 1 else index
+    if isinstance(source, fx.Node) and source.op == "get_attr" and type(element) is int:
+        # self.weight[0]: one element of a module's parameter vector, a scalar of the kernel (PolyNorm's weights).
+        label = f"self.{source.target}[{element}]"
+        return OpCall(node, "parameter_element", LAYOUT, [source], {"index": element}, label, node_line(node))
     tensor_index = [item for item in _flatten(index) if isinstance(item, fx.Node)]
     if tensor_index:
         return OpCall(node, "index", STRUCTURAL, [source], {}, "indexing by a tensor", node_line(node), tensor_index)
     if broadcast:  # x[...], x[:]: the tensor itself
         return OpCall(node, "unsqueeze", LAYOUT, [source], {}, "[...]", node_line(node))
-    return OpCall(node, "slice", STRUCTURAL, [source], {"index": index}, "slicing", node_line(node))
+    label = f"{_operand_text(source)}[{', '.join(_index_text(item) for item in _flatten(index))}]"
+    return OpCall(node, "slice", STRUCTURAL, [source], {"index": index}, label, node_line(node))
+
+
+def _operand_text(value: Any) -> str:
+    """How a reference names an indexed value: ``self.weight`` for a module's parameter, else the fx name (the
+    argument's, or the op's that computed it)."""
+    if isinstance(value, fx.Node) and value.op == "get_attr":
+        return f"self.{value.target}"
+    return value.name if isinstance(value, fx.Node) else repr(value)
+
+
+def _index_text(item: Any) -> str:
+    """One item of a subscript as written (``...``, ``::2``, ``:n``; a computed bound by its fx name)."""
+    if item is Ellipsis:
+        return "..."
+    if item is None:
+        return "None"
+    if isinstance(item, slice):
+        parts = ["" if part is None else _index_text(part) for part in (item.start, item.stop, item.step)]
+        return ":".join(parts[:2]) + (f":{parts[2]}" if parts[2] else "")
+    return _size_text(item) if isinstance(item, fx.Node) else repr(item)
+
+
+def _size_text(node: fx.Node) -> str:
+    """A bound computed from sizes as written (``x.shape[-1] // 2``); any other node by its fx name."""
+    if node.op == "call_function" and node.target is builtins.getattr and node.args[1] == "shape":
+        return f"{_operand_text(node.args[0])}.shape"
+    if node.op == "call_function" and node.target is operator.getitem and isinstance(node.args[0], fx.Node):
+        return f"{_size_text(node.args[0])}[{node.args[1]!r}]"
+    if node.op == "call_method" and node.target == "size" and isinstance(node.args[0], fx.Node):
+        return f"{_operand_text(node.args[0])}.size({', '.join(repr(arg) for arg in node.args[1:])})"
+    if node.op == "call_function" and node.target in _SIZE_ARITHMETIC:
+        left, right = (_size_text(arg) if isinstance(arg, fx.Node) else repr(arg) for arg in node.args)
+        return f"{left} {_SIZE_ARITHMETIC[node.target]} {right}"
+    return node.name
 
 
 # Reductions whose result is a tuple of row statistics, indexed by the reference.

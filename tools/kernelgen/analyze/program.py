@@ -32,6 +32,7 @@ from tools.kernelgen.analyze.ops import REDUCTION
 from tools.kernelgen.analyze.ops import OpCall
 from tools.kernelgen.analyze.ops import node_line
 from tools.kernelgen.analyze.trace import TracedReference
+from tools.kernelgen.analyze.trace import element_target
 from tools.kernelgen.synth import SUPPORTED_OPS
 from tools.kernelgen.synth import apply_op
 from tools.kernelgen.synth import make_symbols
@@ -102,6 +103,12 @@ class ProgramBuilder:
             return self._meta(call)
         if call.family == CAST:
             return self._cast(call)
+        if call.family == LAYOUT and call.name == "parameter_element":
+            target, index = call.operands[0].target, call.options["index"]
+            held = dict(self.traced.graph_module.named_parameters()).get(target)
+            if held is not None and held.dim() == 1:
+                index %= held.shape[0]  # weight[-1] is the element weight[2] names
+            return self._parameter(element_target(target, index), node)
         if call.family == LAYOUT:
             source = self.value(call.operands[0])
             # var_mean()[i]: one of the tuple's statistics; every other layout op passes its operand's value on.
@@ -137,6 +144,10 @@ class ProgramBuilder:
             source = self.value(node.args[0])
             if isinstance(source, ShapeOf) and isinstance(node.args[1], int):
                 return self._dim_size(source.tensor, node.args[1], call)
+        if call.name == "size_arithmetic":
+            raise self._error(
+                f"`{call.label}`: arithmetic on sizes is not part of a row's math (n_cols alone is)", node
+            )
         if call.name in ("shape", "size", "getitem", "numel", "dim", "ndim"):
             raise self._error(f"`{call.label}` ({call.name}): only the last dim's size is part of a row's math", node)
         return None

@@ -335,7 +335,8 @@ def _trace_module(loaded: LoadedReference, overrides: dict[str, Any], probed=Non
     graph_module = fx.GraphModule(module, graph, loaded.entry)
     proxied = {input_names.get(name, name): value for name, value in attributes.items()}
     hypers = hypers + [HyperParameter(name=name, type="float", default=value) for name, value in proxied.items()]
-    vectors = [p for p in module.parameters() if p.dim() == 1 and p.numel() > 1]
+    indexed = _read_by_constant_indices(graph)
+    vectors = [p for name, p in module.named_parameters() if p.dim() == 1 and p.numel() > 1 and name not in indexed]
     hidden = int(vectors[0].numel()) if vectors else DEFAULT_HIDDEN
     order = order + list(proxied)
     holders = {attribute: argument for argument, attribute in arguments.items()}
@@ -357,6 +358,18 @@ def _trace_module(loaded: LoadedReference, overrides: dict[str, Any], probed=Non
     if used != set(arguments):  # a tensor argument the loss does not read as class weights: traced as it defaults
         return _trace_module(loaded, overrides, used)
     return traced
+
+
+def _read_by_constant_indices(graph: fx.Graph) -> set[str]:
+    """Parameters the forward reads only element by element (``self.weight[0]``): a vector of scalars (PolyNorm's
+    three weights), not a per-channel parameter whose length would be the hidden size."""
+    found = set()
+    for node in graph.nodes:
+        if node.op != "get_attr" or not node.users:
+            continue
+        if all(user.target is operator.getitem and type(user.args[1]) is int for user in node.users):
+            found.add(str(node.target))
+    return found
 
 
 def _one_value_tensors(module: nn.Module) -> dict[str, torch.Tensor]:
@@ -643,7 +656,7 @@ def _normalize_all(loaded: LoadedReference, graph_module: fx.GraphModule, live: 
             call = normalize(node, graph_module)
         except UnknownOpError as error:
             raise AnalyzeError(
-                f"`{error.label}` is not an op kernelgen knows, so the reference is not element-wise-synthesizable; "
+                f"`{error.label}` is not an op kernelgen knows (it has no derivative rule for it); "
                 f"express it with supported ops (e.g. torch.where, clamp, exp, log, sigmoid, tanh) "
                 f"{HAND_WRITTEN_PROFILE_HINT}",
                 origin=loaded.origin,
@@ -752,7 +765,14 @@ def _finish(
             name = target.replace(".", "_")
             parameter_names[target] = name
             learnable = _learnable(name, tensor.detach(), hidden)
-            if learnable is None:
+            elements = _indexed_elements(tensor, calls, live, target) if learnable is None else None
+            if elements:
+                for index in elements:
+                    element = _learnable(f"{name}_{index}", tensor.detach()[index], hidden)
+                    element.attribute = element_target(target, index)
+                    parameter_names[element.attribute] = element.name
+                    parameters.append(element)
+            elif learnable is None:
                 others.append(f"{name} {list(tensor.shape)}")
             else:
                 learnable.attribute = target if target != name else ""
@@ -975,6 +995,28 @@ def _names_dim_one(calls: dict[fx.Node, OpCall]) -> bool:
         if 1 in dims:
             return True
     return False
+
+
+def element_target(target: str, index: int) -> str:
+    """How the reference reads one element of a parameter vector (``weight[0]``): its attribute path and index."""
+    return f"{target}[{index}]"
+
+
+def _indexed_elements(tensor: torch.Tensor, calls: dict, live: set, target: str) -> list[int] | None:
+    """The constant indices a 1-d parameter is read at (``self.weight[0]``, ``self.weight[2]``), when it is read only
+    so: each such element is a scalar parameter of the kernel, its gradient a sum over every element of the rows."""
+    if tensor.dim() != 1:
+        return None
+    indices = set()
+    for node in live:
+        if node.op != "get_attr" or node.target != target:
+            continue
+        for user in node.users:
+            call = calls.get(user)
+            if call is None or call.name != "parameter_element":
+                return None
+            indices.add(call.options["index"] % tensor.shape[0])
+    return sorted(indices) or None
 
 
 def _learnable(name: str, tensor: torch.Tensor, hidden: int) -> LearnableParameter | None:

@@ -55,7 +55,9 @@ class ElementwiseMath:
 
 
 # The functions whose results need fp32 (precision-sensitive), by the word ``naming.py`` calls them.
-_PRECISION_SENSITIVE = frozenset({"sigmoid", "softplus", "logsigmoid", "tanh", "exp", "log", "erf", "sin", "cos"})
+_PRECISION_SENSITIVE = frozenset(
+    {"sigmoid", "softplus", "logsigmoid", "logaddexp", "tanh", "exp", "log", "erf", "sin", "cos"}
+)
 # Powers printed as a root (tl.sqrt / tl.rsqrt), by op name.
 _ROOTS = {sympy.S.Half: "sqrt", -sympy.S.Half: "rsqrt"}
 

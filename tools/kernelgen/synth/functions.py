@@ -111,6 +111,32 @@ class LogSigmoid(ElementwiseFunction):
         return -sympy.log(1 + sympy.exp(-self.args[0]))
 
 
+class LogAddExp(ElementwiseFunction):
+    """``log(exp(a) + exp(b))`` (``torch.logaddexp``); derivatives ``sigmoid(a - b)`` and ``sigmoid(b - a)``, as
+    torch's backward computes them (never the ratio ``exp(a) / (exp(a) + exp(b))``, which overflows). Kernels print
+    the overflow-free form ``max(a, b) + log(1 + exp(-|a - b|))``; ``logaddexp2`` is this one of ``a ln 2`` and
+    ``b ln 2``, divided by ``ln 2``."""
+
+    op_name = "logaddexp"
+    nargs = 2
+
+    @classmethod
+    def eval(cls, a, b):
+        if a == b:
+            return a + sympy.log(2)
+        return None
+
+    def fdiff(self, argindex=1):
+        if argindex not in (1, 2):
+            raise sympy.ArgumentIndexError(self, argindex)
+        this, other = self.args if argindex == 1 else self.args[::-1]
+        return Sigmoid(this - other)
+
+    def as_builtin(self):
+        a, b = self.args
+        return sympy.Max(a, b) + sympy.log(1 + sympy.exp(-sympy.Abs(a - b)))
+
+
 class Root(ElementwiseFunction):
     """``v ** (1 / p)`` of a norm or a standard deviation (``root(v, p)``): its gradient is 0 where ``v`` is 0, as
     torch's norm and std backwards mask it (a zero row's norm, a constant row's std), where the plain root's
@@ -360,6 +386,7 @@ class TensorPower(sympy.Function):
 __all__ = [
     "CastToInput",
     "ElementwiseFunction",
+    "LogAddExp",
     "LogSigmoid",
     "Maximum",
     "Minimum",

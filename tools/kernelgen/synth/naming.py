@@ -23,6 +23,7 @@ import sympy
 from tools.kernelgen.synth.functions import CastToInput
 from tools.kernelgen.synth.functions import KernelForm
 from tools.kernelgen.synth.functions import Log1p
+from tools.kernelgen.synth.functions import LogAddExp
 from tools.kernelgen.synth.functions import LogSigmoid
 from tools.kernelgen.synth.functions import Maximum
 from tools.kernelgen.synth.functions import Minimum
@@ -92,6 +93,7 @@ FUNCTION_WORDS = {
     TanhOfLog1p: "tanh_log1p",
     Softplus: "softplus",
     LogSigmoid: "logsigmoid",
+    LogAddExp: "logaddexp",
     Log1p: "log1p",
     Relu: "relu",
     Maximum: "max",
@@ -423,7 +425,10 @@ def _family(expr: sympy.Expr) -> str | None:
     for name in names[1:]:
         while stem and not name.startswith(stem + "_"):
             stem = stem.rpartition("_")[0]
-    return stem if stem and stem != "grad" and all(name.startswith(stem + "_") for name in names) else None
+    # A function's word would read as its call (``log = log_p - log_q`` of two inputs is no logarithm).
+    if not stem or stem == "grad" or stem in FUNCTION_WORDS.values():
+        return None
+    return stem if all(name.startswith(stem + "_") for name in names) else None
 
 
 def _number_words(number: sympy.Expr) -> list[str]:

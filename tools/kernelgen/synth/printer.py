@@ -320,15 +320,21 @@ class _KernelPrinter(_ConditionPrinting, StrPrinter):
         return self._call("sigmoid", expr.args[0])
 
     def _print_Softplus(self, expr):
-        return f"({self.names['max']}({self._print(expr.args[0])}, 0.0) + {self._log_one_plus_exp_minus_abs(expr)})"
+        u = expr.args[0]
+        return f"({self.names['max']}({self._print(u)}, 0.0) + {self._log_one_plus_exp_minus_abs(u)})"
 
     def _print_LogSigmoid(self, expr):
-        return f"({self.names['min']}({self._print(expr.args[0])}, 0.0) - {self._log_one_plus_exp_minus_abs(expr)})"
+        u = expr.args[0]
+        return f"({self.names['min']}({self._print(u)}, 0.0) - {self._log_one_plus_exp_minus_abs(u)})"
 
-    def _log_one_plus_exp_minus_abs(self, expr) -> str:
-        """``log(1 + exp(-|u|))``, the overflow-free part of softplus and logsigmoid."""
+    def _print_LogAddExp(self, expr):
+        a, b = expr.args
+        return f"({self._call('max', a, b)} + {self._log_one_plus_exp_minus_abs(a - b)})"
+
+    def _log_one_plus_exp_minus_abs(self, u) -> str:
+        """``log(1 + exp(-|u|))``, the overflow-free part of softplus, logsigmoid and logaddexp."""
         names = self.names
-        return f"{names['log']}(1.0 + {names['exp']}(-{names['abs']}({self._print(expr.args[0])})))"
+        return f"{names['log']}(1.0 + {names['exp']}(-{names['abs']}({self._print(u)})))"
 
     def _print_Relu(self, expr):
         return f"{self.names['max']}({self._print(expr.args[0])}, 0.0)"
@@ -427,8 +433,8 @@ class TritonPrinter(_KernelPrinter):
     def _print_Log1pOfUnit(self, expr):
         return f"{self.unit_log1p_helper}({self._print(expr.args[0])})"
 
-    def _log_one_plus_exp_minus_abs(self, expr) -> str:
-        return f"{self.unit_log1p_helper}(tl.exp(-tl.abs({self._print(expr.args[0])})))"
+    def _log_one_plus_exp_minus_abs(self, u) -> str:
+        return f"{self.unit_log1p_helper}(tl.exp(-tl.abs({self._print(u)})))"
 
     def _print_tanh(self, expr):
         # The utils helper, not 2 * sigmoid(2u) - 1, which would cancel to nothing near 0.

@@ -8,7 +8,8 @@ against ``sympy.diff`` of ``build`` by the tests, so they cannot drift from what
 Conventions (match torch.autograd, kinks included): ``relu'(0) = 0``; ``leaky_relu' = x > 0 ? 1 : slope``;
 ``hardtanh' = 1`` strictly inside ``(min_val, max_val)``; ``clamp' = 1`` for ``min <= x <= max``;
 ``abs' = sign(x)``; ``maximum``/``minimum`` split ties half/half; ``where`` routes the gradient by its condition;
-``elu' = x > 0 ? 1 : alpha * exp(x)``; ``softplus' = sigmoid(beta x)`` below the threshold, 1 above.
+``elu' = x > 0 ? 1 : alpha * exp(x)``; ``softplus' = sigmoid(beta x)`` below the threshold, 1 above;
+``logaddexp(a, b)`` by ``a`` is ``sigmoid(a - b)`` (1/2 where ``a == b``, 1 and 0 against a -inf).
 
 Comparisons (``gt`` ... ``ne``) return sympy relationals; used as numbers they become 0/1 indicators, used as the
 condition of ``where`` they select. ``log1p``/``expm1`` are built as ``log(1 + x)``/``exp(x) - 1``: exact math, but
@@ -33,6 +34,7 @@ from sympy.logic.boolalg import BooleanAtom
 from sympy.logic.boolalg import BooleanFunction
 
 from tools.kernelgen.synth.functions import CastToInput
+from tools.kernelgen.synth.functions import LogAddExp
 from tools.kernelgen.synth.functions import LogSigmoid
 from tools.kernelgen.synth.functions import Maximum
 from tools.kernelgen.synth.functions import Minimum
@@ -225,6 +227,13 @@ def _softplus(x, beta=1, threshold=20):
     return select(beta * x > _value(threshold), x, Softplus(beta * x) / beta)
 
 
+def _logaddexp2(a, b):
+    """torch.logaddexp2: ``log2(2**a + 2**b)``, the natural logaddexp of ``a ln 2`` and ``b ln 2`` over ``ln 2``
+    (derivative ``sigmoid((a - b) ln 2)``)."""
+    ln2 = sympy.log(2)
+    return LogAddExp(_value(a) * ln2, _value(b) * ln2) / ln2
+
+
 def _hardtanh(x, min_val=-1.0, max_val=1.0):
     x, low, high = _value(x), _value(min_val), _value(max_val)
     # Closed conditions at the bounds: torch's gradient is 1 only strictly inside (min_val, max_val).
@@ -349,6 +358,8 @@ _ROWS = (
         {"x": "tanh(log1p(exp(x))) + x * sigmoid(x) * (1 - tanh(log1p(exp(x)))**2)"},
     ),
     OpRule("logsigmoid", _unary(LogSigmoid), {"x": "1 - sigmoid(x)"}),
+    OpRule("logaddexp", _binary(LogAddExp), {"a": "sigmoid(a - b)", "b": "sigmoid(b - a)"}),
+    OpRule("logaddexp2", _logaddexp2, {"a": "sigmoid(log(2) * (a - b))", "b": "sigmoid(log(2) * (b - a))"}),
     OpRule("hardtanh", _hardtanh, {"x": "where((x > -1) & (x < 1), 1, 0)"}),
     OpRule("clamp", _clamp),
     OpRule("where", _where, {"x": "where(condition, 1, 0)", "y": "where(condition, 0, 1)"}),

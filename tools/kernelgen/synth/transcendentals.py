@@ -14,7 +14,8 @@ for a kernel that would trade one call for another. Every identity here is exact
 original is accurate: ``sin(2u) = 2 sin(u) cos(u)``; ``cos(2u)`` as ``2 cos(u)**2 - 1`` or ``1 - 2 sin(u)**2``,
 whichever reuses a call the kernel makes; ``tanh(log(v))`` for ``v`` that sympy proves positive and whose
 ``w = v - 1`` expands without a constant (``exp(x)``, ``x**2``: no subtraction to cancel); ``sigmoid(±u)``
-where the kernel computes ``exp(u)`` or the ``exp(-|u|)`` of a softplus of ``u``; the tanh of a selection as the
+where the kernel computes ``exp(u)`` or the ``exp(-|u|)`` of a softplus of ``u`` (or of a logaddexp of ``a``, ``b``
+with ``u = a - b``), both signs from one ``exp(-|u|)``; the tanh of a selection as the
 selection of tanhs, 1 in a branch taken only where its argument is at least 10 (1 in fp32 there: torch's
 softplus threshold). The rational forms are guarded where ``w`` is large (they would overflow to inf / inf),
 with the value the original rounds to there, 1. (``exp(2u) = exp(u)**2`` would qualify too, but sympy folds
@@ -23,6 +24,7 @@ with the value the original rounds to there, 1. (``exp(2u) = exp(u)**2`` would q
 
 import sympy
 
+from tools.kernelgen.synth.functions import LogAddExp
 from tools.kernelgen.synth.functions import LogSigmoid
 from tools.kernelgen.synth.functions import Sigmoid
 from tools.kernelgen.synth.functions import SigmoidOfLog
@@ -32,7 +34,7 @@ from tools.kernelgen.synth.functions import TanhOfLog1p
 # Applied functions that cost a transcendental evaluation (or a special-function unit op) per element.
 TRANSCENDENTAL = (sympy.sin, sympy.cos, sympy.exp, sympy.log, sympy.tanh, sympy.erf)
 # ... and the composite ones, with what they cost in such evaluations.
-_COMPOSITE_COST = {Sigmoid: 1, Softplus: 2, LogSigmoid: 2}
+_COMPOSITE_COST = {Sigmoid: 1, Softplus: 2, LogSigmoid: 2, LogAddExp: 2}
 
 
 def transcendental_calls(exprs) -> set[sympy.Expr]:
@@ -153,8 +155,11 @@ def _sigmoid_rewrites(call: Sigmoid, calls: set) -> list[dict]:
             w = sympy.exp(u)
             rewrites.append({call: SigmoidOfLog(w) if sign == 1 else 1 / (w + 1)})  # sigmoid(-inf) = 0 as it is
     pairs = [f for f in (Softplus(v), Softplus(-v), LogSigmoid(v), LogSigmoid(-v)) if f in calls]
+    # logaddexp(a, b) = max(a, b) + log(1 + exp(-|a - b|)), and its derivatives are sigmoid(±(a - b)).
+    pairs += [f for f in calls if isinstance(f, LogAddExp) and _opposite_or_equal(f.args[0] - f.args[1], v)]
+    negated = [f for f in calls if isinstance(f, Sigmoid) and f != call and _opposite_or_equal(f.args[0], v)]
     e = sympy.exp(-sympy.Abs(v))
-    if pairs or e in calls:
+    if pairs or negated or e in calls:
         log_term = sympy.log(1 + e)
         written = {
             Softplus(v): sympy.Max(v, 0) + log_term,
@@ -162,10 +167,17 @@ def _sigmoid_rewrites(call: Sigmoid, calls: set) -> list[dict]:
             LogSigmoid(v): sympy.Min(v, 0) - log_term,
             LogSigmoid(-v): sympy.Min(-v, 0) - log_term,
         }
-        replacements = {f: written[f] for f in pairs}
-        replacements[call] = sympy.Piecewise((1, v >= 0), (e, True)) / (1 + e)
+        replacements = {f: written[f] if f in written else sympy.Max(*f.args) + log_term for f in pairs}
+        for sigmoid in [call, *negated]:
+            u = sigmoid.args[0]
+            replacements[sigmoid] = sympy.Piecewise((1, u >= 0), (e, True)) / (1 + e)
         rewrites.append(replacements)
     return rewrites
+
+
+def _opposite_or_equal(u: sympy.Expr, v: sympy.Expr) -> bool:
+    """Whether ``u`` is ``v`` or ``-v`` however sympy arranged the sign (``-(a - b) * c`` or ``(b - a) * c``)."""
+    return sympy.expand(u - v) == 0 or sympy.expand(u + v) == 0
 
 
 # tanh(u) is 1 in fp32 from here on (1 - tanh(10) = 4e-9 is below half an ulp of 1): a branch taken only there

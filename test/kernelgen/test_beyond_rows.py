@@ -1,0 +1,190 @@
+"""References beyond one row's own elements (issue 42): what kernelgen does not synthesize yet is refused in one
+line that names the construct, the reference's line and that line's text, never a category the reference is not
+("a loss returns one value per row" for a GroupNorm); exit 2 and nothing written."""
+
+import textwrap
+
+import pytest
+import torch
+
+from test.kernelgen.conftest import import_generated_ops
+from test.kernelgen.conftest import one_line_error
+from test.kernelgen.conftest import run_kernelgen
+from test.kernelgen.conftest import snapshot
+from tools.kernelgen.analyze import analyze
+from tools.kernelgen.generate import plan_new
+from tools.kernelgen.repo import LigerRepo
+from tools.kernelgen.writer import write_all
+
+# Hugging Face's rotate_half and apply_rotary_pos_emb as modeling code writes them.
+HF_ROPE = """
+import torch
+
+
+def rotate_half(x):
+    x1 = x[..., : x.shape[-1] // 2]
+    x2 = x[..., x.shape[-1] // 2 :]
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def apply_rotary_pos_emb(q, k, cos, sin, position_ids=None, unsqueeze_dim=1):
+    cos = cos.unsqueeze(unsqueeze_dim)
+    sin = sin.unsqueeze(unsqueeze_dim)
+    q_embed = (q * cos) + (rotate_half(q) * sin)
+    k_embed = (k * cos) + (rotate_half(k) * sin)
+    return q_embed, k_embed
+"""
+# gpt-oss's interleaved SwiGLU: gate and linear halves taken every other column.
+INTERLEAVED_GLU = """
+import torch
+
+
+def interleaved_swiglu(x, alpha: float = 1.702, limit: float = 7.0):
+    x_glu, x_linear = x[..., ::2], x[..., 1::2]
+    x_glu = x_glu.clamp(min=None, max=limit)
+    x_linear = x_linear.clamp(min=-limit, max=limit)
+    out_glu = x_glu * torch.sigmoid(alpha * x_glu)
+    return out_glu * (x_linear + 1)
+"""
+# A GroupNorm written out over a regrouping view, with the per-channel affine after it.
+GROUP_NORM = """
+import torch
+import torch.nn as nn
+
+
+class GroupNorm(nn.Module):
+    def __init__(self, num_channels, num_groups=4, eps=1e-6):
+        super().__init__()
+        self.num_groups = num_groups
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(num_channels))
+        self.bias = nn.Parameter(torch.zeros(num_channels))
+
+    def forward(self, x):
+        b, c, h = x.shape
+        g = x.view(b, self.num_groups, -1)
+        mean = g.mean(-1, keepdim=True)
+        var = g.var(-1, keepdim=True, unbiased=False)
+        g = (g - mean) / torch.sqrt(var + self.eps)
+        x = g.view(b, c, h)
+        return x * self.weight[None, :, None] + self.bias[None, :, None]
+"""
+# torch's own group_norm: an op with no derivative rule yet.
+FUNCTIONAL_GROUP_NORM = """
+import torch.nn.functional as F
+
+
+def group_norm(x, weight, bias, num_groups: int = 4, eps: float = 1e-5):
+    return F.group_norm(x, num_groups, weight, bias, eps)
+"""
+
+
+# PolyNorm as a function of its weights: a function's tensor arguments are rows of inputs, so the weights' elements
+# are refused with where a module holds them instead (``self.weight[0]``, which generates: test_row_kernels.py).
+FUNCTIONAL_POLY_NORM = """
+import torch
+
+
+def poly_norm(x, weight, bias, eps: float = 1e-6):
+    def norm(z):
+        return z * torch.rsqrt(z.pow(2).mean(-1, keepdim=True) + eps)
+
+    return weight[0] * norm(x**3) + weight[1] * norm(x**2) + weight[2] * norm(x) + bias
+"""
+
+
+@pytest.mark.parametrize(
+    "source, entry, line, construct",
+    [
+        pytest.param(
+            HF_ROPE,
+            "apply_rotary_pos_emb",
+            6,
+            "`x1 = x[..., : x.shape[-1] // 2]`: `q[..., :q.shape[-1] // 2]` (line 6) reads other positions of the row",
+            id="hf_rope",
+        ),
+        pytest.param(
+            HF_ROPE,
+            "rotate_half",
+            6,
+            "`x[..., :x.shape[-1] // 2]` (line 6) reads other positions of the row (an index map within the row",
+            id="rotate_half",
+        ),
+        pytest.param(
+            INTERLEAVED_GLU,
+            "interleaved_swiglu",
+            6,
+            "`x_glu, x_linear = x[..., ::2], x[..., 1::2]`: `x[..., ::2]` (line 6) reads other positions of the row",
+            id="interleaved_glu",
+        ),
+        pytest.param(
+            GROUP_NORM,
+            "GroupNorm",
+            17,
+            "`.mean()` (line 17) reduces the last dimension of `.view()` (line 16), which regroups the row",
+            id="group_norm_view",
+        ),
+        pytest.param(
+            FUNCTIONAL_POLY_NORM,
+            "poly_norm",
+            9,
+            "`weight[0]` (line 9) picks elements of the tensor argument `weight` by constant indices",
+            id="functional_poly_norm",
+        ),
+        pytest.param(
+            FUNCTIONAL_GROUP_NORM,
+            "group_norm",
+            6,
+            "`F.group_norm` is not an op kernelgen knows",
+            id="functional_group_norm",
+        ),
+    ],
+)
+def test_a_reference_beyond_rows_is_one_line_naming_its_construct_and_line(
+    checkout, tmp_path, source, entry, line, construct
+):
+    reference = tmp_path / "reference.py"
+    reference.write_text(textwrap.dedent(source))
+    before = snapshot(checkout)
+    error = one_line_error(
+        run_kernelgen("new", "beyond", "--reference", f"{reference}:{entry}", "--repo", str(checkout))
+    )
+    assert error.startswith(f"kernelgen: error: {reference}:{line}: "), error
+    assert construct in error, error
+    assert "a loss returns" not in error and "element-wise-synthesizable" not in error, error
+    assert snapshot(checkout) == before
+
+
+def test_a_modulated_rms_norm_generates_and_its_kernel_names_the_shape_of_a_per_sequence_scale(checkout, tmp_path):
+    """scale and shift of shape [batch, 1, hidden] broadcast over a sequence: the reference traces as a row kernel
+    of same-shaped inputs, and the generated kernel refuses a lower-rank scale with its shape and the one it needs
+    (broadcast inputs are the issue's second part)."""
+    reference = tmp_path / "modulated.py"
+    reference.write_text(
+        textwrap.dedent(
+            """
+            import torch
+            import torch.nn as nn
+
+
+            class ModulatedRMSNorm(nn.Module):
+                def __init__(self, hidden_size, eps=1e-6):
+                    super().__init__()
+                    self.weight = nn.Parameter(torch.ones(hidden_size))
+                    self.eps = eps
+
+                def forward(self, x, scale, shift):
+                    normed = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+                    return normed * self.weight * (1 + scale) + shift
+            """
+        )
+    )
+    profile = analyze(str(reference))
+    assert profile.tier == 2, profile.notes.tier_reason
+    write_all(checkout, plan_new(LigerRepo.open(checkout), profile).changes)
+    ops = import_generated_ops(checkout, profile.operation_name)
+    function = next(getattr(ops, name) for name in dir(ops) if name.endswith("Function"))
+    x = torch.randn(3, 5, 16)
+    weight, scale, shift = torch.ones(16), torch.randn(3, 1, 16), torch.randn(3, 1, 16)
+    with pytest.raises(ValueError, match=r"scale has shape \(3, 1, 16\), expected \(3, 5, 16\) like x"):
+        function.apply(x, scale, shift, weight, 1e-6)
