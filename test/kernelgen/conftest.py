@@ -97,7 +97,7 @@ def snapshot(root: Path) -> dict[str, bytes]:
         if path.is_file()
         and "__pycache__" not in path.parts
         and ".pytest_cache" not in path.parts
-        and path.relative_to(root).as_posix() != f"{STATE_FALLBACK}/{LOCK_NAME}"
+        and path.relative_to(root).as_posix() not in (f"{STATE_FALLBACK}/{LOCK_NAME}", f".git/kernelgen/{LOCK_NAME}")
     }
 
 

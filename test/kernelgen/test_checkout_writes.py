@@ -27,10 +27,11 @@ WAIT_S = 120
 
 
 def _start_new(checkout: Path, name: str, example: str, **env: str) -> subprocess.Popen:
-    """``new NAME --profile EXAMPLE`` as a process of its own (a profile: no analysis, a short run)."""
+    """``new NAME --profile EXAMPLE`` as a process of its own (a profile: no analysis, a short run; --force-new,
+    since the examples include kernels the host already has, such as swiglu)."""
     return subprocess.Popen(
         [sys.executable, "-m", "tools.kernelgen", "new", name, "--profile", str(EXAMPLES / f"{example}.yaml")]
-        + ["--repo", str(checkout)],
+        + ["--repo", str(checkout), "--force-new"],
         cwd=REPO_ROOT,
         env={**os.environ, **env},
         stdout=subprocess.PIPE,

@@ -18,9 +18,11 @@ from tools.kernelgen.hostapi import Signature
 from tools.kernelgen.layout import kernel_paths
 from tools.kernelgen.repo import LigerRepo
 from tools.kernelgen.variants import find_variant
+from tools.kernelgen.variants.options import MAX_TENSOR_ORDERS
 from tools.kernelgen.variants.options import Bound
 from tools.kernelgen.variants.options import CallPlan
 from tools.kernelgen.variants.options import Option
+from tools.kernelgen.variants.options import _map_tensors
 from tools.kernelgen.variants.options import call_plans
 from tools.kernelgen.variants.options import call_text
 from tools.kernelgen.variants.options import reference_literals
@@ -252,3 +254,13 @@ def test_a_kernel_kernelgen_generated_is_found_as_well(tmp_path):
     reference = _file(tmp_path, "tanh_gelu_gate", written_out)
     line = one_line_error(run_kernelgen("new", "tanh_gelu_gate", "--reference", reference, "--repo", str(root)))
     assert "the existing kernel 'geglu' computes it: liger_geglu(a, b) / LigerGEGLUMLP(config)" in line, line
+
+
+def test_a_reference_of_many_inputs_is_matched_in_a_bounded_number_of_orders(tmp_path):
+    """Twelve float inputs have 12! orders; the search tries the written order first and a bounded number in all."""
+    names = [f"x{i}" for i in range(12)]
+    source = f"import torch\n\n\ndef many({', '.join(names)}):\n    return {' + '.join(f'torch.sigmoid({n})' for n in names)}\n"
+    profile = analyze(_file(tmp_path, "many", source), name="many")
+    mappings = _map_tensors(profile, [Param(f"p{i}") for i in range(12)], set())
+    assert 1 <= len(mappings) <= MAX_TENSOR_ORDERS
+    assert mappings[0] == {name: f"p{i}" for i, name in enumerate(names)}

@@ -108,6 +108,9 @@ SHAPE_CALLS = {
     "repeat", "cumsum", "norm", "var", "std", "argmax", "take_along_dim", "index_select",
 }  # fmt: skip
 SHAPE_KEYWORDS = {"dim", "axis", "keepdim", "num_classes", "dims"}
+# Orders of the float inputs tried against a kernel's parameters, the written order first: every order of up to four
+# inputs; a reference of more inputs (20 inputs have 20! orders) is matched in its first orders only.
+MAX_TENSOR_ORDERS = 24
 
 
 def _structural(tree: ast.AST) -> set[int]:
@@ -244,8 +247,9 @@ def _module_inits(repo: LigerRepo, api: KernelApi) -> dict[str, list[Param]]:
 
 def _map_tensors(profile: KernelProfile, params: list[Param], taken: set[str]) -> list[dict[str, str]]:
     """The ways the reference's tensors may go onto the entry's parameters (reference tensor -> parameter): by name
-    where the names agree, else in order onto the required parameters (then those defaulting to None), in every
-    order of the float inputs placed so; an integer input (class targets) only onto a target-like parameter."""
+    where the names agree, else in order onto the required parameters (then those defaulting to None), in the
+    first ``MAX_TENSOR_ORDERS`` orders of the float inputs placed so; an integer input (class targets) only onto a
+    target-like parameter."""
     integer = {t.name for t in profile.inputs if t.dtype.startswith("int")}
     references = [t.name for t in profile.inputs] + [p.name for p in profile.parameters]
     free = [p.name for p in params if p.name not in taken]
@@ -263,7 +267,7 @@ def _map_tensors(profile: KernelProfile, params: list[Param], taken: set[str]) -
     slots = (required + optional)[: len(placed)]
     movable = [i for i, name in enumerate(placed) if name not in integer and name in {t.name for t in profile.inputs}]
     mappings = []
-    for order in itertools.permutations(movable):
+    for order in itertools.islice(itertools.permutations(movable), MAX_TENSOR_ORDERS):
         arranged = list(placed)
         for index, source in zip(movable, order):
             arranged[index] = placed[source]
