@@ -792,13 +792,14 @@ def _run(args) -> int:
         written = getattr(interrupt, "paths", None) if getattr(interrupt, "written", False) else None
         written = written or written_in_this_process()
         if written:
+            # The signal was held until the swap was complete: the command did all it had to, so it succeeded.
             print(
                 f"kernelgen: interrupted after the write had finished: all {len(written)} file(s) were written "
-                f"({', '.join(written)})",
+                f"({', '.join(written)}); done",
                 file=sys.stderr,
             )
-        else:
-            print("kernelgen: interrupted; nothing was written", file=sys.stderr)
+            return 0
+        print("kernelgen: interrupted; nothing was written", file=sys.stderr)
         return 128 + getattr(interrupt, "signum", signal.SIGINT)
     except RecursionError:
         # Python's parser and sympy recurse once per nesting level: a formula of thousands of terms runs out.
