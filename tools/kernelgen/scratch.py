@@ -8,10 +8,13 @@ git, every file outside hidden folders, caches and build outputs.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
+import sys
 
+from collections.abc import Iterator
 from pathlib import Path
 
 from tools.kernelgen.repo import private_git_dir
@@ -69,3 +72,31 @@ def stage_checkout(root: Path, folder: Path, changes: dict[str, str]) -> None:
 
 
 __all__ = ["checkout_files", "stage_checkout"]
+
+
+@contextlib.contextmanager
+def library_imports_from(src: Path) -> Iterator[None]:
+    """Inside: ``liger_kernel`` imports from ``src`` (a scratch copy's, another checkout's) under the Triton
+    interpreter; after: this process's ``sys.path``, ``liger_kernel`` modules and environment as they were."""
+    saved_path = list(sys.path)
+    saved_modules = {name: module for name, module in sys.modules.items() if _is_library(name)}
+    saved_interpret = os.environ.get("TRITON_INTERPRET")
+    for name in saved_modules:
+        del sys.modules[name]
+    sys.path.insert(0, str(src))
+    os.environ["TRITON_INTERPRET"] = "1"
+    try:
+        yield
+    finally:
+        for name in [name for name in sys.modules if _is_library(name)]:
+            del sys.modules[name]
+        sys.modules.update(saved_modules)
+        sys.path[:] = saved_path
+        if saved_interpret is None:
+            os.environ.pop("TRITON_INTERPRET", None)
+        else:
+            os.environ["TRITON_INTERPRET"] = saved_interpret
+
+
+def _is_library(name: str) -> bool:
+    return name == "liger_kernel" or name.startswith("liger_kernel.")

@@ -11,19 +11,18 @@ or real values.
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import os
 import sys
 import tempfile
 import warnings
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import torch
 
 from tools.kernelgen.profile import KernelProfile
+from tools.kernelgen.scratch import library_imports_from
 from tools.kernelgen.scratch import stage_checkout
 
 ROWS, COLS = 3, 7
@@ -66,7 +65,7 @@ def smoke_run(repo_root: Path, profile: KernelProfile, changes: dict[str, str]) 
         folder = Path(scratch)
         stage_checkout(repo_root, folder, changes)
         # The interpreter computes with numpy, which warns where masked-off lanes divide by zero: not findings.
-        with _isolated_imports(folder / "src"), warnings.catch_warnings():
+        with library_imports_from(folder / "src"), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             broken = _import_failures(_changed_modules(changes), folder / "src")
             ops = f"liger_kernel.ops.{profile.operation_name}"
@@ -78,7 +77,7 @@ def smoke_run(repo_root: Path, profile: KernelProfile, changes: dict[str, str]) 
             # change's finding; then the kernel cannot be run here either.
             src = Path(repo_root) / "src"
             existing = [module for module, _ in broken if _module_file(src, module).exists()]
-            with _isolated_imports(src):
+            with library_imports_from(src):
                 before = {error for _, error in _import_failures(existing, src)}
             new = [(module, error) for module, error in broken if error not in before]
             if new:
@@ -109,33 +108,6 @@ def _changed_modules(changes: dict[str, str]) -> list[str]:
         if path.endswith(".py") and parts[:2] == ("src", "liger_kernel"):
             modules.append(".".join(parts[1:-1] if parts[-1] == "__init__" else parts[1:]))
     return modules
-
-
-@contextlib.contextmanager
-def _isolated_imports(src: Path) -> Iterator[None]:
-    """``liger_kernel`` from ``src`` under the Triton interpreter while inside; this process's state after."""
-    saved_path = list(sys.path)
-    saved_modules = {name: module for name, module in sys.modules.items() if _is_library(name)}
-    saved_interpret = os.environ.get("TRITON_INTERPRET")
-    for name in saved_modules:
-        del sys.modules[name]
-    sys.path.insert(0, str(src))
-    os.environ["TRITON_INTERPRET"] = "1"
-    try:
-        yield
-    finally:
-        for name in [name for name in sys.modules if _is_library(name)]:
-            del sys.modules[name]
-        sys.modules.update(saved_modules)
-        sys.path[:] = saved_path
-        if saved_interpret is None:
-            os.environ.pop("TRITON_INTERPRET", None)
-        else:
-            os.environ["TRITON_INTERPRET"] = saved_interpret
-
-
-def _is_library(name: str) -> bool:
-    return name == "liger_kernel" or name.startswith("liger_kernel.")
 
 
 def _inputs(profile: KernelProfile, generator: torch.Generator) -> tuple[list[torch.Tensor], int]:

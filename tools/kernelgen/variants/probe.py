@@ -18,8 +18,6 @@ import contextlib
 import heapq
 import importlib
 import itertools
-import os
-import sys
 import warnings
 
 from collections.abc import Iterator
@@ -29,6 +27,7 @@ from typing import Any
 import torch
 
 from tools.kernelgen.profile import KernelProfile
+from tools.kernelgen.scratch import library_imports_from
 from tools.kernelgen.validate.harness import Case
 from tools.kernelgen.validate.harness import ReferenceRunner
 from tools.kernelgen.validate.harness import RunResult
@@ -53,24 +52,8 @@ class Mismatch(Exception):
 @contextlib.contextmanager
 def checkout_kernels(root: Path) -> Iterator[None]:
     """Inside: ``liger_kernel`` imports from ``root/src`` with the Triton interpreter; outside, as before."""
-    saved = {name: module for name, module in sys.modules.items() if name.split(".")[0] == "liger_kernel"}
-    saved_path, saved_env = list(sys.path), os.environ.get("TRITON_INTERPRET")
-    for name in saved:
-        del sys.modules[name]
-    sys.path.insert(0, str(root / "src"))
-    os.environ["TRITON_INTERPRET"] = "1"
-    try:
-        with compiled_scalars():
-            yield
-    finally:
-        for name in [n for n in sys.modules if n.split(".")[0] == "liger_kernel"]:
-            del sys.modules[name]
-        sys.modules.update(saved)
-        sys.path[:] = saved_path
-        if saved_env is None:
-            os.environ.pop("TRITON_INTERPRET", None)
-        else:
-            os.environ["TRITON_INTERPRET"] = saved_env
+    with library_imports_from(root / "src"), compiled_scalars():
+        yield
 
 
 class Probe(ReferenceRunner):
