@@ -191,3 +191,28 @@ def test_python_dash_m_reports_the_same_one_line_error():
     result = run_kernelgen("new", "class", in_process=False)
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr == "kernelgen: error: kernel name 'class' is a Python keyword; it cannot name a module\n"
+
+
+def test_new_refuses_a_kernel_whose_smoke_run_disagrees_with_its_reference(checkout, tmp_path):
+    """A profile whose math was edited away from its reference generates code that runs but computes something else:
+    new's smoke run (forward and backward once, on a tiny CPU input) says so in one line and writes nothing."""
+    profile = yaml.safe_load(run_kernelgen("analyze", "geglu").stdout)
+    profile["math"]["outputs"]["y"] = f"2 * ({profile['math']['outputs']['y']})"
+    path = tmp_path / "geglu_edited.yaml"
+    path.write_text(yaml.safe_dump(profile, sort_keys=False))
+    before = snapshot(checkout)
+    line = one_line_error(run_kernelgen("new", "geglu", "--profile", str(path), "--repo", str(checkout)))
+    assert line.startswith("kernelgen: error: the generated 'geglu', run once on a tiny CPU input, fails: ")
+    assert "differs from the reference's" in line and line.endswith("; nothing written")
+    assert snapshot(checkout) == before
+
+
+def test_new_runs_what_it_generated_once_before_it_says_so(checkout):
+    """The smoke run imports the generated module from a scratch copy: nothing of it stays in this process."""
+    import sys
+
+    modules = {name for name in sys.modules if name.startswith("liger_kernel")}
+    result = run_kernelgen("new", "dyt", "--repo", str(checkout))
+    assert result.returncode == 0, result.stderr
+    assert {name for name in sys.modules if name.startswith("liger_kernel")} == modules
+    assert not any("kernelgen-smoke-" in entry for entry in sys.path)

@@ -853,3 +853,32 @@ def test_property_ruff_agrees_output_stays_isort_clean(tmp_path, ops, functional
         for prefix in ("in", "out"):
             name = f"{prefix}_{index}.py"
             assert (name in flagged) == (not imports_are_sorted((tmp_path / name).read_text())), name
+
+
+def test_registrations_of_every_built_in_with_and_without_fused_linear_are_ruff_clean(tmp_path):
+    """The import lines of every built-in's registration (and of its fused linear form: the longest names, past
+    the line length with their ``# noqa``) are as ruff's isort writes them: all registered in one checkout, the
+    registration files have no finding ruff would not have had before."""
+    from test.kernelgen.conftest import copy_checkout
+    from tools.kernelgen.analyze import analyze
+    from tools.kernelgen.analyze import list_builtin_references
+    from tools.kernelgen.formatting import lint_findings
+    from tools.kernelgen.generate import fused_linear_registration
+    from tools.kernelgen.generate import registration_for
+    from tools.kernelgen.layout import kernel_paths
+
+    root = copy_checkout(tmp_path / "liger")
+    loss = analyze("kl_div")  # the names below derive from the kernel name alone; one analysis serves them all
+    texts = {path: (root / path).read_text() for path in (OPS_INIT, TRANSFORMERS_INIT, FUNCTIONAL)}
+    before = {path: lint_findings(text, root, path) for path, text in texts.items()}
+    # A built-in the checkout has a kernel of already (rms_norm, swiglu) is refused by new before registering.
+    for name in [name for name in list_builtin_references() if not (root / kernel_paths(name)["ops"]).exists()]:
+        profile = loss.renamed(name)
+        forms = [(registration_for, profile.functional_name, profile.function_class_name)]
+        forms.append((fused_linear_registration, profile.fused_linear_classes[2], profile.fused_linear_classes[0]))
+        for make, functional, function_class in forms:
+            source = f"def {functional}(*args):\n    return {function_class}.apply(*args)\n"
+            texts.update(register_kernel(texts, make(profile, source)))
+    assert "LigerFusedLinearCrossEntropyEntropyBonusLoss" in texts[TRANSFORMERS_INIT]
+    for path, text in texts.items():
+        assert lint_findings(text, root, path) == before[path], path

@@ -4,6 +4,7 @@ appended cases pass; anything that cannot be done safely is one line, exit 2, no
 
 import ast
 import shutil
+import subprocess
 
 from pathlib import Path
 
@@ -273,3 +274,33 @@ def test_a_loss_kernel_is_refused_with_why_its_cases_cannot_be_appended_either(c
     assert "cannot give hand-written 'cross_entropy' scale: the math is not derivable: tier 3 kernels" in line
     assert "its cases cannot be appended either" in line
     assert snapshot(checkout) == before
+
+
+# A clean clone --------------------------------------------------------------------------------------------------
+SWIGLU_WITH_SCALE = """\
+import torch.nn.functional as F
+
+
+def swiglu_scaled(a, b, scale: float = 1.0):
+    return F.silu(a) * b * scale
+"""
+
+
+def test_modify_swiglu_on_a_clean_clone_of_this_repository_and_its_tests_pass(tmp_path):
+    """The README's example on a ``git clone`` of this very repository (its conftest imports the fork server, its
+    tests import whatever they like): the scratch check stages what the checkout holds, not a list of parts."""
+    clone = tmp_path / "clone"
+    cloned = subprocess.run(["git", "clone", "-q", str(REPO_ROOT), str(clone)], capture_output=True, text=True)
+    assert cloned.returncode == 0, cloned.stderr
+    reference = _reference(tmp_path, SWIGLU_WITH_SCALE, "swiglu_scaled.py")
+    result = run_kernelgen("modify", "swiglu", "--reference", reference, "--repo", str(clone))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "kernelgen: wrote 4 file(s)" in result.stdout
+    assert "scale=1.0" in (clone / FUNCTIONAL).read_text()
+    # The appended cases move scale off its default; the hand-written ones keep it (float32: the CPU's dtype).
+    selected = "kernelgen_cases and float32 or matches_hf_llama_mlp_forward_and_backward"
+    tests = run_pytest(clone, "test/transformers/test_swiglu.py", "-rA", "-k", selected)
+    assert tests.returncode == 0, tests.stdout[-3000:]
+    passed = [line for line in tests.stdout.splitlines() if line.startswith("PASSED ")]
+    assert any(line.endswith("-scale=2.0]") for line in passed), tests.stdout[-3000:]
+    assert any("forward_and_backward_fp32[" in line for line in passed), tests.stdout[-3000:]

@@ -45,6 +45,11 @@ def checkout(tmp_path_factory):
         for name, reference in KERNELS.items():
             result = run_kernelgen("new", name, "--reference", reference, "--backend", "tilelang", "--repo", str(root))
             assert result.returncode == 0, result.stderr
+            # No CPU interpreter runs TileLang: new says in one line that it made no smoke run.
+            notes = [line for line in result.stderr.splitlines() if "smoke run" in line]
+            assert notes == [
+                "kernelgen: note: no smoke run (TileLang kernels run on CUDA GPUs only); run its tests on a GPU"
+            ]
     return root
 
 

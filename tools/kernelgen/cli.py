@@ -391,8 +391,11 @@ def cmd_new(args) -> int:
         sys.stdout.write(changes.diff())
         print(f"kernelgen: dry run, nothing written ({len(changes.changes)} files would change)", file=sys.stderr)
         return 0
+    _smoke(repo, profile, changes.changes)
     write_all(repo.root, {**changes.changes, **profile_file(args.save_profile, profile)})
     print(f"kernelgen: generated '{profile.operation_name}' (tier {profile.tier}) in {repo.root}")
+    for remark in role_remarks(profile):
+        print(f"  {remark}")
     for path in changes.created:
         print(f"  created   {path}")
     for path in changes.modified:
@@ -402,6 +405,29 @@ def cmd_new(args) -> int:
         tests.append(f"test/transformers/test_{profile.fused_linear_name}.py")
     print(f"next: python -m pytest {' '.join(tests)}")
     return 0
+
+
+def role_remarks(profile) -> list[str]:
+    """The profile's remarks on roles the analysis decided (a loss target's class indices or probabilities)."""
+    return [remark for remark in profile.notes.remarks if remark.startswith("role: ")]
+
+
+def _smoke(repo, profile, changes: dict[str, str]) -> None:
+    """The generated kernel runs once, from a scratch copy, before anything is written (see ``smoke.py``)."""
+    from tools.kernelgen.smoke import SmokeFailure
+    from tools.kernelgen.smoke import skip_reason
+    from tools.kernelgen.smoke import smoke_run
+
+    reason = skip_reason(profile)
+    if reason is not None:
+        print(f"kernelgen: note: no smoke run ({reason}); run its tests on a GPU", file=sys.stderr)
+        return
+    try:
+        smoke_run(repo.root, profile, changes)
+    except SmokeFailure as failure:
+        raise CliError(
+            f"the generated '{profile.operation_name}', run once on a tiny CPU input, fails: {failure}; nothing written"
+        ) from None
 
 
 def cmd_analyze(args) -> int:
@@ -423,6 +449,8 @@ def cmd_analyze(args) -> int:
             f"kernelgen: wrote {args.output} ({profile.operation_name}, tier {profile.tier}: {profile.notes.tier_reason})",
             file=sys.stderr,
         )
+        for remark in role_remarks(profile):
+            print(f"  {remark}", file=sys.stderr)
     else:
         sys.stdout.write(text)
     return 0

@@ -1,8 +1,8 @@
 """Try a change set in a scratch copy of the checkout before anything is written to the real one.
 
-``verify_changes`` copies the library (``src/``), the test helpers and the pytest configuration into a temporary
-folder, writes the change set there, and in one Python process imports every changed module of ``liger_kernel``
-and runs one test function of one test file (the whole file is collected). It answers None when that went as
+``verify_changes`` copies the checkout into a temporary folder (``scratch.stage_checkout``: every file of its own, so
+whatever the test run imports is there), writes the change set there, and in one Python process imports every
+changed module of ``liger_kernel`` and runs one test function of one test file (the whole file is collected). It answers None when that went as
 required, else one line saying what failed: a module that no longer imports, a test file that no longer collects,
 or the first failing case.
 """
@@ -10,7 +10,6 @@ or the first failing case.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import tempfile
 import xml.etree.ElementTree as ElementTree
@@ -19,9 +18,8 @@ from pathlib import Path
 
 from tools.kernelgen.pyrun import run_python
 from tools.kernelgen.repo import LigerRepo
+from tools.kernelgen.scratch import stage_checkout
 
-# What a test of the library needs besides the test file itself.
-STAGED_PARTS = ("src", "conftest.py", "pyproject.toml", "setup.cfg", "pytest.ini", "test/__init__.py", "test/utils.py")
 TIMEOUT_S = 900
 IMPORT_FAILED = 3
 
@@ -55,29 +53,6 @@ def _module_name(path: str) -> str | None:
     return None
 
 
-def _stage(repo: LigerRepo, changes: dict[str, str], test_path: str, folder: Path) -> None:
-    for part in STAGED_PARTS:
-        source = repo.root / part
-        if source.is_dir():
-            shutil.copytree(source, folder / part, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-        elif source.is_file():
-            (folder / part).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, folder / part)
-    # conftest.py files on the way to the test file configure it too.
-    for parent in reversed(Path(test_path).parents):
-        conftest = parent / "conftest.py"
-        if (repo.root / conftest).is_file() and not (folder / conftest).exists():
-            (folder / conftest).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(repo.root / conftest, folder / conftest)
-    if repo.exists(test_path):
-        (folder / test_path).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(repo.root / test_path, folder / test_path)
-    for path, text in changes.items():
-        target = folder / path
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text, encoding="utf-8")
-
-
 def _outcomes(xml_path: Path) -> dict[str, tuple[str, str]]:
     """``{test id: (passed|failed|error|skipped, first line of the message)}`` from pytest's JUnit XML."""
     if not xml_path.exists():
@@ -103,7 +78,7 @@ def verify_changes(
     modules = [m for m in (_module_name(path) for path in sorted(changes)) if m]
     with tempfile.TemporaryDirectory(prefix="kernelgen-verify-") as scratch:
         folder = Path(scratch)
-        _stage(repo, changes, test_path, folder)
+        stage_checkout(repo.root, folder, changes)
         xml_path = folder / "results.xml"
         script = _SCRIPT.format(
             src=str(folder / "src"),

@@ -37,7 +37,7 @@ def structural_reason(call: OpCall) -> str:
     if call.name in CLASS_LOSSES:
         return (
             f"{_at(call)} is a loss over the class dimension: each row is read in several passes and the target "
-            "indexes into it"
+            "picks a class of it (class indices) or weighs each class (probabilities)"
         )
     if call.name in INDEXING:
         return f"{_at(call)} gathers elements by a tensor of indices, so outputs do not line up with inputs"

@@ -313,6 +313,8 @@ def _distribution_inputs(traced: TracedReference) -> dict[str, str]:
             domains = ("probabilities", "probabilities")
         elif call.name in ("bce_with_logits_pointwise", "binary_cross_entropy_with_logits"):
             domains = (None, "probabilities")  # logits: any real number
+        elif call.name == "cross_entropy" and getattr(call.operands[-1], "target", None) not in traced.index_inputs:
+            domains = (None, "probabilities")  # a probability target (analyze/roles.py)
         else:
             continue
         for operand, domain in zip(call.operands, domains):

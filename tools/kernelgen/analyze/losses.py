@@ -51,10 +51,6 @@ from tools.kernelgen.synth.functions import select
 from tools.kernelgen.synth.losses import COL
 from tools.kernelgen.synth.rules import is_condition
 
-# Names the loss kernel and its wrapper use for their own values: a reference's inputs must be named otherwise.
-KERNEL_LOCALS = ("col", "mask", "row", "start", "row_value", "row_weight", "n_rows", "shape", "device")
-KERNEL_LOCALS += ("denominator", "gradients", "block_size", "num_warps")
-
 
 @dataclass(frozen=True)
 class OverRows:
@@ -89,9 +85,6 @@ class LoweredLoss:
 class LossBuilder(ProgramBuilder):
     def __init__(self, traced: TracedReference):
         super().__init__(traced)
-        clashes = [name for name in traced.tensor_inputs + traced.output_names if name in KERNEL_LOCALS]
-        if clashes:
-            raise self._plain_error(f"'{clashes[0]}' names a value of the generated loss kernel; rename it")
         self.col = make_symbols([COL])[COL]
         self.index_symbols = {self.symbols[name] for name in traced.index_inputs}
         self.element_symbols = {self.symbols[n] for n in traced.tensor_inputs if n not in traced.index_inputs}
@@ -281,11 +274,13 @@ class LossBuilder(ProgramBuilder):
         node = call.node
         x = self.value(call.operands[0])
         target = self.value(call.operands[1])
-        if not self.per_element(x) or self.per_element(target):
-            raise self._error(f"`{call.label}` needs [rows, classes] scores and one class index per row", node)
         weight = self._option(call, "weight")
         if weight is not None and not self._class_valued(weight):
             raise self._error(f"`{call.label}`: its weight must be one value per class (an input of [classes])", node)
+        if call.name == "cross_entropy" and self.per_element(x) and self.per_element(target):
+            return self._probability_loss(call, x, target, weight)
+        if not self.per_element(x) or self.per_element(target):
+            raise self._error(f"`{call.label}` needs [rows, classes] scores and one class index per row", node)
         picked_weight = self._take(weight, target, node) if weight is not None else sympy.S.One
         kept = sympy.Ne(target, self._as_hyper(self._option(call, "ignore_index")))
         picked = self._picked(x, target, node, "picked")
@@ -307,6 +302,20 @@ class LossBuilder(ProgramBuilder):
                     weighted = self.statistic(f"{base}_weighted_sum", "sum", weight * x, node)
                     row = (1 - smoothing) * row + smoothing * (lse * classes - weighted) / self.n
         return self._reduced(select(kept, row, sympy.S.Zero), select(kept, picked_weight, sympy.S.Zero), call)
+
+    def _probability_loss(self, call: OpCall, x: Any, target: Any, weight: Any) -> Any:
+        """torch's cross entropy with a probability target ``p`` (a distribution over each row): ``sum_c w[c] * p[c]
+        * (lse - x[c])``, label smoothing mixing ``p`` with the uniform ``1 / n``; the mean divides by the rows."""
+        node = call.node
+        smoothing = self._option(call, "label_smoothing") or 0
+        if not (isinstance(smoothing, (int, float)) and smoothing == 0):
+            target = (1 - smoothing) * target + smoothing / self.n
+        weighted = target * (weight if weight is not None else sympy.S.One)
+        peak = self.statistic("lse_max", "max", x, node)
+        total = self.statistic("lse_sum", "sum", sympy.exp(x - peak), node)
+        mass = self.statistic("target_mass", "sum", weighted, node)
+        dot = self.statistic("target_dot", "sum", weighted * x, node)
+        return self._reduced((peak + sympy.log(total)) * mass - dot, sympy.S.One, call)
 
     def _kl_div(self, call: OpCall) -> Any:
         # reduction="none" never gets here: ops.normalize makes it the element-wise kl_div_pointwise
@@ -485,4 +494,4 @@ def lower_loss(traced: TracedReference) -> LoweredLoss:
     )
 
 
-__all__ = ["KERNEL_LOCALS", "LoweredLoss", "lower_loss"]
+__all__ = ["LoweredLoss", "lower_loss"]

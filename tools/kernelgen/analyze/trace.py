@@ -46,6 +46,9 @@ from tools.kernelgen.analyze.ops import OpCall
 from tools.kernelgen.analyze.ops import UnknownOpError
 from tools.kernelgen.analyze.ops import node_line
 from tools.kernelgen.analyze.ops import normalize
+from tools.kernelgen.analyze.roles import EITHER_TARGET
+from tools.kernelgen.analyze.roles import PROBABILITIES
+from tools.kernelgen.analyze.roles import target_role
 from tools.kernelgen.profile import HyperParameter
 from tools.kernelgen.profile import LearnableParameter
 
@@ -196,6 +199,11 @@ def _scalar_type(value: Any) -> str | None:
     return _SCALAR_TYPE_NAMES.get(type(value))
 
 
+# Names the profile's formulas give their own symbols: the row length (printer.ROW_LENGTH) and a loss's column index
+# (synth.losses.COL).
+FORMULA_SYMBOLS = ("n_cols", "col")
+
+
 def _split_signature(loaded: LoadedReference, fn, skip_self: bool):
     """Tensor inputs, runtime float hyper-parameters and the specialised (concrete) arguments of ``fn``."""
     tensors, hypers, concrete = [], [], {}
@@ -233,7 +241,17 @@ def _split_signature(loaded: LoadedReference, fn, skip_self: bool):
             concrete[parameter.name] = default
         else:
             concrete[parameter.name] = default  # None / tuples: optional arguments left at their default
-    return tensors, hypers, concrete, order
+    # A tensor named like a symbol of the profile's formulas (the row length, a loss's column index) takes another
+    # name in the profile; it is passed by position, so the reference is called as before.
+    renamed = {}
+    for name in tensors:
+        if name in FORMULA_SYMBOLS:
+            candidate = f"{name}_in"
+            while candidate in order or candidate in renamed.values():
+                candidate += "_"
+            renamed[name] = candidate
+    tensors = [renamed.get(name, name) for name in tensors]
+    return tensors, hypers, concrete, [renamed.get(name, name) for name in order]
 
 
 def _trace_function(loaded: LoadedReference, overrides: dict[str, Any]) -> TracedReference:
@@ -706,7 +724,10 @@ def _finish(
 
     # A float hyper-parameter nothing reads (init_alpha, only used to build a parameter) is not one of the op.
     hypers = [h for h in hypers if h.name in concrete or placeholders.get(h.name) in live]
-    index_inputs = _index_inputs(calls, tensors)
+    decisions = _target_roles(loaded, module, calls, tensors)
+    probability_targets = {id(call) for call, decision in decisions if decision.role == PROBABILITIES}
+    index_calls = {node: call for node, call in calls.items() if id(call) not in probability_targets}
+    index_inputs = _index_inputs(index_calls, tensors)
     class_inputs = _class_inputs(calls, tensors, index_inputs)
     hinted = loaded.hints.get("per_class", [])  # read only along the classes (a one-hot row times them)
     unknown = sorted(set(hinted) - (set(tensors) - set(index_inputs)))
@@ -776,9 +797,26 @@ def _finish(
         class_inputs=class_inputs,
         attribute_inputs=attribute_inputs,
     )
+    traced.notes.extend(decision.remark(call.name) for call, decision in decisions)
     if not shapes_known:
         traced.notes.append("running the reference on example inputs failed; dims were read from the arguments")
     return traced
+
+
+def _target_roles(loaded, module, calls: dict[fx.Node, OpCall], tensors: list[str]) -> list:
+    """``(call, RoleDecision)`` of each loss whose target may be class indices or probabilities (see ``roles``),
+    where the target comes from one tensor input."""
+    fn = type(module).forward if module is not None else loaded.obj
+    decisions = []
+    for call in calls.values():
+        if call.name not in EITHER_TARGET or len(call.operands) < 2 or not isinstance(call.operands[1], fx.Node):
+            continue
+        target = call.operands[1]
+        leaves = _leaves_behind([target], lambda node: node.all_input_nodes)
+        names = [node.target for node in leaves if node.op == "placeholder" and node.target in tensors]
+        if len(names) == 1:
+            decisions.append((call, target_role(loaded, fn, names[0], target)))
+    return decisions
 
 
 def _index_inputs(calls: dict[fx.Node, OpCall], tensors: list[str]) -> list[str]:

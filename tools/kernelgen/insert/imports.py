@@ -8,6 +8,7 @@ from tools.kernelgen.insert.errors import SOURCE_PLACEHOLDER
 from tools.kernelgen.insert.errors import InsertError
 from tools.kernelgen.insert.errors import parse_source
 from tools.kernelgen.insert.errors import replace_in_statement
+from tools.kernelgen.insert.ordering import LINE_LENGTH
 from tools.kernelgen.insert.ordering import dotted_name
 from tools.kernelgen.insert.ordering import from_import_key
 from tools.kernelgen.insert.ordering import import_blocks
@@ -51,9 +52,14 @@ def imported_names(statement: cst.CSTNode, module: str) -> list[str]:
     return [dotted_name(alias.name) for alias in small.names]
 
 
-def _import_line(module: str, name: str, noqa: bool) -> cst.SimpleStatementLine:
+def _import_line(module: str, name: str, noqa: bool, indent: int) -> cst.SimpleStatementLine:
+    """One import, wrapped as ruff's isort wraps it when the statement (``indent`` included, its comment not) passes
+    the line length: the name on a line of its own inside parentheses, the comment after it."""
     comment = "  # noqa: F401" if noqa else ""
-    statement = cst.parse_statement(f"from {module} import {name}{comment}\n")
+    text = f"from {module} import {name}{comment}\n"
+    if indent + len(f"from {module} import {name}") > LINE_LENGTH:
+        text = f"from {module} import (\n    {name},{comment}\n)\n"
+    statement = cst.parse_statement(text)
     assert isinstance(statement, cst.SimpleStatementLine)
     return statement
 
@@ -66,9 +72,10 @@ def _first_key(statement: cst.CSTNode) -> tuple:
 
 
 def insert_import_line(
-    body: list[cst.BaseStatement], module: str, name: str, noqa: bool, where: str
+    body: list[cst.BaseStatement], module: str, name: str, noqa: bool, where: str, indent: int = 0
 ) -> list[cst.BaseStatement] | None:
-    """The body with the import added, or None when ``name`` is already imported from ``module`` there."""
+    """The body with the import added, or None when ``name`` is already imported from ``module`` there; ``indent``:
+    the columns the body is indented by."""
     if any(name in imported_names(statement, module) for statement in body):
         return None
     package = module.split(".", 1)[0]
@@ -84,7 +91,7 @@ def insert_import_line(
         raise InsertError(SOURCE_PLACEHOLDER, f"no `from {package}... import` lines {where} to place {module} among")
 
     new_key = from_import_key(module, name)
-    new_line = _import_line(module, name, noqa)
+    new_line = _import_line(module, name, noqa, indent)
     keys = {index: _first_key(body[index]) for index in neighbours}
     before = [index for index in neighbours if keys[index] < new_key]
     body = list(body)
@@ -118,7 +125,9 @@ def add_import(source: str, module: str, name: str, *, noqa: bool = False, withi
     if index is None:
         raise InsertError(SOURCE_PLACEHOLDER, "no `if TYPE_CHECKING:` block at module level")
     block = tree.body[index]
-    body = insert_import_line(list(block.body.body), module, name, noqa, "in the `if TYPE_CHECKING:` block")
+    where = "in the `if TYPE_CHECKING:` block"
+    indent = len(block.body.indent) if block.body.indent is not None else len(tree.default_indent)
+    body = insert_import_line(list(block.body.body), module, name, noqa, where, indent)
     if body is None:
         return source
     new_block = block.with_changes(body=block.body.with_changes(body=body))

@@ -1,7 +1,7 @@
 """Import order as ruff's isort rules apply it with this repository's settings.
 
 Settings mirrored (pyproject.toml): force-single-line, lines-between-types = 1, known-first-party liger_kernel,
-and ruff's defaults: order-by-type, case-insensitive comparison with natural ordering of digit runs, straight
+line-length 120 (a single import longer, its comment not counted, is wrapped in parentheses), and ruff's defaults: order-by-type, case-insensitive comparison with natural ordering of digit runs, straight
 ``import x`` before ``from x import y`` inside a section, sections future / stdlib / third-party / first-party /
 local-folder. The tests check these keys against ``ruff check --select I --fix`` on generated import blocks.
 """
@@ -19,6 +19,7 @@ from tools.kernelgen.insert.errors import parse_source
 
 DIGITS = "0123456789"
 FIRST_PARTY = frozenset({"liger_kernel"})
+LINE_LENGTH = 120
 
 SECTION_FUTURE, SECTION_STDLIB, SECTION_THIRD_PARTY, SECTION_FIRST_PARTY, SECTION_LOCAL = range(5)
 KIND_STRAIGHT, KIND_FROM = 0, 1
@@ -163,7 +164,7 @@ class ImportEntry:
     statement: cst.SimpleStatementLine
     group: tuple[int, int]  # (section, kind): a blank line separates different groups
     key: tuple
-    single_line: bool  # force-single-line holds: exactly one name, no parentheses
+    single_line: bool  # force-single-line holds: exactly one name, in parentheses only past the line length
 
 
 def is_import_line(statement: cst.CSTNode) -> bool:
@@ -194,8 +195,17 @@ def import_entry(statement: cst.SimpleStatementLine, first_party: frozenset[str]
         asname = alias.asname.name.value if alias.asname else None
         count = len(small.names)
     group = (import_section(module, level, first_party), KIND_FROM)
-    single_line = single_line and count == 1 and small.lpar is None
+    single_line = single_line and count == 1 and (small.lpar is None or _too_long_unwrapped(small))
     return ImportEntry(statement, group, from_import_key(module, name, asname, level), single_line)
+
+
+def _too_long_unwrapped(small: cst.ImportFrom) -> bool:
+    """Whether the one-name import would pass the line length on one line (a trailing comment does not count):
+    then ruff writes it in parentheses."""
+    alias = small.names[0]
+    text = f"from {'.' * len(small.relative)}{dotted_name(small.module) if small.module else ''} import "
+    text += dotted_name(alias.name) + (f" as {alias.asname.name.value}" if alias.asname else "")
+    return len(text) > LINE_LENGTH
 
 
 def import_blocks(body: Sequence[cst.BaseStatement]) -> Iterator[list[int]]:

@@ -14,6 +14,8 @@ import jinja2
 from tools.kernelgen.layout import kernel_paths
 from tools.kernelgen.profile import KernelProfile
 from tools.kernelgen.render.fused_linear import fused_linear_views
+from tools.kernelgen.render.hygiene import kernel_side_names
+from tools.kernelgen.render.hygiene import renamed_profile
 from tools.kernelgen.render.text import single_line_imports
 from tools.kernelgen.render.text import split_reference
 from tools.kernelgen.render.text import wrap_docstring
@@ -70,13 +72,18 @@ def render_kernel(profile: KernelProfile, benchmark_style: str = "sweeps") -> Re
     paths = kernel_paths(profile.operation_name)
     tier = profile.tier
     files = {
-        paths["ops"]: env.get_template(ops_template(profile)).render(context),
+        paths["ops"]: _ops_text(profile, lambda p: env.get_template(ops_template(p)).render(build_views(p).context())),
         paths["module"]: env.get_template("module.py.j2").render(context),
         paths["test"]: env.get_template(f"test_tier{tier}.py.j2").render(context),
         paths["benchmark"]: env.get_template(BENCHMARK_TEMPLATES[benchmark_style]).render(context),
     }
     functional = env.get_template("functional.py.j2").render(context)
     return RenderedKernel(files=files, functional_source=functional)
+
+
+def _ops_text(profile: KernelProfile, render_ops) -> str:
+    """The ops file, the user's names that clash with its own renamed there (see ``hygiene``)."""
+    return render_ops(renamed_profile(profile, kernel_side_names(profile, render_ops)))
 
 
 def render_fused_linear(profile: KernelProfile, benchmark_style: str = "sweeps") -> RenderedKernel:
@@ -87,7 +94,9 @@ def render_fused_linear(profile: KernelProfile, benchmark_style: str = "sweeps")
     context = fused_linear_views(profile).context()
     paths = kernel_paths(profile.fused_linear_name)
     files = {
-        paths["ops"]: env.get_template("ops_fused_linear.py.j2").render(context),
+        paths["ops"]: _ops_text(
+            profile, lambda p: env.get_template("ops_fused_linear.py.j2").render(fused_linear_views(p).context())
+        ),
         paths["module"]: env.get_template("module.py.j2").render(context),
         paths["test"]: env.get_template("test_fused_linear.py.j2").render(context),
     }

@@ -25,6 +25,7 @@ from tools.kernelgen.synth import parse_formula
 from tools.kernelgen.synth import print_triton
 from tools.kernelgen.synth import to_sympy_number
 from tools.kernelgen.synth.printer import format_formula
+from tools.kernelgen.synth.symbols import RESERVED_NAMES
 
 MAX_COMBINATIONS = 256
 
@@ -197,7 +198,7 @@ def math_delta(profile: KernelProfile, new_hypers: list[str]) -> MathDelta:
     inputs = [t.name for t in profile.inputs]
     names = inputs + [p.name for p in profile.parameters] + profile.formula_hyperparameters
     names += [s.name for s in profile.math.statistics] + ["n_cols"]
-    symbols = make_symbols(dict.fromkeys(names))
+    symbols = make_symbols(dict.fromkeys(names), reserved=RESERVED_NAMES)
     try:
         statistics = [parse_formula(s.of, list(symbols)) for s in profile.math.statistics]
         outputs = {name: parse_formula(text, list(symbols)) for name, text in profile.math.outputs.items()}

@@ -4,12 +4,14 @@ import keyword
 
 import sympy
 
-# Names a printed statement must not shadow: the Triton module alias and Python's literals.
+# Names a statement printed into a hand-written kernel must not shadow: the Triton module alias and Python's
+# literals. Generated ops files need no such check: they are rendered with kernel-side names for the user's names
+# that clash with their own (render/hygiene.py).
 RESERVED_NAMES = frozenset({"tl", "triton", "True", "False", "None"})
 
 
-def make_symbols(names) -> dict[str, sympy.Symbol]:
-    """``{name: Symbol(name, real=True)}``; every name must be a distinct, non-reserved Python identifier.
+def make_symbols(names, reserved=frozenset()) -> dict[str, sympy.Symbol]:
+    """``{name: Symbol(name, real=True)}``; every name must be a distinct Python identifier, none of ``reserved``.
 
     The analyzer and synthesis both build symbols here, so equal names give identical (equal) symbols.
     """
@@ -17,7 +19,7 @@ def make_symbols(names) -> dict[str, sympy.Symbol]:
     for name in names:
         if not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name):
             raise ValueError(f"{name!r} is not a valid Python identifier for a kernel variable")
-        if name in RESERVED_NAMES:
+        if name in reserved:
             raise ValueError(f"{name!r} is reserved in generated kernels; rename the variable")
         if name in symbols:
             raise ValueError(f"variable {name!r} is declared twice")

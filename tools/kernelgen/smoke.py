@@ -1,0 +1,194 @@
+"""The smoke run ``new`` makes before it writes anything: the generated kernel, imported from a scratch copy of the
+checkout with the change set applied, runs forward and backward once on a tiny CPU input under the Triton
+interpreter, against the reference's float64 autograd.
+
+It runs in this process (torch is imported already; a new interpreter would cost more than the run itself), with
+the scratch copy's ``src`` first on ``sys.path`` and ``TRITON_INTERPRET=1`` while it lasts; afterwards
+``sys.path``, the ``liger_kernel`` modules and the environment are as they were. Inputs are drawn as the generated
+tests draw them, by each input's role: class indices, one value per class, distributions over each row, positive
+or real values.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import os
+import sys
+import tempfile
+import warnings
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import torch
+
+from tools.kernelgen.profile import KernelProfile
+from tools.kernelgen.scratch import stage_checkout
+
+ROWS, COLS = 3, 7
+LOSS_COLS = 9
+# Loose on purpose: the smoke run catches kernels that crash or compute something else, not the last digits (the
+# generated tests check those).
+ATOL, RTOL = 1e-3, 1e-2
+NO_CPU_RUN = {"tilelang": "TileLang kernels run on CUDA GPUs only"}
+
+
+class SmokeFailure(RuntimeError):
+    """The generated kernel does not run, or computes something other than its reference: one line saying what."""
+
+
+def skip_reason(profile: KernelProfile) -> str | None:
+    """Why the smoke run cannot run this profile's kernel here (its backend has no CPU interpreter), or None."""
+    return NO_CPU_RUN.get(profile.backend)
+
+
+def smoke_run(repo_root: Path, profile: KernelProfile, changes: dict[str, str]) -> None:
+    """Raise ``SmokeFailure`` unless every changed ``liger_kernel`` module imports and the kernel's forward and
+    backward match the reference on a tiny input."""
+    with tempfile.TemporaryDirectory(prefix="kernelgen-smoke-") as scratch:
+        folder = Path(scratch)
+        stage_checkout(repo_root, folder, changes)
+        # The interpreter computes with numpy, which warns where masked-off lanes divide by zero: not findings.
+        with _isolated_imports(folder / "src"), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            broken = _import_failures(_changed_modules(changes), folder / "src")
+            ops = f"liger_kernel.ops.{profile.operation_name}"
+            function = None if broken else getattr(importlib.import_module(ops), profile.function_class_name)
+            if function is not None:
+                _compare(profile, function)
+        if broken:
+            # What failed the same way before the change (a checkout whose library was broken already) is not the
+            # change's finding; then the kernel cannot be run here either.
+            src = Path(repo_root) / "src"
+            existing = [module for module, _ in broken if _module_file(src, module).exists()]
+            with _isolated_imports(src):
+                before = {error for _, error in _import_failures(existing, src)}
+            new = [(module, error) for module, error in broken if error not in before]
+            if new:
+                raise SmokeFailure(f"{new[0][0]} does not import: {new[0][1]}")
+
+
+def _import_failures(modules: list[str], src: Path) -> list[tuple[str, str]]:
+    """``(module, why)`` of each module that does not import from ``src``, each tried on its own (``why`` names
+    files relative to ``src``, so that two copies' failures compare)."""
+    failures = []
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except Exception as error:  # whatever a module raises on import is why it does not import
+            failures.append((module, _one_line(error).replace(f"{src}{os.sep}", "")))
+    return failures
+
+
+def _module_file(src: Path, module: str) -> Path:
+    path = src.joinpath(*module.split("."))
+    return path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+
+
+def _changed_modules(changes: dict[str, str]) -> list[str]:
+    modules = []
+    for path in sorted(changes):
+        parts = Path(path).with_suffix("").parts
+        if path.endswith(".py") and parts[:2] == ("src", "liger_kernel"):
+            modules.append(".".join(parts[1:-1] if parts[-1] == "__init__" else parts[1:]))
+    return modules
+
+
+@contextlib.contextmanager
+def _isolated_imports(src: Path) -> Iterator[None]:
+    """``liger_kernel`` from ``src`` under the Triton interpreter while inside; this process's state after."""
+    saved_path = list(sys.path)
+    saved_modules = {name: module for name, module in sys.modules.items() if _is_library(name)}
+    saved_interpret = os.environ.get("TRITON_INTERPRET")
+    for name in saved_modules:
+        del sys.modules[name]
+    sys.path.insert(0, str(src))
+    os.environ["TRITON_INTERPRET"] = "1"
+    try:
+        yield
+    finally:
+        for name in [name for name in sys.modules if _is_library(name)]:
+            del sys.modules[name]
+        sys.modules.update(saved_modules)
+        sys.path[:] = saved_path
+        if saved_interpret is None:
+            os.environ.pop("TRITON_INTERPRET", None)
+        else:
+            os.environ["TRITON_INTERPRET"] = saved_interpret
+
+
+def _is_library(name: str) -> bool:
+    return name == "liger_kernel" or name.startswith("liger_kernel.")
+
+
+def _inputs(profile: KernelProfile, generator: torch.Generator) -> tuple[list[torch.Tensor], int]:
+    cols = LOSS_COLS if profile.tier == 3 else COLS
+    scale = float(profile.test.input_scale)
+    drawn = []
+    for spec in profile.inputs:
+        domain = spec.domain or profile.test.input_domain
+        if spec.dtype == "int64":
+            value = torch.randint(0, cols, (ROWS,), generator=generator)
+        elif spec.per_class:
+            value = torch.rand(cols, generator=generator) + 0.1
+        elif domain in ("probabilities", "log_probabilities"):
+            value = torch.randn(ROWS, cols, generator=generator).log_softmax(-1)
+            value = value.exp() if domain == "probabilities" else value
+        elif domain == "positive":
+            value = torch.rand(ROWS, cols, generator=generator) * scale + 0.1
+        else:
+            value = torch.randn(ROWS, cols, generator=generator) * scale
+        drawn.append(value)
+    return drawn, cols
+
+
+def _compare(profile: KernelProfile, function) -> None:
+    from tools.kernelgen.validate.harness import Case
+    from tools.kernelgen.validate.harness import ReferenceRunner
+
+    generator = torch.Generator().manual_seed(0)
+    inputs, cols = _inputs(profile, generator)
+    params = [
+        torch.rand((cols,) if param.shape == "channel" else (), generator=generator) + 0.5
+        for param in profile.parameters
+    ]
+    runner = ReferenceRunner(profile, "cpu")
+    case = Case(inputs, params, dict(runner.defaults), seed=0, label="smoke")
+    try:
+        expected = runner.run_reference(case, torch.float64)
+    except Exception as error:
+        raise SmokeFailure(f"the reference does not run on the smoke input: {_one_line(error)}") from None
+    leaves = [runner.leaf(x, spec.requires_grad) for x, spec in zip(inputs, profile.inputs)]
+    param_leaves = [runner.leaf(p, True) for p in params]
+    hypers = [case.hyper[hp.name] for hp in profile.hyperparameters]
+    try:
+        outputs = function.apply(*leaves, *param_leaves, *hypers)
+        got = runner._finish(_tensors(outputs), leaves, param_leaves, case.seed, True)
+    except Exception as error:
+        raise SmokeFailure(f"{profile.function_class_name} raises: {_one_line(error)}") from None
+    pairs = [(f"output {i}", k, r) for i, (k, r) in enumerate(zip(got.outputs, expected.outputs))]
+    pairs += [(f"the gradient of {name}", got.grads[name], r) for name, r in expected.grads.items()]
+    if len(got.outputs) != len(expected.outputs):
+        raise SmokeFailure(f"{len(got.outputs)} output(s), the reference has {len(expected.outputs)}")
+    for what, kernel, reference in pairs:
+        kernel, reference = kernel.detach().double(), reference.detach().double()
+        if kernel.shape != reference.shape:
+            raise SmokeFailure(f"{what}: shape {tuple(kernel.shape)}, the reference's {tuple(reference.shape)}")
+        atol = ATOL * (1.0 + float(reference.abs().max())) if reference.numel() else ATOL
+        if not torch.allclose(kernel, reference, atol=atol, rtol=RTOL, equal_nan=True):
+            worst = float((kernel - reference).abs().nan_to_num(float("inf")).max())
+            raise SmokeFailure(f"{what} differs from the reference's by up to {worst:.3g}")
+
+
+def _tensors(result) -> list[torch.Tensor]:
+    values = result if isinstance(result, (tuple, list)) else (result,)
+    return [value for value in values if isinstance(value, torch.Tensor)]
+
+
+def _one_line(error: BaseException) -> str:
+    text = (str(error).strip().splitlines() or [""])[0]
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
+__all__ = ["SmokeFailure", "skip_reason", "smoke_run"]
