@@ -231,9 +231,9 @@ def test_backwards_that_call_sin_or_cos_launch_with_their_own_tile(generated_che
         backward = source.split("_backward_kernel(", 1)[1].split("\ndef ", 1)[0]
         calls_trig = "tl.sin(" in backward or "tl.cos(" in backward
         launch = source.split(f"def {reference}_gen_backward(", 1)[1]
-        own_tile = "= _backward_tile_settings(" in launch
+        own_tile = "= trig_tile_settings(" in launch
         assert own_tile == calls_trig, reference
-        assert ("def _backward_tile_settings(" in source) == calls_trig, reference
+        assert ("import trig_tile_settings\n" in source) == calls_trig, reference
         if own_tile:
             with_own_tile.add(reference)
     assert {"snake", "gated_sin"} <= with_own_tile
@@ -244,8 +244,8 @@ def test_the_profile_s_backward_num_warps_replaces_the_sin_cos_rule(generated_ch
     profile.tiling.backward_num_warps = 8
     source = plan_new(LigerRepo.open(generated_checkout), profile).changes[kernel_paths("snake_warps")["ops"]]
     launch = source.split("def snake_warps_backward(", 1)[1]
-    assert "def _backward_tile_settings(" not in source
-    assert "= _tile_settings(n_rows, n_cols)\n    num_warps = 8  # the profile's tiling.backward_num_warps\n" in launch
+    assert "trig_tile_settings" not in source
+    assert "max_block_cols=2048)\n    num_warps = 8  # the profile's tiling.backward_num_warps\n" in launch
     forward = source.split("def snake_warps_forward(", 1)[1].split("\ndef ", 1)[0]
     assert "num_warps = 8" not in forward  # the forward keeps the template's choice
 

@@ -36,6 +36,7 @@ from tools.kernelgen.kernel_helpers import JIT_MATH
 from tools.kernelgen.kernel_helpers import defined_names
 from tools.kernelgen.kernel_helpers import jit_math_block
 from tools.kernelgen.layout import FUNCTIONAL
+from tools.kernelgen.layout import LAYOUT_UTILS
 from tools.kernelgen.layout import OPS_UTILS
 from tools.kernelgen.layout import TRANSFORMERS_INIT
 from tools.kernelgen.layout import kernel_paths
@@ -73,6 +74,7 @@ def upstream_layout_checkout(destination: Path) -> Path:
     root = copy_checkout(destination)
     (root / OPS_UTILS).write_text(without_kernel_helpers((root / OPS_UTILS).read_text()))
     (root / NATIVE_LAUNCH).unlink()  # upstream has no launch replay
+    (root / LAYOUT_UTILS).unlink()  # nor the shared layout helpers of generated kernels
     functional = (root / FUNCTIONAL).read_text()
     (root / FUNCTIONAL).write_text(
         re.sub(r"^from liger_kernel\.ops\.\w+ import", "from liger_kernel.ops import", functional, flags=re.M)
@@ -134,6 +136,18 @@ def test_the_helpers_the_kernels_import_were_added_to_its_utils(upstream_checkou
             "from liger_kernel.ops.utils import tanh_from_exp\n"
             in (upstream_checkout / kernel_paths(name)["ops"]).read_text()
         )
+
+
+def test_the_shared_layout_module_is_added_once(upstream_checkout):
+    """Both kernels import liger_kernel.ops.layout_utils, which upstream lacks: the first one's generation adds this
+    repository's copy, ruff-clean there, and the second finds it and leaves it."""
+    text = (upstream_checkout / LAYOUT_UTILS).read_text()
+    assert text == (REPO_ROOT / LAYOUT_UTILS).read_text()
+    assert lint_findings(text, upstream_checkout, LAYOUT_UTILS) == []
+    for name in KERNELS:
+        ops = (upstream_checkout / kernel_paths(name)["ops"]).read_text()
+        assert "from liger_kernel.ops.layout_utils import dtensor_layout\n" in ops
+        assert "class DTensorLayout" not in ops and "def tile_settings" not in ops
 
 
 def test_no_launch_runtime_is_added(upstream_checkout):

@@ -31,6 +31,7 @@ from tools.kernelgen.kernel_helpers import UTILS_MODULE
 from tools.kernelgen.kernel_helpers import add_kernel_helpers
 from tools.kernelgen.kernel_helpers import missing_helpers
 from tools.kernelgen.layout import FUNCTIONAL
+from tools.kernelgen.layout import LAYOUT_UTILS
 from tools.kernelgen.layout import OPS_INIT
 from tools.kernelgen.layout import OPS_UTILS
 from tools.kernelgen.layout import TRANSFORMERS_INIT
@@ -48,6 +49,7 @@ from tools.kernelgen.record import recorded_hashes
 from tools.kernelgen.render import render_fused_linear
 from tools.kernelgen.render import render_kernel
 from tools.kernelgen.repo import LigerRepo
+from tools.kernelgen.shared_module import layout_utils_to_add
 
 
 class GenerateError(ValueError):
@@ -270,6 +272,10 @@ def plan_new(repo: LigerRepo, profile: KernelProfile, *, force: bool = False) ->
     if utils is not None:
         changes.changes[OPS_UTILS] = utils
         changes.originals[OPS_UTILS] = repo.read(OPS_UTILS)
+    layout_utils = layout_utils_to_add(repo, files)
+    if layout_utils is not None:
+        changes.changes[LAYOUT_UTILS] = layout_utils
+        changes.originals[LAYOUT_UTILS] = None
 
     harness = benchmark_harness(repo)
     if harness.missing:

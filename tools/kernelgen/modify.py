@@ -47,6 +47,7 @@ from tools.kernelgen.insert import InsertError
 from tools.kernelgen.insert import Registration
 from tools.kernelgen.insert import register_kernel
 from tools.kernelgen.layout import FUNCTIONAL
+from tools.kernelgen.layout import LAYOUT_UTILS
 from tools.kernelgen.layout import OPS_INIT
 from tools.kernelgen.layout import OPS_UTILS
 from tools.kernelgen.layout import TRANSFORMERS_INIT
@@ -72,6 +73,7 @@ from tools.kernelgen.record import written_by_this_version
 from tools.kernelgen.repo import LigerRepo
 from tools.kernelgen.retrofit import RetrofitError
 from tools.kernelgen.retrofit import plan_retrofit
+from tools.kernelgen.shared_module import layout_utils_to_add
 from tools.kernelgen.verify import verify_changes
 
 EXIT_CONFLICT = 1
@@ -309,6 +311,11 @@ def _plan_recorded(repo: LigerRepo, name: str, new: KernelProfile, sides: dict[s
         plan.changes.changes[OPS_UTILS] = utils
         plan.changes.originals[OPS_UTILS] = repo.read(OPS_UTILS)
         plan.reports.append(FileReport(OPS_UTILS, "updated", "kernelgen's helpers the new kernel imports added"))
+    layout_utils = layout_utils_to_add(repo, new_files)
+    if layout_utils is not None:
+        plan.changes.changes[LAYOUT_UTILS] = layout_utils
+        plan.changes.originals[LAYOUT_UTILS] = None
+        plan.reports.append(FileReport(LAYOUT_UTILS, "created", "the shared helpers the new kernel imports"))
 
     current = {path: repo.read(path) for path in (OPS_INIT, TRANSFORMERS_INIT, FUNCTIONAL)}
     merged_reports: dict[str, FileReport] = {}

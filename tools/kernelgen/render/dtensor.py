@@ -1,5 +1,5 @@
 """The lines by which a tier-1 or tier-2 autograd Function unwraps DTensor arguments to local shards and wraps its results
-back (issue 21); the helpers they call are rendered from templates/_dtensor.j2."""
+back (issue 21); the helpers they call are the target's ``liger_kernel/ops/layout_utils.py`` (shared_module.py)."""
 
 from dataclasses import dataclass
 
@@ -8,10 +8,10 @@ from tools.kernelgen.profile import KernelProfile
 
 @dataclass(frozen=True)
 class DTensorView:
-    """The autograd Function's DTensor lines (ops_tier1.py.j2, ops_tier2.py.j2, _dtensor.j2): each one unwraps or wraps."""
+    """The autograd Function's DTensor lines (ops_tier1.py.j2, ops_tier2.py.j2): each one unwraps or wraps."""
 
-    layout: str  # the arguments of _dtensor_layout
-    types: str  # a set literal of the inputs' and parameters' types (plain ones skip _dtensor_layout)
+    layout: str  # the arguments of dtensor_layout
+    types: str  # a set literal of the inputs' and parameters' types (plain ones skip dtensor_layout)
     local: str  # forward: inputs and parameters become local shards
     wrap: list[str]  # forward: outputs become DTensors (per-row outputs of a row reduction by wrap_rows)
     local_grads: list[str]  # backward: upstream gradients become local shards (of per-row outputs by local_row_grads)
@@ -43,8 +43,10 @@ def dtensor_view(
     element_grads = [name for name in grad_outputs if name not in row_grads]
     grad_params = [f"grad_{name}" for name in params]
     quoted = [f'"{name}"' for name in channel]
+    # Row reductions all-reduce their per-row values where the columns are split (the split path).
+    reduces_rows = ", reduces_rows=True" if profile.tier == 2 else ""
     return DTensorView(
-        layout=f'"{profile.operation_name}", {_by_name(inputs)}, {_by_name(params)}, {_tuple(quoted)}',
+        layout=f'"{profile.operation_name}", {_by_name(inputs)}, {_by_name(params)}, {_tuple(quoted)}{reduces_rows}',
         types="{" + ", ".join(f"type({name})" for name in inputs + params) + "}",
         local=f"{_unpack(inputs + params)} = ctx.layout.local({_tuple(inputs)}, {_tuple(params)})",
         wrap=[

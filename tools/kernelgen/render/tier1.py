@@ -166,7 +166,7 @@ def gradient_buffers(grad_inputs: list[str], in_place: bool) -> list[str]:
     for name in grad_inputs:
         new = f"torch.empty((n_rows, n_cols), dtype={name}.dtype, device={name}.device)"
         if in_place:
-            lines += [f"if {name}.is_contiguous():", f"    grad_{name} = {name}", "else:", f"    grad_{name} = {new}"]
+            lines.append(f"grad_{name} = {name} if {name}.is_contiguous() else {new}")
         else:
             lines.append(f"grad_{name} = {new}")
     return lines

@@ -122,7 +122,7 @@ class ElementwiseOpsView:
     programs_per_sm: int
     num_warps: int | None
     backward_num_warps: int | None  # the backward's own warps (profile), else those of its tile
-    # The backward launches with its own tile (``_backward_tile_settings``): it calls sin or cos and the profile
+    # The backward launches with its own tile (``trig_tile_settings``): it calls sin or cos and the profile
     # leaves the warps to the template
     trig_backward_tile: bool
     dtensor: DTensorView
@@ -159,13 +159,21 @@ class ElementwiseOpsView:
     saved_unpacked: str  # the unpacking of ctx.saved_tensors
 
     @property
-    def backward_tile_function(self) -> str:
-        """The host helper the backward wrapper takes its tile and warps from."""
-        return "_backward_tile_settings" if self.trig_backward_tile else "_tile_settings"
+    def tile_args(self) -> str:
+        """The profile's tiling, as the arguments of ``tile_settings`` after the launch's rows and columns."""
+        warps = f", num_warps={self.num_warps}" if self.num_warps else ""
+        return f"block_elements={self.block_elements}, max_block_cols={self.max_block_cols}{warps}"
+
+    @property
+    def backward_tile_call(self) -> str:
+        """The call the backward wrapper takes its tile and warps from, but for the launch's rows and columns."""
+        if self.trig_backward_tile:
+            return f"trig_tile_settings({{}}, block_elements={self.block_elements})"
+        return f"tile_settings({{}}, {self.tile_args})"
 
     @property
     def forward_walks_flat(self) -> bool:
-        """The forward may walk contiguous tensors as one row (``_launch_shape``): it reads no per-channel
+        """The forward may walk contiguous tensors as one row (``launch_shape``): it reads no per-channel
         parameter, which is indexed by column."""
         return not self.forward_channel_params
 

@@ -50,7 +50,7 @@ ORDER = (
     "max_block_cols",
     "programs_per_sm",
 )
-# An element-wise kernel without parameters walks contiguous tensors as one row (the ops template's _launch_shape):
+# An element-wise kernel without parameters walks contiguous tensors as one row (layout_utils.launch_shape):
 # its tile there is max_block_cols elements, and block_elements only sizes the 2-D tiles of strided inputs, so the
 # slice width goes first and the tile size last (at validate's contiguous shape a block_elements candidate renders
 # other text that runs the same launch).

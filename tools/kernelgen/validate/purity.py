@@ -54,7 +54,7 @@ ALLOWED_TORCH_CALLS = TORCH_ALLOCATORS | {
     "torch.iinfo",
     "torch.is_tensor",
     "torch.is_grad_enabled",
-    "torch.distributed.is_available",  # whether an argument can be a DTensor at all (generated _dtensor_layout)
+    "torch.distributed.is_available",  # whether an argument can be a DTensor at all (layout_utils.dtensor_layout)
 }
 ALLOWED_TORCH_PREFIXES = ("torch.cuda.", "torch.xpu.")  # device queries: properties, current device, streams
 # Tensor methods a wrapper may call: views, reshapes, layout and dtype changes, metadata, buffer allocation.

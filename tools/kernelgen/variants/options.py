@@ -28,6 +28,7 @@ from tools.kernelgen.hostapi import find_tensor
 from tools.kernelgen.hostapi import read_kernel_api
 from tools.kernelgen.hostapi import source_segment
 from tools.kernelgen.layout import FUNCTIONAL
+from tools.kernelgen.layout import LAYOUT_UTILS
 from tools.kernelgen.layout import OPS_UTILS
 from tools.kernelgen.layout import kernel_paths
 from tools.kernelgen.profile import KernelProfile
@@ -79,8 +80,8 @@ def kernel_names(repo: LigerRepo) -> list[str]:
     folder = repo.root / Path(OPS_UTILS).parent
     if not folder.is_dir():
         return []
-    shared = Path(OPS_UTILS).stem
-    return sorted(p.stem for p in folder.glob("*.py") if not p.stem.startswith("_") and p.stem != shared)
+    shared = {Path(OPS_UTILS).stem, Path(LAYOUT_UTILS).stem}
+    return sorted(p.stem for p in folder.glob("*.py") if not p.stem.startswith("_") and p.stem not in shared)
 
 
 def _literal(text: str | None) -> Any:
@@ -245,6 +246,10 @@ def _module_inits(repo: LigerRepo, api: KernelApi) -> dict[str, list[Param]]:
     return inits
 
 
+# Tensors of a reference whose places in a kernel's call are tried in every order (7! = 5040 orders).
+MAX_MOVABLE_TENSORS = 7
+
+
 def _map_tensors(profile: KernelProfile, params: list[Param], taken: set[str]) -> list[dict[str, str]]:
     """The ways the reference's tensors may go onto the entry's parameters (reference tensor -> parameter): by name
     where the names agree, else in order onto the required parameters (then those defaulting to None), in the
@@ -266,6 +271,8 @@ def _map_tensors(profile: KernelProfile, params: list[Param], taken: set[str]) -
         return []
     slots = (required + optional)[: len(placed)]
     movable = [i for i, name in enumerate(placed) if name not in integer and name in {t.name for t in profile.inputs}]
+    if len(movable) > MAX_MOVABLE_TENSORS:
+        return []  # its placements are too many to try each: kernels of the target take a few tensors
     mappings = []
     for order in itertools.islice(itertools.permutations(movable), MAX_TENSOR_ORDERS):
         arranged = list(placed)

@@ -1,11 +1,78 @@
-{#- DTensor arguments of a kernel's autograd Function (torch.distributed.tensor). Tier 1: every element depends on
-    its own position only, so each rank runs the kernel on its local shard and the results take the inputs'
-    placements. Tier 2 likewise while the reduced (last) dim is whole on every rank; when it is sharded, the
-    Function runs the split path (ops_tier2.py.j2), which all-reduces the per-row statistics over the mesh dims
-    that shard it (reduce_rows). Used by ops_tier1.py.j2 and ops_tier2.py.j2; plain tensors never reach this code. -#}
+"""How element-wise and row kernels lay their tensors out for a launch: inputs as ``[rows, columns]``, the tiles the
+programs take, and DTensor arguments as each rank's local shard (torch.distributed.tensor).
+
+Element-wise kernels compute every element from its own position, so each rank runs them on its local shard and the
+results take the inputs' placements. Row reductions do likewise while the reduced (last) dim is whole on every rank;
+when it is sharded, they run in passes that all-reduce their per-row statistics (``DTensorLayout.reduce_rows``)."""
+
+import torch
 
 
-def _local_columns(mesh, mesh_dims, width):
+def as_rows(tensor: torch.Tensor, n_cols: int) -> torch.Tensor:
+    """``tensor`` as ``[rows, n_cols]`` with unit column stride, for kernels that take a row stride: a view when its
+    rows are evenly spaced (a slice of a wider row-major tensor, such as one half of a fused gate/up projection), a
+    contiguous copy otherwise."""
+    if tensor.stride(-1) != 1:
+        tensor = tensor.contiguous()
+    return tensor if tensor.dim() == 2 else tensor.reshape(-1, n_cols)
+
+
+def launch_shape(n_rows: int, n_cols: int, *tensors: torch.Tensor) -> tuple[int, int]:
+    """The ``[rows, columns]`` an element-wise kernel walks: one row of all the elements when every tensor's rows lie
+    back to back, so that tiles run across row ends and consecutive programs cover consecutive memory (the flat walk
+    torch.compile's pointwise kernels take), else the tensors' rows."""
+    if n_rows > 1 and all(t.stride(0) == n_cols for t in tensors):
+        return 1, n_rows * n_cols
+    return n_rows, n_cols
+
+
+def _next_power_of_2(n: int) -> int:
+    return 1 << max(n - 1, 0).bit_length()
+
+
+def tile_settings(
+    n_rows: int, n_cols: int, block_elements: int, max_block_cols: int, num_warps: int | None = None
+) -> tuple[int, int, int]:
+    """An element-wise kernel's tile and warps: about ``block_elements`` elements per program, whole rows when rows
+    are short, slices of ``max_block_cols`` or half that many columns of long rows (``max_block_cols``-element slices
+    of a single row). ``num_warps``: fixed warps, else 16 elements a thread (fewer, wider loads a thread beat more
+    warps)."""
+    block_cols = min(_next_power_of_2(n_cols), max_block_cols)
+    narrow = max_block_cols // 2
+    # Of the two slice widths, the one that pads each row's last slice less.
+    if n_rows > 1 and block_cols == max_block_cols and -(-n_cols // max_block_cols) * 2 > -(-n_cols // narrow):
+        block_cols = narrow
+    block_rows = max(1, min(block_elements // block_cols, _next_power_of_2(n_rows)))
+    if num_warps is None:
+        num_warps = 8 if block_rows * block_cols >= 4096 else 4
+    return block_rows, block_cols, num_warps
+
+
+def trig_tile_settings(n_rows: int, n_cols: int, block_elements: int) -> tuple[int, int, int]:
+    """The tile of an element-wise backward that calls sin or cos: ``block_elements`` elements in slices of up to
+    4096 columns, at 16 warps. Their range reduction needs many registers a thread; at 16 warps the compiler keeps
+    them under 128, and the extra warps hide the math's latency."""
+    block_cols = min(_next_power_of_2(n_cols), 4096)
+    block_rows = max(1, min(block_elements // block_cols, _next_power_of_2(n_rows)))
+    return block_rows, block_cols, 16
+
+
+def tile_launch(n_rows: int, n_cols: int, block_rows: int, block_cols: int, num_warps: int) -> tuple[tuple, dict]:
+    """The grid and the tile arguments of an element-wise kernel that walks ``n_rows`` x ``n_cols`` in tiles of
+    ``block_rows`` x ``block_cols``, one program per tile: BLOCK_ROWS, BLOCK_COLS, WALK_ROWS (more than one row: each
+    program splits its id into a row and a column block), WHOLE_TILES (the tiles divide the rows and the columns: no
+    lane is masked) and num_warps."""
+    grid = (-(-n_rows // block_rows) * -(-n_cols // block_cols),)
+    whole = n_rows % block_rows == 0 and n_cols % block_cols == 0
+    tile = {"BLOCK_ROWS": block_rows, "BLOCK_COLS": block_cols, "WALK_ROWS": n_rows > 1, "WHOLE_TILES": whole}
+    return grid, {**tile, "num_warps": num_warps}
+
+
+# The types of arguments that need no DTensor layout: tensors, parameters, and None for an absent optional parameter.
+PLAIN_TYPES = frozenset((torch.Tensor, torch.nn.Parameter, type(None)))
+
+
+def local_columns(mesh, mesh_dims, width: int) -> slice:
     """The columns (a slice of range(width)) this rank holds when the mesh dims ``mesh_dims`` shard them: as Shard
     splits, like torch.chunk (ceil-sized pieces, trailing ranks smaller or empty), again for each further mesh dim
     in mesh-dim order."""
@@ -17,7 +84,7 @@ def _local_columns(mesh, mesh_dims, width):
     return slice(start, start + width)
 
 
-class _DTensorLayout:
+class DTensorLayout:
     """How DTensor inputs lie on their mesh. The kernel runs on each rank's local shard (uneven shards included);
     outputs and input gradients are wrapped with the inputs' placements. A per-channel parameter is read at the
     local shard's columns: cut from a replicated parameter, or as it is when it is sharded like them (Shard on its
@@ -25,9 +92,10 @@ class _DTensorLayout:
     ranks, then redistributed to the parameter's placements: a per-channel gradient holds this rank's columns
     (Shard) where the columns are split and is one rank's share of the sum over rows (Partial) where other dims
     are; a replicated parameter thus gets its gradient gathered (n_cols values) and summed, a sharded one keeps it
-    sharded."""
+    sharded. ``reduces_rows``: the kernel all-reduces its per-row values over the ranks that split the columns
+    (row reductions), so a scalar parameter's gradient is whole on those ranks."""
 
-    def __init__(self, first, params, channel):
+    def __init__(self, first, params, channel, reduces_rows: bool = False):
         from torch.distributed.tensor import Partial
         from torch.distributed.tensor import Replicate
         from torch.distributed.tensor import Shard
@@ -36,7 +104,7 @@ class _DTensorLayout:
         last = len(self.shape) - 1
         # The mesh dims that split every row's columns between ranks.
         self.column_dims = [d for d, p in enumerate(self.placements) if isinstance(p, Shard) and p.dim == last]
-        self.cols = _local_columns(self.mesh, self.column_dims, self.shape[-1])
+        self.cols = local_columns(self.mesh, self.column_dims, self.shape[-1])
         self.params = []
         for p, per_channel in zip(params, channel):
             if p is None:  # an absent optional parameter
@@ -48,19 +116,16 @@ class _DTensorLayout:
                     grad_placements.append(Replicate())  # every rank computed the whole gradient
                 elif mesh_dim in self.column_dims and per_channel:
                     grad_placements.append(Shard(p.dim() - 1))  # the gradient of this rank's columns
-{% if kernel.tier == 2 %}
-                elif mesh_dim in self.column_dims:
-                    grad_placements.append(Replicate())  # per-row values are whole after the split path's all-reduces
-{% endif %}
+                elif mesh_dim in self.column_dims and reduces_rows:
+                    grad_placements.append(Replicate())  # per-row values are whole after the all-reduces
                 else:
                     grad_placements.append(Partial())  # this rank's rows' share of the sum
             cols = None
             if per_channel:  # the local columns, relative to what this rank holds of the parameter
                 held = [d for d, q in enumerate(p.placements) if isinstance(q, Shard)]
-                start = _local_columns(self.mesh, held, p.shape[-1]).start
+                start = local_columns(self.mesh, held, p.shape[-1]).start
                 cols = slice(self.cols.start - start, self.cols.stop - start)
             self.params.append((p.shape, p.stride(), p.placements, per_channel, tuple(grad_placements), cols))
-{% if kernel.tier == 2 %}
         # Per-row values (statistics, per-row outputs) are the same on every rank of a row once all-reduced.
         self.row_placements = [Replicate() if d in self.column_dims else p for d, p in enumerate(self.placements)]
         self.split_rows = bool(self.column_dims)
@@ -73,7 +138,6 @@ class _DTensorLayout:
         reduce_op = {"sum": ReduceOp.SUM, "max": ReduceOp.MAX, "min": ReduceOp.MIN}[op]
         for mesh_dim in self.column_dims:
             torch.distributed.all_reduce(values, op=reduce_op, group=self.mesh.get_group(mesh_dim))
-{% endif %}
 
     def local(self, inputs, params):
         """The local shards of ``inputs`` and the local part of each parameter (its local columns, if per channel)."""
@@ -94,11 +158,12 @@ class _DTensorLayout:
         # The global shape and stride are given: DTensor would otherwise assume even shards.
         stride = torch.empty(self.shape, device="meta").stride()
         return [
-            y if y is None else DTensor.from_local(y, self.mesh, self.placements, run_check=False, shape=self.shape, stride=stride)
+            y
+            if y is None
+            else DTensor.from_local(y, self.mesh, self.placements, run_check=False, shape=self.shape, stride=stride)
             for y in outputs
         ]
 
-{% if ops.row_outputs is defined and ops.row_outputs %}
     def wrap_rows(self, *outputs):
         """Local per-row results (one value per row, the last dim dropped or kept as 1) as DTensors."""
         from torch.distributed.tensor import DTensor
@@ -107,18 +172,19 @@ class _DTensorLayout:
         for y in outputs:
             shape = (*self.shape[:-1], 1) if y.dim() == len(self.shape) else self.shape[:-1]
             stride = torch.empty(shape, device="meta").stride()
-            wrapped.append(DTensor.from_local(y, self.mesh, self.row_placements, run_check=False, shape=shape, stride=stride))
+            wrapped.append(
+                DTensor.from_local(y, self.mesh, self.row_placements, run_check=False, shape=shape, stride=stride)
+            )
         return wrapped
 
-    def local_row_grads(self, *grads):
-        """Upstream gradients of per-row outputs placed like those outputs, as local tensors (see local_grads)."""
-        return self._local(grads, self.row_placements)
-
-{% endif %}
     def local_grads(self, *grads):
         """Upstream gradients placed like the outputs, as local shards. Autograd may hand them over otherwise placed,
         or, for an output nobody used, as plain zeros of the global shape (the same on every rank: replicated)."""
         return self._local(grads, self.placements)
+
+    def local_row_grads(self, *grads):
+        """Upstream gradients of per-row outputs placed like those outputs, as local tensors (see local_grads)."""
+        return self._local(grads, self.row_placements)
 
     def _local(self, grads, placements):
         from torch.distributed.tensor import DTensor
@@ -148,16 +214,13 @@ class _DTensorLayout:
         return grads
 
 
-# The types of arguments that need no DTensor layout: tensors, parameters, and None for an absent optional parameter.
-_PLAIN_TYPES = frozenset((torch.Tensor, torch.nn.Parameter, type(None)))
-
-
-def _dtensor_layout(kernel, inputs, params, channel):
+def dtensor_layout(kernel, inputs, params, channel, reduces_rows=False):
     """None when no tensor is a DTensor: plain tensors take the path they always took. Otherwise the inputs' common
     layout; inputs on different meshes or placements, partial inputs and parameters that are neither replicated
-    nor (per channel) sharded like the inputs' columns are refused in one line naming the tensor."""
-    # The Function calls this only when some argument's type is not in _PLAIN_TYPES: the imports below cost several
-    # microseconds of host time.
+    nor (per channel) sharded like the inputs' columns are refused in one line naming the tensor. ``kernel`` names
+    the kernel in those lines; ``inputs`` and ``params`` map names to tensors (None: an absent optional parameter);
+    ``channel`` names the per-channel parameters. Callers skip this when every argument's type is in PLAIN_TYPES:
+    the imports below cost several microseconds of host time."""
     present = {**inputs, **{name: p for name, p in params.items() if p is not None}}
     if not torch.distributed.is_available():
         return None
@@ -171,9 +234,13 @@ def _dtensor_layout(kernel, inputs, params, channel):
     first = inputs[names[0]]
     for name, t in present.items():
         if not isinstance(t, DTensor):
-            raise ValueError(f"{kernel}: {name} is a plain tensor but other arguments are DTensors: pass DTensors on one mesh")
+            raise ValueError(
+                f"{kernel}: {name} is a plain tensor but other arguments are DTensors: pass DTensors on one mesh"
+            )
         if t.device_mesh != first.device_mesh:
-            raise ValueError(f"{kernel}: {name} lies on {t.device_mesh}, {names[0]} on {first.device_mesh}: use one mesh")
+            raise ValueError(
+                f"{kernel}: {name} lies on {t.device_mesh}, {names[0]} on {first.device_mesh}: use one mesh"
+            )
     for name in names:
         placements = inputs[name].placements
         if placements != first.placements:
@@ -194,7 +261,8 @@ def _dtensor_layout(kernel, inputs, params, channel):
         by_columns = [d for d, q in enumerate(p.placements) if isinstance(q, Shard) and q.dim == channel_dim]
         if sharded and not (name in channel and sharded == by_columns == column_dims[: len(sharded)]):
             raise ValueError(
-                f"{kernel}: parameter {name} has placements {p.placements}, the inputs {first.placements}: replicate it "
-                "on the mesh or, per channel, shard its last dim over the first of the mesh dims that shard the inputs' last dim"
+                f"{kernel}: parameter {name} has placements {p.placements}, the inputs {first.placements}: replicate "
+                "it on the mesh or, per channel, shard its last dim over the first of the mesh dims that shard the "
+                "inputs' last dim"
             )
-    return _DTensorLayout(first, list(params.values()), [name in channel for name in params])
+    return DTensorLayout(first, list(params.values()), [name in channel for name in params], reduces_rows)

@@ -1,0 +1,167 @@
+"""The shared layout helpers of generated kernels (liger_kernel/ops/layout_utils.py): rows, launch shapes, tiles and
+DTensor layouts, checked on the CPU against what each promises (DTensor on a one-rank gloo group)."""
+
+import itertools
+import os
+import socket
+
+import pytest
+import torch
+
+from liger_kernel.ops.layout_utils import PLAIN_TYPES
+from liger_kernel.ops.layout_utils import as_rows
+from liger_kernel.ops.layout_utils import dtensor_layout
+from liger_kernel.ops.layout_utils import launch_shape
+from liger_kernel.ops.layout_utils import local_columns
+from liger_kernel.ops.layout_utils import tile_launch
+from liger_kernel.ops.layout_utils import tile_settings
+from liger_kernel.ops.layout_utils import trig_tile_settings
+
+
+def test_as_rows_views_evenly_spaced_rows_and_copies_strided_columns():
+    x = torch.randn(2, 3, 8)
+    rows = as_rows(x, 8)
+    assert rows.shape == (6, 8) and rows.data_ptr() == x.data_ptr()
+    wide = torch.randn(6, 16)
+    half = as_rows(wide[:, 8:], 8)  # one half of a fused projection: a view with the wide row stride
+    assert half.stride() == (16, 1) and half.data_ptr() == wide[:, 8:].data_ptr()
+    transposed = torch.randn(8, 6).t()
+    copied = as_rows(transposed, 8)
+    assert copied.stride(-1) == 1 and torch.equal(copied, transposed)
+
+
+def test_launch_shape_walks_back_to_back_rows_as_one():
+    x = torch.randn(4, 8)
+    assert launch_shape(4, 8, x, torch.randn(4, 8)) == (1, 32)
+    assert launch_shape(4, 8, x, torch.randn(4, 16)[:, :8]) == (4, 8)  # a strided input keeps the rows
+    assert launch_shape(1, 8, x[:1]) == (1, 8)
+
+
+def _padded(n_cols, block_cols):
+    return -(-n_cols // block_cols) * block_cols
+
+
+@pytest.mark.parametrize("n_rows", [1, 3, 64, 1000])
+@pytest.mark.parametrize("n_cols", [1, 5, 100, 1024, 1500, 2048, 3000, 4096, 11008, 14336])
+def test_tile_settings_fill_the_tile_and_pad_the_least(n_rows, n_cols):
+    block_rows, block_cols, num_warps = tile_settings(n_rows, n_cols, block_elements=4096, max_block_cols=2048)
+    assert block_cols & (block_cols - 1) == 0 and block_rows & (block_rows - 1) == 0
+    assert block_rows * block_cols <= 4096
+    if n_cols <= 2048:
+        assert block_cols >= n_cols  # short rows are whole in a tile
+    else:
+        widths = (1024, 2048) if n_rows > 1 else (2048,)
+        assert _padded(n_cols, block_cols) == min(_padded(n_cols, w) for w in widths)
+    assert block_rows <= max(1, n_rows) * 2 - 1  # no more rows than the next power of 2 holds
+    assert num_warps == (8 if block_rows * block_cols >= 4096 else 4)
+    assert tile_settings(n_rows, n_cols, 4096, 2048, num_warps=2)[2] == 2
+
+
+def test_trig_tile_settings_take_wider_slices_at_16_warps():
+    assert trig_tile_settings(16, 14336, 4096) == (1, 4096, 16)
+    assert trig_tile_settings(64, 100, 4096) == (32, 128, 16)
+
+
+@pytest.mark.parametrize(
+    "n_rows, n_cols, block_rows, block_cols", [(1, 4096, 1, 2048), (5, 100, 4, 128), (8, 256, 4, 64)]
+)
+def test_tile_launch_covers_every_element_once(n_rows, n_cols, block_rows, block_cols):
+    grid, tile = tile_launch(n_rows, n_cols, block_rows, block_cols, 4)
+    row_blocks, col_blocks = -(-n_rows // block_rows), -(-n_cols // block_cols)
+    assert grid == (row_blocks * col_blocks,)
+    assert tile == {
+        "BLOCK_ROWS": block_rows,
+        "BLOCK_COLS": block_cols,
+        "WALK_ROWS": n_rows > 1,
+        "WHOLE_TILES": n_rows % block_rows == 0 and n_cols % block_cols == 0,
+        "num_warps": 4,
+    }
+
+
+class _Mesh:
+    """The two things local_columns asks of a device mesh: its size along a dim and this rank's index there."""
+
+    def __init__(self, sizes, ranks):
+        self.sizes, self.ranks = sizes, ranks
+
+    def size(self, mesh_dim):
+        return self.sizes[mesh_dim]
+
+    def get_local_rank(self, mesh_dim):
+        return self.ranks[mesh_dim]
+
+
+def _chunks(width, parts):
+    """Shard's split of range(width) into ``parts`` pieces, written out: ceil-sized, trailing ones short or empty."""
+    size = -(-width // parts) if width else 0
+    return [list(range(width))[i * size : (i + 1) * size] for i in range(parts)]
+
+
+@pytest.mark.parametrize("width", [0, 1, 5, 7, 12])
+def test_local_columns_split_like_shard_over_one_and_two_mesh_dims(width):
+    for parts in (1, 2, 3, 4):
+        for rank in range(parts):
+            cols = local_columns(_Mesh([parts], [rank]), [0], width)
+            assert list(range(width))[cols] == _chunks(width, parts)[rank]
+    sizes = [2, 3]
+    for ranks in itertools.product(range(2), range(3)):
+        first = _chunks(width, 2)[ranks[0]]
+        expected = _chunks(len(first), 3)[ranks[1]]
+        cols = local_columns(_Mesh(sizes, list(ranks)), [0, 1], width)
+        assert [c - (first[0] if first else 0) for c in range(width)[cols]] == expected
+
+
+def test_plain_tensors_need_no_layout():
+    x = torch.randn(3, 4)
+    weight = torch.nn.Parameter(torch.ones(4))
+    assert {type(x), type(weight), type(None)} <= PLAIN_TYPES
+    assert dtensor_layout("k", {"x": x}, {"weight": weight, "bias": None}, ("weight", "bias")) is None
+
+
+@pytest.fixture(scope="module")
+def one_rank_mesh():
+    import torch.distributed as dist
+
+    from torch.distributed.device_mesh import init_device_mesh
+
+    if dist.is_initialized():
+        pytest.skip("a process group is already initialized in this process")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=0, world_size=1)
+    try:
+        yield init_device_mesh("cpu", (1,))
+    finally:
+        dist.destroy_process_group()
+
+
+def test_dtensor_layout_wraps_local_results_and_refuses_mixed_arguments(one_rank_mesh):
+    from torch.distributed.tensor import DTensor
+    from torch.distributed.tensor import Partial
+    from torch.distributed.tensor import Replicate
+    from torch.distributed.tensor import Shard
+    from torch.distributed.tensor import distribute_tensor
+
+    x = distribute_tensor(torch.randn(3, 4), one_rank_mesh, [Shard(1)])
+    weight = distribute_tensor(torch.randn(4), one_rank_mesh, [Replicate()])
+    layout = dtensor_layout("k", {"x": x}, {"weight": weight}, ("weight",))
+    local_x, local_weight = layout.local((x,), (weight,))
+    assert torch.equal(local_x, x.to_local()) and torch.equal(local_weight, weight.to_local())
+    (y,) = layout.wrap(local_x * 2)
+    assert isinstance(y, DTensor) and y.placements == x.placements and torch.equal(y.full_tensor(), x.full_tensor() * 2)
+    grad_x, grad_weight = layout.wrap_grads((local_x,), (torch.ones(4),))
+    assert grad_weight.placements == weight.placements and torch.equal(grad_weight.full_tensor(), torch.ones(4))
+
+    with pytest.raises(ValueError, match="k: weight is a plain tensor"):
+        dtensor_layout("k", {"x": x}, {"weight": torch.randn(4)}, ("weight",))
+    other = distribute_tensor(torch.randn(3, 4), one_rank_mesh, [Shard(0)])
+    with pytest.raises(ValueError, match="k: b has placements"):
+        dtensor_layout("k", {"a": x, "b": other}, {}, ())
+    partial = DTensor.from_local(torch.randn(3, 4), one_rank_mesh, [Partial()])
+    with pytest.raises(ValueError, match="only Shard and Replicate"):
+        dtensor_layout("k", {"x": partial}, {}, ())
+    scalar = distribute_tensor(torch.randn(4), one_rank_mesh, [Shard(0)])
+    with pytest.raises(ValueError, match="k: parameter scale has placements"):
+        dtensor_layout("k", {"x": x}, {"scale": scalar}, ())
