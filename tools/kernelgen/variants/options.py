@@ -246,10 +246,6 @@ def _module_inits(repo: LigerRepo, api: KernelApi) -> dict[str, list[Param]]:
     return inits
 
 
-# Tensors of a reference whose places in a kernel's call are tried in every order (7! = 5040 orders).
-MAX_MOVABLE_TENSORS = 7
-
-
 def _map_tensors(profile: KernelProfile, params: list[Param], taken: set[str]) -> list[dict[str, str]]:
     """The ways the reference's tensors may go onto the entry's parameters (reference tensor -> parameter): by name
     where the names agree, else in order onto the required parameters (then those defaulting to None), in the
@@ -271,8 +267,6 @@ def _map_tensors(profile: KernelProfile, params: list[Param], taken: set[str]) -
         return []
     slots = (required + optional)[: len(placed)]
     movable = [i for i, name in enumerate(placed) if name not in integer and name in {t.name for t in profile.inputs}]
-    if len(movable) > MAX_MOVABLE_TENSORS:
-        return []  # its placements are too many to try each: kernels of the target take a few tensors
     mappings = []
     for order in itertools.islice(itertools.permutations(movable), MAX_TENSOR_ORDERS):
         arranged = list(placed)
