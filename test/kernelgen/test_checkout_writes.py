@@ -21,6 +21,7 @@ from tools.kernelgen import writer
 from tools.kernelgen.layout import FUNCTIONAL
 from tools.kernelgen.layout import OPS_INIT
 from tools.kernelgen.layout import TRANSFORMERS_INIT
+from tools.kernelgen.pyrun import run_python
 from tools.kernelgen.repo import LigerRepo
 
 WAIT_S = 120
@@ -59,16 +60,10 @@ def _leftovers(checkout: Path) -> list[str]:
 
 
 def _imports(checkout: Path, *names: str) -> subprocess.CompletedProcess:
-    """The checkout's package imports and holds ``names`` (transformers exports)."""
+    """The checkout's package imports and holds ``names`` (transformers exports): a Python run of its own (forked
+    from the suite's server, which has torch imported already)."""
     code = "import liger_kernel.transformers as t\n" + "".join(f"t.{name}\n" for name in names)
-    return subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=checkout,
-        env={**os.environ, "PYTHONPATH": str(checkout / "src")},
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    return run_python(["-c", code], cwd=checkout, env={**os.environ, "PYTHONPATH": str(checkout / "src")})
 
 
 def test_two_concurrent_new_commands_both_register_their_kernels(checkout, tmp_path):
