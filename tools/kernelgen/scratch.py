@@ -100,3 +100,14 @@ def library_imports_from(src: Path) -> Iterator[None]:
 
 def _is_library(name: str) -> bool:
     return name == "liger_kernel" or name.startswith("liger_kernel.")
+
+
+def changed_library_modules(changes: dict[str, str]) -> list[str]:
+    """The ``liger_kernel`` modules a change set writes (``src/liger_kernel/ops/geglu.py`` -> ``liger_kernel.ops.geglu``,
+    a package's ``__init__.py`` -> the package), in path order: what a scratch try imports first."""
+    modules = []
+    for path in sorted(changes):
+        parts = Path(path).with_suffix("").parts
+        if path.endswith(".py") and parts[:2] == ("src", "liger_kernel"):
+            modules.append(".".join(parts[1:-1] if parts[-1] == "__init__" else parts[1:]))
+    return modules

@@ -22,6 +22,7 @@ from pathlib import Path
 import torch
 
 from tools.kernelgen.profile import KernelProfile
+from tools.kernelgen.scratch import changed_library_modules
 from tools.kernelgen.scratch import library_imports_from
 from tools.kernelgen.scratch import stage_checkout
 
@@ -67,7 +68,7 @@ def smoke_run(repo_root: Path, profile: KernelProfile, changes: dict[str, str]) 
         # The interpreter computes with numpy, which warns where masked-off lanes divide by zero: not findings.
         with library_imports_from(folder / "src"), warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            broken = _import_failures(_changed_modules(changes), folder / "src")
+            broken = _import_failures(changed_library_modules(changes), folder / "src")
             ops = f"liger_kernel.ops.{profile.operation_name}"
             function = None if broken else getattr(importlib.import_module(ops), profile.function_class_name)
             if function is not None:
@@ -99,15 +100,6 @@ def _import_failures(modules: list[str], src: Path) -> list[tuple[str, str]]:
 def _module_file(src: Path, module: str) -> Path:
     path = src.joinpath(*module.split("."))
     return path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
-
-
-def _changed_modules(changes: dict[str, str]) -> list[str]:
-    modules = []
-    for path in sorted(changes):
-        parts = Path(path).with_suffix("").parts
-        if path.endswith(".py") and parts[:2] == ("src", "liger_kernel"):
-            modules.append(".".join(parts[1:-1] if parts[-1] == "__init__" else parts[1:]))
-    return modules
 
 
 def _inputs(profile: KernelProfile, generator: torch.Generator) -> tuple[list[torch.Tensor], int]:

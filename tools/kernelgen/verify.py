@@ -18,6 +18,7 @@ from pathlib import Path
 
 from tools.kernelgen.pyrun import run_python
 from tools.kernelgen.repo import LigerRepo
+from tools.kernelgen.scratch import changed_library_modules
 from tools.kernelgen.scratch import stage_checkout
 
 TIMEOUT_S = 900
@@ -46,13 +47,6 @@ sys.exit(pytest.main(["-q", "-p", "no:cacheprovider", "--junitxml", {xml!r}, {te
 """
 
 
-def _module_name(path: str) -> str | None:
-    parts = Path(path).with_suffix("").parts
-    if path.endswith(".py") and parts[:2] == ("src", "liger_kernel"):
-        return ".".join(parts[1:-1] if parts[-1] == "__init__" else parts[1:])
-    return None
-
-
 def _outcomes(xml_path: Path) -> dict[str, tuple[str, str]]:
     """``{test id: (passed|failed|error|skipped, first line of the message)}`` from pytest's JUnit XML."""
     if not xml_path.exists():
@@ -75,7 +69,7 @@ def verify_changes(
 ) -> str | None:
     """None when, with ``changes`` applied, every changed module imports, ``test_path`` collects and every case of
     ``test_name`` passes (``defaults_only``: its ``defaults`` cases); else what went wrong, in one line."""
-    modules = [m for m in (_module_name(path) for path in sorted(changes)) if m]
+    modules = changed_library_modules(changes)
     with tempfile.TemporaryDirectory(prefix="kernelgen-verify-") as scratch:
         folder = Path(scratch)
         stage_checkout(repo.root, folder, changes)
