@@ -40,6 +40,7 @@ import yaml
 
 from tools.kernelgen.layout import MAX_KERNEL_NAME
 from tools.kernelgen.layout import SNAKE_CASE
+from tools.kernelgen.profile_values import ATTRIBUTE_PATH
 from tools.kernelgen.profile_values import check_values
 from tools.kernelgen.profile_values import triton_statement_problem
 from tools.kernelgen.reference_text import reference_source_problems
@@ -894,7 +895,7 @@ def validate_profile(profile: KernelProfile) -> list[str]:
             problems.append(f"inputs[{index}].per_class: only a tier-3 loss takes per-class inputs (class weights)")
         if tensor.attribute and profile.reference.kind != "module":
             problems.append(f"inputs[{index}].attribute: only a module reference holds inputs of its own")
-        elif tensor.attribute and not re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*", tensor.attribute):
+        elif tensor.attribute and not ATTRIBUTE_PATH.match(tensor.attribute):
             problems.append(f"inputs[{index}].attribute: {tensor.attribute!r} is not an attribute path (a.b)")
         if tensor.domain not in INPUT_DOMAINS:
             problems.append(f"inputs[{index}].domain: {tensor.domain!r} is not one of {', '.join(INPUT_DOMAINS[1:])}")

@@ -15,8 +15,10 @@ import re
 from typing import Any
 
 IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-# An attribute path, ending at most in one constant index (a parameter vector read by element: ``weight[0]``).
-ATTRIBUTE_PATH = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*(\[-?\d+\])?$")
+# An attribute path (``norm.weight``); a parameter's may end in one constant index (a vector read by element:
+# ``weight[0]``).
+ATTRIBUTE_PATH = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
+INDEXED_ATTRIBUTE_PATH = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*(\[-?\d+\])?$")
 # What a generated benchmark runs (templates/benchmark*.j2 know these three).
 PROVIDERS = ("liger", "torch", "torch_compile")
 TOLERANCE_DTYPES = ("float32", "bfloat16", "float16")
@@ -140,7 +142,7 @@ def _parameters(problems: list[str], parameters: list) -> None:
             value = getattr(param, key)
             if value and not is_identifier(value):
                 problems.append(f"{path}.{key}: {value!r} is not a Python identifier")
-        if param.attribute and not (isinstance(param.attribute, str) and ATTRIBUTE_PATH.match(param.attribute)):
+        if param.attribute and not (isinstance(param.attribute, str) and INDEXED_ATTRIBUTE_PATH.match(param.attribute)):
             problems.append(f"{path}.attribute: {param.attribute!r} is not an attribute path (a.b, or a.b[0])")
         if param.init_value is not None and not (_is_number(param.init_value) and math.isfinite(param.init_value)):
             problems.append(f"{path}.init_value: {param.init_value!r} is not a finite number")
