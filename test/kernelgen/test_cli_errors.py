@@ -220,6 +220,19 @@ def test_new_runs_what_it_generated_once_before_it_says_so(checkout):
     assert not any("kernelgen-smoke-" in entry for entry in sys.path)
 
 
+def test_a_torchscript_reference_passes_the_smoke_run(checkout, tmp_path):
+    """A ``@torch.jit.script`` reference is run as written by the smoke run, which compiles it from the source the
+    profile holds (it never was a file of its own there)."""
+    reference = tmp_path / "scripted_gate.py"
+    reference.write_text(
+        "import torch\n\n\n@torch.jit.script\ndef scripted_gate(x, y):\n"
+        '    return torch.nn.functional.gelu(x, approximate="none") * y.sigmoid()\n'
+    )
+    result = run_kernelgen("new", "scripted_gate", "--reference", str(reference), "--repo", str(checkout))
+    assert result.returncode == 0, result.stderr
+    assert "no smoke run" not in result.stderr
+
+
 def test_no_smoke_run_where_triton_was_imported_without_its_interpreter():
     """Triton's own jit helpers are interpreted only when Triton was imported with TRITON_INTERPRET=1: a process that
     imported it otherwise skips the smoke run with a note instead of failing a kernel that is fine."""

@@ -133,7 +133,10 @@ def _compare(profile: KernelProfile, function) -> None:
         torch.rand((cols,) if param.shape == "channel" else (), generator=generator) + 0.5
         for param in profile.parameters
     ]
-    runner = ReferenceRunner(profile, "cpu")
+    try:
+        runner = ReferenceRunner(profile, "cpu")
+    except Exception as error:  # whatever the user's module raises when it is executed
+        raise SmokeFailure(f"the reference does not load: {_one_line(error)}") from None
     case = Case(inputs, params, dict(runner.defaults), seed=0, label="smoke")
     try:
         expected = runner.run_reference(case, torch.float64)

@@ -156,6 +156,12 @@ def _load_source(source: str, origin: str, filename: str, symbol: str | None) ->
     return LoadedReference(source, entry, obj, kind, origin, filename, dict(hints))
 
 
+def remember_source(filename: str, source: str) -> None:
+    """Let ``inspect`` find ``source`` under ``filename`` though it never touched the disk (stdin, a profile's copy):
+    fx stack traces quote its lines, and ``torch.jit.script`` reads the functions it compiles from it."""
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+
+
 def _execute(source: str, origin: str, filename: str) -> types.ModuleType:
     try:
         code = compile(source, filename, "exec")
@@ -164,8 +170,7 @@ def _execute(source: str, origin: str, filename: str) -> types.ModuleType:
     name = f"_kernelgen_reference_{next(_module_counter)}"
     module = types.ModuleType(name)
     module.__file__ = filename
-    # linecache lets inspect and fx stack traces quote lines of sources that never touched the disk (stdin).
-    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    remember_source(filename, source)
     # Registered so that classes defined in the reference (dataclasses, pickling) can find their module.
     sys.modules[name] = module
     try:

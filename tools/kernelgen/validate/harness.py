@@ -24,6 +24,7 @@ from pathlib import Path
 
 import torch
 
+from tools.kernelgen.analyze.load import remember_source
 from tools.kernelgen.profile import KernelProfile
 from tools.kernelgen.profile import load_yaml
 from tools.kernelgen.record import read_record
@@ -78,6 +79,7 @@ def load_reference(profile: KernelProfile):
     module = types.ModuleType(name)
     module.__file__ = f"<reference {profile.reference.origin or profile.operation_name}>"
     sys.modules[name] = module
+    remember_source(module.__file__, profile.reference.source)  # a @torch.jit.script reference compiles from it
     exec(compile(profile.reference.source, module.__file__, "exec"), module.__dict__)
     return getattr(module, profile.reference.entry)
 
