@@ -1,6 +1,7 @@
 """Bad input found by using kernelgen as a new user would: each is one line on stderr, exit 2, and nothing
 half-written (or, for Ctrl-C during the final swap, everything written and said so)."""
 
+import importlib
 import os
 import re
 import shlex
@@ -231,6 +232,29 @@ def test_a_torchscript_reference_passes_the_smoke_run(checkout, tmp_path):
     result = run_kernelgen("new", "scripted_gate", "--reference", str(reference), "--repo", str(checkout))
     assert result.returncode == 0, result.stderr
     assert "no smoke run" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    "styles, entry",
+    [
+        ("test_rows", "HeldEpsNorm"),  # a hyper-parameter the module sets itself
+        ("test_rows", "BufferGainNorm"),  # one held as a buffer
+        ("test_rows", "IndexedPolyNorm"),  # a parameter vector read by element
+        ("test_rows", "PolyNorm"),  # ... and a constructor that takes no size
+        ("test_rows", "WideWeightRMSNorm"),  # a weight held as [1, 1, H]
+        ("test_losses", "TemperedSmoothedNLL"),
+    ],
+)
+def test_the_smoke_run_builds_module_references_as_the_generated_tests_do(checkout, tmp_path, styles, entry):
+    """The smoke run calls the reference the way the generated tests do: constructor arguments, forward arguments,
+    values the module holds, parameters in the shape and place the module holds them."""
+    module = importlib.import_module(f"test.kernelgen.{styles}")
+    reference = tmp_path / f"{styles}_styles.py"
+    reference.write_text(module.STYLES)
+    result = run_kernelgen(
+        "new", "styled", "--reference", f"{reference}:{entry}", "--repo", str(checkout), "--force-new"
+    )
+    assert result.returncode == 0, result.stderr
 
 
 def test_no_smoke_run_where_triton_was_imported_without_its_interpreter():

@@ -129,10 +129,9 @@ def _compare(profile: KernelProfile, function) -> None:
 
     generator = torch.Generator().manual_seed(0)
     inputs, cols = _inputs(profile, generator)
-    params = [
-        torch.rand((cols,) if param.shape == "channel" else (), generator=generator) + 0.5
-        for param in profile.parameters
-    ]
+    # Channel parameters in the shape the reference holds them ([1, 1, H] widens the outputs to its rank), scalars 0-d.
+    shapes = [(1,) * (p.held_rank - 1) + (cols,) if p.shape == "channel" else () for p in profile.parameters]
+    params = [torch.rand(shape, generator=generator) + 0.5 for shape in shapes]
     try:
         runner = ReferenceRunner(profile, "cpu")
     except Exception as error:  # whatever the user's module raises when it is executed

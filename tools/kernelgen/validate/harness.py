@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import inspect
 import json
 import sys
 import types
@@ -28,6 +29,7 @@ from tools.kernelgen.analyze.load import remember_source
 from tools.kernelgen.profile import KernelProfile
 from tools.kernelgen.profile import load_yaml
 from tools.kernelgen.record import read_record
+from tools.kernelgen.render.reference_hypers import reference_hypers
 
 
 @dataclass
@@ -71,6 +73,38 @@ def read_spec(path: str | Path | None) -> dict | None:
     if not path:
         return None
     return json.loads(Path(path).read_text(encoding="utf-8"))
+
+
+def _takes_argument(cls, name: str) -> bool:
+    """Whether ``cls(name=...)`` is accepted: a parameter of that name, or ``**kwargs``."""
+    try:
+        parameters = inspect.signature(cls).parameters
+    except (TypeError, ValueError):
+        return True
+    return name in parameters or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
+
+
+def _install_parameters(module: torch.nn.Module, specs: list, leaves: list[torch.Tensor]) -> None:
+    """``leaves`` as the module's learnable parameters: each in place of the attribute it stands for; elements of a
+    vector read by index (``weight[0]``) as that vector rebuilt from them, so each element's gradient is its leaf's."""
+    vectors: dict[str, dict[int, torch.Tensor]] = {}
+    for spec, leaf in zip(specs, leaves):
+        path = spec.attribute or spec.name
+        base, bracket, index = path.partition("[")
+        if bracket:
+            vectors.setdefault(base, {})[int(index.rstrip("]"))] = leaf
+            continue
+        owner, _, attribute = path.rpartition(".")
+        setattr(module.get_submodule(owner) if owner else module, attribute, leaf)
+    for base, elements in vectors.items():
+        owner_path, _, attribute = base.rpartition(".")
+        owner = module.get_submodule(owner_path) if owner_path else module
+        held = getattr(owner, attribute)
+        values = list(held.detach().reshape(-1).unbind())
+        for index, leaf in elements.items():
+            values[index] = leaf.reshape(())
+        owner._parameters.pop(attribute, None)  # a plain tensor of the leaves takes the parameter's place
+        setattr(owner, attribute, torch.stack(values).reshape(held.shape))
 
 
 def load_reference(profile: KernelProfile):
@@ -150,7 +184,7 @@ class ReferenceRunner:
         # nn.Parameter leaves: a module reference adopts these very objects, so gradients land on them.
         params = [torch.nn.Parameter(p.detach().to(dtype).clone()) for p in case.params]
         callable_ = self.reference_callable(inputs[0].shape[-1], case.hyper, dtype, params)
-        outputs = _tensors(callable_(*inputs, *([] if self.owns_params else params)))
+        outputs = _tensors(callable_(*inputs, *([] if self.owns_params else params), **self.forward_hypers(case.hyper)))
         return self._finish(outputs, inputs, params, case.seed, backward)
 
     @property
@@ -158,20 +192,31 @@ class ReferenceRunner:
         return self.profile.reference.kind == "module" and bool(self.profile.parameters)
 
     def reference_callable(self, n_cols: int, hyper: dict, dtype: torch.dtype, params: list[torch.Tensor]):
-        """A callable of the tensor inputs (and, for function references, the parameters) computing the reference.
+        """A callable of the tensor inputs (and, for function references, the parameters) computing the reference;
+        a module's ``forward`` takes the hyper-parameters it has as arguments (``forward_hypers``).
 
-        A module reference that owns the learnable parameters gets ``params`` installed as its own, so their
-        gradients land on the caller's leaves."""
+        A module reference is built as the generated tests build it (``reference_hypers``: constructor arguments,
+        then the values it holds set on it); one that owns the learnable parameters gets ``params`` installed as its
+        own, so their gradients land on the caller's leaves."""
         profile = self.profile
         if profile.reference.kind != "module":
             return lambda *tensors: self.reference(*tensors, **hyper)
-        if not params:
-            return self.reference(**hyper).to(self.device)
-        module = self.reference(**{profile.module.size_param: n_cols}, **hyper).to(device=self.device, dtype=dtype)
-        for param, leaf in zip(profile.parameters, params):
-            owner, _, attribute = (param.attribute or param.name).rpartition(".")
-            setattr(module.get_submodule(owner) if owner else module, attribute, leaf)
+        places = reference_hypers(profile)
+        arguments = {name: hyper[name] for name in places.constructor}
+        if _takes_argument(self.reference, profile.module.size_param):
+            arguments[profile.module.size_param] = n_cols
+        module = self.reference(**arguments).to(device=self.device, dtype=dtype if params else None)
+        for name in places.held:
+            held = getattr(module, name)
+            value = torch.full_like(held, hyper[name]) if torch.is_tensor(held) else hyper[name]
+            setattr(module, name, value)
+        _install_parameters(module, profile.parameters, params)
         return module
+
+    def forward_hypers(self, hyper: dict) -> dict:
+        if self.profile.reference.kind != "module":
+            return {}
+        return {name: hyper[name] for name in reference_hypers(self.profile).forward}
 
     @staticmethod
     def leaf(value: torch.Tensor, requires_grad: bool) -> torch.Tensor:

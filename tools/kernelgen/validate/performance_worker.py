@@ -56,8 +56,10 @@ def step_factory(kut: KernelUnderTest, case, dtype, provider: str):
         if provider == "torch_compile":
             reference = torch.compile(reference)
 
+        forward_hypers = kut.forward_hypers(case.hyper)
+
         def forward(inputs, params):
-            return reference(*inputs) if owns else reference(*inputs, *params)
+            return reference(*inputs, **forward_hypers) if owns else reference(*inputs, *params, **forward_hypers)
 
     def step(inputs, params):
         outputs = forward(inputs, params)
