@@ -501,6 +501,35 @@ def test_outputs_that_are_not_one_call_times_a_row_factor_are_recomputed():
         assert row_math(analyze(reference, name=f"{reference}_gen")).reused_outputs == [], reference
 
 
+@pytest.mark.parametrize(
+    "body",
+    [
+        "    hidden = x + residual\n    return hidden * torch.rsqrt(hidden.pow(2).mean(-1, keepdim=True) + eps) * weight, hidden",
+        "    s = residual + x\n    var = (s * s).mean(dim=-1, keepdim=True)\n    return weight * (s / torch.sqrt(var + eps)), s",
+    ],
+)
+def test_a_fused_add_norm_backward_reads_the_returned_sum_instead_of_both_addends(tmp_path, body):
+    """x + residual returned as an output stands for the sum in the backward: one saved tensor is loaded instead of
+    x and residual, and both inputs get one gradient buffer, whatever the spelling."""
+    path = tmp_path / "ref.py"
+    path.write_text(f"import torch\n\n\ndef fused(x, residual, weight, eps: float = 1e-6):\n{body}\n")
+    math = _check_against_autograd(analyze(f"{path}:fused", name="fused_add_norm"))
+    assert len(math.reused_outputs) == 1
+    assert {"x", "residual"}.isdisjoint(math.backward_reads)
+    assert math.gradient_aliases == {"grad_residual": "grad_x"}
+
+
+def test_a_sum_output_is_not_reused_where_the_backward_still_needs_an_addend(tmp_path):
+    """normed depends on x alone beside the sum: loading the sum would not spare a load of x, so nothing is reused."""
+    path = tmp_path / "ref.py"
+    path.write_text(
+        "import torch\n\n\ndef fused(x, residual, eps: float = 1e-6):\n    s = x + residual\n"
+        "    return x * torch.rsqrt(s.pow(2).mean(-1, keepdim=True) + eps), s\n"
+    )
+    math = _check_against_autograd(analyze(f"{path}:fused", name="partly_fused"))
+    assert math.reused_outputs == [] and "x" in math.backward_reads
+
+
 def test_only_outputs_are_listed_as_reused_when_the_backward_still_reads_a_statistic():
     """A softmax that also returns its sum: the backward is written in y and still reads the statistic `s` (the sum's
     gradient reaches x as grad_z * y * s), which stays a saved statistic, not an output loaded per element."""

@@ -539,7 +539,7 @@ class _Program:
             self.varying |= outputs
             reusing = self._backward_version(adjoints, taken, reuse)
             (loads, calls), (loads_before, calls_before) = self._cost(reusing[0]), self._cost(recomputed[0])
-            if loads <= loads_before and calls < calls_before:
+            if (loads, calls) < (loads_before, calls_before) and loads <= loads_before and calls <= calls_before:
                 items, formulas, names, self.aliases = reusing
                 taken |= names
                 read = {s for _, _, expr in items for s in expr.free_symbols}
@@ -564,10 +564,17 @@ class _Program:
 
     def _output_reuse(self) -> tuple[set[sympy.Symbol], dict[sympy.Expr, sympy.Expr]]:
         """The per-element outputs that are one function call times a per-row factor (``y = exp(x - max) / sum``),
-        as symbols, and each such call written in its output: ``{exp(x - max): y * sum}``."""
+        as symbols, and each such call written in its output: ``{exp(x - max): y * sum}``; and the outputs that are
+        a sum of per-element inputs (a fused add + norm's ``x + residual``), which stand for that sum: the backward
+        then loads one saved tensor instead of each input."""
         outputs, reuse = set(), {}
         for name, expr in self.outputs.items():
             if name in self.row_outputs:
+                continue
+            if isinstance(expr, sympy.Add) and all(self._scaled_input(term) for term in expr.args):
+                output = sympy.Symbol(name, real=True)
+                outputs.add(output)
+                reuse[expr] = output
                 continue
             factors = sympy.Mul.make_args(expr)
             calls = [f for f in factors if isinstance(f, sympy.Function) and not self._row_constant(f)]
@@ -577,6 +584,11 @@ class _Program:
                 outputs.add(output)
                 reuse[calls[0]] = output / rest
         return outputs, reuse
+
+    def _scaled_input(self, term: sympy.Expr) -> bool:
+        """``c * x`` for one per-element input ``x`` and a number ``c``."""
+        coefficient, rest = term.as_coeff_Mul()
+        return rest in self.element and coefficient.is_number
 
     def _backward_items(
         self, adjoints, taken, reuse: dict[sympy.Expr, sympy.Expr]
@@ -635,7 +647,9 @@ class _Program:
             if name in self.inputs:
                 seen[gradient] = f"grad_{name}"
             kind = "row_value" if per_row else "value"
-            expr = sympy.factor_terms(name_sums(gradient).xreplace(written))
+            # Again after factoring: sympy distributes a number over a sum (2 * (x + residual) -> 2*x + 2*residual),
+            # which factor_terms gathers back into the sum an output stands for.
+            expr = sympy.factor_terms(name_sums(gradient).xreplace(written)).xreplace(reuse)
             items.append((f"grad_{name}", kind, expr))
         return _read_by(items, {f"grad_{name}" for name in [*self.inputs, *self.parameters]}), formulas
 
