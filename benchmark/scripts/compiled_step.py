@@ -1,0 +1,133 @@
+"""Small shapes, where the host bounds a plain step: a generated kernel as written, under
+``torch.compile(fullgraph=True)`` and under ``torch.compile(mode="reduce-overhead", fullgraph=True)`` (CUDA graphs),
+beside eager torch of the kernel's own reference and upstream Liger's hand-written kernel.
+
+    python benchmark/scripts/compiled_step.py --kernel geglu=geglu --kernel rms_norm_gen=rms_norm \
+        --bt 2048 4096 --sizes 4096 --rounds 7 [--upstream DIR --helper-dir DIR]
+
+Per provider and shape, one forward + backward (bf16): the wall-clock step (median of ``--rounds`` rounds, the
+providers taking turns), the host's share (time to issue one step on an idle GPU, median of 50) and the GPU's share
+(``gpu_step_ms``: the step queued behind a GPU-side wait, so the host is kept out). ``fullgraph=True`` makes any
+graph break an error: a kernel that breaks the graph gets a row saying so instead of figures. Before timing, each
+compiled step's gradients are compared with the plain step's.
+"""
+
+import argparse
+import statistics
+import sys
+import time
+
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+import torch
+
+from benchmark.scripts.compare_with_upstream import UPSTREAM
+from benchmark.scripts.compare_with_upstream import _first
+from benchmark.scripts.compare_with_upstream import gpu_step_ms
+from benchmark.scripts.compare_with_upstream import reference_entry
+from benchmark.scripts.compare_with_upstream import setup
+from benchmark.scripts.compare_with_upstream import upstream_from
+from benchmark.scripts.utils import SingleBenchmarkRunInput
+from benchmark.scripts.utils import run_speed_rounds
+
+COMPILE_MODES = {"liger_compile": "default", "liger_reduce_overhead": "reduce-overhead"}
+HOST_STEPS = 50
+
+
+def compiled_forward(forward, mode: str):
+    """``forward`` (the plain generated step) under torch.compile with ``fullgraph=True``; the tensors it closes over
+    are graph inputs, so one compilation serves every call."""
+    torch._dynamo.reset()  # every kernel and shape compiles afresh, far from the recompile limit
+    compiled = torch.compile(forward, mode=mode, fullgraph=True, dynamic=False)
+
+    def step():
+        if mode == "reduce-overhead":
+            torch.compiler.cudagraph_mark_step_begin()  # each call is a new training step, not a reuse of outputs
+        return compiled()
+
+    return step
+
+
+def gradients(forward, inputs) -> list[torch.Tensor]:
+    for tensor in inputs:
+        tensor.grad = None
+    output = _first(forward())
+    output.backward(None if output.dim() == 0 else torch.ones_like(output))
+    return [tensor.grad.detach().float().clone() for tensor in inputs]
+
+
+def host_step_ms(forward, inputs) -> float:
+    """Median time the host takes to issue one forward + backward when the GPU has nothing queued."""
+    output = _first(forward())
+    dy = None if output.dim() == 0 else torch.randn_like(output)
+    del output
+    times = []
+    for _ in range(HOST_STEPS):
+        for tensor in inputs:
+            tensor.grad = None
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        _first(forward()).backward(dy)
+        times.append((time.perf_counter() - start) * 1e3)
+    torch.cuda.synchronize()
+    return statistics.median(times)
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--upstream", help="folder with upstream liger_kernel installed")
+    parser.add_argument("--helper-dir", help="folder holding upstream_liger.py")
+    parser.add_argument("--kernel", action="append", required=True, help="GENERATED=UPSTREAM (UPSTREAM may be -)")
+    parser.add_argument("--bt", type=int, nargs="+", default=[2048, 4096])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[4096])
+    parser.add_argument("--rounds", type=int, default=7)
+    args = parser.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("compiled_step: needs a CUDA GPU; none is visible here", file=sys.stderr)
+        raise SystemExit(2)
+    up = upstream_from(args)
+    print("| kernel | BT x H | provider | step ms (median of rounds) | host ms | GPU ms | grad max diff |", flush=True)
+    print("|---|---|---|---|---|---|---|", flush=True)
+    for pair in args.kernel:
+        name, upstream_key = pair.split("=")
+        reference_entry(name)  # a missing generation record is one line, before anything is measured
+        for bt in args.bt:
+            for size in args.sizes:
+                config = {"hidden_size": size, "hidden": size, "dtype": "bfloat16", "model": "compiled"}
+                steps, notes, diffs = {}, {}, {}
+                for provider in ("torch", "liger", "liger_upstream"):
+                    if provider == "liger_upstream" and (up is None or upstream_key not in UPSTREAM):
+                        continue
+                    run = SingleBenchmarkRunInput(bt, provider, "full", dict(config))
+                    steps[provider] = setup(name, upstream_key, up, run)
+                inputs, forward = steps["liger"]
+                expected = gradients(forward, inputs)
+                for provider, mode in COMPILE_MODES.items():
+                    try:
+                        step = compiled_forward(forward, mode)
+                        got = gradients(step, inputs)
+                    except Exception as error:  # a graph break under fullgraph=True, or a failed compilation
+                        notes[provider] = f"does not compile: {type(error).__name__}: {str(error).splitlines()[0]}"
+                        continue
+                    diff = max((a - b).abs().max().item() for a, b in zip(got, expected))
+                    steps[provider] = (inputs, step)
+                    diffs[provider] = diff
+                timed = run_speed_rounds({p: (fwd, ins) for p, (ins, fwd) in steps.items()}, "full", args.rounds)
+                for provider, (ins, fwd) in steps.items():
+                    host = host_step_ms(fwd, ins)
+                    gpu = gpu_step_ms(fwd, ins)
+                    diff = f"{diffs[provider]:.2e}" if provider in diffs else "-"
+                    print(
+                        f"| {name} | {bt} x {size} | {provider} | {timed[provider].y_50:.3f} | {host:.3f} | {gpu:.3f} "
+                        f"| {diff} |",
+                        flush=True,
+                    )
+                for provider, note in notes.items():
+                    print(f"| {name} | {bt} x {size} | {provider} | {note} | | | |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
