@@ -162,6 +162,19 @@ STYLES = textwrap.dedent(
         kl_p = (log_p.exp() * (log_p - m)).sum(-1)
         kl_q = (log_q.exp() * (log_q - m)).sum(-1)
         return (0.5 * (kl_p + kl_q)).mean()
+
+
+    def clipped_ratio_loss(logits, target, advantage: float = 0.5, epsilon: float = 0.2):
+        # a PPO-style clipped objective of the picked probability: its max shift cancels only through the clipping
+        logp = torch.log_softmax(logits.float(), dim=-1).gather(-1, target.unsqueeze(-1)).squeeze(-1)
+        ratio = torch.exp(logp)
+        clipped = torch.clamp(ratio, 1 - epsilon, 1 + epsilon)
+        return -torch.min(ratio * advantage, clipped * advantage).mean()
+
+
+    def capped_nll(logits, target, cap: float = 5.0):
+        logp = F.log_softmax(logits, -1).gather(1, target[:, None])[:, 0]
+        return torch.clamp(-logp, max=cap).mean()
     """
 )
 STYLE_ENTRIES = [
@@ -182,6 +195,8 @@ STYLE_ENTRIES = [
     "SwitchedCrossEntropy",
     "jsd_from_logits",
     "jsd_logaddexp",
+    "clipped_ratio_loss",
+    "capped_nll",
 ]
 
 

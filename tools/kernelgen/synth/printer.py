@@ -96,6 +96,12 @@ class _ConditionPrinting:
     def _print_Relational(self, expr):
         return f"{self._print(expr.lhs)} {expr.rel_op} {self._print(expr.rhs)}"
 
+    def _print_ITE(self, expr):
+        # A condition chosen by a condition: sympy writes one when a comparison's side is piecewise (the minimum
+        # of a clipped ratio, differentiated).
+        condition, then, otherwise = (self._print(arg) for arg in expr.args)
+        return f"{self.where_name}({condition}, {then}, {otherwise})"
+
     def _print_And(self, expr):
         return " & ".join(f"({self._print(arg)})" for arg in expr.args)
 

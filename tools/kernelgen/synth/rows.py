@@ -222,32 +222,44 @@ class _Program:
         form, because cancellations (the max of a softmax) happen between a term and a later adjoint."""
         full: dict[str, sympy.Expr] = {}
         symbolic: dict[str, sympy.Expr] = {}
+        # Written out as ``full`` but differentiated by the chain rule through piecewise math (``chain_derivative``):
+        # the max shift of a picked log-probability fed to a clipped ratio cancels there and not in sympy's form.
+        chained: dict[str, sympy.Expr] = {}
         zeros = []
         for index in reversed(range(len(self.statistics))):
             statistic = self.statistics[index]
             symbol = self.symbols[statistic.name]
-            terms: list[tuple[sympy.Expr, sympy.Expr]] = []  # (written out, with adjoint symbols)
+            terms: list[tuple[sympy.Expr, sympy.Expr, sympy.Expr]] = []  # (written out, with symbols, chained)
             for name, expr in self.outputs.items():
                 derivative = tidy_derivative(sympy.diff(expr, symbol))
                 if derivative == 0:
                     continue
                 contribution = self.grad_symbols[name] * derivative
                 term = contribution if name in self.row_outputs else RowSum(contribution)
-                terms.append((term, term))
+                chain = self.grad_symbols[name] * tidy_derivative(chain_derivative(expr, symbol))
+                terms.append((term, term, chain if name in self.row_outputs else RowSum(chain)))
             for later in self.statistics[index + 1 :]:
                 derivative = tidy_derivative(sympy.diff(later.operand, symbol))
                 if full[later.name] == 0 or derivative == 0:
                     continue
                 passed = RowSum(self._weight(later) * derivative)
-                terms.append((full[later.name] * passed, adjoint_symbol(later.name) * passed))
-            terms = [(written, named) for written, named in terms if not self._is_zero(written)]
-            written_total = sympy.Add(*(written for written, _ in terms))
-            if not terms or self._is_zero(written_total):
+                named = adjoint_symbol(later.name) * passed
+                chain = RowSum(self._weight(later) * tidy_derivative(chain_derivative(later.operand, symbol)))
+                terms.append((full[later.name] * passed, named, chained[later.name] * chain))
+            terms = [term for term in terms if not self._is_zero(term[0])]
+            written_total = sympy.Add(*(written for written, _, _ in terms))
+            chained_total = sympy.Add(*(chain for _, _, chain in terms))
+            if (
+                not terms
+                or self._is_zero(written_total)
+                or (chained_total != written_total and self._is_zero(chained_total))
+            ):
                 zeros.append(statistic.name)
-                full[statistic.name] = symbolic[statistic.name] = sympy.S.Zero
+                full[statistic.name] = symbolic[statistic.name] = chained[statistic.name] = sympy.S.Zero
             else:
                 full[statistic.name] = written_total
-                symbolic[statistic.name] = sympy.Add(*(named for _, named in terms))
+                symbolic[statistic.name] = sympy.Add(*(named for _, named, _ in terms))
+                chained[statistic.name] = chained_total
         self.written_adjoints = full  # each adjoint written out (losses merge row sums over it)
         return symbolic, sorted(zeros)
 
@@ -673,6 +685,41 @@ def _zero_default(expr: sympy.Expr) -> bool:
         and expr.args[1].cond == sympy.true
         and expr.args[1].expr == 0
     )
+
+
+_SMOOTH = (sympy.Symbol, sympy.Number, sympy.NumberSymbol, sympy.Add, sympy.Mul, sympy.Pow, sympy.exp, sympy.log)
+
+
+def chain_derivative(expr: sympy.Expr, symbol: sympy.Symbol) -> sympy.Expr:
+    """d expr / d symbol by the chain rule through each largest smooth part of ``expr`` that holds ``symbol`` (built
+    of sums, products, powers, exp and log): ``expr``'s derivative in that part, times the part's own derivative.
+    sympy pushes the inner factor into every branch of a piecewise; here it stays outside, so derivatives in two
+    symbols that enter only through one part share one piecewise factor and cancel as terms do."""
+    parts: dict[sympy.Expr, sympy.Dummy] = {}
+
+    def smooth(node) -> bool:
+        return all(isinstance(sub, _SMOOTH) for sub in sympy.preorder_traversal(node))
+
+    def collect(node):
+        if symbol not in node.free_symbols:
+            return
+        if smooth(node):
+            parts.setdefault(node, sympy.Dummy("part"))
+            return
+        for argument in node.args:
+            collect(argument)
+
+    collect(expr)
+    if list(parts) == [expr] or not parts:
+        return sympy.diff(expr, symbol)
+    outer = expr.xreplace(parts)
+    back = {dummy: part for part, dummy in parts.items()}
+    try:
+        return sympy.Add(
+            *(sympy.diff(outer, dummy).xreplace(back) * sympy.diff(part, symbol) for part, dummy in parts.items())
+        )
+    except (TypeError, ValueError):  # a part under a node sympy differentiates only in its own argument (Abs)
+        return sympy.diff(expr, symbol)
 
 
 def adjoint_symbol(statistic: str) -> sympy.Symbol:
