@@ -34,6 +34,9 @@ from tools.kernelgen.render import tier1
 from tools.kernelgen.render.dtensor import DTensorView
 from tools.kernelgen.render.dtensor import dtensor_view
 from tools.kernelgen.render.reference_hypers import reference_hypers
+from tools.kernelgen.render.test_shapes import ShapeParams
+from tools.kernelgen.render.test_shapes import loss_shape_params
+from tools.kernelgen.render.test_shapes import row_shape_params
 from tools.kernelgen.render.text import Defaulted
 from tools.kernelgen.render.text import fstring_chunks
 from tools.kernelgen.render.text import signature
@@ -502,6 +505,7 @@ class ModuleView:
 class TestView:
     cpu_shapes: list[tuple]
     gpu_shapes: list[tuple]
+    shapes: ShapeParams  # both as the tests parametrize them (bsz, seq_len, hidden_size; B, T, V for a loss)
     tol: dict[str, list[float]]
     hyper_cases: list[dict]
     hyper_values: list[str]  # one HYPERPARAMETERS case passed positionally to .apply
@@ -1518,6 +1522,10 @@ def test_view(profile: KernelProfile) -> TestView:
         eager_error_factor=EAGER_ERROR_FACTOR,
         cpu_shapes=[tuple(int(d) for d in s) for s in profile.test.cpu_shapes],
         gpu_shapes=[tuple(int(d) for d in s) for s in profile.test.gpu_shapes],
+        shapes=(loss_shape_params if profile.tier == 3 else row_shape_params)(
+            [tuple(int(d) for d in s) for s in profile.test.cpu_shapes],
+            [tuple(int(d) for d in s) for s in profile.test.gpu_shapes],
+        ),
         tol=tolerances,
         hyper_cases=hyper_cases(profile),
         hyper_values=[f"hyper[{name!r}]" for name in hyper_names],
