@@ -19,6 +19,7 @@ import sympy
 from tools.kernelgen.derivation import elementwise_math
 from tools.kernelgen.derivation import loss_math
 from tools.kernelgen.derivation import row_math
+from tools.kernelgen.layout import kernel_paths
 from tools.kernelgen.profile import BATCH_SHARE
 from tools.kernelgen.profile import LOSS_REDUCTIONS
 from tools.kernelgen.profile import HyperParameter
@@ -570,6 +571,7 @@ class BenchmarkView:
     providers: list[str]
     sizes: dict[str, int]  # the model sizes an upstream-style script runs at (benchmark.fixed_config, else defaults)
     grad_inputs: list[str]  # the inputs a step differentiates (a loss: its first; profile.benchmark_grad_inputs)
+    test_module: str  # the generated test, which the benchmark imports the reference from
 
 
 @dataclass(frozen=True)
@@ -1575,6 +1577,7 @@ def _benchmark_view(profile: KernelProfile) -> BenchmarkView:
         providers=list(profile.benchmark.providers),
         sizes=_benchmark_sizes(profile),
         grad_inputs=benchmark_grad_inputs(profile.tier, profile.inputs),
+        test_module=kernel_paths(profile.operation_name)["test"].removesuffix(".py").replace("/", "."),
     )
 
 
