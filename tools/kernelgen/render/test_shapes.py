@@ -19,11 +19,22 @@ MODEL_SIZED = "model_sized"
 @dataclass(frozen=True)
 class ShapeParams:
     names: str  # the parametrize names: "bsz, seq_len, hidden_size"
-    cases: list[str]  # the parametrize values, small ones first: "(2, 3, 31)", "pytest.param(..., marks=...)"
+    small: list[str]  # the values of each small case ("2, 3, 31") and of each model-sized one
+    large: list[str]
     build: str  # the expression of the tensor shape from the names: "(bsz, seq_len, hidden_size)"
     first: tuple[int, ...]  # the first and last small shapes, for tests that run one shape
     last: tuple[int, ...]
     mark: str = MODEL_SIZED  # the name of the skip mark of model-sized cases
+
+    @property
+    def cases(self) -> list[str]:
+        return self.cases_marked(self.mark)
+
+    def cases_marked(self, mark: str) -> list[str]:
+        """The parametrize entries, small ones first, model-sized ones as ``pytest.param`` carrying ``mark``."""
+        single = "," not in self.names
+        small = [case if single else f"({case})" for case in self.small]
+        return small + [f"pytest.param({case}, marks={mark})" for case in self.large]
 
 
 def _row_sizes(shape: tuple[int, ...], rank: int) -> tuple[int, ...]:
@@ -59,11 +70,10 @@ def _shape_params(names, small, large, build, built_small) -> ShapeParams:
     def values(case):
         return ", ".join(repr(tuple(v)) if isinstance(v, (tuple, list)) else str(v) for v in case)
 
-    cases = [f"({values(case)})" if len(case) > 1 else values(case) for case in small]
-    cases += [f"pytest.param({values(case)}, marks={MODEL_SIZED})" for case in large]
     return ShapeParams(
         names=", ".join(names),
-        cases=cases,
+        small=[values(case) for case in small],
+        large=[values(case) for case in large],
         build=build,
         first=tuple(int(d) for d in built_small[0]),
         last=tuple(int(d) for d in built_small[-1]),
