@@ -398,6 +398,15 @@ def benchmark_dtype_name(model_dtype: torch.dtype, device: str) -> str:
     return "float32" if device == "cpu" else str(model_dtype).removeprefix("torch.")
 
 
+# Shapes every kernel script sweeps: tokens up to MAX_BT, then the model dimension at a fixed token count (--bt). The
+# probe run (eager torch, full mode) sizes both sweeps to the GPU's free memory.
+MAX_BT = 16384
+PROBE_BT = 1024
+SIZE_SWEEP_BT = 4096
+SMOKE_SIZE_SWEEP_BT = 4
+SWEEP_MODES = ("token_length", "model_config")
+
+
 def parse_benchmark_script_args(argv: Sequence[str] | None = None, description: str | None = None):
     """Command line shared by every ``benchmark_{kernel}.py`` script."""
     parser = argparse.ArgumentParser(description=description)
@@ -408,6 +417,20 @@ def parse_benchmark_script_args(argv: Sequence[str] | None = None, description: 
         help=f"model whose shapes are benchmarked (default: {DEFAULT_MODEL_CONFIG.name})",
     )
     parser.add_argument("--overwrite", action="store_true", help="re-run experiments already in the CSV")
+    parser.add_argument(
+        "--sweep-mode",
+        default="token_length",
+        choices=SWEEP_MODES,
+        help="token_length (default): sweep BT, then the model dimension, at --model's sizes; "
+        "model_config: one point per model of the registry, at --bt tokens",
+    )
+    parser.add_argument(
+        "--bt",
+        type=int,
+        default=None,
+        metavar="N",
+        help=f"token count of the model-dimension sweeps (default: {SIZE_SWEEP_BT}; {SMOKE_SIZE_SWEEP_BT} with --smoke)",
+    )
     parser.add_argument(
         "--smoke",
         action="store_true",
@@ -468,14 +491,6 @@ def benchmark_csv_path(kernel_name: str, args: argparse.Namespace) -> Path:
     return resolve_csv_path()
 
 
-# Shapes every kernel script sweeps: tokens up to MAX_BT, then the model dimension at a fixed token count. The
-# probe run (eager torch, full mode) sizes both sweeps to the GPU's free memory.
-MAX_BT = 16384
-PROBE_BT = 1024
-SIZE_SWEEP_BT = 4096
-SMOKE_SIZE_SWEEP_BT = 4
-
-
 def run_model_sweeps(
     kernel_name: str,
     setup_fn: Callable[[SingleBenchmarkRunInput], Any],
@@ -492,8 +507,9 @@ def run_model_sweeps(
 ) -> None:
     """The ``main`` of a ``benchmark_{kernel}.py`` script: parse its arguments, then run speed and memory sweeps
     over BT at the model's ``size_key`` (``hidden_size``, ``intermediate_size`` or ``vocab_size``) and, with
-    ``sweep_size``, over that size at a fixed BT. ``setup_fn(input)`` reads ``BT`` and ``size_key`` from the extra
-    config, falling back to ``input.x`` for the swept one. ``--smoke`` uses tiny shapes and no torch.compile."""
+    ``sweep_size``, over that size at ``--bt`` tokens; with ``--sweep-mode model_config``, over the registry's models
+    at ``--bt`` tokens instead. ``setup_fn(input)`` reads ``BT`` and ``size_key`` from the extra config, falling back
+    to ``input.x`` for the swept one. ``--smoke`` uses tiny shapes and no torch.compile."""
     args = parse_benchmark_script_args(argv, description=description)
     device = setup_benchmark_device(kernel_name, args)
     model = get_benchmark_model_config(args.model)
@@ -502,11 +518,17 @@ def run_model_sweeps(
     csv_path = benchmark_csv_path(kernel_name, args)
     dtype = benchmark_dtype_name(model.dtype, device)
 
+    if args.sweep_mode == "model_config":
+        bt = args.bt or (SMOKE_SIZE_SWEEP_BT if args.smoke else SIZE_SWEEP_BT)
+        sweep = model_config_sweep(size_key, bt, device, smoke_size if args.smoke else None)
+        speed_fn, memory_fn = (by_model_index(fn, size_key) for fn in (bench_speed_fn, bench_memory_fn))
+        run_speed_and_memory_sweeps(kernel_name, speed_fn, memory_fn, [sweep], providers, args.overwrite, csv_path)
+        return
     if args.smoke:
-        size, size_sweep_bt = smoke_size, SMOKE_SIZE_SWEEP_BT
+        size, size_sweep_bt = smoke_size, args.bt or SMOKE_SIZE_SWEEP_BT
         bt_values, size_values = CPU_SEQ_LEN_SWEEP, CPU_HIDDEN_SIZE_SWEEP
     else:
-        size, size_sweep_bt = getattr(model, size_key), SIZE_SWEEP_BT
+        size, size_sweep_bt = getattr(model, size_key), args.bt or SIZE_SWEEP_BT
         probe = SingleBenchmarkRunInput(PROBE_BT, "torch", "full", {size_key: size, "dtype": dtype})
         probe_bytes = full_pass_peak_bytes(setup_fn, probe)
         bt_values = compute_seq_len_sweep_config(model, probe_bytes / PROBE_BT, max_seq_len=MAX_BT)
@@ -535,3 +557,41 @@ def run_model_sweeps(
     run_speed_and_memory_sweeps(
         kernel_name, bench_speed_fn, bench_memory_fn, sweeps, providers, args.overwrite, csv_path
     )
+
+
+def model_config_sweep(size_key: str, bt: int, device: str, smoke_size: int | None = None) -> dict[str, Any]:
+    """The sweep of ``--sweep-mode model_config``: one point per model of MODEL_CONFIGS (x is its index), each at
+    its own ``size_key`` and dtype, all at ``bt`` tokens. A smoke run keeps ``smoke_size`` for every model: under the
+    interpreter it checks the plumbing, not the models' sizes."""
+    models = [
+        {
+            "name": model.name,
+            size_key: smoke_size or getattr(model, size_key),
+            "dtype": benchmark_dtype_name(model.dtype, device),
+        }
+        for model in MODEL_CONFIGS.values()
+    ]
+    return {
+        "x_name": "model_config",
+        "x_label": "model (index into model_configs)",
+        "x_values": list(range(len(models))),
+        "extra_benchmark_configs": [{"BT": bt, "model_configs": models}],
+    }
+
+
+def by_model_index(
+    bench_fn: Callable[[SingleBenchmarkRunInput], SingleBenchmarkRunOutput], size_key: str
+) -> Callable[[SingleBenchmarkRunInput], SingleBenchmarkRunOutput]:
+    """``bench_fn`` for a model-config sweep: ``input.x`` picks the model, whose size and dtype the run takes, at the
+    sweep's BT (the setup functions read both from the extra config)."""
+
+    def bench(run_input: SingleBenchmarkRunInput) -> SingleBenchmarkRunOutput:
+        config = dict(run_input.extra_benchmark_config)
+        model = config.pop("model_configs")[int(run_input.x)]
+        config.update({"model": model["name"], size_key: model[size_key], "dtype": model["dtype"]})
+        resolved = SingleBenchmarkRunInput(
+            config["BT"], run_input.kernel_provider, run_input.kernel_operation_mode, config
+        )
+        return bench_fn(resolved)
+
+    return bench

@@ -29,6 +29,8 @@ from benchmark.scripts.results_csv import resolve_csv_path
 from benchmark.scripts.results_csv import update_benchmark_csv
 from benchmark.scripts.utils import SingleBenchmarkRunInput
 from benchmark.scripts.utils import SingleBenchmarkRunOutput
+from benchmark.scripts.utils import by_model_index
+from benchmark.scripts.utils import model_config_sweep
 from benchmark.scripts.utils import parse_benchmark_script_args
 from benchmark.scripts.utils import run_benchmarks
 from benchmark.scripts.utils import run_memory_benchmark
@@ -358,6 +360,32 @@ def test_parse_benchmark_script_args_all_flags():
     assert args.model == "qwen2_5_7b"
     assert args.overwrite and args.smoke and args.csv == "x.csv"
     assert args.providers == ["liger", "torch"]
+
+
+def test_parse_benchmark_script_args_sweep_mode_and_bt():
+    assert (parse_benchmark_script_args([]).sweep_mode, parse_benchmark_script_args([]).bt) == ("token_length", None)
+    args = parse_benchmark_script_args(["--sweep-mode", "model_config", "--bt", "2048"])
+    assert (args.sweep_mode, args.bt) == ("model_config", 2048)
+    with pytest.raises(SystemExit):
+        parse_benchmark_script_args(["--sweep-mode", "vocab"])
+
+
+def test_model_config_sweep_runs_each_model_at_its_own_size_and_the_given_bt():
+    sweep = model_config_sweep("intermediate_size", 2048, "cuda")
+    assert sweep["x_values"] == list(range(len(MODEL_CONFIGS)))
+    seen = []
+    bench = by_model_index(lambda run: seen.append(run) or SingleBenchmarkRunOutput(1, 1, 1), "intermediate_size")
+    for x in sweep["x_values"]:
+        bench(SingleBenchmarkRunInput(x, "liger", "backward", sweep["extra_benchmark_configs"][0]))
+    for run, model in zip(seen, MODEL_CONFIGS.values()):
+        assert (run.x, run.kernel_provider, run.kernel_operation_mode) == (2048, "liger", "backward")
+        config = run.extra_benchmark_config
+        assert (config["model"], config["intermediate_size"], config["BT"]) == (
+            model.name,
+            model.intermediate_size,
+            2048,
+        )
+        assert config["dtype"] == str(model.dtype).removeprefix("torch.") and "model_configs" not in config
 
 
 def test_parse_benchmark_script_args_rejects_unknown_model(capsys):

@@ -244,7 +244,8 @@ def test_modify_on_host_rms_norm_appends_a_test_and_touches_no_existing_code(che
         assert all(line in updated for line in before[path].splitlines()), f"{path} lost or reordered a line"
     test_text = (checkout / host_test).read_text()
     assert test_text.startswith(before[host_test])
-    assert "(5, 33)" in test_text[len(before[host_test]) :]
+    # [5, 33] among 3-d shapes: parametrized as (bsz, seq_len, hidden_size), lifted with a leading 1.
+    assert "(1, 5, 33)" in test_text[len(before[host_test]) :]
 
     tests = run_pytest(checkout, host_test, "-k", "kernelgen_cases")
     assert tests.returncode == 0, tests.stdout[-3000:]

@@ -10,6 +10,7 @@ generated kernels import (``get_num_sms``, ``tanh``, ``pow``: kernelgen adds tho
 """
 
 import csv
+import json
 import os
 import re
 import shutil
@@ -28,6 +29,7 @@ from tools.kernelgen.formatting import lint_findings
 from tools.kernelgen.generate import GenerateError
 from tools.kernelgen.generate import plan_new
 from tools.kernelgen.harness import BENCHMARK_UTILS
+from tools.kernelgen.harness import MODEL_CONFIGS
 from tools.kernelgen.harness import HarnessError
 from tools.kernelgen.harness import read_harness
 from tools.kernelgen.kernel_helpers import CORE_SOURCES
@@ -186,11 +188,45 @@ def test_generated_benchmarks_run_on_its_harness_and_append_their_rows(upstream_
     rows = list(csv.DictReader(text.splitlines()))[1:]
     for name in KERNELS:
         mine = [row for row in rows if row["kernel_name"] == name]
-        # speed: forward, backward, full; memory: full; each for 2 providers x 2 token counts
-        assert len(mine) == (3 + 1) * 2 * 2
+        # speed and memory, each forward, backward and full, for 2 providers x 2 token counts
+        assert len(mine) == (3 + 3) * 2 * 2
         assert {row["kernel_provider"] for row in mine} == {"liger", "torch"}
         assert {row["x_value"] for row in mine} == {"3", "5"}
         assert all(float(row["y_value_50"]) > 0 for row in mine)
+
+
+def test_with_upstream_s_model_registry_the_benchmark_takes_model_sweep_mode_and_bt(tmp_path):
+    """A checkout with benchmark_model_configs.py (MODEL_REGISTRY, get_benchmark_model_config): the script's sizes
+    come from --model, and --sweep-mode model_config runs one point per registered model at --bt tokens."""
+    root = upstream_layout_checkout(tmp_path / "liger")
+    (root / MODEL_CONFIGS).write_text((UPSTREAM_LAYOUT / "benchmark_model_configs.py.txt").read_text())
+    assert read_harness((root / BENCHMARK_UTILS).read_text(), (root / MODEL_CONFIGS).read_text()).style == (
+        "upstream_models"
+    )
+    result = run_kernelgen("new", "dyt", "--repo", str(root))
+    assert result.returncode == 0, result.stderr
+    script = (root / kernel_paths("dyt")["benchmark"]).read_text()
+    assert "CONFIG = " not in script and "from test.transformers.test_dyt import " in script
+    # The two sweeps as the script's main runs them, with the providers that run on the CPU.
+    sweeps = (
+        "import benchmark_dyt as s\n"
+        "models = [s._model_config(model) for model in s.MODEL_REGISTRY.values()]\n"
+        "s.run(s.bench_speed_dyt_model_config, s.bench_memory_dyt_model_config, 'model_config', 'model', range(2),"
+        " [{'bt': 3, 'model_configs': models}], providers=['liger', 'torch'])\n"
+        "s.run(s.bench_speed_dyt, s.bench_memory_dyt, 'BT', 'B * T', [5],"
+        " [s._model_config(s.get_benchmark_model_config('tiny_b'))], providers=['liger', 'torch'])\n"
+    )
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(root / "src")}
+    result = run_python(["-c", sweeps], cwd=root / "benchmark" / "scripts", env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = [row for row in csv.DictReader((root / CSV).read_text().splitlines()) if row["kernel_name"] == "dyt"]
+    models = [row for row in rows if row["x_name"] == "model_config"]
+    # 2 models x 2 providers x (speed + memory) x (forward, backward, full)
+    assert {row["x_value"] for row in models} == {"0", "1"} and len(models) == 2 * 2 * 2 * 3
+    assert all(str(json.loads(row["extra_benchmark_config_str"])["bt"]) == "3" for row in models)
+    tokens = [row for row in rows if row["x_name"] == "BT"]
+    assert {row["x_value"] for row in tokens} == {"5"} and len(tokens) == 2 * 2 * 3
+    assert all(str(json.loads(row["extra_benchmark_config_str"])["hidden_size"]) == "37" for row in tokens)
 
 
 def test_a_harness_without_the_measurement_helpers_gets_kernelgen_s(tmp_path):

@@ -20,6 +20,7 @@ from tools.kernelgen.formatting import format_snippet
 from tools.kernelgen.formatting import format_source
 from tools.kernelgen.formatting import sort_imports
 from tools.kernelgen.harness import BENCHMARK_UTILS
+from tools.kernelgen.harness import MODEL_CONFIGS
 from tools.kernelgen.harness import BenchmarkHarness
 from tools.kernelgen.harness import HarnessError
 from tools.kernelgen.harness import add_helpers
@@ -336,7 +337,10 @@ def ops_utils_with_helpers(repo: LigerRepo, files: dict[str, str]) -> str | None
 def benchmark_harness(repo: LigerRepo) -> BenchmarkHarness:
     """The benchmark harness ``repo`` implements (the style of script to render for it)."""
     try:
-        return read_harness(repo.read(BENCHMARK_UTILS) if repo.exists(BENCHMARK_UTILS) else None)
+        return read_harness(
+            repo.read(BENCHMARK_UTILS) if repo.exists(BENCHMARK_UTILS) else None,
+            repo.read(MODEL_CONFIGS) if repo.exists(MODEL_CONFIGS) else None,
+        )
     except HarnessError as error:
         raise GenerateError(str(error)) from None
 

@@ -23,9 +23,16 @@ from tools.kernelgen.insert import add_function
 from tools.kernelgen.insert import check_invariants
 
 BENCHMARK_UTILS = "benchmark/scripts/utils.py"
+# Upstream's model registry (newer checkouts): scripts take their sizes from --model and sweep models with
+# --sweep-mode model_config at --bt tokens.
+MODEL_CONFIGS = "benchmark/scripts/benchmark_model_configs.py"
+MODEL_REGISTRY_NAMES = ("MODEL_REGISTRY", "get_benchmark_model_config")
+# parse_benchmark_script_args options a registry-driven script reads.
+REGISTRY_OPTIONS = ("--model", "--sweep-mode", "--bt")
 
 SWEEPS = "sweeps"
 UPSTREAM = "upstream"
+UPSTREAM_MODELS = "upstream_models"  # upstream's harness with its model registry and sweep options
 
 # What an upstream-style script imports from utils and cannot do without, with the arguments it passes:
 # (positional count, keyword names); a helper must accept them and default everything else.
@@ -163,8 +170,9 @@ def _definitions(tree: ast.Module) -> dict[str, ast.AST]:
     return found
 
 
-def read_harness(source: str | None) -> BenchmarkHarness:
-    """The harness ``benchmark/scripts/utils.py`` (its text, None when the file is absent) implements."""
+def read_harness(source: str | None, model_configs: str | None = None) -> BenchmarkHarness:
+    """The harness ``benchmark/scripts/utils.py`` (its text, None when the file is absent) implements;
+    ``model_configs``: the text of ``benchmark_model_configs.py``, None when the checkout has none."""
     if source is None:
         raise HarnessError(f"{BENCHMARK_UTILS} is missing: there is no benchmark harness to write a script for")
     try:
@@ -189,7 +197,18 @@ def read_harness(source: str | None) -> BenchmarkHarness:
                 f"{BENCHMARK_UTILS} lacks {missing[0]}, and the version kernelgen would add needs "
                 f"{', '.join(absent)}, which it does not define"
             )
-    return BenchmarkHarness(UPSTREAM, missing)
+    return BenchmarkHarness(UPSTREAM_MODELS if _has_registry(source, model_configs) else UPSTREAM, missing)
+
+
+def _has_registry(utils: str, model_configs: str | None) -> bool:
+    """Whether the checkout has upstream's model registry and its utils parse the options that drive it."""
+    if model_configs is None:
+        return False
+    try:
+        defined = _definitions(ast.parse(model_configs))
+    except SyntaxError:
+        return False
+    return all(name in defined for name in MODEL_REGISTRY_NAMES) and all(f'"{o}"' in utils for o in REGISTRY_OPTIONS)
 
 
 def _check(defined: dict[str, ast.AST], name: str, call: tuple[int, tuple[str, ...]] | None, required: bool) -> bool:

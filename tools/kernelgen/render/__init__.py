@@ -65,14 +65,18 @@ def template_environment() -> jinja2.Environment:
 
 
 # The benchmark script's template for each harness style (tools/kernelgen/harness.py).
-BENCHMARK_TEMPLATES = {"sweeps": "benchmark.py.j2", "upstream": "benchmark_upstream.py.j2"}
+BENCHMARK_TEMPLATES = {
+    "sweeps": "benchmark.py.j2",
+    "upstream": "benchmark_upstream.py.j2",
+    "upstream_models": "benchmark_upstream.py.j2",
+}
 
 
 def render_kernel(profile: KernelProfile, benchmark_style: str = "sweeps") -> RenderedKernel:
     """Render every file of the kernel. ``benchmark_style``: the harness the target's ``benchmark/scripts/utils.py``
     implements."""
     env = template_environment()
-    context = build_views(profile).context()
+    context = {**build_views(profile).context(), "model_registry": benchmark_style == "upstream_models"}
     paths = kernel_paths(profile.operation_name)
     tier = profile.tier
     files = {

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 from tools.kernelgen.profile import KernelProfile
 from tools.kernelgen.profile import benchmark_grad_inputs
+from tools.kernelgen.render.test_shapes import ShapeParams
+from tools.kernelgen.render.test_shapes import fused_linear_shape_params
 from tools.kernelgen.render.text import Defaulted
 from tools.kernelgen.render.text import signature
 from tools.kernelgen.render.text import wrap_docstring
@@ -27,12 +29,12 @@ from tools.kernelgen.render.views import loss_reductions
 from tools.kernelgen.render.views import module_view
 from tools.kernelgen.synth.printer import TAKE_HELPER
 
-# (rows, hidden, classes) the generated test runs: a row count that leaves a short last chunk of rows, a class count
+# (B, T, hidden, classes) the generated test runs: B * T rows that leave a short last chunk of rows, a class count
 # that masks a block. The loss kernel's own test covers vocabularies of several chunks; here the interpreter runs a
 # program per class row of the weight's gradient, so the CPU vocabulary stays small (one shape: a second with the
 # same properties only doubled the interpreter's work).
-CPU_SHAPES = [(10, 16, 300)]
-GPU_SHAPES = [(2048, 4096, 32000), (1024, 4096, 128256)]
+CPU_SHAPES = [(2, 5, 16, 300)]
+GPU_SHAPES = [(2, 1024, 4096, 32000), (1, 1024, 4096, 128256)]
 
 
 @dataclass(frozen=True)
@@ -77,8 +79,7 @@ class FusedLinearOpsView:
     hyper_values: list[str]
     ignored: dict[str, str]
     tol: dict[str, list[float]]
-    cpu_shapes: list[tuple]
-    gpu_shapes: list[tuple]
+    shapes: ShapeParams
     module_call: str | None  # tests: the module built with the class inputs of ``inputs``, called with the others
     takes_host_helper: bool  # a mean's denominator reads class weights through the loss's _take
 
@@ -180,8 +181,7 @@ def fused_linear_views(profile: KernelProfile) -> KernelViews:
         hyper_values=[f"hyper[{hp.name!r}]" for hp in hypers],
         ignored=dict(ops.ignored),
         tol={**loss.test.tol, "bfloat16": [5e-2, 5e-2]},
-        cpu_shapes=list(CPU_SHAPES),
-        gpu_shapes=list(GPU_SHAPES),
+        shapes=fused_linear_shape_params(CPU_SHAPES, GPU_SHAPES),
         module_call=_module_call(module_class, kernel.inputs, class_inputs, hypers) if class_inputs else None,
         takes_host_helper=any(TAKE_HELPER + "(" in view.code for view in mean_views),
     )

@@ -19,6 +19,7 @@ import sympy
 from tools.kernelgen.derivation import elementwise_math
 from tools.kernelgen.derivation import loss_math
 from tools.kernelgen.derivation import row_math
+from tools.kernelgen.layout import kernel_paths
 from tools.kernelgen.profile import BATCH_SHARE
 from tools.kernelgen.profile import LOSS_REDUCTIONS
 from tools.kernelgen.profile import HyperParameter
@@ -34,6 +35,9 @@ from tools.kernelgen.render import tier1
 from tools.kernelgen.render.dtensor import DTensorView
 from tools.kernelgen.render.dtensor import dtensor_view
 from tools.kernelgen.render.reference_hypers import reference_hypers
+from tools.kernelgen.render.test_shapes import ShapeParams
+from tools.kernelgen.render.test_shapes import loss_shape_params
+from tools.kernelgen.render.test_shapes import row_shape_params
 from tools.kernelgen.render.text import Defaulted
 from tools.kernelgen.render.text import fstring_chunks
 from tools.kernelgen.render.text import signature
@@ -502,6 +506,7 @@ class ModuleView:
 class TestView:
     cpu_shapes: list[tuple]
     gpu_shapes: list[tuple]
+    shapes: ShapeParams  # both as the tests parametrize them (bsz, seq_len, hidden_size; B, T, V for a loss)
     tol: dict[str, list[float]]
     hyper_cases: list[dict]
     hyper_values: list[str]  # one HYPERPARAMETERS case passed positionally to .apply
@@ -566,6 +571,7 @@ class BenchmarkView:
     providers: list[str]
     sizes: dict[str, int]  # the model sizes an upstream-style script runs at (benchmark.fixed_config, else defaults)
     grad_inputs: list[str]  # the inputs a step differentiates (a loss: its first; profile.benchmark_grad_inputs)
+    test_module: str  # the generated test, which the benchmark imports the reference from
 
 
 @dataclass(frozen=True)
@@ -1518,6 +1524,10 @@ def test_view(profile: KernelProfile) -> TestView:
         eager_error_factor=EAGER_ERROR_FACTOR,
         cpu_shapes=[tuple(int(d) for d in s) for s in profile.test.cpu_shapes],
         gpu_shapes=[tuple(int(d) for d in s) for s in profile.test.gpu_shapes],
+        shapes=(loss_shape_params if profile.tier == 3 else row_shape_params)(
+            [tuple(int(d) for d in s) for s in profile.test.cpu_shapes],
+            [tuple(int(d) for d in s) for s in profile.test.gpu_shapes],
+        ),
         tol=tolerances,
         hyper_cases=hyper_cases(profile),
         hyper_values=[f"hyper[{name!r}]" for name in hyper_names],
@@ -1567,6 +1577,7 @@ def _benchmark_view(profile: KernelProfile) -> BenchmarkView:
         providers=list(profile.benchmark.providers),
         sizes=_benchmark_sizes(profile),
         grad_inputs=benchmark_grad_inputs(profile.tier, profile.inputs),
+        test_module=kernel_paths(profile.operation_name)["test"].removesuffix(".py").replace("/", "."),
     )
 
 
