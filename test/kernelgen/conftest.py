@@ -25,7 +25,16 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO_ROOT / ".claude" / "skills" / "liger-kernel-gen" / "examples"
 
 # What a Liger checkout needs for kernelgen to write into it and for the generated tests to run there.
-CHECKOUT_PARTS = ("src", "test/__init__.py", "test/utils.py", "conftest.py", "pyproject.toml", "benchmark")
+CHECKOUT_PARTS = (
+    "src",
+    "test/__init__.py",
+    "test/utils.py",
+    "test/kernelgen/__init__.py",
+    "test/kernelgen/fork_ranks.py",
+    "conftest.py",
+    "pyproject.toml",
+    "benchmark",
+)
 
 
 def copy_checkout(destination: Path) -> Path:
@@ -159,7 +168,10 @@ def import_generated_ops(checkout: Path, name: str):
 
 
 def run_pytest(checkout: Path, *paths: str) -> subprocess.CompletedProcess:
-    return run_python(["-m", "pytest", "-q", "-p", "no:cacheprovider", *paths], cwd=checkout)
+    plugin = (
+        ["-p", "test.kernelgen.fork_ranks"] if (checkout / "test" / "kernelgen" / "fork_ranks.py").is_file() else []
+    )
+    return run_python(["-m", "pytest", "-q", "-p", "no:cacheprovider", *plugin, *paths], cwd=checkout)
 
 
 def assert_generated_tests_pass(
