@@ -38,6 +38,9 @@ from tools.kernelgen.repo import LigerRepo
 TARGET_WORDS = ("target", "label")
 MAX_LITERALS = 8
 _REQUIRED = object()
+# torch's deprecated spellings of ``reduction``: beside a ``reduction`` parameter they choose nothing it cannot, and a
+# call naming them would teach a deprecated API.
+LEGACY_REDUCTION = ("size_average", "reduce")
 
 
 @dataclass(frozen=True)
@@ -303,7 +306,7 @@ def call_plans_of(repo: LigerRepo, name: str, profile: KernelProfile, literals: 
         default = _literal(param.default)
         if default is not _REQUIRED:
             defaults[param.name] = default
-        if param.name in used:
+        if param.name in used or (param.name in LEGACY_REDUCTION and "reduction" in names):
             continue
         if param.default is not None and default is _REQUIRED:
             continue  # a default that is not a literal: left to the kernel

@@ -219,9 +219,9 @@ class KernelSearch:
         order, seen = itertools.count(1), {_key(self.base)}
         while frontier and self.evaluations <= MAX_EVALUATIONS:
             score, changes, _, values = heapq.heappop(frontier)
-            if score == float("inf"):
-                return None
-            if self._probe_matches(values) and self._holds(values):
+            # Only the defaults may score infinite (a child is pushed when closer): outputs of another shape or
+            # number (a loss per row where the default reduces) that a moved option may still make the reference's.
+            if score < float("inf") and self._probe_matches(values) and self._holds(values):
                 return self._closest_in_half(values)
             if changes >= MAX_CHANGES:
                 continue
