@@ -61,6 +61,23 @@ def hand_smoothed_ce(logits, target, smoothing: float = 0.2):
     nll = -logp.gather(-1, target.unsqueeze(-1)).squeeze(-1)
     return ((1 - smoothing) * nll - smoothing * logp.mean(-1)).mean()
 """
+# Llama's casting with (1 + w), its eps named as the module's but with another default than the module's 1e-6.
+LLAMA_OFFSET_NORM = """
+import torch
+import torch.nn as nn
+
+
+class LlamaOffsetNorm(nn.Module):
+    def __init__(self, dim: int, eps: float = 1e-5):
+        super().__init__()
+        self.w = nn.Parameter(torch.zeros(dim))
+        self.eps = eps
+
+    def forward(self, h):
+        var = h.float().pow(2).mean(-1, keepdim=True)
+        h = (h.float() * torch.rsqrt(var + self.eps)).to(h.dtype)
+        return h * (1.0 + self.w)
+"""
 # A sum written with a 0.0 that torch's deprecated size_average=0.0 would also express: named by its reduction.
 SUMMED_CE = """
 import torch.nn.functional as F
@@ -152,6 +169,11 @@ def checkout(tmp_path_factory):
             "LigerCrossEntropyLoss(label_smoothing=smoothing)",
         ),
         ("up_times_silu", SWAPPED_SWIGLU, "swiglu' computes it: liger_swiglu(a=gate, b=up)"),
+        (
+            "llama_offset_norm",
+            LLAMA_OFFSET_NORM,
+            "liger_rms_norm(X, W, eps, offset=1.0) / LigerRMSNorm(hidden_size, eps=1e-05, offset=1.0)",
+        ),
         (
             "summed_ce",
             SUMMED_CE,

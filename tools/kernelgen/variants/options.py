@@ -384,8 +384,15 @@ def call_text(plan: CallPlan, chosen: dict[str, Any], reference_defaults: dict[s
         options = {name: value for name, value in changed.items() if name not in given or name in accepted}
         if set(options) - accepted:
             continue
+        # A hyper-parameter the module holds with a default of its own (LigerRMSNorm's eps=1e-6): named when the
+        # reference's default is another.
+        held = {p.name: _literal(p.default) for p in params if p.default is not None}
+        for name, bound in plan.fixed.items():
+            value = reference_defaults.get(bound.hyper, _REQUIRED)
+            if name in held and name not in options and value is not _REQUIRED and value != held[name]:
+                options[name] = _value_text(value)
         args = [p.name for p in params if p.default is None]
-        args += _keywords({name: value for name, value in options.items() if name not in args})
+        args += _keywords({p.name: options[p.name] for p in params if p.name in options and p.name not in args})
         return f"{text} / {module}({', '.join(args)})"
     return text
 
