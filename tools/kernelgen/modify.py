@@ -409,6 +409,14 @@ def _plan_unrecorded(repo: LigerRepo, name: str, new: KernelProfile, tests_only:
     added = mapping.new_hypers
     threaded: set[str] = set()
     if added and not tests_only:
+        from tools.kernelgen.variants import existing_option
+
+        present = existing_option(repo, name, new)
+        if present:
+            raise ModifyError(
+                f"'{name}' already computes it through options it has: {present}; {', '.join(added)} would "
+                f"duplicate them: nothing written"
+            )
         try:
             retrofit = plan_retrofit(repo, name, new, api, mapping)
         except RetrofitError as error:

@@ -13,6 +13,7 @@ lists or compares beside a string default (casting modes, reductions).
 from __future__ import annotations
 
 import ast
+import dataclasses
 import itertools
 
 from dataclasses import dataclass
@@ -282,13 +283,18 @@ def _map_tensors(profile: KernelProfile, params: list[Param], taken: set[str]) -
     return mappings
 
 
-def call_plans_of(repo: LigerRepo, name: str, profile: KernelProfile, literals: list[float]) -> list[CallPlan]:
+def call_plans_of(
+    repo: LigerRepo, name: str, profile: KernelProfile, literals: list[float], *, through_function: bool = False
+) -> list[CallPlan]:
     """How kernel ``name`` of ``repo`` could be called with ``profile``'s arguments: one plan per way its tensors
-    may be placed; none when it cannot take them."""
+    may be placed; none when it cannot take them. ``through_function``: called by ``Function.apply`` even where a
+    functional exists (its options may be more than the functional passes on)."""
     try:
         api = read_kernel_api(repo, name)
     except (ApiError, OSError, UnicodeDecodeError, SyntaxError):
         return []
+    if through_function:
+        api = dataclasses.replace(api, functional=None)
     params = api.entry.params
     names = {p.name for p in params}
     fixed = {hp.name: Bound(hp.name) for hp in profile.hyperparameters if hp.name in names}
