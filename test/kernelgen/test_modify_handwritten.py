@@ -25,12 +25,20 @@ from tools.kernelgen.repo import LigerRepo
 from tools.kernelgen.writer import write_all
 
 FUNCTIONAL = "src/liger_kernel/transformers/functional.py"
+# The host swiglu has gate_multiplier and down_multiplier: a gate and a scale are options it has already.
 SWIGLU_SCALED = """\
 import torch.nn.functional as F
 
 
 def swiglu(a, b, gate=1.0, scale=1.0):
     return F.silu(a * gate) * b * scale
+"""
+SWIGLU_SHIFTED = """\
+import torch.nn.functional as F
+
+
+def swiglu(a, b, shift=0.0, bias=0.0):
+    return F.silu(a + shift) * (b + bias)
 """
 RMS_NORM_SCALED = """\
 import torch
@@ -78,7 +86,7 @@ def _function_source(text: str, name: str) -> str:
 
 
 # The host kernels ---------------------------------------------------------------------------------------------
-def test_host_swiglu_gains_a_gate_and_a_scale_and_every_existing_test_still_passes(tmp_path):
+def test_host_swiglu_gains_two_shifts_and_every_existing_test_still_passes(tmp_path):
     checkout = _checkout(tmp_path, "test_swiglu.py", "test_monkey_patch.py")
     ops, module, test = (
         "src/liger_kernel/ops/swiglu.py",
@@ -87,11 +95,11 @@ def test_host_swiglu_gains_a_gate_and_a_scale_and_every_existing_test_still_pass
     )
     repo = LigerRepo.open(checkout)
     before = {path: repo.read(path) for path in (ops, module, FUNCTIONAL, test)}
-    profile = analyze_for_checkout(_reference(tmp_path, SWIGLU_SCALED), name="swiglu", repo_root=checkout)
+    profile = analyze_for_checkout(_reference(tmp_path, SWIGLU_SHIFTED), name="swiglu", repo_root=checkout)
     plan = plan_modify(repo, "swiglu", profile)
     statuses = {report.path: report.status for report in plan.reports}
     assert [statuses[p] for p in (ops, module, FUNCTIONAL, test)] == ["threaded", "threaded", "threaded", "appended"]
-    assert "math added to the hand-written kernels: a -> a*gate, y -> scale*y" in plan.notes
+    assert "math added to the hand-written kernels: a -> a + shift, b -> b + bias" in plan.notes
     write_all(checkout, plan.changes.changes)
 
     after = repo.read(ops)
@@ -99,28 +107,37 @@ def test_host_swiglu_gains_a_gate_and_a_scale_and_every_existing_test_still_pass
     assert _function_source(after, "_is_scaled") == _function_source(before[ops], "_is_scaled")
     comments = [line.strip() for line in before[ops].splitlines() if line.strip().startswith("#")]
     assert all(comment in after for comment in comments)
-    assert len(after.splitlines()) - len(before[ops].splitlines()) < 40
-    for expected in (
-        "    a = (a * gate).to(a.dtype)\n",  # the gate on every load of a (forward and backward)
-        "    c_scale = c * scale\n",  # the scale on the stored output...
-        "    dc = (dc * scale).to(dc.dtype)\n",  # ...and on the incoming gradient
-        "    da_gate = da * gate\n",  # the chain rule of the gate on da
-        "        ctx.gate = gate\n",
-        "        return da, db, None, None, None, None\n",
-    ):
+    assert len(after.splitlines()) - len(before[ops].splitlines()) < 50
+    # Each map on every load of its input, forward and backward (a shift leaves the gradients' chain rule as is).
+    assert after.count("    a = (a + shift).to(a.dtype)\n") == 2
+    assert after.count("    b = (b + bias).to(b.dtype)\n") == 2
+    for expected in ("        ctx.shift = shift\n", "        ctx.bias = bias\n", "    shift: float = 0.0,\n"):
         assert expected in after, expected
-    assert after.count("    a = (a * gate).to(a.dtype)\n") == 2
-    assert "def liger_swiglu(a, b, gate_multiplier=1.0, down_multiplier=1.0, gate=1.0, scale=1.0):" in repo.read(
+    assert "def liger_swiglu(a, b, gate_multiplier=1.0, down_multiplier=1.0, shift=0.0, bias=0.0):" in repo.read(
         FUNCTIONAL
     )
     module_text = repo.read(module)
-    assert "def __init__(self, config, gate=1.0, scale=1.0):" in module_text
-    assert "act=silu, gate={self.gate}, scale={self.scale}" in module_text
+    assert "shift=0.0" in module_text and "bias=0.0" in module_text
+    assert "shift={self.shift}, bias={self.bias}" in module_text
     assert repo.read(test).startswith(before[test])  # the existing tests are not touched
 
     result = run_pytest(checkout, test, "test/transformers/test_monkey_patch.py")
     assert result.returncode == 0, result.stdout[-3000:]
     assert "passed" in result.stdout and " failed" not in result.stdout
+
+
+def test_an_option_the_kernel_has_under_another_name_is_refused_naming_the_call(tmp_path):
+    """The host swiglu scales its gate and its output already (gate_multiplier, down_multiplier): a gate and a scale
+    would be the same options twice."""
+    checkout = _checkout(tmp_path, "test_swiglu.py")
+    before = snapshot(checkout)
+    line = one_line_error(
+        run_kernelgen("modify", "swiglu", "--reference", _reference(tmp_path, SWIGLU_SCALED), "--repo", str(checkout))
+    )
+    assert "'swiglu' already computes it through options it has: " in line, line
+    assert "liger_swiglu(a, b, gate_multiplier=gate, down_multiplier=scale)" in line, line
+    assert line.endswith("gate, scale would duplicate them: nothing written")
+    assert snapshot(checkout) == before
 
 
 def test_host_rms_norm_gains_a_scale_and_every_existing_test_still_passes(tmp_path):
@@ -140,7 +157,10 @@ def test_host_rms_norm_gains_a_scale_and_every_existing_test_still_passes(tmp_pa
     assert _function_source(after, "_casting_mode_id") == _function_source(before, "_casting_mode_id")
     assert "    y_scale = scale * y\n" in after
     # The backward kernel already has a local named scale (offset + w): its new parameter takes another name.
-    assert "        dy = (dy * scale_param).to(dy.dtype)\n" in after and "scale_param=scale," in after
+    assert "        dy = (dy * scale_param).to(dy.dtype)\n" in after
+    # The launch passes its runtime arguments by position: the new one joins them, before the keyword constexprs.
+    assert "        offset,\n        scale,\n        casting_mode=casting_mode,\n" in after
+    assert "    row_mode: bool | None = None,\n    scale: float = 1.0,\n):" in after  # annotated like its neighbours
     assert "        ctx.scale = scale\n" in after
     assert "row_mode={self.row_mode}, scale={self.scale}" in repo.read(module)
     assert "in_place=True, row_mode=None, scale=1.0):" in repo.read(FUNCTIONAL)
@@ -165,7 +185,7 @@ def test_a_hand_written_kernel_of_another_style_gains_a_hyper_parameter(tmp_path
     ops = ops_path.read_text()
     assert "meta['BLOCK']" in ops  # a file ruff would reformat is edited, not reformatted
     assert "def _mulsig_fwd(X, G, OUT, N, alpha, BLOCK: tl.constexpr):" in ops
-    assert "_mulsig_fwd[grid](x, gate, out, n, BLOCK=256, alpha=alpha)" in ops
+    assert "_mulsig_fwd[grid](x, gate, out, n, alpha, BLOCK=256)" in ops  # joins the positional run
     # The backward launch passes BLOCK by position: the new argument goes in before it.
     assert "_mulsig_bwd[(triton.cdiv(n, 256),)](dout, x, gate, dx, dg, n, ctx.alpha, 256)" in ops
     # A stored expression is bound to a name first.
@@ -173,7 +193,8 @@ def test_a_hand_written_kernel_of_another_style_gains_a_hyper_parameter(tmp_path
     assert "tl.store(DX + offs, dout * s, mask=m)" in ops  # x's gradient does not change
     assert "        return dx, dg, None\n" in ops
     module = (checkout / "src/liger_kernel/transformers/mulsig.py").read_text()
-    assert "    alpha = 1.0\n" in module  # for modules converted in place
+    # Nothing converts MulSigmoid in place (``module.__class__ = ...``): no class default beside __init__'s.
+    assert "    alpha = 1.0\n" not in module
     assert "def __init__(self, alpha=1.0):" in module and 'return f"alpha={self.alpha}"' in module
     assert "_MulSigFn" not in (checkout / "src/liger_kernel/ops/__init__.py").read_text()  # private: not exported
 
@@ -277,12 +298,12 @@ def test_a_loss_kernel_is_refused_with_why_its_cases_cannot_be_appended_either(c
 
 
 # A clean clone --------------------------------------------------------------------------------------------------
-SWIGLU_WITH_SCALE = """\
+SWIGLU_WITH_SHIFT = """\
 import torch.nn.functional as F
 
 
-def swiglu_scaled(a, b, scale: float = 1.0):
-    return F.silu(a) * b * scale
+def swiglu_shifted(a, b, shift: float = 0.0):
+    return F.silu(a + shift) * b
 """
 
 
@@ -292,15 +313,15 @@ def test_modify_swiglu_on_a_clean_clone_of_this_repository_and_its_tests_pass(tm
     clone = tmp_path / "clone"
     cloned = subprocess.run(["git", "clone", "-q", str(REPO_ROOT), str(clone)], capture_output=True, text=True)
     assert cloned.returncode == 0, cloned.stderr
-    reference = _reference(tmp_path, SWIGLU_WITH_SCALE, "swiglu_scaled.py")
+    reference = _reference(tmp_path, SWIGLU_WITH_SHIFT, "swiglu_shifted.py")
     result = run_kernelgen("modify", "swiglu", "--reference", reference, "--repo", str(clone))
     assert result.returncode == 0, result.stdout + result.stderr
     assert "kernelgen: wrote 4 file(s)" in result.stdout
-    assert "scale=1.0" in (clone / FUNCTIONAL).read_text()
-    # The appended cases move scale off its default; the hand-written ones keep it (float32: the CPU's dtype).
+    assert "shift=0.0" in (clone / FUNCTIONAL).read_text()
+    # The appended cases move shift off its default; the hand-written ones keep it (float32: the CPU's dtype).
     selected = "kernelgen_cases and float32 or matches_hf_llama_mlp_forward_and_backward"
     tests = run_pytest(clone, "test/transformers/test_swiglu.py", "-rA", "-k", selected)
     assert tests.returncode == 0, tests.stdout[-3000:]
     passed = [line for line in tests.stdout.splitlines() if line.startswith("PASSED ")]
-    assert any(line.endswith("-scale=2.0]") for line in passed), tests.stdout[-3000:]
+    assert any("-shift=" in line for line in passed), tests.stdout[-3000:]
     assert any("forward_and_backward_fp32[" in line for line in passed), tests.stdout[-3000:]

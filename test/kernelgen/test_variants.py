@@ -61,6 +61,40 @@ def hand_smoothed_ce(logits, target, smoothing: float = 0.2):
     nll = -logp.gather(-1, target.unsqueeze(-1)).squeeze(-1)
     return ((1 - smoothing) * nll - smoothing * logp.mean(-1)).mean()
 """
+# Llama's casting with (1 + w), its eps named as the module's but with another default than the module's 1e-6.
+LLAMA_OFFSET_NORM = """
+import torch
+import torch.nn as nn
+
+
+class LlamaOffsetNorm(nn.Module):
+    def __init__(self, dim: int, eps: float = 1e-5):
+        super().__init__()
+        self.w = nn.Parameter(torch.zeros(dim))
+        self.eps = eps
+
+    def forward(self, h):
+        var = h.float().pow(2).mean(-1, keepdim=True)
+        h = (h.float() * torch.rsqrt(var + self.eps)).to(h.dtype)
+        return h * (1.0 + self.w)
+"""
+# A sum written with a 0.0 that torch's deprecated size_average=0.0 would also express: named by its reduction.
+SUMMED_CE = """
+import torch.nn.functional as F
+
+
+def summed_ce(logits, target):
+    return F.cross_entropy(logits, target, reduction="sum", label_smoothing=0.0)
+"""
+# A loss per row: its output's shape is not the default reduction's.
+PER_ROW_CE = """
+import torch
+
+
+def per_row_ce(logits, target):
+    logp = torch.log_softmax(logits.float(), dim=-1)
+    return -logp.gather(-1, target.unsqueeze(-1)).squeeze(-1)
+"""
 # Negatives: each differs from an existing kernel at every option value.
 EPS_OUTSIDE_NORM = """
 import torch
@@ -135,6 +169,21 @@ def checkout(tmp_path_factory):
             "LigerCrossEntropyLoss(label_smoothing=smoothing)",
         ),
         ("up_times_silu", SWAPPED_SWIGLU, "swiglu' computes it: liger_swiglu(a=gate, b=up)"),
+        (
+            "llama_offset_norm",
+            LLAMA_OFFSET_NORM,
+            "liger_rms_norm(X, W, eps, offset=1.0) / LigerRMSNorm(hidden_size, eps=1e-05, offset=1.0)",
+        ),
+        (
+            "summed_ce",
+            SUMMED_CE,
+            'computes it: liger_cross_entropy(input, target, reduction="sum") / LigerCrossEntropyLoss(reduction="sum")',
+        ),
+        (
+            "per_row_ce",
+            PER_ROW_CE,
+            'liger_cross_entropy(input, target, reduction="none") / LigerCrossEntropyLoss(reduction="none")',
+        ),
     ],
 )
 def test_a_variant_is_refused_naming_the_kernel_and_its_options_and_force_new_generates_it(
@@ -149,6 +198,13 @@ def test_a_variant_is_refused_naming_the_kernel_and_its_options_and_force_new_ge
     dry = run_kernelgen("new", name, "--reference", reference, "--repo", str(checkout), "--force-new", "--dry-run")
     assert dry.returncode == 0, dry.stderr
     assert f"+++ b/{kernel_paths(name)['ops']}" in dry.stdout
+
+
+def test_torchs_deprecated_spellings_of_the_reduction_are_no_options_beside_it(tmp_path):
+    profile = analyze(_file(tmp_path, "summed_ce", SUMMED_CE), name="summed_ce")
+    plan = next(plan for plan in call_plans(LigerRepo.open(None), profile) if plan.name == "cross_entropy")
+    names = [option.name for option in plan.options]
+    assert "reduction" in names and "size_average" not in names and "reduce" not in names
 
 
 def test_the_builtin_gemma_rms_norm_is_the_hosts_rms_norm_and_force_new_writes_it(tmp_path):

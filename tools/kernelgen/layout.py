@@ -14,6 +14,7 @@ TRANSFORMERS_INIT = "src/liger_kernel/transformers/__init__.py"
 FUNCTIONAL = "src/liger_kernel/transformers/functional.py"
 OPS_UTILS = "src/liger_kernel/ops/utils.py"
 LAYOUT_UTILS = "src/liger_kernel/ops/layout_utils.py"  # shared by generated kernels: shared_module.py
+MONKEY_PATCH = "src/liger_kernel/transformers/monkey_patch.py"
 REGISTRATION_FILES = (OPS_INIT, TRANSFORMERS_INIT, FUNCTIONAL)
 
 # Kernels ``validate --archive`` accepted, which ``analyze`` may name as the closest existing kernel.

@@ -15,8 +15,8 @@ Hand-written kernels (no record) are never rewritten whole. A new reference that
 threaded into their files by targeted AST edits (``retrofit``: the affine math delta kernelgen can derive, the
 parameters through the kernels, the wrappers, the autograd Function, the functional and the module); the
 reference's cases are appended to the test file as one new test function (the existing tests stay as they are);
-missing registrations of names the hand-written modules define are added. When the change cannot be made safely
-the command says why in one line and writes nothing; ``--tests-only`` then appends the cases alone. Before
+registrations are left as the target has them (names it does not export are noted). When the change cannot be
+made safely the command says why in one line and writes nothing; ``--tests-only`` then appends the cases alone. Before
 anything is written the changed files are staged in a scratch copy where every touched module must import, every
 touched test file must collect and the appended cases must pass (with ``--tests-only``: their default case).
 
@@ -409,6 +409,14 @@ def _plan_unrecorded(repo: LigerRepo, name: str, new: KernelProfile, tests_only:
     added = mapping.new_hypers
     threaded: set[str] = set()
     if added and not tests_only:
+        from tools.kernelgen.variants import existing_option
+
+        present = existing_option(repo, name, new)
+        if present:
+            raise ModifyError(
+                f"'{name}' already computes it through options it has: {present}; {', '.join(added)} would "
+                f"duplicate them: nothing written"
+            )
         try:
             retrofit = plan_retrofit(repo, name, new, api, mapping)
         except RetrofitError as error:
@@ -491,8 +499,27 @@ def _plan_unrecorded(repo: LigerRepo, name: str, new: KernelProfile, tests_only:
     if FUNCTIONAL not in threaded:
         reason = f"{api.functional.name} already defined" if api.functional else "no functional (left as is)"
         plan.reports.append(FileReport(FUNCTIONAL, "unchanged", reason))
-    _apply_registrations(repo, plan, current, registration, {})
+    _note_unregistered(plan, current, registration)
     return plan
+
+
+def _note_unregistered(plan: ModifyPlan, current: dict[str, str], registration: Registration) -> None:
+    """Names of a hand-written kernel its package does not export are the target's choice (upstream leaves some
+    model-specific modules out of ``__init__``): a change that adds an option to the kernel adds nothing else, and
+    says what it left."""
+    try:
+        registered = register_kernel(current, registration)
+    except InsertError as error:
+        raise ModifyError(str(error)) from None
+    wanted = {*registration.ops_names, *registration.module_names, registration.functional_name} - {""}
+    for path, text in current.items():
+        added = set(registered.get(path, text).splitlines()) - set(text.splitlines())
+        names = sorted(name for name in wanted if any(re.search(rf"\b{name}\b", line) for line in added))
+        if names:
+            plan.notes.append(f"{path} does not export {', '.join(names)}: left as is")
+            plan.reports.append(FileReport(path, "left", "as is: the kernel's registrations are not changed"))
+        else:
+            plan.reports.append(FileReport(path, "unchanged", "every registration already there"))
 
 
 # Entry points -------------------------------------------------------------------------------------------------
@@ -547,6 +574,11 @@ def verify_plan(repo: LigerRepo, plan: ModifyPlan) -> None:
     )
     if problem is None:
         return
+    if getattr(problem, "crashed", False):
+        raise ModifyError(
+            f"the appended cases cannot run on this machine ({problem}); the change cannot be checked here: "
+            f"nothing written"
+        )
     if "-defaults]" in problem:
         raise ModifyError(
             f"the reference at its defaults is not what '{plan.name}' computes now ({problem}); it is not this "

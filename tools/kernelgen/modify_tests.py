@@ -119,6 +119,17 @@ def _defined_functions(source: str) -> set[str]:
     return {node.name for node in ast.parse(source).body if isinstance(node, ast.FunctionDef)}
 
 
+def _bound_names(source: str) -> set[str]:
+    """Names the module binds at its top level by an import or a definition."""
+    names = set()
+    for node in ast.parse(source).body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+    return names
+
+
 def _module_imports(source: str) -> set[str]:
     """Top-level single-name import lines, normalized (``import torch``, ``from x import y``)."""
     found = set()
@@ -191,8 +202,13 @@ def append_cases(source: str, profile: KernelProfile, repo_root: Path, test_path
     if missing:
         raise CasesError(f"{test_path} has no top-level `import {missing[0]}`; add it by hand and run again")
     updated = source
+    # A name the file already has from elsewhere (upstream's tests take ``infer_device`` from ``liger_kernel.utils``)
+    # is the same helper: importing it again would redefine it.
+    bound = _bound_names(source)
     try:
         for module, name in [("test.utils", name) for name in TEST_UTILS] + [(call.module, call.name)]:
+            if name in bound:
+                continue
             updated = _import(updated, module, name)
     except InsertError as error:
         raise CasesError(f"{test_path}: {error.message}") from None

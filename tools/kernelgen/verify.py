@@ -22,6 +22,9 @@ from tools.kernelgen.scratch import changed_library_modules
 from tools.kernelgen.scratch import stage_checkout
 
 TIMEOUT_S = 900
+# Hand-written kernels are written for compiled Triton (libdevice math, float scalars with ``.to``): under the
+# interpreter the staged tests run them as the compiler would.
+INTERPRETER_SHIM = Path(__file__).resolve().parent / "variants" / "interpreter.py"
 IMPORT_FAILED = 3
 
 _SCRIPT = """
@@ -41,9 +44,21 @@ for name in {modules!r}:
         text = (str(error).strip().splitlines() or [""])[0]
         print(f"KERNELGEN-IMPORT-FAILED {{name}}: {{type(error).__name__}}: {{text}}")
         sys.exit({failed})
+import contextlib
+import importlib.util
+
 import pytest
 
-sys.exit(pytest.main(["-q", "-p", "no:cacheprovider", "--junitxml", {xml!r}, {test!r}, "-k", {selector!r}]))
+scalars = contextlib.nullcontext()
+if os.environ.get("TRITON_INTERPRET") == "1":
+    # Loaded by its path: the kernelgen checkout on sys.path would shadow the target's own ``test`` package.
+    spec = importlib.util.spec_from_file_location("kernelgen_interpreter", {shim!r})
+    shim = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(shim)
+    scalars = shim.compiled_scalars()
+with scalars:
+    code = pytest.main(["-q", "-p", "no:cacheprovider", "--junitxml", {xml!r}, {test!r}, "-k", {selector!r}])
+sys.exit(code)
 """
 
 
@@ -68,7 +83,8 @@ def verify_changes(
     repo: LigerRepo, changes: dict[str, str], test_path: str, test_name: str, *, defaults_only: bool = False
 ) -> str | None:
     """None when, with ``changes`` applied, every changed module imports, ``test_path`` collects and every case of
-    ``test_name`` passes (``defaults_only``: its ``defaults`` cases); else what went wrong, in one line."""
+    ``test_name`` passes (``defaults_only``: its ``defaults`` cases); else what went wrong, in one line (a
+    ``Failure`` when cases ran and failed)."""
     modules = changed_library_modules(changes)
     with tempfile.TemporaryDirectory(prefix="kernelgen-verify-") as scratch:
         folder = Path(scratch)
@@ -79,6 +95,7 @@ def verify_changes(
             root=str(folder),
             modules=modules,
             failed=IMPORT_FAILED,
+            shim=str(INTERPRETER_SHIM),
             xml=str(xml_path),
             test=test_path,
             selector=test_name,
@@ -105,8 +122,25 @@ def verify_changes(
         return f"{test_name} ran no case in {test_path}"
     failed = sorted(name for name, (outcome, _) in ran.items() if outcome != "passed")
     if failed:
-        return f"{len(failed)} of {len(ran)} case(s) fail, first {failed[0]}: {ran[failed[0]][1]}"
+        text = f"{len(failed)} of {len(ran)} case(s) fail, first {failed[0]}: {ran[failed[0]][1]}"
+        return Failure(text, crashed=all(not _is_assertion(ran[name][1]) for name in failed))
     return None
+
+
+class Failure(str):
+    """What went wrong, in one line; ``crashed``: every failing case raised before comparing anything (the kernel
+    does not run on this machine), none computed a wrong value."""
+
+    crashed: bool
+
+    def __new__(cls, text: str, *, crashed: bool = False) -> Failure:
+        failure = super().__new__(cls, text)
+        failure.crashed = crashed
+        return failure
+
+
+def _is_assertion(message: str) -> bool:
+    return message.startswith(("AssertionError", "assert ")) or message == "assert"
 
 
 def _last_line(output: str) -> str:
@@ -114,4 +148,4 @@ def _last_line(output: str) -> str:
     return lines[-1] if lines else "no output"
 
 
-__all__ = ["verify_changes"]
+__all__ = ["Failure", "verify_changes"]

@@ -18,6 +18,7 @@ from tools.kernelgen.generate import compile_problem
 from tools.kernelgen.hostapi import ArgumentMap
 from tools.kernelgen.hostapi import KernelApi
 from tools.kernelgen.layout import FUNCTIONAL
+from tools.kernelgen.layout import MONKEY_PATCH
 from tools.kernelgen.layout import kernel_paths
 from tools.kernelgen.profile import KernelProfile
 from tools.kernelgen.repo import LigerRepo
@@ -53,7 +54,8 @@ def plan_retrofit(repo: LigerRepo, name: str, profile: KernelProfile, api: Kerne
             f"{', '.join(mapping.new_hypers)} do(es) not change what the reference computes: nothing to thread"
         )
     paths = kernel_paths(name)
-    files = {"ops": paths["ops"], "module": paths["module"], "functional": FUNCTIONAL}
+    # monkey_patch.py is read, never edited: how it puts the module's forward on a model's modules.
+    files = {"ops": paths["ops"], "module": paths["module"], "functional": FUNCTIONAL, "patch": MONKEY_PATCH}
     sources = {path: repo.read(path) for path in files.values() if repo.exists(path)}
     try:
         plan = Threader(profile, api, mapping, delta, files, sources).plan()

@@ -360,6 +360,7 @@ class Threader:
         self.result = Plan()
         self.defaults = {hp.name: repr(hp.default) for hp in delta.hypers}
         self.order = [hp.name for hp in delta.hypers]
+        self.types = {hp.name: hp.type for hp in delta.hypers if hp.type in ("float", "int")}
         self.local_names: dict[str, dict[str, str]] = {}  # kernel -> hyper-parameter -> its name in the kernel
 
     # Roles -----------------------------------------------------------------------------------------------------
@@ -632,7 +633,7 @@ class Threader:
                 start, end = _span(launch.call)
                 for offset, hyper in enumerate(ordered):
                     value = self._value(launch.scope, hyper)
-                    if positional > index:
+                    if positional >= index:  # the new argument continues or joins the positional run
                         edits.args.append(AddArg(start, value, index=index + offset, end=end))
                     else:
                         edits.args.append(AddArg(start, value, keyword=local[hyper], end=end))
@@ -649,7 +650,7 @@ class Threader:
             if clash:
                 raise NotUnderstood(f"{path}:{node.lineno}: {scope} already has a parameter {clash[0]}")
             for hyper in ordered:
-                edits.params.append(AddParam(scope, f"{hyper}={self.defaults[hyper]}"))
+                edits.params.append(AddParam(scope, self._param_text(node, hyper)))
             self.result.say(
                 path, f"{scope}(): new parameter(s) {', '.join(f'{h}={self.defaults[h]}' for h in ordered)}"
             )
@@ -669,14 +670,16 @@ class Threader:
         if forward.args.vararg is not None or forward.args.kwarg is not None:
             raise NotUnderstood(f"{path}:{forward.lineno}: {anatomy.forward_scope} takes *args or **kwargs")
         for hyper in self.order:
-            edits.params.append(AddParam(anatomy.forward_scope, f"{hyper}={self.defaults[hyper]}"))
+            edits.params.append(AddParam(anatomy.forward_scope, self._param_text(forward, hyper)))
         for hyper in [h for h in self.order if h in needs.get(anatomy.backward_scope, set())]:
             edits.statements.append(self._ctx_statement(forward, hyper))
         returns = [s for s in _statements(anatomy.scopes[anatomy.backward_scope].body) if isinstance(s, ast.Return)]
+        # A forward of one argument may return its gradient bare (``return dx``): it becomes ``return dx, None``.
+        single = len(anatomy.params(anatomy.forward_scope)) == 1
         for statement in returns:
-            if not isinstance(statement.value, ast.Tuple) or any(
-                isinstance(e, ast.Starred) for e in statement.value.elts
-            ):
+            value = statement.value
+            bare = single and value is not None and not isinstance(value, (ast.Tuple, ast.Starred))
+            if not bare and (not isinstance(value, ast.Tuple) or any(isinstance(e, ast.Starred) for e in value.elts)):
                 raise NotUnderstood(
                     f"{path}:{statement.lineno}: {anatomy.backward_scope} does not return a tuple of gradients"
                 )
@@ -733,7 +736,7 @@ class Threader:
             raise NotUnderstood(f"{path}:{node.lineno}: {name} takes *args or **kwargs")
         edits = self.result.file(path)
         for hyper in self.order:
-            edits.params.append(AddParam(name, f"{hyper}={self.defaults[hyper]}"))
+            edits.params.append(AddParam(name, self._param_text(node, hyper)))
         for call in self._apply_calls(path, name):
             edits.args.extend(self._apply_args(call, lambda h: h, f"{path}:{call.lineno}"))
         self.result.say(path, f"{name}(): new parameter(s) {', '.join(f'{h}={self.defaults[h]}' for h in self.order)}")
@@ -764,14 +767,25 @@ class Threader:
         if clash:
             raise NotUnderstood(f"{where}: {primary} already has self.{clash[0]}")
         edits = self.result.file(path)
+        patching = self._instance_patching(primary)
         for index, hyper in enumerate(self.order):
-            edits.params.append(AddParam(f"{primary}.__init__", f"{hyper}={self.defaults[hyper]}"))
+            edits.params.append(AddParam(f"{primary}.__init__", self._param_text(init, hyper)))
             edits.appends.append(AppendStatement(f"{primary}.__init__", f"self.{hyper} = {hyper}"))
-            # A class default too: modules converted in place (``module.__class__ = ...``) skip __init__.
-            comment = "defaults for modules converted in place (their __init__ never runs)" if index == 0 else ""
-            edits.attributes.append(ClassAttribute(primary, f"{hyper} = {self.defaults[hyper]}", comment))
+            if patching == "converted":
+                # A class default too: modules converted in place (``module.__class__ = ...``) skip __init__.
+                comment = "defaults for modules converted in place (their __init__ never runs)" if index == 0 else ""
+                edits.attributes.append(ClassAttribute(primary, f"{hyper} = {self.defaults[hyper]}", comment))
+        if patching == "bound":
+            # The forward runs on modules of another class, which have neither the attribute nor a class default.
+            value_of = lambda h: f'getattr(self, "{h}", {self.defaults[h]})'  # noqa: E731
+            self.result.notes.append(
+                f"{self.paths['patch']} binds {primary}.forward to a model's own modules, which have no "
+                f"{', '.join(self.order)}: the forward reads {value_of(self.order[0])}"
+            )
+        else:
+            value_of = lambda h: f"self.{h}"  # noqa: E731
         for call in self._apply_calls(path, primary):
-            edits.args.extend(self._apply_args(call, lambda h: f"self.{h}", f"{path}:{call.lineno}"))
+            edits.args.extend(self._apply_args(call, value_of, f"{path}:{call.lineno}"))
         repr_node = next((s for s in node.body if isinstance(s, ast.FunctionDef) and s.name == "extra_repr"), None)
         returned = [s.value for s in ast.walk(repr_node) if isinstance(s, ast.Return)] if repr_node else []
         if repr_node is None or (len(returned) == 1 and isinstance(returned[0], ast.JoinedStr)):
@@ -790,6 +804,54 @@ class Threader:
                 f"{', '.join(others)} also apply {self.api.function_class}: they keep the default "
                 f"{', '.join(self.order)} (left as is)"
             )
+
+    def _instance_patching(self, primary: str) -> str:
+        """How the monkey-patch file puts ``primary`` on a model's existing modules: ``converted`` (``module.__class__
+        = primary``: its ``__init__`` never runs), ``bound`` (``primary.forward`` taken as a value, or a parameter's
+        ``.forward`` in a helper that is passed ``primary``: the forward runs on an object of another class), or ""
+        (not at all, or no monkey-patch file)."""
+        path = self.paths.get("patch", "")
+        if path not in self.sources:
+            return ""
+        tree = ast.parse(self.sources[path])
+        called = {id(node.func) for node in ast.walk(tree) if isinstance(node, ast.Call)}
+        helpers, bound = set(), False
+        for function in (n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)):
+            params = _positional(function)
+            for node in ast.walk(function):
+                if (
+                    isinstance(node, ast.Attribute)
+                    and node.attr == "forward"
+                    and isinstance(node.value, ast.Name)
+                    and id(node) not in called
+                ):
+                    bound = bound or node.value.id == primary
+                    if node.value.id in params:
+                        helpers.add(function.name)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and ast.unparse(node.func) in helpers:
+                values = [*node.args, *(k.value for k in node.keywords)]
+                bound = bound or any(isinstance(v, ast.Name) and v.id == primary for v in values)
+            if (
+                isinstance(node, ast.Assign)
+                and any(isinstance(t, ast.Attribute) and t.attr == "__class__" for t in node.targets)
+                and ast.unparse(node.value).split(".")[-1] == primary
+            ):
+                return "converted"
+        return "bound" if bound else ""
+
+    def _param_text(self, function: ast.FunctionDef, hyper: str) -> str:
+        """``scale=1.0``, or ``scale: float = 1.0`` where the function annotates its parameters (those with a
+        default, else all but ``self``/``ctx``)."""
+        arguments = function.args
+        every = [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]
+        every = [a for a in every if a.arg not in ("self", "ctx", "cls")]
+        with_default = [*arguments.args[len(arguments.args) - len(arguments.defaults) :], *arguments.kwonlyargs]
+        considered = [a for a in with_default if a.arg not in ("self", "ctx", "cls")] or every
+        kind = self.types.get(hyper, "")
+        if considered and kind and all(a.annotation is not None for a in considered):
+            return f"{hyper}: {kind} = {self.defaults[hyper]}"
+        return f"{hyper}={self.defaults[hyper]}"
 
 
 def _span(node: ast.AST) -> tuple[tuple[int, int], tuple[int, int]]:

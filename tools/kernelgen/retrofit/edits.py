@@ -25,7 +25,7 @@ class EditError(ValueError):
 @dataclass(frozen=True)
 class AddParam:
     function: str  # qualified name: "func" or "Class.method"
-    text: str  # "scale=1.0" or "scale"
+    text: str  # "scale=1.0", "scale: float = 1.0" or "scale"
     before: str | None = None  # insert before this parameter; None: after the last positional parameter
 
 
@@ -201,11 +201,14 @@ class _Editor(cst.CSTTransformer):
         return updated
 
     def _add_param(self, params: cst.Parameters, edit: AddParam) -> cst.Parameters:
-        name, _, default = edit.text.partition("=")
+        head, _, default = edit.text.partition("=")
+        name, _, annotation = head.partition(":")
         new = cst.Param(
             cst.Name(name.strip()),
+            annotation=cst.Annotation(cst.parse_expression(annotation.strip())) if annotation else None,
             default=cst.parse_expression(default.strip()) if default else None,
-            equal=_tight_equal() if default else cst.MaybeSentinel.DEFAULT,
+            # PEP 8: ``name=default``, but ``name: type = default``.
+            equal=(_spaced_equal() if annotation else _tight_equal()) if default else cst.MaybeSentinel.DEFAULT,
         )
         positional = list(params.params)
         if edit.before is None:
@@ -267,8 +270,10 @@ class _Editor(cst.CSTTransformer):
         for edit in self.edits.returns:
             if self._start(original)[0] == edit.line:
                 value = updated.value
-                if not isinstance(value, cst.Tuple):
-                    raise EditError(f"line {edit.line}: return value is not a tuple")
+                if value is None:
+                    raise EditError(f"line {edit.line}: return without a value")
+                if not isinstance(value, cst.Tuple):  # one gradient returned bare: the tuple starts here
+                    value = cst.Tuple([cst.Element(value)], lpar=[], rpar=[])
                 elements = list(value.elements)
                 extra = cst.Element(cst.parse_expression(edit.value))
                 comma = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
@@ -321,6 +326,10 @@ def _is_docstring(statement) -> bool:
 
 def _tight_equal() -> cst.AssignEqual:
     return cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
+
+
+def _spaced_equal() -> cst.AssignEqual:
+    return cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(" "), whitespace_after=cst.SimpleWhitespace(" "))
 
 
 def _has_method(node: cst.ClassDef, name: str) -> bool:

@@ -8,6 +8,8 @@ reference's arguments and which option values are worth trying is read from the 
 
 from __future__ import annotations
 
+import dataclasses
+
 from tools.kernelgen.profile import KernelProfile
 from tools.kernelgen.repo import LigerRepo
 
@@ -37,6 +39,35 @@ def find_variant(repo: LigerRepo, profile: KernelProfile) -> str | None:
     return f"the existing kernel '{plan.name}' computes it: {call_text(plan, values, {hp.name: hp.default for hp in profile.hyperparameters})}"
 
 
+def existing_option(repo: LigerRepo, name: str, profile: KernelProfile) -> str | None:
+    """``CALL`` when kernel ``name`` already computes ``profile``'s reference, its hyper-parameters moved off their
+    defaults included, through options it has (its functional's, else those of ``Function.apply``): what ``modify``
+    would add is there under another name. None otherwise, and for a reference without source."""
+    if not profile.reference.source or not profile.reference.entry:
+        return None
+    from tools.kernelgen.variants.options import Bound
+    from tools.kernelgen.variants.options import call_plans_of
+    from tools.kernelgen.variants.options import call_text
+    from tools.kernelgen.variants.options import reference_literals
+    from tools.kernelgen.variants.probe import matching_options
+    from tools.kernelgen.variants.probe import moved_values
+
+    # Searched off the defaults: at them the kernel as it is computes the reference already (modify's premise), and
+    # an option bound to a hyper-parameter would bring its output no closer there.
+    hypers = [dataclasses.replace(hp, default=(moved_values(hp) or [hp.default])[0]) for hp in profile.hyperparameters]
+    moved = dataclasses.replace(profile, hyperparameters=hypers)
+    literals = reference_literals(profile.reference.source)
+    for through_function in (False, True):
+        plans = call_plans_of(repo, name, moved, literals, through_function=through_function)
+        found = matching_options(repo.root, moved, plans) if plans else None
+        # A match that binds none of the reference's hyper-parameters to an option is the kernel as it is: the
+        # hyper-parameters change nothing it computes, which modify says on its own.
+        if found is not None and any(isinstance(value, Bound) for value in found[1].values()):
+            plan, values = found
+            return call_text(plan, values, {hp.name: hp.default for hp in profile.hyperparameters})
+    return None
+
+
 def check_not_variant(repo: LigerRepo, profile: KernelProfile) -> None:
     """Raise ``VariantError`` when ``new`` would duplicate an existing kernel (``--force-new`` skips this)."""
     found = find_variant(repo, profile)
@@ -47,4 +78,4 @@ def check_not_variant(repo: LigerRepo, profile: KernelProfile) -> None:
         )
 
 
-__all__ = ["VariantError", "check_not_variant", "find_variant"]
+__all__ = ["VariantError", "check_not_variant", "existing_option", "find_variant"]

@@ -6,13 +6,19 @@ interpreter passes floats through as Python floats, reads a scalar as a one-elem
 refuses to turn into an int, and cannot call libdevice functions (``rsqrt``, ``tanh`` imported from
 ``triton.language.extra``): ``triton.language.math`` has interpreted twins of most, ``tanh`` is written here. ``compiled_scalars`` makes the interpreter do what the compiler does, for the time of
 a ``with`` block, so that a target's hand-written kernels (upstream's among them) run on the CPU.
+
+Run as a script from a checkout's root, it is pytest there with those kernels interpreted so:
+``python3 PATH/TO/interpreter.py test/transformers/test_geglu.py -q``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
+import sys
 
 from collections.abc import Iterator
+from pathlib import Path
 
 
 def _tanh(x):
@@ -79,4 +85,20 @@ def compiled_scalars() -> Iterator[None]:
         interpreter._implicit_cvt, interpreter._patch_lang_tensor, interpreter._patch_lang = originals
 
 
-__all__ = ["compiled_scalars"]
+def main(argv: list[str]) -> int:
+    """pytest with ``argv`` in the current directory's checkout (its ``src`` and root first on ``sys.path``, in
+    place of this script's folder), Triton interpreted, kernels run as compiled."""
+    os.environ["TRITON_INTERPRET"] = "1"
+    root = Path.cwd()
+    sys.path[0:1] = [str(root / "src"), str(root)]
+    import pytest
+
+    with compiled_scalars():
+        return pytest.main(argv)
+
+
+__all__ = ["compiled_scalars", "main"]
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

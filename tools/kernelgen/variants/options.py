@@ -13,6 +13,7 @@ lists or compares beside a string default (casting modes, reductions).
 from __future__ import annotations
 
 import ast
+import dataclasses
 import itertools
 
 from dataclasses import dataclass
@@ -38,6 +39,9 @@ from tools.kernelgen.repo import LigerRepo
 TARGET_WORDS = ("target", "label")
 MAX_LITERALS = 8
 _REQUIRED = object()
+# torch's deprecated spellings of ``reduction``: beside a ``reduction`` parameter they choose nothing it cannot, and a
+# call naming them would teach a deprecated API.
+LEGACY_REDUCTION = ("size_average", "reduce")
 
 
 @dataclass(frozen=True)
@@ -279,13 +283,18 @@ def _map_tensors(profile: KernelProfile, params: list[Param], taken: set[str]) -
     return mappings
 
 
-def call_plans_of(repo: LigerRepo, name: str, profile: KernelProfile, literals: list[float]) -> list[CallPlan]:
+def call_plans_of(
+    repo: LigerRepo, name: str, profile: KernelProfile, literals: list[float], *, through_function: bool = False
+) -> list[CallPlan]:
     """How kernel ``name`` of ``repo`` could be called with ``profile``'s arguments: one plan per way its tensors
-    may be placed; none when it cannot take them."""
+    may be placed; none when it cannot take them. ``through_function``: called by ``Function.apply`` even where a
+    functional exists (its options may be more than the functional passes on)."""
     try:
         api = read_kernel_api(repo, name)
     except (ApiError, OSError, UnicodeDecodeError, SyntaxError):
         return []
+    if through_function:
+        api = dataclasses.replace(api, functional=None)
     params = api.entry.params
     names = {p.name for p in params}
     fixed = {hp.name: Bound(hp.name) for hp in profile.hyperparameters if hp.name in names}
@@ -303,7 +312,7 @@ def call_plans_of(repo: LigerRepo, name: str, profile: KernelProfile, literals: 
         default = _literal(param.default)
         if default is not _REQUIRED:
             defaults[param.name] = default
-        if param.name in used:
+        if param.name in used or (param.name in LEGACY_REDUCTION and "reduction" in names):
             continue
         if param.default is not None and default is _REQUIRED:
             continue  # a default that is not a literal: left to the kernel
@@ -381,8 +390,15 @@ def call_text(plan: CallPlan, chosen: dict[str, Any], reference_defaults: dict[s
         options = {name: value for name, value in changed.items() if name not in given or name in accepted}
         if set(options) - accepted:
             continue
+        # A hyper-parameter the module holds with a default of its own (LigerRMSNorm's eps=1e-6): named when the
+        # reference's default is another.
+        held = {p.name: _literal(p.default) for p in params if p.default is not None}
+        for name, bound in plan.fixed.items():
+            value = reference_defaults.get(bound.hyper, _REQUIRED)
+            if name in held and name not in options and value is not _REQUIRED and value != held[name]:
+                options[name] = _value_text(value)
         args = [p.name for p in params if p.default is None]
-        args += _keywords({name: value for name, value in options.items() if name not in args})
+        args += _keywords({p.name: options[p.name] for p in params if p.name in options and p.name not in args})
         return f"{text} / {module}({', '.join(args)})"
     return text
 

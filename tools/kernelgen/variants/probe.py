@@ -219,9 +219,9 @@ class KernelSearch:
         order, seen = itertools.count(1), {_key(self.base)}
         while frontier and self.evaluations <= MAX_EVALUATIONS:
             score, changes, _, values = heapq.heappop(frontier)
-            if score == float("inf"):
-                return None
-            if self._probe_matches(values) and self._holds(values):
+            # Only the defaults may score infinite (a child is pushed when closer): outputs of another shape or
+            # number (a loss per row where the default reduces) that a moved option may still make the reference's.
+            if score < float("inf") and self._probe_matches(values) and self._holds(values):
                 return self._closest_in_half(values)
             if changes >= MAX_CHANGES:
                 continue
@@ -264,7 +264,7 @@ class KernelSearch:
         if self.probe.tier in (1, 2):
             cases.append((self.probe.case(4, 37, 21, scale=0.01), ("small", 21)))
         for hp in self.probe.profile.hyperparameters:
-            for index, value in enumerate(_moved_values(hp)):
+            for index, value in enumerate(moved_values(hp)):
                 hyper = {**self.probe.defaults, hp.name: value}
                 cases.append((self.probe.case(4, 33, 31 + index, hyper=hyper), ("hyper", hp.name, index)))
         ran = []
@@ -297,7 +297,7 @@ class KernelSearch:
         return chosen
 
 
-def _moved_values(hp) -> list:
+def moved_values(hp) -> list:
     """Values of a reference hyper-parameter off its default that tell formulas apart: each other choice of a
     string, a float moved well away (an eps 1e-6 -> 0.25, a smoothing 0.1 -> 0.45)."""
     if hp.choices:
@@ -331,4 +331,4 @@ def matching_options(root: Path, profile: KernelProfile, plans: list[CallPlan]) 
     return None
 
 
-__all__ = ["checkout_kernels", "matching_options"]
+__all__ = ["checkout_kernels", "matching_options", "moved_values"]
