@@ -49,6 +49,9 @@ from tools.kernelgen.analyze.ops import normalize
 from tools.kernelgen.analyze.roles import EITHER_TARGET
 from tools.kernelgen.analyze.roles import PROBABILITIES
 from tools.kernelgen.analyze.roles import target_role
+from tools.kernelgen.broadcast import declared_pattern
+from tools.kernelgen.broadcast import pattern_rank
+from tools.kernelgen.broadcast import shape_for
 from tools.kernelgen.profile import HyperParameter
 from tools.kernelgen.profile import LearnableParameter
 
@@ -107,6 +110,8 @@ class TracedReference:
     class_inputs: list[str] = field(default_factory=list)
     # Inputs that a module reference holds itself (``self.weight``, a buffer of class weights): input -> attribute.
     attribute_inputs: dict[str, str] = field(default_factory=dict)
+    # Inputs whose shape broadcasts against the first input's (``shapes`` hint): input -> pattern (``broadcast``).
+    broadcast_inputs: dict[str, str] = field(default_factory=dict)
 
     @property
     def runtime_hyperparameters(self) -> list[str]:
@@ -782,6 +787,9 @@ def _finish(
     # that come with one are a flat (6, hidden) batch, as are the inputs of a loss over rows (``x.shape[0]`` is
     # then the row count); others (2, 3, hidden).
     rows_shape = (6,) if index_inputs or _reduces_rows_to_a_loss(calls) or _names_dim_one(calls) else (2, 3)
+    broadcast_inputs = declared_broadcasts(loaded, tensors, index_inputs + class_inputs)
+    deepest = max(map(pattern_rank, broadcast_inputs.values()), default=0)
+    rows_shape = (2,) * (deepest - 1 - len(rows_shape)) + rows_shape  # each broadcast pattern fits the examples
     shapes_known = _propagate_shapes(
         graph_module,
         order,
@@ -794,6 +802,7 @@ def _finish(
         concrete,
         attributes,
         hidden,
+        broadcast_inputs,
     )
     specialized = {name: value for name, value in concrete.items() if _scalar_type(value) is not None}
     traced = TracedReference(
@@ -816,11 +825,47 @@ def _finish(
         specialized=specialized,
         class_inputs=class_inputs,
         attribute_inputs=attribute_inputs,
+        broadcast_inputs=broadcast_inputs,
     )
     traced.notes.extend(decision.remark(call.name) for call, decision in decisions)
     if not shapes_known:
         traced.notes.append("running the reference on example inputs failed; dims were read from the arguments")
     return traced
+
+
+def declared_broadcasts(loaded: LoadedReference, tensors: list[str], not_rows: list[str]) -> dict[str, str]:
+    """The broadcast pattern of each tensor input the hint ``KERNELGEN = {"shapes": {...}}`` declares with a shape
+    other than the first input's (see ``tools.kernelgen.broadcast``)."""
+    declared = loaded.hints.get("shapes", {})
+    if not isinstance(declared, dict):
+        raise AnalyzeError(
+            f"KERNELGEN hint 'shapes' must map input names to shapes, got {declared!r}", origin=loaded.origin
+        )
+    rows = [name for name in tensors if name not in not_rows]
+    unknown = sorted(set(declared) - set(rows))
+    if unknown:
+        raise AnalyzeError(
+            f"KERNELGEN hint 'shapes' names {unknown}, which are no tensor inputs of rows ({', '.join(rows)})",
+            origin=loaded.origin,
+        )
+    patterns = {}
+    for name, shape in declared.items():
+        if name == rows[0]:
+            continue
+        try:
+            pattern = declared_pattern(shape, declared.get(rows[0]))
+        except ValueError as error:
+            raise AnalyzeError(f"KERNELGEN hint 'shapes': {name}: {shape!r} {error}", origin=loaded.origin) from None
+        if pattern:
+            patterns[name] = pattern
+    first = declared.get(rows[0])
+    if isinstance(first, str) and "1" in first.replace(",", " ").split():
+        raise AnalyzeError(
+            f"KERNELGEN hint 'shapes': {rows[0]} is the first input, whose shape the others broadcast against: it "
+            f"cannot broadcast itself (put a full input first)",
+            origin=loaded.origin,
+        )
+    return patterns
 
 
 def _target_roles(loaded, module, calls: dict[fx.Node, OpCall], tensors: list[str]) -> list:
@@ -1046,10 +1091,21 @@ def _learnable(name: str, tensor: torch.Tensor, hidden: int) -> LearnableParamet
 
 
 def _propagate_shapes(
-    graph_module, order, tensors, index_inputs, class_inputs, rows_shape, calls, hypers, concrete, attributes, hidden
+    graph_module,
+    order,
+    tensors,
+    index_inputs,
+    class_inputs,
+    rows_shape,
+    calls,
+    hypers,
+    concrete,
+    attributes,
+    hidden,
+    broadcast_inputs,
 ) -> bool:
-    """Run the graph on small float32 examples (``rows_shape + (hidden,)``, ``(hidden,)`` for a per-class input) to
-    record every node's shape (best effort)."""
+    """Run the graph on small float32 examples (``rows_shape + (hidden,)``, ``(hidden,)`` for a per-class input, a
+    broadcast input's shape against that) to record every node's shape (best effort)."""
     gather_like = {
         operand.target
         for call in calls.values()
@@ -1065,6 +1121,9 @@ def _propagate_shapes(
             values[name] = torch.randint(0, hidden, shape, generator=generator)
         elif name in class_inputs:
             values[name] = torch.rand((hidden,), generator=generator) + 0.5
+        elif name in broadcast_inputs:
+            shape = shape_for(broadcast_inputs[name], rows_shape + (hidden,))
+            values[name] = torch.rand(shape, generator=generator) + 0.5
         else:
             values[name] = torch.rand(rows_shape + (hidden,), generator=generator) + 0.5
     values.update({h.name: h.default for h in hypers})

@@ -16,6 +16,8 @@ from typing import Any
 
 import sympy
 
+from tools.kernelgen.broadcast import pattern_rank
+from tools.kernelgen.broadcast import shape_expression
 from tools.kernelgen.derivation import elementwise_math
 from tools.kernelgen.derivation import loss_math
 from tools.kernelgen.derivation import row_math
@@ -89,6 +91,7 @@ class KernelView:
     reference_kind: str
     reference_inputs: list[str]  # the inputs the reference is called with
     reference_attributes: list[tuple[str, str]]  # (attribute, input): what a module reference holds itself
+    broadcast: dict[str, str]  # inputs whose shape broadcasts against the first input's -> pattern (broadcast.py)
 
 
 @dataclass(frozen=True)
@@ -338,6 +341,7 @@ class RowProgramOpsView:
     precision_note: list[str]
     gradient_note: list[str]  # the derived gradient formulas, as comment lines above the backward math
     apply_returns: list[str]
+    broadcast_saves: list[str]  # what the Function keeps of broadcast inputs to reduce their gradients to
     block_elements: int
     programs_per_sm: int
     num_warps: int | None
@@ -554,6 +558,9 @@ class TestView:
     hidden_act: str
     mlp_shapes: list[tuple]
     switches_off: str  # constructor arguments that build the reference without its optional parameters
+    # Inputs that broadcast against the first one -> the expression of their shape from the first one's ``shape``
+    input_shapes: dict[str, str]
+    long_rows_shape: str  # the split-path test's shape of rows over three column blocks
 
 
 @dataclass(frozen=True)
@@ -645,6 +652,7 @@ def kernel_view(profile: KernelProfile) -> KernelView:
         reference_kind=profile.reference.kind,
         reference_inputs=[t.name for t in profile.inputs if not t.attribute],
         reference_attributes=[(t.attribute, t.name) for t in profile.inputs if t.attribute],
+        broadcast={t.name: t.broadcast for t in profile.inputs if t.broadcast},
     )
 
 
@@ -996,7 +1004,11 @@ def _row_program_ops(profile: KernelProfile) -> RowProgramOpsView:
         dtype_source=f"grad_{stored_grads[0]}" if uses_cast and stored_grads else "",
         holds_narrow=True,
     )
-    in_place = bool(profile.backward.in_place_gradients) and bool(grad_inputs) and bool(outputs)
+    broadcast = {t.name for t in profile.inputs if t.broadcast}
+    # A broadcast input's gradient is written per element in fp32 and summed over its broadcast dims after: never
+    # into the output gradient's buffer.
+    in_place = bool(profile.backward.in_place_gradients) and bool(stored_grads) and bool(outputs)
+    in_place = in_place and stored_grads[0] not in broadcast
     return RowProgramOpsView(
         forward=math.forward,
         backward=math.backward,
@@ -1036,9 +1048,10 @@ def _row_program_ops(profile: KernelProfile) -> RowProgramOpsView:
         uses_cast=uses_cast,
         precision_note=_precision_note(math.precision_sensitive_ops),
         gradient_note=gradient_note,
-        apply_returns=[f"grad_{name}" if name in grad_inputs else "None" for name in inputs]
+        apply_returns=broadcast_gradients(profile, [f"grad_{name}" for name in grad_inputs])
         + [f"grad_{name}" for name in param_names]
         + ["None"] * len(profile.hyperparameters),
+        broadcast_saves=broadcast_saves(profile),
         block_elements=profile.tiling.block_elements,
         programs_per_sm=profile.tiling.programs_per_sm,
         num_warps=profile.tiling.num_warps,
@@ -1048,6 +1061,28 @@ def _row_program_ops(profile: KernelProfile) -> RowProgramOpsView:
         backward_kernel=backward_kernel,
         split=_split_rows(profile, math, backward_kernel),
     )
+
+
+def broadcast_saves(profile: KernelProfile) -> list[str]:
+    """The Function's forward lines that keep the shape and dtype of each broadcast input with a gradient."""
+    return [
+        f"ctx.{t.name}_shape, ctx.{t.name}_dtype = {t.name}.shape, {t.name}.dtype"
+        for t in profile.inputs
+        if t.broadcast and t.requires_grad
+    ]
+
+
+def broadcast_gradients(profile: KernelProfile, gradients: list[str]) -> list[str]:
+    """The Function's backward results for the inputs, given the backward wrapper's ``gradients`` of those with one:
+    a broadcast input's, per element of the first input in fp32, summed over its broadcast dims to its own shape."""
+    given = dict(zip([t.name for t in profile.inputs if t.requires_grad], gradients))
+    results = []
+    for tensor in profile.inputs:
+        gradient = given.get(tensor.name, "None")
+        if tensor.broadcast and tensor.requires_grad:
+            gradient = f"{gradient}.sum_to_size(ctx.{tensor.name}_shape).to(ctx.{tensor.name}_dtype)"
+        results.append(gradient)
+    return results
 
 
 # How the ranks combine one rank's part of a per-row reduction (a mean's part is already divided by the row's n_cols).
@@ -1485,7 +1520,17 @@ def test_view(profile: KernelProfile) -> TestView:
         for p in params
     ]
     terms = {"channel": "n_rows", "scalar": "n_rows * inputs[0].shape[-1]"}
-    gradients = [f"({index}, {name!r}, 1)" for index, name in enumerate(inputs) if name in grad_inputs]
+    broadcast = {t.name: t.broadcast for t in profile.inputs if t.broadcast}
+    # A broadcast input's gradient sums as many terms as the first input has elements per element of it.
+    gradients = [
+        f"({index}, {name!r}, {f'inputs[0].numel() // inputs[{index}].numel()' if name in broadcast else 1})"
+        for index, name in enumerate(inputs)
+        if name in grad_inputs
+    ]
+    lead = max(map(pattern_rank, broadcast.values()), default=0) - 1
+    long_rows = '(3, 4500) if device == "cpu" else (64, 5000)'
+    if lead > 0:
+        long_rows = f'{(2,) * lead + (4500,)} if device == "cpu" else {(4,) * (lead - 1) + (16, 5000)}'
     gradients += [f"({len(inputs) + i}, {p.name!r}, {terms[p.shape]})" for i, p in enumerate(params)]
     return TestView(
         hyper_args="".join(f", hyper[{name!r}]" for name in hyper_names),
@@ -1540,6 +1585,8 @@ def test_view(profile: KernelProfile) -> TestView:
         switches_off=", ".join(
             f"{flag}=False" for flag in dict.fromkeys(p.enabled_by for p in profile.parameters if p.enabled_by)
         ),
+        input_shapes={name: shape_expression(pattern) for name, pattern in broadcast.items()},
+        long_rows_shape=long_rows,
     )
 
 
