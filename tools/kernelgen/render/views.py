@@ -158,6 +158,7 @@ class ElementwiseOpsView:
     forward_results: str  # ... as the Function unpacks it
     backward_launch_strided: list[str]  # tensors the backward launch passes with their row strides
     backward_launch_tail: str  # its arguments after those
+    broadcast_saves: list[str]  # what the Function keeps of broadcast inputs to reduce their gradients to
     saved: list[str]  # what ctx saves
     saved_unpacked: str  # the unpacking of ctx.saved_tensors
 
@@ -561,6 +562,7 @@ class TestView:
     # Inputs that broadcast against the first one -> the expression of their shape from the first one's ``shape``
     input_shapes: dict[str, str]
     long_rows_shape: str  # the split-path test's shape of rows over three column blocks
+    whole_tile_shapes: str  # tier 1: shapes the tiles divide (unmasked loads and stores)
 
 
 @dataclass(frozen=True)
@@ -799,6 +801,10 @@ def _elementwise_fields(profile: KernelProfile) -> dict[str, Any]:
     # The backward kernel takes the tensors and parameters it reads (the first input also for its dtype, when the
     # math rounds to it), nothing else.
     backward_tensors = set(backward_reads_first) | ({inputs[0]} if _rounds_to_input_dtype(backward) else set())
+    # Inputs that broadcast against the first one are read at their own rows (no pointer moves with the tile).
+    broadcast = {t.name for t in profile.inputs if t.broadcast}
+    moved_forward = [name for name in forward_inputs if name not in broadcast]
+    moved_backward = [name for name in backward_reads_first if name not in broadcast]
     backward_param_args = [arg for prm, arg in zip(params, param_args) if prm.name in backward_reads]
     return dict(
         # TileLang programs take the inputs' dtype as an argument; Triton kernels read it from a pointer.
@@ -827,9 +833,10 @@ def _elementwise_fields(profile: KernelProfile) -> dict[str, Any]:
         backward_returns=[f"grad_{name}" for name in grad_inputs] + [f"grad_{name}" for name in param_names],
         backward_return_exprs=[f"grad_{name}.view(*shape)" for name in grad_inputs]
         + [f"grad_{name}" for name in param_names],
-        apply_returns=[f"grad_{name}" if name in grad_inputs else "None" for name in inputs]
+        apply_returns=broadcast_gradients(profile, [f"grad_{name}" for name in grad_inputs])
         + [f"grad_{name}" for name in param_names]
         + ["None"] * len(hyper_names),
+        broadcast_saves=broadcast_saves(profile),
         block_elements=tiling.block_elements,
         max_block_cols=tiling.max_block_cols,
         programs_per_sm=tiling.programs_per_sm,
@@ -843,18 +850,18 @@ def _elementwise_fields(profile: KernelProfile) -> dict[str, Any]:
         forward_param_loads=tier1.param_loads(forward_params, optional),
         backward_param_loads=tier1.param_loads(backward_params, optional),
         forward_channel_params=forward_channel,
-        forward_pointer_moves=tier1.pointer_moves(forward_inputs, outputs, "row_start", "col_start", forward_channel),
+        forward_pointer_moves=tier1.pointer_moves(moved_forward, outputs, "row_start", "col_start", forward_channel),
         # A backward with parameters walks row tiles of one column block (cols: the block's columns).
         backward_pointer_moves=tier1.pointer_moves(
-            backward_reads_first, grad_input_names, "row_start", "" if params else "col_start"
+            moved_backward, grad_input_names, "row_start", "" if params else "col_start"
         ),
-        backward_pointer_steps=tier1.pointer_moves(backward_reads_first, grad_input_names, "row_step"),
+        backward_pointer_steps=tier1.pointer_moves(moved_backward, grad_input_names, "row_step"),
         accumulator_inits=tier1.accumulator_inits(params, optional),
         accumulations=tier1.accumulations(params, optional),
         partial_stores=tier1.partial_stores(params, optional),
         contiguous_params=tier1.contiguous_params(params, optional, flat_scalars=not triton),
         flag_args=tier1.flag_args(optional),
-        gradient_buffers=tier1.gradient_buffers(grad_inputs, _in_place_gradients(profile)),
+        gradient_buffers=tier1.gradient_buffers(grad_inputs, _in_place_gradients(profile), broadcast),
         partial_buffers=tier1.partial_buffers(params, optional, inputs[0]),
         parameter_gradients=tier1.parameter_gradients(params, optional),
         channel_sums=tier1.partial_sums(params, optional, scalar=False),
@@ -1529,8 +1536,12 @@ def test_view(profile: KernelProfile) -> TestView:
     ]
     lead = max(map(pattern_rank, broadcast.values()), default=0) - 1
     long_rows = '(3, 4500) if device == "cpu" else (64, 5000)'
+    whole_tiles = '[(8, 256), (4, 2, 512)] if device == "cpu" else [(64, 4096), (2, 32, 2048)]'
     if lead > 0:
         long_rows = f'{(2,) * lead + (4500,)} if device == "cpu" else {(4,) * (lead - 1) + (16, 5000)}'
+        cpu_tiles = [(2,) * (lead - 1) + (4, 256), (4,) * (lead - 1) + (2, 512)]
+        gpu_tiles = [(4,) * (lead - 1) + (16, 4096), (2,) * (lead - 1) + (32, 2048)]
+        whole_tiles = f'{cpu_tiles} if device == "cpu" else {gpu_tiles}'
     gradients += [f"({len(inputs) + i}, {p.name!r}, {terms[p.shape]})" for i, p in enumerate(params)]
     return TestView(
         hyper_args="".join(f", hyper[{name!r}]" for name in hyper_names),
@@ -1587,6 +1598,7 @@ def test_view(profile: KernelProfile) -> TestView:
         ),
         input_shapes={name: shape_expression(pattern) for name, pattern in broadcast.items()},
         long_rows_shape=long_rows,
+        whole_tile_shapes=whole_tiles,
     )
 
 
