@@ -1,9 +1,11 @@
 """Broadcast inputs: a tensor input whose shape broadcasts against the first input's, as torch broadcasts it (aligned
 at the last dim; fewer dims or dims of size 1 repeat). The profile writes that shape as a pattern
 (``TensorSpec.broadcast``): one token per dim of the input, ``*`` for a dim of the first input's size and ``1`` for
-a broadcast one, after an optional leading ``...`` that stands for every dim of the first input before them:
+a broadcast one, ``_`` for a broadcast dim the input lacks and the reference inserts itself (``scale.unsqueeze(1)``,
+``scale[:, None]``), after an optional leading ``...`` that stands for every dim of the first input before them:
 
-- ``* 1 *``: ``[batch, 1, hidden]`` against ``[batch, seq, hidden]`` (one row per sequence, DiT's modulation);
+- ``* 1 *``: ``[batch, 1, hidden]`` against ``[batch, seq, hidden]`` (one row per sequence);
+- ``* _ *``: ``[batch, hidden]``, which the reference unsqueezes at dim 1 (DiT's ``modulate``);
 - ``*``: ``[hidden]``, one row shared by all;
 - ``... 1``: ``[..., 1]``, one value per row.
 
@@ -17,6 +19,7 @@ from __future__ import annotations
 ELLIPSIS = "..."
 KEPT = "*"
 BROADCAST = "1"
+INSERTED = "_"
 
 
 def pattern_tokens(pattern: str) -> list[str]:
@@ -31,12 +34,15 @@ def broadcast_pattern_problem(pattern: str) -> str:
     body = tokens[1:] if tokens[:1] == [ELLIPSIS] else tokens
     if not body:
         return "names no dim (tokens: '*' a dim of the first input's size, '1' a broadcast one, a leading '...')"
-    unknown = [token for token in body if token not in (KEPT, BROADCAST)]
+    unknown = [token for token in body if token not in (KEPT, BROADCAST, INSERTED)]
     if unknown:
         return (
-            f"has {unknown[0]!r}: each dim is '*' (the first input's size) or '1' (broadcast), after an optional '...'"
+            f"has {unknown[0]!r}: each dim is '*' (the first input's size), '1' (broadcast) or '_' (inserted by the "
+            "reference), after an optional '...'"
         )
-    if BROADCAST not in body and tokens[0] == ELLIPSIS:
+    if INSERTED in body and tokens[0] == ELLIPSIS:
+        return "has both '...' and '_' (a dim the reference inserts needs the dims before it named)"
+    if BROADCAST not in body and INSERTED not in body and tokens[0] == ELLIPSIS:
         return "broadcasts nothing: it is the first input's shape (leave broadcast empty)"
     return ""
 
@@ -51,7 +57,11 @@ def shape_expression(pattern: str, shape: str = "shape") -> str:
     tokens = pattern_tokens(pattern)
     leading = tokens[:1] == [ELLIPSIS]
     body = tokens[1:] if leading else tokens
-    dims = [f"{shape}[{index - len(body)}]" if token == KEPT else "1" for index, token in enumerate(body)]
+    dims = [
+        f"{shape}[{index - len(body)}]" if token == KEPT else "1"
+        for index, token in enumerate(body)
+        if token != INSERTED
+    ]
     if leading:
         dims.insert(0, f"*{shape}[: -{len(body)}]")
     return f"({', '.join(dims)}{',' if len(dims) == 1 else ''})"
@@ -62,8 +72,34 @@ def shape_for(pattern: str, shape: tuple[int, ...]) -> tuple[int, ...]:
     tokens = pattern_tokens(pattern)
     leading = tokens[:1] == [ELLIPSIS]
     body = tokens[1:] if leading else tokens
-    dims = [shape[index - len(body)] if token == KEPT else 1 for index, token in enumerate(body)]
+    dims = [shape[index - len(body)] if token == KEPT else 1 for index, token in enumerate(body) if token != INSERTED]
     return (tuple(shape[: len(shape) - len(body)]) if leading else ()) + tuple(dims)
+
+
+def aligned_expression(pattern: str, own: str) -> str:
+    """Python code of the shape the reference gives an input whose own shape is ``own`` (code of a shape) before it
+    broadcasts: ``(*own[:-2], own[-2], 1, own[-1])`` for ``* _ *``; empty when it inserts no dim."""
+    body = [token for token in pattern_tokens(pattern) if token != ELLIPSIS]
+    if INSERTED not in body:
+        return ""
+    present = len([token for token in body if token != INSERTED])
+    dims, index = [f"*{own}[:-{present}]"], -present
+    for token in body:
+        if token == INSERTED:
+            dims.append("1")
+        else:
+            dims.append(f"{own}[{index}]")
+            index += 1
+    return f"({', '.join(dims)})"
+
+
+def with_inserted_dims(own: list[str], inserted: list[int]) -> str:
+    """The pattern of an input of own tokens ``own`` once the dims at positions ``inserted`` (of the result) are
+    inserted by the reference."""
+    tokens, rest = [], iter(own)
+    for position in range(len(own) + len(inserted)):
+        tokens.append(INSERTED if position in inserted else next(rest))
+    return " ".join(tokens)
 
 
 def declared_pattern(declared: object, first: object) -> str:
@@ -110,3 +146,10 @@ def _named_pattern(declared: str, first: object) -> str:
     if first_rank is None:
         raise ValueError("has no broadcast dim ('1'): declare the first input's shape too, to tell its rank")
     return "" if len(body) == first_rank else pattern
+
+
+def inserted_dims(pattern: str) -> tuple[int, ...]:
+    """The dims the reference inserts, as ``unsqueeze`` takes them applied one after the other (negative, the last
+    first): ``(-2,)`` for ``* _ *``."""
+    body = [token for token in pattern_tokens(pattern) if token != ELLIPSIS]
+    return tuple(position - len(body) for position in reversed(range(len(body))) if body[position] == INSERTED)

@@ -49,9 +49,14 @@ from tools.kernelgen.analyze.ops import normalize
 from tools.kernelgen.analyze.roles import EITHER_TARGET
 from tools.kernelgen.analyze.roles import PROBABILITIES
 from tools.kernelgen.analyze.roles import target_role
+from tools.kernelgen.broadcast import ELLIPSIS
+from tools.kernelgen.broadcast import INSERTED
+from tools.kernelgen.broadcast import KEPT
 from tools.kernelgen.broadcast import declared_pattern
 from tools.kernelgen.broadcast import pattern_rank
+from tools.kernelgen.broadcast import pattern_tokens
 from tools.kernelgen.broadcast import shape_for
+from tools.kernelgen.broadcast import with_inserted_dims
 from tools.kernelgen.profile import HyperParameter
 from tools.kernelgen.profile import LearnableParameter
 
@@ -788,7 +793,10 @@ def _finish(
     # then the row count); others (2, 3, hidden).
     rows_shape = (6,) if index_inputs or _reduces_rows_to_a_loss(calls) or _names_dim_one(calls) else (2, 3)
     broadcast_inputs = declared_broadcasts(loaded, tensors, index_inputs + class_inputs)
-    deepest = max(map(pattern_rank, broadcast_inputs.values()), default=0)
+    rows = [name for name in tensors if name not in index_inputs + class_inputs]
+    first_rank = max(len(rows_shape) + 1, _declared_rank(loaded.hints.get("shapes", {}).get(rows[0] if rows else "")))
+    broadcast_inputs.update(_unsqueezed_inputs(placeholders, calls, rows, broadcast_inputs, first_rank))
+    deepest = max([first_rank, *map(pattern_rank, broadcast_inputs.values())]) if broadcast_inputs else 0
     rows_shape = (2,) * (deepest - 1 - len(rows_shape)) + rows_shape  # each broadcast pattern fits the examples
     shapes_known = _propagate_shapes(
         graph_module,
@@ -866,6 +874,65 @@ def declared_broadcasts(loaded: LoadedReference, tensors: list[str], not_rows: l
             origin=loaded.origin,
         )
     return patterns
+
+
+def _declared_rank(declared: Any) -> int:
+    """The rank a ``shapes`` hint's entry gives (0: none or ``...``)."""
+    if isinstance(declared, str):
+        tokens = declared.replace(",", " ").split()
+        return 0 if ELLIPSIS in tokens else len(tokens)
+    return len(declared) if isinstance(declared, (tuple, list)) else 0
+
+
+def _unsqueezed_inputs(
+    placeholders: dict[str, fx.Node], calls: dict, rows: list[str], declared: dict[str, str], first_rank: int
+) -> dict[str, str]:
+    """Inputs other than the first that the reference only reads through one and the same ``unsqueeze`` (or
+    ``[:, None]``): they broadcast against the first input with the dims it inserts (DiT's ``scale.unsqueeze(1)``).
+    Each has the first input's rank less the inserted dims unless the ``shapes`` hint says otherwise; -> pattern."""
+    found = {}
+    for name in rows[1:]:
+        node = placeholders.get(name)
+        users = list(node.users) if node is not None else []
+        if not users or any(calls.get(user) is None or calls[user].name != "unsqueeze" for user in users):
+            continue
+        own = pattern_tokens(declared[name]) if name in declared else None
+        if own is not None and (ELLIPSIS in own or INSERTED in own):
+            continue
+        results = {_inserted_positions(user, node, len(own) if own else None, first_rank) for user in users}
+        inserted = results.pop() if len(results) == 1 else None
+        if not inserted:
+            continue
+        own = own or [KEPT] * (first_rank - len(inserted))
+        if len(own) + len(inserted) <= first_rank:
+            found[name] = with_inserted_dims(own, list(inserted))
+    return found
+
+
+def _inserted_positions(user: fx.Node, node: fx.Node, own_rank: int | None, first_rank: int) -> tuple[int, ...]:
+    """The dims of ``user``'s result (an unsqueeze of ``node``) that it inserts, for an ``own_rank``-dim input (None:
+    the first input's rank less the dims inserted); empty when that cannot be told."""
+    if any(isinstance(a, fx.Node) and a is not node for a in [*user.args, *user.kwargs.values()]):
+        return ()
+
+    def apply(rank: int) -> torch.Tensor | None:
+        # Distinct sizes above 1 tell the input's dims from inserted ones.
+        probe = torch.empty(tuple(range(2, 2 + rank)), device="meta")
+        args = [probe if a is node else a for a in user.args]
+        try:
+            if user.op == "call_method":
+                return getattr(args[0], user.target)(*args[1:], **user.kwargs)
+            return user.target(*args, **user.kwargs)
+        except Exception:  # noqa: BLE001 - a use it cannot replay is no evidence
+            return None
+
+    if own_rank is None:
+        probed = apply(first_rank)
+        own_rank = first_rank - (probed.dim() - first_rank) if probed is not None else 0
+    result = apply(own_rank) if own_rank > 0 else None
+    if result is None:
+        return ()
+    return tuple(position for position, size in enumerate(result.shape) if size == 1)
 
 
 def _target_roles(loaded, module, calls: dict[fx.Node, OpCall], tensors: list[str]) -> list:

@@ -16,6 +16,8 @@ from typing import Any
 
 import sympy
 
+from tools.kernelgen.broadcast import aligned_expression
+from tools.kernelgen.broadcast import inserted_dims
 from tools.kernelgen.broadcast import pattern_rank
 from tools.kernelgen.broadcast import shape_expression
 from tools.kernelgen.derivation import elementwise_math
@@ -92,6 +94,7 @@ class KernelView:
     reference_inputs: list[str]  # the inputs the reference is called with
     reference_attributes: list[tuple[str, str]]  # (attribute, input): what a module reference holds itself
     broadcast: dict[str, str]  # inputs whose shape broadcasts against the first input's -> pattern (broadcast.py)
+    broadcast_inserted: dict[str, str]  # ... those the reference unsqueezes -> the dims, as _broadcast_rows takes them
 
 
 @dataclass(frozen=True)
@@ -655,6 +658,11 @@ def kernel_view(profile: KernelProfile) -> KernelView:
         reference_inputs=[t.name for t in profile.inputs if not t.attribute],
         reference_attributes=[(t.attribute, t.name) for t in profile.inputs if t.attribute],
         broadcast={t.name: t.broadcast for t in profile.inputs if t.broadcast},
+        broadcast_inserted={
+            t.name: repr(inserted_dims(t.broadcast))
+            for t in profile.inputs
+            if t.broadcast and inserted_dims(t.broadcast)
+        },
     )
 
 
@@ -1087,7 +1095,10 @@ def broadcast_gradients(profile: KernelProfile, gradients: list[str]) -> list[st
     for tensor in profile.inputs:
         gradient = given.get(tensor.name, "None")
         if tensor.broadcast and tensor.requires_grad:
-            gradient = f"{gradient}.sum_to_size(ctx.{tensor.name}_shape).to(ctx.{tensor.name}_dtype)"
+            own = f"ctx.{tensor.name}_shape"
+            aligned = aligned_expression(tensor.broadcast, own)
+            summed = f"{gradient}.sum_to_size({aligned or own})" + (f".view({own})" if aligned else "")
+            gradient = f"{summed}.to(ctx.{tensor.name}_dtype)"
         results.append(gradient)
     return results
 
