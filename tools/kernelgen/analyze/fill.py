@@ -117,6 +117,13 @@ def build_profile(traced: TracedReference, classification: Classification, name:
         **identity,
     )
     refuse_unless_loss(traced, classification)
+    if traced.broadcast_inputs and classification.tier == 3:
+        names = ", ".join(traced.broadcast_inputs)
+        raise AnalyzeError(
+            f"{names} broadcast{'s' if len(traced.broadcast_inputs) == 1 else ''} against {traced.tensor_inputs[0]}, "
+            f"which element-wise and row kernels take but this reference is tier 3 ({classification.reason.rstrip('.')})",
+            origin=loaded.origin,
+        )
     if classification.tier != 1:
         for param in profile.parameters:
             if param.enabled_by:

@@ -40,6 +40,7 @@ from tools.kernelgen.analyze.errors import AnalyzeError
 from tools.kernelgen.analyze.load import LoadedReference
 from tools.kernelgen.analyze.load import line_in_traceback
 from tools.kernelgen.analyze.ops import CAST
+from tools.kernelgen.analyze.ops import ELEMENTWISE
 from tools.kernelgen.analyze.ops import LAYOUT
 from tools.kernelgen.analyze.ops import LINE_KEY
 from tools.kernelgen.analyze.ops import OpCall
@@ -798,19 +799,11 @@ def _finish(
     broadcast_inputs.update(_unsqueezed_inputs(placeholders, calls, rows, broadcast_inputs, first_rank))
     deepest = max([first_rank, *map(pattern_rank, broadcast_inputs.values())]) if broadcast_inputs else 0
     rows_shape = (2,) * (deepest - 1 - len(rows_shape)) + rows_shape  # each broadcast pattern fits the examples
+    # Example shapes other than rows of ``hidden`` values: per-class inputs, inputs that broadcast against the rows.
+    shaped = {name: (hidden,) for name in class_inputs}
+    shaped.update({name: shape_for(p, rows_shape + (hidden,)) for name, p in broadcast_inputs.items()})
     shapes_known = _propagate_shapes(
-        graph_module,
-        order,
-        tensors,
-        index_inputs,
-        class_inputs,
-        rows_shape,
-        calls,
-        hypers,
-        concrete,
-        attributes,
-        hidden,
-        broadcast_inputs,
+        graph_module, order, tensors, index_inputs, shaped, rows_shape, calls, hypers, concrete, attributes, hidden
     )
     specialized = {name: value for name, value in concrete.items() if _scalar_type(value) is not None}
     traced = TracedReference(
@@ -891,21 +884,46 @@ def _unsqueezed_inputs(
     ``[:, None]``): they broadcast against the first input with the dims it inserts (DiT's ``scale.unsqueeze(1)``).
     Each has the first input's rank less the inserted dims unless the ``shapes`` hint says otherwise; -> pattern."""
     found = {}
+    others = {placeholders[name] for name in rows if name in placeholders}
     for name in rows[1:]:
         node = placeholders.get(name)
-        users = list(node.users) if node is not None else []
-        if not users or any(calls.get(user) is None or calls[user].name != "unsqueeze" for user in users):
+        unsqueezes = _unsqueezes_of(node, calls, others - {node}) if node is not None else []
+        if not unsqueezes:
             continue
         own = pattern_tokens(declared[name]) if name in declared else None
         if own is not None and (ELLIPSIS in own or INSERTED in own):
             continue
-        results = {_inserted_positions(user, node, len(own) if own else None, first_rank) for user in users}
+        results = {
+            _inserted_positions(user, source, len(own) if own else None, first_rank) for user, source in unsqueezes
+        }
         inserted = results.pop() if len(results) == 1 else None
         if not inserted:
             continue
         own = own or [KEPT] * (first_rank - len(inserted))
         if len(own) + len(inserted) <= first_rank:
             found[name] = with_inserted_dims(own, list(inserted))
+    return found
+
+
+def _unsqueezes_of(node: fx.Node, calls: dict, others: set[fx.Node]) -> list[tuple[fx.Node, fx.Node]]:
+    """``(unsqueeze, its operand)`` of each unsqueeze the input ``node`` reaches through element-wise ops of itself
+    alone (``torch.sigmoid(gate)[..., None]``), when every path from it meets one before anything else; else empty."""
+    found, own, stack = [], {node}, list(node.users)
+    while stack:
+        user = stack.pop()
+        call = calls.get(user)
+        if user in own:
+            continue
+        if call is None:
+            return []
+        if call.name == "unsqueeze":
+            found.append((user, next(n for n in user.all_input_nodes if n in own)))
+            continue
+        inputs = [n for n in user.all_input_nodes if n not in own]
+        if call.family not in (ELEMENTWISE, CAST) or any(n in others or n.op != "placeholder" for n in inputs):
+            return []  # it meets another input, a parameter or a computed value before it is unsqueezed
+        own.add(user)
+        stack.extend(user.users)
     return found
 
 
@@ -1158,21 +1176,10 @@ def _learnable(name: str, tensor: torch.Tensor, hidden: int) -> LearnableParamet
 
 
 def _propagate_shapes(
-    graph_module,
-    order,
-    tensors,
-    index_inputs,
-    class_inputs,
-    rows_shape,
-    calls,
-    hypers,
-    concrete,
-    attributes,
-    hidden,
-    broadcast_inputs,
+    graph_module, order, tensors, index_inputs, shaped, rows_shape, calls, hypers, concrete, attributes, hidden
 ) -> bool:
-    """Run the graph on small float32 examples (``rows_shape + (hidden,)``, ``(hidden,)`` for a per-class input, a
-    broadcast input's shape against that) to record every node's shape (best effort)."""
+    """Run the graph on small float32 examples (``rows_shape + (hidden,)``, ``shaped``'s shape for the inputs it
+    names) to record every node's shape (best effort)."""
     gather_like = {
         operand.target
         for call in calls.values()
@@ -1186,11 +1193,8 @@ def _propagate_shapes(
         if name in index_inputs:
             shape = rows_shape + ((1,) if name in gather_like else ())
             values[name] = torch.randint(0, hidden, shape, generator=generator)
-        elif name in class_inputs:
-            values[name] = torch.rand((hidden,), generator=generator) + 0.5
-        elif name in broadcast_inputs:
-            shape = shape_for(broadcast_inputs[name], rows_shape + (hidden,))
-            values[name] = torch.rand(shape, generator=generator) + 0.5
+        elif name in shaped:
+            values[name] = torch.rand(shaped[name], generator=generator) + 0.5
         else:
             values[name] = torch.rand(rows_shape + (hidden,), generator=generator) + 0.5
     values.update({h.name: h.default for h in hypers})
