@@ -76,23 +76,6 @@ def shape_for(pattern: str, shape: tuple[int, ...]) -> tuple[int, ...]:
     return (tuple(shape[: len(shape) - len(body)]) if leading else ()) + tuple(dims)
 
 
-def aligned_expression(pattern: str, own: str) -> str:
-    """Python code of the shape the reference gives an input whose own shape is ``own`` (code of a shape) before it
-    broadcasts: ``(*own[:-2], own[-2], 1, own[-1])`` for ``* _ *``; empty when it inserts no dim."""
-    body = [token for token in pattern_tokens(pattern) if token != ELLIPSIS]
-    if INSERTED not in body:
-        return ""
-    present = len([token for token in body if token != INSERTED])
-    dims, index = [f"*{own}[:-{present}]"], -present
-    for token in body:
-        if token == INSERTED:
-            dims.append("1")
-        else:
-            dims.append(f"{own}[{index}]")
-            index += 1
-    return f"({', '.join(dims)})"
-
-
 def with_inserted_dims(own: list[str], inserted: list[int]) -> str:
     """The pattern of an input of own tokens ``own`` once the dims at positions ``inserted`` (of the result) are
     inserted by the reference."""
@@ -153,3 +136,15 @@ def inserted_dims(pattern: str) -> tuple[int, ...]:
     first): ``(-2,)`` for ``* _ *``."""
     body = [token for token in pattern_tokens(pattern) if token != ELLIPSIS]
     return tuple(position - len(body) for position in reversed(range(len(body))) if body[position] == INSERTED)
+
+
+def first_input_dims(patterns: list[str], rows, cols, group=2) -> tuple:
+    """The first input's shape for example data of ``rows`` rows of ``cols`` (numbers or code): as they are, or with
+    the rows grouped in as many more dims of ``group`` as the deepest of ``patterns`` needs (each broadcast dim then
+    repeats); with code (``rows`` a str), the rows are divided by the groups instead."""
+    rank = max(map(pattern_rank, patterns), default=2)
+    if rank <= 2:
+        return (rows, cols)
+    if isinstance(rows, str):
+        return (str(group),) * (rank - 2) + (f"{rows} // {group ** (rank - 2)}", cols)
+    return (group,) * (rank - 2) + (rows, cols)

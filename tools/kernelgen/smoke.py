@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from tools.kernelgen.broadcast import pattern_rank
+from tools.kernelgen.broadcast import first_input_dims
 from tools.kernelgen.broadcast import shape_for
 from tools.kernelgen.profile import KernelProfile
 from tools.kernelgen.scratch import changed_library_modules
@@ -109,8 +109,7 @@ def _inputs(profile: KernelProfile, generator: torch.Generator) -> tuple[list[to
     scale = float(profile.test.input_scale)
     # Inputs that broadcast against the first one are drawn in their own shape, rows of the first one grouped in as
     # many dims as their patterns name (each leading one over 1, so that every broadcast dim repeats).
-    rank = max((pattern_rank(spec.broadcast) for spec in profile.inputs if spec.broadcast), default=2)
-    full = (2,) * (rank - 2) + (ROWS, cols)
+    full = first_input_dims([spec.broadcast for spec in profile.inputs if spec.broadcast], ROWS, cols)
     drawn = []
     for spec in profile.inputs:
         domain = spec.domain or profile.test.input_domain

@@ -16,10 +16,11 @@ from typing import Any
 
 import sympy
 
-from tools.kernelgen.broadcast import aligned_expression
+from tools.kernelgen.broadcast import first_input_dims
 from tools.kernelgen.broadcast import inserted_dims
 from tools.kernelgen.broadcast import pattern_rank
 from tools.kernelgen.broadcast import shape_expression
+from tools.kernelgen.broadcast import shape_for
 from tools.kernelgen.derivation import elementwise_math
 from tools.kernelgen.derivation import loss_math
 from tools.kernelgen.derivation import row_math
@@ -578,6 +579,8 @@ class BenchmarkView:
     providers: list[str]
     sizes: dict[str, int]  # the model sizes an upstream-style script runs at (benchmark.fixed_config, else defaults)
     grad_inputs: list[str]  # the inputs a step differentiates (a loss: its first; profile.benchmark_grad_inputs)
+    # Each input's shape as code of num_tokens and size where some broadcast against the first (else empty)
+    input_shapes: dict[str, str]
 
 
 @dataclass(frozen=True)
@@ -1095,10 +1098,9 @@ def broadcast_gradients(profile: KernelProfile, gradients: list[str]) -> list[st
     for tensor in profile.inputs:
         gradient = given.get(tensor.name, "None")
         if tensor.broadcast and tensor.requires_grad:
-            own = f"ctx.{tensor.name}_shape"
-            aligned = aligned_expression(tensor.broadcast, own)
-            summed = f"{gradient}.sum_to_size({aligned or own})" + (f".view({own})" if aligned else "")
-            gradient = f"{summed}.to(ctx.{tensor.name}_dtype)"
+            inserted = inserted_dims(tensor.broadcast)
+            tail = f", {inserted!r}" if inserted else ""
+            gradient = f"_broadcast_sum({gradient}, ctx.{tensor.name}_shape, ctx.{tensor.name}_dtype{tail})"
         results.append(gradient)
     return results
 
@@ -1637,7 +1639,21 @@ def _benchmark_view(profile: KernelProfile) -> BenchmarkView:
         providers=list(profile.benchmark.providers),
         sizes=_benchmark_sizes(profile),
         grad_inputs=benchmark_grad_inputs(profile.tier, profile.inputs),
+        input_shapes=_benchmark_input_shapes(profile),
     )
+
+
+def _benchmark_input_shapes(profile: KernelProfile) -> dict[str, str]:
+    """The benchmark's input shapes when some input broadcasts against the first: the tokens grouped in sequences
+    of ``num_tokens // 4`` where a pattern needs more dims, each broadcast input in its own shape."""
+    patterns = [t.broadcast for t in profile.inputs if t.broadcast]
+    if not patterns:
+        return {}
+    first = first_input_dims(patterns, "num_tokens", "size", group=4)
+    return {
+        t.name: ", ".join(str(d) for d in (shape_for(t.broadcast, first) if t.broadcast else first))
+        for t in profile.inputs
+    }
 
 
 def _benchmark_sizes(profile: KernelProfile) -> dict[str, int]:
