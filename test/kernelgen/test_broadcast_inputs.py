@@ -175,8 +175,11 @@ def test_an_unsqueezed_input_keeps_its_own_shape(broadcast_checkout):
     expected = (x * (1 + scale.unsqueeze(1)) + shift.unsqueeze(1)) * torch.sigmoid(gate)[..., None]
     torch.testing.assert_close(y, expected)
     assert [t.grad.shape for t in (shift, scale, gate)] == [(2, 8), (2, 8), (2, 5)]
-    with pytest.raises(ValueError, match=r"shift has shape \(2, 1, 8\), .* as the reference unsqueezes it"):
+    # Where unsqueeze(1) inserts its dim depends on the rank: another rank is refused, not read another way.
+    with pytest.raises(ValueError, match=r"shift has shape \(2, 1, 8\); the reference unsqueezes it, .* for 2 dims"):
         ops.LigerGatedModulateFunction.apply(x, shift.detach().unsqueeze(1), scale, gate)
+    with pytest.raises(ValueError, match=r"scale has shape \(3, 8\), which does not broadcast against \(2, 5, 8\)"):
+        ops.LigerGatedModulateFunction.apply(x, shift, torch.randn(3, 8), gate)
 
 
 DTENSOR_SCRIPT = """

@@ -148,3 +148,8 @@ def first_input_dims(patterns: list[str], rows, cols, group=2) -> tuple:
     if isinstance(rows, str):
         return (str(group),) * (rank - 2) + (f"{rows} // {group ** (rank - 2)}", cols)
     return (group,) * (rank - 2) + (rows, cols)
+
+
+def own_rank(pattern: str) -> int:
+    """The dims of the input itself (without those the reference inserts); ``...`` patterns: the named ones."""
+    return len([token for token in pattern_tokens(pattern) if token not in (ELLIPSIS, INSERTED)])

@@ -18,6 +18,7 @@ import sympy
 
 from tools.kernelgen.broadcast import first_input_dims
 from tools.kernelgen.broadcast import inserted_dims
+from tools.kernelgen.broadcast import own_rank
 from tools.kernelgen.broadcast import pattern_rank
 from tools.kernelgen.broadcast import shape_expression
 from tools.kernelgen.broadcast import shape_for
@@ -661,8 +662,9 @@ def kernel_view(profile: KernelProfile) -> KernelView:
         reference_inputs=[t.name for t in profile.inputs if not t.attribute],
         reference_attributes=[(t.attribute, t.name) for t in profile.inputs if t.attribute],
         broadcast={t.name: t.broadcast for t in profile.inputs if t.broadcast},
+        # ... and the rank the reference unsqueezes it at: the arguments _broadcast_rows takes after its name
         broadcast_inserted={
-            t.name: repr(inserted_dims(t.broadcast))
+            t.name: f"{inserted_dims(t.broadcast)!r}, {own_rank(t.broadcast)}"
             for t in profile.inputs
             if t.broadcast and inserted_dims(t.broadcast)
         },
