@@ -89,6 +89,24 @@ def test_the_analysis_reads_each_broadcast_input_from_the_reference(name):
     assert validate_profile(profile) == []
 
 
+# The same modulation written other ways: each tells shift and scale are [batch, hidden] by what it does to them.
+UNSQUEEZE_STYLES = {
+    "unsqueeze": "x * (1 + scale.unsqueeze(1)) + shift.unsqueeze(1)",
+    "none_index": "x * (1 + scale[:, None, :]) + shift[:, None]",
+    "view_of_ones": "x * (1 + scale.view(x.shape[0], 1, x.shape[-1])) + shift.reshape(-1, 1, x.shape[-1])",
+    "layer_norm_first": "torch.nn.functional.layer_norm(x, x.shape[-1:]) * (1 + scale.unsqueeze(-2)) + shift.unsqueeze(1)",
+}
+
+
+@pytest.mark.parametrize("style", sorted(UNSQUEEZE_STYLES))
+def test_inputs_the_reference_unsqueezes_are_read_in_every_spelling(style, tmp_path):
+    reference = tmp_path / "modulate.py"
+    reference.write_text(f"import torch\n\n\ndef modulate(x, shift, scale):\n    return {UNSQUEEZE_STYLES[style]}\n")
+    profile = analyze(str(reference))
+    assert {t.name: t.broadcast for t in profile.inputs} == {"x": "", "shift": "* _ *", "scale": "* _ *"}
+    assert validate_profile(profile) == []
+
+
 @pytest.fixture(scope="module")
 def broadcast_checkout(tmp_path_factory) -> Path:
     """A checkout with the three references generated through the CLI (smoke run included)."""

@@ -916,7 +916,7 @@ def _unsqueezes_of(node: fx.Node, calls: dict, others: set[fx.Node]) -> list[tup
             continue
         if call is None:
             return []
-        if call.name == "unsqueeze":
+        if call.name == "unsqueeze" or _ones_view(user) is not None:
             found.append((user, next(n for n in user.all_input_nodes if n in own)))
             continue
         inputs = [n for n in user.all_input_nodes if n not in own]
@@ -927,9 +927,29 @@ def _unsqueezes_of(node: fx.Node, calls: dict, others: set[fx.Node]) -> list[tup
     return found
 
 
+def _view_dims(user: fx.Node) -> list | None:
+    """The target shape of a ``view`` / ``reshape`` method call (None for any other node)."""
+    if user.op != "call_method" or user.target not in ("view", "reshape"):
+        return None
+    return list(user.args[1] if len(user.args) == 2 and isinstance(user.args[1], (tuple, list)) else user.args[1:])
+
+
+def _ones_view(user: fx.Node) -> tuple[int, ...] | None:
+    """The positions of literal 1s in the target shape of a ``view`` / ``reshape`` (``scale.view(b, 1, h)``, the
+    other dims read from the first input's shape): the dims it inserts; None for any other op or no literal 1."""
+    dims = _view_dims(user)
+    ones = tuple(position for position, dim in enumerate(dims or []) if type(dim) is int and dim == 1)
+    return ones or None
+
+
 def _inserted_positions(user: fx.Node, node: fx.Node, own_rank: int | None, first_rank: int) -> tuple[int, ...]:
-    """The dims of ``user``'s result (an unsqueeze of ``node``) that it inserts, for an ``own_rank``-dim input (None:
-    the first input's rank less the dims inserted); empty when that cannot be told."""
+    """The dims of ``user``'s result (an unsqueeze of ``node``, or a view that only adds dims of 1) that it inserts,
+    for an ``own_rank``-dim input (None: the first input's rank less the dims inserted); empty when that cannot be
+    told."""
+    ones = _ones_view(user)
+    if ones is not None:
+        kept = len(_view_dims(user)) - len(ones)
+        return ones if kept > 0 and own_rank in (None, kept) else ()
     if any(isinstance(a, fx.Node) and a is not node for a in [*user.args, *user.kwargs.values()]):
         return ()
 
