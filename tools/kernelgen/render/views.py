@@ -16,6 +16,12 @@ from typing import Any
 
 import sympy
 
+from tools.kernelgen.broadcast import first_input_dims
+from tools.kernelgen.broadcast import inserted_dims
+from tools.kernelgen.broadcast import own_rank
+from tools.kernelgen.broadcast import pattern_rank
+from tools.kernelgen.broadcast import shape_expression
+from tools.kernelgen.broadcast import shape_for
 from tools.kernelgen.derivation import elementwise_math
 from tools.kernelgen.derivation import loss_math
 from tools.kernelgen.derivation import row_math
@@ -35,6 +41,7 @@ from tools.kernelgen.render import tier1
 from tools.kernelgen.render.dtensor import DTensorView
 from tools.kernelgen.render.dtensor import dtensor_view
 from tools.kernelgen.render.reference_hypers import reference_hypers
+from tools.kernelgen.render.test_shapes import MODEL_SIZED
 from tools.kernelgen.render.test_shapes import ShapeParams
 from tools.kernelgen.render.test_shapes import loss_shape_params
 from tools.kernelgen.render.test_shapes import row_shape_params
@@ -93,6 +100,8 @@ class KernelView:
     reference_kind: str
     reference_inputs: list[str]  # the inputs the reference is called with
     reference_attributes: list[tuple[str, str]]  # (attribute, input): what a module reference holds itself
+    broadcast: dict[str, str]  # inputs whose shape broadcasts against the first input's -> pattern (broadcast.py)
+    broadcast_inserted: dict[str, str]  # ... those the reference unsqueezes -> the dims, as _broadcast_rows takes them
 
 
 @dataclass(frozen=True)
@@ -159,6 +168,7 @@ class ElementwiseOpsView:
     forward_results: str  # ... as the Function unpacks it
     backward_launch_strided: list[str]  # tensors the backward launch passes with their row strides
     backward_launch_tail: str  # its arguments after those
+    broadcast_saves: list[str]  # what the Function keeps of broadcast inputs to reduce their gradients to
     saved: list[str]  # what ctx saves
     saved_unpacked: str  # the unpacking of ctx.saved_tensors
 
@@ -342,6 +352,7 @@ class RowProgramOpsView:
     precision_note: list[str]
     gradient_note: list[str]  # the derived gradient formulas, as comment lines above the backward math
     apply_returns: list[str]
+    broadcast_saves: list[str]  # what the Function keeps of broadcast inputs to reduce their gradients to
     block_elements: int
     programs_per_sm: int
     num_warps: int | None
@@ -559,6 +570,10 @@ class TestView:
     hidden_act: str
     mlp_shapes: list[tuple]
     switches_off: str  # constructor arguments that build the reference without its optional parameters
+    # Inputs that broadcast against the first one -> the expression of their shape from the first one's ``shape``
+    input_shapes: dict[str, str]
+    long_rows_shapes: str  # the split-path test's shapes of rows over three column blocks
+    whole_tile_shapes: str  # tier 1: shapes the tiles divide (unmasked loads and stores)
 
 
 @dataclass(frozen=True)
@@ -572,6 +587,8 @@ class BenchmarkView:
     sizes: dict[str, int]  # the model sizes an upstream-style script runs at (benchmark.fixed_config, else defaults)
     grad_inputs: list[str]  # the inputs a step differentiates (a loss: its first; profile.benchmark_grad_inputs)
     test_module: str  # the generated test, which the benchmark imports the reference from
+    # Each input's shape as code of num_tokens and size where some broadcast against the first (else empty)
+    input_shapes: dict[str, str]
 
 
 @dataclass(frozen=True)
@@ -651,6 +668,13 @@ def kernel_view(profile: KernelProfile) -> KernelView:
         reference_kind=profile.reference.kind,
         reference_inputs=[t.name for t in profile.inputs if not t.attribute],
         reference_attributes=[(t.attribute, t.name) for t in profile.inputs if t.attribute],
+        broadcast={t.name: t.broadcast for t in profile.inputs if t.broadcast},
+        # ... and the rank the reference unsqueezes it at: the arguments _broadcast_rows takes after its name
+        broadcast_inserted={
+            t.name: f"{inserted_dims(t.broadcast)!r}, {own_rank(t.broadcast)}"
+            for t in profile.inputs
+            if t.broadcast and inserted_dims(t.broadcast)
+        },
     )
 
 
@@ -797,6 +821,10 @@ def _elementwise_fields(profile: KernelProfile) -> dict[str, Any]:
     # The backward kernel takes the tensors and parameters it reads (the first input also for its dtype, when the
     # math rounds to it), nothing else.
     backward_tensors = set(backward_reads_first) | ({inputs[0]} if _rounds_to_input_dtype(backward) else set())
+    # Inputs that broadcast against the first one are read at their own rows (no pointer moves with the tile).
+    broadcast = {t.name for t in profile.inputs if t.broadcast}
+    moved_forward = [name for name in forward_inputs if name not in broadcast]
+    moved_backward = [name for name in backward_reads_first if name not in broadcast]
     backward_param_args = [arg for prm, arg in zip(params, param_args) if prm.name in backward_reads]
     return dict(
         # TileLang programs take the inputs' dtype as an argument; Triton kernels read it from a pointer.
@@ -825,9 +853,10 @@ def _elementwise_fields(profile: KernelProfile) -> dict[str, Any]:
         backward_returns=[f"grad_{name}" for name in grad_inputs] + [f"grad_{name}" for name in param_names],
         backward_return_exprs=[f"grad_{name}.view(*shape)" for name in grad_inputs]
         + [f"grad_{name}" for name in param_names],
-        apply_returns=[f"grad_{name}" if name in grad_inputs else "None" for name in inputs]
+        apply_returns=broadcast_gradients(profile, [f"grad_{name}" for name in grad_inputs])
         + [f"grad_{name}" for name in param_names]
         + ["None"] * len(hyper_names),
+        broadcast_saves=broadcast_saves(profile),
         block_elements=tiling.block_elements,
         max_block_cols=tiling.max_block_cols,
         programs_per_sm=tiling.programs_per_sm,
@@ -841,18 +870,18 @@ def _elementwise_fields(profile: KernelProfile) -> dict[str, Any]:
         forward_param_loads=tier1.param_loads(forward_params, optional),
         backward_param_loads=tier1.param_loads(backward_params, optional),
         forward_channel_params=forward_channel,
-        forward_pointer_moves=tier1.pointer_moves(forward_inputs, outputs, "row_start", "col_start", forward_channel),
+        forward_pointer_moves=tier1.pointer_moves(moved_forward, outputs, "row_start", "col_start", forward_channel),
         # A backward with parameters walks row tiles of one column block (cols: the block's columns).
         backward_pointer_moves=tier1.pointer_moves(
-            backward_reads_first, grad_input_names, "row_start", "" if params else "col_start"
+            moved_backward, grad_input_names, "row_start", "" if params else "col_start"
         ),
-        backward_pointer_steps=tier1.pointer_moves(backward_reads_first, grad_input_names, "row_step"),
+        backward_pointer_steps=tier1.pointer_moves(moved_backward, grad_input_names, "row_step"),
         accumulator_inits=tier1.accumulator_inits(params, optional),
         accumulations=tier1.accumulations(params, optional),
         partial_stores=tier1.partial_stores(params, optional),
         contiguous_params=tier1.contiguous_params(params, optional, flat_scalars=not triton),
         flag_args=tier1.flag_args(optional),
-        gradient_buffers=tier1.gradient_buffers(grad_inputs, _in_place_gradients(profile)),
+        gradient_buffers=tier1.gradient_buffers(grad_inputs, _in_place_gradients(profile), broadcast),
         partial_buffers=tier1.partial_buffers(params, optional, inputs[0]),
         parameter_gradients=tier1.parameter_gradients(params, optional),
         channel_sums=tier1.partial_sums(params, optional, scalar=False),
@@ -1002,7 +1031,11 @@ def _row_program_ops(profile: KernelProfile) -> RowProgramOpsView:
         dtype_source=f"grad_{stored_grads[0]}" if uses_cast and stored_grads else "",
         holds_narrow=True,
     )
-    in_place = bool(profile.backward.in_place_gradients) and bool(grad_inputs) and bool(outputs)
+    broadcast = {t.name for t in profile.inputs if t.broadcast}
+    # A broadcast input's gradient is written per element in fp32 and summed over its broadcast dims after: never
+    # into the output gradient's buffer.
+    in_place = bool(profile.backward.in_place_gradients) and bool(stored_grads) and bool(outputs)
+    in_place = in_place and stored_grads[0] not in broadcast
     return RowProgramOpsView(
         forward=math.forward,
         backward=math.backward,
@@ -1042,9 +1075,10 @@ def _row_program_ops(profile: KernelProfile) -> RowProgramOpsView:
         uses_cast=uses_cast,
         precision_note=_precision_note(math.precision_sensitive_ops),
         gradient_note=gradient_note,
-        apply_returns=[f"grad_{name}" if name in grad_inputs else "None" for name in inputs]
+        apply_returns=broadcast_gradients(profile, [f"grad_{name}" for name in grad_inputs])
         + [f"grad_{name}" for name in param_names]
         + ["None"] * len(profile.hyperparameters),
+        broadcast_saves=broadcast_saves(profile),
         block_elements=profile.tiling.block_elements,
         programs_per_sm=profile.tiling.programs_per_sm,
         num_warps=profile.tiling.num_warps,
@@ -1054,6 +1088,30 @@ def _row_program_ops(profile: KernelProfile) -> RowProgramOpsView:
         backward_kernel=backward_kernel,
         split=_split_rows(profile, math, backward_kernel),
     )
+
+
+def broadcast_saves(profile: KernelProfile) -> list[str]:
+    """The Function's forward lines that keep the shape and dtype of each broadcast input with a gradient."""
+    return [
+        f"ctx.{t.name}_shape, ctx.{t.name}_dtype = {t.name}.shape, {t.name}.dtype"
+        for t in profile.inputs
+        if t.broadcast and t.requires_grad
+    ]
+
+
+def broadcast_gradients(profile: KernelProfile, gradients: list[str]) -> list[str]:
+    """The Function's backward results for the inputs, given the backward wrapper's ``gradients`` of those with one:
+    a broadcast input's, per element of the first input in fp32, summed over its broadcast dims to its own shape."""
+    given = dict(zip([t.name for t in profile.inputs if t.requires_grad], gradients))
+    results = []
+    for tensor in profile.inputs:
+        gradient = given.get(tensor.name, "None")
+        if tensor.broadcast and tensor.requires_grad:
+            inserted = inserted_dims(tensor.broadcast)
+            tail = f", {inserted!r}" if inserted else ""
+            gradient = f"_broadcast_sum({gradient}, ctx.{tensor.name}_shape, ctx.{tensor.name}_dtype{tail})"
+        results.append(gradient)
+    return results
 
 
 # How the ranks combine one rank's part of a per-row reduction (a mean's part is already divided by the row's n_cols).
@@ -1491,7 +1549,25 @@ def test_view(profile: KernelProfile) -> TestView:
         for p in params
     ]
     terms = {"channel": "n_rows", "scalar": "n_rows * inputs[0].shape[-1]"}
-    gradients = [f"({index}, {name!r}, 1)" for index, name in enumerate(inputs) if name in grad_inputs]
+    broadcast = {t.name: t.broadcast for t in profile.inputs if t.broadcast}
+    # A broadcast input's gradient sums as many terms as the first input has elements per element of it.
+    gradients = [
+        f"({index}, {name!r}, {f'inputs[0].numel() // inputs[{index}].numel()' if name in broadcast else 1})"
+        for index, name in enumerate(inputs)
+        if name in grad_inputs
+    ]
+    lead = max(map(pattern_rank, broadcast.values()), default=0) - 1
+    # Small shapes for every device, model-sized ones skipped on the CPU (as the shape parameters: test_shapes.py).
+    cpu_rows, gpu_rows = (3, 4500), (64, 5000)
+    cpu_tiles, gpu_tiles = [(8, 256), (4, 2, 512)], [(64, 4096), (2, 32, 2048)]
+    if lead > 0:
+        cpu_rows, gpu_rows = (2,) * lead + (4500,), (4,) * (lead - 1) + (16, 5000)
+        cpu_tiles = [(2,) * (lead - 1) + (4, 256), (4,) * (lead - 1) + (2, 512)]
+        gpu_tiles = [(4,) * (lead - 1) + (16, 4096), (2,) * (lead - 1) + (32, 2048)]
+    long_rows = f"{cpu_rows}, pytest.param({gpu_rows}, marks={MODEL_SIZED})"
+    whole_tiles = (
+        "[" + ", ".join([*map(str, cpu_tiles), *(f"pytest.param({s}, marks={MODEL_SIZED})" for s in gpu_tiles)]) + "]"
+    )
     gradients += [f"({len(inputs) + i}, {p.name!r}, {terms[p.shape]})" for i, p in enumerate(params)]
     return TestView(
         hyper_args="".join(f", hyper[{name!r}]" for name in hyper_names),
@@ -1550,6 +1626,9 @@ def test_view(profile: KernelProfile) -> TestView:
         switches_off=", ".join(
             f"{flag}=False" for flag in dict.fromkeys(p.enabled_by for p in profile.parameters if p.enabled_by)
         ),
+        input_shapes={name: shape_expression(pattern) for name, pattern in broadcast.items()},
+        long_rows_shapes=long_rows,
+        whole_tile_shapes=whole_tiles,
     )
 
 
@@ -1578,7 +1657,21 @@ def _benchmark_view(profile: KernelProfile) -> BenchmarkView:
         sizes=_benchmark_sizes(profile),
         grad_inputs=benchmark_grad_inputs(profile.tier, profile.inputs),
         test_module=kernel_paths(profile.operation_name)["test"].removesuffix(".py").replace("/", "."),
+        input_shapes=_benchmark_input_shapes(profile),
     )
+
+
+def _benchmark_input_shapes(profile: KernelProfile) -> dict[str, str]:
+    """The benchmark's input shapes when some input broadcasts against the first: the tokens grouped in sequences
+    of ``num_tokens // 4`` where a pattern needs more dims, each broadcast input in its own shape."""
+    patterns = [t.broadcast for t in profile.inputs if t.broadcast]
+    if not patterns:
+        return {}
+    first = first_input_dims(patterns, "num_tokens", "size", group=4)
+    return {
+        t.name: ", ".join(str(d) for d in (shape_for(t.broadcast, first) if t.broadcast else first))
+        for t in profile.inputs
+    }
 
 
 def _benchmark_sizes(profile: KernelProfile) -> dict[str, int]:
