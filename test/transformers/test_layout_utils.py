@@ -13,6 +13,7 @@ from liger_kernel.ops.layout_utils import as_rows
 from liger_kernel.ops.layout_utils import dtensor_layout
 from liger_kernel.ops.layout_utils import launch_shape
 from liger_kernel.ops.layout_utils import local_columns
+from liger_kernel.ops.layout_utils import reusable_gradient
 from liger_kernel.ops.layout_utils import tile_launch
 from liger_kernel.ops.layout_utils import tile_settings
 from liger_kernel.ops.layout_utils import trig_tile_settings
@@ -28,6 +29,24 @@ def test_as_rows_views_evenly_spaced_rows_and_copies_strided_columns():
     transposed = torch.randn(8, 6).t()
     copied = as_rows(transposed, 8)
     assert copied.stride(-1) == 1 and torch.equal(copied, transposed)
+
+
+def test_a_gradient_buffer_is_reusable_only_where_nothing_else_refers_to_it():
+    assert reusable_gradient(torch.randn(4, 8), torch.float32)
+    assert not reusable_gradient(torch.randn(4, 8), torch.bfloat16)  # the input's gradient has another dtype
+    assert not reusable_gradient(torch.randn(8, 4).t(), torch.float32)  # not contiguous
+    assert not reusable_gradient(torch.randn(4, 8, requires_grad=True), torch.float32)  # builds a graph
+    held = torch.randn(4, 8)
+    also = held.view(4, 8)  # another tensor on the storage (its base) and another reference to held
+    assert not reusable_gradient(held, torch.float32)
+    assert not reusable_gradient(also, torch.float32)  # its base is held by name too
+    # Made apart from the asserts: pytest's rewritten asserts keep the intermediate base alive.
+    view, rows = torch.randn(2, 16).view(4, 8), torch.randn(5, 8)[1:]
+    assert reusable_gradient(view, torch.float32)  # a view whose base only it refers to
+    assert reusable_gradient(rows, torch.float32)  # rows of such a base
+    detached = torch.randn(4, 8)
+    alias = detached.detach()  # shares the storage without being a view of it
+    assert not reusable_gradient(detached, torch.float32) and not reusable_gradient(alias, torch.float32)
 
 
 def test_launch_shape_walks_back_to_back_rows_as_one():

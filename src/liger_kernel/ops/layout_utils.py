@@ -5,6 +5,8 @@ Element-wise kernels compute every element from its own position, so each rank r
 results take the inputs' placements. Row reductions do likewise while the reduced (last) dim is whole on every rank;
 when it is sharded, they run in passes that all-reduce their per-row statistics (``DTensorLayout.reduce_rows``)."""
 
+import sys
+
 import torch
 
 
@@ -66,6 +68,40 @@ def tile_launch(n_rows: int, n_cols: int, block_rows: int, block_cols: int, num_
     whole = n_rows % block_rows == 0 and n_cols % block_cols == 0
     tile = {"BLOCK_ROWS": block_rows, "BLOCK_COLS": block_cols, "WALK_ROWS": n_rows > 1, "WHOLE_TILES": whole}
     return grid, {**tile, "num_warps": num_warps}
+
+
+# Whether this torch counts the references to a tensor and to its storage (private helpers, present since 2.x).
+_COUNTS_REFERENCES = hasattr(torch.Tensor, "_use_count") and hasattr(torch._C, "_storage_Use_Count")
+
+
+def reusable_gradient(grad: torch.Tensor, dtype: torch.dtype) -> bool:
+    """Whether a backward that reads each tile of ``grad`` (an output's gradient) before it writes the same tile of
+    an input's gradient may write that gradient over ``grad``: a contiguous ``dtype`` buffer that only autograd
+    holds. That is autograd's own test before it reuses a gradient buffer (AccumulateGrad): nothing but this call
+    refers to the tensor, and no other tensor shares its storage except the base it is a view of, itself referred
+    to by that view alone. A gradient the caller passed to ``backward``, one that another branch of the graph also
+    receives (an output added to a residual) and one that builds a graph (``create_graph``) are left intact;
+    under torch.compile the compiler plans the buffers. As for AccumulateGrad, a Python hook that keeps the very
+    tensor it was handed is not seen (the count has one reference for every Python one)."""
+    if not _COUNTS_REFERENCES or torch.compiler.is_compiling():
+        return False
+    if grad.dtype != dtype or grad.requires_grad or not grad.is_contiguous() or grad._use_count() != 1:
+        return False
+    # A base only the view refers to (and, as a tensor, the one Python object that asking for it makes).
+    is_view = grad._base is not None
+    if is_view and (grad._base._use_count() != 2 or _base_references(grad) != _ALONE_BASE_REFERENCES):
+        return False
+    # Counted with the storage object that untyped_storage() makes for the question.
+    return torch._C._storage_Use_Count(grad.untyped_storage()._cdata) == (3 if is_view else 2)
+
+
+def _base_references(view: torch.Tensor) -> int:
+    base = view._base
+    return sys.getrefcount(base)
+
+
+# The Python references _base_references counts where nothing else refers to the base (it varies with the version).
+_ALONE_BASE_REFERENCES = _base_references(torch.empty(2).view(2))
 
 
 # The types of arguments that need no DTensor layout: tensors, parameters, and None for an absent optional parameter.

@@ -332,7 +332,7 @@ class RowProgramOpsView:
     backward_results: list[str]  # what the backward wrapper returns: grad_{input}, then grad_{parameter}
     backward_call_args: list[str]  # what the autograd Function's backward passes it
     gradient_aliases: dict[str, str]  # grad_{input} -> the stored gradient it equals
-    in_place: bool  # the first input's gradient takes the first output's gradient buffer
+    in_place: bool  # the first input's gradient may take the first output's gradient buffer (reusable_gradient)
     utils_imports: list[str]  # names the ops file imports from liger_kernel.ops.utils
     uses_cast: bool
     precision_note: list[str]
@@ -349,9 +349,9 @@ class RowProgramOpsView:
 
     @property
     def allocates_gradients(self) -> bool:
-        """Whether the backward allocates a gradient buffer (in the inputs' dtype, its ``dtype`` argument): not when
-        its one stored gradient takes the output gradient's buffer."""
-        return len(self.stored_grads) > (1 if self.in_place else 0)
+        """Whether the backward allocates a gradient buffer (in the inputs' dtype, its ``dtype`` argument): also
+        where its stored gradient may take the output gradient's buffer, which is not always free."""
+        return bool(self.stored_grads)
 
     @property
     def backward_load_bytes(self) -> str:
@@ -996,7 +996,10 @@ def _row_program_ops(profile: KernelProfile) -> RowProgramOpsView:
         dtype_source=f"grad_{stored_grads[0]}" if uses_cast and stored_grads else "",
         holds_narrow=True,
     )
-    in_place = bool(profile.backward.in_place_gradients) and bool(grad_inputs) and bool(outputs)
+    # Every tile of the backward reads its rows of the output gradients before it writes the same rows of the input
+    # gradients, so the first input gradient may take the first output gradient's buffer whenever autograd alone
+    # holds it (checked as it runs); a profile can still say no.
+    in_place = profile.backward.in_place_gradients is not False and bool(stored_grads) and bool(element_outputs)
     return RowProgramOpsView(
         forward=math.forward,
         backward=math.backward,
@@ -1023,7 +1026,7 @@ def _row_program_ops(profile: KernelProfile) -> RowProgramOpsView:
         + param_names
         + list(math.saved)
         + ["ctx.shape"]
-        + (["ctx.dtype"] if len(stored_grads) > (1 if in_place else 0) else [])
+        + (["ctx.dtype"] if stored_grads else [])
         + [f"ctx.{hp.name}" for hp in profile.hyperparameters],
         gradient_aliases=dict(math.gradient_aliases),
         in_place=in_place,
