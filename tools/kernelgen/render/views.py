@@ -244,9 +244,18 @@ class RowKernelView:
     intro: list[str] = field(default_factory=list)  # comment lines above the kernel body
     notes: list[str] = field(default_factory=list)  # comment lines above the loads or the loop
     dtype_source: str = ""  # the pointer whose element type is the inputs' dtype, when the math rounds to it
-    column_tiles: bool = False  # a gradient pass that reduces nothing: a second grid axis over column blocks
+    # A gradient pass that is also the split path's last (its SPLIT mode): there it reduces nothing, loading the
+    # reductions the passes before it computed (``split_loads``), and a second grid axis splits the columns.
+    has_split_mode: bool = False
     fills: dict[str, str] = field(default_factory=dict)  # element loads' ``other`` where it is not 0.0
     holds_narrow: bool = False  # the fused backward: rows held across its reductions in their storage dtype
+
+    @property
+    def split_loads(self) -> list[str]:
+        """With ``has_split_mode``: the row reductions of ``lines``, which a SPLIT launch loads."""
+        if not self.has_split_mode:
+            return []
+        return [match.group(1) for line in self.lines if (match := _REDUCTION_STATEMENT.match(line))]
 
     @property
     def per_element(self) -> bool:
@@ -377,7 +386,7 @@ class SplitRowsView:
     forward_passes: list[SplitPassView]
     forward: RowKernelView
     backward_passes: list[SplitPassView]
-    backward: RowKernelView
+    backward: RowKernelView  # the fused backward, launched in its SPLIT mode
 
     def forward_head(self, reduce: str, row_length: str) -> str:
         """The split forward's first arguments: ``reduce``, and the whole row's length when a pass reads it."""
@@ -685,7 +694,7 @@ def _precision_note(ops: list[str], rounding: str = "once") -> list[str]:
 
 
 # A row reduction as rows.py prints it: ``name = tl.sum(...)`` (or max, min; a mean divides it by n_cols).
-_REDUCTION_STATEMENT = re.compile(r"^\w+ = tl\.(sum|max|min)\(")
+_REDUCTION_STATEMENT = re.compile(r"^(\w+) = tl\.(sum|max|min)\(")
 
 
 # Host-side integer math of every tier's launch settings (grids, tiles), from ops/utils.py (kernel_helpers.py).
@@ -995,6 +1004,8 @@ def _row_program_ops(profile: KernelProfile) -> RowProgramOpsView:
         notes=gradient_note,
         dtype_source=f"grad_{stored_grads[0]}" if uses_cast and stored_grads else "",
         holds_narrow=True,
+        width="shard_cols",
+        has_split_mode=True,
     )
     # Every tile of the backward reads its rows of the output gradients before it writes the same rows of the input
     # gradients, so the first input gradient may take the first output gradient's buffer whenever autograd alone
@@ -1032,8 +1043,8 @@ def _row_program_ops(profile: KernelProfile) -> RowProgramOpsView:
         in_place=in_place,
         utils_imports=_utils_imports(
             statements,
-            ["ensure_contiguous", *HOST_INTEGER_HELPERS]
-            + (["get_num_sms", "is_triton_interpreter"] if params else [])
+            ["ensure_contiguous", "ceil_div"]
+            + (["get_num_sms"] if params else [])
             + (["widen_to_fp32"] if backward_kernel.rewidened else []),
         ),
         uses_cast=uses_cast,
@@ -1102,25 +1113,9 @@ def _split_rows(profile: KernelProfile, math, fused_backward: RowKernelView) -> 
         row_output_stores=list(math.row_outputs),
     )
     loaded = inputs + list(math.reused_outputs)
-    backward_passes, backward_rows = passes(math.split_backward, element_grads + loaded, "backward")
-    last = math.split_backward[-1]
-    reads = set(last.reads)
-    backward = RowKernelView(
-        name=f"_{name}_split_backward_kernel",
-        lines=last.lines,
-        width="shard_cols",
-        element_args=[n for n in element_grads if n in reads],
-        row_grad_args=[n for n in row_grads if n in reads],
-        input_args=[n for n in loaded if n in reads],
-        param_loads=[p for p in params if p.name in reads],
-        row_loads=[n for n in backward_rows if n in reads and n not in row_grads],
-        element_stores=fused_backward.element_stores,
-        channel_grads=fused_backward.channel_grads,
-        scalar_grads=fused_backward.scalar_grads,
-        dtype_source=fused_backward.dtype_source if _rounds_to_input(last.lines) else "",
-        column_tiles=True,
-    )
-    return SplitRowsView(forward_passes, forward, backward_passes, backward)
+    backward_passes, _ = passes(math.split_backward, element_grads + loaded, "backward")
+    # The last backward pass is the fused backward's SPLIT mode.
+    return SplitRowsView(forward_passes, forward, backward_passes, fused_backward)
 
 
 def _split_row_pass(name, row_pass, element_names, per_row, params, **stores) -> RowKernelView:
