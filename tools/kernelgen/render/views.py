@@ -244,8 +244,9 @@ class RowKernelView:
     intro: list[str] = field(default_factory=list)  # comment lines above the kernel body
     notes: list[str] = field(default_factory=list)  # comment lines above the loads or the loop
     dtype_source: str = ""  # the pointer whose element type is the inputs' dtype, when the math rounds to it
-    # A gradient pass that is also the split path's last (its SPLIT mode): there it reduces nothing, loading the
-    # reductions the passes before it computed (``split_loads``), and a second grid axis splits the columns.
+    # A fused kernel that is also the split path's last pass (its SPLIT mode): there it reduces nothing, loading the
+    # reductions the passes before it computed (``split_loads``) and storing no statistics; a gradient pass's
+    # second grid axis then splits the columns into blocks.
     has_split_mode: bool = False
     fills: dict[str, str] = field(default_factory=dict)  # element loads' ``other`` where it is not 0.0
     holds_narrow: bool = False  # the fused backward: rows held across its reductions in their storage dtype
@@ -256,6 +257,11 @@ class RowKernelView:
         if not self.has_split_mode:
             return []
         return [match.group(1) for line in self.lines if (match := _REDUCTION_STATEMENT.match(line))]
+
+    @property
+    def split_pointers(self) -> list[str]:
+        """The per-row buffers a SPLIT launch alone passes (None otherwise): its loads but the statistics it stores."""
+        return [name for name in self.split_loads if name not in self.row_stores]
 
     @property
     def per_element(self) -> bool:
@@ -384,7 +390,7 @@ class SplitRowsView:
     forward and the backward (all-reduced in between) and the kernels of their last passes."""
 
     forward_passes: list[SplitPassView]
-    forward: RowKernelView
+    forward: RowKernelView  # the fused forward, launched in its SPLIT mode
     backward_passes: list[SplitPassView]
     backward: RowKernelView  # the fused backward, launched in its SPLIT mode
 
@@ -989,6 +995,8 @@ def _row_program_ops(profile: KernelProfile) -> RowProgramOpsView:
         ],
         notes=_precision_note(math.precision_sensitive_ops),
         dtype_source=inputs[0] if uses_cast else "",
+        width="shard_cols",
+        has_split_mode=True,
     )
     backward_kernel = RowKernelView(
         name=f"_{profile.operation_name}_backward_kernel",
@@ -1060,7 +1068,7 @@ def _row_program_ops(profile: KernelProfile) -> RowProgramOpsView:
         dtensor=dtensor_view(profile, grad_inputs, [f"grad_{name}" for name in outputs], tuple(math.row_outputs)),
         forward_kernel=forward_kernel,
         backward_kernel=backward_kernel,
-        split=_split_rows(profile, math, backward_kernel),
+        split=_split_rows(profile, math, forward_kernel, backward_kernel),
     )
 
 
@@ -1068,9 +1076,12 @@ def _row_program_ops(profile: KernelProfile) -> RowProgramOpsView:
 _ALL_REDUCE = {"sum": "sum", "mean": "sum", "max": "max", "min": "min"}
 
 
-def _split_rows(profile: KernelProfile, math, fused_backward: RowKernelView) -> SplitRowsView:
-    """The split path's kernels (synth/rows.py RowPass): each pass loads the tensors, parameters and per-row values
-    its statements read; every reduction pass stores its reductions for the host to all-reduce."""
+def _split_rows(
+    profile: KernelProfile, math, fused_forward: RowKernelView, fused_backward: RowKernelView
+) -> SplitRowsView:
+    """The split path's reduction passes (synth/rows.py RowPass): each loads the tensors, parameters and per-row
+    values its statements read and stores its reductions for the host to all-reduce; the last passes are the
+    fused kernels' SPLIT modes."""
     name = profile.operation_name
     inputs = [t.name for t in profile.inputs]
     params = profile.parameters
@@ -1078,7 +1089,7 @@ def _split_rows(profile: KernelProfile, math, fused_backward: RowKernelView) -> 
     element_grads = [f"grad_{o}" for o in outputs if o not in math.row_outputs]
     row_grads = [f"grad_{o}" for o in math.row_outputs]
 
-    def passes(split, element_names: list[str], direction: str) -> tuple[list[SplitPassView], list[str]]:
+    def passes(split, element_names: list[str], direction: str) -> list[SplitPassView]:
         per_row = [s.name for s in profile.math.statistics] + row_grads
         views = []
         for index, row_pass in enumerate(split[:-1]):
@@ -1100,22 +1111,13 @@ def _split_rows(profile: KernelProfile, math, fused_backward: RowKernelView) -> 
             ]
             views.append(SplitPassView(kernel=kernel, groups=groups))
             per_row += [n for n, _ in row_pass.reductions if n not in per_row]
-        return views, per_row
+        return views
 
-    forward_passes, forward_rows = passes(math.split_forward, inputs, "forward")
-    forward = _split_row_pass(
-        f"_{name}_split_forward_kernel",
-        math.split_forward[-1],
-        inputs,
-        forward_rows,
-        params,
-        element_stores=[o for o in outputs if o not in math.row_outputs],
-        row_output_stores=list(math.row_outputs),
-    )
+    forward_passes = passes(math.split_forward, inputs, "forward")
     loaded = inputs + list(math.reused_outputs)
-    backward_passes, _ = passes(math.split_backward, element_grads + loaded, "backward")
-    # The last backward pass is the fused backward's SPLIT mode.
-    return SplitRowsView(forward_passes, forward, backward_passes, fused_backward)
+    backward_passes = passes(math.split_backward, element_grads + loaded, "backward")
+    # The last passes are the fused kernels' SPLIT modes.
+    return SplitRowsView(forward_passes, fused_forward, backward_passes, fused_backward)
 
 
 def _split_row_pass(name, row_pass, element_names, per_row, params, **stores) -> RowKernelView:
