@@ -1121,12 +1121,11 @@ def _split_rows(
 
 
 def _split_row_pass(name, row_pass, element_names, per_row, params, **stores) -> RowKernelView:
-    """A row_pass kernel of the split path: it takes and loads what ``row_pass`` reads and stores ``stores``."""
+    """A reduction pass of the split path: it takes and loads what ``row_pass`` reads and stores ``stores``."""
     reads = set(row_pass.reads)
     element = [n for n in element_names if n in reads]
     rows = [n for n in per_row if n in reads]
     read_params = [p for p in params if p.name in reads]
-    typed = element + stores.get("element_stores", []) + stores.get("row_output_stores", [])
     return RowKernelView(
         name=name,
         lines=row_pass.lines,
@@ -1137,8 +1136,7 @@ def _split_row_pass(name, row_pass, element_names, per_row, params, **stores) ->
         element_loads=element,
         param_loads=read_params,
         row_loads=rows,
-        # Outputs have the inputs' dtype too: a pass that reads no input (it combines per-row values) takes it there.
-        dtype_source=next(iter(typed), "") if _rounds_to_input(row_pass.lines) else "",
+        dtype_source=next(iter(element), "") if _rounds_to_input(row_pass.lines) else "",
         **stores,
     )
 
