@@ -10,6 +10,7 @@ import torch
 
 from test.kernelgen.conftest import copy_checkout
 from test.kernelgen.conftest import import_generated_ops
+from test.transformers import test_layout_utils
 from tools.kernelgen.analyze import analyze
 from tools.kernelgen.generate import plan_new
 from tools.kernelgen.repo import LigerRepo
@@ -50,6 +51,8 @@ STYLES = textwrap.dedent(
             return centered / torch.sqrt(variance + self.eps) * self.weight + self.bias
     """
 )
+# A one-rank gloo mesh for the DTensor case (the shared module's tests' fixture).
+one_rank_mesh = test_layout_utils.one_rank_mesh
 # Built-in references too: Llama's RMSNorm (its profile asks for the reuse) and a norm with two outputs.
 KERNELS = ["OffsetRMSNorm", "weightless_rms_norm", "MeanSquareLayerNorm", "rms_norm", "fused_add_rms_norm"]
 
@@ -139,3 +142,25 @@ def test_a_gradient_another_branch_also_reads_is_left_intact(generated, entry, s
     upstream = [scale] + [torch.zeros_like(o) for o in (outputs[1:] if isinstance(outputs, tuple) else ())]
     for got, want in zip(inputs + params, _reference_grads(function, inputs, params, upstream)):
         torch.testing.assert_close(got.grad, want)
+
+
+@pytest.mark.parametrize("entry", ["OffsetRMSNorm", "fused_add_rms_norm"])
+def test_a_dtensor_gradient_s_shard_is_left_intact(generated, entry, one_rank_mesh):
+    """The local shard of a DTensor gradient: only the DTensor could tell whether someone else holds it."""
+    from torch.distributed.tensor import Replicate
+    from torch.distributed.tensor import Shard
+    from torch.distributed.tensor import distribute_tensor
+
+    function, inputs, params = _inputs(entry, generated)
+    placed = [distribute_tensor(t.detach(), one_rank_mesh, [Shard(0)]).requires_grad_() for t in inputs]
+    placed += [distribute_tensor(p.detach(), one_rank_mesh, [Replicate()]).requires_grad_() for p in params]
+    outputs = function.apply(*placed)
+    outputs = outputs if isinstance(outputs, tuple) else (outputs,)
+    upstream = [
+        distribute_tensor(torch.randn(2, 3, 16, dtype=torch.float64), one_rank_mesh, [Shard(0)]) for _ in outputs
+    ]
+    kept = [g.to_local().clone() for g in upstream]
+    torch.autograd.backward(outputs, upstream)
+    assert all(torch.equal(g.to_local(), k) for g, k in zip(upstream, kept))
+    for got, want in zip(placed, _reference_grads(function, inputs, params, kept)):
+        torch.testing.assert_close(got.grad.full_tensor(), want)

@@ -1046,7 +1046,8 @@ def _row_program_ops(profile: KernelProfile) -> RowProgramOpsView:
         + list(math.saved)
         + ["ctx.shape"]
         + (["ctx.dtype"] if stored_grads else [])
-        + [f"ctx.{hp.name}" for hp in profile.hyperparameters],
+        + [f"ctx.{hp.name}" for hp in profile.hyperparameters]
+        + (["in_place"] if in_place else []),
         gradient_aliases=dict(math.gradient_aliases),
         in_place=in_place,
         utils_imports=_utils_imports(
