@@ -272,7 +272,9 @@ class Math:
 
 @dataclass
 class Backward:
-    in_place_gradients: bool | None = None  # None: only where the module made the inputs (mlp)
+    # None: tier 1 only where the module made the inputs (mlp), tier 2 where only autograd holds the output's
+    # gradient (reusable_gradient), tier 3 for logits scored against class indices; False: never.
+    in_place_gradients: bool | None = None
 
 
 @dataclass

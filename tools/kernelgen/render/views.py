@@ -258,9 +258,24 @@ class RowKernelView:
     intro: list[str] = field(default_factory=list)  # comment lines above the kernel body
     notes: list[str] = field(default_factory=list)  # comment lines above the loads or the loop
     dtype_source: str = ""  # the pointer whose element type is the inputs' dtype, when the math rounds to it
-    column_tiles: bool = False  # a gradient pass that reduces nothing: a second grid axis over column blocks
+    # A fused kernel that is also the split path's last pass (its SPLIT mode): there it reduces nothing, loading the
+    # reductions the passes before it computed (``split_loads``) and storing no statistics; a gradient pass's
+    # second grid axis then splits the columns into blocks.
+    has_split_mode: bool = False
     fills: dict[str, str] = field(default_factory=dict)  # element loads' ``other`` where it is not 0.0
     holds_narrow: bool = False  # the fused backward: rows held across its reductions in their storage dtype
+
+    @property
+    def split_loads(self) -> list[str]:
+        """With ``has_split_mode``: the row reductions of ``lines``, which a SPLIT launch loads."""
+        if not self.has_split_mode:
+            return []
+        return [match.group(1) for line in self.lines if (match := _REDUCTION_STATEMENT.match(line))]
+
+    @property
+    def split_pointers(self) -> list[str]:
+        """The per-row buffers a SPLIT launch alone passes (None otherwise): its loads but the statistics it stores."""
+        return [name for name in self.split_loads if name not in self.row_stores]
 
     @property
     def per_element(self) -> bool:
@@ -346,7 +361,7 @@ class RowProgramOpsView:
     backward_results: list[str]  # what the backward wrapper returns: grad_{input}, then grad_{parameter}
     backward_call_args: list[str]  # what the autograd Function's backward passes it
     gradient_aliases: dict[str, str]  # grad_{input} -> the stored gradient it equals
-    in_place: bool  # the first input's gradient takes the first output's gradient buffer
+    in_place: bool  # the first input's gradient may take the first output's gradient buffer (reusable_gradient)
     utils_imports: list[str]  # names the ops file imports from liger_kernel.ops.utils
     uses_cast: bool
     precision_note: list[str]
@@ -364,9 +379,9 @@ class RowProgramOpsView:
 
     @property
     def allocates_gradients(self) -> bool:
-        """Whether the backward allocates a gradient buffer (in the inputs' dtype, its ``dtype`` argument): not when
-        its one stored gradient takes the output gradient's buffer."""
-        return len(self.stored_grads) > (1 if self.in_place else 0)
+        """Whether the backward allocates a gradient buffer (in the inputs' dtype, its ``dtype`` argument): also
+        where its stored gradient may take the output gradient's buffer, which is not always free."""
+        return bool(self.stored_grads)
 
     @property
     def backward_load_bytes(self) -> str:
@@ -390,9 +405,9 @@ class SplitRowsView:
     forward and the backward (all-reduced in between) and the kernels of their last passes."""
 
     forward_passes: list[SplitPassView]
-    forward: RowKernelView
+    forward: RowKernelView  # the fused forward, launched in its SPLIT mode
     backward_passes: list[SplitPassView]
-    backward: RowKernelView
+    backward: RowKernelView  # the fused backward, launched in its SPLIT mode
 
     def forward_head(self, reduce: str, row_length: str) -> str:
         """The split forward's first arguments: ``reduce``, and the whole row's length when a pass reads it."""
@@ -715,7 +730,7 @@ def _precision_note(ops: list[str], rounding: str = "once") -> list[str]:
 
 
 # A row reduction as rows.py prints it: ``name = tl.sum(...)`` (or max, min; a mean divides it by n_cols).
-_REDUCTION_STATEMENT = re.compile(r"^\w+ = tl\.(sum|max|min)\(")
+_REDUCTION_STATEMENT = re.compile(r"^(\w+) = tl\.(sum|max|min)\(")
 
 
 # Host-side integer math of every tier's launch settings (grids, tiles), from ops/utils.py (kernel_helpers.py).
@@ -1015,6 +1030,8 @@ def _row_program_ops(profile: KernelProfile) -> RowProgramOpsView:
         ],
         notes=_precision_note(math.precision_sensitive_ops),
         dtype_source=inputs[0] if uses_cast else "",
+        width="shard_cols",
+        has_split_mode=True,
     )
     backward_kernel = RowKernelView(
         name=f"_{profile.operation_name}_backward_kernel",
@@ -1030,11 +1047,15 @@ def _row_program_ops(profile: KernelProfile) -> RowProgramOpsView:
         notes=gradient_note,
         dtype_source=f"grad_{stored_grads[0]}" if uses_cast and stored_grads else "",
         holds_narrow=True,
+        width="shard_cols",
+        has_split_mode=True,
     )
     broadcast = {t.name for t in profile.inputs if t.broadcast}
-    # A broadcast input's gradient is written per element in fp32 and summed over its broadcast dims after: never
-    # into the output gradient's buffer.
-    in_place = bool(profile.backward.in_place_gradients) and bool(stored_grads) and bool(outputs)
+    # Every tile of the backward reads its rows of the output gradients before it writes the same rows of the input
+    # gradients, so the first input gradient may take the first output gradient's buffer whenever autograd alone
+    # holds it (checked as it runs); a profile can still say no. A broadcast input's gradient is written per element
+    # in fp32 and summed over its broadcast dims after: never into the output gradient's buffer.
+    in_place = profile.backward.in_place_gradients is not False and bool(stored_grads) and bool(element_outputs)
     in_place = in_place and stored_grads[0] not in broadcast
     return RowProgramOpsView(
         forward=math.forward,
@@ -1062,14 +1083,15 @@ def _row_program_ops(profile: KernelProfile) -> RowProgramOpsView:
         + param_names
         + list(math.saved)
         + ["ctx.shape"]
-        + (["ctx.dtype"] if len(stored_grads) > (1 if in_place else 0) else [])
-        + [f"ctx.{hp.name}" for hp in profile.hyperparameters],
+        + (["ctx.dtype"] if stored_grads else [])
+        + [f"ctx.{hp.name}" for hp in profile.hyperparameters]
+        + (["in_place"] if in_place else []),
         gradient_aliases=dict(math.gradient_aliases),
         in_place=in_place,
         utils_imports=_utils_imports(
             statements,
-            ["ensure_contiguous", *HOST_INTEGER_HELPERS]
-            + (["get_num_sms", "is_triton_interpreter"] if params else [])
+            ["ensure_contiguous", "ceil_div"]
+            + (["get_num_sms"] if params else [])
             + (["widen_to_fp32"] if backward_kernel.rewidened else []),
         ),
         uses_cast=uses_cast,
@@ -1086,7 +1108,7 @@ def _row_program_ops(profile: KernelProfile) -> RowProgramOpsView:
         dtensor=dtensor_view(profile, grad_inputs, [f"grad_{name}" for name in outputs], tuple(math.row_outputs)),
         forward_kernel=forward_kernel,
         backward_kernel=backward_kernel,
-        split=_split_rows(profile, math, backward_kernel),
+        split=_split_rows(profile, math, forward_kernel, backward_kernel),
     )
 
 
@@ -1118,9 +1140,12 @@ def broadcast_gradients(profile: KernelProfile, gradients: list[str]) -> list[st
 _ALL_REDUCE = {"sum": "sum", "mean": "sum", "max": "max", "min": "min"}
 
 
-def _split_rows(profile: KernelProfile, math, fused_backward: RowKernelView) -> SplitRowsView:
-    """The split path's kernels (synth/rows.py RowPass): each pass loads the tensors, parameters and per-row values
-    its statements read; every reduction pass stores its reductions for the host to all-reduce."""
+def _split_rows(
+    profile: KernelProfile, math, fused_forward: RowKernelView, fused_backward: RowKernelView
+) -> SplitRowsView:
+    """The split path's reduction passes (synth/rows.py RowPass): each loads the tensors, parameters and per-row
+    values its statements read and stores its reductions for the host to all-reduce; the last passes are the
+    fused kernels' SPLIT modes."""
     name = profile.operation_name
     inputs = [t.name for t in profile.inputs]
     params = profile.parameters
@@ -1128,7 +1153,7 @@ def _split_rows(profile: KernelProfile, math, fused_backward: RowKernelView) -> 
     element_grads = [f"grad_{o}" for o in outputs if o not in math.row_outputs]
     row_grads = [f"grad_{o}" for o in math.row_outputs]
 
-    def passes(split, element_names: list[str], direction: str) -> tuple[list[SplitPassView], list[str]]:
+    def passes(split, element_names: list[str], direction: str) -> list[SplitPassView]:
         per_row = [s.name for s in profile.math.statistics] + row_grads
         views = []
         for index, row_pass in enumerate(split[:-1]):
@@ -1150,47 +1175,21 @@ def _split_rows(profile: KernelProfile, math, fused_backward: RowKernelView) -> 
             ]
             views.append(SplitPassView(kernel=kernel, groups=groups))
             per_row += [n for n, _ in row_pass.reductions if n not in per_row]
-        return views, per_row
+        return views
 
-    forward_passes, forward_rows = passes(math.split_forward, inputs, "forward")
-    forward = _split_row_pass(
-        f"_{name}_split_forward_kernel",
-        math.split_forward[-1],
-        inputs,
-        forward_rows,
-        params,
-        element_stores=[o for o in outputs if o not in math.row_outputs],
-        row_output_stores=list(math.row_outputs),
-    )
+    forward_passes = passes(math.split_forward, inputs, "forward")
     loaded = inputs + list(math.reused_outputs)
-    backward_passes, backward_rows = passes(math.split_backward, element_grads + loaded, "backward")
-    last = math.split_backward[-1]
-    reads = set(last.reads)
-    backward = RowKernelView(
-        name=f"_{name}_split_backward_kernel",
-        lines=last.lines,
-        width="shard_cols",
-        element_args=[n for n in element_grads if n in reads],
-        row_grad_args=[n for n in row_grads if n in reads],
-        input_args=[n for n in loaded if n in reads],
-        param_loads=[p for p in params if p.name in reads],
-        row_loads=[n for n in backward_rows if n in reads and n not in row_grads],
-        element_stores=fused_backward.element_stores,
-        channel_grads=fused_backward.channel_grads,
-        scalar_grads=fused_backward.scalar_grads,
-        dtype_source=fused_backward.dtype_source if _rounds_to_input(last.lines) else "",
-        column_tiles=True,
-    )
-    return SplitRowsView(forward_passes, forward, backward_passes, backward)
+    backward_passes = passes(math.split_backward, element_grads + loaded, "backward")
+    # The last passes are the fused kernels' SPLIT modes.
+    return SplitRowsView(forward_passes, fused_forward, backward_passes, fused_backward)
 
 
 def _split_row_pass(name, row_pass, element_names, per_row, params, **stores) -> RowKernelView:
-    """A row_pass kernel of the split path: it takes and loads what ``row_pass`` reads and stores ``stores``."""
+    """A reduction pass of the split path: it takes and loads what ``row_pass`` reads and stores ``stores``."""
     reads = set(row_pass.reads)
     element = [n for n in element_names if n in reads]
     rows = [n for n in per_row if n in reads]
     read_params = [p for p in params if p.name in reads]
-    typed = element + stores.get("element_stores", []) + stores.get("row_output_stores", [])
     return RowKernelView(
         name=name,
         lines=row_pass.lines,
@@ -1201,8 +1200,7 @@ def _split_row_pass(name, row_pass, element_names, per_row, params, **stores) ->
         element_loads=element,
         param_loads=read_params,
         row_loads=rows,
-        # Outputs have the inputs' dtype too: a pass that reads no input (it combines per-row values) takes it there.
-        dtype_source=next(iter(typed), "") if _rounds_to_input(row_pass.lines) else "",
+        dtype_source=next(iter(element), "") if _rounds_to_input(row_pass.lines) else "",
         **stores,
     )
 
