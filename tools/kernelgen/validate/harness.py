@@ -76,7 +76,10 @@ def read_spec(path: str | Path | None) -> dict | None:
 
 
 def _takes_argument(cls, name: str) -> bool:
-    """Whether ``cls(name=...)`` is accepted: a parameter of that name, or ``**kwargs``."""
+    """Whether ``cls(name=...)`` is accepted: a parameter of that name, or ``**kwargs`` (not nn.Module's own, whose
+    ``*args, **kwargs`` a module without an ``__init__`` of its own inherits, and which takes no argument)."""
+    if isinstance(cls, type) and cls.__init__ is torch.nn.Module.__init__:
+        return False
     try:
         parameters = inspect.signature(cls).parameters
     except (TypeError, ValueError):
