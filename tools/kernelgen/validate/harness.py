@@ -137,6 +137,10 @@ class ReferenceRunner:
 
     # Data ---------------------------------------------------------------------------------------------------
     def make_case(self, rows: int, cols: int, seed: int, *, hyper=None, dtype=torch.float32, label="") -> Case:
+        """Inputs of ``rows`` rows of ``cols`` columns (of ``cols`` per lane for an index map: rows of whole lanes,
+        the stages' odd widths kept as odd lane lengths)."""
+        lanes = self.profile.math.lanes
+        cols *= lanes.count if lanes is not None else 1
         generator = torch.Generator().manual_seed(seed)
         hyper = dict(self.defaults if hyper is None else hyper)
         if self.tier == 3:
