@@ -43,6 +43,8 @@ GENERATED = {
     "split_reglu_map": (f"{MODULES}:SplitReGLU", 2, ["x[cols]", "x[cols + n_cols]"], ["[cols]"]),
     "scaled_flip_map": (f"{MODULES}:ScaledFlip", 1, ["x[-cols + n_cols - 1]"], ["[cols]"]),
     "pair_interleave_map": (f"{MODULES}:PairInterleave", 1, ["a[cols]", "b[cols]"], ["[2 * cols]", "[2 * cols + 1]"]),
+    # two outputs of different widths: a half and a whole row
+    "gate_and_swap_map": (f"{FUNCTIONAL}:gate_and_swap", 2, ["x[cols]", "x[cols + n_cols]"], ["[cols + n_cols]"]),
 }
 
 
@@ -116,6 +118,18 @@ def test_many_rows_of_strided_inputs_match_the_reference(generated_checkout, nam
     torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)
     for x, leaf in zip(inputs, strided):
         torch.testing.assert_close(leaf.grad, x.grad, rtol=1e-5, atol=1e-5)
+
+
+def test_an_output_without_a_gradient_of_its_own_takes_zeros_of_its_width(generated_checkout):
+    """Only the half-width output reaches the loss: autograd passes None for the whole-row one."""
+    torch.manual_seed(0)
+    function = _function(generated_checkout, "gate_and_swap_map")
+    x = torch.randn(5, 12, requires_grad=True)
+    gated, _ = function.apply(x)
+    gated.sum().backward()
+    kernel_grad, x.grad = x.grad, None
+    functional.gate_and_swap(x)[0].sum().backward()
+    torch.testing.assert_close(kernel_grad, x.grad)
 
 
 def test_rows_that_hold_no_whole_number_of_lanes_are_refused_by_the_kernel(generated_checkout):
