@@ -143,7 +143,11 @@ def test_rows_that_hold_no_whole_number_of_lanes_are_refused_by_the_kernel(gener
     [
         (f"{FUNCTIONAL}:off_lane_slice", 36, "`x[..., 1:]` cuts the row at 1, not at a lane boundary"),
         (f"{FUNCTIONAL}:flip_against_itself", 40, "`.flip()` reads `x` at positions another index map"),
-        (f"{MODULES}:InterleavedHalves", 32, "[..., ::2]` takes one element in 2, which this cut's lanes do not"),
+        (
+            f"{MODULES}:InterleavedHalves",
+            32,
+            "`x[..., :x.shape[-1] // 2][..., ::2]` takes one element in 2, which this cut's lanes do not",
+        ),
     ],
 )
 def test_an_index_map_no_cut_expresses_is_one_line_naming_its_construct_and_line(checkout, reference, line, construct):

@@ -511,6 +511,9 @@ def _operand_text(value: Any) -> str:
     argument's, or the op's that computed it)."""
     if isinstance(value, fx.Node) and value.op == "get_attr":
         return f"self.{value.target}"
+    sliced = isinstance(value, fx.Node) and value.op == "call_function" and value.target is operator.getitem
+    if sliced and not isinstance(value.args[1], int):  # a slice of a slice reads as both: x[..., :d][..., ::2]
+        return f"{_operand_text(value.args[0])}[{', '.join(_index_text(item) for item in _flatten(value.args[1]))}]"
     return value.name if isinstance(value, fx.Node) else repr(value)
 
 
