@@ -43,6 +43,13 @@ GENERATED = {
     "split_reglu_map": (f"{MODULES}:SplitReGLU", 2, ["x[cols]", "x[cols + n_cols]"], ["[cols]"]),
     "scaled_flip_map": (f"{MODULES}:ScaledFlip", 1, ["x[-cols + n_cols - 1]"], ["[cols]"]),
     "pair_interleave_map": (f"{MODULES}:PairInterleave", 1, ["a[cols]", "b[cols]"], ["[2 * cols]", "[2 * cols + 1]"]),
+    # narrow, and a slice bound counted from the end
+    "narrow_geglu_map": (
+        f"{MODULES}:NarrowGeGLU",
+        2,
+        ["hidden_states[cols]", "hidden_states[cols + n_cols]"],
+        ["[cols]"],
+    ),
     # two outputs of different widths: a half and a whole row
     "gate_and_swap_map": (f"{FUNCTIONAL}:gate_and_swap", 2, ["x[cols]", "x[cols + n_cols]"], ["[cols + n_cols]"]),
 }

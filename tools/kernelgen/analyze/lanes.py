@@ -55,7 +55,7 @@ CANDIDATES = tuple(
     (kind, lanes) for lanes in (1, 2, 4, 8) for kind in (BLOCKED, STRIDED) if lanes > 1 or kind == BLOCKED
 )
 # The ops that move elements within the row, which lanes express.
-INDEX_MAP_OPS = ("slice", "getitem", "chunk", "split", "cat", "stack", "flip")
+INDEX_MAP_OPS = ("slice", "getitem", "chunk", "split", "narrow", "cat", "stack", "flip")
 LANE_LENGTH = sympy.Symbol("S", integer=True, positive=True)
 
 
@@ -283,6 +283,12 @@ class LaneBuilder(ProgramBuilder):
             self._require_row(call, source)
             reversed_lanes = tuple(self._reversed(lane, node) for lane in reversed(source.lanes))
             return Row(reversed_lanes, source.kind)
+        if name == "narrow":  # x.narrow(dim, start, length): the slice start:start + length of dim
+            arguments = [*node.args[1:], *(node.kwargs[k] for k in ("dim", "start", "length") if k in node.kwargs)]
+            dim, start, length = arguments
+            self._last_dim_only(call, (dim,))
+            self._require_row(call, source)
+            return self._slice_row(source, slice(start, self.value(start) + self.value(length)), call)
         if name in ("chunk", "split"):
             self._require_row(call, source)
             arguments = list(node.args[1:])

@@ -209,7 +209,7 @@ _POINTWISE_LOSSES = {
 }
 # Options that weight or reduce the elements otherwise: such a call stays the loss (refused as one).
 _WEIGHTING_OPTIONS = ("weight", "pos_weight", "size_average", "reduce")
-for _name in ("cat", "stack", "chunk", "split", "transpose", "permute", "t", "flip", "roll", "topk", "sort"):
+for _name in ("cat", "stack", "chunk", "split", "narrow", "transpose", "permute", "t", "flip", "roll", "topk", "sort"):
     _BY_NAME[_name] = _spec(_name, STRUCTURAL)
 for _name in ("argmax", "argmin", "cumsum", "cumprod", "masked_select", "nonzero", "unfold", "diff"):
     _BY_NAME[_name] = _spec(_name, STRUCTURAL)
