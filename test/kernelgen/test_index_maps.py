@@ -43,6 +43,8 @@ GENERATED = {
     "split_reglu_map": (f"{MODULES}:SplitReGLU", 2, ["x[cols]", "x[cols + n_cols]"], ["[cols]"]),
     "scaled_flip_map": (f"{MODULES}:ScaledFlip", 1, ["x[-cols + n_cols - 1]"], ["[cols]"]),
     "pair_interleave_map": (f"{MODULES}:PairInterleave", 1, ["a[cols]", "b[cols]"], ["[2 * cols]", "[2 * cols + 1]"]),
+    # GPT-J's interleaved rotary embedding: every other element, stacked back and flattened
+    "gptj_rope_map": (f"{FUNCTIONAL}:gptj_rope", 2, ["x[2 * cols]", "x[2 * cols + 1]"], ["[2 * cols + 1]"]),
     # narrow, and a slice bound counted from the end
     "narrow_geglu_map": (
         f"{MODULES}:NarrowGeGLU",
@@ -103,6 +105,7 @@ def _function(checkout: Path, name: str):
         ("rope_map", functional.rope, [40, 40, 40], ()),
         ("interleaved_swiglu_map", functional.interleaved_swiglu, [50], (1.702, 7.0)),
         ("quarter_mix_map", functional.quarter_mix, [36], ()),
+        ("gptj_rope_map", functional.gptj_rope, [34, 34, 34], ()),
         ("scaled_flip_map", lambda x, scale: modules.ScaledFlip(scale)(x), [33], (0.5,)),
         ("pair_interleave_map", lambda a, b: modules.PairInterleave()(a, b), [33, 33], ()),
     ],
