@@ -45,6 +45,13 @@ GENERATED = {
     "pair_interleave_map": (f"{MODULES}:PairInterleave", 1, ["a[cols]", "b[cols]"], ["[2 * cols]", "[2 * cols + 1]"]),
     # GPT-J's interleaved rotary embedding: every other element, stacked back and flattened
     "gptj_rope_map": (f"{FUNCTIONAL}:gptj_rope", 2, ["x[2 * cols]", "x[2 * cols + 1]"], ["[2 * cols + 1]"]),
+    # partial rotary: the first half rotated (quarters of the row), the rest passed through; cos and sin read in part
+    "partial_rope_map": (
+        f"{FUNCTIONAL}:partial_rope",
+        4,
+        ["q[cols + 3 * n_cols]", "cos[cols]"],
+        ["[cols + 2 * n_cols]"],
+    ),
     # narrow, and a slice bound counted from the end
     "narrow_geglu_map": (
         f"{MODULES}:NarrowGeGLU",
@@ -106,6 +113,7 @@ def _function(checkout: Path, name: str):
         ("interleaved_swiglu_map", functional.interleaved_swiglu, [50], (1.702, 7.0)),
         ("quarter_mix_map", functional.quarter_mix, [36], ()),
         ("gptj_rope_map", functional.gptj_rope, [34, 34, 34], ()),
+        ("partial_rope_map", functional.partial_rope, [44, 44, 44], ()),
         ("scaled_flip_map", lambda x, scale: modules.ScaledFlip(scale)(x), [33], (0.5,)),
         ("pair_interleave_map", lambda a, b: modules.PairInterleave()(a, b), [33, 33], ()),
     ],
@@ -140,6 +148,17 @@ def test_an_output_without_a_gradient_of_its_own_takes_zeros_of_its_width(genera
     kernel_grad, x.grad = x.grad, None
     functional.gate_and_swap(x)[0].sum().backward()
     torch.testing.assert_close(kernel_grad, x.grad)
+
+
+def test_positions_no_lane_reads_take_a_zero_gradient(profiles, generated_checkout):
+    """Partial rotary reads the first half of cos and sin only: the rest of their gradients is zero."""
+    assert set(profiles["partial_rope_map"].math.lanes.inputs.values()) >= {"cos[cols]", "cos[cols + n_cols]"}
+    assert "cos[cols + 2 * n_cols]" not in profiles["partial_rope_map"].math.lanes.inputs.values()
+    function = _function(generated_checkout, "partial_rope_map")
+    q, cos, sin = (torch.randn(3, 16, requires_grad=True) for _ in range(3))
+    function.apply(q, cos, sin).sum().backward()
+    assert not cos.grad[:, 8:].any() and not sin.grad[:, 8:].any()
+    assert cos.grad[:, :8].abs().min() > 0
 
 
 def test_rows_that_hold_no_whole_number_of_lanes_are_refused_by_the_kernel(generated_checkout):
