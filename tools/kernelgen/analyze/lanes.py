@@ -441,6 +441,9 @@ def _lower(traced: TracedReference, kind: str, count: int) -> LaneProgram:
             if isinstance(lane, CastToInput):
                 lane = lane.args[0]  # the store rounds to the output's dtype anyway
             lane_name = f"{name}_{k}"
+            while lane_name in builder.taken or f"grad_{lane_name}" in builder.taken:
+                lane_name += "_"  # an input's lane (or its gradient) of that name
+            builder.taken.add(lane_name)
             where = LaneMap(name, k, 0, 1) if row.arrangement() == BLOCKED else LaneMap(name, 0, k, width)
             program.output_lanes[lane_name] = where
             program.outputs[lane_name] = sympy.sympify(lane)
