@@ -31,6 +31,8 @@ from tools.kernelgen.repo import LigerRepo
 from tools.kernelgen.writer import write_all
 
 FIXTURES = Path(__file__).parent / "fixtures" / "index_maps"
+# The kernels called here run on the GPU where there is one, else under the Triton interpreter.
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 FUNCTIONAL, MODULES = FIXTURES / "functional.py", FIXTURES / "modules.py"
 
 # kernel name -> (reference, lanes per input row, input lanes as the profile writes them, output lanes)
@@ -123,10 +125,11 @@ def test_many_rows_of_strided_inputs_match_the_reference(generated_checkout, nam
     are slices of wider rows (read in place by their row stride): values and gradients as autograd's."""
     torch.manual_seed(0)
     function = _function(generated_checkout, name)
-    wide = [torch.randn(300, width + 6, dtype=torch.float64) for width in widths]
+    wide = [torch.randn(300, width + 6, dtype=torch.float64, device=DEVICE) for width in widths]
     inputs = [w[..., :width].float().requires_grad_() for w, width in zip(wide, widths)]
     strided = [
-        torch.empty(300, width + 3)[..., :width].copy_(x.detach()).requires_grad_() for x, width in zip(inputs, widths)
+        torch.empty(300, width + 3, device=DEVICE)[..., :width].copy_(x.detach()).requires_grad_()
+        for x, width in zip(inputs, widths)
     ]
     out = function.apply(*strided, *hypers)
     grad = torch.randn_like(out)
@@ -142,7 +145,7 @@ def test_an_output_without_a_gradient_of_its_own_takes_zeros_of_its_width(genera
     """Only the half-width output reaches the loss: autograd passes None for the whole-row one."""
     torch.manual_seed(0)
     function = _function(generated_checkout, "gate_and_swap_map")
-    x = torch.randn(5, 12, requires_grad=True)
+    x = torch.randn(5, 12, device=DEVICE, requires_grad=True)
     gated, _ = function.apply(x)
     gated.sum().backward()
     kernel_grad, x.grad = x.grad, None
@@ -155,7 +158,7 @@ def test_positions_no_lane_reads_take_a_zero_gradient(profiles, generated_checko
     assert set(profiles["partial_rope_map"].math.lanes.inputs.values()) >= {"cos[cols]", "cos[cols + n_cols]"}
     assert "cos[cols + 2 * n_cols]" not in profiles["partial_rope_map"].math.lanes.inputs.values()
     function = _function(generated_checkout, "partial_rope_map")
-    q, cos, sin = (torch.randn(3, 16, requires_grad=True) for _ in range(3))
+    q, cos, sin = (torch.randn(3, 16, device=DEVICE, requires_grad=True) for _ in range(3))
     function.apply(q, cos, sin).sum().backward()
     assert not cos.grad[:, 8:].any() and not sin.grad[:, 8:].any()
     assert cos.grad[:, :8].abs().min() > 0
@@ -164,7 +167,7 @@ def test_positions_no_lane_reads_take_a_zero_gradient(profiles, generated_checko
 def test_rows_that_hold_no_whole_number_of_lanes_are_refused_by_the_kernel(generated_checkout):
     function = _function(generated_checkout, "interleaved_swiglu_map")
     with pytest.raises(ValueError, match=r"x has 7 columns, not a multiple of the 2 lanes its row is cut into"):
-        function.apply(torch.randn(3, 7), 1.702, 7.0)
+        function.apply(torch.randn(3, 7, device=DEVICE), 1.702, 7.0)
 
 
 @pytest.mark.parametrize(
