@@ -32,6 +32,7 @@ import sympy
 import torch.fx as fx
 
 from tools.kernelgen.analyze.classify import indexes_an_argument
+from tools.kernelgen.analyze.errors import HAND_WRITTEN_PROFILE_HINT
 from tools.kernelgen.analyze.errors import AnalyzeError
 from tools.kernelgen.analyze.ops import CAST
 from tools.kernelgen.analyze.ops import ELEMENTWISE
@@ -422,7 +423,7 @@ def lower_lanes(traced: TracedReference) -> LaneProgram:
                 furthest = misfit
     raise AnalyzeError(
         f"{furthest.message}: an index map kernelgen expresses cuts the row into equal lanes (halves, "
-        "quarters, every 2nd or 4th element) and regroups them",
+        f"quarters, every 2nd or 4th element) and regroups them; rewrite the index so, {HAND_WRITTEN_PROFILE_HINT}",
         origin=traced.loaded.origin,
         line=node_line(furthest.node),
     )
