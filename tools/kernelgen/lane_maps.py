@@ -77,8 +77,8 @@ def parse_lane(text: str) -> LaneMap:
 
 def lane_problems(lanes: dict[str, str], path: str, row_lanes: dict[str, int], whole: bool = False) -> list[str]:
     """What is wrong with the lanes ``lanes`` (name -> written map) of rows ``row_lanes`` (tensor -> lanes it
-    holds; 0: as many as map onto it): each parses, names such a tensor and stays within its row; lanes of one
-    tensor are disjoint, and with ``whole`` they cover its row."""
+    holds; 0: as many as map onto it): each parses, names such a tensor and stays within its row; with ``whole``
+    (an output's lanes, each position stored once) the lanes of one tensor are disjoint and cover its row."""
     problems, parsed = [], {}
     for name, text in lanes.items():
         try:
@@ -102,7 +102,7 @@ def lane_problems(lanes: dict[str, str], path: str, row_lanes: dict[str, int], w
                 problems.append(f"{path}.{name}: {lane.written()} reads outside a row of {held[lane.tensor]} lanes")
                 return problems
             seen = taken.setdefault(lane.tensor, set())
-            if seen & set(positions):
+            if whole and seen & set(positions):
                 problems.append(f"{path}.{name}: {lane.written()} overlaps another lane of {lane.tensor}")
                 return problems
             seen |= set(positions)
@@ -114,6 +114,24 @@ def lane_problems(lanes: dict[str, str], path: str, row_lanes: dict[str, int], w
     return problems
 
 
+def disjoint_layers(lanes: list[LaneMap]) -> list[list[LaneMap]]:
+    """``lanes`` (of one tensor) in layers of disjoint lanes, each lane in the first layer it does not overlap: the
+    gradient stores of one layer never meet, and the layers' buffers add up to the gradient."""
+    layers: list[list[LaneMap]] = []
+    for lane in lanes:
+        for layer in layers:
+            if not any(_overlap(lane, other) for other in layer):
+                layer.append(lane)
+                break
+        else:
+            layers.append([lane])
+    return layers
+
+
+def _overlap(one: LaneMap, other: LaneMap) -> bool:
+    return any(set(one.positions(length)) & set(other.positions(length)) for length in (5, 8))
+
+
 def covers_row(lanes: list[LaneMap], row_lanes: int) -> bool:
     """Whether ``lanes`` (of one tensor) read every position of its row of ``row_lanes`` lanes."""
     return all(
@@ -121,4 +139,4 @@ def covers_row(lanes: list[LaneMap], row_lanes: int) -> bool:
     )
 
 
-__all__ = ["LaneMap", "covers_row", "lane_problems", "parse_lane"]
+__all__ = ["LaneMap", "covers_row", "disjoint_layers", "lane_problems", "parse_lane"]

@@ -231,8 +231,8 @@ class Lanes:
     """Tier 1: an index map within the row (``tools/kernelgen/lane_maps.py``). Each input row is ``count`` lanes of
     ``n_cols`` elements; ``inputs`` names the lanes the formulas read (``x_0: x[2 * cols]``), ``outputs`` the lanes
     ``math.outputs`` gives formulas for and where each is stored (``y_0: y[cols]``); an output's row is as many lanes
-    as map onto it. The backward stores each input lane's gradient where the lane was read (positions no lane reads
-    get zero)."""
+    as map onto it. The backward stores each input lane's gradient where the lane was read (overlapping lanes of
+    one input into buffers of their own, added up; positions no lane reads get zero)."""
 
     count: int = 1
     inputs: dict[str, str] = field(default_factory=dict)
@@ -703,7 +703,7 @@ def _validate_math(profile: KernelProfile, problems: list[str]) -> None:
 
 def _validate_lanes(profile: KernelProfile, problems: list[str]) -> None:
     """Lanes (an index map within the row): tier-1 formulas over tensor inputs and hyper-parameters, a formula per
-    output lane, lanes that parse, stay in their rows and do not overlap."""
+    output lane, lanes that parse and stay in their rows, output lanes that write each position once."""
     math, lanes = profile.math, profile.math.lanes
     if profile.tier != 1 or profile.parameters or profile.backend != "triton":
         problems.append("math.lanes: index maps are for tier-1 Triton kernels without learnable parameters")

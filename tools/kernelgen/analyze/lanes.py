@@ -16,8 +16,9 @@ candidates under which every index of the reference falls on lane boundaries; a 
 refused naming the index and its line.
 
 The backward is the transposed map: the gradient of each input lane is derived element-wise (a sum over the output
-lanes that read it) and stored at that lane's positions. The input lanes of one tensor are disjoint, so the stores
-are plain (each position of the input gradient is written once, no atomics); positions no lane reads get zero.
+lanes that read it) and stored at that lane's positions, plain stores (no atomics). Lanes of one tensor that read
+the same positions (``x * x.flip(-1)``) store into separate buffers the host adds up; positions no lane reads get
+zero.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from tools.kernelgen.analyze.program import ProgramBuilder
 from tools.kernelgen.analyze.program import ShapeOf
 from tools.kernelgen.analyze.trace import TracedReference
 from tools.kernelgen.lane_maps import LaneMap
+from tools.kernelgen.lane_maps import covers_row
 from tools.kernelgen.synth import SUPPORTED_OPS
 from tools.kernelgen.synth import apply_op
 from tools.kernelgen.synth.derive import derive_elementwise
@@ -111,9 +113,8 @@ class LaneBuilder(ProgramBuilder):
         self.count = lanes
         self.maps: dict[str, LaneMap] = {}  # lane symbol name -> map
         self.by_map: dict[LaneMap, sympy.Symbol] = {}
-        self.made_by: dict[str, fx.Node] = {}  # lane symbol -> the node that first read it (for messages)
 
-    def lane_symbol(self, lane: LaneMap, node: fx.Node) -> sympy.Symbol:
+    def lane_symbol(self, lane: LaneMap) -> sympy.Symbol:
         if lane not in self.by_map:
             base = f"{lane.tensor}_{len([m for m in self.maps.values() if m.tensor == lane.tensor])}"
             name = base
@@ -121,16 +122,15 @@ class LaneBuilder(ProgramBuilder):
                 name += "_"
             self.taken.add(name)
             self.maps[name] = lane
-            self.made_by[name] = node
             self.by_map[lane] = sympy.Symbol(name, real=True)
         return self.by_map[lane]
 
-    def input_row(self, name: str, node: fx.Node) -> Row:
+    def input_row(self, name: str) -> Row:
         if self.kind == BLOCKED:
             maps = [LaneMap(name, k, 0, 1) for k in range(self.count)]
         else:
             maps = [LaneMap(name, 0, k, self.count) for k in range(self.count)]
-        return Row(tuple(self.lane_symbol(lane, node) for lane in maps), self.kind)
+        return Row(tuple(self.lane_symbol(lane) for lane in maps), self.kind)
 
     # Values ------------------------------------------------------------------------------------------------
     def _node(self, node: fx.Node) -> Any:
@@ -161,7 +161,7 @@ class LaneBuilder(ProgramBuilder):
     def _lane_node(self, node: fx.Node) -> Any:
         if node.op == "placeholder":
             name = self.traced.placeholder_names[node]
-            return self.input_row(name, node) if name in self.traced.tensor_inputs else self.symbols[name]
+            return self.input_row(name) if name in self.traced.tensor_inputs else self.symbols[name]
         if node.op == "get_attr":
             raise self._error(
                 f"`self.{node.target}` is a parameter read in a reference that moves elements within the row; "
@@ -282,7 +282,7 @@ class LaneBuilder(ProgramBuilder):
             dims = tuple(dims) if isinstance(dims, (tuple, list)) else (dims,)
             self._last_dim_only(call, dims)
             self._require_row(call, source)
-            reversed_lanes = tuple(self._reversed(lane, node) for lane in reversed(source.lanes))
+            reversed_lanes = tuple(self._reversed(lane) for lane in reversed(source.lanes))
             return Row(reversed_lanes, source.kind)
         if name == "narrow":  # x.narrow(dim, start, length): the slice start:start + length of dim
             arguments = [*node.args[1:], *(node.kwargs[k] for k in ("dim", "start", "length") if k in node.kwargs)]
@@ -357,14 +357,14 @@ class LaneBuilder(ProgramBuilder):
             raise _Misfit(f"`{call.label}` interleaves rows of more than one lane", call.node)
         return Row(tuple(row.lanes[0] for row in stacked.rows), STRIDED)
 
-    def _reversed(self, expression: Any, node: fx.Node) -> Any:
+    def _reversed(self, expression: Any) -> Any:
         if not isinstance(expression, sympy.Basic):
             return expression
         swaps = {}
         for symbol in expression.free_symbols:
             lane = self.maps.get(symbol.name)
             if lane is not None:
-                swaps[symbol] = self.lane_symbol(lane.reversed(), node)
+                swaps[symbol] = self.lane_symbol(lane.reversed())
         return expression.xreplace(swaps)
 
     def _require_row(self, call, value: Any) -> None:
@@ -450,7 +450,7 @@ def _lower(traced: TracedReference, kind: str, count: int) -> LaneProgram:
             program.outputs[lane_name] = sympy.sympify(lane)
     read = set().union(*(expr.free_symbols for expr in program.outputs.values()))
     program.input_lanes = {name: lane for name, lane in builder.maps.items() if sympy.Symbol(name, real=True) in read}
-    _check_disjoint(traced, program, builder)
+    _check_coverage(traced, program)
     derivation = derive_elementwise(
         program.outputs, list(program.input_lanes), hyperparameters=traced.runtime_hyperparameters
     )
@@ -459,25 +459,11 @@ def _lower(traced: TracedReference, kind: str, count: int) -> LaneProgram:
     return program
 
 
-def _check_disjoint(traced: TracedReference, program: LaneProgram, builder: LaneBuilder) -> None:
-    """Each input's lanes read disjoint positions, so its gradient is one plain store per position; which inputs
-    every position of is read (else the gradient buffer starts at zero)."""
-    for lane_length in (5, 8):  # two lengths: the maps are affine in S, a clash shows at either
-        for name in traced.tensor_inputs:
-            lanes = [(symbol, lane) for symbol, lane in program.input_lanes.items() if lane.tensor == name]
-            seen: set[int] = set()
-            for symbol, lane in lanes:
-                positions = set(lane.positions(lane_length))
-                if positions & seen:
-                    node = builder.made_by[symbol]
-                    raise builder._error(
-                        f"`{traced.calls[node].label if node in traced.calls else name}` reads `{name}` at positions "
-                        "another index map of the reference also reads (x and x.flip(-1), say): their gradients "
-                        "would meet at one position, which plain stores of the transposed map cannot add up",
-                        node,
-                    )
-                seen |= positions
-            program.covered[name] = seen == set(range(program.lanes * lane_length))
+def _check_coverage(traced: TracedReference, program: LaneProgram) -> None:
+    """Which inputs every position of is read by some lane (else the gradient buffer starts at zero)."""
+    for name in traced.tensor_inputs:
+        lanes = [lane for lane in program.input_lanes.values() if lane.tensor == name]
+        program.covered[name] = covers_row(lanes, program.lanes)
 
 
 __all__ = ["LANE_LENGTH", "LaneProgram", "lower_lanes", "moves_elements"]

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from tools.kernelgen.lane_maps import LaneMap
 from tools.kernelgen.lane_maps import covers_row
+from tools.kernelgen.lane_maps import disjoint_layers
 from tools.kernelgen.lane_maps import parse_lane
 from tools.kernelgen.profile import KernelProfile
 
@@ -32,6 +33,10 @@ class LaneOpsView:
     outputs_viewed: list[str]
     gradients_viewed: list[str]
     missing_grad_outputs: list[str]  # the Function's zeros for an output autograd passes no gradient for
+    # Lanes of one input that read the same positions (x and x.flip(-1)) store their gradients in buffers of their
+    # own (a layer of disjoint lanes each), which the host adds to the input's gradient
+    layer_buffers: list[str]  # their names, as kernel arguments after the input gradients
+    layer_sums: list[str]  # the host's additions after the launch
 
 
 def _row_length(lanes: int) -> str:
@@ -84,6 +89,15 @@ def lane_ops(profile: KernelProfile, forward_reads: set[str], backward_reads: se
     )
     lane_index = f"{LANE_INDEX} = col_start + cols"
     covered = {name: covers_row([lane for lane in read.values() if lane.tensor == name], count) for name in inputs}
+    # The buffer each input lane's gradient goes to: the input's own for its first layer of disjoint lanes.
+    buffer_of, layer_buffers = {}, []
+    for name in grad_inputs:
+        layers = disjoint_layers([lane for lane in read.values() if lane.tensor == name])
+        for index, layer in enumerate(layers):
+            buffer = f"grad_{name}" if index == 0 else f"grad_{name}_layer_{index}"
+            layer_buffers += [buffer] if index else []
+            buffer_of.update({lane: buffer for lane in layer})
+        covered[name] = covers_row(layers[0], count) if layers else False
     return LaneOpsView(
         count=count,
         forward_loads=[
@@ -106,11 +120,15 @@ def lane_ops(profile: KernelProfile, forward_reads: set[str], backward_reads: se
             if name in backward_reads
         ],
         backward_stores=[
-            _store(f"grad_{name}", f"grad_{lane.tensor}", _row_length(count), lane)
+            _store(f"grad_{name}", buffer_of[lane], _row_length(count), lane)
             for name, lane in read.items()
             if lane.tensor in grad_inputs
         ],
-        backward_pointer_moves=[*backward_moves, lane_index],
+        backward_pointer_moves=[
+            *backward_moves,
+            *(f"{buffer}_ptr += row_start * {_moved(count)}" for buffer in layer_buffers),
+            lane_index,
+        ],
         host_checks=[
             f"if shape[-1] % {count}:",
             f'    raise ValueError(f"{profile.operation_name}: {first} has {{shape[-1]}} columns, not a multiple of '
@@ -123,12 +141,15 @@ def lane_ops(profile: KernelProfile, forward_reads: set[str], backward_reads: se
             for name in outputs
         ],
         grad_output_rows=[f"grad_{name} = as_rows(grad_{name}, {_row_length(widths[name])})" for name in outputs],
-        # Positions of an input no lane reads take no gradient: their buffer starts at zero.
+        # Positions of an input no lane (of a layer) reads take no gradient: such a buffer starts at zero.
         gradient_buffers=[
             f"grad_{name} = torch.{'empty' if covered[name] else 'zeros'}((n_rows, {_row_length(count)}), "
             f"dtype={name}.dtype, device={name}.device)"
             for name in grad_inputs
-        ],
+        ]
+        + [f"{buffer} = torch.zeros_like({buffer.rsplit('_layer_', 1)[0]})" for buffer in layer_buffers],
+        layer_buffers=layer_buffers,
+        layer_sums=[f"{buffer.rsplit('_layer_', 1)[0]} += {buffer}" for buffer in layer_buffers],
         outputs_viewed=[f"{name}.view(*shape[:-1], {_row_length(widths[name])})" for name in outputs],
         gradients_viewed=[f"grad_{name}.view(*shape[:-1], {_row_length(count)})" for name in grad_inputs],
         missing_grad_outputs=[

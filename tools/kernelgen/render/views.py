@@ -904,6 +904,7 @@ def _with_lanes(fields: dict[str, Any], profile: KernelProfile, math) -> dict[st
         "backward_pointer_moves": lanes.backward_pointer_moves,
         "gradient_buffers": lanes.gradient_buffers,
         "backward_launch_strided": strided,
+        "backward_launch_tail": ", ".join([*fields["grad_input_names"], *lanes.layer_buffers]),
         "backward_return_exprs": lanes.gradients_viewed,
         "outputs_viewed": lanes.outputs_viewed,
         "forward_returns": ", ".join(inputs + lanes.outputs_viewed),
