@@ -46,7 +46,6 @@ from tools.kernelgen.analyze.program import ProgramBuilder
 from tools.kernelgen.analyze.program import ShapeOf
 from tools.kernelgen.analyze.trace import TracedReference
 from tools.kernelgen.lane_maps import LaneMap
-from tools.kernelgen.lane_maps import covers_row
 from tools.kernelgen.synth import SUPPORTED_OPS
 from tools.kernelgen.synth import apply_op
 from tools.kernelgen.synth.derive import derive_elementwise
@@ -83,16 +82,13 @@ class _Stacked:
 @dataclass
 class LaneProgram:
     """A reference lowered to lanes: the cut of its inputs, each input lane's symbol and map, each output lane's
-    formula and map, and the derived gradient of every input lane."""
+    formula and map (the gradients are derived from the profile's formulas, as any tier-1 kernel's)."""
 
     kind: str
     lanes: int  # lanes per input row
     input_lanes: dict[str, LaneMap] = field(default_factory=dict)  # lane symbol -> where it is read
     output_lanes: dict[str, LaneMap] = field(default_factory=dict)  # lane name -> where it is stored
     outputs: dict[str, sympy.Expr] = field(default_factory=dict)  # lane name -> formula over input lanes
-    output_widths: dict[str, int] = field(default_factory=dict)  # output -> its row length in lanes
-    gradients: dict[str, sympy.Expr] = field(default_factory=dict)  # grad_<input lane> -> formula
-    covered: dict[str, bool] = field(default_factory=dict)  # input -> every position read by some lane
 
 
 class _Misfit(Exception):
@@ -437,7 +433,6 @@ def _lower(traced: TracedReference, kind: str, count: int) -> LaneProgram:
         if not isinstance(row, Row):
             raise builder._error("an output that is not a row of the inputs' rows", node)
         width = len(row.lanes)
-        program.output_widths[name] = width
         for k, lane in enumerate(row.lanes):
             if isinstance(lane, CastToInput):
                 lane = lane.args[0]  # the store rounds to the output's dtype anyway
@@ -450,20 +445,12 @@ def _lower(traced: TracedReference, kind: str, count: int) -> LaneProgram:
             program.outputs[lane_name] = sympy.sympify(lane)
     read = set().union(*(expr.free_symbols for expr in program.outputs.values()))
     program.input_lanes = {name: lane for name, lane in builder.maps.items() if sympy.Symbol(name, real=True) in read}
-    _check_coverage(traced, program)
+    # Simplified as the derivation simplifies them (bounded ops, shared transcendentals), which the profile writes.
     derivation = derive_elementwise(
         program.outputs, list(program.input_lanes), hyperparameters=traced.runtime_hyperparameters
     )
     program.outputs = dict(derivation.forward)
-    program.gradients = dict(derivation.gradients)
     return program
-
-
-def _check_coverage(traced: TracedReference, program: LaneProgram) -> None:
-    """Which inputs every position of is read by some lane (else the gradient buffer starts at zero)."""
-    for name in traced.tensor_inputs:
-        lanes = [lane for lane in program.input_lanes.values() if lane.tensor == name]
-        program.covered[name] = covers_row(lanes, program.lanes)
 
 
 __all__ = ["LANE_LENGTH", "LaneProgram", "lower_lanes", "moves_elements"]
