@@ -5,7 +5,8 @@ Generation needs libcst and ruff, which the GPU machine lacks; the generated che
 dyt, every tier-1, tier-2 and tier-3 built-in as NAME_gen (cross entropy with its fused linear kernel), three losses
 with class weights as NAME_gen (``test_class_weights.WEIGHTED_STYLES``: F.cross_entropy(weight=), a hand-written
 gather with its fused linear kernel, a module buffer), the three example profiles as NAME_ex (the round trips of
-issue 4), the element-wise references of issue 16's performance table (benchmark/references/) as NAME_ref, and with
+issue 4), the element-wise references of issue 16's performance table (benchmark/references/) as NAME_ref, the
+references with broadcast inputs of issue 42 (test/kernelgen/fixtures/broadcast/) as NAME_bc, and with
 ``--tiling-variants`` copies of rms_norm, layer_norm, softmax, cross_entropy and kl_div under other launch
 settings (``NAME_tv_...``) for a tiling sweep.
 """
@@ -31,6 +32,8 @@ from tools.kernelgen.repo import LigerRepo  # noqa: E402
 from tools.kernelgen.writer import write_all  # noqa: E402
 
 REFERENCES = ROOT / "benchmark" / "references"
+# References with inputs that broadcast against the first one (issue 42): generated as NAME_bc.
+BROADCAST_REFERENCES = ROOT / "test" / "kernelgen" / "fixtures" / "broadcast"
 # Class-weighted losses (reference entry -> kernel name); their tests: pytest test/transformers -k weighted.
 WEIGHTED_KERNELS = {
     "weighted_cross_entropy": "weighted_cross_entropy_gen",
@@ -77,6 +80,7 @@ def main() -> None:
         if profile.operation_name == "cross_entropy_gen":
             profile.fused_linear.enabled = True  # and fused_linear_cross_entropy_gen beside it
     profiles += [analyze(str(path), name=f"{path.stem}_ref") for path in sorted(REFERENCES.glob("*.py"))]
+    profiles += [analyze(str(path), name=f"{path.stem}_bc") for path in sorted(BROADCAST_REFERENCES.glob("*.py"))]
     weighted = destination / "weighted_losses.py"
     weighted.write_text(WEIGHTED_STYLES)
     for entry, name in WEIGHTED_KERNELS.items():

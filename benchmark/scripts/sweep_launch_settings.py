@@ -131,21 +131,23 @@ class Patched:
         self.module, self.saved = module, {}
         self.changes = {}
 
-        def patched(original):
+        def patched(original, cols_at):
             def tiles(*arguments, **keywords):
                 block_rows, block_cols, num_warps = original(*arguments, **keywords)
                 if tile is not None:  # (elements, columns): rows fill the elements, the columns are capped
-                    block_cols = min(triton.next_power_of_2(arguments[1]), tile[1])
+                    block_cols = min(triton.next_power_of_2(arguments[cols_at]), tile[1])
                     block_rows = max(1, tile[0] // block_cols)
                 return block_rows, block_cols, num_warps if warps is None else warps
 
             return tiles
 
-        # Both passes' tiles: a backward that calls sin or cos has its own (_backward_tile_settings).
-        for name in ("_tile_settings", "_backward_tile_settings"):
+        # Both passes' tiles: a backward that calls sin or cos has its own (_backward_tile_settings); row kernels
+        # call the shared row_tile_settings (kernel, n_rows, n_cols, ...).
+        for name, cols_at in (("_tile_settings", 1), ("_backward_tile_settings", 1), ("row_tile_settings", 2)):
             if (warps is not None or tile is not None) and hasattr(module, name):
-                self.changes[name] = patched(getattr(module, name))
-        match = re.search(r"(\d+) \* get_num_sms\(\)", Path(module.__file__).read_text())
+                self.changes[name] = patched(getattr(module, name), cols_at)
+        source = Path(module.__file__).read_text()
+        match = re.search(r"(\d+) \* get_num_sms\(\)", source) or re.search(r"get_num_sms\(\), (\d+)", source)
         if programs is not None and match and hasattr(module, "get_num_sms"):
             base, sms = int(match.group(1)), module.get_num_sms()
             self.changes["get_num_sms"] = lambda: max(1, sms * programs // base)

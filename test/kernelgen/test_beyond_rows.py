@@ -5,6 +5,8 @@ line that names the construct, the reference's line and that line's text, never 
 
 import textwrap
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -131,31 +133,15 @@ def test_a_reference_beyond_rows_is_one_line_naming_its_construct_and_line(
 
 
 def test_a_modulated_rms_norm_generates_and_its_kernel_names_the_shape_of_a_per_sequence_scale(checkout, tmp_path):
-    """scale and shift of shape [batch, 1, hidden] broadcast over a sequence: the reference traces as a row kernel
-    of same-shaped inputs, and the generated kernel refuses a lower-rank scale with its shape and the one it needs
-    (broadcast inputs are the issue's second part)."""
+    """scale and shift of shape [batch, 1, hidden] broadcast over a sequence, but nothing in this reference says so:
+    without its shapes declared it traces as a row kernel of same-shaped inputs, and the generated kernel refuses a
+    lower-rank scale with its shape and the one it needs (declared, it takes them: test_broadcast_inputs.py)."""
+    source = (Path(__file__).parent / "fixtures" / "broadcast" / "modulated_rms_norm.py").read_text()
     reference = tmp_path / "modulated.py"
-    reference.write_text(
-        textwrap.dedent(
-            """
-            import torch
-            import torch.nn as nn
-
-
-            class ModulatedRMSNorm(nn.Module):
-                def __init__(self, hidden_size, eps=1e-6):
-                    super().__init__()
-                    self.weight = nn.Parameter(torch.ones(hidden_size))
-                    self.eps = eps
-
-                def forward(self, x, scale, shift):
-                    normed = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
-                    return normed * self.weight * (1 + scale) + shift
-            """
-        )
-    )
+    reference.write_text(source.split("KERNELGEN =")[0])
     profile = analyze(str(reference))
     assert profile.tier == 2, profile.notes.tier_reason
+    assert not any(t.broadcast for t in profile.inputs)
     write_all(checkout, plan_new(LigerRepo.open(checkout), profile).changes)
     ops = import_generated_ops(checkout, profile.operation_name)
     function = next(getattr(ops, name) for name in dir(ops) if name.endswith("Function"))

@@ -283,6 +283,7 @@ EDITS = {
     "inputs[].domain": ("kl_div", _set("inputs.1.domain", "positive"), "files"),
     "inputs[].per_class": ("cross_entropy", _set("inputs.0.per_class", True), "validation"),
     "inputs[].attribute": ("weighted_cross_entropy", _set("inputs.2.attribute", ""), "files"),
+    "inputs[].broadcast": ("swiglu", _set("inputs.1.broadcast", "*"), "files"),
     "math.loss.reduction": ("cross_entropy", _set_reduction_sum, "files"),
     "math.loss.denominator": ("cross_entropy", _set("math.loss.denominator", "1"), "files"),
     "math.loss.choices[].value": ("kl_div", _set("math.loss.choices.0.value", "per_row"), "validation"),

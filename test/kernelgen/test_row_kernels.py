@@ -11,6 +11,9 @@ shapes.
 import pytest
 import torch
 
+from liger_kernel.ops import layout_utils
+from liger_kernel.ops.layout_utils import backward_schedule
+from liger_kernel.ops.layout_utils import row_tile_settings
 from test.kernelgen.conftest import WITHOUT_DTENSOR
 from test.kernelgen.conftest import assert_generated_tests_pass
 from test.kernelgen.conftest import copy_checkout
@@ -82,39 +85,40 @@ def test_generated_row_kernels_match_torch_autograd(generated_checkout):
 def test_the_backward_schedule_follows_the_register_budget(generated_checkout, monkeypatch):
     """Fused with pipelined loads while a thread's live tiles fit 64 registers, fused without past that, the split
     path past 96 (H200: benchmark/data/tier2_backward_schedule_h200.log), as compiled (the interpreter runs the
-    while loop)."""
+    while loop). The schedule is the shared module's; the tiles a kernel holds live are its own."""
     root, _ = generated_checkout
     layer_norm, rms_norm = import_generated_ops(root, "layer_norm_gen"), import_generated_ops(root, "rms_norm_gen")
     assert (layer_norm._BACKWARD_ROWS_HELD, rms_norm._BACKWARD_ROWS_HELD) == (4, 3)  # + grad_y, x; 2 or 1 accumulators
 
     def schedule(module, n_cols, load_bytes=4):  # x and grad_y in bf16
-        block_rows, block_cols, num_warps = module._tile_settings(16384, n_cols, backward=True)
-        return module._backward_schedule(block_rows * block_cols, num_warps, load_bytes)
+        held = module._BACKWARD_ROWS_HELD
+        block_rows, block_cols, num_warps = row_tile_settings("k", 16384, n_cols, 4096, backward=True, rows_held=held)
+        return backward_schedule(block_rows * block_cols, num_warps, load_bytes, held)
 
     assert schedule(layer_norm, 4096) == (False, False)  # interpreted: never pipelined
     # As compiled on an H200: the shared memory a program may use is the device's (227 KB there).
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
-    for module in (layer_norm, rms_norm):
-        monkeypatch.setattr(module, "is_triton_interpreter", lambda: False)
-        monkeypatch.setattr(module, "_shared_memory_bytes", lambda device: 232448)
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    monkeypatch.setattr(layout_utils, "_shared_memory_bytes", lambda device: 232448)
     assert [schedule(layer_norm, n) for n in (4096, 8192, 14336)] == [(False, True), (False, True), (True, False)]
     assert [schedule(rms_norm, n) for n in (4096, 8192, 14336)] == [(False, True), (False, True), (False, False)]
     # Pipelined loads buffer two tiles in shared memory: fp32 rows of 16384 columns would need 256 KB (a
     # learnable-temperature softmax at 14336 columns failed to launch so on an H200).
-    assert rms_norm._backward_schedule(16384, 32, 4) == (False, True)  # 48 live registers, 128 KB
-    assert rms_norm._backward_schedule(16384, 32, 8) == (False, False)  # fp32: 256 KB
+    assert backward_schedule(16384, 32, 4, 3) == (False, True)  # 48 live registers, 128 KB
+    assert backward_schedule(16384, 32, 8, 3) == (False, False)  # fp32: 256 KB
     # The limit is the device's: where a program may use 99 KB, the bf16 tiles above do not fit either.
-    monkeypatch.setattr(rms_norm, "_shared_memory_bytes", lambda device: 101376)
-    assert rms_norm._backward_schedule(16384, 32, 4) == (False, False)
+    monkeypatch.setattr(layout_utils, "_shared_memory_bytes", lambda device: 101376)
+    assert backward_schedule(16384, 32, 4, 3) == (False, False)
 
 
 def test_rows_past_the_register_budget_take_the_split_backward_and_match_torch(generated_checkout):
-    """Rows of 9000 columns: the generated layer norm's backward runs the split path (a row-sum pass, then blocks of
-    2048 columns), and its gradients are torch.autograd's."""
+    """Rows of 9000 columns: the generated layer norm's backward runs the split path (a row-sum pass, then its own
+    kernel in SPLIT mode over blocks of 2048 columns), and its gradients are torch.autograd's."""
     root, _ = generated_checkout
     module = import_generated_ops(root, "layer_norm_gen")
-    block_rows, block_cols, num_warps = module._tile_settings(3, 9000, backward=True)
-    assert module._backward_schedule(block_rows * block_cols, num_warps, 8)[0]
+    held = module._BACKWARD_ROWS_HELD
+    block_rows, block_cols, num_warps = row_tile_settings("k", 3, 9000, 4096, backward=True, rows_held=held)
+    assert backward_schedule(block_rows * block_cols, num_warps, 8, held)[0]
     torch.manual_seed(0)
     x, weight, bias = torch.randn(3, 9000), torch.rand(9000) + 0.5, torch.randn(9000)
     leaves = [t.clone().requires_grad_() for t in (x, weight, bias)]

@@ -1,11 +1,15 @@
 """When kernelgen adds the shared layout module (liger_kernel/ops/layout_utils.py) to a target: only with a
-generated file that imports it, only where the target lacks it, and never over a copy the target has."""
+generated file that imports it, only where the target lacks it, and never over a copy the target has (an older copy
+that lacks what the kernel imports is refused in one line)."""
 
 from pathlib import Path
+
+import pytest
 
 from test.kernelgen.conftest import REPO_ROOT
 from tools.kernelgen.layout import LAYOUT_UTILS
 from tools.kernelgen.repo import LigerRepo
+from tools.kernelgen.shared_module import SharedModuleError
 from tools.kernelgen.shared_module import layout_utils_to_add
 
 IMPORTING = {"src/liger_kernel/ops/k.py": "from liger_kernel.ops.layout_utils import tile_settings\n"}
@@ -24,5 +28,17 @@ def test_a_target_without_it_gets_this_repository_s_copy(tmp_path: Path):
 def test_a_target_s_own_copy_is_kept(tmp_path: Path):
     module = tmp_path / LAYOUT_UTILS
     module.parent.mkdir(parents=True)
-    module.write_text("# edited by hand\n")
+    module.write_text("# edited by hand\n\n\ndef tile_settings(n_rows, n_cols):\n    return 1, n_cols, 4\n")
     assert layout_utils_to_add(LigerRepo(tmp_path), IMPORTING) is None
+
+
+def test_an_older_copy_without_what_the_kernel_imports_is_one_clear_line(tmp_path: Path):
+    module = tmp_path / LAYOUT_UTILS
+    module.parent.mkdir(parents=True)
+    module.write_text("MAX_ROW_COLUMNS = 65536\n\n\ndef as_rows(tensor, n_cols):\n    return tensor\n")
+    importing = {
+        "src/liger_kernel/ops/k.py": "from liger_kernel.ops.layout_utils import MAX_ROW_COLUMNS\n"
+        + IMPORTING["src/liger_kernel/ops/k.py"]
+    }
+    with pytest.raises(SharedModuleError, match=r"layout_utils\.py lacks tile_settings, which the generated kernel"):
+        layout_utils_to_add(LigerRepo(tmp_path), importing)

@@ -8,11 +8,17 @@ import socket
 import pytest
 import torch
 
+from liger_kernel.ops import layout_utils
 from liger_kernel.ops.layout_utils import PLAIN_TYPES
 from liger_kernel.ops.layout_utils import as_rows
+from liger_kernel.ops.layout_utils import backward_schedule
+from liger_kernel.ops.layout_utils import column_block_settings
 from liger_kernel.ops.layout_utils import dtensor_layout
 from liger_kernel.ops.layout_utils import launch_shape
 from liger_kernel.ops.layout_utils import local_columns
+from liger_kernel.ops.layout_utils import persistent_programs
+from liger_kernel.ops.layout_utils import reusable_gradient
+from liger_kernel.ops.layout_utils import row_tile_settings
 from liger_kernel.ops.layout_utils import tile_launch
 from liger_kernel.ops.layout_utils import tile_settings
 from liger_kernel.ops.layout_utils import trig_tile_settings
@@ -28,6 +34,61 @@ def test_as_rows_views_evenly_spaced_rows_and_copies_strided_columns():
     transposed = torch.randn(8, 6).t()
     copied = as_rows(transposed, 8)
     assert copied.stride(-1) == 1 and torch.equal(copied, transposed)
+
+
+def test_a_gradient_buffer_is_reusable_only_where_nothing_else_refers_to_it():
+    assert reusable_gradient(torch.randn(4, 8), torch.float32)
+    assert not reusable_gradient(torch.randn(4, 8), torch.bfloat16)  # the input's gradient has another dtype
+    assert not reusable_gradient(torch.randn(8, 4).t(), torch.float32)  # not contiguous
+    assert not reusable_gradient(torch.randn(4, 8, requires_grad=True), torch.float32)  # builds a graph
+    held = torch.randn(4, 8)
+    also = held.view(4, 8)  # another tensor on the storage (its base) and another reference to held
+    assert not reusable_gradient(held, torch.float32)
+    assert not reusable_gradient(also, torch.float32)  # its base is held by name too
+    # Made apart from the asserts: pytest's rewritten asserts keep the intermediate base alive.
+    view, rows = torch.randn(2, 16).view(4, 8), torch.randn(5, 8)[1:]
+    assert reusable_gradient(view, torch.float32)  # a view whose base only it refers to
+    assert reusable_gradient(rows, torch.float32)  # rows of such a base
+    detached = torch.randn(4, 8)
+    alias = detached.detach()  # shares the storage without being a view of it
+    assert not reusable_gradient(detached, torch.float32) and not reusable_gradient(alias, torch.float32)
+
+
+def test_row_tiles_hold_whole_rows_with_warps_that_grow_with_the_tile():
+    assert row_tile_settings("k", 16384, 4096, 4096) == (1, 4096, 8)
+    assert row_tile_settings("k", 16384, 100, 4096) == (32, 128, 8)
+    assert row_tile_settings("k", 3, 100, 4096) == (4, 128, 4)  # no more rows than there are
+    assert row_tile_settings("k", 16384, 8192, 4096) == (1, 8192, 8)
+    assert row_tile_settings("k", 16384, 8192, 4096, backward=True) == (1, 8192, 16)  # more work per element
+    assert row_tile_settings("k", 16384, 4096, 4096, num_warps=4) == (1, 4096, 4)
+    # A backward summing parameter gradients: 16 warps over two rows while that keeps 48 live registers a thread.
+    assert row_tile_settings("k", 16384, 4096, 4096, backward=True, rows_held=3) == (2, 4096, 16)
+    assert row_tile_settings("k", 16384, 4096, 4096, backward=True, rows_held=4) == (1, 4096, 8)
+    assert row_tile_settings("k", 1, 4096, 4096, backward=True, rows_held=3) == (1, 4096, 8)  # one row only
+    with pytest.raises(ValueError, match="^my_norm: rows of 70000 columns exceed the 65536 one program holds$"):
+        row_tile_settings("my_norm", 4, 70000, 4096)
+
+
+def test_column_blocks_and_persistent_grids():
+    assert column_block_settings(3, 9000, 16384) == (2, 2048, 8, 5)
+    assert column_block_settings(64, 100, 128) == (32, 128, 8, 1)
+    assert column_block_settings(4, 0, 1)[3] == 1  # a rank that holds no columns still launches one block
+    # Two programs an SM, or one where a program of 16 warps takes the whole register file; never more than the tiles.
+    assert persistent_programs(16384, 2, 132, 2, num_warps=8) == 264
+    assert persistent_programs(16384, 2, 132, 2, num_warps=16) == 132
+    assert persistent_programs(3, 4, 132, 2, num_warps=8) == 1
+    assert persistent_programs(16384, 2, 132, 2, col_blocks=5) == 52  # spread over the column blocks
+
+
+def test_the_backward_schedule_splits_spilling_rows_and_pipelines_small_ones(monkeypatch):
+    assert backward_schedule(16384, 16, 4, 4) == (True, False)  # 128 live registers a thread: split
+    assert backward_schedule(4096, 8, 4, 4) == (False, False)  # interpreted: never pipelined
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(layout_utils, "_shared_memory_bytes", lambda device: 232448)
+    assert backward_schedule(4096, 8, 4, 4) == (False, True)
+    assert backward_schedule(8192, 8, 4, 3) == (False, False)  # 96 live registers: fused, not pipelined
+    assert backward_schedule(16384, 32, 8, 3) == (False, False)  # two fp32 tiles of loads exceed shared memory
 
 
 def test_launch_shape_walks_back_to_back_rows_as_one():

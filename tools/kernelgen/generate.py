@@ -50,6 +50,7 @@ from tools.kernelgen.record import recorded_hashes
 from tools.kernelgen.render import render_fused_linear
 from tools.kernelgen.render import render_kernel
 from tools.kernelgen.repo import LigerRepo
+from tools.kernelgen.shared_module import SharedModuleError
 from tools.kernelgen.shared_module import layout_utils_to_add
 
 
@@ -273,7 +274,10 @@ def plan_new(repo: LigerRepo, profile: KernelProfile, *, force: bool = False) ->
     if utils is not None:
         changes.changes[OPS_UTILS] = utils
         changes.originals[OPS_UTILS] = repo.read(OPS_UTILS)
-    layout_utils = layout_utils_to_add(repo, files)
+    try:
+        layout_utils = layout_utils_to_add(repo, files)
+    except SharedModuleError as error:
+        raise GenerateError(str(error)) from None
     if layout_utils is not None:
         changes.changes[LAYOUT_UTILS] = layout_utils
         changes.originals[LAYOUT_UTILS] = None

@@ -5,8 +5,8 @@ a target lacks (an upstream Liger-Kernel checkout has none of them).
   ``triton.next_power_of_2`` are ConstexprFunctions in Triton 3.6 and cost about 5 us a call on the host, which a
   kernel's launch pays several times: at small shapes the host time is the step's time);
 - ``get_num_sms``: streaming multiprocessors, to size the persistent grids of kernels with parameter gradients;
-- ``is_triton_interpreter``: whether kernels run under ``TRITON_INTERPRET=1`` (tier-2 backwards pipeline their row
-  walk only when compiled);
+- ``is_triton_interpreter``: whether kernels run under ``TRITON_INTERPRET=1`` (the jit math below picks its
+  formulas by it);
 - ``pow``, ``tanh`` and ``log1p``: jit math; compiled, libdevice's; under ``TRITON_INTERPRET=1`` libdevice does
   not exist, and they are formulas of core ``tl`` ops with the same values (``pow`` with torch's signs for integer
   exponents of negative bases and ``x ** 0 == 1``); the printer emits ``pow`` for runtime exponents, and ``tanh``

@@ -73,6 +73,7 @@ from tools.kernelgen.record import written_by_this_version
 from tools.kernelgen.repo import LigerRepo
 from tools.kernelgen.retrofit import RetrofitError
 from tools.kernelgen.retrofit import plan_retrofit
+from tools.kernelgen.shared_module import SharedModuleError
 from tools.kernelgen.shared_module import layout_utils_to_add
 from tools.kernelgen.verify import verify_changes
 
@@ -311,7 +312,10 @@ def _plan_recorded(repo: LigerRepo, name: str, new: KernelProfile, sides: dict[s
         plan.changes.changes[OPS_UTILS] = utils
         plan.changes.originals[OPS_UTILS] = repo.read(OPS_UTILS)
         plan.reports.append(FileReport(OPS_UTILS, "updated", "kernelgen's helpers the new kernel imports added"))
-    layout_utils = layout_utils_to_add(repo, new_files)
+    try:
+        layout_utils = layout_utils_to_add(repo, new_files)
+    except SharedModuleError as error:
+        raise ModifyError(str(error)) from None
     if layout_utils is not None:
         plan.changes.changes[LAYOUT_UTILS] = layout_utils
         plan.changes.originals[LAYOUT_UTILS] = None

@@ -38,6 +38,8 @@ from typing import Any
 
 import yaml
 
+from tools.kernelgen.broadcast import broadcast_pattern_problem
+from tools.kernelgen.broadcast import pattern_rank
 from tools.kernelgen.lane_maps import lane_problems
 from tools.kernelgen.lane_maps import parse_lane
 from tools.kernelgen.layout import MAX_KERNEL_NAME
@@ -128,7 +130,10 @@ class TensorSpec:
     returned). ``domain``: what the tests draw for it (empty: ``test.input_domain``; ``probabilities`` and
     ``log_probabilities``: a distribution over each row, as losses between distributions expect). ``attribute``: a
     module reference holds this input itself (``weight`` for ``self.weight``): tests and benchmarks set it there
-    instead of passing it to forward."""
+    instead of passing it to forward. ``broadcast`` (tiers 1 and 2, not the first input): its shape against the
+    first input's, aligned at the last dim as torch broadcasts: ``*`` a dim of the first input's size, ``1`` a
+    broadcast one, a leading ``...`` every dim of the first input before them (``* 1 *``: one row per sequence of
+    ``[batch, seq, hidden]``; ``*``: ``[hidden]``; ``... 1``: one value per row); empty: the first input's shape."""
 
     name: str
     dtype: str = "same"
@@ -136,6 +141,7 @@ class TensorSpec:
     domain: str = ""
     per_class: bool = False
     attribute: str = ""
+    broadcast: str = ""
     description: str = ""
 
 
@@ -290,7 +296,9 @@ class Math:
 
 @dataclass
 class Backward:
-    in_place_gradients: bool | None = None  # None: only where the module made the inputs (mlp)
+    # None: tier 1 only where the module made the inputs (mlp), tier 2 where only autograd holds the output's
+    # gradient (reusable_gradient), tier 3 for logits scored against class indices; False: never.
+    in_place_gradients: bool | None = None
 
 
 @dataclass
@@ -701,6 +709,27 @@ def _validate_math(profile: KernelProfile, problems: list[str]) -> None:
         _check_formula(problems, f"math.outputs.{name}", formula, known)
 
 
+def _validate_broadcast(profile: KernelProfile, index: int, tensor: TensorSpec, problems: list[str]) -> None:
+    path = f"inputs[{index}].broadcast"
+    problem = broadcast_pattern_problem(tensor.broadcast)
+    if problem:
+        problems.append(f"{path}: {tensor.broadcast!r} {problem}")
+    elif profile.tier not in (1, 2):
+        problems.append(f"{path}: only element-wise and row kernels (tiers 1 and 2) take broadcast inputs")
+    elif index == 0:
+        problems.append(f"{path}: the first input sets the shape the others broadcast against; put a full one first")
+    elif profile.math.triton is not None:
+        problems.append(f"{path}: hand-written math.triton reads every input at the first input's positions")
+    elif profile.backend != "triton":
+        problems.append(f"{path}: the {profile.backend} backend reads every input at the first input's positions")
+    else:
+        rank = pattern_rank(tensor.broadcast)
+        for group in ("cpu_shapes", "gpu_shapes"):
+            short = [shape for shape in getattr(profile.test, group) if len(shape) < rank]
+            if short:
+                problems.append(
+                    f"test.{group}: {short[0]} has fewer dims than {tensor.name}'s {tensor.broadcast!r} needs"
+                )
 def _validate_lanes(profile: KernelProfile, problems: list[str]) -> None:
     """Lanes (an index map within the row): tier-1 formulas over tensor inputs and hyper-parameters, a formula per
     output lane, lanes that parse and stay in their rows, output lanes that write each position once."""
@@ -951,6 +980,8 @@ def validate_profile(profile: KernelProfile) -> list[str]:
             problems.append(f"inputs[{index}].attribute: {tensor.attribute!r} is not an attribute path (a.b)")
         if tensor.domain not in INPUT_DOMAINS:
             problems.append(f"inputs[{index}].domain: {tensor.domain!r} is not one of {', '.join(INPUT_DOMAINS[1:])}")
+        if tensor.broadcast:
+            _validate_broadcast(profile, index, tensor, problems)
     for index, output in enumerate(profile.outputs):
         if not output.keepdim and not per_row_output(profile, output.name):
             problems.append(f"outputs[{index}].keepdim: only an output with one value per row can drop the dimension")
@@ -1049,7 +1080,7 @@ def dump_yaml(profile: KernelProfile) -> str:
             spec.pop("keepdim")
     # Constructor links and mlp variants only where used: profiles without them read as before.
     for spec in data["inputs"]:
-        for key in ("per_class", "attribute"):
+        for key in ("per_class", "attribute", "broadcast"):
             if not spec[key]:
                 spec.pop(key)
     for spec in data["parameters"]:

@@ -18,18 +18,42 @@ LAYOUT_MODULE = "liger_kernel.ops.layout_utils"
 _OWN_COPY = Path(__file__).resolve().parents[2] / LAYOUT_UTILS
 
 
-def imports_layout_utils(files: dict[str, str]) -> bool:
-    """Whether any generated Python file of ``files`` imports from the shared module."""
-    return any(
-        isinstance(node, ast.ImportFrom) and node.module == LAYOUT_MODULE
+class SharedModuleError(ValueError):
+    """The target's copy of the shared module lacks what a generated kernel imports from it."""
+
+
+def imported_names(files: dict[str, str]) -> set[str]:
+    """The names the generated Python files of ``files`` import from the shared module."""
+    return {
+        alias.name
         for path, text in files.items()
         if path.endswith(".py")
         for node in ast.parse(text).body
-    )
+        if isinstance(node, ast.ImportFrom) and node.module == LAYOUT_MODULE
+        for alias in node.names
+    }
 
 
 def layout_utils_to_add(repo: LigerRepo, files: dict[str, str]) -> str | None:
-    """The module's text when the generated ``files`` import it and ``repo`` lacks it, else None."""
-    if repo.exists(LAYOUT_UTILS) or not imports_layout_utils(files):
+    """The module's text when the generated ``files`` import it and ``repo`` lacks it, else None. A copy the target
+    has stays as it is; one that lacks a name the files import (an older copy) is refused in one line, as the
+    kernel would not import."""
+    wanted = imported_names(files)
+    if not wanted:
         return None
-    return _OWN_COPY.read_text()
+    if not repo.exists(LAYOUT_UTILS):
+        return _OWN_COPY.read_text()
+    defined = set()
+    for node in ast.parse(repo.read(LAYOUT_UTILS)).body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            defined.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            defined |= {target.id for target in targets if isinstance(target, ast.Name)}
+    missing = sorted(wanted - defined)
+    if missing:
+        raise SharedModuleError(
+            f"{LAYOUT_UTILS} lacks {', '.join(missing)}, which the generated kernel imports: replace it with "
+            f"kernelgen's copy ({_OWN_COPY}) or merge those definitions in"
+        )
+    return None

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import torch
 
+from tools.kernelgen.broadcast import first_input_dims
+from tools.kernelgen.broadcast import shape_for
 from tools.kernelgen.profile import KernelProfile
 from tools.kernelgen.scratch import changed_library_modules
 from tools.kernelgen.scratch import library_imports_from
@@ -107,9 +109,13 @@ def _inputs(profile: KernelProfile, generator: torch.Generator) -> tuple[list[to
     if profile.math.lanes is not None:  # rows of whole lanes, each COLS long
         cols *= profile.math.lanes.count
     scale = float(profile.test.input_scale)
+    # Inputs that broadcast against the first one are drawn in their own shape, rows of the first one grouped in as
+    # many dims as their patterns name (each leading one over 1, so that every broadcast dim repeats).
+    full = first_input_dims([spec.broadcast for spec in profile.inputs if spec.broadcast], ROWS, cols)
     drawn = []
     for spec in profile.inputs:
         domain = spec.domain or profile.test.input_domain
+        shape = shape_for(spec.broadcast, full) if spec.broadcast else full
         if spec.dtype == "int64":
             value = torch.randint(0, cols, (ROWS,), generator=generator)
         elif spec.per_class:
@@ -118,9 +124,9 @@ def _inputs(profile: KernelProfile, generator: torch.Generator) -> tuple[list[to
             value = torch.randn(ROWS, cols, generator=generator).log_softmax(-1)
             value = value.exp() if domain == "probabilities" else value
         elif domain == "positive":
-            value = torch.rand(ROWS, cols, generator=generator) * scale + 0.1
+            value = torch.rand(shape, generator=generator) * scale + 0.1
         else:
-            value = torch.randn(ROWS, cols, generator=generator) * scale
+            value = torch.randn(shape, generator=generator) * scale
         drawn.append(value)
     return drawn, cols
 

@@ -5,6 +5,10 @@ Element-wise kernels compute every element from its own position, so each rank r
 results take the inputs' placements. Row reductions do likewise while the reduced (last) dim is whole on every rank;
 when it is sharded, they run in passes that all-reduce their per-row statistics (``DTensorLayout.reduce_rows``)."""
 
+import functools
+import os
+import sys
+
 import torch
 
 
@@ -66,6 +70,113 @@ def tile_launch(n_rows: int, n_cols: int, block_rows: int, block_cols: int, num_
     whole = n_rows % block_rows == 0 and n_cols % block_cols == 0
     tile = {"BLOCK_ROWS": block_rows, "BLOCK_COLS": block_cols, "WALK_ROWS": n_rows > 1, "WHOLE_TILES": whole}
     return grid, {**tile, "num_warps": num_warps}
+
+
+# Columns a row kernel's program holds whole in its registers.
+MAX_ROW_COLUMNS = 65536
+
+
+def row_tile_settings(
+    kernel: str,
+    n_rows: int,
+    n_cols: int,
+    block_elements: int,
+    backward: bool = False,
+    rows_held: int | None = None,
+    num_warps: int | None = None,
+) -> tuple[int, int, int]:
+    """A row kernel's tile of whole rows, as many as fill about ``block_elements`` elements (at least one), and its
+    warps: ``num_warps`` if fixed, else more with the tile, from 8192 elements on in the backward, which does more
+    per element. ``rows_held``: the full tiles a backward summing parameter gradients keeps live per thread (its
+    accumulators and the rows it loads); where two of its programs of 8 warps would share an SM, one of 16 warps
+    takes twice the rows when that keeps 48 live registers a thread or fewer: the same threads, half the fp32
+    partial sums. ``kernel`` names the kernel in the error for rows too long for one program."""
+    if n_cols > MAX_ROW_COLUMNS:
+        raise ValueError(f"{kernel}: rows of {n_cols} columns exceed the {MAX_ROW_COLUMNS} one program holds")
+    block_cols = _next_power_of_2(n_cols)
+    block_rows = max(1, min(block_elements // block_cols, _next_power_of_2(n_rows)))
+    if num_warps is not None:
+        return block_rows, block_cols, num_warps
+    tile = block_rows * block_cols
+    num_warps = 32 if tile >= 32768 else 16 if tile >= (8192 if backward else 16384) else 8 if tile >= 2048 else 4
+    if backward and rows_held and num_warps == 8 and 2 * block_rows <= n_rows and rows_held * tile // 256 <= 48:
+        block_rows, num_warps = 2 * block_rows, 16
+    return block_rows, block_cols, num_warps
+
+
+def column_block_settings(n_rows: int, n_cols: int, block_cols: int) -> tuple[int, int, int, int]:
+    """The tile of a row kernel's pass that reduces nothing (the last of the split path): column blocks of up to
+    2048 of ``block_cols``, rows to fill about 4096 elements, 8 warps, and the column blocks of a row (at least one:
+    a rank may hold no columns)."""
+    block_cols = min(block_cols, 2048)
+    block_rows = max(1, min(4096 // block_cols, _next_power_of_2(n_rows)))
+    return block_rows, block_cols, 8, max(1, -(-n_cols // block_cols))
+
+
+def persistent_programs(
+    n_rows: int, block_rows: int, num_sms: int, programs_per_sm: int, num_warps: int | None = None, col_blocks: int = 1
+) -> int:
+    """Programs of a persistent grid that sums parameter gradients over the row tiles it walks: ``programs_per_sm``
+    per SM, spread over ``col_blocks`` column blocks, never more than the row tiles. With ``num_warps``, only as many
+    as fit beside each other at 128 registers a thread: one of 16 warps takes the whole register file, a second
+    would only follow it (and add a partial sum)."""
+    if num_warps is not None:
+        programs_per_sm = max(1, min(programs_per_sm, 65536 // (128 * 32 * num_warps)))
+    return max(1, min(-(-n_rows // block_rows), max(1, programs_per_sm * num_sms // col_blocks)))
+
+
+def backward_schedule(tile: int, num_warps: int, load_bytes: int, rows_held: int) -> tuple[bool, bool]:
+    """(split, pipeline_loads) for a fused row backward of ``tile`` elements per program that keeps ``rows_held``
+    full tiles live, each element loading ``load_bytes``: past 96 live registers a thread it spills and the split
+    path is faster; up to 64 its row walk gains from pipelined loads, which buffer two tiles of loads in shared
+    memory and which Triton's interpreter (TRITON_INTERPRET=1) cannot run."""
+    live = rows_held * tile // (32 * num_warps)
+    split = live > 96
+    if split or live > 64 or os.environ.get("TRITON_INTERPRET", "0") == "1":
+        return split, False
+    return False, 2 * tile * load_bytes <= _shared_memory_bytes(torch.cuda.current_device())
+
+
+@functools.cache
+def _shared_memory_bytes(device: int) -> int:
+    """Shared memory one program may use on GPU ``device``."""
+    import triton
+
+    return triton.runtime.driver.active.utils.get_device_properties(device)["max_shared_mem"]
+
+
+# Whether this torch counts the references to a tensor and to its storage (private helpers, present since 2.x).
+_COUNTS_REFERENCES = hasattr(torch.Tensor, "_use_count") and hasattr(torch._C, "_storage_Use_Count")
+
+
+def reusable_gradient(grad: torch.Tensor, dtype: torch.dtype) -> bool:
+    """Whether a backward that reads each tile of ``grad`` (an output's gradient) before it writes the same tile of
+    an input's gradient may write that gradient over ``grad``: a contiguous ``dtype`` buffer that only autograd
+    holds. That is autograd's own test before it reuses a gradient buffer (AccumulateGrad): nothing but this call
+    refers to the tensor, and no other tensor shares its storage except the base it is a view of, itself referred
+    to by that view alone. A gradient the caller passed to ``backward``, one that another branch of the graph also
+    receives (an output added to a residual) and one that builds a graph (``create_graph``) are left intact;
+    under torch.compile the compiler plans the buffers. As for AccumulateGrad, a Python hook that keeps the very
+    tensor it was handed is not seen (the count has one reference for every Python one)."""
+    if not _COUNTS_REFERENCES or torch.compiler.is_compiling():
+        return False
+    if grad.dtype != dtype or grad.requires_grad or not grad.is_contiguous() or grad._use_count() != 1:
+        return False
+    # A base only the view refers to (and, as a tensor, the one Python object that asking for it makes).
+    is_view = grad._base is not None
+    if is_view and (grad._base._use_count() != 2 or _base_references(grad) != _ALONE_BASE_REFERENCES):
+        return False
+    # Counted with the storage object that untyped_storage() makes for the question.
+    return torch._C._storage_Use_Count(grad.untyped_storage()._cdata) == (3 if is_view else 2)
+
+
+def _base_references(view: torch.Tensor) -> int:
+    base = view._base
+    return sys.getrefcount(base)
+
+
+# The Python references _base_references counts where nothing else refers to the base (it varies with the version).
+_ALONE_BASE_REFERENCES = _base_references(torch.empty(2).view(2))
 
 
 # The types of arguments that need no DTensor layout: tensors, parameters, and None for an absent optional parameter.

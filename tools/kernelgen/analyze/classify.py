@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tools.kernelgen.analyze.ops import ELEMENTWISE
 from tools.kernelgen.analyze.ops import META
 from tools.kernelgen.analyze.ops import REDUCTION
 from tools.kernelgen.analyze.ops import STRUCTURAL
@@ -131,6 +132,22 @@ def _reads_the_row_length(call: OpCall) -> bool:
     return call.name == "getitem"
 
 
+def _first_widening(traced: TracedReference) -> OpCall | None:
+    """The first element-wise op whose result has a shape none of its operands has and that is no row of the
+    inputs: where differently shaped inputs broadcast into more than the first input (``x * s.unsqueeze(1)`` of a
+    scale the trace drew like ``x``)."""
+    for call in traced.calls.values():
+        if call.family != ELEMENTWISE:
+            continue
+        shape = traced.shape(call.node)
+        operands = [traced.shape(o) for o in call.operands if hasattr(o, "op")]
+        if shape is None or len(operands) < 2 or None in operands:
+            continue
+        if shape not in operands and not _row_shaped(traced, shape):
+            return call
+    return None
+
+
 def classify(traced: TracedReference) -> Classification:
     calls = list(traced.calls.values())
     structural = [call for call in calls if call.family == STRUCTURAL]
@@ -167,6 +184,16 @@ def classify(traced: TracedReference) -> Classification:
         return Classification(3, reason, off_row)
     odd = [shape for shape in (traced.shape(node) for node in traced.outputs) if not _row_shaped(traced, shape)]
     if odd:
+        widening = _first_widening(traced)
+        if widening is not None:
+            shapes = " and ".join(str(list(traced.shape(o))) for o in widening.operands if traced.shape(o) is not None)
+            reason = (
+                f"{_at(widening)} broadcasts operands of shapes {shapes} (example inputs) into "
+                f"{list(traced.shape(widening.node))}, more than a row per row of the first input: an input it "
+                'broadcasts needs its shape declared (KERNELGEN = {"shapes": {"x": "batch seq hidden", '
+                '"scale": "batch 1 hidden"}}, docs/tiers.md).'
+            )
+            return Classification(3, reason, widening)
         return Classification(3, f"it returns an output of shape {list(odd[0])}, neither a row nor one value per row.")
     if reductions:
         labels = list(dict.fromkeys(f"`{call.label}`" for call in reductions))

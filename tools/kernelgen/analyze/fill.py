@@ -31,6 +31,7 @@ from tools.kernelgen.analyze.refusals import refuse_unless_loss
 from tools.kernelgen.analyze.trace import TracedReference
 from tools.kernelgen.analyze.trace import changes_the_output
 from tools.kernelgen.analyze.trace import trace_reference
+from tools.kernelgen.broadcast import pattern_rank
 from tools.kernelgen.derivation import elementwise_math
 from tools.kernelgen.derivation import loss_math
 from tools.kernelgen.derivation import row_math
@@ -121,6 +122,13 @@ def build_profile(
         **identity,
     )
     refuse_unless_loss(traced, classification)
+    if traced.broadcast_inputs and classification.tier == 3:
+        names = ", ".join(traced.broadcast_inputs)
+        raise AnalyzeError(
+            f"{names} broadcast{'s' if len(traced.broadcast_inputs) == 1 else ''} against {traced.tensor_inputs[0]}, "
+            f"which element-wise and row kernels take but this reference is tier 3 ({classification.reason.rstrip('.')})",
+            origin=loaded.origin,
+        )
     if classification.tier != 1:
         for param in profile.parameters:
             if param.enabled_by:
@@ -416,7 +424,8 @@ def _inputs(traced: TracedReference) -> list[TensorSpec]:
                 line=line,
             )
         else:
-            specs.append(TensorSpec(name=name, domain=distributions.get(name, "")))
+            broadcast = traced.broadcast_inputs.get(name, "")
+            specs.append(TensorSpec(name=name, domain=distributions.get(name, ""), broadcast=broadcast))
     return specs
 
 
@@ -476,7 +485,22 @@ def _test_spec(traced: TracedReference, hints: dict[str, Any], tier: int, lanes:
         spec.cpu_shapes.append([4, 1])
         spec.gpu_shapes.append([8, 1])
         spec.tolerances["bfloat16"] = [2e-2, 2e-2]
+    rank = max(map(pattern_rank, traced.broadcast_inputs.values()), default=0)
+    if rank:
+        spec.cpu_shapes, spec.gpu_shapes = _broadcast_test_shapes(rank, tier)
     return _apply_hints(spec, hints.get("test", {}), "test", traced.loaded.origin)
+
+
+def _broadcast_test_shapes(rank: int, tier: int) -> tuple[list[list[int]], list[list[int]]]:
+    """Test shapes of at least ``rank`` dims (a broadcast input's pattern needs them), every leading dim above 1 in
+    the first shapes so that each broadcast one repeats; a row kernel's rows of one column last."""
+    lead = max(rank, 3) - 1
+    cpu = [[2] * (lead - 1) + [3, 31], [3] * (lead - 1) + [5, 64], [1] * (lead - 1) + [2, 67]]
+    gpu = [[4] * (lead - 1) + [512, 4096], [2] * (lead - 1) + [256, 14336], [3] * (lead - 1) + [333, 1023]]
+    if tier == 2:
+        cpu.append([2] * lead + [1])
+        gpu.append([2] * (lead - 1) + [4, 1])
+    return cpu, gpu
 
 
 def _needs_positive_inputs(traced: TracedReference) -> bool:

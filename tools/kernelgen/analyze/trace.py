@@ -40,6 +40,7 @@ from tools.kernelgen.analyze.errors import AnalyzeError
 from tools.kernelgen.analyze.load import LoadedReference
 from tools.kernelgen.analyze.load import line_in_traceback
 from tools.kernelgen.analyze.ops import CAST
+from tools.kernelgen.analyze.ops import ELEMENTWISE
 from tools.kernelgen.analyze.ops import LAYOUT
 from tools.kernelgen.analyze.ops import LINE_KEY
 from tools.kernelgen.analyze.ops import OpCall
@@ -49,6 +50,14 @@ from tools.kernelgen.analyze.ops import normalize
 from tools.kernelgen.analyze.roles import EITHER_TARGET
 from tools.kernelgen.analyze.roles import PROBABILITIES
 from tools.kernelgen.analyze.roles import target_role
+from tools.kernelgen.broadcast import ELLIPSIS
+from tools.kernelgen.broadcast import INSERTED
+from tools.kernelgen.broadcast import KEPT
+from tools.kernelgen.broadcast import declared_pattern
+from tools.kernelgen.broadcast import pattern_rank
+from tools.kernelgen.broadcast import pattern_tokens
+from tools.kernelgen.broadcast import shape_for
+from tools.kernelgen.broadcast import with_inserted_dims
 from tools.kernelgen.profile import HyperParameter
 from tools.kernelgen.profile import LearnableParameter
 
@@ -107,6 +116,8 @@ class TracedReference:
     class_inputs: list[str] = field(default_factory=list)
     # Inputs that a module reference holds itself (``self.weight``, a buffer of class weights): input -> attribute.
     attribute_inputs: dict[str, str] = field(default_factory=dict)
+    # Inputs whose shape broadcasts against the first input's (``shapes`` hint): input -> pattern (``broadcast``).
+    broadcast_inputs: dict[str, str] = field(default_factory=dict)
 
     @property
     def runtime_hyperparameters(self) -> list[str]:
@@ -782,18 +793,17 @@ def _finish(
     # that come with one are a flat (6, hidden) batch, as are the inputs of a loss over rows (``x.shape[0]`` is
     # then the row count); others (2, 3, hidden).
     rows_shape = (6,) if index_inputs or _reduces_rows_to_a_loss(calls) or _names_dim_one(calls) else (2, 3)
+    broadcast_inputs = declared_broadcasts(loaded, tensors, index_inputs + class_inputs)
+    rows = [name for name in tensors if name not in index_inputs + class_inputs]
+    first_rank = max(len(rows_shape) + 1, _declared_rank(loaded.hints.get("shapes", {}).get(rows[0] if rows else "")))
+    broadcast_inputs.update(_unsqueezed_inputs(placeholders, calls, rows, broadcast_inputs, first_rank))
+    deepest = max([first_rank, *map(pattern_rank, broadcast_inputs.values())]) if broadcast_inputs else 0
+    rows_shape = (2,) * (deepest - 1 - len(rows_shape)) + rows_shape  # each broadcast pattern fits the examples
+    # Example shapes other than rows of ``hidden`` values: per-class inputs, inputs that broadcast against the rows.
+    shaped = {name: (hidden,) for name in class_inputs}
+    shaped.update({name: shape_for(p, rows_shape + (hidden,)) for name, p in broadcast_inputs.items()})
     shapes_known = _propagate_shapes(
-        graph_module,
-        order,
-        tensors,
-        index_inputs,
-        class_inputs,
-        rows_shape,
-        calls,
-        hypers,
-        concrete,
-        attributes,
-        hidden,
+        graph_module, order, tensors, index_inputs, shaped, rows_shape, calls, hypers, concrete, attributes, hidden
     )
     specialized = {name: value for name, value in concrete.items() if _scalar_type(value) is not None}
     traced = TracedReference(
@@ -816,11 +826,151 @@ def _finish(
         specialized=specialized,
         class_inputs=class_inputs,
         attribute_inputs=attribute_inputs,
+        broadcast_inputs=broadcast_inputs,
     )
     traced.notes.extend(decision.remark(call.name) for call, decision in decisions)
     if not shapes_known:
         traced.notes.append("running the reference on example inputs failed; dims were read from the arguments")
     return traced
+
+
+def declared_broadcasts(loaded: LoadedReference, tensors: list[str], not_rows: list[str]) -> dict[str, str]:
+    """The broadcast pattern of each tensor input the hint ``KERNELGEN = {"shapes": {...}}`` declares with a shape
+    other than the first input's (see ``tools.kernelgen.broadcast``)."""
+    declared = loaded.hints.get("shapes", {})
+    if not isinstance(declared, dict):
+        raise AnalyzeError(
+            f"KERNELGEN hint 'shapes' must map input names to shapes, got {declared!r}", origin=loaded.origin
+        )
+    rows = [name for name in tensors if name not in not_rows]
+    unknown = sorted(set(declared) - set(rows))
+    if unknown:
+        raise AnalyzeError(
+            f"KERNELGEN hint 'shapes' names {unknown}, which are no tensor inputs of rows ({', '.join(rows)})",
+            origin=loaded.origin,
+        )
+    patterns = {}
+    for name, shape in declared.items():
+        if name == rows[0]:
+            continue
+        try:
+            pattern = declared_pattern(shape, declared.get(rows[0]))
+        except ValueError as error:
+            raise AnalyzeError(f"KERNELGEN hint 'shapes': {name}: {shape!r} {error}", origin=loaded.origin) from None
+        if pattern:
+            patterns[name] = pattern
+    first = declared.get(rows[0])
+    if isinstance(first, str) and "1" in first.replace(",", " ").split():
+        raise AnalyzeError(
+            f"KERNELGEN hint 'shapes': {rows[0]} is the first input, whose shape the others broadcast against: it "
+            f"cannot broadcast itself (put a full input first)",
+            origin=loaded.origin,
+        )
+    return patterns
+
+
+def _declared_rank(declared: Any) -> int:
+    """The rank a ``shapes`` hint's entry gives (0: none or ``...``)."""
+    if isinstance(declared, str):
+        tokens = declared.replace(",", " ").split()
+        return 0 if ELLIPSIS in tokens else len(tokens)
+    return len(declared) if isinstance(declared, (tuple, list)) else 0
+
+
+def _unsqueezed_inputs(
+    placeholders: dict[str, fx.Node], calls: dict, rows: list[str], declared: dict[str, str], first_rank: int
+) -> dict[str, str]:
+    """Inputs other than the first that the reference only reads through one and the same ``unsqueeze`` (or
+    ``[:, None]``): they broadcast against the first input with the dims it inserts (DiT's ``scale.unsqueeze(1)``).
+    Each has the first input's rank less the inserted dims unless the ``shapes`` hint says otherwise; -> pattern."""
+    found = {}
+    others = {placeholders[name] for name in rows if name in placeholders}
+    for name in rows[1:]:
+        node = placeholders.get(name)
+        unsqueezes = _unsqueezes_of(node, calls, others - {node}) if node is not None else []
+        if not unsqueezes:
+            continue
+        own = pattern_tokens(declared[name]) if name in declared else None
+        if own is not None and (ELLIPSIS in own or INSERTED in own):
+            continue
+        results = {
+            _inserted_positions(user, source, len(own) if own else None, first_rank) for user, source in unsqueezes
+        }
+        inserted = results.pop() if len(results) == 1 else None
+        if not inserted:
+            continue
+        own = own or [KEPT] * (first_rank - len(inserted))
+        if len(own) + len(inserted) <= first_rank:
+            found[name] = with_inserted_dims(own, list(inserted))
+    return found
+
+
+def _unsqueezes_of(node: fx.Node, calls: dict, others: set[fx.Node]) -> list[tuple[fx.Node, fx.Node]]:
+    """``(unsqueeze, its operand)`` of each unsqueeze the input ``node`` reaches through element-wise ops of itself
+    alone (``torch.sigmoid(gate)[..., None]``), when every path from it meets one before anything else; else empty."""
+    found, own, stack = [], {node}, list(node.users)
+    while stack:
+        user = stack.pop()
+        call = calls.get(user)
+        if user in own:
+            continue
+        if call is None:
+            return []
+        if call.name == "unsqueeze" or _ones_view(user) is not None:
+            found.append((user, next(n for n in user.all_input_nodes if n in own)))
+            continue
+        inputs = [n for n in user.all_input_nodes if n not in own]
+        if call.family not in (ELEMENTWISE, CAST) or any(n in others or n.op != "placeholder" for n in inputs):
+            return []  # it meets another input, a parameter or a computed value before it is unsqueezed
+        own.add(user)
+        stack.extend(user.users)
+    return found
+
+
+def _view_dims(user: fx.Node) -> list | None:
+    """The target shape of a ``view`` / ``reshape`` method call (None for any other node)."""
+    if user.op != "call_method" or user.target not in ("view", "reshape"):
+        return None
+    return list(user.args[1] if len(user.args) == 2 and isinstance(user.args[1], (tuple, list)) else user.args[1:])
+
+
+def _ones_view(user: fx.Node) -> tuple[int, ...] | None:
+    """The positions of literal 1s in the target shape of a ``view`` / ``reshape`` (``scale.view(b, 1, h)``, the
+    other dims read from the first input's shape): the dims it inserts; None for any other op or no literal 1."""
+    dims = _view_dims(user)
+    ones = tuple(position for position, dim in enumerate(dims or []) if type(dim) is int and dim == 1)
+    return ones or None
+
+
+def _inserted_positions(user: fx.Node, node: fx.Node, own_rank: int | None, first_rank: int) -> tuple[int, ...]:
+    """The dims of ``user``'s result (an unsqueeze of ``node``, or a view that only adds dims of 1) that it inserts,
+    for an ``own_rank``-dim input (None: the first input's rank less the dims inserted); empty when that cannot be
+    told."""
+    ones = _ones_view(user)
+    if ones is not None:
+        kept = len(_view_dims(user)) - len(ones)
+        return ones if kept > 0 and own_rank in (None, kept) else ()
+    if any(isinstance(a, fx.Node) and a is not node for a in [*user.args, *user.kwargs.values()]):
+        return ()
+
+    def apply(rank: int) -> torch.Tensor | None:
+        # Distinct sizes above 1 tell the input's dims from inserted ones.
+        probe = torch.empty(tuple(range(2, 2 + rank)), device="meta")
+        args = [probe if a is node else a for a in user.args]
+        try:
+            if user.op == "call_method":
+                return getattr(args[0], user.target)(*args[1:], **user.kwargs)
+            return user.target(*args, **user.kwargs)
+        except Exception:  # noqa: BLE001 - a use it cannot replay is no evidence
+            return None
+
+    if own_rank is None:
+        probed = apply(first_rank)
+        own_rank = first_rank - (probed.dim() - first_rank) if probed is not None else 0
+    result = apply(own_rank) if own_rank > 0 else None
+    if result is None:
+        return ()
+    return tuple(position for position, size in enumerate(result.shape) if size == 1)
 
 
 def _target_roles(loaded, module, calls: dict[fx.Node, OpCall], tensors: list[str]) -> list:
@@ -1046,10 +1196,10 @@ def _learnable(name: str, tensor: torch.Tensor, hidden: int) -> LearnableParamet
 
 
 def _propagate_shapes(
-    graph_module, order, tensors, index_inputs, class_inputs, rows_shape, calls, hypers, concrete, attributes, hidden
+    graph_module, order, tensors, index_inputs, shaped, rows_shape, calls, hypers, concrete, attributes, hidden
 ) -> bool:
-    """Run the graph on small float32 examples (``rows_shape + (hidden,)``, ``(hidden,)`` for a per-class input) to
-    record every node's shape (best effort)."""
+    """Run the graph on small float32 examples (``rows_shape + (hidden,)``, ``shaped``'s shape for the inputs it
+    names) to record every node's shape (best effort)."""
     gather_like = {
         operand.target
         for call in calls.values()
@@ -1063,8 +1213,8 @@ def _propagate_shapes(
         if name in index_inputs:
             shape = rows_shape + ((1,) if name in gather_like else ())
             values[name] = torch.randint(0, hidden, shape, generator=generator)
-        elif name in class_inputs:
-            values[name] = torch.rand((hidden,), generator=generator) + 0.5
+        elif name in shaped:
+            values[name] = torch.rand(shaped[name], generator=generator) + 0.5
         else:
             values[name] = torch.rand(rows_shape + (hidden,), generator=generator) + 0.5
     values.update({h.name: h.default for h in hypers})

@@ -45,10 +45,18 @@ def dtensor_view(
     quoted = [f'"{name}"' for name in channel]
     # Row reductions all-reduce their per-row values where the columns are split (the split path).
     reduces_rows = ", reduces_rows=True" if profile.tier == 2 else ""
+    local = f"{_unpack(inputs + params)} = ctx.layout.local({_tuple(inputs)}, {_tuple(params)})"
+    broadcast = [t.name for t in profile.inputs if t.broadcast]
+    if broadcast:
+        # A broadcast input's shards would not line up with the first input's rows: refused before any work.
+        local = (
+            f'raise ValueError("{profile.operation_name}: {broadcast[0]} broadcasts against {inputs[0]}, which '
+            f'DTensor inputs cannot do here: pass local tensors (DTensor.to_local())")'
+        )
     return DTensorView(
         layout=f'"{profile.operation_name}", {_by_name(inputs)}, {_by_name(params)}, {_tuple(quoted)}{reduces_rows}',
         types="{" + ", ".join(f"type({name})" for name in inputs + params) + "}",
-        local=f"{_unpack(inputs + params)} = ctx.layout.local({_tuple(inputs)}, {_tuple(params)})",
+        local=local,
         wrap=[
             f"{_unpack(names)} = ctx.layout.{method}({', '.join(names)})"
             for method, names in (("wrap", outputs), ("wrap_rows", list(row_outputs)))

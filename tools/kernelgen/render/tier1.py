@@ -160,12 +160,15 @@ def partial_sums(params: list[LearnableParameter], optional: dict[str, str], sca
     }
 
 
-def gradient_buffers(grad_inputs: list[str], in_place: bool) -> list[str]:
-    """Each input gradient's buffer: the input's own when gradients go in place and it is contiguous, else new."""
+def gradient_buffers(grad_inputs: list[str], in_place: bool, broadcast: set[str] = frozenset()) -> list[str]:
+    """Each input gradient's buffer: the input's own when gradients go in place and it is contiguous, else new; an
+    input that broadcasts against the first gets one per element of the first, in fp32, summed to its shape after."""
     lines = []
     for name in grad_inputs:
         new = f"torch.empty((n_rows, n_cols), dtype={name}.dtype, device={name}.device)"
-        if in_place:
+        if name in broadcast:
+            lines.append(f"grad_{name} = torch.empty((n_rows, n_cols), dtype=torch.float32, device={name}.device)")
+        elif in_place:
             lines.append(f"grad_{name} = {name} if {name}.is_contiguous() else {new}")
         else:
             lines.append(f"grad_{name} = {new}")

@@ -16,6 +16,12 @@ from typing import Any
 
 import sympy
 
+from tools.kernelgen.broadcast import first_input_dims
+from tools.kernelgen.broadcast import inserted_dims
+from tools.kernelgen.broadcast import own_rank
+from tools.kernelgen.broadcast import pattern_rank
+from tools.kernelgen.broadcast import shape_expression
+from tools.kernelgen.broadcast import shape_for
 from tools.kernelgen.derivation import elementwise_math
 from tools.kernelgen.derivation import loss_math
 from tools.kernelgen.derivation import row_math
@@ -38,6 +44,7 @@ from tools.kernelgen.render.dtensor import dtensor_view
 from tools.kernelgen.render.lanes import LaneOpsView
 from tools.kernelgen.render.lanes import lane_ops
 from tools.kernelgen.render.reference_hypers import reference_hypers
+from tools.kernelgen.render.test_shapes import MODEL_SIZED
 from tools.kernelgen.render.test_shapes import ShapeParams
 from tools.kernelgen.render.test_shapes import loss_shape_params
 from tools.kernelgen.render.test_shapes import row_shape_params
@@ -96,6 +103,8 @@ class KernelView:
     reference_kind: str
     reference_inputs: list[str]  # the inputs the reference is called with
     reference_attributes: list[tuple[str, str]]  # (attribute, input): what a module reference holds itself
+    broadcast: dict[str, str]  # inputs whose shape broadcasts against the first input's -> pattern (broadcast.py)
+    broadcast_inserted: dict[str, str]  # ... those the reference unsqueezes -> the dims, as _broadcast_rows takes them
 
 
 @dataclass(frozen=True)
@@ -162,6 +171,7 @@ class ElementwiseOpsView:
     forward_results: str  # ... as the Function unpacks it
     backward_launch_strided: list[str]  # tensors the backward launch passes with their row strides
     backward_launch_tail: str  # its arguments after those
+    broadcast_saves: list[str]  # what the Function keeps of broadcast inputs to reduce their gradients to
     saved: list[str]  # what ctx saves
     saved_unpacked: str  # the unpacking of ctx.saved_tensors
     lanes: LaneOpsView | None  # an index map within the row (profile math.lanes)
@@ -252,9 +262,24 @@ class RowKernelView:
     intro: list[str] = field(default_factory=list)  # comment lines above the kernel body
     notes: list[str] = field(default_factory=list)  # comment lines above the loads or the loop
     dtype_source: str = ""  # the pointer whose element type is the inputs' dtype, when the math rounds to it
-    column_tiles: bool = False  # a gradient pass that reduces nothing: a second grid axis over column blocks
+    # A fused kernel that is also the split path's last pass (its SPLIT mode): there it reduces nothing, loading the
+    # reductions the passes before it computed (``split_loads``) and storing no statistics; a gradient pass's
+    # second grid axis then splits the columns into blocks.
+    has_split_mode: bool = False
     fills: dict[str, str] = field(default_factory=dict)  # element loads' ``other`` where it is not 0.0
     holds_narrow: bool = False  # the fused backward: rows held across its reductions in their storage dtype
+
+    @property
+    def split_loads(self) -> list[str]:
+        """With ``has_split_mode``: the row reductions of ``lines``, which a SPLIT launch loads."""
+        if not self.has_split_mode:
+            return []
+        return [match.group(1) for line in self.lines if (match := _REDUCTION_STATEMENT.match(line))]
+
+    @property
+    def split_pointers(self) -> list[str]:
+        """The per-row buffers a SPLIT launch alone passes (None otherwise): its loads but the statistics it stores."""
+        return [name for name in self.split_loads if name not in self.row_stores]
 
     @property
     def per_element(self) -> bool:
@@ -340,12 +365,13 @@ class RowProgramOpsView:
     backward_results: list[str]  # what the backward wrapper returns: grad_{input}, then grad_{parameter}
     backward_call_args: list[str]  # what the autograd Function's backward passes it
     gradient_aliases: dict[str, str]  # grad_{input} -> the stored gradient it equals
-    in_place: bool  # the first input's gradient takes the first output's gradient buffer
+    in_place: bool  # the first input's gradient may take the first output's gradient buffer (reusable_gradient)
     utils_imports: list[str]  # names the ops file imports from liger_kernel.ops.utils
     uses_cast: bool
     precision_note: list[str]
     gradient_note: list[str]  # the derived gradient formulas, as comment lines above the backward math
     apply_returns: list[str]
+    broadcast_saves: list[str]  # what the Function keeps of broadcast inputs to reduce their gradients to
     block_elements: int
     programs_per_sm: int
     num_warps: int | None
@@ -357,9 +383,9 @@ class RowProgramOpsView:
 
     @property
     def allocates_gradients(self) -> bool:
-        """Whether the backward allocates a gradient buffer (in the inputs' dtype, its ``dtype`` argument): not when
-        its one stored gradient takes the output gradient's buffer."""
-        return len(self.stored_grads) > (1 if self.in_place else 0)
+        """Whether the backward allocates a gradient buffer (in the inputs' dtype, its ``dtype`` argument): also
+        where its stored gradient may take the output gradient's buffer, which is not always free."""
+        return bool(self.stored_grads)
 
     @property
     def backward_load_bytes(self) -> str:
@@ -383,9 +409,9 @@ class SplitRowsView:
     forward and the backward (all-reduced in between) and the kernels of their last passes."""
 
     forward_passes: list[SplitPassView]
-    forward: RowKernelView
+    forward: RowKernelView  # the fused forward, launched in its SPLIT mode
     backward_passes: list[SplitPassView]
-    backward: RowKernelView
+    backward: RowKernelView  # the fused backward, launched in its SPLIT mode
 
     def forward_head(self, reduce: str, row_length: str) -> str:
         """The split forward's first arguments: ``reduce``, and the whole row's length when a pass reads it."""
@@ -563,6 +589,10 @@ class TestView:
     hidden_act: str
     mlp_shapes: list[tuple]
     switches_off: str  # constructor arguments that build the reference without its optional parameters
+    # Inputs that broadcast against the first one -> the expression of their shape from the first one's ``shape``
+    input_shapes: dict[str, str]
+    long_rows_shapes: str  # the split-path test's shapes of rows over three column blocks
+    whole_tile_shapes: str  # tier 1: shapes the tiles divide (unmasked loads and stores)
 
 
 @dataclass(frozen=True)
@@ -576,6 +606,8 @@ class BenchmarkView:
     sizes: dict[str, int]  # the model sizes an upstream-style script runs at (benchmark.fixed_config, else defaults)
     grad_inputs: list[str]  # the inputs a step differentiates (a loss: its first; profile.benchmark_grad_inputs)
     test_module: str  # the generated test, which the benchmark imports the reference from
+    # Each input's shape as code of num_tokens and size where some broadcast against the first (else empty)
+    input_shapes: dict[str, str]
 
 
 @dataclass(frozen=True)
@@ -655,6 +687,13 @@ def kernel_view(profile: KernelProfile) -> KernelView:
         reference_kind=profile.reference.kind,
         reference_inputs=[t.name for t in profile.inputs if not t.attribute],
         reference_attributes=[(t.attribute, t.name) for t in profile.inputs if t.attribute],
+        broadcast={t.name: t.broadcast for t in profile.inputs if t.broadcast},
+        # ... and the rank the reference unsqueezes it at: the arguments _broadcast_rows takes after its name
+        broadcast_inserted={
+            t.name: f"{inserted_dims(t.broadcast)!r}, {own_rank(t.broadcast)}"
+            for t in profile.inputs
+            if t.broadcast and inserted_dims(t.broadcast)
+        },
     )
 
 
@@ -695,7 +734,7 @@ def _precision_note(ops: list[str], rounding: str = "once") -> list[str]:
 
 
 # A row reduction as rows.py prints it: ``name = tl.sum(...)`` (or max, min; a mean divides it by n_cols).
-_REDUCTION_STATEMENT = re.compile(r"^\w+ = tl\.(sum|max|min)\(")
+_REDUCTION_STATEMENT = re.compile(r"^(\w+) = tl\.(sum|max|min)\(")
 
 
 # Host-side integer math of every tier's launch settings (grids, tiles), from ops/utils.py (kernel_helpers.py).
@@ -804,6 +843,10 @@ def _elementwise_fields(profile: KernelProfile) -> dict[str, Any]:
     # The backward kernel takes the tensors and parameters it reads (the first input also for its dtype, when the
     # math rounds to it), nothing else.
     backward_tensors = set(backward_reads_first) | ({inputs[0]} if _rounds_to_input_dtype(backward) else set())
+    # Inputs that broadcast against the first one are read at their own rows (no pointer moves with the tile).
+    broadcast = {t.name for t in profile.inputs if t.broadcast}
+    moved_forward = [name for name in forward_inputs if name not in broadcast]
+    moved_backward = [name for name in backward_reads_first if name not in broadcast]
     backward_param_args = [arg for prm, arg in zip(params, param_args) if prm.name in backward_reads]
     return dict(
         # TileLang programs take the inputs' dtype as an argument; Triton kernels read it from a pointer.
@@ -832,9 +875,10 @@ def _elementwise_fields(profile: KernelProfile) -> dict[str, Any]:
         backward_returns=[f"grad_{name}" for name in grad_inputs] + [f"grad_{name}" for name in param_names],
         backward_return_exprs=[f"grad_{name}.view(*shape)" for name in grad_inputs]
         + [f"grad_{name}" for name in param_names],
-        apply_returns=[f"grad_{name}" if name in grad_inputs else "None" for name in inputs]
+        apply_returns=broadcast_gradients(profile, [f"grad_{name}" for name in grad_inputs])
         + [f"grad_{name}" for name in param_names]
         + ["None"] * len(hyper_names),
+        broadcast_saves=broadcast_saves(profile),
         block_elements=tiling.block_elements,
         max_block_cols=tiling.max_block_cols,
         programs_per_sm=tiling.programs_per_sm,
@@ -848,18 +892,18 @@ def _elementwise_fields(profile: KernelProfile) -> dict[str, Any]:
         forward_param_loads=tier1.param_loads(forward_params, optional),
         backward_param_loads=tier1.param_loads(backward_params, optional),
         forward_channel_params=forward_channel,
-        forward_pointer_moves=tier1.pointer_moves(forward_inputs, outputs, "row_start", "col_start", forward_channel),
+        forward_pointer_moves=tier1.pointer_moves(moved_forward, outputs, "row_start", "col_start", forward_channel),
         # A backward with parameters walks row tiles of one column block (cols: the block's columns).
         backward_pointer_moves=tier1.pointer_moves(
-            backward_reads_first, grad_input_names, "row_start", "" if params else "col_start"
+            moved_backward, grad_input_names, "row_start", "" if params else "col_start"
         ),
-        backward_pointer_steps=tier1.pointer_moves(backward_reads_first, grad_input_names, "row_step"),
+        backward_pointer_steps=tier1.pointer_moves(moved_backward, grad_input_names, "row_step"),
         accumulator_inits=tier1.accumulator_inits(params, optional),
         accumulations=tier1.accumulations(params, optional),
         partial_stores=tier1.partial_stores(params, optional),
         contiguous_params=tier1.contiguous_params(params, optional, flat_scalars=not triton),
         flag_args=tier1.flag_args(optional),
-        gradient_buffers=tier1.gradient_buffers(grad_inputs, _in_place_gradients(profile)),
+        gradient_buffers=tier1.gradient_buffers(grad_inputs, _in_place_gradients(profile), broadcast),
         partial_buffers=tier1.partial_buffers(params, optional, inputs[0]),
         parameter_gradients=tier1.parameter_gradients(params, optional),
         channel_sums=tier1.partial_sums(params, optional, scalar=False),
@@ -1029,6 +1073,8 @@ def _row_program_ops(profile: KernelProfile) -> RowProgramOpsView:
         ],
         notes=_precision_note(math.precision_sensitive_ops),
         dtype_source=inputs[0] if uses_cast else "",
+        width="shard_cols",
+        has_split_mode=True,
     )
     backward_kernel = RowKernelView(
         name=f"_{profile.operation_name}_backward_kernel",
@@ -1044,8 +1090,16 @@ def _row_program_ops(profile: KernelProfile) -> RowProgramOpsView:
         notes=gradient_note,
         dtype_source=f"grad_{stored_grads[0]}" if uses_cast and stored_grads else "",
         holds_narrow=True,
+        width="shard_cols",
+        has_split_mode=True,
     )
-    in_place = bool(profile.backward.in_place_gradients) and bool(grad_inputs) and bool(outputs)
+    broadcast = {t.name for t in profile.inputs if t.broadcast}
+    # Every tile of the backward reads its rows of the output gradients before it writes the same rows of the input
+    # gradients, so the first input gradient may take the first output gradient's buffer whenever autograd alone
+    # holds it (checked as it runs); a profile can still say no. A broadcast input's gradient is written per element
+    # in fp32 and summed over its broadcast dims after: never into the output gradient's buffer.
+    in_place = profile.backward.in_place_gradients is not False and bool(stored_grads) and bool(element_outputs)
+    in_place = in_place and stored_grads[0] not in broadcast
     return RowProgramOpsView(
         forward=math.forward,
         backward=math.backward,
@@ -1072,22 +1126,24 @@ def _row_program_ops(profile: KernelProfile) -> RowProgramOpsView:
         + param_names
         + list(math.saved)
         + ["ctx.shape"]
-        + (["ctx.dtype"] if len(stored_grads) > (1 if in_place else 0) else [])
-        + [f"ctx.{hp.name}" for hp in profile.hyperparameters],
+        + (["ctx.dtype"] if stored_grads else [])
+        + [f"ctx.{hp.name}" for hp in profile.hyperparameters]
+        + (["in_place"] if in_place else []),
         gradient_aliases=dict(math.gradient_aliases),
         in_place=in_place,
         utils_imports=_utils_imports(
             statements,
-            ["ensure_contiguous", *HOST_INTEGER_HELPERS]
-            + (["get_num_sms", "is_triton_interpreter"] if params else [])
+            ["ensure_contiguous", "ceil_div"]
+            + (["get_num_sms"] if params else [])
             + (["widen_to_fp32"] if backward_kernel.rewidened else []),
         ),
         uses_cast=uses_cast,
         precision_note=_precision_note(math.precision_sensitive_ops),
         gradient_note=gradient_note,
-        apply_returns=[f"grad_{name}" if name in grad_inputs else "None" for name in inputs]
+        apply_returns=broadcast_gradients(profile, [f"grad_{name}" for name in grad_inputs])
         + [f"grad_{name}" for name in param_names]
         + ["None"] * len(profile.hyperparameters),
+        broadcast_saves=broadcast_saves(profile),
         block_elements=profile.tiling.block_elements,
         programs_per_sm=profile.tiling.programs_per_sm,
         num_warps=profile.tiling.num_warps,
@@ -1095,17 +1151,44 @@ def _row_program_ops(profile: KernelProfile) -> RowProgramOpsView:
         dtensor=dtensor_view(profile, grad_inputs, [f"grad_{name}" for name in outputs], tuple(math.row_outputs)),
         forward_kernel=forward_kernel,
         backward_kernel=backward_kernel,
-        split=_split_rows(profile, math, backward_kernel),
+        split=_split_rows(profile, math, forward_kernel, backward_kernel),
     )
+
+
+def broadcast_saves(profile: KernelProfile) -> list[str]:
+    """The Function's forward lines that keep the shape and dtype of each broadcast input with a gradient."""
+    return [
+        f"ctx.{t.name}_shape, ctx.{t.name}_dtype = {t.name}.shape, {t.name}.dtype"
+        for t in profile.inputs
+        if t.broadcast and t.requires_grad
+    ]
+
+
+def broadcast_gradients(profile: KernelProfile, gradients: list[str]) -> list[str]:
+    """The Function's backward results for the inputs, given the backward wrapper's ``gradients`` of those with one:
+    a broadcast input's, per element of the first input in fp32, summed over its broadcast dims to its own shape."""
+    given = dict(zip([t.name for t in profile.inputs if t.requires_grad], gradients))
+    results = []
+    for tensor in profile.inputs:
+        gradient = given.get(tensor.name, "None")
+        if tensor.broadcast and tensor.requires_grad:
+            inserted = inserted_dims(tensor.broadcast)
+            tail = f", {inserted!r}" if inserted else ""
+            gradient = f"_broadcast_sum({gradient}, ctx.{tensor.name}_shape, ctx.{tensor.name}_dtype{tail})"
+        results.append(gradient)
+    return results
 
 
 # How the ranks combine one rank's part of a per-row reduction (a mean's part is already divided by the row's n_cols).
 _ALL_REDUCE = {"sum": "sum", "mean": "sum", "max": "max", "min": "min"}
 
 
-def _split_rows(profile: KernelProfile, math, fused_backward: RowKernelView) -> SplitRowsView:
-    """The split path's kernels (synth/rows.py RowPass): each pass loads the tensors, parameters and per-row values
-    its statements read; every reduction pass stores its reductions for the host to all-reduce."""
+def _split_rows(
+    profile: KernelProfile, math, fused_forward: RowKernelView, fused_backward: RowKernelView
+) -> SplitRowsView:
+    """The split path's reduction passes (synth/rows.py RowPass): each loads the tensors, parameters and per-row
+    values its statements read and stores its reductions for the host to all-reduce; the last passes are the
+    fused kernels' SPLIT modes."""
     name = profile.operation_name
     inputs = [t.name for t in profile.inputs]
     params = profile.parameters
@@ -1113,7 +1196,7 @@ def _split_rows(profile: KernelProfile, math, fused_backward: RowKernelView) -> 
     element_grads = [f"grad_{o}" for o in outputs if o not in math.row_outputs]
     row_grads = [f"grad_{o}" for o in math.row_outputs]
 
-    def passes(split, element_names: list[str], direction: str) -> tuple[list[SplitPassView], list[str]]:
+    def passes(split, element_names: list[str], direction: str) -> list[SplitPassView]:
         per_row = [s.name for s in profile.math.statistics] + row_grads
         views = []
         for index, row_pass in enumerate(split[:-1]):
@@ -1135,47 +1218,21 @@ def _split_rows(profile: KernelProfile, math, fused_backward: RowKernelView) -> 
             ]
             views.append(SplitPassView(kernel=kernel, groups=groups))
             per_row += [n for n, _ in row_pass.reductions if n not in per_row]
-        return views, per_row
+        return views
 
-    forward_passes, forward_rows = passes(math.split_forward, inputs, "forward")
-    forward = _split_row_pass(
-        f"_{name}_split_forward_kernel",
-        math.split_forward[-1],
-        inputs,
-        forward_rows,
-        params,
-        element_stores=[o for o in outputs if o not in math.row_outputs],
-        row_output_stores=list(math.row_outputs),
-    )
+    forward_passes = passes(math.split_forward, inputs, "forward")
     loaded = inputs + list(math.reused_outputs)
-    backward_passes, backward_rows = passes(math.split_backward, element_grads + loaded, "backward")
-    last = math.split_backward[-1]
-    reads = set(last.reads)
-    backward = RowKernelView(
-        name=f"_{name}_split_backward_kernel",
-        lines=last.lines,
-        width="shard_cols",
-        element_args=[n for n in element_grads if n in reads],
-        row_grad_args=[n for n in row_grads if n in reads],
-        input_args=[n for n in loaded if n in reads],
-        param_loads=[p for p in params if p.name in reads],
-        row_loads=[n for n in backward_rows if n in reads and n not in row_grads],
-        element_stores=fused_backward.element_stores,
-        channel_grads=fused_backward.channel_grads,
-        scalar_grads=fused_backward.scalar_grads,
-        dtype_source=fused_backward.dtype_source if _rounds_to_input(last.lines) else "",
-        column_tiles=True,
-    )
-    return SplitRowsView(forward_passes, forward, backward_passes, backward)
+    backward_passes = passes(math.split_backward, element_grads + loaded, "backward")
+    # The last passes are the fused kernels' SPLIT modes.
+    return SplitRowsView(forward_passes, fused_forward, backward_passes, fused_backward)
 
 
 def _split_row_pass(name, row_pass, element_names, per_row, params, **stores) -> RowKernelView:
-    """A row_pass kernel of the split path: it takes and loads what ``row_pass`` reads and stores ``stores``."""
+    """A reduction pass of the split path: it takes and loads what ``row_pass`` reads and stores ``stores``."""
     reads = set(row_pass.reads)
     element = [n for n in element_names if n in reads]
     rows = [n for n in per_row if n in reads]
     read_params = [p for p in params if p.name in reads]
-    typed = element + stores.get("element_stores", []) + stores.get("row_output_stores", [])
     return RowKernelView(
         name=name,
         lines=row_pass.lines,
@@ -1186,8 +1243,7 @@ def _split_row_pass(name, row_pass, element_names, per_row, params, **stores) ->
         element_loads=element,
         param_loads=read_params,
         row_loads=rows,
-        # Outputs have the inputs' dtype too: a pass that reads no input (it combines per-row values) takes it there.
-        dtype_source=next(iter(typed), "") if _rounds_to_input(row_pass.lines) else "",
+        dtype_source=next(iter(element), "") if _rounds_to_input(row_pass.lines) else "",
         **stores,
     )
 
@@ -1534,7 +1590,25 @@ def test_view(profile: KernelProfile) -> TestView:
         for p in params
     ]
     terms = {"channel": "n_rows", "scalar": "n_rows * inputs[0].shape[-1]"}
-    gradients = [f"({index}, {name!r}, 1)" for index, name in enumerate(inputs) if name in grad_inputs]
+    broadcast = {t.name: t.broadcast for t in profile.inputs if t.broadcast}
+    # A broadcast input's gradient sums as many terms as the first input has elements per element of it.
+    gradients = [
+        f"({index}, {name!r}, {f'inputs[0].numel() // inputs[{index}].numel()' if name in broadcast else 1})"
+        for index, name in enumerate(inputs)
+        if name in grad_inputs
+    ]
+    lead = max(map(pattern_rank, broadcast.values()), default=0) - 1
+    # Small shapes for every device, model-sized ones skipped on the CPU (as the shape parameters: test_shapes.py).
+    cpu_rows, gpu_rows = (3, 4500), (64, 5000)
+    cpu_tiles, gpu_tiles = [(8, 256), (4, 2, 512)], [(64, 4096), (2, 32, 2048)]
+    if lead > 0:
+        cpu_rows, gpu_rows = (2,) * lead + (4500,), (4,) * (lead - 1) + (16, 5000)
+        cpu_tiles = [(2,) * (lead - 1) + (4, 256), (4,) * (lead - 1) + (2, 512)]
+        gpu_tiles = [(4,) * (lead - 1) + (16, 4096), (2,) * (lead - 1) + (32, 2048)]
+    long_rows = f"{cpu_rows}, pytest.param({gpu_rows}, marks={MODEL_SIZED})"
+    whole_tiles = (
+        "[" + ", ".join([*map(str, cpu_tiles), *(f"pytest.param({s}, marks={MODEL_SIZED})" for s in gpu_tiles)]) + "]"
+    )
     gradients += [f"({len(inputs) + i}, {p.name!r}, {terms[p.shape]})" for i, p in enumerate(params)]
     return TestView(
         hyper_args="".join(f", hyper[{name!r}]" for name in hyper_names),
@@ -1593,6 +1667,9 @@ def test_view(profile: KernelProfile) -> TestView:
         switches_off=", ".join(
             f"{flag}=False" for flag in dict.fromkeys(p.enabled_by for p in profile.parameters if p.enabled_by)
         ),
+        input_shapes={name: shape_expression(pattern) for name, pattern in broadcast.items()},
+        long_rows_shapes=long_rows,
+        whole_tile_shapes=whole_tiles,
     )
 
 
@@ -1621,7 +1698,21 @@ def _benchmark_view(profile: KernelProfile) -> BenchmarkView:
         sizes=_benchmark_sizes(profile),
         grad_inputs=benchmark_grad_inputs(profile.tier, profile.inputs),
         test_module=kernel_paths(profile.operation_name)["test"].removesuffix(".py").replace("/", "."),
+        input_shapes=_benchmark_input_shapes(profile),
     )
+
+
+def _benchmark_input_shapes(profile: KernelProfile) -> dict[str, str]:
+    """The benchmark's input shapes when some input broadcasts against the first: the tokens grouped in sequences
+    of ``num_tokens // 4`` where a pattern needs more dims, each broadcast input in its own shape."""
+    patterns = [t.broadcast for t in profile.inputs if t.broadcast]
+    if not patterns:
+        return {}
+    first = first_input_dims(patterns, "num_tokens", "size", group=4)
+    return {
+        t.name: ", ".join(str(d) for d in (shape_for(t.broadcast, first) if t.broadcast else first))
+        for t in profile.inputs
+    }
 
 
 def _benchmark_sizes(profile: KernelProfile) -> dict[str, int]:

@@ -224,7 +224,7 @@ def stage_edges(kut: KernelUnderTest) -> str:
     edges: dict[str, list[torch.Tensor] | None] = {}
 
     def constant_rows(x: torch.Tensor) -> torch.Tensor:
-        return x[:, :1].expand_as(x).contiguous()
+        return x[..., :1].expand_as(x).contiguous()  # any rank: inputs that broadcast may have fewer dims
 
     floating = [x for x in base.inputs if x.is_floating_point()]
     if kut.positive:

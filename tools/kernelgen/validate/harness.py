@@ -26,6 +26,8 @@ from pathlib import Path
 import torch
 
 from tools.kernelgen.analyze.load import remember_source
+from tools.kernelgen.broadcast import first_input_dims
+from tools.kernelgen.broadcast import shape_for
 from tools.kernelgen.profile import KernelProfile
 from tools.kernelgen.profile import load_yaml
 from tools.kernelgen.record import read_record
@@ -151,12 +153,15 @@ class ReferenceRunner:
                 target[1::3] = ignore_index  # some ignored rows in every multi-row case
             return Case([logits.to(self.device, dtype), target.to(self.device)], [], hyper, seed, label)
         scale = float(self.profile.test.input_scale)
+        # Inputs that broadcast against the first one in their own shapes, the rows grouped as their patterns need.
+        full = first_input_dims([t.broadcast for t in self.profile.inputs if t.broadcast], rows, cols)
         inputs = []
-        for _ in self.profile.inputs:
+        for spec in self.profile.inputs:
+            shape = shape_for(spec.broadcast, full) if spec.broadcast else full
             if self.positive:
-                value = torch.rand(rows, cols, generator=generator) * scale + 0.1
+                value = torch.rand(shape, generator=generator) * scale + 0.1
             else:
-                value = torch.randn(rows, cols, generator=generator) * scale
+                value = torch.randn(shape, generator=generator) * scale
             inputs.append(value.to(self.device, dtype))
         params = []
         for param in self.profile.parameters:

@@ -24,8 +24,5 @@ KERNELGEN = {
     "module_class_name": "LigerRMSNorm",
     "module_kind": "norm",
     "init_args": {"hidden_size": 8},
-    # As upstream Liger's RMSNorm: the input gradient is written over the output gradient's buffer (one [BT, H]
-    # tensor less at peak). Safe while nothing else reads that gradient tensor, as in a transformer block.
-    "backward": {"in_place_gradients": True},
     "description": "weight * (x * rsqrt(mean(x ** 2, -1) + eps)), Llama's casting",
 }
