@@ -178,6 +178,11 @@ def test_rows_that_hold_no_whole_number_of_lanes_are_refused_by_the_kernel(gener
     [
         (f"{FUNCTIONAL}:off_lane_slice", 36, "`x[..., 1:]` cuts the row at 1, not at a lane boundary"),
         (
+            f"{FIXTURES / 'broadcast_rope.py'}:rope",
+            10,
+            "`q[..., :q.shape[-1] // 2]` moves elements within the row and cos, sin broadcast against q",
+        ),
+        (
             f"{MODULES}:InterleavedHalves",
             32,
             "`x[..., :x.shape[-1] // 2][..., ::2]` takes one element in 2, which this cut's lanes do not",

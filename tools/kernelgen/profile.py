@@ -730,12 +730,17 @@ def _validate_broadcast(profile: KernelProfile, index: int, tensor: TensorSpec, 
                 problems.append(
                     f"test.{group}: {short[0]} has fewer dims than {tensor.name}'s {tensor.broadcast!r} needs"
                 )
+
+
 def _validate_lanes(profile: KernelProfile, problems: list[str]) -> None:
     """Lanes (an index map within the row): tier-1 formulas over tensor inputs and hyper-parameters, a formula per
     output lane, lanes that parse and stay in their rows, output lanes that write each position once."""
     math, lanes = profile.math, profile.math.lanes
     if profile.tier != 1 or profile.parameters or profile.backend != "triton":
         problems.append("math.lanes: index maps are for tier-1 Triton kernels without learnable parameters")
+        return
+    if any(t.broadcast for t in profile.inputs):
+        problems.append("math.lanes: index maps read inputs of one shape; no input broadcasts (inputs[].broadcast)")
         return
     if not isinstance(lanes.count, int) or lanes.count < 1:
         problems.append(f"math.lanes.count: {lanes.count!r} is not a positive number of lanes")

@@ -409,6 +409,17 @@ def lanes_reason(traced: TracedReference, program: LaneProgram) -> str:
 def lower_lanes(traced: TracedReference) -> LaneProgram:
     """The lane program of ``traced`` under the first cut that fits; AnalyzeError naming the index and its line
     when none does."""
+    broadcast = getattr(traced, "broadcast_inputs", {})
+    if broadcast:
+        moving = (call for call in traced.calls.values() if call.family == STRUCTURAL and call.name in INDEX_MAP_OPS)
+        first = next(call for call in moving if call.name != "getitem")
+        raise AnalyzeError(
+            f"`{first.label}` moves elements within the row and {', '.join(broadcast)} broadcast against "
+            f"{traced.tensor_inputs[0]}: an index map reads inputs of one shape (the two are not combined yet); "
+            f"give them {traced.tensor_inputs[0]}'s shape, {HAND_WRITTEN_PROFILE_HINT}",
+            origin=traced.loaded.origin,
+            line=first.line,
+        )
     order = {node: index for index, node in enumerate(traced.graph_module.graph.nodes)}
     furthest = None  # the misfit of the cut that went furthest through the reference names what no cut expresses
     for kind, count in CANDIDATES:
