@@ -82,7 +82,18 @@ PROFILES = {
     "weighted_cross_entropy": lambda: _analyze_source(WEIGHTED_MODULE),
     # a module whose constructor takes arguments that default to None (dtype=None)
     "none_default": lambda: _analyze_source(NONE_DEFAULT_MODULE),
+    # tier 1 over lanes: an index map within the row (math.lanes)
+    "rotate_half": lambda: _analyze_source(ROTATE_HALF),
 }
+
+ROTATE_HALF = """import torch
+
+
+def rotate_half(x):
+    x1 = x[..., : x.shape[-1] // 2]
+    x2 = x[..., x.shape[-1] // 2 :]
+    return torch.cat((-x2, x1), dim=-1)
+"""
 
 
 WEIGHTED_MODULE = """import torch.nn as nn
@@ -278,6 +289,17 @@ EDITS = {
     "math.loss.choices[].value": ("kl_div", _set("math.loss.choices.0.value", "per_row"), "validation"),
     "math.loss.choices[].reduction": ("kl_div", _set("math.loss.choices.0.reduction", "sum"), "files"),
     "math.loss.choices[].denominator": ("kl_div", _set("math.loss.choices.0.denominator", "2"), "files"),
+    "math.lanes.count": ("rotate_half", _set("math.lanes.count", 3), "files"),
+    "math.lanes.inputs": (
+        "rotate_half",
+        _set("math.lanes.inputs", {"x_0": "x[cols + n_cols]", "x_1": "x[cols]"}),
+        "files",
+    ),
+    "math.lanes.outputs": (
+        "rotate_half",
+        _set("math.lanes.outputs", {"y_0": "y[2 * cols]", "y_1": "y[2 * cols + 1]"}),
+        "files",
+    ),
     "fused_linear.enabled": ("cross_entropy", _set("fused_linear.enabled", True), "fused"),
     "fused_linear.chunk_size": ("cross_entropy_fused", _set("fused_linear.chunk_size", 1024), "fused"),
 }

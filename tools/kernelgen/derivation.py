@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import functools
 
+from tools.kernelgen.lane_maps import parse_lane
 from tools.kernelgen.profile import KernelProfile
 from tools.kernelgen.profile import ProfileError
 from tools.kernelgen.profile import loaded_from
@@ -43,8 +44,10 @@ def elementwise_math(profile: KernelProfile, source: str | None = None) -> Eleme
     inputs = tuple(t.name for t in profile.inputs if t.requires_grad)
     parameters = tuple((p.name, p.shape) for p in profile.parameters)
     constants = [t.name for t in profile.inputs if not t.requires_grad]
-    hyperparameters = tuple(constants + profile.formula_hyperparameters)
     tensors = tuple(t.name for t in profile.inputs) + tuple(p.name for p in profile.parameters)
+    if profile.math.lanes is not None:  # an index map: the formulas read the inputs' lanes
+        inputs, constants, tensors = _lane_names(profile)
+    hyperparameters = tuple(constants + profile.formula_hyperparameters)
     rounded = tensors if profile.math.rounding == "per_op" else ()
     formulas = tuple(profile.math.outputs.items())
     try:
@@ -52,6 +55,14 @@ def elementwise_math(profile: KernelProfile, source: str | None = None) -> Eleme
         return _printed_elementwise(formulas, inputs, parameters, hyperparameters, rounded, profile.backend, libraries)
     except _FormulaError as error:
         raise ProfileError(_where(profile, source), [str(error)]) from None
+
+
+def _lane_names(profile: KernelProfile) -> tuple[tuple[str, ...], list[str], tuple[str, ...]]:
+    """The lanes formulas read: of inputs that take a gradient, of the others (constants), all of them."""
+    differentiable = {t.name for t in profile.inputs if t.requires_grad}
+    lanes = {name: parse_lane(text).tensor for name, text in profile.math.lanes.inputs.items()}
+    inputs = tuple(name for name, tensor in lanes.items() if tensor in differentiable)
+    return inputs, [name for name in lanes if name not in inputs], tuple(lanes)
 
 
 class _FormulaError(ValueError):

@@ -40,6 +40,8 @@ import yaml
 
 from tools.kernelgen.broadcast import broadcast_pattern_problem
 from tools.kernelgen.broadcast import pattern_rank
+from tools.kernelgen.lane_maps import lane_problems
+from tools.kernelgen.lane_maps import parse_lane
 from tools.kernelgen.layout import MAX_KERNEL_NAME
 from tools.kernelgen.layout import SNAKE_CASE
 from tools.kernelgen.profile_values import ATTRIBUTE_PATH
@@ -231,6 +233,27 @@ class HandWrittenMath:
 
 
 @dataclass
+class Lanes:
+    """Tier 1: an index map within the row (``tools/kernelgen/lane_maps.py``). Each input row is ``count`` lanes of
+    ``n_cols`` elements; ``inputs`` names the lanes the formulas read (``x_0: x[2 * cols]``), ``outputs`` the lanes
+    ``math.outputs`` gives formulas for and where each is stored (``y_0: y[cols]``); an output's row is as many lanes
+    as map onto it. The backward stores each input lane's gradient where the lane was read (overlapping lanes of
+    one input into buffers of their own, added up; positions no lane reads get zero)."""
+
+    count: int = 1
+    inputs: dict[str, str] = field(default_factory=dict)
+    outputs: dict[str, str] = field(default_factory=dict)
+
+    def output_widths(self) -> dict[str, int]:
+        """Each output's row length in lanes."""
+        widths: dict[str, int] = {}
+        for written in self.outputs.values():
+            tensor = parse_lane(written).tensor
+            widths[tensor] = widths.get(tensor, 0) + 1
+        return widths
+
+
+@dataclass
 class LossChoice:
     """What one value of the hyper-parameter that picks the reduction means, when it is not a reduction of its own
     name over ``math.loss.denominator`` (``batchmean``: ``mean`` over ``1`` per row)."""
@@ -268,6 +291,7 @@ class Math:
     rounding: str = "once"
     triton: HandWrittenMath | None = None
     loss: LossSpec | None = None
+    lanes: Lanes | None = None
 
 
 @dataclass
@@ -660,6 +684,9 @@ def _validate_math(profile: KernelProfile, problems: list[str]) -> None:
         elif written.row_statistics or written.saved_row_statistics:
             problems.append("math.triton: row_statistics are for tier 2 only")
         return
+    if math.lanes is not None:
+        _validate_lanes(profile, problems)
+        return
     output_names = [t.name for t in profile.outputs]
     if not math.outputs:
         problems.append("math.outputs: a formula for every output is required (or hand-written math.triton)")
@@ -703,6 +730,34 @@ def _validate_broadcast(profile: KernelProfile, index: int, tensor: TensorSpec, 
                 problems.append(
                     f"test.{group}: {short[0]} has fewer dims than {tensor.name}'s {tensor.broadcast!r} needs"
                 )
+
+
+def _validate_lanes(profile: KernelProfile, problems: list[str]) -> None:
+    """Lanes (an index map within the row): tier-1 formulas over tensor inputs and hyper-parameters, a formula per
+    output lane, lanes that parse and stay in their rows, output lanes that write each position once."""
+    math, lanes = profile.math, profile.math.lanes
+    if profile.tier != 1 or profile.parameters or profile.backend != "triton":
+        problems.append("math.lanes: index maps are for tier-1 Triton kernels without learnable parameters")
+        return
+    if any(t.broadcast for t in profile.inputs):
+        problems.append("math.lanes: index maps read inputs of one shape; no input broadcasts (inputs[].broadcast)")
+        return
+    if not isinstance(lanes.count, int) or lanes.count < 1:
+        problems.append(f"math.lanes.count: {lanes.count!r} is not a positive number of lanes")
+        return
+    problems.extend(lane_problems(lanes.inputs, "math.lanes.inputs", {t.name: lanes.count for t in profile.inputs}))
+    found = len(problems)
+    # An output's row is the lanes that map onto it, every position stored once.
+    problems.extend(lane_problems(lanes.outputs, "math.lanes.outputs", {t.name: 0 for t in profile.outputs}, True))
+    if len(problems) == found and set(lanes.output_widths()) != {t.name for t in profile.outputs}:
+        problems.append("math.lanes.outputs: every output needs at least one lane")
+    if list(math.outputs) != list(lanes.outputs):
+        problems.append(
+            f"math.outputs: formulas for {list(math.outputs)}, expected one per output lane {list(lanes.outputs)}"
+        )
+    known = set(lanes.inputs) | set(FORMULA_CONSTANTS) | set(profile.formula_hyperparameters)
+    for name, formula in math.outputs.items():
+        _check_formula(problems, f"math.outputs.{name}", formula, known)
 
 
 def _validate_backend(profile: KernelProfile, problems: list[str]) -> None:

@@ -106,6 +106,8 @@ def _module_file(src: Path, module: str) -> Path:
 
 def _inputs(profile: KernelProfile, generator: torch.Generator) -> tuple[list[torch.Tensor], int]:
     cols = LOSS_COLS if profile.tier == 3 else COLS
+    if profile.math.lanes is not None:  # rows of whole lanes, each COLS long
+        cols *= profile.math.lanes.count
     scale = float(profile.test.input_scale)
     # Inputs that broadcast against the first one are drawn in their own shape, rows of the first one grouped in as
     # many dims as their patterns name (each leading one over 1, so that every broadcast dim repeats).

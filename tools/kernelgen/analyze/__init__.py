@@ -10,12 +10,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tools.kernelgen.analyze.classify import Classification
 from tools.kernelgen.analyze.classify import classify
 from tools.kernelgen.analyze.closest import closest_archived_kernel
 from tools.kernelgen.analyze.contain import contained_reference
 from tools.kernelgen.analyze.errors import AnalyzeError
 from tools.kernelgen.analyze.fill import build_profile
 from tools.kernelgen.analyze.halves import split_into_halves
+from tools.kernelgen.analyze.lanes import lanes_reason
+from tools.kernelgen.analyze.lanes import lower_lanes
+from tools.kernelgen.analyze.lanes import moves_elements
 from tools.kernelgen.analyze.load import load_reference
 from tools.kernelgen.analyze.load import read_stdin_source
 from tools.kernelgen.analyze.references import list_builtin_references
@@ -38,7 +42,12 @@ def analyze(
         if halves is not None:
             loaded = halves[0]
         traced = trace_reference(loaded)
-        profile = build_profile(traced, classify(traced), name)
+        classification = classify(traced)
+        lanes = None
+        if moves_elements(traced, classification):
+            lanes = lower_lanes(traced)
+            classification = Classification(1, lanes_reason(traced, lanes))
+        profile = build_profile(traced, classification, name, lanes)
     if halves is not None:
         profile.notes.remarks.append(halves[1])
     if "closest_existing_kernel" not in loaded.hints:

@@ -16,9 +16,11 @@ import torch.fx as fx
 from tools.kernelgen.analyze.classify import Classification
 from tools.kernelgen.analyze.describe import forward_computation
 from tools.kernelgen.analyze.errors import AnalyzeError
+from tools.kernelgen.analyze.formulas import lane_math
 from tools.kernelgen.analyze.formulas import loss_profile_math
 from tools.kernelgen.analyze.formulas import profile_math
 from tools.kernelgen.analyze.formulas import written_formula
+from tools.kernelgen.analyze.lanes import LaneProgram
 from tools.kernelgen.analyze.losses import LoweredLoss
 from tools.kernelgen.analyze.losses import lower_loss
 from tools.kernelgen.analyze.ops import CAST
@@ -77,7 +79,10 @@ def snake_case(name: str) -> str:
     return re.sub(r"[^a-z0-9]+", "_", spaced.lower()).strip("_") or "kernel"
 
 
-def build_profile(traced: TracedReference, classification: Classification, name: str | None) -> KernelProfile:
+def build_profile(
+    traced: TracedReference, classification: Classification, name: str | None, lanes: LaneProgram | None = None
+) -> KernelProfile:
+    """``lanes``: the reference lowered to lanes (it moves elements within the row), for a tier-1 profile."""
     loaded = traced.loaded
     natural = loaded.builtin_name or snake_case(loaded.entry)
     operation_name = name or natural
@@ -112,7 +117,7 @@ def build_profile(traced: TracedReference, classification: Classification, name:
             kind=loaded.kind,
             origin=loaded.origin if not loaded.builtin_name else f"builtin:{loaded.builtin_name}",
         ),
-        test=_test_spec(traced, hints, classification.tier),
+        test=_test_spec(traced, hints, classification.tier, lanes.lanes if lanes else 1),
         notes=notes,
         **identity,
     )
@@ -136,7 +141,7 @@ def build_profile(traced: TracedReference, classification: Classification, name:
         for hp in profile.hyperparameters:
             if hp.name in traced.specialized and hp.type in ("int", "bool", "str") and not hp.choices:
                 hp.choices = [hp.default]  # traced with this value only: the Function refuses others
-        profile.math, program = profile_math(traced)
+        profile.math, program = profile_math(traced) if lanes is None else lane_math(traced, lanes)
         if classification.tier == 1:
             profile.math.rounding = str(hints.get("rounding", profile.math.rounding))
         for output in profile.outputs:
@@ -459,8 +464,12 @@ def _benchmark(hints: dict[str, Any], origin: str) -> BenchmarkSpec:
     return _apply_hints(spec, hints.get("benchmark", {}), "benchmark", origin)
 
 
-def _test_spec(traced: TracedReference, hints: dict[str, Any], tier: int) -> TestSpec:
+def _test_spec(traced: TracedReference, hints: dict[str, Any], tier: int, lanes: int = 1) -> TestSpec:
     spec = TestSpec(input_domain="positive" if _needs_positive_inputs(traced) else "real")
+    if lanes > 1:  # rows of whole lanes, odd lane lengths kept odd (masked tiles)
+        for shapes in (spec.cpu_shapes, spec.gpu_shapes):
+            for shape in shapes:
+                shape[-1] = lanes * max(1, shape[-1] // lanes)
     if tier == 3:
         # Per input instead (TensorSpec.domain): a loss's logits may be negative while its target is logged.
         spec.input_domain = "real"

@@ -12,12 +12,14 @@ import sympy
 
 from tools.kernelgen.analyze.describe import Describer
 from tools.kernelgen.analyze.errors import AnalyzeError
+from tools.kernelgen.analyze.lanes import LaneProgram
 from tools.kernelgen.analyze.losses import LoweredLoss
 from tools.kernelgen.analyze.program import LoweredProgram
 from tools.kernelgen.analyze.program import lower
 from tools.kernelgen.analyze.trace import TracedReference
 from tools.kernelgen.profile import BATCH_SHARE
 from tools.kernelgen.profile import COLUMN_INDEX
+from tools.kernelgen.profile import Lanes
 from tools.kernelgen.profile import LossSpec
 from tools.kernelgen.profile import Math
 from tools.kernelgen.profile import Statistic
@@ -40,6 +42,20 @@ def profile_math(traced: TracedReference) -> tuple[Math, LoweredProgram]:
         own_ops = describer.text(node) if not program.statistics else None
         outputs[name] = _written(expr, [*names, N_COLS], traced, own_ops)
     return Math(statistics=statistics, outputs=outputs), program
+
+
+def lane_math(traced: TracedReference, lanes: LaneProgram) -> tuple[Math, LoweredProgram]:
+    """The profile's ``math`` of a reference that moves elements within the row: a formula per output lane over the
+    input lanes, and where each lane lies (``math.lanes``)."""
+    names = [*lanes.input_lanes, *traced.runtime_hyperparameters]
+    outputs = {name: _written(expr, [*names, N_COLS], traced) for name, expr in lanes.outputs.items()}
+    written = Lanes(
+        count=lanes.lanes,
+        inputs={name: lane.written() for name, lane in lanes.input_lanes.items()},
+        outputs={name: lane.written() for name, lane in lanes.output_lanes.items()},
+    )
+    program = LoweredProgram(outputs=dict(lanes.outputs), keepdim={name: True for name in traced.output_names})
+    return Math(outputs=outputs, lanes=written), program
 
 
 def loss_profile_math(traced: TracedReference, lowered: LoweredLoss) -> Math:

@@ -209,7 +209,7 @@ _POINTWISE_LOSSES = {
 }
 # Options that weight or reduce the elements otherwise: such a call stays the loss (refused as one).
 _WEIGHTING_OPTIONS = ("weight", "pos_weight", "size_average", "reduce")
-for _name in ("cat", "stack", "chunk", "split", "transpose", "permute", "t", "flip", "roll", "topk", "sort"):
+for _name in ("cat", "stack", "chunk", "split", "narrow", "transpose", "permute", "t", "flip", "roll", "topk", "sort"):
     _BY_NAME[_name] = _spec(_name, STRUCTURAL)
 for _name in ("argmax", "argmin", "cumsum", "cumprod", "masked_select", "nonzero", "unfold", "diff"):
     _BY_NAME[_name] = _spec(_name, STRUCTURAL)
@@ -482,6 +482,8 @@ def _normalize_getitem(node: fx.Node, args: list[Any]) -> OpCall:
         # var_mean / std_mean: the element is one of the statistics (the program builder picks it by index).
         return OpCall(node, "statistic", LAYOUT, [source], {"index": index}, f"[{index}]", node_line(node))
     if isinstance(source, fx.Node) and source.meta.get("kernelgen_family") in (REDUCTION, STRUCTURAL):
+        if source.meta.get("kernelgen_family") == STRUCTURAL and not isinstance(index, int):
+            return _slice_call(node, source, index)  # a slice of a slice (x[..., :d][..., ::2])
         # (values, indices) of max(x, dim) / pieces of chunk(): the element is the producing op's result.
         if source.meta.get("kernelgen_family") == REDUCTION and index == 0:
             return OpCall(node, "values", LAYOUT, [source], {}, "[0]", node_line(node))
@@ -496,6 +498,10 @@ def _normalize_getitem(node: fx.Node, args: list[Any]) -> OpCall:
         return OpCall(node, "index", STRUCTURAL, [source], {}, "indexing by a tensor", node_line(node), tensor_index)
     if broadcast:  # x[...], x[:]: the tensor itself
         return OpCall(node, "unsqueeze", LAYOUT, [source], {}, "[...]", node_line(node))
+    return _slice_call(node, source, index)
+
+
+def _slice_call(node: fx.Node, source: Any, index: Any) -> OpCall:
     label = f"{_operand_text(source)}[{', '.join(_index_text(item) for item in _flatten(index))}]"
     return OpCall(node, "slice", STRUCTURAL, [source], {"index": index}, label, node_line(node))
 
@@ -505,6 +511,9 @@ def _operand_text(value: Any) -> str:
     argument's, or the op's that computed it)."""
     if isinstance(value, fx.Node) and value.op == "get_attr":
         return f"self.{value.target}"
+    sliced = isinstance(value, fx.Node) and value.op == "call_function" and value.target is operator.getitem
+    if sliced and not isinstance(value.args[1], int):  # a slice of a slice reads as both: x[..., :d][..., ::2]
+        return f"{_operand_text(value.args[0])}[{', '.join(_index_text(item) for item in _flatten(value.args[1]))}]"
     return value.name if isinstance(value, fx.Node) else repr(value)
 
 

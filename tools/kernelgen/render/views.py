@@ -25,6 +25,7 @@ from tools.kernelgen.broadcast import shape_for
 from tools.kernelgen.derivation import elementwise_math
 from tools.kernelgen.derivation import loss_math
 from tools.kernelgen.derivation import row_math
+from tools.kernelgen.lane_maps import parse_lane
 from tools.kernelgen.layout import kernel_paths
 from tools.kernelgen.profile import BATCH_SHARE
 from tools.kernelgen.profile import LOSS_REDUCTIONS
@@ -40,6 +41,8 @@ from tools.kernelgen.profile import hyper_cases
 from tools.kernelgen.render import tier1
 from tools.kernelgen.render.dtensor import DTensorView
 from tools.kernelgen.render.dtensor import dtensor_view
+from tools.kernelgen.render.lanes import LaneOpsView
+from tools.kernelgen.render.lanes import lane_ops
 from tools.kernelgen.render.reference_hypers import reference_hypers
 from tools.kernelgen.render.test_shapes import MODEL_SIZED
 from tools.kernelgen.render.test_shapes import ShapeParams
@@ -171,6 +174,7 @@ class ElementwiseOpsView:
     broadcast_saves: list[str]  # what the Function keeps of broadcast inputs to reduce their gradients to
     saved: list[str]  # what ctx saves
     saved_unpacked: str  # the unpacking of ctx.saved_tensors
+    lanes: LaneOpsView | None  # an index map within the row (profile math.lanes)
 
     @property
     def tile_args(self) -> str:
@@ -188,8 +192,8 @@ class ElementwiseOpsView:
     @property
     def forward_walks_flat(self) -> bool:
         """The forward may walk contiguous tensors as one row (``launch_shape``): it reads no per-channel
-        parameter, which is indexed by column."""
-        return not self.forward_channel_params
+        parameter, which is indexed by column, and no index map (whose lanes are positions within a row)."""
+        return not self.forward_channel_params and self.lanes is None
 
     @property
     def backward_walks_flat(self) -> bool:
@@ -792,7 +796,10 @@ def _calls_sin_or_cos(statements: list[str]) -> bool:
 
 
 def _elementwise_ops(profile: KernelProfile) -> ElementwiseOpsView:
-    return ElementwiseOpsView(**_elementwise_fields(profile))
+    fields = _elementwise_fields(profile)
+    if profile.math.lanes is not None:
+        fields = _with_lanes(fields, profile, elementwise_math(profile))
+    return ElementwiseOpsView(**fields)
 
 
 def _elementwise_fields(profile: KernelProfile) -> dict[str, Any]:
@@ -911,9 +918,45 @@ def _elementwise_fields(profile: KernelProfile) -> dict[str, Any]:
         forward_results=", ".join(inputs + outputs),
         backward_launch_strided=[name for name in grad_outputs + inputs if name in backward_tensors],
         backward_launch_tail=", ".join(backward_param_args + grad_input_names + partial_args),
+        lanes=None,
         saved=inputs + param_names,
         saved_unpacked=", ".join(inputs + param_names) + ("," if len(inputs + param_names) == 1 else ""),
     )
+
+
+def _with_lanes(fields: dict[str, Any], profile: KernelProfile, math) -> dict[str, Any]:
+    """The fields of a kernel whose profile has lanes: loads, stores, pointers and host shapes by lane; no
+    DTensors (a shard of the row's columns splits its lanes)."""
+    lanes = lane_ops(profile, set(math.forward_uses), set(math.backward_uses))
+    inputs = [t.name for t in profile.inputs]
+    outputs = [t.name for t in profile.outputs]
+    lane_tensors = {name: parse_lane(text).tensor for name, text in profile.math.lanes.inputs.items()}
+    reads = {lane_tensors.get(name, name) for name in math.backward_uses}
+    rounds = _rounds_to_input_dtype(fields["backward"])
+    strided = [
+        f"grad_{name}"
+        for name in outputs
+        if any(f"grad_{lane}" in math.backward_uses for lane in _lanes_of(profile, name))
+    ]
+    strided += [name for name in inputs if name in reads or (rounds and name == inputs[0])]
+    return {
+        **fields,
+        "lanes": lanes,
+        "dtensor": None,
+        "in_place": False,
+        "forward_pointer_moves": lanes.forward_pointer_moves,
+        "backward_pointer_moves": lanes.backward_pointer_moves,
+        "gradient_buffers": lanes.gradient_buffers,
+        "backward_launch_strided": strided,
+        "backward_launch_tail": ", ".join([*fields["grad_input_names"], *lanes.layer_buffers]),
+        "backward_return_exprs": lanes.gradients_viewed,
+        "outputs_viewed": lanes.outputs_viewed,
+        "forward_returns": ", ".join(inputs + lanes.outputs_viewed),
+    }
+
+
+def _lanes_of(profile: KernelProfile, output: str) -> list[str]:
+    return [name for name, text in profile.math.lanes.outputs.items() if parse_lane(text).tensor == output]
 
 
 def _tilelang_ops(profile: KernelProfile) -> TileLangOpsView:

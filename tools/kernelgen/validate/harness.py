@@ -78,7 +78,10 @@ def read_spec(path: str | Path | None) -> dict | None:
 
 
 def _takes_argument(cls, name: str) -> bool:
-    """Whether ``cls(name=...)`` is accepted: a parameter of that name, or ``**kwargs``."""
+    """Whether ``cls(name=...)`` is accepted: a parameter of that name, or ``**kwargs`` (not nn.Module's own, whose
+    ``*args, **kwargs`` a module without an ``__init__`` of its own inherits, and which takes no argument)."""
+    if isinstance(cls, type) and cls.__init__ is torch.nn.Module.__init__:
+        return False
     try:
         parameters = inspect.signature(cls).parameters
     except (TypeError, ValueError):
@@ -136,6 +139,10 @@ class ReferenceRunner:
 
     # Data ---------------------------------------------------------------------------------------------------
     def make_case(self, rows: int, cols: int, seed: int, *, hyper=None, dtype=torch.float32, label="") -> Case:
+        """Inputs of ``rows`` rows of ``cols`` columns (of ``cols`` per lane for an index map: rows of whole lanes,
+        the stages' odd widths kept as odd lane lengths)."""
+        lanes = self.profile.math.lanes
+        cols *= lanes.count if lanes is not None else 1
         generator = torch.Generator().manual_seed(seed)
         hyper = dict(self.defaults if hyper is None else hyper)
         if self.tier == 3:

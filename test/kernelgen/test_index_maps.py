@@ -1,0 +1,214 @@
+"""Index maps within a row (issue 42, point 1): references that read other positions of their row (halves taken by
+slicing, chunk or split, gpt-oss's interleaved SwiGLU, rotate_half and RoPE, flip, stack-then-flatten) become tier-1
+kernels over lanes, forward and backward derived; the generated tests compare values and every gradient with
+torch.autograd of the reference under the Triton interpreter. What no cut into lanes expresses is refused in one
+line naming the construct and its line. References: fixtures/index_maps/ (functions and modules)."""
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from test.kernelgen.conftest import WITHOUT_DTENSOR
+from test.kernelgen.conftest import copy_checkout
+from test.kernelgen.conftest import failures_by_kernel
+from test.kernelgen.conftest import import_generated_ops
+from test.kernelgen.conftest import one_line_error
+from test.kernelgen.conftest import run_kernelgen
+from test.kernelgen.conftest import run_pytest
+from test.kernelgen.conftest import snapshot
+from test.kernelgen.fixtures.index_maps import functional
+from test.kernelgen.fixtures.index_maps import modules
+from tools.kernelgen.analyze import analyze
+from tools.kernelgen.generate import plan_new
+from tools.kernelgen.lane_maps import LaneMap
+from tools.kernelgen.lane_maps import parse_lane
+from tools.kernelgen.layout import kernel_paths
+from tools.kernelgen.profile import ProfileError
+from tools.kernelgen.profile import dump_yaml
+from tools.kernelgen.profile import load_yaml
+from tools.kernelgen.repo import LigerRepo
+from tools.kernelgen.writer import write_all
+
+FIXTURES = Path(__file__).parent / "fixtures" / "index_maps"
+# The kernels called here run on the GPU where there is one, else under the Triton interpreter.
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+FUNCTIONAL, MODULES = FIXTURES / "functional.py", FIXTURES / "modules.py"
+
+# kernel name -> (reference, lanes per input row, input lanes as the profile writes them, output lanes)
+GENERATED = {
+    "rotate_half_map": (f"{FUNCTIONAL}:rotate_half", 2, ["x[cols]", "x[cols + n_cols]"], ["[cols]", "[cols + n_cols]"]),
+    "rope_map": (f"{FUNCTIONAL}:rope", 2, ["q[cols]", "q[cols + n_cols]"], ["[cols]", "[cols + n_cols]"]),
+    "sliced_swiglu_map": (f"{FUNCTIONAL}:sliced_swiglu", 2, ["x[cols]", "x[cols + n_cols]"], ["[cols]"]),
+    "interleaved_swiglu_map": (f"{FUNCTIONAL}:interleaved_swiglu", 2, ["x[2 * cols]", "x[2 * cols + 1]"], ["[cols]"]),
+    "quarter_mix_map": (f"{FUNCTIONAL}:quarter_mix", 4, ["x[cols]", "x[cols + 3 * n_cols]"], ["[cols + n_cols]"]),
+    "split_reglu_map": (f"{MODULES}:SplitReGLU", 2, ["x[cols]", "x[cols + n_cols]"], ["[cols]"]),
+    "scaled_flip_map": (f"{MODULES}:ScaledFlip", 1, ["x[-cols + n_cols - 1]"], ["[cols]"]),
+    "pair_interleave_map": (f"{MODULES}:PairInterleave", 1, ["a[cols]", "b[cols]"], ["[2 * cols]", "[2 * cols + 1]"]),
+    # GPT-J's interleaved rotary embedding: every other element, stacked back and flattened
+    "gptj_rope_map": (f"{FUNCTIONAL}:gptj_rope", 2, ["x[2 * cols]", "x[2 * cols + 1]"], ["[2 * cols + 1]"]),
+    # partial rotary: the first half rotated (quarters of the row), the rest passed through; cos and sin read in part
+    "partial_rope_map": (
+        f"{FUNCTIONAL}:partial_rope",
+        4,
+        ["q[cols + 3 * n_cols]", "cos[cols]"],
+        ["[cols + 2 * n_cols]"],
+    ),
+    # narrow, and a slice bound counted from the end
+    "narrow_geglu_map": (
+        f"{MODULES}:NarrowGeGLU",
+        2,
+        ["hidden_states[cols]", "hidden_states[cols + n_cols]"],
+        ["[cols]"],
+    ),
+    # one position read through two maps: the flipped lane's gradient goes to a buffer of its own, added after
+    "flip_self_map": (f"{FUNCTIONAL}:flip_against_itself", 1, ["x[cols]", "x[-cols + n_cols - 1]"], ["[cols]"]),
+    # two outputs of different widths: a half and a whole row
+    "gate_and_swap_map": (f"{FUNCTIONAL}:gate_and_swap", 2, ["x[cols]", "x[cols + n_cols]"], ["[cols + n_cols]"]),
+}
+
+
+@pytest.fixture(scope="module")
+def profiles():
+    return {name: analyze(reference, name=name) for name, (reference, *_) in GENERATED.items()}
+
+
+@pytest.fixture(scope="module")
+def generated_checkout(tmp_path_factory, profiles):
+    root = copy_checkout(tmp_path_factory.mktemp("index_maps") / "liger")
+    for profile in profiles.values():
+        write_all(root, plan_new(LigerRepo.open(root), profile).changes)
+    return root
+
+
+@pytest.mark.parametrize("name", list(GENERATED))
+def test_a_reference_that_moves_elements_within_the_row_is_tier_one_over_lanes(profiles, name):
+    """The profile holds the cut into lanes, where each lane lies, a formula per output lane and no hand-written
+    Triton; every input lane's gradient is derived."""
+    _, count, inputs, outputs = GENERATED[name]
+    profile = profiles[name]
+    assert profile.tier == 1 and profile.math.triton is None, profile.notes.tier_reason
+    assert "move elements within the row" in profile.notes.tier_reason
+    lanes = profile.math.lanes
+    assert lanes.count == count
+    assert set(inputs) <= set(lanes.inputs.values()), lanes.inputs
+    assert all(any(text.endswith(end) for text in lanes.outputs.values()) for end in outputs), lanes.outputs
+    assert list(profile.math.outputs) == list(lanes.outputs)
+    assert set(profile.notes.gradient_formulas) == {f"grad_{lane}" for lane in lanes.inputs}
+
+
+def test_generated_kernels_match_torch_autograd_of_the_reference(generated_checkout):
+    names = list(GENERATED)
+    result = run_pytest(generated_checkout, *[kernel_paths(name)["test"] for name in names], *WITHOUT_DTENSOR)
+    assert result.returncode == 0, failures_by_kernel(result.stdout, names) + result.stdout[-3000:]
+    passed = int(result.stdout.strip().splitlines()[-1].split(" passed")[0].split()[-1])
+    assert passed >= 5 * len(names)
+
+
+def _function(checkout: Path, name: str):
+    ops = import_generated_ops(checkout, name)
+    return next(getattr(ops, attr) for attr in dir(ops) if attr.endswith("Function"))
+
+
+@pytest.mark.parametrize(
+    "name, reference, widths, hypers",
+    [
+        ("rope_map", functional.rope, [40, 40, 40], ()),
+        ("interleaved_swiglu_map", functional.interleaved_swiglu, [50], (1.702, 7.0)),
+        ("quarter_mix_map", functional.quarter_mix, [36], ()),
+        ("gptj_rope_map", functional.gptj_rope, [34, 34, 34], ()),
+        ("partial_rope_map", functional.partial_rope, [44, 44, 44], ()),
+        ("scaled_flip_map", lambda x, scale: modules.ScaledFlip(scale)(x), [33], (0.5,)),
+        ("pair_interleave_map", lambda a, b: modules.PairInterleave()(a, b), [33, 33], ()),
+        ("flip_self_map", functional.flip_against_itself, [33], ()),
+    ],
+)
+def test_many_rows_of_strided_inputs_match_the_reference(generated_checkout, name, reference, widths, hypers):
+    """More rows than one tile holds (each tile's pointers move by whole rows, lanes stay within them), inputs that
+    are slices of wider rows (read in place by their row stride): values and gradients as autograd's."""
+    torch.manual_seed(0)
+    function = _function(generated_checkout, name)
+    wide = [torch.randn(300, width + 6, dtype=torch.float64, device=DEVICE) for width in widths]
+    inputs = [w[..., :width].float().requires_grad_() for w, width in zip(wide, widths)]
+    strided = [
+        torch.empty(300, width + 3, device=DEVICE)[..., :width].copy_(x.detach()).requires_grad_()
+        for x, width in zip(inputs, widths)
+    ]
+    out = function.apply(*strided, *hypers)
+    grad = torch.randn_like(out)
+    out.backward(grad)
+    expected = reference(*inputs, *hypers)
+    expected.backward(grad)
+    torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)
+    for x, leaf in zip(inputs, strided):
+        torch.testing.assert_close(leaf.grad, x.grad, rtol=1e-5, atol=1e-5)
+
+
+def test_an_output_without_a_gradient_of_its_own_takes_zeros_of_its_width(generated_checkout):
+    """Only the half-width output reaches the loss: autograd passes None for the whole-row one."""
+    torch.manual_seed(0)
+    function = _function(generated_checkout, "gate_and_swap_map")
+    x = torch.randn(5, 12, device=DEVICE, requires_grad=True)
+    gated, _ = function.apply(x)
+    gated.sum().backward()
+    kernel_grad, x.grad = x.grad, None
+    functional.gate_and_swap(x)[0].sum().backward()
+    torch.testing.assert_close(kernel_grad, x.grad)
+
+
+def test_positions_no_lane_reads_take_a_zero_gradient(profiles, generated_checkout):
+    """Partial rotary reads the first half of cos and sin only: the rest of their gradients is zero."""
+    assert set(profiles["partial_rope_map"].math.lanes.inputs.values()) >= {"cos[cols]", "cos[cols + n_cols]"}
+    assert "cos[cols + 2 * n_cols]" not in profiles["partial_rope_map"].math.lanes.inputs.values()
+    function = _function(generated_checkout, "partial_rope_map")
+    q, cos, sin = (torch.randn(3, 16, device=DEVICE, requires_grad=True) for _ in range(3))
+    function.apply(q, cos, sin).sum().backward()
+    assert not cos.grad[:, 8:].any() and not sin.grad[:, 8:].any()
+    assert cos.grad[:, :8].abs().min() > 0
+
+
+def test_rows_that_hold_no_whole_number_of_lanes_are_refused_by_the_kernel(generated_checkout):
+    function = _function(generated_checkout, "interleaved_swiglu_map")
+    with pytest.raises(ValueError, match=r"x has 7 columns, not a multiple of the 2 lanes its row is cut into"):
+        function.apply(torch.randn(3, 7, device=DEVICE), 1.702, 7.0)
+
+
+@pytest.mark.parametrize(
+    "reference, line, construct",
+    [
+        (f"{FUNCTIONAL}:off_lane_slice", 36, "`x[..., 1:]` cuts the row at 1, not at a lane boundary"),
+        (
+            f"{FIXTURES / 'broadcast_rope.py'}:rope",
+            10,
+            "`q[..., :q.shape[-1] // 2]` moves elements within the row and cos, sin broadcast against q",
+        ),
+        (
+            f"{MODULES}:InterleavedHalves",
+            32,
+            "`x[..., :x.shape[-1] // 2][..., ::2]` takes one element in 2, which this cut's lanes do not",
+        ),
+    ],
+)
+def test_an_index_map_no_cut_expresses_is_one_line_naming_its_construct_and_line(checkout, reference, line, construct):
+    before = snapshot(checkout)
+    error = one_line_error(run_kernelgen("new", "unmapped", "--reference", reference, "--repo", str(checkout)))
+    path = reference.rsplit(":", 1)[0]
+    assert error.startswith(f"kernelgen: error: {path}:{line}: "), error
+    assert construct in error, error
+    assert snapshot(checkout) == before
+
+
+def test_a_hand_edited_lane_that_overlaps_another_is_refused_naming_it(profiles):
+    text = dump_yaml(profiles["interleaved_swiglu_map"]).replace("x[2 * cols + 1]", "x[2 * cols + 2]")
+    with pytest.raises(ProfileError, match=r"math\.lanes\.inputs\.x_1: x\[2 \* cols \+ 2\] reads outside a row"):
+        load_yaml(text, "edited.yaml")
+    text = dump_yaml(profiles["rope_map"]).replace("q[cols + n_cols]", "q[cols * cols]")
+    with pytest.raises(ProfileError, match=r"math\.lanes\.inputs\.q_1: .* must be affine"):
+        load_yaml(text, "edited.yaml")
+
+
+def test_a_lane_reads_back_as_written():
+    for lane in (LaneMap("x", 0, 1, 2), LaneMap("x", 1, -1, -1), LaneMap("y", 3, 0, 1), LaneMap("x", 0, 0, 4)):
+        assert parse_lane(lane.written()) == lane
+        assert parse_lane(lane.reversed().written()).reversed() == lane
+    assert LaneMap("x", 1, -1, -1).positions(4) == [3, 2, 1, 0]

@@ -1,0 +1,467 @@
+"""Index maps within a row: a reference that reads other positions of its row (GLU halves taken by slicing,
+gpt-oss's interleaved ``x[..., ::2]`` / ``x[..., 1::2]``, ``rotate_half``'s ``torch.cat((-x2, x1), dim=-1)``,
+``flip``) lowered to lanes.
+
+Each tensor input's row of ``H`` elements is cut into ``M`` lanes of ``S = H / M`` elements: blocked (lane ``k`` is
+``x[..., k * S : (k + 1) * S]``) or strided (lane ``k`` is ``x[..., k::M]``). Every value the reference computes on
+a row is then a list of lanes, each an element-wise expression of input lanes at the same lane index ``j``: slices,
+chunks, splits, concatenations, flips and stack-then-flatten only regroup the lanes, so the whole reference becomes
+an element-wise program over ``j < S``. A lane of a tensor is a ``LaneMap``: element ``j`` of it lies at row
+position ``start_lanes * S + offset + step * j``; an output's lanes say where each of its elements is stored, so
+the forward gathers from the inputs and stores each output position once.
+
+Shape arithmetic (``x.shape[-1] // 2``, ``x.size(-1)``) is evaluated with ``S`` a positive integer symbol, so a
+bound is a lane boundary exactly when it is a whole multiple of ``S``. ``M`` and the cut are the first of a few
+candidates under which every index of the reference falls on lane boundaries; a reference no candidate fits is
+refused naming the index and its line.
+
+The backward is the transposed map: the gradient of each input lane is derived element-wise (a sum over the output
+lanes that read it) and stored at that lane's positions, plain stores (no atomics). Lanes of one tensor that read
+the same positions (``x * x.flip(-1)``) store into separate buffers the host adds up; positions no lane reads get
+zero.
+"""
+
+from __future__ import annotations
+
+import operator
+
+from dataclasses import dataclass
+from dataclasses import field
+from typing import Any
+
+import sympy
+import torch.fx as fx
+
+from tools.kernelgen.analyze.classify import indexes_an_argument
+from tools.kernelgen.analyze.errors import HAND_WRITTEN_PROFILE_HINT
+from tools.kernelgen.analyze.errors import AnalyzeError
+from tools.kernelgen.analyze.ops import CAST
+from tools.kernelgen.analyze.ops import ELEMENTWISE
+from tools.kernelgen.analyze.ops import LAYOUT
+from tools.kernelgen.analyze.ops import META
+from tools.kernelgen.analyze.ops import REDUCTION
+from tools.kernelgen.analyze.ops import STRUCTURAL
+from tools.kernelgen.analyze.ops import node_line
+from tools.kernelgen.analyze.program import ProgramBuilder
+from tools.kernelgen.analyze.program import ShapeOf
+from tools.kernelgen.analyze.trace import TracedReference
+from tools.kernelgen.lane_maps import LaneMap
+from tools.kernelgen.synth import SUPPORTED_OPS
+from tools.kernelgen.synth import apply_op
+from tools.kernelgen.synth.derive import derive_elementwise
+from tools.kernelgen.synth.functions import CastToInput
+
+BLOCKED, STRIDED = "blocked", "strided"
+# The cuts tried, in order: the fewest lanes that fit the reference's indices.
+CANDIDATES = tuple(
+    (kind, lanes) for lanes in (1, 2, 4, 8) for kind in (BLOCKED, STRIDED) if lanes > 1 or kind == BLOCKED
+)
+# The ops that move elements within the row, which lanes express.
+INDEX_MAP_OPS = ("slice", "getitem", "chunk", "split", "narrow", "cat", "stack", "flip")
+LANE_LENGTH = sympy.Symbol("S", integer=True, positive=True)
+
+
+@dataclass
+class Row:
+    """A value over the row as lanes (element-wise expressions at lane index ``j``), in the arrangement ``kind``."""
+
+    lanes: tuple[Any, ...]
+    kind: str
+
+    def arrangement(self) -> str:
+        return BLOCKED if len(self.lanes) == 1 else self.kind
+
+
+@dataclass(frozen=True)
+class _Stacked:
+    """``torch.stack(rows, dim=-1)``: rows side by side along a new last dim, until a flatten interleaves them."""
+
+    rows: tuple[Row, ...]
+
+
+@dataclass
+class LaneProgram:
+    """A reference lowered to lanes: the cut of its inputs, each input lane's symbol and map, each output lane's
+    formula and map (the gradients are derived from the profile's formulas, as any tier-1 kernel's)."""
+
+    kind: str
+    lanes: int  # lanes per input row
+    input_lanes: dict[str, LaneMap] = field(default_factory=dict)  # lane symbol -> where it is read
+    output_lanes: dict[str, LaneMap] = field(default_factory=dict)  # lane name -> where it is stored
+    outputs: dict[str, sympy.Expr] = field(default_factory=dict)  # lane name -> formula over input lanes
+
+
+class _Misfit(Exception):
+    """An index of the reference that does not fall on the lane boundaries of the cut tried."""
+
+    def __init__(self, message: str, node: fx.Node):
+        super().__init__(message)
+        self.message = message
+        self.node = node
+
+
+class LaneBuilder(ProgramBuilder):
+    """``ProgramBuilder`` whose row values are ``Row``s of lanes under one cut of the inputs."""
+
+    def __init__(self, traced: TracedReference, kind: str, lanes: int):
+        super().__init__(traced)
+        self.kind = kind
+        self.count = lanes
+        self.maps: dict[str, LaneMap] = {}  # lane symbol name -> map
+        self.by_map: dict[LaneMap, sympy.Symbol] = {}
+
+    def lane_symbol(self, lane: LaneMap) -> sympy.Symbol:
+        if lane not in self.by_map:
+            base = f"{lane.tensor}_{len([m for m in self.maps.values() if m.tensor == lane.tensor])}"
+            name = base
+            while name in self.taken:
+                name += "_"
+            self.taken.add(name)
+            self.maps[name] = lane
+            self.by_map[lane] = sympy.Symbol(name, real=True)
+        return self.by_map[lane]
+
+    def input_row(self, name: str) -> Row:
+        if self.kind == BLOCKED:
+            maps = [LaneMap(name, k, 0, 1) for k in range(self.count)]
+        else:
+            maps = [LaneMap(name, 0, k, self.count) for k in range(self.count)]
+        return Row(tuple(self.lane_symbol(lane) for lane in maps), self.kind)
+
+    # Values ------------------------------------------------------------------------------------------------
+    def _node(self, node: fx.Node) -> Any:
+        value = self._lane_node(node)
+        if isinstance(value, Row):
+            self._check_shape(node, value)
+        return value
+
+    def _check_shape(self, node: fx.Node, row: Row) -> None:
+        """The traced shape of a row value: the inputs' rows, ``len(row.lanes)`` lanes long. A value broadcast to
+        other rows (``cos.unsqueeze(1)`` against ``q``) is refused naming the op that made it."""
+        shape = self.traced.shape(node)
+        if shape is None or node.op == "placeholder":
+            return
+        rows = self.traced.shape(
+            next(n for n, name in self.traced.placeholder_names.items() if name in self.traced.tensor_inputs)
+        )
+        lane_length = self.traced.hidden // self.count
+        if rows is not None and tuple(shape) != (*rows[:-1], len(row.lanes) * lane_length):
+            call = self.traced.calls.get(node)
+            label = f"`{call.label}`" if call is not None else f"`{node.name}`"
+            raise self._error(
+                f"{label} gives a value of shape {list(shape)}, not rows like the inputs' {list(rows[:-1])}: an index "
+                "map reads tensors of one shape (inputs broadcast against others are not part of it)",
+                node,
+            )
+
+    def _lane_node(self, node: fx.Node) -> Any:
+        if node.op == "placeholder":
+            name = self.traced.placeholder_names[node]
+            return self.input_row(name) if name in self.traced.tensor_inputs else self.symbols[name]
+        if node.op == "get_attr":
+            raise self._error(
+                f"`self.{node.target}` is a parameter read in a reference that moves elements within the row; "
+                "index-mapped kernels take tensor inputs and hyper-parameters only",
+                node,
+            )
+        call = self.traced.calls[node]
+        if call.family == META:
+            return self._lane_meta(call)
+        if call.family == CAST:
+            return _lanewise(lambda value: self._cast_value(call, value), self.value(call.operands[0]))
+        if call.name in INDEX_MAP_OPS:
+            return self._index_map(call)
+        if call.family == LAYOUT:
+            source = self.value(call.operands[0])
+            if isinstance(source, _Stacked) and call.name in ("flatten", "view", "reshape"):
+                return self._interleave(source, call)
+            if isinstance(source, _Stacked):
+                raise _Misfit(f"`{call.label}` of a stack", node)
+            return source
+        if call.family != ELEMENTWISE or call.name not in SUPPORTED_OPS:
+            raise self._error(f"`{call.label}` ({call.name}) is not element-wise-synthesizable", node)
+        operands = [self.value(operand) for operand in call.operands]
+        options = {key: self.value(option) for key, option in call.options.items()}
+        rows = [value for value in [*operands, *options.values()] if isinstance(value, Row)]
+        if not rows:
+            return apply_op(call.name, *operands, **options)
+        width = {len(row.lanes) for row in rows}
+        kinds = {row.arrangement() for row in rows if len(row.lanes) > 1}
+        if len(width) > 1:
+            raise self._error(f"`{call.label}` combines values of different row lengths ({sorted(width)} lanes)", node)
+        if len(kinds) > 1:
+            raise _Misfit(f"`{call.label}` combines rows cut into lanes of different arrangements", node)
+        result = []
+        for index in range(width.pop()):
+
+            def lane(value):
+                return value.lanes[index] if isinstance(value, Row) else value
+
+            try:
+                result.append(apply_op(call.name, *map(lane, operands), **{key: lane(v) for key, v in options.items()}))
+            except (ValueError, TypeError) as error:
+                raise self._error(f"`{call.label}`: {error}", node) from None
+        return Row(tuple(result), kinds.pop() if kinds else BLOCKED)
+
+    def _cast_value(self, call, value):
+        if self._cast_target(call) == "input" and self.dtype_of(call.operands[0]) == "fp32":
+            return CastToInput(value)
+        return value
+
+    # Sizes -------------------------------------------------------------------------------------------------
+    def _lane_meta(self, call) -> Any:
+        """Sizes as expressions of the lane length: ``x.shape[-1]`` of a row of ``m`` lanes is ``m * S``, and
+        ``//`` and ``%`` of sizes are evaluated (``S`` is a positive integer)."""
+        node = call.node
+        if call.name == "size_arithmetic":
+            left, right = (self.value(arg) for arg in node.args[:2])
+            op = {operator.floordiv: lambda a, b: sympy.floor(a / b), operator.mod: sympy.Mod}.get(node.target)
+            if op is None or isinstance(left, (Row, ShapeOf)) or isinstance(right, (Row, ShapeOf)):
+                raise self._error(f"`{call.label}`: arithmetic on sizes other than // and %", node)
+            return op(sympy.sympify(left), sympy.sympify(right))
+        return self._meta(call)
+
+    def _dim_size(self, tensor: fx.Node, dim: int, call) -> Any:
+        """The size of ``dim`` of ``tensor``: of the last, the lanes of its row times the lane length."""
+        shape = self.traced.shape(tensor)
+        rank = len(shape) if shape is not None else self.traced.rank
+        if dim % rank != rank - 1:
+            raise self._error(f"`{call.label}`: only the last dim's size is part of a row's math", call.node)
+        value = self.value(tensor)
+        if not isinstance(value, Row):
+            raise self._error(f"`{call.label}`: the size of a value that is not a row", call.node)
+        return len(value.lanes) * LANE_LENGTH
+
+    # Index maps --------------------------------------------------------------------------------------------
+    def _whole_lanes(self, bound: Any, width: int, call) -> int:
+        """A slice bound (None, a number or a size expression; negative from the end) in lanes."""
+        if bound is None:
+            return None
+        value = sympy.sympify(self.value(bound))
+        if value.is_negative or (value.is_number and value < 0):
+            value = value + width * LANE_LENGTH
+        lanes = sympy.simplify(value / LANE_LENGTH)
+        if not lanes.is_Integer:
+            raise _Misfit(f"`{call.label}` cuts the row at {value}, not at a lane boundary", call.node)
+        return max(0, min(int(lanes), width))
+
+    def _slice_row(self, row: Row, index: slice, call) -> Row:
+        width = len(row.lanes)
+        step = 1 if index.step is None else self.value(index.step)
+        if not isinstance(step, int) or step <= 0:
+            raise self._error(f"`{call.label}`: a slice step that is not a positive integer", call.node)
+        if step == 1:
+            if width > 1 and row.kind == STRIDED and (index.start, index.stop) != (None, None):
+                raise _Misfit(f"`{call.label}` takes a block of a row cut into strided lanes", call.node)
+            start = self._whole_lanes(index.start, width, call) or 0
+            stop = self._whole_lanes(index.stop, width, call)
+            stop = width if stop is None else stop
+            return Row(row.lanes[start:stop], row.kind)
+        # x[..., k::s]: every s-th element from k, which strided lanes k, k + s, ... hold
+        start = 0 if index.start is None else self.value(index.start)
+        if width == 1 or row.arrangement() != STRIDED or width % step or index.stop is not None:
+            raise _Misfit(f"`{call.label}` takes one element in {step}, which this cut's lanes do not", call.node)
+        if not isinstance(start, int) or not 0 <= start < step:
+            raise self._error(f"`{call.label}`: a strided slice must start at 0..{step - 1}", call.node)
+        return Row(row.lanes[start::step], STRIDED)
+
+    def _index_map(self, call) -> Any:
+        node = call.node
+        source = self.value(call.operands[0]) if call.operands else None
+        name = call.name
+        if name == "getitem":  # a piece of a chunk / split
+            return source[call.options["index"]]
+        if name == "slice":
+            return self._slice(call, source)
+        if name == "flip":
+            dims = node.args[1] if len(node.args) > 1 else node.kwargs.get("dims")
+            dims = tuple(dims) if isinstance(dims, (tuple, list)) else (dims,)
+            self._last_dim_only(call, dims)
+            self._require_row(call, source)
+            reversed_lanes = tuple(self._reversed(lane) for lane in reversed(source.lanes))
+            return Row(reversed_lanes, source.kind)
+        if name == "narrow":  # x.narrow(dim, start, length): the slice start:start + length of dim
+            arguments = [*node.args[1:], *(node.kwargs[k] for k in ("dim", "start", "length") if k in node.kwargs)]
+            dim, start, length = arguments
+            self._last_dim_only(call, (dim,))
+            self._require_row(call, source)
+            return self._slice_row(source, slice(start, self.value(start) + self.value(length)), call)
+        if name in ("chunk", "split"):
+            self._require_row(call, source)
+            arguments = list(node.args[1:])
+            amount = arguments[0] if arguments else node.kwargs.get("chunks", node.kwargs.get("split_size_or_sections"))
+            dim = arguments[1] if len(arguments) > 1 else node.kwargs.get("dim", 0)
+            self._last_dim_only(call, (dim,))
+            return self._pieces(call, source, amount)
+        if name in ("cat", "stack"):
+            tensors = node.args[0] if node.args else node.kwargs.get("tensors")
+            dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)
+            self._last_dim_only(call, (dim,))
+            rows = [self.value(item) for item in tensors]
+            for row in rows:
+                self._require_row(call, row)
+            if name == "stack":
+                return _Stacked(tuple(rows))
+            if any(len(row.lanes) > 1 and row.kind == STRIDED for row in rows) and len(rows) > 1:
+                raise _Misfit(f"`{call.label}` joins rows cut into strided lanes", node)
+            return Row(tuple(lane for row in rows for lane in row.lanes), BLOCKED)
+        raise self._error(f"`{call.label}` ({name}) moves elements in a way lanes do not express", node)
+
+    def _slice(self, call, source) -> Row:
+        index = call.options["index"]
+        items = list(index) if isinstance(index, tuple) else [index]
+        self._require_row(call, source)
+        if items and items[0] is Ellipsis:
+            items = items[1:]
+        else:
+            shape = self.traced.shape(call.operands[0])
+            rank = len(shape) if shape is not None else self.traced.rank
+            if len(items) != rank or any(item != slice(None) for item in items[:-1]):
+                raise self._error(f"`{call.label}` indexes a dim other than the last (the row)", call.node)
+            items = items[-1:]
+        if len(items) != 1 or not isinstance(items[0], slice):
+            raise self._error(f"`{call.label}` indexes the row by other than one slice", call.node)
+        return self._slice_row(source, items[0], call)
+
+    def _pieces(self, call, row: Row, amount) -> tuple[Row, ...]:
+        width = len(row.lanes)
+        if width > 1 and row.kind == STRIDED:
+            raise _Misfit(f"`{call.label}` splits a row cut into strided lanes into blocks", call.node)
+        if call.name == "chunk":
+            count = self.value(amount)
+            if not isinstance(count, int) or count <= 0 or width % count:
+                raise _Misfit(f"`{call.label}` makes {count} chunks of a row of {width} lanes", call.node)
+            size = width // count
+            return tuple(Row(row.lanes[k * size : (k + 1) * size], BLOCKED) for k in range(count))
+        sizes = amount if isinstance(amount, (list, tuple)) else None
+        if sizes is None:
+            size = self._whole_lanes(amount, width, call)
+            if not size:
+                raise _Misfit(f"`{call.label}` splits into pieces of no whole lane", call.node)
+            sizes = [size] * (width // size) + ([width % size] if width % size else [])
+        else:
+            sizes = [self._whole_lanes(size, width, call) for size in sizes]
+        pieces, start = [], 0
+        for size in sizes:
+            pieces.append(Row(row.lanes[start : start + size], BLOCKED))
+            start += size
+        return tuple(pieces)
+
+    def _interleave(self, stacked: _Stacked, call) -> Row:
+        """``stack(rows, -1)`` then flattened back into the row: element ``j`` of each row side by side."""
+        if any(len(row.lanes) != 1 for row in stacked.rows):
+            raise _Misfit(f"`{call.label}` interleaves rows of more than one lane", call.node)
+        return Row(tuple(row.lanes[0] for row in stacked.rows), STRIDED)
+
+    def _reversed(self, expression: Any) -> Any:
+        if not isinstance(expression, sympy.Basic):
+            return expression
+        swaps = {}
+        for symbol in expression.free_symbols:
+            lane = self.maps.get(symbol.name)
+            if lane is not None:
+                swaps[symbol] = self.lane_symbol(lane.reversed())
+        return expression.xreplace(swaps)
+
+    def _require_row(self, call, value: Any) -> None:
+        if not isinstance(value, Row):
+            raise self._error(f"`{call.label}` moves elements of a value that is not a row of the inputs", call.node)
+
+    def _last_dim_only(self, call, dims: tuple) -> None:
+        shape = self.traced.shape(call.operands[0]) if call.operands else None
+        rank = len(shape) if shape is not None else self.traced.rank
+        for dim in dims:
+            if not isinstance(dim, int) or dim % rank != rank - 1:
+                raise self._error(f"`{call.label}` moves elements along dim {dim}, not the last (the row)", call.node)
+
+
+def _lanewise(function, value: Any) -> Any:
+    if isinstance(value, Row):
+        return Row(tuple(function(lane) for lane in value.lanes), value.kind)
+    return function(value)
+
+
+def moves_elements(traced: TracedReference, classification) -> bool:
+    """Whether the reference is element-wise but for regrouping its row (slices, chunks, splits, cat, stack,
+    flip): classified tier 3 for such an op alone, no reductions, no scalar indexing of a tensor argument."""
+    if classification.tier != 3 or classification.call is None:
+        return False
+    calls = list(traced.calls.values())
+    structural = [call for call in calls if call.family == STRUCTURAL]
+    if any(call.name not in INDEX_MAP_OPS or indexes_an_argument(call) for call in structural):
+        return False
+    return bool(structural) and not any(call.family == REDUCTION for call in calls)
+
+
+def lanes_reason(traced: TracedReference, program: LaneProgram) -> str:
+    """The tier reason of a reference lowered to lanes: which ops move elements, and the cut of the row."""
+    moving = [call for call in traced.calls.values() if call.family == STRUCTURAL and call.name in INDEX_MAP_OPS]
+    labels = ", ".join(dict.fromkeys(f"`{call.label}`" for call in moving if call.name != "getitem"))
+    lines = sorted({call.line for call in moving if call.line is not None})
+    where = f" (line {', '.join(map(str, lines))})" if lines else ""
+    cut = "one lane" if program.lanes == 1 else f"{program.lanes} {program.kind} lanes"
+    return (
+        f"{labels}{where} move elements within the row: an index map over lanes (each input row cut into {cut}), "
+        "element-wise over the lane index."
+    )
+
+
+def lower_lanes(traced: TracedReference) -> LaneProgram:
+    """The lane program of ``traced`` under the first cut that fits; AnalyzeError naming the index and its line
+    when none does."""
+    broadcast = getattr(traced, "broadcast_inputs", {})
+    if broadcast:
+        moving = (call for call in traced.calls.values() if call.family == STRUCTURAL and call.name in INDEX_MAP_OPS)
+        first = next(call for call in moving if call.name != "getitem")
+        raise AnalyzeError(
+            f"`{first.label}` moves elements within the row and {', '.join(broadcast)} broadcast against "
+            f"{traced.tensor_inputs[0]}: an index map reads inputs of one shape (the two are not combined yet); "
+            f"give them {traced.tensor_inputs[0]}'s shape, {HAND_WRITTEN_PROFILE_HINT}",
+            origin=traced.loaded.origin,
+            line=first.line,
+        )
+    order = {node: index for index, node in enumerate(traced.graph_module.graph.nodes)}
+    furthest = None  # the misfit of the cut that went furthest through the reference names what no cut expresses
+    for kind, count in CANDIDATES:
+        try:
+            return _lower(traced, kind, count)
+        except _Misfit as misfit:
+            if furthest is None or order[misfit.node] > order[furthest.node]:
+                furthest = misfit
+    raise AnalyzeError(
+        f"{furthest.message}: an index map kernelgen expresses cuts the row into equal lanes (halves, "
+        f"quarters, every 2nd or 4th element) and regroups them; rewrite the index so, {HAND_WRITTEN_PROFILE_HINT}",
+        origin=traced.loaded.origin,
+        line=node_line(furthest.node),
+    )
+
+
+def _lower(traced: TracedReference, kind: str, count: int) -> LaneProgram:
+    builder = LaneBuilder(traced, kind, count)
+    program = LaneProgram(kind=kind, lanes=count)
+    for name, node in zip(traced.output_names, traced.outputs):
+        row = builder.value(node)
+        if not isinstance(row, Row):
+            raise builder._error("an output that is not a row of the inputs' rows", node)
+        width = len(row.lanes)
+        for k, lane in enumerate(row.lanes):
+            if isinstance(lane, CastToInput):
+                lane = lane.args[0]  # the store rounds to the output's dtype anyway
+            lane_name = f"{name}_{k}"
+            while lane_name in builder.taken or f"grad_{lane_name}" in builder.taken:
+                lane_name += "_"  # an input's lane (or its gradient) of that name
+            builder.taken.add(lane_name)
+            where = LaneMap(name, k, 0, 1) if row.arrangement() == BLOCKED else LaneMap(name, 0, k, width)
+            program.output_lanes[lane_name] = where
+            program.outputs[lane_name] = sympy.sympify(lane)
+    read = set().union(*(expr.free_symbols for expr in program.outputs.values()))
+    program.input_lanes = {name: lane for name, lane in builder.maps.items() if sympy.Symbol(name, real=True) in read}
+    # Simplified as the derivation simplifies them (bounded ops, shared transcendentals), which the profile writes.
+    derivation = derive_elementwise(
+        program.outputs, list(program.input_lanes), hyperparameters=traced.runtime_hyperparameters
+    )
+    program.outputs = dict(derivation.forward)
+    return program
+
+
+__all__ = ["LANE_LENGTH", "LaneProgram", "lower_lanes", "moves_elements"]
