@@ -90,8 +90,8 @@ def poly_norm(x, weight, bias, eps: float = 1e-6):
         pytest.param(
             HF_ROPE,
             "apply_rotary_pos_emb",
-            12,
-            "`.unsqueeze()` gives a value of shape [2, 1, ",
+            6,
+            "moves elements within the row and cos, sin broadcast against q",
             id="hf_rope",
         ),
         pytest.param(
