@@ -8,14 +8,13 @@ import sys
 
 import pytest
 
-from test.forkserver import ForkServer
+from test.forkserver import SERVER
 
 
 @pytest.fixture(scope="module")
 def server():
-    server = ForkServer()
-    yield server
-    server.close()
+    """The suite's own server (started once per process; this module's runs leave it as they found it)."""
+    return SERVER
 
 
 def _env(**changes):
