@@ -66,6 +66,11 @@ class _FormulaError(ValueError):
     pass
 
 
+# Derivations kept per process (each a few kilobytes): more than the kernels a long session generates again and
+# again (a test run generates a few hundred, many of them several times), as one may take seconds of sympy.
+DERIVATIONS_KEPT = 1024
+
+
 # Derivation key of a renamed profile -> (the original profile's key, {original name: new name}), while
 # ``derived_by_renaming`` lasts.
 _RENAMED: dict[tuple, tuple[tuple, dict[str, str]]] = {}
@@ -88,7 +93,7 @@ def derived_by_renaming(profile: KernelProfile, renamed: KernelProfile, mapping:
         _RENAMED.pop(key, None)
 
 
-@functools.lru_cache(maxsize=64)
+@functools.lru_cache(maxsize=DERIVATIONS_KEPT)
 def _printed_elementwise(
     formulas, inputs, parameters, hyperparameters, rounded, backend, libraries=(None, None)
 ) -> ElementwiseMath:
@@ -102,7 +107,7 @@ def _printed_elementwise(
     return print_elementwise(derivation, PRINTERS[backend], forward_math, backward_math)
 
 
-@functools.lru_cache(maxsize=64)
+@functools.lru_cache(maxsize=DERIVATIONS_KEPT)
 def _derive_elementwise(formulas, inputs, parameters, hyperparameters, rounded=()) -> ElementwiseDerivation:
     names = [*inputs, *(name for name, _ in parameters), *hyperparameters]
     outputs = {}
@@ -136,7 +141,7 @@ def row_math(profile: KernelProfile, source: str | None = None) -> RowMath:
         raise ProfileError(_where(profile, source), [str(error)]) from None
 
 
-@functools.lru_cache(maxsize=64)
+@functools.lru_cache(maxsize=DERIVATIONS_KEPT)
 def _derive_rows(statistics, formulas, inputs, constants, parameters, hyperparameters) -> RowMath:
     names = [*inputs, *constants, *(name for name, _ in parameters), *hyperparameters, N_COLS]
     parsed, outputs = _parse_program(statistics, formulas, names)
@@ -165,7 +170,7 @@ def loss_math(profile: KernelProfile, source: str | None = None) -> LossMath:
         raise ProfileError(_where(profile, source), [str(error)]) from None
 
 
-@functools.lru_cache(maxsize=64)
+@functools.lru_cache(maxsize=DERIVATIONS_KEPT)
 def _derive_loss(
     statistics, formulas, inputs, constants, row_inputs, hyperparameters, integers, class_inputs=()
 ) -> LossMath:
