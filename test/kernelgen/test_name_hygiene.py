@@ -166,7 +166,7 @@ def _identifiers(statements: list[str]) -> set[str]:
     }
 
 
-@pytest.mark.parametrize("reference", ["elu_select", "snake", "dyt"])
+@pytest.mark.parametrize("reference", ["softplus_gate", "snake", "dyt"])
 def test_the_probes_math_is_the_derivation_renamed_with_the_names_deriving_over_the_probes_gives(reference):
     """kernel_side_names takes the probed ops file's math from the user's derivation, renamed: its statements
     assign and read the names a derivation over the probes would (the operands may be in another order)."""
