@@ -39,9 +39,10 @@ import pytest
 import triton
 import triton.language
 
-# What many runs import besides (the host's tests import transformers; validation workers, sympy and yaml): third-party
-# modules only, never liger_kernel, test or tools, which each run takes from its own checkout.
-for name in ("transformers", "sympy", "yaml", "jinja2"):
+# What many runs import besides (the host's tests import transformers and its Llama model, the reference of the host's
+# RMSNorm and SwiGLU; validation workers, sympy and yaml): third-party modules only, never liger_kernel, test or tools,
+# which each run takes from its own checkout.
+for name in ("transformers", "transformers.models.llama.modeling_llama", "sympy", "yaml", "jinja2"):
     try:
         __import__(name)
     except ImportError:
