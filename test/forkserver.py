@@ -1,11 +1,12 @@
 """A fork server for the test suite's Python runs: a generated checkout's tests, a benchmark script, a validation
 worker, a change tried in a scratch copy. Each would start an interpreter and import torch and Triton (seconds of
 CPU apiece, a hundred times in the suite); here one server process imports them once and forks a child per run,
-which then behaves as ``python ARGS`` would in its folder and environment.
+which then behaves as ``python ARGS`` would in its folder and environment. Runs may go on side by side (``start``:
+commands that wait for each other's lock, or that a test signals).
 
-The server also imports the third-party modules many runs import (transformers, sympy); never ``liger_kernel``,
-``test`` or ``tools``, which each run imports from its own checkout. A run the server cannot reproduce goes to a new
-interpreter instead: one under another ``TRITON_INTERPRET`` or ``PYTHONHASHSEED`` than the server's (both are fixed
+The server also imports the third-party modules many runs import (transformers and its Llama model, sympy); never
+``liger_kernel``, ``test`` or ``tools``, which each run imports from its own checkout. A run the server cannot
+reproduce goes to a new interpreter instead: one under another ``TRITON_INTERPRET`` or ``PYTHONHASHSEED`` than the server's (both are fixed
 once torch, Triton and the interpreter are up), one with interpreter options, and every run on a machine with a GPU
 (a process that has touched CUDA must not fork).
 """
