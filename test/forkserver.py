@@ -5,10 +5,10 @@ which then behaves as ``python ARGS`` would in its folder and environment. Runs 
 commands that wait for each other's lock, or that a test signals).
 
 The server also imports the third-party modules many runs import (transformers and its Llama model, sympy); never
-``liger_kernel``, ``test`` or ``tools``, which each run imports from its own checkout. A run the server cannot
-reproduce goes to a new interpreter instead: one under another ``TRITON_INTERPRET`` or ``PYTHONHASHSEED`` than the server's (both are fixed
-once torch, Triton and the interpreter are up), one with interpreter options, and every run on a machine with a GPU
-(a process that has touched CUDA must not fork).
+``liger_kernel``, ``test`` or ``tools``, which each run imports from its own checkout. A run the server cannot reproduce
+goes to a new interpreter instead: one under another ``TRITON_INTERPRET`` or ``PYTHONHASHSEED`` than the server's (both
+are fixed once torch, Triton and the interpreter are up), one with interpreter options, and every run on a machine with
+a GPU (a process that has touched CUDA must not fork).
 """
 
 from __future__ import annotations
