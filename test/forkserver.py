@@ -288,6 +288,7 @@ class ForkedRun:
     def __init__(self, server: ForkServer, pid: int, args: list[str], folder: Path) -> None:
         self._server, self.pid, self.args, self._folder = server, pid, args, folder
         self.returncode: int | None = None
+        self._output: tuple[str, str] | None = None
 
     def poll(self) -> int | None:
         if self.returncode is None:
@@ -303,9 +304,10 @@ class ForkedRun:
 
     def communicate(self, timeout: float | None = None) -> tuple[str, str]:
         self.wait(timeout)
-        output = (self._folder / "stdout").read_text(), (self._folder / "stderr").read_text()
-        shutil.rmtree(self._folder, ignore_errors=True)
-        return output
+        if self._output is None:
+            self._output = (self._folder / "stdout").read_text(), (self._folder / "stderr").read_text()
+            shutil.rmtree(self._folder, ignore_errors=True)
+        return self._output
 
 
 SERVER = ForkServer()
