@@ -15,3 +15,13 @@ import torch  # noqa: E402
 # triton is first imported, so it must be set here, before any test module imports liger_kernel.
 if not torch.cuda.is_available() and not (hasattr(torch, "xpu") and torch.xpu.is_available()):
     os.environ.setdefault("TRITON_INTERPRET", "1")
+
+
+def pytest_collection_finish(session):
+    """Everything the collection imported (torch, transformers, sympy, the test modules) lives as long as the session:
+    out of the collector's way, so that each full collection during the run and the several at its end (pytest's,
+    for unraisable exceptions) pass over the objects the tests make, not over all of torch's again."""
+    import gc
+
+    gc.collect()
+    gc.freeze()

@@ -2,19 +2,19 @@
 output and exit status; runs it cannot reproduce get a new interpreter."""
 
 import os
+import signal
 import subprocess
 import sys
 
 import pytest
 
-from test.forkserver import ForkServer
+from test.forkserver import SERVER
 
 
 @pytest.fixture(scope="module")
 def server():
-    server = ForkServer()
-    yield server
-    server.close()
+    """The suite's own server (started once per process; this module's runs leave it as they found it)."""
+    return SERVER
 
 
 def _env(**changes):
@@ -63,3 +63,24 @@ def test_runs_the_server_cannot_reproduce_get_a_new_interpreter(server, tmp_path
         assert result.returncode == 0 and result.args[0] == sys.executable
     child = server.run(["-c", "import os; print(os.getppid())"], cwd=tmp_path, env=_env(PYTHONHASHSEED="123"))
     assert int(child.stdout) == os.getpid()  # started by this process, not forked by the server
+
+
+def test_started_runs_go_on_beside_each_other_and_report_the_signal_that_ended_them(server, tmp_path):
+    """``start``: forked at once, each run ends on its own (one waits for a file only the test writes, while another
+    runs to its end), and a run killed by a signal has that signal's negative number as its status, as Popen says."""
+    flag = tmp_path / "go"
+    waiting = server.start(
+        ["-c", f"import os, time\nwhile not os.path.exists({str(flag)!r}):\n    time.sleep(0.01)\nprint('went')"],
+        cwd=tmp_path,
+        env=_env(),
+    )
+    sleeping = server.start(["-c", "import time; time.sleep(60)"], cwd=tmp_path, env=_env())
+    assert server.run(["-c", "print('between')"], cwd=tmp_path, env=_env()).stdout == "between\n"
+    assert waiting.poll() is None and sleeping.poll() is None
+    with pytest.raises(subprocess.TimeoutExpired):
+        waiting.wait(timeout=0.2)
+    flag.touch()
+    assert waiting.communicate(timeout=60) == ("went\n", "") and waiting.returncode == 0
+    os.kill(sleeping.pid, signal.SIGKILL)
+    assert sleeping.wait(timeout=60) == -signal.SIGKILL
+    assert sleeping.pid != os.getpid() and waiting.pid != sleeping.pid

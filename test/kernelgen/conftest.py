@@ -116,7 +116,10 @@ def run_kernelgen(
     """``python -m tools.kernelgen ARGS`` run from ``cwd``, its exit status and output as ``subprocess.run`` gives
     them. In this process by default: torch and the generator are imported here already, so a call saves the ~2 s
     of a new interpreter (the commands' own workers, ruff and pytest still run as processes of their own);
-    ``in_process=False`` starts ``python -m``, for the tests of that entry point itself."""
+    ``in_process=False`` runs ``python -m`` (forked from the suite's server where no ``stdin`` is given), for the
+    tests of that entry point itself."""
+    if not in_process and stdin is None:
+        return run_python(["-m", "tools.kernelgen", *args], cwd=cwd)
     if not in_process:
         return subprocess.run(
             [sys.executable, "-m", "tools.kernelgen", *args],

@@ -7,13 +7,14 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 
 from pathlib import Path
 
 import pytest
 
+from test.forkserver import ForkedRun
+from test.forkserver import start_python
 from test.kernelgen.conftest import EXAMPLES
 from test.kernelgen.conftest import REPO_ROOT
 from test.kernelgen.conftest import run_kernelgen
@@ -27,21 +28,19 @@ from tools.kernelgen.repo import LigerRepo
 WAIT_S = 120
 
 
-def _start_new(checkout: Path, name: str, example: str, **env: str) -> subprocess.Popen:
+def _start_new(checkout: Path, name: str, example: str, **env: str) -> ForkedRun | subprocess.Popen:
     """``new NAME --profile EXAMPLE`` as a process of its own (a profile: no analysis, a short run; --force-new,
-    since the examples include kernels the host already has, such as swiglu)."""
-    return subprocess.Popen(
-        [sys.executable, "-m", "tools.kernelgen", "new", name, "--profile", str(EXAMPLES / f"{example}.yaml")]
+    since the examples include kernels the host already has, such as swiglu), forked from the suite's server, which
+    has torch imported already."""
+    return start_python(
+        ["-m", "tools.kernelgen", "new", name, "--profile", str(EXAMPLES / f"{example}.yaml")]
         + ["--repo", str(checkout), "--force-new"],
         cwd=REPO_ROOT,
         env={**os.environ, **env},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
     )
 
 
-def _paused_in_swap(process: subprocess.Popen, flag: Path) -> int:
+def _paused_in_swap(process: ForkedRun | subprocess.Popen, flag: Path) -> int:
     """Wait until ``process`` holds in its swap (one file renamed); its pid."""
     deadline = time.monotonic() + WAIT_S
     while not flag.exists():

@@ -18,6 +18,12 @@ from tools.kernelgen.layout import kernel_paths
 from tools.kernelgen.render import render_kernel
 from tools.kernelgen.render.hygiene import kernel_side_names
 from tools.kernelgen.render.hygiene import meeting_names
+from tools.kernelgen.render.hygiene import renamed_profile
+from tools.kernelgen.render.hygiene import user_names
+from tools.kernelgen.synth import parse_formula
+from tools.kernelgen.synth.derive import derive_elementwise
+from tools.kernelgen.synth.derive import print_elementwise
+from tools.kernelgen.synth.derive import renamed_derivation
 
 # Arguments per reference: a loss's gradient formulas grow with its inputs, an element-wise kernel's barely.
 NAMES_PER_REFERENCE = {"tier1": 20, "tier2": 20, "tier3": 8}
@@ -142,3 +148,33 @@ def test_kernel_side_names_follow_every_use_but_keywords_attributes_and_strings(
     geglu = analyze("geglu")
     renamed = renamed_profile(geglu, {"a": "tanh", "y": "approximate"})
     assert renamed.math.outputs == {"approximate": "gelu(tanh, approximate='tanh') * b"}
+
+
+def _derived(profile):
+    """The tier-1 derivation of ``profile``, derived here (no cache of a command's derivations involved)."""
+    inputs = [t.name for t in profile.inputs if t.requires_grad]
+    parameters = {p.name: p.shape for p in profile.parameters}
+    hyperparameters = [t.name for t in profile.inputs if not t.requires_grad] + profile.formula_hyperparameters
+    names = [*inputs, *parameters, *hyperparameters]
+    outputs = {name: parse_formula(text, names) for name, text in profile.math.outputs.items()}
+    return derive_elementwise(outputs, inputs, parameters, hyperparameters)
+
+
+def _identifiers(statements: list[str]) -> set[str]:
+    return {
+        node.id for statement in statements for node in ast.walk(ast.parse(statement)) if isinstance(node, ast.Name)
+    }
+
+
+@pytest.mark.parametrize("reference", ["softplus_gate", "snake", "dyt"])
+def test_the_probes_math_is_the_derivation_renamed_with_the_names_deriving_over_the_probes_gives(reference):
+    """kernel_side_names takes the probed ops file's math from the user's derivation, renamed: its statements
+    assign and read the names a derivation over the probes would (the operands may be in another order)."""
+    profile = analyze(reference)
+    probes = {name: f"kgprobe{index}q" for index, name in enumerate(user_names(profile))}
+    renamed = print_elementwise(renamed_derivation(_derived(profile), probes))
+    direct = print_elementwise(_derived(renamed_profile(profile, probes)))
+    for part in ("forward", "backward", "backward_constants"):
+        assert _identifiers(getattr(renamed, part)) == _identifiers(getattr(direct, part)), part
+    assert (renamed.forward_uses, renamed.backward_uses) == (direct.forward_uses, direct.backward_uses)
+    assert renamed.gradient_formulas.keys() == direct.gradient_formulas.keys()

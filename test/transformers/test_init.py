@@ -1,6 +1,5 @@
 import os
 import subprocess
-import sys
 import textwrap
 
 from pathlib import Path
@@ -9,20 +8,24 @@ import pytest
 
 import liger_kernel.transformers as liger_transformers
 
+from tools.kernelgen.pyrun import run_python
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+# A process that has never imported transformers: the suite's Python runs fork from a server that imported it
+# (test/forkserver.py), so a run forgets it first; a new interpreter has nothing to forget.
+FORGET_TRANSFORMERS = """
+import sys
+for name in [name for name in sys.modules if name == "transformers" or name.startswith("transformers.")]:
+    del sys.modules[name]
+"""
 
 
 def _run_python(code: str) -> subprocess.CompletedProcess:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT / "src"), str(REPO_ROOT), env.get("PYTHONPATH", "")])
-    return subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)],
-        cwd=REPO_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return run_python(["-c", FORGET_TRANSFORMERS + textwrap.dedent(code)], cwd=REPO_ROOT, env=env, timeout=120)
 
 
 def test_always_safe_names_import_without_transformers_installed():

@@ -3,12 +3,15 @@ templates print, in the profile's kernel language (``backend``: Triton, or TileL
 ``math.triton`` statements are taken as they are.
 
 Both analysis (to report the gradients and fail early) and rendering ask for the same derivation; it is cached,
-so a command derives each kernel's math once (and prints it once per kernel language).
+so a command derives each kernel's math once (and prints it once per kernel language). The ops file rendered with
+every user name replaced by a probe (``render/hygiene.py``) takes its tier-1 math from that derivation, renamed
+(``derived_by_renaming``), instead of simplifying the same expressions again over other symbols.
 """
 
 from __future__ import annotations
 
 import ast
+import contextlib
 import functools
 
 from tools.kernelgen.lane_maps import parse_lane
@@ -20,6 +23,7 @@ from tools.kernelgen.synth import parse_formula
 from tools.kernelgen.synth.derive import ElementwiseDerivation
 from tools.kernelgen.synth.derive import derive_elementwise
 from tools.kernelgen.synth.derive import print_elementwise
+from tools.kernelgen.synth.derive import renamed_derivation
 from tools.kernelgen.synth.losses import COL
 from tools.kernelgen.synth.losses import LossMath
 from tools.kernelgen.synth.losses import synthesize_loss
@@ -40,6 +44,15 @@ def elementwise_math(profile: KernelProfile, source: str | None = None) -> Eleme
             forward_uses=sorted(names_read(written.forward)),
             backward_uses=sorted(names_read(written.backward)),
         )
+    try:
+        libraries = (profile.tiling.forward_math, profile.tiling.backward_math)
+        return _printed_elementwise(*_elementwise_key(profile), profile.backend, libraries)
+    except _FormulaError as error:
+        raise ProfileError(_where(profile, source), [str(error)]) from None
+
+
+def _elementwise_key(profile: KernelProfile) -> tuple:
+    """What a tier-1 derivation depends on: (formulas, inputs, parameters, hyper-parameters, rounded tensors)."""
     # Inputs that take no gradient are constants of the math, as the hyper-parameters are.
     inputs = tuple(t.name for t in profile.inputs if t.requires_grad)
     parameters = tuple((p.name, p.shape) for p in profile.parameters)
@@ -49,12 +62,7 @@ def elementwise_math(profile: KernelProfile, source: str | None = None) -> Eleme
         inputs, constants, tensors = _lane_names(profile)
     hyperparameters = tuple(constants + profile.formula_hyperparameters)
     rounded = tensors if profile.math.rounding == "per_op" else ()
-    formulas = tuple(profile.math.outputs.items())
-    try:
-        libraries = (profile.tiling.forward_math, profile.tiling.backward_math)
-        return _printed_elementwise(formulas, inputs, parameters, hyperparameters, rounded, profile.backend, libraries)
-    except _FormulaError as error:
-        raise ProfileError(_where(profile, source), [str(error)]) from None
+    return tuple(profile.math.outputs.items()), inputs, parameters, hyperparameters, rounded
 
 
 def _lane_names(profile: KernelProfile) -> tuple[tuple[str, ...], list[str], tuple[str, ...]]:
@@ -69,16 +77,48 @@ class _FormulaError(ValueError):
     pass
 
 
-@functools.lru_cache(maxsize=64)
+# Derivations kept per process (each a few kilobytes): more than the kernels a long session generates again and
+# again (a test run generates a few hundred, many of them several times), as one may take seconds of sympy.
+DERIVATIONS_KEPT = 1024
+
+
+# Derivation key of a renamed profile -> (the original profile's key, {original name: new name}), while
+# ``derived_by_renaming`` lasts.
+_RENAMED: dict[tuple, tuple[tuple, dict[str, str]]] = {}
+
+
+@contextlib.contextmanager
+def derived_by_renaming(profile: KernelProfile, renamed: KernelProfile, mapping: dict[str, str]):
+    """Inside: the tier-1 math of ``renamed`` (``profile`` with its names renamed by ``mapping``; ``grad_{name}``
+    follows its name) is ``profile``'s derivation with its symbols renamed, printed anew. The same expressions over
+    other names simplify to the same math, but sympy would take as long again to find it; the printed statements
+    may order operands otherwise (sympy sorts them by name), with the same names."""
+    if profile.template != "elementwise" or profile.math.triton is not None or renamed is profile:
+        yield
+        return
+    key = _elementwise_key(renamed)
+    _RENAMED[key] = (_elementwise_key(profile), dict(mapping))
+    try:
+        yield
+    finally:
+        _RENAMED.pop(key, None)
+
+
+@functools.lru_cache(maxsize=DERIVATIONS_KEPT)
 def _printed_elementwise(
     formulas, inputs, parameters, hyperparameters, rounded, backend, libraries=(None, None)
 ) -> ElementwiseMath:
-    derivation = _derive_elementwise(formulas, inputs, parameters, hyperparameters, rounded)
+    key = (formulas, inputs, parameters, hyperparameters, rounded)
+    if key in _RENAMED:
+        original, mapping = _RENAMED[key]
+        derivation = renamed_derivation(_derive_elementwise(*original), mapping)
+    else:
+        derivation = _derive_elementwise(*key)
     forward_math, backward_math = libraries
     return print_elementwise(derivation, PRINTERS[backend], forward_math, backward_math)
 
 
-@functools.lru_cache(maxsize=64)
+@functools.lru_cache(maxsize=DERIVATIONS_KEPT)
 def _derive_elementwise(formulas, inputs, parameters, hyperparameters, rounded=()) -> ElementwiseDerivation:
     names = [*inputs, *(name for name, _ in parameters), *hyperparameters]
     outputs = {}
@@ -112,7 +152,7 @@ def row_math(profile: KernelProfile, source: str | None = None) -> RowMath:
         raise ProfileError(_where(profile, source), [str(error)]) from None
 
 
-@functools.lru_cache(maxsize=64)
+@functools.lru_cache(maxsize=DERIVATIONS_KEPT)
 def _derive_rows(statistics, formulas, inputs, constants, parameters, hyperparameters) -> RowMath:
     names = [*inputs, *constants, *(name for name, _ in parameters), *hyperparameters, N_COLS]
     parsed, outputs = _parse_program(statistics, formulas, names)
@@ -141,7 +181,7 @@ def loss_math(profile: KernelProfile, source: str | None = None) -> LossMath:
         raise ProfileError(_where(profile, source), [str(error)]) from None
 
 
-@functools.lru_cache(maxsize=64)
+@functools.lru_cache(maxsize=DERIVATIONS_KEPT)
 def _derive_loss(
     statistics, formulas, inputs, constants, row_inputs, hyperparameters, integers, class_inputs=()
 ) -> LossMath:

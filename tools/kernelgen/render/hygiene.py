@@ -19,9 +19,11 @@ import re
 
 from collections.abc import Callable
 
+from tools.kernelgen.derivation import derived_by_renaming
 from tools.kernelgen.profile import KernelProfile
 from tools.kernelgen.profile import from_dict
 from tools.kernelgen.profile import to_dict
+from tools.kernelgen.synth.naming import renamed_name
 
 _PROBE = "kgprobe{}q"
 # Fields of the math whose values are words of the profile's language, not formulas.
@@ -79,7 +81,9 @@ def _probed(profile: KernelProfile, render_ops) -> tuple[list[str], dict[str, st
     """The user's names, the probe standing for each, and the name sets of the ops file rendered with the probes."""
     names = user_names(profile)
     probes = {name: _PROBE.format(index) for index, name in enumerate(names)}
-    return names, probes, _scopes(render_ops(renamed_profile(profile, probes)))
+    probed = renamed_profile(profile, probes)
+    with derived_by_renaming(profile, probed, probes):  # the math's names, without deriving it over probes again
+        return names, probes, _scopes(render_ops(probed))
 
 
 def _spelled(identifier: str, probe: str, name: str) -> str:
@@ -123,17 +127,17 @@ def renamed_profile(profile: KernelProfile, mapping: dict[str, str]) -> KernelPr
     data = copy.deepcopy(to_dict(profile))
     for section in ("inputs", "outputs", "hyperparameters", "parameters"):
         for item in data.get(section) or []:
-            item["name"] = _rename(item["name"], mapping)
+            item["name"] = renamed_name(item["name"], mapping)
     for item in (data.get("module") or {}).get("init_params") or []:
-        item["name"] = _rename(item["name"], mapping)
+        item["name"] = renamed_name(item["name"], mapping)
     data["forward_computation"] = _renamed(data.get("forward_computation"), mapping)
     data["math"] = _renamed(data.get("math"), mapping)
     loss = (data["math"] or {}).get("loss") or {}
     hypers = {hp.name for hp in profile.hyperparameters}
     if loss.get("reduction") in hypers:  # the hyper-parameter that chooses the reduction, else a literal one
-        loss["reduction"] = _rename(loss["reduction"], mapping)
+        loss["reduction"] = renamed_name(loss["reduction"], mapping)
     if isinstance((data["math"] or {}).get("outputs"), dict):
-        data["math"]["outputs"] = {_rename(key, mapping): value for key, value in data["math"]["outputs"].items()}
+        data["math"]["outputs"] = {renamed_name(key, mapping): value for key, value in data["math"]["outputs"].items()}
     tiling = data.get("tiling") or {}
     for key in ("forward_math", "backward_math"):
         tiling[key] = _renamed(tiling.get(key), mapping)
@@ -141,7 +145,7 @@ def renamed_profile(profile: KernelProfile, mapping: dict[str, str]) -> KernelPr
     if notes.get("gradient_formulas"):
         formulas = notes["gradient_formulas"]
         notes["gradient_formulas"] = {
-            _rename(key, mapping): _renamed(value, mapping) for key, value in formulas.items()
+            renamed_name(key, mapping): _renamed(value, mapping) for key, value in formulas.items()
         }
     return from_dict(data, source=f"<{profile.operation_name} with kernel-side names>", validate=False)
 
@@ -164,15 +168,7 @@ def _renamed_match(match: re.Match, mapping: dict[str, str]) -> str:
     depth = sum(before.count(opening) - before.count(closing) for opening, closing in ("()", "[]"))
     keyword_argument = depth > 0 and re.match(r"\s*=(?!=)", after) is not None
     in_string = before.count("'") % 2 == 1 or before.count('"') % 2 == 1
-    return match.group(0) if keyword_argument or in_string else _rename(match.group(0), mapping)
-
-
-def _rename(identifier: str, mapping: dict[str, str]) -> str:
-    if identifier in mapping:
-        return mapping[identifier]
-    if identifier.startswith("grad_") and identifier[len("grad_") :] in mapping:
-        return f"grad_{mapping[identifier[len('grad_') :]]}"
-    return identifier
+    return match.group(0) if keyword_argument or in_string else renamed_name(match.group(0), mapping)
 
 
 __all__ = ["kernel_side_names", "meeting_names", "renamed_profile", "user_names"]

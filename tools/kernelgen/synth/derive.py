@@ -29,6 +29,7 @@ from tools.kernelgen.synth.naming import FUNCTION_WORDS
 from tools.kernelgen.synth.naming import TemporaryNames
 from tools.kernelgen.synth.naming import constant_lines
 from tools.kernelgen.synth.naming import hoist
+from tools.kernelgen.synth.naming import renamed_name
 from tools.kernelgen.synth.printer import TritonPrinter
 from tools.kernelgen.synth.printer import format_formula
 from tools.kernelgen.synth.printer import uniform_symbols
@@ -306,6 +307,24 @@ class ElementwiseDerivation:
     gradients: dict[str, sympy.Expr]  # grad_{input or parameter} -> expression (0 when identically zero)
     taken: frozenset[str]  # every name the statements may not reuse for a temporary
     uniform: frozenset[str] = frozenset()  # names the same for every element: hyper-parameters, scalar parameters
+
+
+def renamed_derivation(derivation: ElementwiseDerivation, mapping: dict[str, str]) -> ElementwiseDerivation:
+    """``derivation`` with its names renamed by ``mapping`` (``grad_{name}`` follows ``name``): symbols, outputs,
+    gradients and the names taken."""
+
+    def renamed(name: str) -> str:
+        return renamed_name(name, mapping)
+
+    def over_renamed_symbols(expr: sympy.Expr) -> sympy.Expr:
+        return expr.xreplace({s: sympy.Symbol(renamed(s.name), real=True) for s in expr.free_symbols})
+
+    return ElementwiseDerivation(
+        forward={renamed(name): over_renamed_symbols(expr) for name, expr in derivation.forward.items()},
+        gradients={renamed(name): over_renamed_symbols(expr) for name, expr in derivation.gradients.items()},
+        taken=frozenset(map(renamed, derivation.taken)),
+        uniform=frozenset(map(renamed, derivation.uniform)),
+    )
 
 
 def derive_elementwise(

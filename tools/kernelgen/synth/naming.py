@@ -211,6 +211,15 @@ class ConstantNames:
         return expr if args == list(expr.args) else expr.func(*args)
 
 
+def renamed_name(name: str, mapping: dict[str, str]) -> str:
+    """``name`` renamed by ``mapping``; a gradient's name ``grad_{name}`` follows its name."""
+    if name in mapping:
+        return mapping[name]
+    if name.startswith("grad_") and name[len("grad_") :] in mapping:
+        return f"grad_{mapping[name[len('grad_') :]]}"
+    return name
+
+
 # Temporaries --------------------------------------------------------------------------------------------------
 def unique_name(name: str, taken: set[str]) -> str:
     """``name``, or ``name`` with the smallest number that makes it free; the result is added to ``taken``."""
@@ -455,5 +464,6 @@ __all__ = [
     "constant_lines",
     "constant_parts",
     "hoist",
+    "renamed_name",
     "unique_name",
 ]
