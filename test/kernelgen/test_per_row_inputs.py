@@ -4,6 +4,8 @@ reference broadcasts it, recorded as ``per_row`` in the profile, read once per r
 gradient; the derivation matches autograd in float64 (test_loss_kernels.py runs the generated tests of two of these
 references under the interpreter)."""
 
+import copy
+import functools
 import textwrap
 
 import pytest
@@ -71,6 +73,16 @@ def references(tmp_path_factory):
     return path
 
 
+@functools.lru_cache(maxsize=None)
+def _analyzed(reference: str):
+    return analyze(reference)
+
+
+def _profile(references, entry):
+    """The profile of ``entry`` (analysed once per session: the sympy derivation is the slow part), a copy."""
+    return copy.deepcopy(_analyzed(f"{references}:{entry}"))
+
+
 def _per_row(profile):
     return [t.name for t in profile.inputs if t.per_row]
 
@@ -86,7 +98,7 @@ def _per_row(profile):
     ],
 )
 def test_per_row_inputs_are_found_from_how_the_reference_broadcasts(references, entry, per_row):
-    profile = analyze(f"{references}:{entry}")
+    profile = _profile(references, entry)
     assert profile.tier == 3 and validate_profile(profile) == []
     assert _per_row(profile) == per_row
     assert not any(t.requires_grad for t in profile.inputs if t.per_row)
@@ -104,7 +116,7 @@ def test_the_hint_per_row_decides_and_names_only_inputs(references, tmp_path):
 
 
 def test_a_per_row_input_is_checked_in_the_profile(references):
-    profile = analyze(f"{references}:token_weighted_nll")
+    profile = _profile(references, "token_weighted_nll")
     profile.inputs[2].requires_grad = True
     profile.fused_linear.enabled = True
     problems = " ".join(validate_profile(profile))
@@ -134,4 +146,4 @@ def _near_the_picked_log_probability(values):
     ],
 )
 def test_per_row_losses_match_autograd(references, entry, adjust):
-    check_against_autograd(analyze(f"{references}:{entry}"), adjust=adjust)
+    check_against_autograd(_profile(references, entry), adjust=adjust)
