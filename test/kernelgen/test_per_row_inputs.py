@@ -55,6 +55,10 @@ REFERENCES = textwrap.dedent(
         return -(F.log_softmax(logits, -1) * soft).sum(-1).mul(w).mean()
 
 
+    def mean_soft_ce(logits, soft):
+        return -(F.log_softmax(logits, -1) * soft).mean()
+
+
     def hinted_weight(logits, target, w):
         return -(F.log_softmax(logits, -1).gather(-1, target[:, None]).squeeze(-1) * w).sum()
 
@@ -147,3 +151,14 @@ def _near_the_picked_log_probability(values):
 )
 def test_per_row_losses_match_autograd(references, entry, adjust):
     check_against_autograd(_profile(references, entry), adjust=adjust)
+
+
+def test_a_mean_of_every_dim_reduces_the_rows_even_when_shapes_are_unknown(references, monkeypatch):
+    """A reference that does not run on the examples (its shapes unknown): ``v.mean()`` still averages over rows
+    and columns, not along each row as a per-row output (which a wrong per-element guess used to give)."""
+    from tools.kernelgen.analyze import trace
+
+    monkeypatch.setattr(trace, "_propagate_shapes", lambda *args, **kwargs: False)
+    profile = analyze(f"{references}:mean_soft_ce")
+    assert profile.math.loss.reduction == "mean" and profile.math.loss.denominator == "n_cols"
+    check_against_autograd(profile)

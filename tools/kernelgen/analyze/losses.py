@@ -364,7 +364,11 @@ class LossBuilder(ProgramBuilder):
     # Reductions over rows ----------------------------------------------------------------------------------
     def _reduces_over_rows(self, call: OpCall) -> bool:
         shape = self.traced.shape(call.operands[0])
-        dims = reduced_dims(call, len(shape)) if shape is not None else None
+        if shape is None:
+            # Shapes unknown (the reference did not run on the examples): ``v.sum()``/``v.mean()`` of every dim
+            # still reduces the rows, whatever the rank; read as a reduction along the row it would be no loss.
+            return _every_dim(call)
+        dims = reduced_dims(call, len(shape))
         if dims is None:
             return False
         return 0 in dims
@@ -377,7 +381,7 @@ class LossBuilder(ProgramBuilder):
         if is_condition(value):
             value = indicator(value)  # mask.sum(): a count
         shape = self.traced.shape(call.operands[0])
-        if len(reduced_dims(call, len(shape))) != len(shape):
+        if shape is not None and len(reduced_dims(call, len(shape))) != len(shape):
             raise self._error(
                 f"`{call.label}` reduces rows but not every dim; reduce all of them (or only dim -1)", node
             )
@@ -433,6 +437,11 @@ class LossBuilder(ProgramBuilder):
 
     def _hyper_symbols(self) -> set[sympy.Symbol]:
         return {self.symbols[name] for name in self.traced.runtime_hyperparameters} | {self.n}
+
+
+def _every_dim(call: OpCall) -> bool:
+    """A reduction without ``dim``: of every dim."""
+    return call.family == REDUCTION and call.options.get("dim") in (None, (), [])
 
 
 def _one_column_value(operand: sympy.Expr, col: sympy.Symbol) -> tuple[sympy.Expr, sympy.Expr] | None:
