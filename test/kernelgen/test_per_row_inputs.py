@@ -109,6 +109,17 @@ def test_per_row_inputs_are_found_from_how_the_reference_broadcasts(references, 
     assert any("no gradient is derived for them" in remark for remark in profile.notes.remarks)
 
 
+@pytest.mark.parametrize(
+    "entry, log_probabilities", [("grpo_token_loss", ["old_logp"]), ("KLPenalizedNLL", ["ref_logp"])]
+)
+def test_a_per_row_log_probability_is_drawn_near_the_picked_one(references, entry, log_probabilities):
+    """Subtracted from the picked log-probability (a ratio of probabilities): tests draw it as a log-probability,
+    near the picked one, so a clipped ratio reaches every branch; a weight or an advantage stays real."""
+    profile = _profile(references, entry)
+    domains = {t.name: t.domain for t in profile.inputs if t.per_row}
+    assert [name for name, domain in domains.items() if domain == "log_probabilities"] == log_probabilities
+
+
 def test_the_hint_per_row_decides_and_names_only_inputs(references, tmp_path):
     hinted = tmp_path / "hinted.py"
     hinted.write_text(REFERENCES + '\nKERNELGEN = {"entry": "hinted_weight", "per_row": ["w"]}\n')

@@ -196,6 +196,7 @@ def _fill_loss(profile: KernelProfile, traced: TracedReference) -> None:
     positive |= {name for name in traced.row_inputs if any(re.search(rf"\b{name}\b", d) for d in denominators)}
     # Class weights are drawn positive: a weighted mean divides by the kept rows' weights.
     domains = {**{name: "positive" for name in traced.class_inputs}, **_distribution_inputs(traced)}
+    domains.update(dict.fromkeys(_log_probability_rows(lowered, traced), "log_probabilities"))
     domains.update(hints.get("domains", {}))
     per_row = [t for t in profile.inputs if t.per_row]
     for tensor in element + [t for t in profile.inputs if t.per_class] + per_row:
@@ -336,6 +337,24 @@ def _distribution_inputs(traced: TracedReference) -> dict[str, str]:
                 continue
             if getattr(operand, "op", None) == "placeholder" and operand.target in traced.tensor_inputs:
                 found.setdefault(operand.target, domain)
+    return found
+
+
+def _log_probability_rows(lowered: LoweredLoss, traced: TracedReference) -> set[str]:
+    """Per-row inputs the loss subtracts from a statistic or a statistic from them (``logp - old_logp``, a ratio of
+    an old policy's probability to the picked one): log-probabilities of the picked class, which tests draw near the
+    picked log-probability of their logits, so that a clipped ratio reaches each of its branches."""
+    statistics = [sympy.Symbol(name, real=True) for name, _, _ in lowered.statistics]
+    found = set()
+    for expr in lowered.outputs.values():
+        for node in sympy.preorder_traversal(expr):
+            if not isinstance(node, sympy.Add):
+                continue
+            coefficients = node.as_coefficients_dict()
+            for name in traced.row_inputs:
+                weight = coefficients.get(sympy.Symbol(name, real=True))
+                if weight is not None and any(coefficients.get(s) == -weight for s in statistics):
+                    found.add(name)
     return found
 
 
