@@ -689,21 +689,12 @@ def _validate_backend(profile: KernelProfile, problems: list[str]) -> None:
             problems.append("backend: tilelang derives its kernels from math.outputs formulas, not from math.triton")
 
 
-# Names the tier-3 kernel binds itself (templates/ops_tier3.py.j2): an input of the same name would be overwritten.
-LOSS_KERNEL_LOCALS = {"mask": "mask of real columns", "col": "column indices", "row": "row index", "start": "start"}
-
-
 def _validate_loss(profile: KernelProfile, problems: list[str]) -> None:
     if profile.module.kind != "loss":
         problems.append(f"module.kind: {profile.module.kind!r} with tier 3: a loss needs the 'loss' module")
     if not any(t.dtype == "same" and not t.per_class and not t.per_row for t in profile.inputs):
         problems.append("inputs: tier 3 needs a per-element input (the logits or a distribution)")
     for index, tensor in enumerate(profile.inputs):
-        if tensor.name in LOSS_KERNEL_LOCALS:
-            problems.append(
-                f"inputs[{index}].name: {tensor.name!r} is a name the loss kernel gives its own values (the chunk's "
-                f"{LOSS_KERNEL_LOCALS[tensor.name]}): rename the argument in the reference"
-            )
         if tensor.dtype not in ("same", "int64"):
             problems.append(f"inputs[{index}].dtype: {tensor.dtype!r}: tier 3 takes rows ('same') and class indices")
         if tensor.dtype == "int64" and tensor.requires_grad:
