@@ -139,10 +139,6 @@ def test_a_per_row_input_is_checked_in_the_profile(references):
     assert "fused_linear.enabled: token_weight holds one value per row" in problems
     profile.inputs[2].per_row = "yes"
     assert "inputs[2].per_row: 'yes' is not true or false" in " ".join(validate_profile(profile))
-    profile.inputs[2].name = "mask"  # the kernel's mask of real columns would overwrite it
-    assert "inputs[2].name: 'mask' is a name the loss kernel gives its own values" in " ".join(
-        validate_profile(profile)
-    )
 
 
 def _near_the_picked_log_probability(values):
