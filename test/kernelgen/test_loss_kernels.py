@@ -26,6 +26,8 @@ from test.kernelgen.conftest import run_pytest
 from test.kernelgen.test_class_weights import WEIGHTED_STYLES
 from test.kernelgen.test_losses import STYLES
 from test.kernelgen.test_losses import TIER3_BUILTINS
+from test.kernelgen.test_per_row_inputs import GENERATED as PER_ROW_KERNELS
+from test.kernelgen.test_per_row_inputs import REFERENCES as PER_ROW_REFERENCES
 from tools.kernelgen.analyze import analyze
 from tools.kernelgen.generate import plan_new
 from tools.kernelgen.layout import kernel_paths
@@ -105,6 +107,9 @@ def generated_checkout(tmp_path_factory):
     # checks the other styles).
     (root / "weighted.py").write_text(WEIGHTED_STYLES)
     profiles.append(analyze(f"{root / 'weighted.py'}:weighted_cross_entropy"))
+    # Per-row inputs (GRPO's old log-probabilities and advantages, a reference model's log-probabilities, a mask).
+    (root / "per_row.py").write_text(PER_ROW_REFERENCES)
+    profiles += [analyze(f"{root / 'per_row.py'}:{entry}", name=name) for entry, name in PER_ROW_KERNELS]
     for profile in profiles:
         assert profile.tier == 3 and profile.math.statistics, profile.operation_name
         write_all(root, plan_new(LigerRepo.open(root), profile).changes)
@@ -123,6 +128,40 @@ def test_generated_losses_run_under_the_interpreter(generated_checkout):
 def test_generated_losses_match_torch_autograd(generated_checkout):
     root, names = generated_checkout
     assert_generated_tests_pass(root, names, at_least_per_kernel=8)
+
+
+def test_a_per_row_input_is_read_once_per_row(generated_checkout):
+    root, _ = generated_checkout
+    source = (root / kernel_paths("grpo_token")["ops"]).read_text()
+    loop = source.index("for start in range(0, n_cols, BLOCK_SIZE)")
+    assert 0 < source.index("old_logp = tl.load(old_logp_ptr + row).to(tl.float32)") < loop
+
+
+def test_per_row_inputs_follow_the_leading_dims_of_the_logits(generated_checkout):
+    """[B, T, V] logits take [B, T] old log-probabilities and advantages (flattened with the rows); a [B * T] one,
+    which the reference cannot broadcast either, is refused, and so is one that asks for a gradient."""
+    root, _ = generated_checkout
+    function = import_generated_ops(root, "grpo_token").LigerGrpoTokenFunction
+    namespace = {}
+    exec(compile(PER_ROW_REFERENCES, "<per_row>", "exec"), namespace)
+    torch.manual_seed(0)
+    logits = torch.randn(2, 3, 40, dtype=torch.float64)
+    target = torch.randint(0, 40, (2, 3))
+    logp = logits.log_softmax(-1).gather(-1, target[..., None])[..., 0]
+    old_logp = logp + torch.linspace(-0.5, 0.5, 6, dtype=torch.float64).view(2, 3)  # below, inside, above the clip
+    advantages = torch.randn(2, 3, dtype=torch.float64)
+    expected_logits = logits.clone().requires_grad_()
+    expected = namespace["grpo_token_loss"](expected_logits, target, old_logp, advantages)
+    expected.backward()
+    ours_logits = logits.float().requires_grad_()
+    ours = function.apply(ours_logits, target, old_logp.float(), advantages.float(), 0.2)
+    ours.backward()
+    torch.testing.assert_close(ours.double(), expected, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(ours_logits.grad.double(), expected_logits.grad, rtol=1e-4, atol=1e-6)
+    with pytest.raises(ValueError, match=r"old_logp has shape \(6,\), expected \(2, 3\)"):
+        function.apply(logits.float(), target, old_logp.float().reshape(-1), advantages.float(), 0.2)
+    with pytest.raises(ValueError, match="derives no gradient for 'advantages'"):
+        function.apply(logits.float(), target, old_logp.float(), advantages.float().requires_grad_(), 0.2)
 
 
 def test_generated_loss_kernels_compile_for_the_h200_in_seconds(generated_checkout):

@@ -216,6 +216,11 @@ def _inputs(profile, rows, cols, generator):
         if tensor.per_class:  # class weights, [cols]
             values[tensor.name] = torch.rand(cols, generator=generator, dtype=torch.float64) + 0.1
             continue
+        if tensor.per_row:  # a per-token weight, [rows]
+            values[tensor.name] = torch.randn(rows, generator=generator, dtype=torch.float64)
+            if (tensor.domain or profile.test.input_domain) == "positive":
+                values[tensor.name] = values[tensor.name].abs() + 0.1
+            continue
         x = torch.randn(rows, cols, generator=generator, dtype=torch.float64) * 3
         domain = tensor.domain or profile.test.input_domain
         if domain == "probabilities":
@@ -307,16 +312,19 @@ def _reference_call(profile):
     return lambda *args, **kw: entry(*args, **{**hypers, **kw})
 
 
-def check_against_autograd(profile, rows=6, cols=300, block=64, seed=0, ignore_rows=True):
-    """Loss and gradients of the derived chunked program vs torch.autograd on the reference (float64)."""
+def check_against_autograd(profile, rows=6, cols=300, block=64, seed=0, ignore_rows=True, adjust=None):
+    """Loss and gradients of the derived chunked program vs torch.autograd on the reference (float64); ``adjust``
+    changes the drawn inputs (a dict by name) in place first."""
     math = loss_math(profile)
     generator = torch.Generator().manual_seed(seed)
     values = _inputs(profile, rows, cols, generator)
+    if adjust is not None:
+        adjust(values)
     hypers = {h.name: h.default for h in profile.hyperparameters if h.type in ("int", "float")}
     ignore = [h.name for h in profile.hyperparameters if h.type == "int" and h.name in (math.gate_reads or [])]
-    row_inputs = {t.name: values[t.name] for t in profile.inputs if t.dtype == "int64"}
+    row_inputs = {t.name: values[t.name] for t in profile.inputs if t.dtype == "int64" or t.per_row}
     if ignore and ignore_rows:
-        for target in row_inputs.values():
+        for target in (values[t.name] for t in profile.inputs if t.dtype == "int64"):
             target[::3] = hypers[ignore[0]]
     leaves = {
         t.name: values[t.name].clone().requires_grad_(t.requires_grad) if t.dtype != "int64" else values[t.name]
@@ -350,7 +358,7 @@ def check_against_autograd(profile, rows=6, cols=300, block=64, seed=0, ignore_r
         per_row = eval(print_torch(sympy.sympify(parse_formula(denominator, names))), scope)
         total = per_row.sum() if torch.is_tensor(per_row) else per_row * rows
         weight = 1.0 / float(total)
-    element = {t.name: values[t.name] for t in profile.inputs if t.dtype != "int64"}
+    element = {t.name: values[t.name] for t in profile.inputs if t.dtype != "int64" and not t.per_row}
     got = run_loss(math, element, row_inputs, hypers, cols, block, weight)
 
     # A reference that casts to float32 on purpose computes in fp32 even on float64 inputs.

@@ -282,6 +282,7 @@ EDITS = {
     "test.mlp_shapes": ("swiglu", _set("test.mlp_shapes", [[2, 16, 40]]), "files"),
     "inputs[].domain": ("kl_div", _set("inputs.1.domain", "positive"), "files"),
     "inputs[].per_class": ("cross_entropy", _set("inputs.0.per_class", True), "validation"),
+    "inputs[].per_row": ("cross_entropy", _set("inputs.0.per_row", True), "validation"),
     "inputs[].attribute": ("weighted_cross_entropy", _set("inputs.2.attribute", ""), "files"),
     "inputs[].broadcast": ("swiglu", _set("inputs.1.broadcast", "*"), "files"),
     "math.loss.reduction": ("cross_entropy", _set_reduction_sum, "files"),

@@ -164,7 +164,7 @@ def _derive_rows(statistics, formulas, inputs, constants, parameters, hyperparam
 
 def loss_math(profile: KernelProfile, source: str | None = None) -> LossMath:
     """The tier-3 chunked forward (gradient included) derived from the formulas (see ``synth/losses.py``)."""
-    element = [t for t in profile.inputs if t.dtype != "int64"]
+    element = [t for t in profile.inputs if t.dtype != "int64" and not t.per_row]
     statistics = tuple((s.name, s.reduce, s.of) for s in profile.math.statistics)
     try:
         return _derive_loss(
@@ -176,6 +176,7 @@ def loss_math(profile: KernelProfile, source: str | None = None) -> LossMath:
             tuple(profile.formula_hyperparameters),
             tuple(hp.name for hp in profile.hyperparameters if hp.type == "int"),
             tuple(t.name for t in element if t.per_class),
+            tuple(t.name for t in profile.inputs if t.per_row),
         )
     except _FormulaError as error:
         raise ProfileError(_where(profile, source), [str(error)]) from None
@@ -183,9 +184,9 @@ def loss_math(profile: KernelProfile, source: str | None = None) -> LossMath:
 
 @functools.lru_cache(maxsize=DERIVATIONS_KEPT)
 def _derive_loss(
-    statistics, formulas, inputs, constants, row_inputs, hyperparameters, integers, class_inputs=()
+    statistics, formulas, inputs, constants, row_inputs, hyperparameters, integers, class_inputs=(), row_values=()
 ) -> LossMath:
-    names = [*inputs, *constants, *row_inputs, *hyperparameters, COL, N_COLS]
+    names = [*inputs, *constants, *row_inputs, *row_values, *hyperparameters, COL, N_COLS]
     parsed, outputs = _parse_program(statistics, formulas, names)
     try:
         return synthesize_loss(
@@ -197,6 +198,7 @@ def _derive_loss(
             list(row_inputs),
             list(integers),
             list(class_inputs),
+            list(row_values),
         )
     except RowProgramError as error:
         raise _FormulaError(f"math: {error}") from None

@@ -126,7 +126,8 @@ class TensorSpec:
     """A tensor input: ``[..., n_cols]`` rows; tier 3 also takes class indices, one per row (``dtype: int64``), and
     ``per_class`` tensors of ``[n_cols]`` values shared by every row (class weights), which formulas read at each
     column by name or at a class index with ``take(NAME, index)``; they take no gradient, and None computes as 1 for
-    every class. ``requires_grad: false`` makes it a constant of the math (no gradient is derived, stored or
+    every class; and ``per_row`` tensors of one number per row (``[rows]``, or the leading dims of the first input:
+    a per-token weight, an old policy's log-probability), loaded once per row, which take no gradient. ``requires_grad: false`` makes it a constant of the math (no gradient is derived, stored or
     returned). ``domain``: what the tests draw for it (empty: ``test.input_domain``; ``probabilities`` and
     ``log_probabilities``: a distribution over each row, as losses between distributions expect). ``attribute``: a
     module reference holds this input itself (``weight`` for ``self.weight``): tests and benchmarks set it there
@@ -140,6 +141,7 @@ class TensorSpec:
     requires_grad: bool = True
     domain: str = ""
     per_class: bool = False
+    per_row: bool = False
     attribute: str = ""
     broadcast: str = ""
     description: str = ""
@@ -776,7 +778,7 @@ def _validate_backend(profile: KernelProfile, problems: list[str]) -> None:
 def _validate_loss(profile: KernelProfile, problems: list[str]) -> None:
     if profile.module.kind != "loss":
         problems.append(f"module.kind: {profile.module.kind!r} with tier 3: a loss needs the 'loss' module")
-    if not any(t.dtype == "same" and not t.per_class for t in profile.inputs):
+    if not any(t.dtype == "same" and not t.per_class and not t.per_row for t in profile.inputs):
         problems.append("inputs: tier 3 needs a per-element input (the logits or a distribution)")
     for index, tensor in enumerate(profile.inputs):
         if tensor.dtype not in ("same", "int64"):
@@ -785,6 +787,16 @@ def _validate_loss(profile: KernelProfile, problems: list[str]) -> None:
             problems.append(f"inputs[{index}].requires_grad: class indices have no gradient")
         if tensor.per_class and tensor.dtype != "same":
             problems.append(f"inputs[{index}].per_class: per-class values are numbers of the first input's dtype")
+        if tensor.per_row and (tensor.dtype != "same" or tensor.per_class):
+            problems.append(
+                f"inputs[{index}].per_row: per-row values are numbers of the first input's dtype, one per row (not "
+                f"class indices, not per-class values)"
+            )
+        if tensor.per_row and tensor.requires_grad:
+            problems.append(
+                f"inputs[{index}].requires_grad: a per-row input takes no gradient in a tier-3 kernel (pass it "
+                f"detached, as an old policy's log-probabilities or advantages are)"
+            )
         if tensor.per_class and tensor.requires_grad:
             problems.append(
                 f"inputs[{index}].requires_grad: a per-class input takes no gradient (it would be a sum over rows, "
@@ -795,7 +807,8 @@ def _validate_loss(profile: KernelProfile, problems: list[str]) -> None:
     loss = profile.math.loss
     if loss is None:
         return
-    row_names = {t.name for t in profile.inputs if t.dtype == "int64"} | set(profile.formula_hyperparameters)
+    row_names = {t.name for t in profile.inputs if t.dtype == "int64" or t.per_row}
+    row_names |= set(profile.formula_hyperparameters)
     row_names |= {"n_cols", BATCH_SHARE}
     per_class = {t.name for t in profile.inputs if t.per_class}
     row_names |= per_class  # read at class indices only: take(NAME, index)
@@ -849,8 +862,16 @@ def _validate_fused_linear(profile: KernelProfile, problems: list[str]) -> None:
         return
     if fused.chunk_size is not None and (not isinstance(fused.chunk_size, int) or fused.chunk_size < 1):
         problems.append(f"fused_linear.chunk_size: {fused.chunk_size!r} is not a positive integer")
+    per_row = [t.name for t in profile.inputs if t.per_row]
+    if per_row:
+        problems.append(
+            f"fused_linear.enabled: {per_row[0]} holds one value per row, which the fused linear kernel does not take "
+            f"yet (generate the loss without --fused-linear)"
+        )
     bounded = [
-        t.name for t in profile.inputs if t.dtype != "int64" and not t.per_class and t.domain not in ("", "real")
+        t.name
+        for t in profile.inputs
+        if t.dtype != "int64" and not t.per_class and not t.per_row and t.domain not in ("", "real")
     ]
     if bounded:
         problems.append(
@@ -979,6 +1000,8 @@ def validate_profile(profile: KernelProfile) -> list[str]:
     for index, tensor in enumerate(profile.inputs):
         if tensor.per_class and profile.tier != 3:
             problems.append(f"inputs[{index}].per_class: only a tier-3 loss takes per-class inputs (class weights)")
+        if tensor.per_row and profile.tier != 3:
+            problems.append(f"inputs[{index}].per_row: only a tier-3 loss takes per-row inputs (a per-token weight)")
         if tensor.attribute and profile.reference.kind != "module":
             problems.append(f"inputs[{index}].attribute: only a module reference holds inputs of its own")
         elif tensor.attribute and not ATTRIBUTE_PATH.match(tensor.attribute):
@@ -1085,7 +1108,7 @@ def dump_yaml(profile: KernelProfile) -> str:
             spec.pop("keepdim")
     # Constructor links and mlp variants only where used: profiles without them read as before.
     for spec in data["inputs"]:
-        for key in ("per_class", "attribute", "broadcast"):
+        for key in ("per_class", "per_row", "attribute", "broadcast"):
             if not spec[key]:
                 spec.pop(key)
     for spec in data["parameters"]:

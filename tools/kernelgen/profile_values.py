@@ -148,6 +148,15 @@ def _parameters(problems: list[str], parameters: list) -> None:
             problems.append(f"{path}.init_value: {param.init_value!r} is not a finite number")
 
 
+def _input_flags(problems: list[str], inputs: list) -> None:
+    """Flags templates branch on (``if t.per_row``): a YAML string such as "no" would read as true."""
+    for index, tensor in enumerate(inputs):
+        for key in ("requires_grad", "per_class", "per_row"):
+            value = getattr(tensor, key, False)
+            if not isinstance(value, bool):
+                problems.append(f"inputs[{index}].{key}: {value!r} is not true or false")
+
+
 def _loss_choices(problems: list[str], loss) -> None:
     if loss is None:
         return
@@ -172,6 +181,7 @@ def check_values(profile) -> list[str]:
     _benchmark(problems, profile.benchmark)
     _module(problems, profile.module)
     _parameters(problems, profile.parameters)
+    _input_flags(problems, profile.inputs)
     _loss_choices(problems, profile.math.loss)
     if profile.math.triton is not None:
         for index, name in enumerate(profile.math.triton.saved_row_statistics):

@@ -120,6 +120,9 @@ def _inputs(profile: KernelProfile, generator: torch.Generator) -> tuple[list[to
             value = torch.randint(0, cols, (ROWS,), generator=generator)
         elif spec.per_class:
             value = torch.rand(cols, generator=generator) + 0.1
+        elif spec.per_row:
+            value = torch.randn(ROWS, generator=generator) * scale
+            value = value.abs() + 0.1 if domain == "positive" else value
         elif domain in ("probabilities", "log_probabilities"):
             value = torch.randn(ROWS, cols, generator=generator).log_softmax(-1)
             value = value.exp() if domain == "probabilities" else value

@@ -191,7 +191,7 @@ def _fill_loss(profile: KernelProfile, traced: TracedReference) -> None:
     if chooser:
         _set_reduction_choices(profile, traced, chooser, accepted)
     hints = traced.loaded.hints
-    element = [t for t in profile.inputs if t.dtype != "int64" and not t.per_class]
+    element = [t for t in profile.inputs if t.dtype != "int64" and not t.per_class and not t.per_row]
     # Every [rows, classes] input takes a gradient, as autograd gives one to each input that asks (a distillation
     # loss's teacher, a soft target); the kernel writes one only where its input requires grad at run time.
     hinted = hints.get("grad_inputs")
@@ -204,10 +204,15 @@ def _fill_loss(profile: KernelProfile, traced: TracedReference) -> None:
             origin=traced.loaded.origin,
         )
     positive = _log_domain_inputs(lowered, traced)
+    # A per-row input a mean divides by the sum of (a float token mask): drawn positive, as a mask's count is.
+    denominators = [profile.math.loss.denominator] + [c.denominator for c in profile.math.loss.choices]
+    positive |= {name for name in traced.row_inputs if any(re.search(rf"\b{name}\b", d) for d in denominators)}
     # Class weights are drawn positive: a weighted mean divides by the kept rows' weights.
     domains = {**{name: "positive" for name in traced.class_inputs}, **_distribution_inputs(traced)}
+    domains.update(dict.fromkeys(_log_probability_rows(lowered, traced), "log_probabilities"))
     domains.update(hints.get("domains", {}))
-    for tensor in element + [t for t in profile.inputs if t.per_class]:
+    per_row = [t for t in profile.inputs if t.per_row]
+    for tensor in element + [t for t in profile.inputs if t.per_class] + per_row:
         tensor.requires_grad = tensor.name in wanted
         tensor.domain = domains.get(tensor.name, "positive" if tensor.name in positive else "real")
         if tensor.domain not in INPUT_DOMAINS:
@@ -218,8 +223,16 @@ def _fill_loss(profile: KernelProfile, traced: TracedReference) -> None:
     unknown = sorted(set(wanted) - {t.name for t in element})
     if unknown:
         raise AnalyzeError(
-            f"KERNELGEN hint 'grad_inputs' names {unknown}, which are no [rows, classes] inputs",
+            f"KERNELGEN hint 'grad_inputs' names {unknown}, which are no [rows, classes] inputs"
+            + (" (a per-row input takes no gradient)" if set(unknown) & {t.name for t in per_row} else ""),
             origin=traced.loaded.origin,
+        )
+    if per_row:
+        names = ", ".join(t.name for t in per_row)
+        profile.notes.remarks.append(
+            f"per-row inputs: {names}, one value per row ([rows] or the leading dims of {element[0].name}), loaded "
+            f"once per row; no gradient is derived for them (the Function refuses them requiring grad, its backward "
+            f"returns None for them)"
         )
     profile.module.kind = "loss"
     if "y" not in lowered.outputs:
@@ -300,7 +313,7 @@ def _reduction_choices(traced: TracedReference, lowered: LoweredLoss) -> tuple[s
 
 
 def _set_reduction_choices(profile: KernelProfile, traced: TracedReference, chooser: str, accepted: dict) -> None:
-    names = [t.name for t in profile.inputs if t.dtype == "int64" or t.per_class]
+    names = [t.name for t in profile.inputs if t.dtype == "int64" or t.per_class or t.per_row]
     names += profile.formula_hyperparameters + ["n_cols", BATCH_SHARE]
     means = [denominator for kind, denominator in accepted.values() if kind == "mean"]
     base = accepted["mean"][1] if accepted.get("mean", ("",))[0] == "mean" else (means[0] if means else 1)
@@ -337,6 +350,24 @@ def _distribution_inputs(traced: TracedReference) -> dict[str, str]:
                 continue
             if getattr(operand, "op", None) == "placeholder" and operand.target in traced.tensor_inputs:
                 found.setdefault(operand.target, domain)
+    return found
+
+
+def _log_probability_rows(lowered: LoweredLoss, traced: TracedReference) -> set[str]:
+    """Per-row inputs the loss subtracts from a statistic or a statistic from them (``logp - old_logp``, a ratio of
+    an old policy's probability to the picked one): log-probabilities of the picked class, which tests draw near the
+    picked log-probability of their logits, so that a clipped ratio reaches each of its branches."""
+    statistics = [sympy.Symbol(name, real=True) for name, _, _ in lowered.statistics]
+    found = set()
+    for expr in lowered.outputs.values():
+        for node in sympy.preorder_traversal(expr):
+            if not isinstance(node, sympy.Add):
+                continue
+            coefficients = node.as_coefficients_dict()
+            for name in traced.row_inputs:
+                weight = coefficients.get(sympy.Symbol(name, real=True))
+                if weight is not None and any(coefficients.get(s) == -weight for s in statistics):
+                    found.add(name)
     return found
 
 
@@ -413,6 +444,8 @@ def _inputs(traced: TracedReference) -> list[TensorSpec]:
         elif name in traced.class_inputs:
             attribute = traced.attribute_inputs.get(name, "")
             specs.append(TensorSpec(name=name, requires_grad=False, per_class=True, attribute=attribute))
+        elif name in traced.row_inputs:
+            specs.append(TensorSpec(name=name, requires_grad=False, per_row=True))
         elif name in integers:
             function = traced.loaded.obj.forward if traced.loaded.kind == "module" else traced.loaded.obj
             line = getattr(getattr(function, "__code__", None), "co_firstlineno", None)

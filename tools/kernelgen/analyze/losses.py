@@ -1,6 +1,7 @@
 """Lower a loss reference (tier 3) to a row program plus the reduction of its rows.
 
-A loss takes ``[rows, classes]`` tensors (logits, log-probabilities, distributions) and class indices, one per row.
+A loss takes ``[rows, classes]`` tensors (logits, log-probabilities, distributions), class indices, one per row, and
+per-row numbers (``[rows]``: a per-token weight, an old policy's log-probability; ``trace.py`` finds them).
 Every value the reference computes has a level: per element (varies along the row), per row (a statistic, a class
 index, what is computed from them alone) or over rows (a sum or mean of per-row values: the loss). Per-element and
 per-row values lower as in tier 2 (``program.py``), with ``col`` (the column index) for what class indices select:
@@ -87,7 +88,10 @@ class LossBuilder(ProgramBuilder):
         super().__init__(traced)
         self.col = make_symbols([COL])[COL]
         self.index_symbols = {self.symbols[name] for name in traced.index_inputs}
-        self.element_symbols = {self.symbols[n] for n in traced.tensor_inputs if n not in traced.index_inputs}
+        # Float inputs of one value per row (a per-token weight): constants of the row, as class indices are.
+        self.row_value_symbols = {self.symbols[name] for name in traced.row_inputs}
+        per_row = {*traced.index_inputs, *traced.row_inputs}
+        self.element_symbols = {self.symbols[n] for n in traced.tensor_inputs if n not in per_row}
         self.element_symbols.add(self.col)
         self.class_symbols = {self.symbols[name] for name in traced.class_inputs}
         # Per-class values at a class index: a row symbol each while lowering, take(values, index) in the formulas.
@@ -109,7 +113,7 @@ class LossBuilder(ProgramBuilder):
 
     def _row_constants(self) -> set[sympy.Symbol]:
         ints = {self._int_symbol(n) for n in self.int_used}
-        return super()._row_constants() | self.index_symbols | ints | set(self.picks)
+        return super()._row_constants() | self.index_symbols | self.row_value_symbols | ints | set(self.picks)
 
     def _class_valued(self, value: Any) -> bool:
         """A value of one number per class (a class weight or one computed from them), nothing of the row."""
@@ -360,7 +364,11 @@ class LossBuilder(ProgramBuilder):
     # Reductions over rows ----------------------------------------------------------------------------------
     def _reduces_over_rows(self, call: OpCall) -> bool:
         shape = self.traced.shape(call.operands[0])
-        dims = reduced_dims(call, len(shape)) if shape is not None else None
+        if shape is None:
+            # Shapes unknown (the reference did not run on the examples): ``v.sum()``/``v.mean()`` of every dim
+            # still reduces the rows, whatever the rank; read as a reduction along the row it would be no loss.
+            return _every_dim(call)
+        dims = reduced_dims(call, len(shape))
         if dims is None:
             return False
         return 0 in dims
@@ -373,7 +381,7 @@ class LossBuilder(ProgramBuilder):
         if is_condition(value):
             value = indicator(value)  # mask.sum(): a count
         shape = self.traced.shape(call.operands[0])
-        if len(reduced_dims(call, len(shape))) != len(shape):
+        if shape is not None and len(reduced_dims(call, len(shape))) != len(shape):
             raise self._error(
                 f"`{call.label}` reduces rows but not every dim; reduce all of them (or only dim -1)", node
             )
@@ -429,6 +437,11 @@ class LossBuilder(ProgramBuilder):
 
     def _hyper_symbols(self) -> set[sympy.Symbol]:
         return {self.symbols[name] for name in self.traced.runtime_hyperparameters} | {self.n}
+
+
+def _every_dim(call: OpCall) -> bool:
+    """A reduction without ``dim``: of every dim."""
+    return call.family == REDUCTION and call.options.get("dim") in (None, (), [])
 
 
 def _one_column_value(operand: sympy.Expr, col: sympy.Symbol) -> tuple[sympy.Expr, sympy.Expr] | None:

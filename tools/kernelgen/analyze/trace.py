@@ -21,6 +21,7 @@ import contextlib
 import copy
 import inspect
 import io
+import itertools
 import operator
 import sys
 
@@ -118,6 +119,9 @@ class TracedReference:
     attribute_inputs: dict[str, str] = field(default_factory=dict)
     # Inputs whose shape broadcasts against the first input's (``shapes`` hint): input -> pattern (``broadcast``).
     broadcast_inputs: dict[str, str] = field(default_factory=dict)
+    # Float tensor inputs of one value per row ([rows] / [B, T]: a per-token weight, an old policy's log-prob),
+    # found by the shapes the reference runs with (``_per_row_inputs``) or named by the hint ``per_row``.
+    row_inputs: list[str] = field(default_factory=list)
 
     @property
     def runtime_hyperparameters(self) -> list[str]:
@@ -802,9 +806,11 @@ def _finish(
     # Example shapes other than rows of ``hidden`` values: per-class inputs, inputs that broadcast against the rows.
     shaped = {name: (hidden,) for name in class_inputs}
     shaped.update({name: shape_for(p, rows_shape + (hidden,)) for name, p in broadcast_inputs.items()})
-    shapes_known = _propagate_shapes(
-        graph_module, order, tensors, index_inputs, shaped, rows_shape, calls, hypers, concrete, attributes, hidden
-    )
+    example = (graph_module, order, tensors, index_inputs, shaped, rows_shape, calls, hypers, concrete)
+    example += (attributes, hidden)
+    shaped_apart = [*index_inputs, *class_inputs, *broadcast_inputs]
+    row_inputs = _per_row_inputs(loaded, example, shaped_apart, index_inputs or _reduces_rows_to_a_loss(calls))
+    shapes_known = _propagate_shapes(*example, row_inputs=row_inputs)
     specialized = {name: value for name, value in concrete.items() if _scalar_type(value) is not None}
     traced = TracedReference(
         loaded=loaded,
@@ -827,6 +833,7 @@ def _finish(
         class_inputs=class_inputs,
         attribute_inputs=attribute_inputs,
         broadcast_inputs=broadcast_inputs,
+        row_inputs=row_inputs,
     )
     traced.notes.extend(decision.remark(call.name) for call, decision in decisions)
     if not shapes_known:
@@ -1195,11 +1202,53 @@ def _learnable(name: str, tensor: torch.Tensor, hidden: int) -> LearnableParamet
     )
 
 
+def _per_row_inputs(loaded, example: tuple, shaped_apart: list[str], loss_like: bool) -> list[str]:
+    """The float inputs that hold one value per row (``[rows]``, ``[B, T]``): those the hint ``KERNELGEN =
+    {"per_row": ["w"]}`` names, and, for a reference that reads class indices or reduces its rows to a loss, the
+    fewest other float inputs (never the first, the rows themselves) that make the reference run on the example
+    inputs when it does not run with every input ``[rows, hidden]``: ``logp * w`` of a gathered log-probability
+    ``[rows]`` broadcasts against ``w`` of ``[rows]``, not of ``[rows, hidden]``. ``shaped_apart``: inputs of other
+    shapes (class indices, per-class values, broadcast inputs)."""
+    hinted = list(loaded.hints.get("per_row", []))
+    floats = [name for name in example[2] if name not in shaped_apart]
+    unknown = sorted(set(hinted) - set(floats[1:]))
+    if unknown:
+        raise AnalyzeError(
+            f"KERNELGEN hint 'per_row' names {unknown}, which are no tensor inputs of real numbers after the first",
+            origin=loaded.origin,
+        )
+    if not loss_like or _propagate_shapes(*example, row_inputs=hinted, record=False):
+        return [name for name in floats if name in hinted]
+    candidates = [name for name in floats[1:] if name not in hinted][:_MOST_ROW_CANDIDATES]
+    for count in range(1, len(candidates) + 1):
+        for chosen in itertools.combinations(candidates, count):
+            if _propagate_shapes(*example, row_inputs=[*hinted, *chosen], record=False):
+                return [name for name in floats if name in hinted or name in chosen]
+    return [name for name in floats if name in hinted]
+
+
+# Float inputs tried as per-row values (every subset of them, fewest first): a loss takes a handful.
+_MOST_ROW_CANDIDATES = 6
+
+
 def _propagate_shapes(
-    graph_module, order, tensors, index_inputs, shaped, rows_shape, calls, hypers, concrete, attributes, hidden
+    graph_module,
+    order,
+    tensors,
+    index_inputs,
+    shaped,
+    rows_shape,
+    calls,
+    hypers,
+    concrete,
+    attributes,
+    hidden,
+    row_inputs=(),
+    record=True,
 ) -> bool:
     """Run the graph on small float32 examples (``rows_shape + (hidden,)``, ``shaped``'s shape for the inputs it
-    names) to record every node's shape (best effort)."""
+    names, ``rows_shape`` for a per-row one) to record every node's shape (best effort); ``record=False`` only tells
+    whether it runs, leaving the graph's shapes as they were."""
     gather_like = {
         operand.target
         for call in calls.values()
@@ -1215,6 +1264,8 @@ def _propagate_shapes(
             values[name] = torch.randint(0, hidden, shape, generator=generator)
         elif name in shaped:
             values[name] = torch.rand(shaped[name], generator=generator) + 0.5
+        elif name in row_inputs:
+            values[name] = torch.rand(rows_shape, generator=generator) + 0.5
         else:
             values[name] = torch.rand(rows_shape + (hidden,), generator=generator) + 0.5
     values.update({h.name: h.default for h in hypers})
@@ -1224,7 +1275,10 @@ def _propagate_shapes(
     try:
         # ShapeProp prints the traceback of a failing node before re-raising: the failure is handled here.
         with torch.no_grad(), contextlib.redirect_stderr(io.StringIO()):
-            ShapeProp(graph_module).propagate(*args)
+            if record:
+                ShapeProp(graph_module).propagate(*args)
+            else:
+                fx.Interpreter(graph_module).run(*args)
     except Exception:  # noqa: BLE001 - shapes are a refinement; classification falls back to the dim arguments
         return False
     return True

@@ -462,6 +462,7 @@ class LossOpsView:
 
     element_inputs: list[str]  # [rows, n_cols] tensors
     row_inputs: list[str]  # one class index per row
+    row_values: list[str]  # one float per row ([rows] / [B, T]: a per-token weight), no gradient
     class_inputs: list[str]  # [n_cols] tensors shared by every row (class weights; None: 1 for every class)
     picks: list[LossPickView]  # per-class values at a class index, loaded once per row
     kernel_hypers: list[str]  # the numbers the formulas read
@@ -1290,7 +1291,7 @@ def _row_ops(profile: KernelProfile) -> RowOpsView:
 
 def _loss_ops(profile: KernelProfile) -> LossOpsView:
     math = loss_math(profile)
-    element = [t.name for t in profile.inputs if t.dtype != "int64" and not t.per_class]
+    element = [t.name for t in profile.inputs if t.dtype != "int64" and not t.per_class and not t.per_row]
     per_class = [t.name for t in profile.inputs if t.per_class]
     grad_inputs = [t.name for t in profile.inputs if t.requires_grad]
     in_place = profile.backward.in_place_gradients
@@ -1303,6 +1304,7 @@ def _loss_ops(profile: KernelProfile) -> LossOpsView:
     return LossOpsView(
         element_inputs=element,
         row_inputs=[t.name for t in profile.inputs if t.dtype == "int64"],
+        row_values=[t.name for t in profile.inputs if t.per_row],
         class_inputs=per_class,
         picks=[_loss_pick(name, values, index) for name, values, index in math.picks],
         kernel_hypers=list(profile.formula_hyperparameters),
@@ -1399,7 +1401,7 @@ def loss_reductions(
     linear kernel's ``class_weight``); ``flat``: printed for [rows, classes] inputs, where ``batch_share`` is 1 (a
     fused linear kernel's hidden states, tests' flattened rows)."""
     loss = profile.math.loss
-    row_inputs = {t.name for t in profile.inputs if t.dtype == "int64" or t.per_class}
+    row_inputs = {t.name for t in profile.inputs if t.dtype == "int64" or t.per_class or t.per_row}
     listed = {choice.value: choice for choice in loss.choices}
     if loss.reduction in LOSS_REDUCTIONS:
         values = [loss.reduction]

@@ -99,6 +99,7 @@ def synthesize_loss(
     row_inputs: list[str] | None = None,
     integer_hyperparameters: list[str] | None = None,
     class_inputs: list[str] | None = None,
+    row_values: list[str] | None = None,
 ) -> LossMath:
     """The chunked forward (with the gradient of the first output) of a loss over long rows.
 
@@ -106,20 +107,23 @@ def synthesize_loss(
     ``row_inputs``: one value per row (class targets); ``col`` (the column index) and ``n_cols`` may appear in any
     formula. Every output must be one value per row. ``integer_hyperparameters``: those holding integers
     (``ignore_index``), compared with class indices as integers. ``class_inputs``: the constants of one value per
-    class, which ``take(name, index)`` reads at a class index.
+    class, which ``take(name, index)`` reads at a class index. ``row_values``: numbers of one value per row (a
+    per-token weight), row constants like ``row_inputs`` but compared as numbers; they take no gradient.
     """
     integer_hyperparameters = list(integer_hyperparameters or [])
     hyperparameters = list(hyperparameters or [])
     row_inputs = list(row_inputs or [])
+    row_values = list(row_values or [])
     constants = [*(constants or []), COL]
-    taken = {*inputs, *constants, *row_inputs, *hyperparameters, *(name for name, _, _ in statistics), *outputs}
+    taken = {*inputs, *constants, *row_inputs, *row_values, *hyperparameters}
+    taken |= {*(name for name, _, _ in statistics), *outputs}
     picks, statistics, outputs = split_picks(
         statistics, outputs, list(class_inputs or []), {*inputs, *constants}, taken
     )
     row_inputs += [name for name, _, _ in picks]
-    gate, outputs = split_gate(outputs, set(row_inputs) | set(hyperparameters))
+    gate, outputs = split_gate(outputs, set(row_inputs) | set(row_values) | set(hyperparameters))
     statistics, outputs = split_statistics(statistics, outputs, {*inputs, *constants})
-    program = _Program(statistics, outputs, inputs, {}, hyperparameters, constants, row_inputs)
+    program = _Program(statistics, outputs, inputs, {}, hyperparameters, constants, [*row_inputs, *row_values])
     not_per_row = [name for name in program.outputs if name not in program.row_outputs]
     if not_per_row:
         raise RowProgramError(f"outputs {not_per_row} vary along the row; a loss gives one value per row")

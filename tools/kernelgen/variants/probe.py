@@ -77,6 +77,9 @@ class Probe(ReferenceRunner):
                     value[1::3] = ignore_index
             elif spec.per_class:
                 value = torch.rand(cols, generator=generator) + 0.5
+            elif spec.per_row:
+                value = torch.randn(rows, generator=generator)
+                value = value.abs() + 0.1 if domain == "positive" else value
             elif domain in ("probabilities", "log_probabilities"):
                 value = torch.randn(rows, cols, generator=generator).log_softmax(-1)
                 value = value if domain == "log_probabilities" else value.exp()
