@@ -808,8 +808,13 @@ def _finish(
     shaped.update({name: shape_for(p, rows_shape + (hidden,)) for name, p in broadcast_inputs.items()})
     example = (graph_module, order, tensors, index_inputs, shaped, rows_shape, calls, hypers, concrete)
     example += (attributes, hidden)
+    loss_like = bool(index_inputs) or _reduces_rows_to_a_loss(calls)
+    # A loss's input that the reference unsqueezes into [rows, 1] (``w.unsqueeze(-1)``) holds one value per row.
+    unsqueezed_rows = [n for n in broadcast_inputs if loss_like and shaped[n] == rows_shape] if rows_shape else []
+    for name in unsqueezed_rows:
+        del broadcast_inputs[name], shaped[name]
     shaped_apart = [*index_inputs, *class_inputs, *broadcast_inputs]
-    row_inputs = _per_row_inputs(loaded, example, shaped_apart, index_inputs or _reduces_rows_to_a_loss(calls))
+    row_inputs = _per_row_inputs(loaded, example, shaped_apart, loss_like, unsqueezed_rows)
     shapes_known = _propagate_shapes(*example, row_inputs=row_inputs)
     specialized = {name: value for name, value in concrete.items() if _scalar_type(value) is not None}
     traced = TracedReference(
@@ -1202,13 +1207,15 @@ def _learnable(name: str, tensor: torch.Tensor, hidden: int) -> LearnableParamet
     )
 
 
-def _per_row_inputs(loaded, example: tuple, shaped_apart: list[str], loss_like: bool) -> list[str]:
+def _per_row_inputs(
+    loaded, example: tuple, shaped_apart: list[str], loss_like: bool, found: list[str] = ()
+) -> list[str]:
     """The float inputs that hold one value per row (``[rows]``, ``[B, T]``): those the hint ``KERNELGEN =
     {"per_row": ["w"]}`` names, and, for a reference that reads class indices or reduces its rows to a loss, the
     fewest other float inputs (never the first, the rows themselves) that make the reference run on the example
     inputs when it does not run with every input ``[rows, hidden]``: ``logp * w`` of a gathered log-probability
     ``[rows]`` broadcasts against ``w`` of ``[rows]``, not of ``[rows, hidden]``. ``shaped_apart``: inputs of other
-    shapes (class indices, per-class values, broadcast inputs)."""
+    shapes (class indices, per-class values, broadcast inputs); ``found``: per-row inputs known already."""
     hinted = list(loaded.hints.get("per_row", []))
     floats = [name for name in example[2] if name not in shaped_apart]
     unknown = sorted(set(hinted) - set(floats[1:]))
@@ -1217,6 +1224,7 @@ def _per_row_inputs(loaded, example: tuple, shaped_apart: list[str], loss_like: 
             f"KERNELGEN hint 'per_row' names {unknown}, which are no tensor inputs of real numbers after the first",
             origin=loaded.origin,
         )
+    hinted += [name for name in found if name not in hinted]
     if not loss_like or _propagate_shapes(*example, row_inputs=hinted, record=False):
         return [name for name in floats if name in hinted]
     candidates = [name for name in floats[1:] if name not in hinted][:_MOST_ROW_CANDIDATES]
