@@ -121,43 +121,14 @@ def partial_buffers(params: list[LearnableParameter], optional: dict[str, str], 
 
 
 def parameter_gradients(params: list[LearnableParameter], optional: dict[str, str]) -> list[str]:
-    """Each parameter's gradient, shaped and typed like the parameter (None for an absent optional one)."""
-    return _per_parameter(params, optional, "grad_{0}", "torch.empty_like({0})")
-
-
-# The tile of the kernel adding the partials up: columns in blocks of 64, partial rows 32 at a time (a per-channel
-# parameter's partials are a few MB at most; a scalar's, a run of BLOCK_ROWS * BLOCK_COLS values at a time).
-PARTIAL_SUM_ROWS = 32
-PARTIAL_SUM_COLS = 64
-
-
-def partial_sum_grid(params: list[LearnableParameter]) -> str:
-    """The launch grid of ``_param_grads_kernel``: a program per column block of the per-channel parameters, one
-    program when every parameter is a scalar."""
-    if any(prm.shape == "channel" for prm in params):
-        return f"(ceil_div(n_cols, {PARTIAL_SUM_COLS}),)"
-    return "(1,)"
-
-
-def partial_sums(params: list[LearnableParameter], optional: dict[str, str], scalar: bool) -> dict[str, list[str]]:
-    """The lines of the kernel that adds the partial sums up (``_param_grads_kernel``), for the per-channel
-    parameters (``scalar`` False: each program sums rows of partials, ``offsets`` into the ``[rows, n_cols]`` buffers,
-    over its columns) or the scalar ones (each sums a flat run of values): the accumulators, what each loop step
-    adds, and the stores of the totals in the parameter's dtype."""
-    chosen = [prm for prm in params if (prm.shape == "channel") != scalar]
-    shape = "(BLOCK_ROWS * BLOCK_COLS,)" if scalar else "(BLOCK_ROWS, BLOCK_COLS)"
-    total = "tl.sum(grad_{0}_acc)" if scalar else "tl.sum(grad_{0}_acc, axis=0)"
-    target, where = ("grad_{0}_ptr", "") if scalar else ("grad_{0}_ptr + cols", ", mask=col_mask")
-    store = f"tl.store({target}, {total}.to(grad_{{0}}_ptr.dtype.element_ty){where})"
-    pieces = {
-        "inits": f"grad_{{0}}_acc = tl.zeros({shape}, dtype=tl.float32)",
-        "loads": "grad_{0}_acc += tl.load(grad_{0}_partial_ptr + offsets, mask=mask, other=0.0)",
-        "stores": store,
-    }
-    return {
-        key: [line for prm in chosen for line in _guarded(prm, optional, [piece.format(prm.name)])]
-        for key, piece in pieces.items()
-    }
+    """Each parameter's gradient: the backward programs' fp32 partial sums added up and cast to the parameter's dtype,
+    as upstream's kernels add theirs (None for an absent optional parameter)."""
+    lines = []
+    for prm in params:
+        total = "sum(0)" if prm.shape == "channel" else "sum()"
+        made = f"grad_{{0}}_partial.{total}.to({{0}}.dtype).view_as({{0}})"
+        lines += _per_parameter([prm], optional, "grad_{0}", made)
+    return lines
 
 
 def gradient_buffers(grad_inputs: list[str], in_place: bool, broadcast: set[str] = frozenset()) -> list[str]:
@@ -185,7 +156,5 @@ __all__ = [
     "parameter_gradients",
     "partial_buffers",
     "partial_stores",
-    "partial_sum_grid",
-    "partial_sums",
     "pointer_moves",
 ]
