@@ -271,7 +271,7 @@ def test_a_clean_functional_merge_that_does_not_compile_is_a_conflict(monkeypatc
 
 
 # Conflicts a person can resolve -----------------------------------------------------------------------------
-HAND_DOCSTRING = '    """y = sigmoid(a) * b: the gate of our model (hand-edited docstring).\n'
+HAND_DOCSTRING = '    """y = sigmoid(a) * b: the gate of our model (hand-edited docstring)."""\n'
 
 
 def test_merge_takes_one_side_of_each_conflict_when_asked():
@@ -296,7 +296,9 @@ def docstring_edited(generated, tmp_path) -> Path:
     checkout = tmp_path / "liger"
     shutil.copytree(generated, checkout)
     ops = checkout / OPS
-    ops.write_text(ops.read_text().replace('    """y = sigmoid(a) * b\n', HAND_DOCSTRING, 1))
+    text = ops.read_text()
+    line = next(line for line in text.splitlines(keepends=True) if line.startswith('    """y = sigmoid(a) * b'))
+    ops.write_text(text.replace(line, HAND_DOCSTRING, 1))
     return checkout
 
 
@@ -322,7 +324,7 @@ def test_theirs_takes_kernelgens_text_for_the_conflict(docstring_edited, tmp_pat
     profile = profile_for_modify(repo, "act", reference=_write_reference(tmp_path, WITH_BETA))
     plan = plan_modify(repo, "act", profile, sides={"*": "theirs"})
     assert {r.path: r.status for r in plan.reports}[OPS] == "resolved"
-    assert '    """y = sigmoid(beta * a) * b\n' in plan.changes.changes[OPS]
+    assert '    """y = sigmoid(beta * a) * b: forward and backward in Triton' in plan.changes.changes[OPS]
     assert HAND_DOCSTRING not in plan.changes.changes[OPS]
 
 
@@ -341,9 +343,12 @@ def test_markers_are_written_beside_the_file_and_the_checkout_still_imports(docs
     # Nothing importable changed.
     assert {path: text for path, text in snapshot(checkout).items() if not path.endswith(".conflicted")} == before
 
-    # Resolved by writing the new formula into the hand docstring: that is not a conflict any more.
+    # Resolved by hand: the new docstring taken, the hand note kept beside it; a hand edit holding the new text is
+    # not a conflict any more.
     start, end = ops.index("<<<<<<< current\n"), ops.index(">>>>>>> kernelgen\n") + len(">>>>>>> kernelgen\n")
-    reconciled = '    """y = sigmoid(beta * a) * b: the gate of our model (hand-edited docstring).\n'
+    theirs = ops[ops.index("=======\n", start) + len("=======\n") : ops.index(">>>>>>> kernelgen\n")]
+    assert "sigmoid(beta * a) * b" in theirs
+    reconciled = theirs.rstrip("\n") + "  # the gate of our model\n"
     (checkout / OPS).write_text(ops[:start] + reconciled + ops[end:])
     (checkout / f"{OPS}.conflicted").unlink()
     again = run_kernelgen("modify", "act", "--reference", reference, "--repo", str(checkout))

@@ -670,7 +670,9 @@ def kernel_view(profile: KernelProfile) -> KernelView:
         hyper_names=hyper_names,
         signature=signature(_tensor_arguments(profile) + [prm.name for prm in params] + profile.hyperparameters),
         call_args=inputs + [prm.name for prm in params] + hyper_names,
-        docstring=wrap_docstring(f"{formula}: forward and backward in {BACKEND_NAMES[profile.backend]}, from {origin}."),
+        docstring=wrap_docstring(
+            f"{formula}: forward and backward in {BACKEND_NAMES[profile.backend]}, from {origin}."
+        ),
         functional_docstring=wrap_docstring(f"{formula}; see ``{profile.function_class_name}``."),
         reference_imports=imports,
         reference_body=body,
