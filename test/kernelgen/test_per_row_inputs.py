@@ -17,7 +17,7 @@ from tools.kernelgen.analyze import analyze
 from tools.kernelgen.profile import validate_profile
 
 # Kernels test_loss_kernels.py generates from REFERENCES: (entry, kernel name).
-GENERATED = [("grpo_token_loss", "grpo_token"), ("KLPenalizedNLL", "kl_penalized_nll")]
+GENERATED = [("grpo_token_loss", "grpo_token"), ("KLPenalizedNLL", "kl_penalized_nll"), ("trl_grpo", "trl_grpo")]
 
 REFERENCES = textwrap.dedent(
     """
@@ -66,6 +66,15 @@ REFERENCES = textwrap.dedent(
     def row_weight_by_hand(logits, w):
         # w is [rows]: made [rows, 1] to scale every class of its row
         return (logits.logsumexp(-1, keepdim=True) * w.unsqueeze(-1)).mean()
+
+
+    def trl_grpo(logits, input_ids, old_per_token_logps, advantages, completion_mask, epsilon: float = 0.2):
+        # TRL's layout: logits [B, T, V], the rest [B, T]; the gather names dim 2
+        per_token_logps = torch.gather(logits.log_softmax(-1), dim=2, index=input_ids.unsqueeze(-1)).squeeze(-1)
+        coef_1 = torch.exp(per_token_logps - old_per_token_logps)
+        coef_2 = torch.clamp(coef_1, 1 - epsilon, 1 + epsilon)
+        per_token_loss = -torch.min(coef_1 * advantages, coef_2 * advantages)
+        return (per_token_loss * completion_mask).sum() / completion_mask.sum()
     """
 )
 
@@ -169,3 +178,13 @@ def test_a_mean_of_every_dim_reduces_the_rows_even_when_shapes_are_unknown(refer
     profile = analyze(f"{references}:mean_soft_ce")
     assert profile.math.loss.reduction == "mean" and profile.math.loss.denominator == "n_cols"
     check_against_autograd(profile)
+
+
+def test_a_loss_written_for_b_t_v_logits_is_traced_and_tested_so(references):
+    """TRL gathers the picked log-probabilities along dim 2 of [B, T, V] logits: the analysis traces it on 3-d
+    examples (on [rows, V] ones dim 2 does not exist), its per-token inputs are [B, T], and the generated tests
+    draw [B, T, V] logits."""
+    profile = _profile(references, "trl_grpo")
+    assert profile.tier == 3 and validate_profile(profile) == []
+    assert _per_row(profile) == ["old_per_token_logps", "advantages", "completion_mask"]
+    assert {len(shape) for shape in profile.test.cpu_shapes + profile.test.gpu_shapes} == {3}

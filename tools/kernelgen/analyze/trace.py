@@ -796,7 +796,9 @@ def _finish(
     # Example inputs: rows of ``hidden`` values; a class target or gather index is one per row, so inputs
     # that come with one are a flat (6, hidden) batch, as are the inputs of a loss over rows (``x.shape[0]`` is
     # then the row count); others (2, 3, hidden).
-    rows_shape = (6,) if index_inputs or _reduces_rows_to_a_loss(calls) or _names_dim_one(calls) else (2, 3)
+    flat = index_inputs or _reduces_rows_to_a_loss(calls) or _names_dim_one(calls)
+    # A reference that names dim 2 (TRL's ``logits.log_softmax(-1).gather(dim=2, ...)``) is written for [B, T, V].
+    rows_shape = (6,) if flat and not _names_dim(calls, 2) else (2, 3)
     broadcast_inputs = declared_broadcasts(loaded, tensors, index_inputs + class_inputs)
     rows = [name for name in tensors if name not in index_inputs + class_inputs]
     first_rank = max(len(rows_shape) + 1, _declared_rank(loaded.hints.get("shapes", {}).get(rows[0] if rows else "")))
@@ -1142,6 +1144,15 @@ def _reduces_rows_to_a_loss(calls: dict[fx.Node, OpCall]) -> bool:
         if call.name in _LOSSES:
             return True
         if call.name in ("sum", "mean") and call.options.get("dim") in (None, (), []):
+            return True
+    return False
+
+
+def _names_dim(calls: dict[fx.Node, OpCall], dim: int) -> bool:
+    """Whether any op names ``dim`` (a non-negative dim) as a keyword or option."""
+    for call in calls.values():
+        named = call.options.get("dim")
+        if dim in (named if isinstance(named, (tuple, list)) else (named,)):
             return True
     return False
 
