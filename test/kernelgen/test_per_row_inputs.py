@@ -17,7 +17,7 @@ from tools.kernelgen.analyze import analyze
 from tools.kernelgen.profile import validate_profile
 
 # Kernels test_loss_kernels.py generates from REFERENCES: (entry, kernel name).
-GENERATED = [("grpo_token_loss", "grpo_token"), ("KLPenalizedNLL", "kl_penalized_nll"), ("trl_grpo", "trl_grpo")]
+GENERATED = [("grpo_token_loss", "grpo_token"), ("KLPenalizedNLL", "kl_penalized_nll")]
 
 REFERENCES = textwrap.dedent(
     """
@@ -183,7 +183,8 @@ def test_a_mean_of_every_dim_reduces_the_rows_even_when_shapes_are_unknown(refer
 def test_a_loss_written_for_b_t_v_logits_is_traced_and_tested_so(references):
     """TRL gathers the picked log-probabilities along dim 2 of [B, T, V] logits: the analysis traces it on 3-d
     examples (on [rows, V] ones dim 2 does not exist), its per-token inputs are [B, T], and the generated tests
-    draw [B, T, V] logits."""
+    draw [B, T, V] logits (a kernel's [B, T, V] logits with [B, T] per-row inputs: test_loss_kernels'
+    test_per_row_inputs_follow_the_leading_dims_of_the_logits)."""
     profile = _profile(references, "trl_grpo")
     assert profile.tier == 3 and validate_profile(profile) == []
     assert _per_row(profile) == ["old_per_token_logps", "advantages", "completion_mask"]
