@@ -497,6 +497,12 @@ def test_an_input_whose_gradient_cannot_be_derived_takes_none_and_says_why(tmp_p
         ("return F.cross_entropy(x, t, weight=w[t])", r"`F\.cross_entropy`: its weight must be one value per class", 6),
         ("return F.cross_entropy(x @ w, t)", r"matrix product|matmul", 6),
         ("return F.cross_entropy(x, t, reduction='none').max()", r"over rows: a loss sums or averages", 6),
+        # nll_loss's mean counts the rows whose target is kept; .mean() counts every row.
+        (
+            "return F.cross_entropy(x, t) - 0.1 * x.logsumexp(-1).mean()",
+            r"combines two means over different rows: one divides by the sum over rows of where\(t != -100",
+            6,
+        ),
     ],
 )
 def test_losses_kernelgen_cannot_write_name_the_op_and_line(tmp_path, body, message, line):

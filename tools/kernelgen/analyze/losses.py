@@ -50,6 +50,7 @@ from tools.kernelgen.synth.functions import Take
 from tools.kernelgen.synth.functions import indicator
 from tools.kernelgen.synth.functions import select
 from tools.kernelgen.synth.losses import COL
+from tools.kernelgen.synth.printer import format_formula
 from tools.kernelgen.synth.rules import is_condition
 
 
@@ -59,6 +60,15 @@ class OverRows:
 
     value: sympy.Expr
     divisor: sympy.Expr | None = None
+
+
+def _divisor_text(over: OverRows) -> str:
+    """What a mean over rows divides its sum by, in a refusal's words."""
+    if over.divisor is None:
+        return "1 (a sum)"
+    if over.divisor == 1:
+        return "the number of rows"
+    return f"the sum over rows of {format_formula(over.divisor)}"
 
 
 def _batch_share() -> sympy.Symbol:
@@ -423,6 +433,12 @@ class LossBuilder(ProgramBuilder):
             if first.divisor == second.divisor:
                 sign = 1 if name == "add" else -1
                 return OverRows(first.value + sign * second.value, first.divisor)
+            raise self._error(
+                f"`{call.label}` combines two means over different rows: one divides by {_divisor_text(first)}, the "
+                f"other by {_divisor_text(second)} (a mean of a loss with ignore_index counts only the rows it keeps); "
+                f"divide both sums by the same count",
+                node,
+            )
         raise self._error(
             f"`{call.label}` on a value summed over rows: a loss is a sum or a mean of per-row values (divide a sum "
             f"by x.shape[0], x.numel() or the sum of a per-row mask)",
