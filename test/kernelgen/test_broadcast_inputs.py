@@ -107,6 +107,26 @@ def test_inputs_the_reference_unsqueezes_are_read_in_every_spelling(style, tmp_p
     assert validate_profile(profile) == []
 
 
+@pytest.mark.parametrize(
+    "body, affine",
+    [
+        ("return F.rms_norm(x, (x.shape[-1],), w, 1e-6)", {"w": "*"}),
+        ("return F.layer_norm(x, x.shape[-1:], weight=w, bias=b)", {"w": "*", "b": "*"}),
+        ("return F.layer_norm(x, x.shape[-1:], w, b) * 2.0", {"w": "*", "b": "*"}),
+    ],
+)
+def test_the_weight_and_bias_of_a_functional_norm_are_one_value_per_column(body, affine, tmp_path):
+    """torch requires F.rms_norm's and F.layer_norm's weight and bias to have the normalized shape: passed in as
+    function arguments they are [hidden] inputs broadcast over the rows (their gradients summed over them), not
+    per-element ones (the generated test drew them like x, and the reference refused them)."""
+    reference = tmp_path / "norm.py"
+    names = ", ".join(["x", *affine])
+    reference.write_text(f"import torch.nn.functional as F\n\n\ndef norm({names}):\n    {body}\n")
+    profile = analyze(str(reference))
+    assert {t.name: t.broadcast for t in profile.inputs} == {"x": "", **affine}
+    assert profile.tier == 2 and validate_profile(profile) == []
+
+
 @pytest.fixture(scope="module")
 def broadcast_checkout(tmp_path_factory) -> Path:
     """A checkout with the three references generated through the CLI (smoke run included)."""

@@ -803,6 +803,7 @@ def _finish(
     rows = [name for name in tensors if name not in index_inputs + class_inputs]
     first_rank = max(len(rows_shape) + 1, _declared_rank(loaded.hints.get("shapes", {}).get(rows[0] if rows else "")))
     broadcast_inputs.update(_unsqueezed_inputs(placeholders, calls, rows, broadcast_inputs, first_rank))
+    broadcast_inputs.update(_affine_inputs(placeholders, calls, rows, broadcast_inputs))
     deepest = max([first_rank, *map(pattern_rank, broadcast_inputs.values())]) if broadcast_inputs else 0
     rows_shape = (2,) * (deepest - 1 - len(rows_shape)) + rows_shape  # each broadcast pattern fits the examples
     # Example shapes other than rows of ``hidden`` values: per-class inputs, inputs that broadcast against the rows.
@@ -916,6 +917,21 @@ def _unsqueezed_inputs(
         own = own or [KEPT] * (first_rank - len(inserted))
         if len(own) + len(inserted) <= first_rank:
             found[name] = with_inserted_dims(own, list(inserted))
+    return found
+
+
+def _affine_inputs(placeholders: dict[str, fx.Node], calls: dict, rows: list[str], declared: dict[str, str]) -> dict:
+    """Inputs passed as the weight or bias of ``F.rms_norm`` / ``F.layer_norm``: one value per column of the
+    normalized (last) dim, which torch requires them to be (``[hidden]``: pattern ``*``)."""
+    nodes = {placeholders[name]: name for name in rows[1:] if name in placeholders and name not in declared}
+    found = {}
+    for call in calls.values():
+        if call.name not in ("layer_norm", "rms_norm"):
+            continue
+        for key in ("weight", "bias"):
+            operand = call.options.get(key)
+            if isinstance(operand, fx.Node) and operand in nodes:
+                found[nodes[operand]] = KEPT
     return found
 
 
