@@ -1,6 +1,21 @@
+import os
 import sys
 
-from tools.kernelgen.cli import main
+
+def _interpret_without_an_accelerator() -> None:
+    """Without a GPU, Triton kernels run only under Triton's interpreter, and ``TRITON_INTERPRET`` is read when
+    Triton is first imported, which analysing a reference may do through torch: set it before anything else, so
+    that the smoke run of ``new`` runs the kernel instead of skipping it."""
+    if "TRITON_INTERPRET" in os.environ:
+        return
+    import torch
+
+    if not torch.cuda.is_available() and not (hasattr(torch, "xpu") and torch.xpu.is_available()):
+        os.environ["TRITON_INTERPRET"] = "1"
+
 
 if __name__ == "__main__":
+    _interpret_without_an_accelerator()
+    from tools.kernelgen.cli import main
+
     sys.exit(main())
