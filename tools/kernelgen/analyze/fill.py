@@ -508,10 +508,11 @@ def _test_spec(traced: TracedReference, hints: dict[str, Any], tier: int, lanes:
         spec.input_domain = "real"
         spec.cpu_shapes = [list(shape) for shape in LOSS_CPU_SHAPES]
         spec.gpu_shapes = [list(shape) for shape in LOSS_GPU_SHAPES]
-        if traced.rank == 3:
-            # Written for [B, T, V] logits (a gather or softmax along dim 2): the rows split in two dims.
-            spec.cpu_shapes = [[1, 3, 127], [2, 3, 509], [2, 1, 20000]]
-            spec.gpu_shapes = [[4, 1024, 32000], [1, 333, 128256]]
+        if traced.rank >= 3:
+            # Written for [B, T, V] logits (a gather or softmax along dim 2): the rows span the leading dims.
+            lead = [1] * (traced.rank - 3)
+            spec.cpu_shapes = [lead + shape for shape in ([1, 3, 127], [2, 3, 509], [2, 1, 20000])]
+            spec.gpu_shapes = [lead + shape for shape in ([4, 1024, 32000], [1, 333, 128256])]
     if tier in (1, 2) and traced.rank == 2:
         # Written for [rows, columns] (a reduction along dim=1): the reference computes something else on 3-d inputs.
         spec.cpu_shapes = [[6, 31], [5, 64], [3, 127]]

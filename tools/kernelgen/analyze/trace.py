@@ -797,8 +797,10 @@ def _finish(
     # that come with one are a flat (6, hidden) batch, as are the inputs of a loss over rows (``x.shape[0]`` is
     # then the row count); others (2, 3, hidden).
     flat = index_inputs or _reduces_rows_to_a_loss(calls) or _names_dim_one(calls)
-    # A reference that names dim 2 (TRL's ``logits.log_softmax(-1).gather(dim=2, ...)``) is written for [B, T, V].
-    rows_shape = (6,) if flat and not _names_dim(calls, 2) else (2, 3)
+    # A reference that names dim k >= 2 (TRL's ``logits.log_softmax(-1).gather(dim=2, ...)``) is written for inputs
+    # of k + 1 dims ([B, T, V]): its rows span k dims.
+    named = _highest_named_dim(calls)
+    rows_shape = (6,) if flat and named < 2 else (2,) * (max(named, 2) - 1) + (3,)
     broadcast_inputs = declared_broadcasts(loaded, tensors, index_inputs + class_inputs)
     rows = [name for name in tensors if name not in index_inputs + class_inputs]
     first_rank = max(len(rows_shape) + 1, _declared_rank(loaded.hints.get("shapes", {}).get(rows[0] if rows else "")))
@@ -1164,13 +1166,15 @@ def _reduces_rows_to_a_loss(calls: dict[fx.Node, OpCall]) -> bool:
     return False
 
 
-def _names_dim(calls: dict[fx.Node, OpCall], dim: int) -> bool:
-    """Whether any op names ``dim`` (a non-negative dim) as a keyword or option."""
+def _highest_named_dim(calls: dict[fx.Node, OpCall]) -> int:
+    """The highest non-negative dim any op names as its ``dim`` (-1 when none does)."""
+    highest = -1
     for call in calls.values():
         named = call.options.get("dim")
-        if dim in (named if isinstance(named, (tuple, list)) else (named,)):
-            return True
-    return False
+        for dim in named if isinstance(named, (tuple, list)) else (named,):
+            if isinstance(dim, int) and not isinstance(dim, bool):
+                highest = max(highest, dim)
+    return highest
 
 
 def _names_dim_one(calls: dict[fx.Node, OpCall]) -> bool:
