@@ -6,7 +6,9 @@ dyt, every tier-1, tier-2 and tier-3 built-in as NAME_gen (cross entropy with it
 with class weights as NAME_gen (``test_class_weights.WEIGHTED_STYLES``: F.cross_entropy(weight=), a hand-written
 gather with its fused linear kernel, a module buffer), the three example profiles as NAME_ex (the round trips of
 issue 4), the element-wise references of issue 16's performance table (benchmark/references/) as NAME_ref, the
-references with broadcast inputs of issue 42 (test/kernelgen/fixtures/broadcast/) as NAME_bc, and with
+references with broadcast inputs of issue 42 (test/kernelgen/fixtures/broadcast/) as NAME_bc, the index-map references
+of issue 42 (``test_index_maps.GENERATED``) as NAME_map, the per-row losses of issue 44 (``test_per_row_inputs``) under
+their test's names, and with
 ``--tiling-variants`` copies of rms_norm, layer_norm, softmax, cross_entropy and kl_div under other launch
 settings (``NAME_tv_...``) for a tiling sweep.
 """
@@ -24,6 +26,9 @@ from test.kernelgen.conftest import copy_checkout  # noqa: E402
 from test.kernelgen.test_analyze import TIER1_BUILTINS  # noqa: E402
 from test.kernelgen.test_analyze import TIER2_BUILTINS  # noqa: E402
 from test.kernelgen.test_class_weights import WEIGHTED_STYLES  # noqa: E402
+from test.kernelgen.test_index_maps import GENERATED as INDEX_MAPS  # noqa: E402
+from test.kernelgen.test_per_row_inputs import GENERATED as PER_ROW_LOSSES  # noqa: E402
+from test.kernelgen.test_per_row_inputs import REFERENCES as PER_ROW_REFERENCES  # noqa: E402
 from test.kernelgen.test_losses import TIER3_BUILTINS  # noqa: E402
 from tools.kernelgen.analyze import analyze  # noqa: E402
 from tools.kernelgen.generate import plan_new  # noqa: E402
@@ -86,6 +91,10 @@ def main() -> None:
     for entry, name in WEIGHTED_KERNELS.items():
         profiles.append(analyze(f"{weighted}:{entry}", name=name))
         profiles[-1].fused_linear.enabled = name == "gathered_weighted_nll_gen"
+    profiles += [analyze(reference, name=name) for name, (reference, *_) in INDEX_MAPS.items()]
+    per_row = destination / "per_row_losses.py"
+    per_row.write_text(PER_ROW_REFERENCES)
+    profiles += [analyze(f"{per_row}:{entry}", name=name) for entry, name in PER_ROW_LOSSES]
     profiles += [
         load_profile(EXAMPLES / f"{e}.yaml").renamed(f"{e}_ex") for e in ("swiglu", "rms_norm", "cross_entropy")
     ]

@@ -1,5 +1,5 @@
-"""Build .gpu-upstream/: a scratch copy of upstream Liger-Kernel with kernels kernelgen generated into it, and put
-upstream's unit tests of the five host kernels into .gpu-run/test/upstream/ (after make_gpu_checkout.py).
+"""Build .gpu-upstream/: a scratch copy of upstream Liger-Kernel with kernels kernelgen generated into it and options
+kernelgen's ``modify`` added to two of upstream's hand-written kernels, and put upstream's unit tests of the five host kernels into .gpu-run/test/upstream/ (after make_gpu_checkout.py).
 
 Both are for the GPU checks of issue 15 and are never committed (both folders are ignored): on the GPU machine the
 generated tests run in the upstream copy and the generated benchmarks append rows to its
@@ -21,6 +21,12 @@ EXPORTED = ("src", "benchmark", "test", "pyproject.toml", "setup.py")
 # Built-in references upstream does not have: a module with a per-channel parameter, a function with a float
 # hyper-parameter.
 KERNELS = ("snake", "leaky_relu_mul")
+# Hand-written upstream kernels and the reference whose new option ``modify`` adds (issue 41): upstream's own tests of
+# these kernels, with the appended case of the option, run in .gpu-upstream on the GPU.
+MODIFIED = {
+    "geglu": ROOT / "test" / "kernelgen" / "fixtures" / "modify" / "geglu_scaled.py",
+    "softmax": ROOT / "test" / "kernelgen" / "fixtures" / "modify" / "softmax_temperature.py",
+}
 UPSTREAM_TESTS = ("swiglu", "geglu", "rms_norm", "cross_entropy", "dyt")
 
 
@@ -65,7 +71,14 @@ def main() -> None:
             cwd=ROOT,
             check=True,
         )
-    print(f"{DESTINATION}: upstream {rev} with {', '.join(KERNELS)} generated")
+    for name, reference in MODIFIED.items():
+        subprocess.run(
+            [sys.executable, "-m", "tools.kernelgen", "modify", name, "--reference", str(reference)]
+            + ["--repo", str(DESTINATION)],
+            cwd=ROOT,
+            check=True,
+        )
+    print(f"{DESTINATION}: upstream {rev} with {', '.join(KERNELS)} generated, {', '.join(MODIFIED)} modified")
     gpu_run = ROOT / ".gpu-run"
     if gpu_run.is_dir():
         tests = gpu_run / "test" / "upstream"
