@@ -27,9 +27,9 @@ from test.kernelgen.test_analyze import TIER1_BUILTINS  # noqa: E402
 from test.kernelgen.test_analyze import TIER2_BUILTINS  # noqa: E402
 from test.kernelgen.test_class_weights import WEIGHTED_STYLES  # noqa: E402
 from test.kernelgen.test_index_maps import GENERATED as INDEX_MAPS  # noqa: E402
+from test.kernelgen.test_losses import TIER3_BUILTINS  # noqa: E402
 from test.kernelgen.test_per_row_inputs import GENERATED as PER_ROW_LOSSES  # noqa: E402
 from test.kernelgen.test_per_row_inputs import REFERENCES as PER_ROW_REFERENCES  # noqa: E402
-from test.kernelgen.test_losses import TIER3_BUILTINS  # noqa: E402
 from tools.kernelgen.analyze import analyze  # noqa: E402
 from tools.kernelgen.generate import plan_new  # noqa: E402
 from tools.kernelgen.profile import load_profile  # noqa: E402
