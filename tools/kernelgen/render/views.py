@@ -7,6 +7,7 @@ each.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import textwrap
 
@@ -33,6 +34,7 @@ from tools.kernelgen.profile import HyperParameter
 from tools.kernelgen.profile import InitParameter
 from tools.kernelgen.profile import KernelProfile
 from tools.kernelgen.profile import LearnableParameter
+from tools.kernelgen.profile import TensorSpec
 from tools.kernelgen.profile import TestSpec
 from tools.kernelgen.profile import benchmark_dimension
 from tools.kernelgen.profile import benchmark_grad_inputs
@@ -105,6 +107,7 @@ class KernelView:
     reference_attributes: list[tuple[str, str]]  # (attribute, input): what a module reference holds itself
     broadcast: dict[str, str]  # inputs whose shape broadcasts against the first input's -> pattern (broadcast.py)
     broadcast_inserted: dict[str, str]  # ... those the reference unsqueezes -> the dims, as _broadcast_rows takes them
+    groups: str = ""  # tier 2: the int hyper-parameter whose groups of channels are the rows (profile math.groups)
 
 
 @dataclass(frozen=True)
@@ -630,11 +633,24 @@ def build_views(profile: KernelProfile) -> KernelViews:
         ops_builders["elementwise"] = _tilelang_ops
     return KernelViews(
         kernel=kernel_view(profile),
-        ops=ops_builders[profile.template](profile),
+        ops=ops_builders[profile.template](group_parameters_as_inputs(profile)),
         module=module_view(profile),
         test=test_view(profile),
         bench=_benchmark_view(profile),
     )
+
+
+def group_parameters_as_inputs(profile: KernelProfile) -> KernelProfile:
+    """``profile`` as its ops file sees it: a ``group`` parameter ([channels], one value per channel of a grouped
+    kernel) is an input that broadcasts against the first input's ``[batch, channels, rest]`` (``* _``), read at
+    each element's channel and its gradient summed over the batch and the rest; the module still owns it. Other
+    profiles are returned as they are."""
+    grouped = [prm for prm in profile.parameters if prm.shape == "group"]
+    if not grouped:
+        return profile
+    inputs = list(profile.inputs) + [TensorSpec(name=prm.name, broadcast="* _") for prm in grouped]
+    parameters = [prm for prm in profile.parameters if prm.shape != "group"]
+    return dataclasses.replace(profile, inputs=inputs, parameters=parameters)
 
 
 def kernel_view(profile: KernelProfile) -> KernelView:
@@ -688,6 +704,7 @@ def kernel_view(profile: KernelProfile) -> KernelView:
             for t in profile.inputs
             if t.broadcast and inserted_dims(t.broadcast)
         },
+        groups=profile.math.groups,
     )
 
 
@@ -1421,7 +1438,8 @@ def _param_init(profile: KernelProfile, size_param: str) -> dict[str, str]:
     inits = {}
     for prm in profile.parameters:
         # The shape the reference holds it in: [H], [1, ..., 1, H] (LayerScale), [1] or a 0-d scalar.
-        dims = ["1"] * (prm.held_rank - 1) + [size_param] if prm.shape == "channel" else ["1"] * prm.held_rank
+        sized = prm.shape in ("channel", "group")
+        dims = ["1"] * (prm.held_rank - 1) + [size_param] if sized else ["1"] * prm.held_rank
         sizes = ", ".join(dims) if dims else "()"  # torch.ones(1, 1, H), torch.ones(())
         shape = f"({dims[0]},)" if len(dims) == 1 else f"({sizes})" if dims else "()"  # torch.full's tuple
         if prm.init == "ones":
@@ -1448,7 +1466,7 @@ def module_view(profile: KernelProfile, renames: dict[str, str] | None = None) -
     init_params += [ip for ip in profile.module.init_params if ip.name not in own_names | set(per_class)]
     init_names = {ip.name for ip in init_params}
     size_param = profile.module.size_param
-    sized = any(p.shape == "channel" for p in params)  # a per-channel parameter: the module needs the size
+    sized = any(p.shape in ("channel", "group") for p in params)  # per-channel parameters: the module needs the size
     if sized and size_param not in init_names:
         init_params.insert(0, InitParameter(name=size_param, default=None))
     for hp in profile.hyperparameters:
@@ -1511,7 +1529,7 @@ def _holding(held: list[str], built: str) -> str:
 def takes_size(profile: KernelProfile) -> bool:
     """Whether the modules are built with the size (``hidden_size=``): they size parameters, or the reference's
     constructor asks for it though nothing uses it (an ``nn.Module`` written to sit in a model's layer list)."""
-    channel = any(p.shape == "channel" for p in profile.parameters)
+    channel = any(p.shape in ("channel", "group") for p in profile.parameters)
     return channel or profile.module.size_param in {ip.name for ip in profile.module.init_params}
 
 
@@ -1535,7 +1553,9 @@ def test_view(profile: KernelProfile) -> TestView:
     reference_sized = size_param in {ip.name for ip in profile.module.init_params}
     reference_module_args = ([f"{size_param}=n_cols"] if reference_sized else []) + constructor_keywords
     forward_keywords = places.forward_keywords()
-    liger_module_args = [f"{size_param}=shape[-1]"] if takes_size(profile) else []
+    # A grouped kernel's parameters hold one value per channel (dim 1), others one per column.
+    size_dim = "1" if profile.math.groups else "-1"
+    liger_module_args = [f"{size_param}=shape[{size_dim}]"] if takes_size(profile) else []
     liger_module_args += [f"{name}=hyper[{name!r}]" for name in hyper_names]
     inputs = [t.name for t in profile.inputs]
     grad_inputs = [t.name for t in profile.inputs if t.requires_grad]
@@ -1555,7 +1575,7 @@ def test_view(profile: KernelProfile) -> TestView:
     if params:
         reference_call = f"reference(*inputs{forward_keywords})"
     elif module_reference:
-        sized = [f"{size_param}=inputs[0].shape[-1]"] if takes_size(profile) else []
+        sized = [f"{size_param}=inputs[0].shape[{size_dim}]"] if takes_size(profile) else []
         built = _holding(places.held, f"{entry}({', '.join(sized + constructor)})")
         reference_call = f"{built}(*inputs{forward_keywords})"
     else:
@@ -1576,7 +1596,11 @@ def test_view(profile: KernelProfile) -> TestView:
         else "param_placement"
         for p in params
     ]
-    terms = {"channel": "n_rows", "scalar": "n_rows * inputs[0].shape[-1]"}
+    terms = {
+        "channel": "n_rows",
+        "scalar": "n_rows * inputs[0].shape[-1]",
+        "group": "n_rows * inputs[0].shape[-1] // inputs[0].shape[1]",  # a channel's elements in every sample
+    }
     broadcast = {t.name: t.broadcast for t in profile.inputs if t.broadcast}
     # A broadcast input's gradient sums as many terms as the first input has elements per element of it.
     gradients = [
@@ -1605,8 +1629,8 @@ def test_view(profile: KernelProfile) -> TestView:
         tuple_close=",)" if single else "",
         module_switches=switches,
         module_signature=f"n_cols, dtype{hyper_param}{switches}",
-        module_call=f"inputs[0].shape[-1], dtype{hyper_param}{switches}",
-        module_test_call=f"shape[-1], torch.float32{hyper_param}",
+        module_call=f"inputs[0].shape[{size_dim}], dtype{hyper_param}{switches}",
+        module_test_call=f"shape[{size_dim}], torch.float32{hyper_param}",
         reference_params=[
             f"getattr(reference, {(p.attribute or p.name)!r}, None)"
             if p.enabled_by
