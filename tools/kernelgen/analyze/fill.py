@@ -150,8 +150,34 @@ def build_profile(
         notes.gradient_formulas = dict(derive(profile, profile.reference.origin).gradient_formulas)
     else:
         _fill_loss(profile, traced)
+    if traced.channel_groups is not None:
+        _fill_groups(profile, traced, classification)
     profile.module.fixed = _fixed_arguments(profile, traced)
     return profile
+
+
+def _fill_groups(profile: KernelProfile, traced: TracedReference, classification: Classification) -> None:
+    """Rows of groups of channels (analyze/groups.py): the number of groups a runtime int, the per-channel
+    parameters read at each element's channel, test shapes ``[batch, channels, rest]`` whose channels split."""
+    groups = traced.channel_groups
+    if classification.tier != 2:
+        raise AnalyzeError(
+            f"the reference regroups {traced.tensor_inputs[0]} into groups of channels, and {classification.reason}",
+            origin=traced.loaded.origin,
+        )
+    profile.math.groups = groups.hyper
+    hyper = next((hp for hp in profile.hyperparameters if hp.name == groups.hyper), None)
+    if hyper is None:
+        hyper = HyperParameter(name=groups.hyper, type="int", default=groups.count)
+        profile.hyperparameters.insert(0, hyper)
+    hyper.type, hyper.default, hyper.constexpr, hyper.choices = "int", groups.count, False, None
+    for param in profile.parameters:
+        if (param.attribute or param.name) in groups.parameters:
+            param.shape, param.rank = "group", None
+    count = groups.count
+    if "test" not in traced.loaded.hints:
+        profile.test.cpu_shapes = [[2, 2 * count, 5], [1, count, 33], [3, 3 * count, 7]]
+        profile.test.gpu_shapes = [[4, 8 * count, 4096], [2, 16 * count, 1023]]
 
 
 def _fixed_arguments(profile: KernelProfile, traced: TracedReference) -> list[str]:
