@@ -166,6 +166,10 @@ def _fill_groups(profile: KernelProfile, traced: TracedReference, classification
             origin=traced.loaded.origin,
         )
     profile.math.groups = groups.hyper
+    profile.notes.tier_reason = (
+        f"statistics over groups of the channels (dim 1) of {traced.tensor_inputs[0]}, {groups.hyper} of them: each "
+        f"group of a sample is a row; {classification.reason}"
+    )
     hyper = next((hp for hp in profile.hyperparameters if hp.name == groups.hyper), None)
     if hyper is None:
         hyper = HyperParameter(name=groups.hyper, type="int", default=groups.count)

@@ -728,7 +728,9 @@ def _finish(
     _weighted_loss_modules_as_calls(graph_module)
     # Statistics over groups of channels: the graph rewritten as the row program over a group (analyze/groups.py).
     argument_values = {**{h.name: h.default for h in [*init_params, *hypers]}, **concrete}
-    argument_values.update({k: v for k, v in vars(module or object()).items() if k in argument_values})
+    argument_values.update(
+        {k: v for k, v in (vars(module) if module is not None else {}).items() if k in argument_values}
+    )
     channel_groups = regroup_channels(
         loaded,
         graph_module.graph,

@@ -1,0 +1,102 @@
+"""Statistics over groups of channels (issue 42, part 3): a GroupNorm written out (``x.view(b, groups, -1)``, the
+view back, ``self.weight[:, None]``) and ``F.group_norm`` with its affine as inputs are tier-2 kernels whose rows are
+the groups of a sample, the per-channel affine read at each element's channel; references in ``fixtures/groups/``."""
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from test.kernelgen.conftest import assert_generated_tests_pass
+from test.kernelgen.conftest import copy_checkout
+from test.kernelgen.conftest import import_generated_ops
+from test.kernelgen.conftest import run_kernelgen
+from tools.kernelgen.analyze import AnalyzeError
+from tools.kernelgen.analyze import analyze
+from tools.kernelgen.profile import validate_profile
+
+FIXTURES = Path(__file__).parent / "fixtures" / "groups"
+# fixture -> (the groups hyper-parameter and its default, the per-channel affine: group parameters or * _ inputs)
+REFERENCES = {
+    "group_norm": (("num_groups", 4), {"weight": "group", "bias": "group"}),
+    "group_norm_functional": (("num_groups", 2), {"weight": "* _", "bias": "* _"}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REFERENCES))
+def test_a_group_norm_is_a_row_kernel_over_groups(name):
+    (hyper, count), affine = REFERENCES[name]
+    profile = analyze(str(FIXTURES / f"{name}.py"))
+    assert profile.tier == 2, profile.notes.tier_reason
+    assert profile.math.groups == hyper
+    assert {(hp.name, hp.type, hp.default, hp.choices) for hp in profile.hyperparameters if hp.name == hyper} == {
+        (hyper, "int", count, None)
+    }
+    found = {p.name: p.shape for p in profile.parameters} | {t.name: t.broadcast for t in profile.inputs[1:]}
+    assert found == affine
+    assert all(len(shape) == 3 and shape[1] % count == 0 for shape in profile.test.cpu_shapes)
+    assert validate_profile(profile) == []
+
+
+def test_groups_given_by_no_argument_are_one_line(tmp_path):
+    reference = tmp_path / "fixed_groups.py"
+    reference.write_text(
+        "import torch\n\n\ndef fixed_groups(x, eps: float = 1e-5):\n"
+        "    b, c, h = x.shape\n"
+        "    g = x.view(b, 3, -1)\n"
+        "    g = (g - g.mean(-1, keepdim=True)) * torch.rsqrt(g.var(-1, keepdim=True, unbiased=False) + eps)\n"
+        "    return g.view(b, c, h)\n"
+    )
+    with pytest.raises(AnalyzeError, match=r"fixed_groups.py:6: .*splits the channels into 3 groups, which no int"):
+        analyze(str(reference))
+
+
+@pytest.fixture(scope="module")
+def groups_checkout(tmp_path_factory) -> Path:
+    """A checkout with both references generated through the CLI (smoke run included)."""
+    root = copy_checkout(tmp_path_factory.mktemp("groups") / "liger")
+    for name in REFERENCES:
+        result = run_kernelgen("new", name, "--reference", str(FIXTURES / f"{name}.py"), "--repo", str(root))
+        assert result.returncode == 0, result.stderr
+    return root
+
+
+def test_generated_tests_of_group_norms_pass(groups_checkout):
+    """Values and gradients of x and the per-channel affine against autograd of the reference, module and
+    functional (interpreter on the CPU)."""
+    assert_generated_tests_pass(groups_checkout, list(REFERENCES), at_least_per_kernel=8)
+
+
+@pytest.mark.parametrize(
+    "shape, groups",
+    [
+        pytest.param((2, 6, 3, 5), 3, id="spatial_dims"),
+        pytest.param((1, 4, 9000), 2, id="long_group_rows"),  # 18000 columns: the backward's split path
+        pytest.param((3, 5, 7), 5, id="a_group_per_channel"),
+    ],
+)
+def test_a_generated_group_norm_matches_torch(groups_checkout, shape, groups):
+    """The functional kernel against torch's group_norm: inputs with several trailing dims, rows long enough for
+    the backward's split path, one channel per group."""
+    ops = import_generated_ops(groups_checkout, "group_norm_functional")
+    torch.manual_seed(0)
+    x = torch.randn(shape, requires_grad=True)
+    weight, bias = (torch.randn(shape[1], requires_grad=True) for _ in range(2))
+    y = ops.LigerGroupNormFunctionalFunction.apply(x, weight, bias, groups, 1e-5)
+    grad = torch.randn_like(y)
+    y.backward(grad)
+    leaves = [t.detach().double().requires_grad_(True) for t in (x, weight, bias)]
+    expected = torch.nn.functional.group_norm(leaves[0], groups, leaves[1], leaves[2], 1e-5)
+    expected.backward(grad.double())
+    torch.testing.assert_close(y.double(), expected, atol=1e-5, rtol=1e-5)
+    for name, mine, leaf in zip(("x", "weight", "bias"), (x.grad, weight.grad, bias.grad), leaves):
+        torch.testing.assert_close(mine.double(), leaf.grad, atol=1e-3, rtol=1e-4, msg=name)
+
+
+def test_channels_that_do_not_split_into_the_groups_are_one_line(groups_checkout):
+    ops = import_generated_ops(groups_checkout, "group_norm_functional")
+    x, weight = torch.randn(2, 6, 5), torch.ones(6)
+    with pytest.raises(
+        ValueError, match=r"x has shape \(2, 6, 5\); it takes \[batch, channels, \.\.\.\] with channels a"
+    ):
+        ops.LigerGroupNormFunctionalFunction.apply(x, weight, weight, 4, 1e-5)
