@@ -38,6 +38,17 @@ def test_a_group_norm_is_a_row_kernel_over_groups(name):
     assert validate_profile(profile) == []
 
 
+@pytest.mark.parametrize(
+    "read", ["self.weight[None, :, None]", "self.weight.view(1, -1, 1)", "self.weight.unsqueeze(-1)"]
+)
+def test_every_spelling_of_a_per_channel_read_is_a_group_parameter(read, tmp_path):
+    reference = tmp_path / "group_norm.py"
+    source = (FIXTURES / "group_norm.py").read_text()
+    reference.write_text(source.replace("self.weight[:, None]", read))
+    profile = analyze(str(reference))
+    assert {p.name: p.shape for p in profile.parameters} == {"weight": "group", "bias": "group"}
+
+
 def test_groups_given_by_no_argument_are_one_line(tmp_path):
     reference = tmp_path / "fixed_groups.py"
     reference.write_text(

@@ -139,15 +139,15 @@ def _groups_hyper(loaded, count, node: fx.Node, hypers) -> str:
 
 
 def _channel_view(node: fx.Node) -> bool:
-    """``t[:, None]``, ``t.view(-1, 1)``, ``t.reshape(c, 1)``, ``t.unsqueeze(-1)``: a [channels] tensor put against
-    the channels of ``[batch, channels, rest]``."""
+    """``t[:, None]``, ``t[None, :, None]``, ``t.view(-1, 1)``, ``t.view(1, -1, 1)``, ``t.unsqueeze(-1)``: a
+    [channels] tensor put against the channels of ``[batch, channels, rest]``."""
     if node.op == "call_function" and node.target is operator.getitem:
         index = node.args[1]
-        return isinstance(index, tuple) and len(index) == 2 and index[0] == slice(None) and index[1] is None
+        return isinstance(index, tuple) and list(index) in ([slice(None), None], [None, slice(None), None])
     if node.op == "call_method" and node.target == "unsqueeze":
         return node.args[1:] in ((-1,), (1,))
     dims = _reshaped_dims(node)
-    return dims is not None and len(dims) == 2 and dims[1] == 1
+    return dims is not None and (len(dims) == 2 and dims[1] == 1 or len(dims) == 3 and dims[::2] == (1, 1))
 
 
 def _read_channel_tensors(graph: fx.Graph, groups: ChannelGroups, placeholders: dict[str, fx.Node], first) -> None:
