@@ -39,6 +39,7 @@ from tools.kernelgen.profile import TestSpec
 from tools.kernelgen.profile import benchmark_dimension
 from tools.kernelgen.profile import benchmark_grad_inputs
 from tools.kernelgen.profile import benchmark_size
+from tools.kernelgen.profile import group_count
 from tools.kernelgen.profile import hyper_cases
 from tools.kernelgen.render import tier1
 from tools.kernelgen.render.dtensor import DTensorView
@@ -64,6 +65,8 @@ from tools.kernelgen.synth.printer import print_torch
 
 # An MLP's (hidden, intermediate) sizes when benchmark.fixed_config leaves them out (Llama 2 7B's).
 DEFAULT_MLP_SIZES = (4096, 11008)
+# Channels per group of a grouped kernel's benchmark inputs (upstream's group_norm benchmark takes 4 per group).
+BENCHMARK_GROUP_CHANNELS = 4
 # How generated files name each kernel language (the profile's ``backend``).
 BACKEND_NAMES = {"triton": "Triton", "tilelang": "TileLang"}
 
@@ -1689,7 +1692,9 @@ def _benchmark_view(profile: KernelProfile) -> BenchmarkView:
     """Which model dimension the benchmark sweeps: vocabulary for losses, intermediate size for gated MLP
     activations, hidden size otherwise."""
     size_key, size_name = benchmark_dimension(profile)
-    init_args = [f"{profile.module.size_param}=size"] if takes_size(profile) else []
+    # Grouped rows: BT tokens as samples of BENCHMARK_GROUP_CHANNELS channels each, ``size`` elements per channel.
+    channels = f"{BENCHMARK_GROUP_CHANNELS * group_count(profile)}" if profile.math.groups else "size"
+    init_args = [f"{profile.module.size_param}={channels}"] if takes_size(profile) else []
     # The reference at its defaults: only constructor arguments are passed (forward's keep their defaults).
     constructor = set(reference_hypers(profile).constructor)
     init_args += [f"{hp.name}={hp.default!r}" for hp in profile.hyperparameters if hp.name in constructor]
@@ -1717,9 +1722,13 @@ def _benchmark_input_shapes(profile: KernelProfile) -> dict[str, str]:
     """The benchmark's input shapes when some input broadcasts against the first: the tokens grouped in sequences
     of ``num_tokens // 4`` where a pattern needs more dims, each broadcast input in its own shape."""
     patterns = [t.broadcast for t in profile.inputs if t.broadcast]
-    if not patterns:
+    if profile.math.groups:
+        channels = BENCHMARK_GROUP_CHANNELS * group_count(profile)
+        first = (f"max(1, num_tokens // {channels})", str(channels), "size")
+    elif not patterns:
         return {}
-    first = first_input_dims(patterns, "num_tokens", "size", group=4)
+    else:
+        first = first_input_dims(patterns, "num_tokens", "size", group=4)
     return {
         t.name: ", ".join(str(d) for d in (shape_for(t.broadcast, first) if t.broadcast else first))
         for t in profile.inputs
