@@ -7,7 +7,7 @@ with class weights as NAME_gen (``test_class_weights.WEIGHTED_STYLES``: F.cross_
 gather with its fused linear kernel, a module buffer), the three example profiles as NAME_ex (the round trips of
 issue 4), the element-wise references of issue 16's performance table (benchmark/references/) as NAME_ref, the
 references with broadcast inputs of issue 42 (test/kernelgen/fixtures/broadcast/) as NAME_bc, its GroupNorms
-(test/kernelgen/fixtures/groups/) as NAME_grp, the index-map references
+(test/kernelgen/fixtures/groups/) as NAME_grp and PolyNorm (test/kernelgen/fixtures/norms/) as NAME_gen, the index-map references
 of issue 42 (``test_index_maps.GENERATED``) as NAME_map, the per-row losses of issue 44 (``test_per_row_inputs``) under
 their test's names, and with
 ``--tiling-variants`` copies of rms_norm, layer_norm, softmax, cross_entropy and kl_div under other launch
@@ -42,6 +42,8 @@ REFERENCES = ROOT / "benchmark" / "references"
 BROADCAST_REFERENCES = ROOT / "test" / "kernelgen" / "fixtures" / "broadcast"
 # References with statistics over groups of channels (issue 42): generated as NAME_grp.
 GROUP_REFERENCES = ROOT / "test" / "kernelgen" / "fixtures" / "groups"
+# Norms upstream has a kernel of that are no built-ins (issue 42's PolyNorm): generated as NAME_gen.
+NORM_REFERENCES = ROOT / "test" / "kernelgen" / "fixtures" / "norms"
 # Class-weighted losses (reference entry -> kernel name); their tests: pytest test/transformers -k weighted.
 WEIGHTED_KERNELS = {
     "weighted_cross_entropy": "weighted_cross_entropy_gen",
@@ -90,6 +92,7 @@ def main() -> None:
     profiles += [analyze(str(path), name=f"{path.stem}_ref") for path in sorted(REFERENCES.glob("*.py"))]
     profiles += [analyze(str(path), name=f"{path.stem}_bc") for path in sorted(BROADCAST_REFERENCES.glob("*.py"))]
     profiles += [analyze(str(path), name=f"{path.stem}_grp") for path in sorted(GROUP_REFERENCES.glob("*.py"))]
+    profiles += [analyze(str(path), name=f"{path.stem}_gen") for path in sorted(NORM_REFERENCES.glob("*.py"))]
     weighted = destination / "weighted_losses.py"
     weighted.write_text(WEIGHTED_STYLES)
     for entry, name in WEIGHTED_KERNELS.items():
