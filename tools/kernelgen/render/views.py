@@ -521,7 +521,7 @@ class ModuleView:
     buffers: list[str]  # constructor arguments kept as buffers: per-class inputs (class weights), as torch's losses
     forward_signature: str  # the module's forward arguments (the kernel's tensors)
     apply_inputs: list[str]  # the kernel's tensors as forward passes them on (a buffer as self.<name>)
-    param_init: dict[str, str]
+    param_init: dict[str, str]  # each parameter the module holds (a vector read by index once) -> its initial value
     self_params: list[str]
     self_hypers: list[str]
     # Constructor arguments nothing of the kernel reads, traced at their value (a submodule's option, an int the
@@ -529,7 +529,10 @@ class ModuleView:
     traced_at: list[tuple[str, str, str]]
     repr_fields: str
     docstring: str
-    variants: list[str]  # mlp: model-specific subclasses (profile.MLP_VARIANTS)
+    variants: list[str]
+    # The kernel's parameters as the module holds them: ``weight[0]`` for an element of a vector the module holds
+    # whole (as the reference does), else the parameter's own name
+    held: dict[str, str] = field(default_factory=dict)  # mlp: model-specific subclasses (profile.MLP_VARIANTS)
 
 
 @dataclass(frozen=True)
@@ -1437,9 +1440,41 @@ def loss_reductions(
 
 
 # Module ----------------------------------------------------------------------------------------------------
+def held_vectors(parameters: list[LearnableParameter]) -> dict[str, list[LearnableParameter]]:
+    """Scalar parameters that are the elements of one vector a module reference holds itself (``self.weight`` read
+    as ``self.weight[0]``, ``self.weight[1]``, ... every element of it), by the vector's attribute: the generated
+    module holds that vector whole, so that its state dict is the reference's."""
+    found: dict[str, dict[int, LearnableParameter]] = {}
+    for prm in parameters:
+        match = re.fullmatch(r"([A-Za-z_]\w*)\[(\d+)\]", prm.attribute)
+        if match and prm.shape == "scalar" and not prm.enabled_by and not prm.init_arg and prm.rank in (None, 0):
+            found.setdefault(match.group(1), {})[int(match.group(2))] = prm
+    return {
+        held: [elements[index] for index in range(len(elements))]
+        for held, elements in found.items()
+        if sorted(elements) == list(range(len(elements)))
+    }
+
+
+def _held_names(profile: KernelProfile) -> dict[str, str]:
+    """Each parameter's expression on the module: ``weight[0]`` for an element of a held vector, else its name."""
+    held = {prm.name: prm.name for prm in profile.parameters}
+    if profile.reference.kind == "module":
+        for vector, elements in held_vectors(profile.parameters).items():
+            held.update({prm.name: f"{vector}[{index}]" for index, prm in enumerate(elements)})
+    return held
+
+
 def _param_init(profile: KernelProfile, size_param: str) -> dict[str, str]:
     inits = {}
+    vectors = held_vectors(profile.parameters) if profile.reference.kind == "module" else {}
+    for vector, elements in vectors.items():
+        values = ", ".join(repr(_initial_value(prm)) for prm in elements)
+        inits[vector] = f"nn.Parameter(torch.tensor([{values}]))"
+    in_vectors = {prm.name for elements in vectors.values() for prm in elements}
     for prm in profile.parameters:
+        if prm.name in in_vectors:
+            continue
         # The shape the reference holds it in: [H], [1, ..., 1, H] (LayerScale), [1] or a 0-d scalar.
         sized = prm.shape in ("channel", "group")
         dims = ["1"] * (prm.held_rank - 1) + [size_param] if sized else ["1"] * prm.held_rank
@@ -1498,7 +1533,7 @@ def module_view(profile: KernelProfile, renames: dict[str, str] | None = None) -
         forward_signature=", ".join(t.name for t in profile.inputs if not t.per_class),
         apply_inputs=[f"self.{t.name}" if t.per_class else t.name for t in profile.inputs],
         param_init=_param_init(profile, size_param),
-        self_params=[f"self.{prm.name}" for prm in params],
+        self_params=[f"self.{_held_names(profile)[prm.name]}" for prm in params],
         self_hypers=[f"self.{name}" for name in hyper_names],
         traced_at=_traced_at(profile),
         repr_fields=fstring_chunks([f"{name}={{self.{name}}}" for name in fields]),
@@ -1507,6 +1542,7 @@ def module_view(profile: KernelProfile, renames: dict[str, str] | None = None) -
             f"``{profile.function_class_name}``."
         ),
         variants=list(profile.module.variants),
+        held=_held_names(profile),
     )
 
 
