@@ -16,6 +16,7 @@ from dataclasses import field
 
 import torch
 import torch.fx as fx
+import torch.nn as nn
 import torch.nn.functional as F
 
 from tools.kernelgen.analyze.errors import HAND_WRITTEN_PROFILE_HINT
@@ -37,14 +38,15 @@ class ChannelGroups:
     inputs: set[str] = field(default_factory=set)
 
 
-def regroup_channels(loaded, graph: fx.Graph, placeholders: dict, tensors: list[str], hypers, hidden: int):
+def regroup_channels(loaded, graph: fx.Graph, placeholders: dict, tensors: list[str], hypers, hidden: int, root=None):
     """Rewrite ``graph`` in place as described above when its first tensor input is regrouped; the groups found, or
     None. ``hypers``: the reference's arguments and constructor arguments as (name, value); ``hidden``: the row
-    length of the examples the graph runs on."""
+    length of the examples the graph runs on; ``root``: the module a module reference's graph calls into."""
     if not tensors or tensors[0] not in placeholders:
         return None
     first = placeholders[tensors[0]]
     group_norm = next((n for n in graph.nodes if n.op == "call_function" and n.target in _GROUP_NORMS), None)
+    group_norm = group_norm or _group_norm_module_as_call(graph, root)
     regrouping = next((n for n in first.users if _reshaped_dims(n) is not None), None)
     if group_norm is not None and group_norm.args[:1] == (first,):
         count = group_norm.args[1] if len(group_norm.args) > 1 else group_norm.kwargs.get("num_groups")
@@ -56,12 +58,13 @@ def regroup_channels(loaded, graph: fx.Graph, placeholders: dict, tensors: list[
     dims = _reshaped_dims(regrouping)
     if len(dims) != 3 or not isinstance(dims[1], int):
         return None
-    back = _view_back(regrouping, first)
+    back = _view_back(loaded, regrouping, first)
     if back is None:
         raise AnalyzeError(
             f"`{_label(regrouping)}` regroups {tensors[0]} into groups, and no view brings the result back to the "
             f"shape of {tensors[0]} (`.view(b, c, h)`, `.view_as({tensors[0]})`); a GroupNorm's statistics are taken "
-            f"over the groups and its output has the input's shape; {HAND_WRITTEN_PROFILE_HINT}",
+            f"over the groups and its output has the input's shape; rewrite it with supported ops "
+            f"{HAND_WRITTEN_PROFILE_HINT}",
             origin=loaded.origin,
             line=node_line(regrouping),
         )
@@ -72,6 +75,22 @@ def regroup_channels(loaded, graph: fx.Graph, placeholders: dict, tensors: list[
     graph.erase_node(regrouping)
     _read_channel_tensors(graph, groups, placeholders, first)
     return groups
+
+
+def _group_norm_module_as_call(graph: fx.Graph, root) -> fx.Node | None:
+    """An ``nn.GroupNorm`` submodule's call as the ``F.group_norm`` call it makes (its affine read as attributes)."""
+    for node in graph.nodes:
+        if node.op != "call_module" or root is None or not isinstance(root.get_submodule(node.target), nn.GroupNorm):
+            continue
+        norm = root.get_submodule(node.target)
+        with graph.inserting_before(node):
+            affine = [graph.get_attr(f"{node.target}.{key}") if norm.affine else None for key in ("weight", "bias")]
+            call = graph.call_function(F.group_norm, (node.args[0], norm.num_groups, *affine, norm.eps))
+        call.meta = dict(node.meta)
+        node.replace_all_uses_with(call)
+        graph.erase_node(node)
+        return call
+    return None
 
 
 def _label(node: fx.Node) -> str:
@@ -91,9 +110,10 @@ def _reshaped_dims(node: fx.Node) -> tuple | None:
     return tuple(dims)
 
 
-def _view_back(regrouping: fx.Node, first: fx.Node) -> fx.Node | None:
+def _view_back(loaded, regrouping: fx.Node, first: fx.Node) -> fx.Node | None:
     """The first view after ``regrouping``, fed by it, that brings its value back to the first input's shape:
-    ``.view(b, c, h)`` of the input's sizes, ``.view(x.shape)`` or ``.view_as(x)``."""
+    ``.view(b, c, h)`` of the input's sizes, ``.view(x.shape)`` or ``.view_as(x)``. A reduction in between over
+    another dim than the groups' last is refused (the rewrite would make it one over the input's dims)."""
     fed = {regrouping}
     for node in regrouping.graph.nodes:
         if node in fed or not any(isinstance(a, fx.Node) and a in fed for a in node.all_input_nodes):
@@ -103,8 +123,32 @@ def _view_back(regrouping: fx.Node, first: fx.Node) -> fx.Node | None:
                 return node
             if _reads_shape_of(node, first):
                 return node
+        _refuse_other_reductions(loaded, node, regrouping)
         fed.add(node)
     return None
+
+
+# Reductions a group's statistics may take, by their method or function name.
+_REDUCTIONS = {"mean", "sum", "var", "std", "var_mean", "std_mean", "amax", "amin", "max", "min", "logsumexp", "norm"}
+_REDUCTIONS |= {"softmax", "log_softmax", "prod", "cumsum", "median", "vector_norm"}
+
+
+def _refuse_other_reductions(loaded, node: fx.Node, regrouping: fx.Node) -> None:
+    name = node.target if node.op == "call_method" else getattr(node.target, "__name__", "")
+    if node.op not in ("call_method", "call_function") or name not in _REDUCTIONS:
+        return
+    dim = node.kwargs.get("dim", node.args[1] if len(node.args) > 1 else None)
+    dims = tuple(dim) if isinstance(dim, (tuple, list)) else (dim,)
+    if dims in ((-1,), (2,)):
+        return
+    over = "every dim" if dim is None else f"dim {dim}"
+    raise AnalyzeError(
+        f"`{_label(node)}` (line {node_line(node)}) reduces {over} of the groups `{_label(regrouping)}` (line "
+        f"{node_line(regrouping)}) makes: statistics over groups of channels reduce each group's elements (its last "
+        f"dim); reductions over other dims are not supported; rewrite it with supported ops {HAND_WRITTEN_PROFILE_HINT}",
+        origin=loaded.origin,
+        line=node_line(node),
+    )
 
 
 def _reads_shape_of(node: fx.Node, first: fx.Node) -> bool:
@@ -132,7 +176,7 @@ def _groups_hyper(loaded, count, node: fx.Node, hypers) -> str:
     raise AnalyzeError(
         f"`{_label(node)}` splits the channels into {count!r} groups, which no int argument of the reference gives "
         "(the kernel takes the number of groups at run time): make it an argument (num_groups: int = 4) or a "
-        f"constructor argument; {HAND_WRITTEN_PROFILE_HINT}",
+        f"constructor argument {HAND_WRITTEN_PROFILE_HINT}",
         origin=loaded.origin,
         line=node_line(node),
     )

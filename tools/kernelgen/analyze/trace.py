@@ -738,6 +738,7 @@ def _finish(
         tensors,
         list(argument_values.items()),
         hidden,
+        module,
     )
     graph_module.recompile()
     live = _reachable(graph_module.graph)
