@@ -170,6 +170,13 @@ def _fill_groups(profile: KernelProfile, traced: TracedReference, classification
         f"statistics over groups of the channels (dim 1) of {traced.tensor_inputs[0]}, {groups.hyper} of them: each "
         f"group of a sample is a row; {classification.reason}"
     )
+    if groups.written_as:  # the layer norm of the row is what the reference's call computes over each group
+        profile.notes.tier_reason = profile.notes.tier_reason.replace("`F.layer_norm`", f"`{groups.written_as}`")
+        profile.forward_computation = re.sub(
+            r"layer_norm\((\w+), normalized_shape=\([^)]*\), ",
+            rf"group_norm(\1, {groups.hyper}={groups.hyper}, ",
+            profile.forward_computation,
+        )
     hyper = next((hp for hp in profile.hyperparameters if hp.name == groups.hyper), None)
     if hyper is None:
         hyper = HyperParameter(name=groups.hyper, type="int", default=groups.count)

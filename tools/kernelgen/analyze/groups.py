@@ -36,6 +36,8 @@ class ChannelGroups:
     count: int
     parameters: set[str] = field(default_factory=set)
     inputs: set[str] = field(default_factory=set)
+    # The call the row's layer norm stands for, as the reference wrote it (F.group_norm, an nn.GroupNorm), if any
+    written_as: str = ""
 
 
 def regroup_channels(loaded, graph: fx.Graph, placeholders: dict, tensors: list[str], hypers, hidden: int, root=None):
@@ -46,11 +48,12 @@ def regroup_channels(loaded, graph: fx.Graph, placeholders: dict, tensors: list[
         return None
     first = placeholders[tensors[0]]
     group_norm = next((n for n in graph.nodes if n.op == "call_function" and n.target in _GROUP_NORMS), None)
+    written_as = "F.group_norm" if group_norm is not None else "nn.GroupNorm"
     group_norm = group_norm or _group_norm_module_as_call(graph, root)
     regrouping = next((n for n in first.users if _reshaped_dims(n) is not None), None)
     if group_norm is not None and group_norm.args[:1] == (first,):
         count = group_norm.args[1] if len(group_norm.args) > 1 else group_norm.kwargs.get("num_groups")
-        groups = ChannelGroups(_groups_hyper(loaded, count, group_norm, hypers), count)
+        groups = ChannelGroups(_groups_hyper(loaded, count, group_norm, hypers), count, written_as=written_as)
         _rewrite_group_norm(graph, group_norm, groups, placeholders, hidden)
         return groups
     if regrouping is None:
