@@ -378,7 +378,10 @@ class RowProgramOpsView:
     dtensor: DTensorView
     forward_kernel: RowKernelView  # the fused kernels
     backward_kernel: RowKernelView
-    split: SplitRowsView  # the same math for rows whose columns are spread over ranks
+    # The same math for rows whose columns are spread over ranks or too long for a backward's registers; None for
+    # grouped rows without parameter gradients, which take neither (they take no DTensors, and a backward without
+    # parameter accumulators holds any row the forward holds)
+    split: SplitRowsView | None
 
     @property
     def allocates_gradients(self) -> bool:
@@ -1062,6 +1065,7 @@ def _row_program_ops(profile: KernelProfile) -> RowProgramOpsView:
     channel_grads = [f"grad_{p.name}" for p in params if p.shape == "channel"]
     scalar_grads = [f"grad_{p.name}" for p in params if p.shape == "scalar"]
     gradient_note = _gradient_note(math.gradient_formulas)
+    split_path = not profile.math.groups or bool(channel_grads or scalar_grads)
     forward_kernel = RowKernelView(
         name=f"_{profile.operation_name}_forward_kernel",
         lines=math.forward,
@@ -1081,8 +1085,8 @@ def _row_program_ops(profile: KernelProfile) -> RowProgramOpsView:
         ],
         notes=_precision_note(math.precision_sensitive_ops),
         dtype_source=inputs[0] if uses_cast else "",
-        width="shard_cols",
-        has_split_mode=True,
+        width="shard_cols" if split_path else "n_cols",
+        has_split_mode=split_path,
     )
     backward_kernel = RowKernelView(
         name=f"_{profile.operation_name}_backward_kernel",
@@ -1098,8 +1102,8 @@ def _row_program_ops(profile: KernelProfile) -> RowProgramOpsView:
         notes=gradient_note,
         dtype_source=f"grad_{stored_grads[0]}" if uses_cast and stored_grads else "",
         holds_narrow=True,
-        width="shard_cols",
-        has_split_mode=True,
+        width="shard_cols" if split_path else "n_cols",
+        has_split_mode=split_path,
     )
     broadcast = {t.name for t in profile.inputs if t.broadcast}
     # Every tile of the backward reads its rows of the output gradients before it writes the same rows of the input
@@ -1160,7 +1164,7 @@ def _row_program_ops(profile: KernelProfile) -> RowProgramOpsView:
         dtensor=dtensor_view(profile, grad_inputs, [f"grad_{name}" for name in outputs], tuple(math.row_outputs)),
         forward_kernel=forward_kernel,
         backward_kernel=backward_kernel,
-        split=_split_rows(profile, math, forward_kernel, backward_kernel),
+        split=_split_rows(profile, math, forward_kernel, backward_kernel) if split_path else None,
     )
 
 
