@@ -130,13 +130,13 @@ def test_generated_tests_of_group_norms_pass(groups_checkout):
     "shape, groups",
     [
         pytest.param((2, 6, 3, 5), 3, id="spatial_dims"),
-        pytest.param((1, 4, 9000), 2, id="long_group_rows"),  # 18000 columns: the backward's split path
+        pytest.param((1, 4, 9000), 2, id="long_group_rows"),  # groups of 18000 elements, each a tile of one row
         pytest.param((3, 5, 7), 5, id="a_group_per_channel"),
     ],
 )
 def test_a_generated_group_norm_matches_torch(groups_checkout, shape, groups):
     """The functional kernel against torch's group_norm: inputs with several trailing dims, rows long enough for
-    the backward's split path, one channel per group."""
+    whole tiles of one row, one channel per group."""
     ops = import_generated_ops(groups_checkout, "group_norm_functional")
     torch.manual_seed(0)
     x = torch.randn(shape, requires_grad=True)
