@@ -6,7 +6,8 @@ dyt, every tier-1, tier-2 and tier-3 built-in as NAME_gen (cross entropy with it
 with class weights as NAME_gen (``test_class_weights.WEIGHTED_STYLES``: F.cross_entropy(weight=), a hand-written
 gather with its fused linear kernel, a module buffer), the three example profiles as NAME_ex (the round trips of
 issue 4), the element-wise references of issue 16's performance table (benchmark/references/) as NAME_ref, the
-references with broadcast inputs of issue 42 (test/kernelgen/fixtures/broadcast/) as NAME_bc, the index-map references
+references with broadcast inputs of issue 42 (test/kernelgen/fixtures/broadcast/) as NAME_bc, its GroupNorms
+(test/kernelgen/fixtures/groups/) as NAME_grp and PolyNorm (test/kernelgen/fixtures/norms/) as NAME_gen, the index-map references
 of issue 42 (``test_index_maps.GENERATED``) as NAME_map, the per-row losses of issue 44 (``test_per_row_inputs``) under
 their test's names, and with
 ``--tiling-variants`` copies of rms_norm, layer_norm, softmax, cross_entropy and kl_div under other launch
@@ -39,6 +40,10 @@ from tools.kernelgen.writer import write_all  # noqa: E402
 REFERENCES = ROOT / "benchmark" / "references"
 # References with inputs that broadcast against the first one (issue 42): generated as NAME_bc.
 BROADCAST_REFERENCES = ROOT / "test" / "kernelgen" / "fixtures" / "broadcast"
+# References with statistics over groups of channels (issue 42): generated as NAME_grp.
+GROUP_REFERENCES = ROOT / "test" / "kernelgen" / "fixtures" / "groups"
+# Norms upstream has a kernel of that are no built-ins (issue 42's PolyNorm): generated as NAME_gen.
+NORM_REFERENCES = ROOT / "test" / "kernelgen" / "fixtures" / "norms"
 # Class-weighted losses (reference entry -> kernel name); their tests: pytest test/transformers -k weighted.
 WEIGHTED_KERNELS = {
     "weighted_cross_entropy": "weighted_cross_entropy_gen",
@@ -86,6 +91,8 @@ def main() -> None:
             profile.fused_linear.enabled = True  # and fused_linear_cross_entropy_gen beside it
     profiles += [analyze(str(path), name=f"{path.stem}_ref") for path in sorted(REFERENCES.glob("*.py"))]
     profiles += [analyze(str(path), name=f"{path.stem}_bc") for path in sorted(BROADCAST_REFERENCES.glob("*.py"))]
+    profiles += [analyze(str(path), name=f"{path.stem}_grp") for path in sorted(GROUP_REFERENCES.glob("*.py"))]
+    profiles += [analyze(str(path), name=f"{path.stem}_gen") for path in sorted(NORM_REFERENCES.glob("*.py"))]
     weighted = destination / "weighted_losses.py"
     weighted.write_text(WEIGHTED_STYLES)
     for entry, name in WEIGHTED_KERNELS.items():

@@ -80,6 +80,15 @@ UPSTREAM = {
     "tvd": lambda up, p, q, params, hyper: up.ops.LigerTVDLossFunction.apply(
         p, q, None, hyper.get("reduction", "batchmean")
     ),
+    # GroupNorm over [BT // channels, channels, H] (GROUP_CHANNELS per group) with its per-channel affine, whether the
+    # generated kernel holds it as parameters or takes it as inputs; PolyNorm with its three weights as the one vector
+    # upstream takes (the generated kernel reads them element by element, views of that vector).
+    "group_norm": lambda up, x, *rest: up.ops.LigerGroupNormFunction.apply(
+        x, *_affine(rest), x.shape[1], x.shape[1] // GROUP_CHANNELS, rest[-1].get("eps", 1e-6)
+    ),
+    "poly_norm": lambda up, x, params, hyper: up.ops.LigerPolyNormFunction.apply(
+        x, params[0]._base, params[-1], hyper.get("eps", 1e-6), True
+    ),
     # Fused linear + loss: hidden states, the lm_head weight, the targets (no bias).
     "fused_linear_cross_entropy": lambda up, hidden, weight, target, params, hyper: (
         up.ops.LigerFusedLinearCrossEntropyFunction.apply(
@@ -87,6 +96,23 @@ UPSTREAM = {
         )
     ),
 }
+# Channels per group of a grouped kernel's inputs, as its generated benchmark and upstream's benchmark take them.
+GROUP_CHANNELS = 4
+
+
+def _affine(rest):
+    """A GroupNorm's weight and bias from what follows x: the inputs after it, then the parameters, then the
+    hyper-parameters."""
+    *tensors, params, _ = rest
+    return (*tensors, *params)[:2]
+
+
+def _groups(record: dict) -> int:
+    """The number of groups a grouped kernel (``math.groups``) runs with at its default, 0 for other kernels."""
+    name = record["math"].get("groups")
+    return next((hp["default"] for hp in record["hyperparameters"] if hp["name"] == name), 0) if name else 0
+
+
 FUSED_PREFIX = "fused_linear_"  # a fused linear kernel, generated beside the loss whose record it shares
 # Reads and writes of one [BT, H] tensor per forward + backward: x in, y out; dy and x in, dx out. Fused add +
 # RMSNorm: x and residual in, normed and sum out; both gradients in, the sum in, dx and dresidual out. Losses
@@ -139,7 +165,8 @@ def reference_module(name: str, size: int, compiled: bool):
     if record["reference"]["kind"] == "module":
         # The row width sizes the parameters, as in the generated benchmark: a module without any (SwishBeta(beta=1.5))
         # takes no size.
-        size_args = {record["module"]["size_param"]: size} if record["parameters"] else {}
+        sizes = record["module"]["size_param"] in {ip["name"] for ip in record["module"]["init_params"]}
+        size_args = {record["module"]["size_param"]: size} if record["parameters"] and sizes else {}
         module = entry(**size_args).to("cuda", torch.bfloat16)
         with torch.no_grad():
             for parameter in module.parameters():
@@ -174,10 +201,20 @@ def setup(name: str, upstream_key: str, up, run: SingleBenchmarkRunInput):
     # first input only, the logits; a target or a teacher is held fixed.
     differentiated = [spec["name"] for spec in record["inputs"] if spec["requires_grad"] and spec["dtype"] != "int64"]
     differentiated = differentiated[:1] if record["tier"] == 3 else differentiated
-    arguments = [_input(spec, bt, size, spec["name"] in differentiated) for spec in record["inputs"]]
+    channels = GROUP_CHANNELS * _groups(record)
+    # A grouped kernel: BT tokens as samples of ``channels`` channels of ``size`` elements, its affine per channel.
+    shapes = {
+        spec["name"]: (channels,) if spec.get("broadcast") else (max(1, bt // channels), channels)
+        for spec in record["inputs"]
+        if channels
+    }
+    arguments = [
+        _input(spec, bt, size, spec["name"] in differentiated, shapes.get(spec["name"]) if channels else None)
+        for spec in record["inputs"]
+    ]
     inputs = [x for x in arguments if x.requires_grad]
-    module = reference_module(name, size, run.kernel_provider == "torch_compile")
-    params = [module.get_parameter(p.get("attribute") or p["name"]) for p in record["parameters"]]
+    module = reference_module(name, channels or size, run.kernel_provider == "torch_compile")
+    params = [_parameter(module, p.get("attribute") or p["name"]) for p in record["parameters"]]
     hyper = {hp["name"]: hp["default"] for hp in record["hyperparameters"]}
     if run.kernel_provider == "liger":
         function = getattr(__import__(f"liger_kernel.ops.{name}", fromlist=["_"]), record["function_class_name"])
@@ -238,11 +275,22 @@ def _linear_then_loss(loss: str, compiled: bool):
     return torch.compile(module) if compiled else module
 
 
-def _input(spec: dict, bt: int, size: int, grad: bool) -> torch.Tensor:
-    """One bf16 [BT, size] input as the kernel's tests draw it (class indices, distributions, positive or any)."""
+def _parameter(module, path: str) -> torch.Tensor:
+    """The reference's parameter at ``path``, or the element ``weight[0]`` of a vector it holds (a view of it)."""
+    held, _, index = path.partition("[")
+    parameter = module.get_parameter(held)
+    return parameter[int(index[:-1])] if index else parameter
+
+
+def _input(spec: dict, bt: int, size: int, grad: bool, leading: tuple | None = None) -> torch.Tensor:
+    """One bf16 [BT, size] input as the kernel's tests draw it (class indices, distributions, positive or any);
+    ``leading``: other dims before size (a grouped kernel's [batch, channels]), or the whole shape of a [channels]
+    input."""
     if spec["dtype"] == "int64":
         return torch.randint(0, size, (bt,), device="cuda")
-    x = torch.randn(bt, size, device="cuda")
+    if leading is not None and len(leading) == 1:
+        return torch.randn(leading, device="cuda").to(torch.bfloat16).requires_grad_(grad)
+    x = torch.randn(*(leading or (bt,)), size, device="cuda")
     domain = spec.get("domain", "")
     if domain == "probabilities":
         x = torch.softmax(x, dim=-1)

@@ -37,39 +37,6 @@ def apply_rotary_pos_emb(q, k, cos, sin, position_ids=None, unsqueeze_dim=1):
     k_embed = (k * cos) + (rotate_half(k) * sin)
     return q_embed, k_embed
 """
-# A GroupNorm written out over a regrouping view, with the per-channel affine after it.
-GROUP_NORM = """
-import torch
-import torch.nn as nn
-
-
-class GroupNorm(nn.Module):
-    def __init__(self, num_channels, num_groups=4, eps=1e-6):
-        super().__init__()
-        self.num_groups = num_groups
-        self.eps = eps
-        self.weight = nn.Parameter(torch.ones(num_channels))
-        self.bias = nn.Parameter(torch.zeros(num_channels))
-
-    def forward(self, x):
-        b, c, h = x.shape
-        g = x.view(b, self.num_groups, -1)
-        mean = g.mean(-1, keepdim=True)
-        var = g.var(-1, keepdim=True, unbiased=False)
-        g = (g - mean) / torch.sqrt(var + self.eps)
-        x = g.view(b, c, h)
-        return x * self.weight[None, :, None] + self.bias[None, :, None]
-"""
-# torch's own group_norm: an op with no derivative rule yet.
-FUNCTIONAL_GROUP_NORM = """
-import torch.nn.functional as F
-
-
-def group_norm(x, weight, bias, num_groups: int = 4, eps: float = 1e-5):
-    return F.group_norm(x, num_groups, weight, bias, eps)
-"""
-
-
 # PolyNorm as a function of its weights: a function's tensor arguments are rows of inputs, so the weights' elements
 # are refused with where a module holds them instead (``self.weight[0]``, which generates: test_row_kernels.py).
 FUNCTIONAL_POLY_NORM = """
@@ -95,25 +62,11 @@ def poly_norm(x, weight, bias, eps: float = 1e-6):
             id="hf_rope",
         ),
         pytest.param(
-            GROUP_NORM,
-            "GroupNorm",
-            17,
-            "`.mean()` (line 17) reduces the last dimension of `.view()` (line 16), which regroups the row",
-            id="group_norm_view",
-        ),
-        pytest.param(
             FUNCTIONAL_POLY_NORM,
             "poly_norm",
             9,
             "`weight[0]` (line 9) picks elements of the tensor argument `weight` by constant indices",
             id="functional_poly_norm",
-        ),
-        pytest.param(
-            FUNCTIONAL_GROUP_NORM,
-            "group_norm",
-            6,
-            "`F.group_norm` is not an op kernelgen knows",
-            id="functional_group_norm",
         ),
     ],
 )

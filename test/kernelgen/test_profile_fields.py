@@ -210,6 +210,7 @@ EDITS = {
     "outputs[].keepdim": ("logsumexp", _set("outputs.0.keepdim", True), "files"),
     "math.outputs": ("swiglu", _set("math.outputs", {"y": "silu(a) * b * 2.0"}), "files"),
     "math.rounding": ("swiglu", _set("math.rounding", "per_op"), "files"),
+    "math.groups": ("layer_norm", _set("math.groups", "eps"), "validation"),
     "math.triton.forward": (
         "rms_norm",
         _set("math.triton.forward", ["y = x * rstd * (offset + weight) * 2.0"]),

@@ -61,7 +61,7 @@ MODULE_KINDS = ("mlp", "elementwise", "norm", "loss")
 LOSS_REDUCTIONS = ("mean", "sum", "none")
 INPUT_DOMAINS = ("", "real", "positive", "probabilities", "log_probabilities")
 SCALAR_TYPES = ("float", "int", "bool", "str")
-PARAMETER_SHAPES = ("channel", "scalar")
+PARAMETER_SHAPES = ("channel", "scalar", "group")
 INIT_KINDS = ("ones", "zeros", "constant")
 # Model-specific subclasses an mlp module can come with (``module.variants``), by the suffix of their class name.
 MLP_VARIANTS = {"gemma4": "ForGemma4"}
@@ -184,7 +184,9 @@ class InitParameter:
 
 @dataclass
 class LearnableParameter:
-    """An ``nn.Parameter`` the module owns: ``channel`` broadcasts over rows (shape [H]); ``scalar`` is one value."""
+    """An ``nn.Parameter`` the module owns: ``channel`` broadcasts over rows (shape [H]); ``scalar`` is one value;
+    ``group`` (with ``math.groups``) is one value per channel of the grouped dim 1 (shape [C], a GroupNorm's affine),
+    read at each element's channel."""
 
     name: str
     shape: str = "channel"
@@ -294,6 +296,10 @@ class Math:
     triton: HandWrittenMath | None = None
     loss: LossSpec | None = None
     lanes: Lanes | None = None
+    # Tier 2: the int hyper-parameter that splits dim 1 (channels) of the first input into that many groups; a row
+    # of the kernel is then one group of a sample, its channels' elements in order (``x.view(b, groups, -1)``), and
+    # inputs that broadcast (``group`` parameters included) are laid out against ``[batch, channels, rest]``.
+    groups: str = ""
 
 
 @dataclass
@@ -593,7 +599,7 @@ def per_row_output(profile: KernelProfile, name: str) -> bool:
     names = _formula_names(formula) if isinstance(formula, str) else set()
     if isinstance(names, str):
         return False
-    varying = {t.name for t in profile.inputs} | {p.name for p in profile.parameters if p.shape == "channel"}
+    varying = {t.name for t in profile.inputs} | {p.name for p in profile.parameters if p.shape != "scalar"}
     return bool(names & {s.name for s in profile.math.statistics}) and not names & varying
 
 
@@ -689,6 +695,7 @@ def _validate_math(profile: KernelProfile, problems: list[str]) -> None:
     if math.lanes is not None:
         _validate_lanes(profile, problems)
         return
+    _validate_groups(profile, problems)
     output_names = [t.name for t in profile.outputs]
     if not math.outputs:
         problems.append("math.outputs: a formula for every output is required (or hand-written math.triton)")
@@ -709,6 +716,32 @@ def _validate_math(profile: KernelProfile, problems: list[str]) -> None:
         known.add(statistic.name)
     for name, formula in math.outputs.items():
         _check_formula(problems, f"math.outputs.{name}", formula, known)
+
+
+def group_count(profile: KernelProfile) -> int:
+    """The number of groups a grouped kernel's examples use: its groups hyper-parameter's default (1 without one)."""
+    defaults = {hp.name: hp.default for hp in profile.hyperparameters}
+    value = defaults.get(profile.math.groups)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 1
+
+
+def _validate_groups(profile: KernelProfile, problems: list[str]) -> None:
+    """Groups (``math.groups``): a derived tier-2 kernel whose named hyper-parameter is an int; ``group`` parameters
+    only with groups; inputs of at least 3 dims ([batch, channels, rest])."""
+    groups = profile.math.groups
+    grouped_params = [p.name for p in profile.parameters if p.shape == "group"]
+    if not groups:
+        if grouped_params:
+            problems.append(f"parameters: {grouped_params[0]} is a group parameter; math.groups names none")
+        return
+    hypers = {hp.name: hp for hp in profile.hyperparameters}
+    if profile.tier != 2:
+        problems.append("math.groups: statistics over groups of channels are a row kernel's (tier 2)")
+    elif groups not in hypers or hypers[groups].type != "int" or hypers[groups].constexpr:
+        problems.append(f"math.groups: {groups!r} is not a runtime int hyper-parameter")
+    short = [shape for shape in profile.test.cpu_shapes + profile.test.gpu_shapes if len(shape) < 3]
+    if short:
+        problems.append(f"test shapes: {short[0]} has fewer than the 3 dims of [batch, channels, rest] groups take")
 
 
 def _validate_broadcast(profile: KernelProfile, index: int, tensor: TensorSpec, problems: list[str]) -> None:

@@ -24,6 +24,7 @@ import torch
 from tools.kernelgen.broadcast import first_input_dims
 from tools.kernelgen.broadcast import shape_for
 from tools.kernelgen.profile import KernelProfile
+from tools.kernelgen.profile import group_count
 from tools.kernelgen.scratch import changed_library_modules
 from tools.kernelgen.scratch import library_imports_from
 from tools.kernelgen.scratch import stage_checkout
@@ -112,6 +113,8 @@ def _inputs(profile: KernelProfile, generator: torch.Generator) -> tuple[list[to
     # Inputs that broadcast against the first one are drawn in their own shape, rows of the first one grouped in as
     # many dims as their patterns name (each leading one over 1, so that every broadcast dim repeats).
     full = first_input_dims([spec.broadcast for spec in profile.inputs if spec.broadcast], ROWS, cols)
+    if profile.math.groups:  # [batch, channels, rest], two channels a group
+        full = (ROWS, 2 * group_count(profile), cols)
     drawn = []
     for spec in profile.inputs:
         domain = spec.domain or profile.test.input_domain
@@ -141,7 +144,8 @@ def _compare(profile: KernelProfile, function) -> None:
     generator = torch.Generator().manual_seed(0)
     inputs, cols = _inputs(profile, generator)
     # Channel parameters in the shape the reference holds them ([1, 1, H] widens the outputs to its rank), scalars 0-d.
-    shapes = [(1,) * (p.held_rank - 1) + (cols,) if p.shape == "channel" else () for p in profile.parameters]
+    sizes = {"channel": cols, "group": inputs[0].shape[1] if profile.math.groups else cols}
+    shapes = [(1,) * (p.held_rank - 1) + (sizes[p.shape],) if p.shape in sizes else () for p in profile.parameters]
     params = [torch.rand(shape, generator=generator) + 0.5 for shape in shapes]
     try:
         runner = ReferenceRunner(profile, "cpu")

@@ -150,8 +150,45 @@ def build_profile(
         notes.gradient_formulas = dict(derive(profile, profile.reference.origin).gradient_formulas)
     else:
         _fill_loss(profile, traced)
+    if traced.channel_groups is not None:
+        _fill_groups(profile, traced, classification)
     profile.module.fixed = _fixed_arguments(profile, traced)
     return profile
+
+
+def _fill_groups(profile: KernelProfile, traced: TracedReference, classification: Classification) -> None:
+    """Rows of groups of channels (analyze/groups.py): the number of groups a runtime int, the per-channel
+    parameters read at each element's channel, test shapes ``[batch, channels, rest]`` whose channels split."""
+    groups = traced.channel_groups
+    if classification.tier != 2:
+        raise AnalyzeError(
+            f"the reference regroups {traced.tensor_inputs[0]} into groups of channels, and {classification.reason}",
+            origin=traced.loaded.origin,
+        )
+    profile.math.groups = groups.hyper
+    profile.notes.tier_reason = (
+        f"statistics over groups of the channels (dim 1) of {traced.tensor_inputs[0]}, {groups.hyper} of them: each "
+        f"group of a sample is a row; {classification.reason}"
+    )
+    if groups.written_as:  # the layer norm of the row is what the reference's call computes over each group
+        profile.notes.tier_reason = profile.notes.tier_reason.replace("`F.layer_norm`", f"`{groups.written_as}`")
+        profile.forward_computation = re.sub(
+            r"layer_norm\((\w+), normalized_shape=\([^)]*\), ",
+            rf"group_norm(\1, {groups.hyper}={groups.hyper}, ",
+            profile.forward_computation,
+        )
+    hyper = next((hp for hp in profile.hyperparameters if hp.name == groups.hyper), None)
+    if hyper is None:
+        hyper = HyperParameter(name=groups.hyper, type="int", default=groups.count)
+        profile.hyperparameters.insert(0, hyper)
+    hyper.type, hyper.default, hyper.constexpr, hyper.choices = "int", groups.count, False, None
+    for param in profile.parameters:
+        if (param.attribute or param.name) in groups.parameters:
+            param.shape, param.rank = "group", None
+    count = groups.count
+    if "test" not in traced.loaded.hints:
+        profile.test.cpu_shapes = [[2, 2 * count, 5], [1, count, 33], [3, 3 * count, 7]]
+        profile.test.gpu_shapes = [[4, 8 * count, 4096], [2, 16 * count, 1023]]
 
 
 def _fixed_arguments(profile: KernelProfile, traced: TracedReference) -> list[str]:

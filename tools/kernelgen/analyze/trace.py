@@ -38,6 +38,7 @@ from torch.fx.passes.shape_prop import ShapeProp
 
 from tools.kernelgen.analyze.errors import HAND_WRITTEN_PROFILE_HINT
 from tools.kernelgen.analyze.errors import AnalyzeError
+from tools.kernelgen.analyze.groups import regroup_channels
 from tools.kernelgen.analyze.load import LoadedReference
 from tools.kernelgen.analyze.load import line_in_traceback
 from tools.kernelgen.analyze.ops import CAST
@@ -122,6 +123,8 @@ class TracedReference:
     # Float tensor inputs of one value per row ([rows] / [B, T]: a per-token weight, an old policy's log-prob),
     # found by the shapes the reference runs with (``_per_row_inputs``) or named by the hint ``per_row``.
     row_inputs: list[str] = field(default_factory=list)
+    # Statistics over groups of channels: what analyze/groups.py rewrote the graph for (None: no groups).
+    channel_groups: Any = None
 
     @property
     def runtime_hyperparameters(self) -> list[str]:
@@ -723,6 +726,21 @@ def _finish(
 ):
     _functionalize_in_place_ops(loaded, graph_module.graph)
     _weighted_loss_modules_as_calls(graph_module)
+    # Statistics over groups of channels: the graph rewritten as the row program over a group (analyze/groups.py).
+    argument_values = {**{h.name: h.default for h in [*init_params, *hypers]}, **concrete}
+    argument_values.update(
+        {k: v for k, v in (vars(module) if module is not None else {}).items() if k in argument_values}
+    )
+    channel_groups = regroup_channels(
+        loaded,
+        graph_module.graph,
+        dict(zip(order, (node for node in graph_module.graph.nodes if node.op == "placeholder"))),
+        tensors,
+        list(argument_values.items()),
+        hidden,
+        module,
+    )
+    graph_module.recompile()
     live = _reachable(graph_module.graph)
     calls = _normalize_all(loaded, graph_module, live)
     attribute_inputs = {}
@@ -806,11 +824,16 @@ def _finish(
     first_rank = max(len(rows_shape) + 1, _declared_rank(loaded.hints.get("shapes", {}).get(rows[0] if rows else "")))
     broadcast_inputs.update(_unsqueezed_inputs(placeholders, calls, rows, broadcast_inputs, first_rank))
     broadcast_inputs.update(_affine_inputs(placeholders, calls, rows, broadcast_inputs))
+    # A per-channel input of grouped rows: [channels] against [batch, channels, rest] (read at each element's channel);
+    # the rewritten graph reads it as one value per column of its example rows.
+    grouped_inputs = sorted(channel_groups.inputs) if channel_groups is not None else []
+    broadcast_inputs.update({name: with_inserted_dims([KEPT], [1]) for name in grouped_inputs})
     deepest = max([first_rank, *map(pattern_rank, broadcast_inputs.values())]) if broadcast_inputs else 0
     rows_shape = (2,) * (deepest - 1 - len(rows_shape)) + rows_shape  # each broadcast pattern fits the examples
     # Example shapes other than rows of ``hidden`` values: per-class inputs, inputs that broadcast against the rows.
     shaped = {name: (hidden,) for name in class_inputs}
     shaped.update({name: shape_for(p, rows_shape + (hidden,)) for name, p in broadcast_inputs.items()})
+    shaped.update({name: (hidden,) for name in grouped_inputs})
     example = (graph_module, order, tensors, index_inputs, shaped, rows_shape, calls, hypers, concrete)
     example += (attributes, hidden)
     loss_like = bool(index_inputs) or _reduces_rows_to_a_loss(calls)
@@ -844,6 +867,7 @@ def _finish(
         attribute_inputs=attribute_inputs,
         broadcast_inputs=broadcast_inputs,
         row_inputs=row_inputs,
+        channel_groups=channel_groups,
     )
     traced.notes.extend(decision.remark(call.name) for call, decision in decisions)
     if not shapes_known:

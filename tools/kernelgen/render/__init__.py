@@ -21,6 +21,7 @@ from tools.kernelgen.render.text import single_line_imports
 from tools.kernelgen.render.text import split_reference
 from tools.kernelgen.render.text import wrap_docstring
 from tools.kernelgen.render.views import build_views
+from tools.kernelgen.render.views import group_parameters_as_inputs
 from tools.kernelgen.render.views import kernel_view
 from tools.kernelgen.render.views import test_view
 
@@ -80,7 +81,10 @@ def render_kernel(profile: KernelProfile, benchmark_style: str = "sweeps") -> Re
     paths = kernel_paths(profile.operation_name)
     tier = profile.tier
     files = {
-        paths["ops"]: _ops_text(profile, lambda p: env.get_template(ops_template(p)).render(build_views(p).context())),
+        paths["ops"]: _ops_text(
+            profile,
+            lambda p: env.get_template(ops_template(p)).render(build_views(group_parameters_as_inputs(p)).context()),
+        ),
         paths["module"]: env.get_template("module.py.j2").render(context),
         paths["test"]: env.get_template(f"test_tier{tier}.py.j2").render(context),
         paths["benchmark"]: env.get_template(BENCHMARK_TEMPLATES[benchmark_style]).render(context),

@@ -7,6 +7,7 @@ each.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import textwrap
 
@@ -33,10 +34,12 @@ from tools.kernelgen.profile import HyperParameter
 from tools.kernelgen.profile import InitParameter
 from tools.kernelgen.profile import KernelProfile
 from tools.kernelgen.profile import LearnableParameter
+from tools.kernelgen.profile import TensorSpec
 from tools.kernelgen.profile import TestSpec
 from tools.kernelgen.profile import benchmark_dimension
 from tools.kernelgen.profile import benchmark_grad_inputs
 from tools.kernelgen.profile import benchmark_size
+from tools.kernelgen.profile import group_count
 from tools.kernelgen.profile import hyper_cases
 from tools.kernelgen.render import tier1
 from tools.kernelgen.render.dtensor import DTensorView
@@ -62,6 +65,8 @@ from tools.kernelgen.synth.printer import print_torch
 
 # An MLP's (hidden, intermediate) sizes when benchmark.fixed_config leaves them out (Llama 2 7B's).
 DEFAULT_MLP_SIZES = (4096, 11008)
+# Channels per group of a grouped kernel's benchmark inputs (upstream's group_norm benchmark takes 4 per group).
+BENCHMARK_GROUP_CHANNELS = 4
 # How generated files name each kernel language (the profile's ``backend``).
 BACKEND_NAMES = {"triton": "Triton", "tilelang": "TileLang"}
 
@@ -105,6 +110,7 @@ class KernelView:
     reference_attributes: list[tuple[str, str]]  # (attribute, input): what a module reference holds itself
     broadcast: dict[str, str]  # inputs whose shape broadcasts against the first input's -> pattern (broadcast.py)
     broadcast_inserted: dict[str, str]  # ... those the reference unsqueezes -> the dims, as _broadcast_rows takes them
+    groups: str = ""  # tier 2: the int hyper-parameter whose groups of channels are the rows (profile math.groups)
 
 
 @dataclass(frozen=True)
@@ -372,7 +378,10 @@ class RowProgramOpsView:
     dtensor: DTensorView
     forward_kernel: RowKernelView  # the fused kernels
     backward_kernel: RowKernelView
-    split: SplitRowsView  # the same math for rows whose columns are spread over ranks
+    # The same math for rows whose columns are spread over ranks or too long for a backward's registers; None for
+    # grouped rows without parameter gradients, which take neither (they take no DTensors, and a backward without
+    # parameter accumulators holds any row the forward holds)
+    split: SplitRowsView | None
 
     @property
     def allocates_gradients(self) -> bool:
@@ -515,7 +524,7 @@ class ModuleView:
     buffers: list[str]  # constructor arguments kept as buffers: per-class inputs (class weights), as torch's losses
     forward_signature: str  # the module's forward arguments (the kernel's tensors)
     apply_inputs: list[str]  # the kernel's tensors as forward passes them on (a buffer as self.<name>)
-    param_init: dict[str, str]
+    param_init: dict[str, str]  # each parameter the module holds (a vector read by index once) -> its initial value
     self_params: list[str]
     self_hypers: list[str]
     # Constructor arguments nothing of the kernel reads, traced at their value (a submodule's option, an int the
@@ -523,7 +532,10 @@ class ModuleView:
     traced_at: list[tuple[str, str, str]]
     repr_fields: str
     docstring: str
-    variants: list[str]  # mlp: model-specific subclasses (profile.MLP_VARIANTS)
+    variants: list[str]
+    # The kernel's parameters as the module holds them: ``weight[0]`` for an element of a vector the module holds
+    # whole (as the reference does), else the parameter's own name
+    held: dict[str, str] = field(default_factory=dict)  # mlp: model-specific subclasses (profile.MLP_VARIANTS)
 
 
 @dataclass(frozen=True)
@@ -630,11 +642,24 @@ def build_views(profile: KernelProfile) -> KernelViews:
         ops_builders["elementwise"] = _tilelang_ops
     return KernelViews(
         kernel=kernel_view(profile),
-        ops=ops_builders[profile.template](profile),
+        ops=ops_builders[profile.template](group_parameters_as_inputs(profile)),
         module=module_view(profile),
         test=test_view(profile),
         bench=_benchmark_view(profile),
     )
+
+
+def group_parameters_as_inputs(profile: KernelProfile) -> KernelProfile:
+    """``profile`` as its ops file sees it: a ``group`` parameter ([channels], one value per channel of a grouped
+    kernel) is an input that broadcasts against the first input's ``[batch, channels, rest]`` (``* _``), read at
+    each element's channel and its gradient summed over the batch and the rest; the module still owns it. Other
+    profiles are returned as they are."""
+    grouped = [prm for prm in profile.parameters if prm.shape == "group"]
+    if not grouped:
+        return profile
+    inputs = list(profile.inputs) + [TensorSpec(name=prm.name, broadcast="* _") for prm in grouped]
+    parameters = [prm for prm in profile.parameters if prm.shape != "group"]
+    return dataclasses.replace(profile, inputs=inputs, parameters=parameters)
 
 
 def kernel_view(profile: KernelProfile) -> KernelView:
@@ -688,6 +713,7 @@ def kernel_view(profile: KernelProfile) -> KernelView:
             for t in profile.inputs
             if t.broadcast and inserted_dims(t.broadcast)
         },
+        groups=profile.math.groups,
     )
 
 
@@ -1039,6 +1065,7 @@ def _row_program_ops(profile: KernelProfile) -> RowProgramOpsView:
     channel_grads = [f"grad_{p.name}" for p in params if p.shape == "channel"]
     scalar_grads = [f"grad_{p.name}" for p in params if p.shape == "scalar"]
     gradient_note = _gradient_note(math.gradient_formulas)
+    split_path = not profile.math.groups or bool(channel_grads or scalar_grads)
     forward_kernel = RowKernelView(
         name=f"_{profile.operation_name}_forward_kernel",
         lines=math.forward,
@@ -1058,8 +1085,8 @@ def _row_program_ops(profile: KernelProfile) -> RowProgramOpsView:
         ],
         notes=_precision_note(math.precision_sensitive_ops),
         dtype_source=inputs[0] if uses_cast else "",
-        width="shard_cols",
-        has_split_mode=True,
+        width="shard_cols" if split_path else "n_cols",
+        has_split_mode=split_path,
     )
     backward_kernel = RowKernelView(
         name=f"_{profile.operation_name}_backward_kernel",
@@ -1075,8 +1102,8 @@ def _row_program_ops(profile: KernelProfile) -> RowProgramOpsView:
         notes=gradient_note,
         dtype_source=f"grad_{stored_grads[0]}" if uses_cast and stored_grads else "",
         holds_narrow=True,
-        width="shard_cols",
-        has_split_mode=True,
+        width="shard_cols" if split_path else "n_cols",
+        has_split_mode=split_path,
     )
     broadcast = {t.name for t in profile.inputs if t.broadcast}
     # Every tile of the backward reads its rows of the output gradients before it writes the same rows of the input
@@ -1137,7 +1164,7 @@ def _row_program_ops(profile: KernelProfile) -> RowProgramOpsView:
         dtensor=dtensor_view(profile, grad_inputs, [f"grad_{name}" for name in outputs], tuple(math.row_outputs)),
         forward_kernel=forward_kernel,
         backward_kernel=backward_kernel,
-        split=_split_rows(profile, math, forward_kernel, backward_kernel),
+        split=_split_rows(profile, math, forward_kernel, backward_kernel) if split_path else None,
     )
 
 
@@ -1417,11 +1444,44 @@ def loss_reductions(
 
 
 # Module ----------------------------------------------------------------------------------------------------
+def held_vectors(parameters: list[LearnableParameter]) -> dict[str, list[LearnableParameter]]:
+    """Scalar parameters that are the elements of one vector a module reference holds itself (``self.weight`` read
+    as ``self.weight[0]``, ``self.weight[1]``, ... every element of it), by the vector's attribute: the generated
+    module holds that vector whole, so that its state dict is the reference's."""
+    found: dict[str, dict[int, LearnableParameter]] = {}
+    for prm in parameters:
+        match = re.fullmatch(r"([A-Za-z_]\w*)\[(\d+)\]", prm.attribute)
+        if match and prm.shape == "scalar" and not prm.enabled_by and not prm.init_arg and prm.rank in (None, 0):
+            found.setdefault(match.group(1), {})[int(match.group(2))] = prm
+    return {
+        held: [elements[index] for index in range(len(elements))]
+        for held, elements in found.items()
+        if sorted(elements) == list(range(len(elements)))
+    }
+
+
+def _held_names(profile: KernelProfile) -> dict[str, str]:
+    """Each parameter's expression on the module: ``weight[0]`` for an element of a held vector, else its name."""
+    held = {prm.name: prm.name for prm in profile.parameters}
+    if profile.reference.kind == "module":
+        for vector, elements in held_vectors(profile.parameters).items():
+            held.update({prm.name: f"{vector}[{index}]" for index, prm in enumerate(elements)})
+    return held
+
+
 def _param_init(profile: KernelProfile, size_param: str) -> dict[str, str]:
     inits = {}
+    vectors = held_vectors(profile.parameters) if profile.reference.kind == "module" else {}
+    for vector, elements in vectors.items():
+        values = ", ".join(repr(_initial_value(prm)) for prm in elements)
+        inits[vector] = f"nn.Parameter(torch.tensor([{values}]))"
+    in_vectors = {prm.name for elements in vectors.values() for prm in elements}
     for prm in profile.parameters:
+        if prm.name in in_vectors:
+            continue
         # The shape the reference holds it in: [H], [1, ..., 1, H] (LayerScale), [1] or a 0-d scalar.
-        dims = ["1"] * (prm.held_rank - 1) + [size_param] if prm.shape == "channel" else ["1"] * prm.held_rank
+        sized = prm.shape in ("channel", "group")
+        dims = ["1"] * (prm.held_rank - 1) + [size_param] if sized else ["1"] * prm.held_rank
         sizes = ", ".join(dims) if dims else "()"  # torch.ones(1, 1, H), torch.ones(())
         shape = f"({dims[0]},)" if len(dims) == 1 else f"({sizes})" if dims else "()"  # torch.full's tuple
         if prm.init == "ones":
@@ -1448,7 +1508,7 @@ def module_view(profile: KernelProfile, renames: dict[str, str] | None = None) -
     init_params += [ip for ip in profile.module.init_params if ip.name not in own_names | set(per_class)]
     init_names = {ip.name for ip in init_params}
     size_param = profile.module.size_param
-    sized = any(p.shape == "channel" for p in params)  # a per-channel parameter: the module needs the size
+    sized = any(p.shape in ("channel", "group") for p in params)  # per-channel parameters: the module needs the size
     if sized and size_param not in init_names:
         init_params.insert(0, InitParameter(name=size_param, default=None))
     for hp in profile.hyperparameters:
@@ -1477,7 +1537,7 @@ def module_view(profile: KernelProfile, renames: dict[str, str] | None = None) -
         forward_signature=", ".join(t.name for t in profile.inputs if not t.per_class),
         apply_inputs=[f"self.{t.name}" if t.per_class else t.name for t in profile.inputs],
         param_init=_param_init(profile, size_param),
-        self_params=[f"self.{prm.name}" for prm in params],
+        self_params=[f"self.{_held_names(profile)[prm.name]}" for prm in params],
         self_hypers=[f"self.{name}" for name in hyper_names],
         traced_at=_traced_at(profile),
         repr_fields=fstring_chunks([f"{name}={{self.{name}}}" for name in fields]),
@@ -1486,6 +1546,7 @@ def module_view(profile: KernelProfile, renames: dict[str, str] | None = None) -
             f"``{profile.function_class_name}``."
         ),
         variants=list(profile.module.variants),
+        held=_held_names(profile),
     )
 
 
@@ -1511,7 +1572,7 @@ def _holding(held: list[str], built: str) -> str:
 def takes_size(profile: KernelProfile) -> bool:
     """Whether the modules are built with the size (``hidden_size=``): they size parameters, or the reference's
     constructor asks for it though nothing uses it (an ``nn.Module`` written to sit in a model's layer list)."""
-    channel = any(p.shape == "channel" for p in profile.parameters)
+    channel = any(p.shape in ("channel", "group") for p in profile.parameters)
     return channel or profile.module.size_param in {ip.name for ip in profile.module.init_params}
 
 
@@ -1535,7 +1596,9 @@ def test_view(profile: KernelProfile) -> TestView:
     reference_sized = size_param in {ip.name for ip in profile.module.init_params}
     reference_module_args = ([f"{size_param}=n_cols"] if reference_sized else []) + constructor_keywords
     forward_keywords = places.forward_keywords()
-    liger_module_args = [f"{size_param}=shape[-1]"] if takes_size(profile) else []
+    # A grouped kernel's parameters hold one value per channel (dim 1), others one per column.
+    size_dim = "1" if profile.math.groups else "-1"
+    liger_module_args = [f"{size_param}=shape[{size_dim}]"] if takes_size(profile) else []
     liger_module_args += [f"{name}=hyper[{name!r}]" for name in hyper_names]
     inputs = [t.name for t in profile.inputs]
     grad_inputs = [t.name for t in profile.inputs if t.requires_grad]
@@ -1555,7 +1618,7 @@ def test_view(profile: KernelProfile) -> TestView:
     if params:
         reference_call = f"reference(*inputs{forward_keywords})"
     elif module_reference:
-        sized = [f"{size_param}=inputs[0].shape[-1]"] if takes_size(profile) else []
+        sized = [f"{size_param}=inputs[0].shape[{size_dim}]"] if takes_size(profile) else []
         built = _holding(places.held, f"{entry}({', '.join(sized + constructor)})")
         reference_call = f"{built}(*inputs{forward_keywords})"
     else:
@@ -1576,7 +1639,11 @@ def test_view(profile: KernelProfile) -> TestView:
         else "param_placement"
         for p in params
     ]
-    terms = {"channel": "n_rows", "scalar": "n_rows * inputs[0].shape[-1]"}
+    terms = {
+        "channel": "n_rows",
+        "scalar": "n_rows * inputs[0].shape[-1]",
+        "group": "n_rows * inputs[0].shape[-1] // inputs[0].shape[1]",  # a channel's elements in every sample
+    }
     broadcast = {t.name: t.broadcast for t in profile.inputs if t.broadcast}
     # A broadcast input's gradient sums as many terms as the first input has elements per element of it.
     gradients = [
@@ -1605,8 +1672,8 @@ def test_view(profile: KernelProfile) -> TestView:
         tuple_close=",)" if single else "",
         module_switches=switches,
         module_signature=f"n_cols, dtype{hyper_param}{switches}",
-        module_call=f"inputs[0].shape[-1], dtype{hyper_param}{switches}",
-        module_test_call=f"shape[-1], torch.float32{hyper_param}",
+        module_call=f"inputs[0].shape[{size_dim}], dtype{hyper_param}{switches}",
+        module_test_call=f"shape[{size_dim}], torch.float32{hyper_param}",
         reference_params=[
             f"getattr(reference, {(p.attribute or p.name)!r}, None)"
             if p.enabled_by
@@ -1665,7 +1732,9 @@ def _benchmark_view(profile: KernelProfile) -> BenchmarkView:
     """Which model dimension the benchmark sweeps: vocabulary for losses, intermediate size for gated MLP
     activations, hidden size otherwise."""
     size_key, size_name = benchmark_dimension(profile)
-    init_args = [f"{profile.module.size_param}=size"] if takes_size(profile) else []
+    # Grouped rows: BT tokens as samples of BENCHMARK_GROUP_CHANNELS channels each, ``size`` elements per channel.
+    channels = f"{BENCHMARK_GROUP_CHANNELS * group_count(profile)}" if profile.math.groups else "size"
+    init_args = [f"{profile.module.size_param}={channels}"] if takes_size(profile) else []
     # The reference at its defaults: only constructor arguments are passed (forward's keep their defaults).
     constructor = set(reference_hypers(profile).constructor)
     init_args += [f"{hp.name}={hp.default!r}" for hp in profile.hyperparameters if hp.name in constructor]
@@ -1693,9 +1762,13 @@ def _benchmark_input_shapes(profile: KernelProfile) -> dict[str, str]:
     """The benchmark's input shapes when some input broadcasts against the first: the tokens grouped in sequences
     of ``num_tokens // 4`` where a pattern needs more dims, each broadcast input in its own shape."""
     patterns = [t.broadcast for t in profile.inputs if t.broadcast]
-    if not patterns:
+    if profile.math.groups:
+        channels = BENCHMARK_GROUP_CHANNELS * group_count(profile)
+        first = (f"max(1, num_tokens // {channels})", str(channels), "size")
+    elif not patterns:
         return {}
-    first = first_input_dims(patterns, "num_tokens", "size", group=4)
+    else:
+        first = first_input_dims(patterns, "num_tokens", "size", group=4)
     return {
         t.name: ", ".join(str(d) for d in (shape_for(t.broadcast, first) if t.broadcast else first))
         for t in profile.inputs

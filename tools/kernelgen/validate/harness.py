@@ -29,6 +29,7 @@ from tools.kernelgen.analyze.load import remember_source
 from tools.kernelgen.broadcast import first_input_dims
 from tools.kernelgen.broadcast import shape_for
 from tools.kernelgen.profile import KernelProfile
+from tools.kernelgen.profile import group_count
 from tools.kernelgen.profile import load_yaml
 from tools.kernelgen.record import read_record
 from tools.kernelgen.render.reference_hypers import reference_hypers
@@ -155,6 +156,10 @@ class ReferenceRunner:
         scale = float(self.profile.test.input_scale)
         # Inputs that broadcast against the first one in their own shapes, the rows grouped as their patterns need.
         full = first_input_dims([t.broadcast for t in self.profile.inputs if t.broadcast], rows, cols)
+        if self.profile.math.groups:
+            # rows samples of three channels a group, cols elements each: a group of a 1 x 1 case is no pair (whose
+            # normalized values are +-1 exactly, and their gradients cancel to rounding).
+            full = (rows, 3 * group_count(self.profile), cols)
         inputs = []
         for spec in self.profile.inputs:
             shape = shape_for(spec.broadcast, full) if spec.broadcast else full
@@ -165,7 +170,7 @@ class ReferenceRunner:
             inputs.append(value.to(self.device, dtype))
         params = []
         for param in self.profile.parameters:
-            size = (cols,) if param.shape == "channel" else ()
+            size = {"channel": (cols,), "group": full[1:2]}.get(param.shape, ())
             params.append((torch.rand(size, generator=generator) + 0.5).to(self.device, dtype))
         return Case(inputs, params, hyper, seed, label)
 
@@ -195,13 +200,18 @@ class ReferenceRunner:
         ]
         # nn.Parameter leaves: a module reference adopts these very objects, so gradients land on them.
         params = [torch.nn.Parameter(p.detach().to(dtype).clone()) for p in case.params]
-        callable_ = self.reference_callable(inputs[0].shape[-1], case.hyper, dtype, params)
+        callable_ = self.reference_callable(self.parameter_size(inputs[0].shape), case.hyper, dtype, params)
         outputs = _tensors(callable_(*inputs, *([] if self.owns_params else params), **self.forward_hypers(case.hyper)))
         return self._finish(outputs, inputs, params, case.seed, backward)
 
     @property
     def owns_params(self) -> bool:
         return self.profile.reference.kind == "module" and bool(self.profile.parameters)
+
+    def parameter_size(self, shape) -> int:
+        """The size a module reference's per-channel parameters take for a first input of ``shape``: its channels
+        (dim 1) where the kernel's rows are groups of them, else its row length."""
+        return shape[1] if self.profile.math.groups else shape[-1]
 
     def reference_callable(self, n_cols: int, hyper: dict, dtype: torch.dtype, params: list[torch.Tensor]):
         """A callable of the tensor inputs (and, for function references, the parameters) computing the reference;

@@ -51,7 +51,9 @@ def step_factory(kut: KernelUnderTest, case, dtype, provider: str):
 
     else:
         params_for_reference = make_args()[1]
-        reference = kut.reference_callable(case.inputs[0].shape[-1], case.hyper, dtype, params_for_reference)
+        reference = kut.reference_callable(
+            kut.parameter_size(case.inputs[0].shape), case.hyper, dtype, params_for_reference
+        )
         owns = kut.owns_params
         if provider == "torch_compile":
             reference = torch.compile(reference)

@@ -1,0 +1,173 @@
+"""Statistics over groups of channels (issue 42, part 3): a GroupNorm written out (``x.view(b, groups, -1)``, the
+view back, ``self.weight[:, None]``) and ``F.group_norm`` with its affine as inputs are tier-2 kernels whose rows are
+the groups of a sample, the per-channel affine read at each element's channel; references in ``fixtures/groups/``."""
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from test.kernelgen.conftest import assert_generated_tests_pass
+from test.kernelgen.conftest import copy_checkout
+from test.kernelgen.conftest import import_generated_ops
+from test.kernelgen.conftest import run_kernelgen
+from tools.kernelgen.analyze import AnalyzeError
+from tools.kernelgen.analyze import analyze
+from tools.kernelgen.layout import kernel_paths
+from tools.kernelgen.profile import validate_profile
+from tools.kernelgen.render import render_kernel
+
+FIXTURES = Path(__file__).parent / "fixtures" / "groups"
+# PolyNorm as upstream's test writes it: its module holds the weight vector it reads by index (issue 42, part 6).
+POLY_NORM = Path(__file__).parent / "fixtures" / "norms" / "poly_norm.py"
+# fixture -> (the groups hyper-parameter and its default, the per-channel affine: group parameters or * _ inputs)
+REFERENCES = {
+    "group_norm": (("num_groups", 4), {"weight": "group", "bias": "group"}),
+    "group_norm_functional": (("num_groups", 2), {"weight": "* _", "bias": "* _"}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REFERENCES))
+def test_a_group_norm_is_a_row_kernel_over_groups(name):
+    (hyper, count), affine = REFERENCES[name]
+    profile = analyze(str(FIXTURES / f"{name}.py"))
+    assert profile.tier == 2, profile.notes.tier_reason
+    assert profile.math.groups == hyper
+    assert {(hp.name, hp.type, hp.default, hp.choices) for hp in profile.hyperparameters if hp.name == hyper} == {
+        (hyper, "int", count, None)
+    }
+    found = {p.name: p.shape for p in profile.parameters} | {t.name: t.broadcast for t in profile.inputs[1:]}
+    assert found == affine
+    assert all(len(shape) == 3 and shape[1] % count == 0 for shape in profile.test.cpu_shapes)
+    assert validate_profile(profile) == []
+
+
+@pytest.mark.parametrize(
+    "read", ["self.weight[None, :, None]", "self.weight.view(1, -1, 1)", "self.weight.unsqueeze(-1)"]
+)
+def test_every_spelling_of_a_per_channel_read_is_a_group_parameter(read, tmp_path):
+    reference = tmp_path / "group_norm.py"
+    source = (FIXTURES / "group_norm.py").read_text()
+    reference.write_text(source.replace("self.weight[:, None]", read))
+    profile = analyze(str(reference))
+    assert {p.name: p.shape for p in profile.parameters} == {"weight": "group", "bias": "group"}
+
+
+def test_an_nn_group_norm_submodule_is_the_same_row_kernel(tmp_path):
+    reference = tmp_path / "wrapped.py"
+    reference.write_text(
+        "import torch.nn as nn\n\n\nclass Wrapped(nn.Module):\n"
+        "    def __init__(self, num_channels, num_groups=4):\n"
+        "        super().__init__()\n"
+        "        self.norm = nn.GroupNorm(num_groups, num_channels)\n\n"
+        "    def forward(self, x):\n"
+        "        return self.norm(x)\n"
+    )
+    profile = analyze(str(reference))
+    assert (profile.tier, profile.math.groups) == (2, "num_groups")
+    assert {p.name: (p.shape, p.attribute) for p in profile.parameters} == {
+        "norm_weight": ("group", "norm.weight"),
+        "norm_bias": ("group", "norm.bias"),
+    }
+
+
+@pytest.mark.parametrize(
+    "body, line, construct",
+    [
+        pytest.param(
+            "    g = x.view(b, num_groups, -1)\n    return (g - g.mean(1, keepdim=True)).view(b, c, h)\n",
+            7,
+            "`.mean()` (line 7) reduces dim 1 of the groups `.view()` (line 6) makes",
+            id="reduction_over_the_groups",
+        ),
+        pytest.param(
+            "    g = x.view(b, num_groups, -1)\n    return g - g.mean(-1, keepdim=True)\n",
+            6,
+            "`.view()` regroups x into groups, and no view brings the result back to the shape of x",
+            id="no_view_back",
+        ),
+    ],
+)
+def test_what_stays_out_of_group_statistics_is_one_line_naming_it(body, line, construct, tmp_path):
+    reference = tmp_path / "grouped.py"
+    reference.write_text(f"import torch\n\n\ndef grouped(x, num_groups: int = 2):\n    b, c, h = x.shape\n{body}")
+    with pytest.raises(AnalyzeError, match=rf"grouped.py:{line}: ") as caught:
+        analyze(str(reference))
+    assert construct in str(caught.value)
+
+
+def test_groups_given_by_no_argument_are_one_line(tmp_path):
+    reference = tmp_path / "fixed_groups.py"
+    reference.write_text(
+        "import torch\n\n\ndef fixed_groups(x, eps: float = 1e-5):\n"
+        "    b, c, h = x.shape\n"
+        "    g = x.view(b, 3, -1)\n"
+        "    g = (g - g.mean(-1, keepdim=True)) * torch.rsqrt(g.var(-1, keepdim=True, unbiased=False) + eps)\n"
+        "    return g.view(b, c, h)\n"
+    )
+    with pytest.raises(AnalyzeError, match=r"fixed_groups.py:6: .*splits the channels into 3 groups, which no int"):
+        analyze(str(reference))
+
+
+@pytest.fixture(scope="module")
+def groups_checkout(tmp_path_factory) -> Path:
+    """A checkout with both references generated through the CLI (smoke run included)."""
+    root = copy_checkout(tmp_path_factory.mktemp("groups") / "liger")
+    for name in REFERENCES:
+        result = run_kernelgen("new", name, "--reference", str(FIXTURES / f"{name}.py"), "--repo", str(root))
+        assert result.returncode == 0, result.stderr
+    return root
+
+
+def test_generated_tests_of_group_norms_pass(groups_checkout):
+    """Values and gradients of x and the per-channel affine against autograd of the reference, through the
+    Function, the functional and the module (interpreter on the CPU)."""
+    # The functional kernel is checked against torch below; its generated tests are the module's less the module.
+    assert_generated_tests_pass(groups_checkout, ["group_norm"], at_least_per_kernel=8)
+
+
+@pytest.mark.parametrize(
+    "shape, groups",
+    [
+        pytest.param((2, 6, 3, 5), 3, id="spatial_dims"),
+        pytest.param((1, 4, 9000), 2, id="long_group_rows"),  # groups of 18000 elements, each a tile of one row
+        pytest.param((3, 5, 7), 5, id="a_group_per_channel"),
+    ],
+)
+def test_a_generated_group_norm_matches_torch(groups_checkout, shape, groups):
+    """The functional kernel against torch's group_norm: inputs with several trailing dims, rows long enough for
+    whole tiles of one row, one channel per group."""
+    ops = import_generated_ops(groups_checkout, "group_norm_functional")
+    torch.manual_seed(0)
+    x = torch.randn(shape, requires_grad=True)
+    weight, bias = (torch.randn(shape[1], requires_grad=True) for _ in range(2))
+    y = ops.LigerGroupNormFunctionalFunction.apply(x, weight, bias, groups, 1e-5)
+    grad = torch.randn_like(y)
+    y.backward(grad)
+    leaves = [t.detach().double().requires_grad_(True) for t in (x, weight, bias)]
+    expected = torch.nn.functional.group_norm(leaves[0], groups, leaves[1], leaves[2], 1e-5)
+    expected.backward(grad.double())
+    torch.testing.assert_close(y.double(), expected, atol=1e-5, rtol=1e-5)
+    for name, mine, leaf in zip(("x", "weight", "bias"), (x.grad, weight.grad, bias.grad), leaves):
+        torch.testing.assert_close(mine.double(), leaf.grad, atol=1e-3, rtol=1e-4, msg=name)
+
+
+def test_channels_that_do_not_split_into_the_groups_are_one_line(groups_checkout):
+    ops = import_generated_ops(groups_checkout, "group_norm_functional")
+    x, weight = torch.randn(2, 6, 5), torch.ones(6)
+    with pytest.raises(
+        ValueError, match=r"x has shape \(2, 6, 5\); it takes \[batch, channels, \.\.\.\] with channels a"
+    ):
+        ops.LigerGroupNormFunctionalFunction.apply(x, weight, weight, 4, 1e-5)
+
+
+def test_a_generated_module_holds_a_vector_read_by_index_as_the_reference_does():
+    """PolyNorm reads self.weight[0], [1], [2]: the generated module holds that [3] vector, as the reference does
+    (its state dict loads into it), and passes its elements on to the Function (test_row_kernels.py runs the
+    generated PolyNorm's tests, its module's included)."""
+    module = render_kernel(analyze(str(POLY_NORM))).files[kernel_paths("poly_norm")["module"]]
+    assert "self.weight = nn.Parameter(torch.tensor([0.33333334, 0.33333334, 0.33333334]))" in module
+    assert "self.bias = nn.Parameter(torch.ones(()))" in module
+    assert (
+        "LigerPolyNormFunction.apply(x, self.weight[0], self.weight[1], self.weight[2], self.bias, self.eps)" in module
+    )
