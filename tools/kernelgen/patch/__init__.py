@@ -47,7 +47,8 @@ class PatchPlan:
                     if missed
                     else f"  [served by {self.existing}]"
                 )
-            return f"{row.kernel}: {_target_text(row)}{served}"
+            unchecked = f"  [UNCHECKED here: {row.unchecked}]" if row.unchecked else ""
+            return f"{row.kernel}: {_target_text(row)}{served}{unchecked}"
         if row.status == "generate":
             return f"GENERATE: {generate_command(self.model_type, row)}  ({row.why})"
         if row.status == "unused":

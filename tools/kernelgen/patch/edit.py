@@ -16,6 +16,7 @@ from tools.kernelgen.insert.ordering import dotted_name
 from tools.kernelgen.insert.ordering import import_section
 from tools.kernelgen.insert.ordering import leading_blank_lines
 from tools.kernelgen.insert.ordering import straight_import_key
+from tools.kernelgen.insert.sequences import _insert_after as insert_after
 
 TOP_LEVEL_BLANK_LINES = 2
 
@@ -90,20 +91,12 @@ def add_table_entry(source: str, table: str, key: str, function: str) -> str:
         ]
         if key in keys:
             return source
-        template = elements[-1] if elements else None
-        element = cst.DictElement(
-            key=cst.SimpleString(f'"{key}"'),
-            value=cst.Name(function),
-            comma=template.comma
-            if template is not None and template.comma != cst.MaybeSentinel.DEFAULT
-            else cst.Comma(),
-        )
-        if template is not None and template.comma == cst.MaybeSentinel.DEFAULT:
-            elements[-1] = template.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-        elements.append(element)
-        body[index] = statement.with_changes(
-            body=[assign.with_changes(value=assign.value.with_changes(elements=elements))]
-        )
+        element = cst.DictElement(key=cst.SimpleString(f'"{key}"'), value=cst.Name(function))
+        if elements:
+            value = insert_after(assign.value, len(elements) - 1, element)
+        else:
+            value = assign.value.with_changes(elements=[element])
+        body[index] = statement.with_changes(body=[assign.with_changes(value=value)])
         return tree.with_changes(body=body).code
     raise InsertError("monkey_patch.py", f"no top-level assignment of {table}")
 

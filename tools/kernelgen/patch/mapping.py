@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import copy
 import importlib
+import inspect
 
 from dataclasses import dataclass
 from dataclasses import field
@@ -53,6 +54,7 @@ class Row:
     options: dict[str, Any] = field(default_factory=dict)  # keyword arguments of the Liger constructor
     reference: str = ""  # the reference source to generate a kernel from (status "generate")
     flag: str = ""  # the apply function's keyword that switches it
+    unchecked: str = ""  # why the Liger module was not run against the block here (it needs a GPU)
     init_params: list[tuple[str, str | None]] = field(default_factory=list)  # the model norm's (name, default)
 
     @property
@@ -143,6 +145,10 @@ def _close(ours, theirs) -> bool:
     return ours.shape == theirs.shape and torch.allclose(ours.float(), theirs.float(), atol=ATOL, rtol=RTOL)
 
 
+class NotRunnable(Exception):
+    """A Liger module that loads the block's weights but cannot run on this machine: unchecked, not refused."""
+
+
 def stands_in(candidate, call: tuple) -> str | None:
     """None when ``candidate`` (a Liger module) loads the model module's state dict and computes its output on the
     captured call; else why not."""
@@ -156,15 +162,49 @@ def stands_in(candidate, call: tuple) -> str | None:
         return (
             f"{type(candidate).__name__} does not take {type(module).__name__}'s weights ({str(error).splitlines()[0]})"
         )
-    with torch.no_grad():
-        ours = candidate(*args, **kwargs)
+    try:
+        with torch.no_grad():
+            ours = candidate(*args, **kwargs)
+    except Exception as error:  # noqa: BLE001 - a module that cannot run here (a GPU-only autotuned kernel)
+        raise NotRunnable(
+            f"{type(candidate).__name__} takes the weights but does not run on this machine: "
+            f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
+        ) from None
     if not _close(ours, output):
         return f"{type(candidate).__name__} computes another output than {type(module).__name__}"
     return None
 
 
 def _module_classes(plan) -> list[str]:
-    return list(plan.module_inits)
+    """The kernel's module classes (those calling its Function), then the other modules of its file that are built
+    from a config alone (a MoE layer's experts may reach the kernel through a helper)."""
+    import torch.nn as nn
+
+    names = list(plan.module_inits)
+    try:
+        module = importlib.import_module(_kernel_module(plan))
+    except ImportError:
+        return names
+    for name, value in vars(module).items():
+        if name in names or not isinstance(value, type) or not issubclass(value, nn.Module):
+            continue
+        if value.__module__ != module.__name__:
+            continue
+        params = [p for p in inspect.signature(value.__init__).parameters.values() if p.name != "self"]
+        if len(params) == 1 and params[0].name == "config":
+            names.append(name)
+    return names
+
+
+def _init_arity(plan, class_name: str, cls) -> int:
+    """The number of required constructor arguments of a module class of the kernel."""
+    if class_name in plan.module_inits:
+        return sum(p.default is None for p in plan.module_inits[class_name])
+    return sum(
+        p.default is inspect.Parameter.empty and p.kind is p.POSITIONAL_OR_KEYWORD
+        for p in inspect.signature(cls.__init__).parameters.values()
+        if p.name != "self"
+    )
 
 
 def _kernel_module(plan) -> str:
@@ -223,7 +263,10 @@ def norm_row(repo: LigerRepo, source: ModelSource, row: Row, call: tuple) -> Non
         except (TypeError, ValueError, AttributeError) as error:
             problems.append(f"{class_name}: {error}")
             continue
-        problem = stands_in(candidate, call)
+        try:
+            problem = stands_in(candidate, call)
+        except NotRunnable as error:
+            problem = str(error)
         if problem is None:
             row.status, row.kernel, row.call, row.strategy = "kernel", plan.name, found, "class"
             row.liger_class, row.liger_module, row.options = class_name, _kernel_module(plan), options
@@ -255,13 +298,14 @@ def mlp_row(repo: LigerRepo, source: ModelSource, row: Row, call: tuple, config)
         return
     module, args, kwargs, output = call
     problems = []
+    unrunnable = None
     for class_name in _module_classes(plan):
         cls = getattr(importlib.import_module(_kernel_module(plan)), class_name)
-        required = [p for p in plan.module_inits[class_name] if p.default is None]
+        required = _init_arity(plan, class_name, cls)
         try:
-            if len(required) == 1:
+            if required == 1:
                 candidate, strategy = cls(config), "class"
-            elif not required and row.block.kind == "mlp" and detail["pattern"] == "plain":
+            elif required == 0 and row.block.kind == "mlp" and detail["pattern"] == "plain":
                 candidate, strategy = copy.deepcopy(module), "act_fn"
                 setattr(candidate, detail["act"], cls())
             else:
@@ -269,12 +313,21 @@ def mlp_row(repo: LigerRepo, source: ModelSource, row: Row, call: tuple, config)
         except (TypeError, ValueError, AttributeError) as error:
             problems.append(f"{class_name}: {error}")
             continue
-        problem = stands_in(candidate, call)
+        try:
+            problem = stands_in(candidate, call)
+        except NotRunnable as error:
+            unrunnable = unrunnable or (class_name, strategy, str(error))
+            continue
         if problem is None:
             row.status, row.kernel, row.call, row.strategy = "kernel", plan.name, found, strategy
             row.liger_class, row.liger_module = class_name, _kernel_module(plan)
             return
         problems.append(problem)
+    if unrunnable is not None:
+        class_name, strategy, reason = unrunnable
+        row.status, row.kernel, row.call, row.strategy = "kernel", plan.name, found, strategy
+        row.liger_class, row.liger_module, row.unchecked = class_name, _kernel_module(plan), reason
+        return
     row.status = "none"
     row.why = f"{plan.name} computes the activation ({found}) but no module of it stands in: {'; '.join(problems) or 'none takes the config'}"
 
@@ -352,27 +405,52 @@ def loss_row(repo: LigerRepo, source: ModelSource, row: Row) -> None:
     row.status, row.kernel, row.call, row.strategy = "kernel", plan.name, found, "cross_entropy"
 
 
-def fused_linear_row(repo: LigerRepo, source: ModelSource, block: Block) -> Row:
+MAX_FORWARD_TRIES = 6  # lce_forwards run on the mini model before the search gives up
+
+
+def fused_linear_row(repo: LigerRepo, source: ModelSource, block: Block, model, input_ids) -> Row:
     """The causal LM's forward with the fused linear + cross entropy: a target's ``model/<type>.py`` ``lce_forward``
-    whose model's causal LM forward reads as this one's (names of the model aside)."""
+    that, bound to the mini model, gives its loss. Tried first: those whose own model's causal LM forward reads as
+    this one's (names of the model aside), the model type's own and Llama's first."""
     row = Row(Block("loss", f"{source.causal_lm}.forward", block.node), "none", flag="fused_linear_cross_entropy")
     folder = repo.root / "src/liger_kernel/transformers/model"
-    ours = _normalized_forward(source.tree, source.causal_lm)
-    candidates = sorted(folder.glob("*.py")) if folder.is_dir() else []
-    for path in candidates:
-        if "def lce_forward" not in path.read_text(encoding="utf-8"):
-            continue
-        theirs = _forward_of_model_type(path.stem)
-        if theirs is not None and theirs == ours:
-            row.status, row.kernel, row.strategy = "kernel", "fused_linear_cross_entropy", "lce_forward"
-            row.liger_class, row.liger_module = "lce_forward", f"liger_kernel.transformers.model.{path.stem}"
-            row.call = f"{row.liger_module}.lce_forward (its model's forward reads as {source.causal_lm}.forward)"
-            return row
-    if not candidates:
+    if not folder.is_dir():
         row.why = "the target has no fused linear cross entropy forward (src/liger_kernel/transformers/model/)"
-    else:
-        row.why = f"no lce_forward of the target is for a causal LM forward like {source.causal_lm}.forward"
+        return row
+    ours = _normalized_forward(source.tree, source.causal_lm)
+    preferred = {source.model_type: 0, "llama": 1}
+    paths = [p for p in folder.glob("*.py") if "def lce_forward" in p.read_text(encoding="utf-8")]
+    paths.sort(key=lambda p: (_forward_of_model_type(p.stem) != ours, preferred.get(p.stem, 2), p.stem))
+    problems = []
+    for path in paths[:MAX_FORWARD_TRIES]:
+        module = f"liger_kernel.transformers.model.{path.stem}"
+        problem = _gives_the_loss(module, model, input_ids)
+        if problem is None:
+            row.status, row.kernel, row.strategy = "kernel", "fused_linear_cross_entropy", "lce_forward"
+            row.liger_class, row.liger_module = "lce_forward", module
+            row.call = f"{module}.lce_forward (bound to the mini {source.causal_lm}, it gives its loss)"
+            return row
+        problems.append(f"{path.stem}: {problem}")
+    row.why = f"no lce_forward of the target gives the mini {source.causal_lm}'s loss ({'; '.join(problems)})"
     return row
+
+
+def _gives_the_loss(module_name: str, model, input_ids) -> str | None:
+    """None when ``module_name``'s ``lce_forward`` bound to ``model`` gives the model's own loss; else why not."""
+    import types
+
+    import torch
+
+    try:
+        forward = importlib.import_module(module_name).lce_forward
+        with torch.no_grad():
+            expected = model(input_ids=input_ids, labels=input_ids).loss
+            ours = types.MethodType(forward, model)(input_ids=input_ids, labels=input_ids).loss
+    except Exception as error:  # noqa: BLE001 - any failure means it is not this model's forward
+        return f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
+    if ours is None or not torch.allclose(ours.float(), expected.float(), atol=ATOL, rtol=RTOL):
+        return "another loss"
+    return None
 
 
 def _forward_of_model_type(model_type: str) -> str | None:
@@ -442,7 +520,7 @@ def map_model(repo: LigerRepo, source: ModelSource) -> list[Row]:
             elif block.kind == "loss":
                 loss_row(repo, source, row)
                 rows.append(row)
-                row = fused_linear_row(repo, source, block)
+                row = fused_linear_row(repo, source, block, model, input_ids)
             rows.append(row)
     return rows
 

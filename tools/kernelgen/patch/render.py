@@ -8,6 +8,7 @@ their cross entropy switch are copied from an existing apply function of the tar
 from __future__ import annotations
 
 import ast
+import textwrap
 
 from collections import Counter
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ from tools.kernelgen.patch.model import ModelSource
 # The apply function's keywords in the order they are written (upstream's names).
 FLAG_ORDER = ("rope", "rms_norm", "layer_norm", "swiglu", "geglu", "relu_squared")
 LOSS_FLAGS = ("cross_entropy", "fused_linear_cross_entropy")
+DOCSTRING_WIDTH = 116
 
 
 @dataclass
@@ -141,14 +143,15 @@ def apply_function(rows: list[Row], source: ModelSource, style: TargetStyle) -> 
     lines = [f"def {name}(", *params, ") -> None:"]
     lines.append(f'    """Use Liger kernels in Hugging Face {model} models (written by ``kernelgen patch``).')
     lines.append("")
-    for row in served:
-        if row.strategy == "cross_entropy":
-            continue
-        lines.append(f"    ``{row.flag}``: {_row_summary(row)}.")
+    described = [f"``{row.flag}``: {_row_summary(row)}." for row in served if row.strategy != "cross_entropy"]
     if "cross_entropy" in switches:
-        lines.append("    ``cross_entropy``: the causal LM loss through the cross_entropy kernel.")
-    lines.append("    Models built afterwards get the Liger modules; pass an already built ``model`` to convert its")
-    lines.append("    modules in place, keeping their weights.")
+        described.append("``cross_entropy``: the causal LM loss through the cross_entropy kernel.")
+    described.append(
+        "Models built afterwards get the Liger modules; pass an already built ``model`` to convert its modules in "
+        "place, keeping their weights."
+    )
+    for paragraph in described:
+        lines.extend(textwrap.wrap(paragraph, DOCSTRING_WIDTH, initial_indent="    ", subsequent_indent="    "))
     lines.append('    """')
     if "cross_entropy" in switches and "fused_linear_cross_entropy" in switches:
         lines.append("    if cross_entropy and fused_linear_cross_entropy:")
@@ -156,6 +159,7 @@ def apply_function(rows: list[Row], source: ModelSource, style: TargetStyle) -> 
     lines.append(f"    from {source.package} import {source.short_module}")
     lce = next((row for row in served if row.strategy == "lce_forward"), None)
     if lce is not None:
+        lines.append("")
         lines.append(f"    from {lce.liger_module} import lce_forward")
     lines.append("")
     module = source.short_module
@@ -229,7 +233,7 @@ def _row_summary(row: Row) -> str:
     return f"``{row.block.name}`` as ``{row.liger_class}`` ({row.kernel})"
 
 
-CONVERT_HELPER = '''def _convert_to_liger(module: nn.Module, template: nn.Module) -> None:
+CONVERT_HELPER = '''def _convert_to_liger(module: torch.nn.Module, template: torch.nn.Module) -> None:
     """Turn ``module`` into ``template``'s class in place: it takes the template's settings (its plain attributes)
     and keeps its own parameters, buffers and submodules, so its weights and state dict stay as they are."""
     for name, value in vars(template).items():
