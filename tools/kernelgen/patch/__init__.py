@@ -98,8 +98,7 @@ def plan_patch(model: str, repo: LigerRepo) -> PatchPlan:
     plan = PatchPlan(source.model_type, rows, function_name(source))
     plan.existing = existing_apply_function(repo, source.model_type)
     if plan.existing is not None:
-        served = [row.block.name for row in rows if row.status == "kernel"]
-        plan.misses = {name: found for name, found in coverage(repo, source, plan.existing, served).items()}
+        plan.misses = coverage(repo, source, plan.existing, [row for row in rows if row.status == "kernel"])
         return plan
     if not any(row.status == "kernel" for row in rows):
         return plan

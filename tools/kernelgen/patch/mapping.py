@@ -54,6 +54,7 @@ class Row:
     options: dict[str, Any] = field(default_factory=dict)  # keyword arguments of the Liger constructor
     reference: str = ""  # the reference source to generate a kernel from (status "generate")
     flag: str = ""  # the apply function's keyword that switches it
+    capture: tuple | None = None  # (qualified name, args, kwargs, output) of the block's first call in the mini model
     unchecked: str = ""  # why the Liger module was not run against the block here (it needs a GPU)
     init_params: list[tuple[str, str | None]] = field(default_factory=list)  # the model norm's (name, default)
 
@@ -342,7 +343,8 @@ def _activation_flag(act_name: str, gated: bool) -> str:
 
 def _missing(row: Row, text: str, refusal: str, name: str, nothing: str) -> None:
     if refusal:
-        row.status, row.why = "none", refusal
+        # The analysis names the reference by where it read it (stdin here): the block's name says more.
+        row.status, row.why = "none", f"new refuses it: {refusal.replace('<stdin>', row.block.name, 1)}"
     else:
         row.status, row.reference, row.kernel = "generate", text, name
         row.why = nothing
@@ -510,6 +512,12 @@ def map_model(repo: LigerRepo, source: ModelSource) -> list[Row]:
             row = Row(block, "unused")
             if block.kind in ("norm", "mlp", "experts") and block.name not in calls:
                 row.why = f"no module of the mini {source.causal_lm} is one"
+            if block.name in calls:
+                module, args, kwargs, output = calls[block.name]
+                qualified = next(q for q, m in model.named_modules() if m is module)
+                row.capture = (qualified, args, kwargs, output)
+            if block.kind in ("norm", "mlp", "experts") and block.name not in calls:
+                pass
             elif block.kind == "norm":
                 row.flag = "rms_norm" if block.name.endswith("RMSNorm") else "layer_norm"
                 norm_row(repo, source, row, calls[block.name])

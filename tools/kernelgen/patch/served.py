@@ -44,8 +44,33 @@ def _served(module, class_name: str) -> bool:
     return any(type(child).__name__.startswith("Liger") for child in module.children())
 
 
-def coverage(repo: LigerRepo, source: ModelSource, function_name: str, blocks: list[str]) -> dict[str, list[str]]:
-    """Block -> what the existing function leaves undone ([] when it serves the block in both ways)."""
+def _computes(model, reference, capture) -> str | None:
+    """None when the patched ``model``'s module at the captured place, given the unpatched module's weights,
+    computes the unpatched module's output on the captured call; else what it does instead."""
+    import torch
+
+    qualified, args, kwargs, output = capture
+    patched = model.get_submodule(qualified)
+    try:
+        patched.load_state_dict(reference.get_submodule(qualified).state_dict())
+        with torch.no_grad():
+            ours = patched(*args, **kwargs)
+    except Exception as error:  # noqa: BLE001 - a module that cannot run here is not judged here
+        return None if "driver" in str(error) else f"{qualified} fails: {type(error).__name__}: {error}"
+    ours = ours[0] if isinstance(ours, tuple) else ours
+    output = output[0] if isinstance(output, tuple) else output
+    if torch.allclose(ours.float(), output.float(), atol=1e-5, rtol=1e-5):
+        return None
+    difference = (ours.float() - output.float()).abs().max().item()
+    return f"{qualified} computes another output than the model's own (max difference {difference:.2e})"
+
+
+def coverage(repo: LigerRepo, source: ModelSource, function_name: str, rows) -> dict[str, list[str]]:
+    """Block -> what the existing function leaves undone or does otherwise ([] when it serves the block in both
+    ways and its modules compute what the model's did, on the mini model)."""
+    blocks = [row.block.name for row in rows]
+    captures = {row.block.name: row.capture for row in rows if row.capture is not None}
+    reference = source.build()
     from tools.kernelgen.variants.probe import checkout_kernels
 
     misses: dict[str, list[str]] = {name: [] for name in blocks}
@@ -81,4 +106,8 @@ def coverage(repo: LigerRepo, source: ModelSource, function_name: str, blocks: l
                         if left:
                             shown = ", ".join(left[:3]) + (f" and {len(left) - 3} more" if len(left) > 3 else "")
                             misses[name].append(f"{way}: {len(left)} {name} left ({shown})")
+                        elif name in captures:
+                            problem = _computes(model, reference, captures[name])
+                            if problem:
+                                misses[name].append(f"{way}: {problem}")
     return misses
