@@ -279,6 +279,11 @@ def add_patch_command(commands) -> None:
     patch.add_argument("model", metavar="MODEL", help="transformers model type (qwen3, gemma3_text) or modeling_X.py")
     patch.add_argument("--repo", metavar="PATH", help="Liger checkout to write into (default: this one)")
     patch.add_argument("--dry-run", action="store_true", help="print the table and the diff; write nothing")
+    patch.add_argument(
+        "--force",
+        action="store_true",
+        help="write the apply function again where patch wrote it before (after new generated a missing kernel)",
+    )
 
 
 def add_workflow_commands(commands) -> None:
@@ -486,7 +491,7 @@ def cmd_patch(args) -> int:
     from tools.kernelgen.writer import write_all
 
     repo = LigerRepo.open(args.repo)
-    plan = plan_patch(args.model, repo)
+    plan = plan_patch(args.model, repo, force=args.force)
     print(plan.table())
     if plan.existing is not None:
         missed = [name for name, found in plan.misses.items() if found]

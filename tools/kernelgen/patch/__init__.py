@@ -68,6 +68,8 @@ def _target_text(row: Row) -> str:
         return f"{row.call.split(' / ')[0]} as {_liger_name(row)} = {row.liger_class}(..., {options})"
     if row.strategy == "act_fn":
         return f"{row.call} as {row.block.name}.{row.block.detail['act']} ({_liger_name(row)})"
+    if row.strategy == "forward":
+        return f"{row.call.split(' / ')[0]} in {_liger_name(row)}.forward (a subclass of {row.block.name})"
     if row.strategy == "class":
         return f"{row.call.split(' / ')[0]} as {row.liger_class}(config)"
     return row.call
@@ -84,7 +86,13 @@ def generate_command(model_type: str, row: Row) -> str:
     return f"python -m tools.kernelgen new {row.kernel} --reference {reference_path(model_type, row)}:{entry}"
 
 
-def plan_patch(model: str, repo: LigerRepo) -> PatchPlan:
+GENERATED_MARK = "written by ``kernelgen patch``"
+
+
+def plan_patch(model: str, repo: LigerRepo, *, force: bool = False) -> PatchPlan:
+    """The table of ``model`` on ``repo`` and the files to write. An apply function the target has is checked on the
+    mini model, and nothing is written, unless ``force`` and ``patch`` wrote it: then it is written again (after
+    ``new`` generated a kernel it lacked)."""
     from tools.kernelgen.patch.mapping import map_model
     from tools.kernelgen.patch.model import locate
     from tools.kernelgen.patch.render import function_name
@@ -97,19 +105,32 @@ def plan_patch(model: str, repo: LigerRepo) -> PatchPlan:
     rows = map_model(repo, source)
     plan = PatchPlan(source.model_type, rows, function_name(source))
     plan.existing = existing_apply_function(repo, source.model_type)
+    replaced = None
+    if plan.existing is not None and force:
+        if not _written_by_patch(repo, plan.existing):
+            raise PatchError(f"{plan.existing} is hand-written: patch --force replaces only its own; nothing written")
+        replaced, plan.existing = plan.existing, None
     if plan.existing is not None:
         plan.misses = coverage(repo, source, plan.existing, [row for row in rows if row.status == "kernel"])
         return plan
     if not any(row.status == "kernel" for row in rows):
         return plan
-    plan.changes = _changes(repo, source, rows)
+    plan.changes = _changes(repo, source, rows, replaced)
     for row in rows:
         if row.status == "generate":
             plan.changes[reference_path(source.model_type, row)] = row.reference
     return plan
 
 
-def _changes(repo: LigerRepo, source, rows: list[Row]) -> dict[str, str]:
+def _written_by_patch(repo: LigerRepo, function: str) -> bool:
+    import ast
+
+    tree = ast.parse(repo.read(MONKEY_PATCH))
+    node = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == function), None)
+    return node is not None and GENERATED_MARK in (ast.get_docstring(node) or "")
+
+
+def _changes(repo: LigerRepo, source, rows: list[Row], replaced: str | None = None) -> dict[str, str]:
     from tools.kernelgen.formatting import format_snippet
     from tools.kernelgen.insert import add_import
     from tools.kernelgen.insert import add_lazy_symbol
@@ -121,6 +142,9 @@ def _changes(repo: LigerRepo, source, rows: list[Row]) -> dict[str, str]:
 
     name = render.function_name(source)
     text = repo.read(MONKEY_PATCH)
+    if replaced is not None:
+        # The function and the classes it wrote for the blocks (each block's class is named after it).
+        text = edit.remove_definitions(text, {replaced} | {f"Liger{row.block.name}" for row in rows})
     style = render.target_style(text)
     defined = edit.defined_names(text)
     has_table = TABLE in defined

@@ -132,3 +132,14 @@ def add_plain_import(source: str, module: str) -> str:
         index = section[-1][0] + 1
     body.insert(index, line)
     return tree.with_changes(body=body).code
+
+
+def remove_definitions(source: str, names: set[str]) -> str:
+    """``source`` without the top-level functions and classes named in ``names``."""
+    tree = parse_source(source)
+    body = [
+        statement
+        for statement in tree.body
+        if not (isinstance(statement, (cst.FunctionDef, cst.ClassDef)) and statement.name.value in names)
+    ]
+    return tree.with_changes(body=body).code

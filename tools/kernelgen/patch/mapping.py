@@ -54,6 +54,7 @@ class Row:
     options: dict[str, Any] = field(default_factory=dict)  # keyword arguments of the Liger constructor
     reference: str = ""  # the reference source to generate a kernel from (status "generate")
     flag: str = ""  # the apply function's keyword that switches it
+    forward: str = ""  # strategy "forward": the MLP's forward through the kernel's entry
     capture: tuple | None = None  # (qualified name, args, kwargs, output) of the block's first call in the mini model
     unchecked: str = ""  # why the Liger module was not run against the block here (it needs a GPU)
     init_params: list[tuple[str, str | None]] = field(default_factory=list)  # the model norm's (name, default)
@@ -297,7 +298,7 @@ def mlp_row(repo: LigerRepo, source: ModelSource, row: Row, call: tuple, config)
     if plan is None:
         _missing(row, text, found, row.flag, f"no kernel of the target computes {entry}")
         return
-    module, args, kwargs, output = call
+    module = call[0]
     problems = []
     unrunnable = None
     for class_name in _module_classes(plan):
@@ -324,6 +325,12 @@ def mlp_row(repo: LigerRepo, source: ModelSource, row: Row, call: tuple, config)
             row.liger_class, row.liger_module = class_name, _kernel_module(plan)
             return
         problems.append(problem)
+    if row.block.kind == "mlp" and unrunnable is None:
+        problem = _functional_stands_in(plan, values, row, call)
+        if problem is None:
+            row.status, row.kernel, row.call = "kernel", plan.name, found
+            return
+        problems.append(problem)
     if unrunnable is not None:
         class_name, strategy, reason = unrunnable
         row.status, row.kernel, row.call, row.strategy = "kernel", plan.name, found, strategy
@@ -331,6 +338,61 @@ def mlp_row(repo: LigerRepo, source: ModelSource, row: Row, call: tuple, config)
         return
     row.status = "none"
     row.why = f"{plan.name} computes the activation ({found}) but no module of it stands in: {'; '.join(problems) or 'none takes the config'}"
+
+
+def functional_call(plan, values: dict[str, Any], tensors: dict[str, str]) -> tuple[tuple[str, str], str]:
+    """((module, name) to import, call text) of the kernel's entry with ``tensors`` (reference input -> expression)
+    and the option values the search found: keywords for a functional, positions for ``Function.apply``."""
+    from tools.kernelgen.variants.options import Bound
+
+    entry = plan.api.entry
+    given = {plan.tensors[name]: expression for name, expression in tensors.items()}
+    options = {
+        name: repr(value)
+        for name, value in values.items()
+        if not isinstance(value, Bound) and value != plan.defaults.get(name, object())
+    }
+    imported = entry.name.split(".")[0]
+    if plan.api.entry_is_functional:
+        arguments = [f"{name}={text}" for name, text in {**given, **options}.items()]
+    else:
+        chosen = {**given, **options}
+        last = max(i for i, p in enumerate(entry.params) if p.name in chosen)
+        arguments = [chosen.get(p.name, p.default or "None") for p in entry.params[: last + 1]]
+    return (entry.module, imported), f"{entry.name}({', '.join(arguments)})"
+
+
+def mlp_forward(row: Row, plan, values: dict[str, Any]) -> tuple[tuple[str, str], str]:
+    """The MLP's forward with its activation through the kernel's entry: (import, ``def forward`` text)."""
+    detail = row.block.detail
+    x = detail["argument"]
+    tensors = {"gate": f"self.{detail['gate']}({x})", "up": f"self.{detail['up']}({x})"}
+    if detail["pattern"] == "plain":
+        tensors = {"x": f"self.{detail['up']}({x})"}
+    imported, call = functional_call(plan, values, tensors)
+    return imported, f"def forward(self, {x}):\n    return self.{detail['down']}({call})\n"
+
+
+def _functional_stands_in(plan, values: dict[str, Any], row: Row, call: tuple) -> str | None:
+    """None when the model's MLP with its forward through the kernel's entry computes its output (the row then
+    takes the "forward" strategy); else why not."""
+    module = call[0]
+    try:
+        (module_name, name), forward_text = mlp_forward(row, plan, values)
+        namespace = {name: getattr(importlib.import_module(module_name), name)}
+        exec(forward_text, namespace)  # noqa: S102 - kernelgen's own text, from the block's projections
+    except (KeyError, ValueError, ImportError, AttributeError, SyntaxError) as error:
+        return f"{plan.api.entry.name} cannot be called in {row.block.name}.forward: {error}"
+    candidate = copy.deepcopy(module)
+    candidate.__class__ = type(f"Liger{row.block.name}", (type(module),), {"forward": namespace["forward"]})
+    try:
+        problem = stands_in(candidate, call)
+    except NotRunnable as error:
+        return str(error)
+    if problem is None:
+        row.strategy, (row.liger_module, row.liger_class) = "forward", (module_name, name)
+        row.forward = forward_text
+    return problem
 
 
 def _activation_flag(act_name: str, gated: bool) -> str:

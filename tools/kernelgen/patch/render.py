@@ -65,7 +65,7 @@ def function_name(source: ModelSource) -> str:
 
 def _liger_name(row: Row) -> str:
     """The class written for a block, or the Liger class used as it is."""
-    if row.strategy == "class" and row.block.kind == "norm" or row.strategy == "act_fn":
+    if row.strategy == "class" and row.block.kind == "norm" or row.strategy in ("act_fn", "forward"):
         return f"Liger{row.block.name}"
     return row.liger_class
 
@@ -109,6 +109,15 @@ def act_fn_class(row: Row, source: ModelSource) -> str:
     )
 
 
+def forward_class(row: Row, source: ModelSource) -> str:
+    forward = "".join(f"    {line}\n" if line else "\n" for line in row.forward.splitlines())
+    return (
+        f"class {_liger_name(row)}({source.short_module}.{row.block.name}):\n"
+        f'    """``{row.block.name}`` with its activation through the {row.kernel} kernel ({row.liger_class})."""\n\n'
+        f"{forward}"
+    )
+
+
 def module_definitions(rows: list[Row], source: ModelSource) -> list[str]:
     texts = []
     for row in rows:
@@ -118,6 +127,8 @@ def module_definitions(rows: list[Row], source: ModelSource) -> list[str]:
             texts.append(norm_class(row))
         elif row.strategy == "act_fn":
             texts.append(act_fn_class(row, source))
+        elif row.strategy == "forward":
+            texts.append(forward_class(row, source))
     return texts
 
 
@@ -128,7 +139,7 @@ def imports(rows: list[Row], source: ModelSource) -> list[tuple[str, str]]:
         if row.status != "kernel" or row.strategy in ("cross_entropy", "lce_forward"):
             continue
         needed.append((row.liger_module, row.liger_class))
-        if row.strategy == "act_fn":
+        if row.strategy in ("act_fn", "forward"):
             needed.append((source.package, source.short_module))
     return sorted(set(needed))
 
@@ -169,7 +180,7 @@ def apply_function(rows: list[Row], source: ModelSource, style: TargetStyle) -> 
         for row in rows_of_flag:
             if row.strategy == "rope":
                 lines.append(f"        {module}.{row.block.name} = {row.liger_class}")
-            elif row.strategy in ("class", "act_fn"):
+            elif row.strategy in ("class", "act_fn", "forward"):
                 lines.append(f"        {module}.{row.block.name} = {_liger_name(row)}")
             elif row.strategy == "cross_entropy":
                 lines.extend(f"        {text}" for text in _cross_entropy_lines(style))
@@ -178,7 +189,7 @@ def apply_function(rows: list[Row], source: ModelSource, style: TargetStyle) -> 
                 lines.append("            model.forward = MethodType(lce_forward, model)")
                 lines.append("        else:")
                 lines.append(f"            {module}.{source.causal_lm}.forward = lce_forward")
-    converted = [row for row in served if row.strategy in ("class", "act_fn") and row.block.kind != "rope"]
+    converted = [row for row in served if row.strategy in ("class", "act_fn", "forward")]
     lines.append("")
     lines.append("    if model is None:")
     lines.append("        return")
@@ -196,6 +207,8 @@ def apply_function(rows: list[Row], source: ModelSource, style: TargetStyle) -> 
         keyword = "elif"
         if row.strategy == "act_fn":
             lines.append(f"                module.{row.block.detail['act']} = {row.liger_class}()")
+            lines.append(f"                module.__class__ = {_liger_name(row)}")
+        elif row.strategy == "forward":
             lines.append(f"                module.__class__ = {_liger_name(row)}")
         elif row.block.kind == "norm":
             lines.append(
@@ -228,7 +241,7 @@ def _row_summary(row: Row) -> str:
         return f"the causal LM's forward as ``{row.liger_module}.lce_forward`` (no logits materialized in training)"
     if row.block.kind == "norm":
         return f"``{row.block.name}`` as ``{_liger_name(row)}`` ({row.kernel})"
-    if row.strategy == "act_fn":
+    if row.strategy in ("act_fn", "forward"):
         return f"``{row.block.name}``'s activation as ``{row.liger_class}``"
     return f"``{row.block.name}`` as ``{row.liger_class}`` ({row.kernel})"
 

@@ -28,9 +28,9 @@ def _swapped(rows: list[Row]) -> list[tuple[str, str, str]]:
     """(model class, Liger class, its module) of every module the apply function converts."""
     found = []
     for row in rows:
-        if row.status != "kernel" or row.strategy not in ("class", "act_fn"):
+        if row.status != "kernel" or row.strategy not in ("class", "act_fn", "forward"):
             continue
-        written = row.block.kind == "norm" or row.strategy == "act_fn"
+        written = row.block.kind == "norm" or row.strategy in ("act_fn", "forward")
         found.append((row.block.name, _liger_name(row), MONKEY_PATCH_MODULE if written else row.liger_module))
     return found
 
