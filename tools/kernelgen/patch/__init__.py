@@ -102,14 +102,14 @@ def plan_patch(model: str, repo: LigerRepo, *, force: bool = False) -> PatchPlan
     source = locate(model)
     if not repo.exists(MONKEY_PATCH):
         raise PatchError(f"{repo.root}: no {MONKEY_PATCH} to write the apply function into; nothing written")
-    rows = map_model(repo, source)
-    plan = PatchPlan(source.model_type, rows, function_name(source))
-    plan.existing = existing_apply_function(repo, source.model_type)
+    existing = existing_apply_function(repo, source.model_type)
     replaced = None
-    if plan.existing is not None and force:
-        if not _written_by_patch(repo, plan.existing):
-            raise PatchError(f"{plan.existing} is hand-written: patch --force replaces only its own; nothing written")
-        replaced, plan.existing = plan.existing, None
+    if existing is not None and force:
+        if not _written_by_patch(repo, existing):
+            raise PatchError(f"{existing} is hand-written: patch --force replaces only its own; nothing written")
+        replaced, existing = existing, None
+    rows = map_model(repo, source)
+    plan = PatchPlan(source.model_type, rows, function_name(source), existing=existing)
     if plan.existing is not None:
         plan.misses = coverage(repo, source, plan.existing, [row for row in rows if row.status == "kernel"])
         return plan
