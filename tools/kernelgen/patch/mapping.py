@@ -284,17 +284,20 @@ def norm_row(repo: LigerRepo, source: ModelSource, row: Row, call: tuple) -> Non
 def mlp_row(repo: LigerRepo, source: ModelSource, row: Row, call: tuple, config) -> None:
     detail = row.block.detail
     act_name = getattr(config, detail["config_attribute"], None)
-    if row.block.kind == "mlp" and "pattern" not in detail:
-        row.status, row.why = "none", "its forward is not down(act(gate(x)) * up(x)) nor down(act(up(x)))"
-        return
     if not isinstance(act_name, str) or act_name not in ACTIVATIONS or not _activation_matches(act_name):
         row.status = "none"
         row.why = f"activation {act_name!r} (config.{detail['config_attribute']}) has no expression kernelgen knows"
         return
-    gated = row.block.kind == "experts" or detail["pattern"] == "gated"
+    # A forward of another shape (one fused gate-up projection) may still be a gated MLP a Liger module of the
+    # kernel stands in for as a whole: the module check decides.
+    gated = detail.get("pattern", "gated") == "gated"
     text, entry = activation_reference(act_name, gated)
     row.flag = _activation_flag(act_name, gated)
     plan, values, found = search(repo, text, entry, f"{source.model_type}_{row.flag}")
+    if plan is None and "pattern" not in detail:
+        # Which math to generate is not known of a forward of another shape.
+        row.status, row.why = "none", "its forward is not down(act(gate(x)) * up(x)) nor down(act(up(x)))"
+        return
     if plan is None:
         _missing(row, text, found, row.flag, f"no kernel of the target computes {entry}")
         return
@@ -307,7 +310,7 @@ def mlp_row(repo: LigerRepo, source: ModelSource, row: Row, call: tuple, config)
         try:
             if required == 1:
                 candidate, strategy = cls(config), "class"
-            elif required == 0 and row.block.kind == "mlp" and detail["pattern"] == "plain":
+            elif required == 0 and detail.get("pattern") == "plain":
                 candidate, strategy = copy.deepcopy(module), "act_fn"
                 setattr(candidate, detail["act"], cls())
             else:
@@ -325,7 +328,7 @@ def mlp_row(repo: LigerRepo, source: ModelSource, row: Row, call: tuple, config)
             row.liger_class, row.liger_module = class_name, _kernel_module(plan)
             return
         problems.append(problem)
-    if row.block.kind == "mlp" and unrunnable is None:
+    if "pattern" in detail and unrunnable is None:
         problem = _functional_stands_in(plan, values, row, call)
         if problem is None:
             row.status, row.kernel, row.call = "kernel", plan.name, found
@@ -337,6 +340,8 @@ def mlp_row(repo: LigerRepo, source: ModelSource, row: Row, call: tuple, config)
         row.liger_class, row.liger_module, row.unchecked = class_name, _kernel_module(plan), reason
         return
     row.status = "none"
+    if row.block.kind == "mlp" and "pattern" not in detail:
+        problems.insert(0, "its forward is not down(act(gate(x)) * up(x)) nor down(act(up(x)))")
     row.why = f"{plan.name} computes the activation ({found}) but no module of it stands in: {'; '.join(problems) or 'none takes the config'}"
 
 
