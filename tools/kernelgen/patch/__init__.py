@@ -122,6 +122,17 @@ def plan_patch(model: str, repo: LigerRepo, *, force: bool = False) -> PatchPlan
     return plan
 
 
+def _formatted_as_before(repo: LigerRepo, path: str, text: str) -> str:
+    """``text`` through ``ruff format`` where the file was ruff-formatted before the edit (a list the edit made too
+    long is wrapped); a file that was not is left as edited."""
+    from tools.kernelgen.formatting import format_snippet
+
+    original = repo.read(path)
+    if format_snippet(original, repo.root, path) != original:
+        return text
+    return format_snippet(text, repo.root, path)
+
+
 def _written_by_patch(repo: LigerRepo, function: str) -> bool:
     import ast
 
@@ -169,11 +180,11 @@ def _changes(repo: LigerRepo, source, rows: list[Row], replaced: str | None = No
         text = edit.add_table_entry(text, TABLE, source.model_type, name)
     else:
         text = edit.insert_statements(text, snippet_text)
-    changes = {MONKEY_PATCH: text}
+    changes = {MONKEY_PATCH: _formatted_as_before(repo, MONKEY_PATCH, text)}
     init = repo.read(TRANSFORMERS_INIT)
     init = add_lazy_symbol(init, name, "liger_kernel.transformers.monkey_patch")
     init = add_to_all(init, name, lazy=True)
-    changes[TRANSFORMERS_INIT] = init
+    changes[TRANSFORMERS_INIT] = _formatted_as_before(repo, TRANSFORMERS_INIT, init)
     if not repo.exists("test/convergence/__init__.py"):
         changes["test/convergence/__init__.py"] = ""
     if not repo.exists(tests.RESTORE_HELPER):
