@@ -279,6 +279,20 @@ def add_patch_command(commands) -> None:
     patch.add_argument("model", metavar="MODEL", help="transformers model type (qwen3, gemma3_text) or modeling_X.py")
     patch.add_argument("--repo", metavar="PATH", help="Liger checkout to write into (default: this one)")
     patch.add_argument("--dry-run", action="store_true", help="print the table and the diff; write nothing")
+    step = commands.add_parser(
+        "patch-step",
+        help="GPU: one training step of a model patched by its apply function against the unpatched one",
+        description="Median time and peak memory of forward + backward + optimizer step, unpatched and patched by the "
+        "target's apply_liger_kernel_to_MODEL, each from the same seed: the mini config patch tests with, or the "
+        "model type's full-size config with one decoder layer. Without a GPU: one SKIP line, exit 0.",
+    )
+    step.add_argument("model", metavar="MODEL", help="transformers model type the target has an apply function for")
+    step.add_argument("--repo", metavar="PATH", default=".", help="the Liger checkout (default: this one)")
+    step.add_argument("--size", choices=("mini", "full"), default="mini")
+    step.add_argument("--dtype", choices=("bf16", "fp32"), default="bf16")
+    step.add_argument("--batch", type=int, default=8)
+    step.add_argument("--length", type=int, default=512)
+    step.add_argument("--device", choices=("cuda", "cpu"), default="cuda", help="cpu: try the plumbing only")
     patch.add_argument(
         "--force",
         action="store_true",
@@ -519,6 +533,15 @@ def cmd_patch(args) -> int:
     return 0
 
 
+def cmd_patch_step(args) -> int:
+    from tools.kernelgen.patch.step import compare
+
+    options = {"size": args.size, "dtype": args.dtype, "batch": args.batch, "length": args.length}
+    for line in compare(args.model, args.repo, device=args.device, **options):
+        print(line)
+    return 0
+
+
 def cmd_references(args) -> int:
     from tools.kernelgen.analyze.references import list_builtin_references
 
@@ -756,6 +779,7 @@ COMMANDS = {
     "analyze": cmd_analyze,
     "references": cmd_references,
     "patch": cmd_patch,
+    "patch-step": cmd_patch_step,
     "modify": cmd_modify,
     "validate": cmd_validate,
     "tune": cmd_tune,

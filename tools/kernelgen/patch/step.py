@@ -5,14 +5,12 @@ GPU: median time and peak memory of forward + backward + optimizer step, each mo
 with one decoder layer, so a step is one decoder layer plus the embedding and LM head. The library is the target
 checkout's (``--repo``), imported from its ``src``.
 
-usage: python -m tools.kernelgen.patch.step MODEL_TYPE [--repo PATH] [--size mini|full] [--dtype bf16|fp32]
+usage: python -m tools.kernelgen patch-step MODEL_TYPE [--repo PATH] [--size mini|full] [--dtype bf16|fp32]
        [--batch B] [--length T] [--device cuda|cpu]
 """
 
 from __future__ import annotations
 
-import argparse
-import sys
 import time
 
 from pathlib import Path
@@ -70,18 +68,10 @@ def measure(source, apply, size: str, dtype, batch: int, length: int, patched: b
     return sorted(times)[len(times) // 2], peak
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tools.kernelgen.patch.step", description=__doc__.splitlines()[0])
-    parser.add_argument("model", help="transformers model type whose apply_liger_kernel_to_<model> the target has")
-    parser.add_argument("--repo", default=".", help="the Liger checkout (default: this one)")
-    parser.add_argument("--size", choices=("mini", "full"), default="mini")
-    parser.add_argument("--dtype", choices=("bf16", "fp32"), default="bf16")
-    parser.add_argument("--batch", type=int, default=8)
-    parser.add_argument("--length", type=int, default=512)
-    parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda", help="cpu: try the plumbing only")
-    args = parser.parse_args(argv)
-
+def compare(model: str, repo: str, *, size: str, dtype: str, batch: int, length: int, device: str) -> list[str]:
+    """The lines of the comparison (one SKIP line without a GPU where one is asked for)."""
     import importlib
+    import os
 
     import torch
 
@@ -89,35 +79,26 @@ def main(argv: list[str] | None = None) -> int:
     from tools.kernelgen.scratch import library_imports_from
     from tools.kernelgen.variants.probe import checkout_kernels
 
-    if args.device == "cuda" and not torch.cuda.is_available():
-        print("step: SKIP: no GPU (this compares GPU time and memory)")
-        return 0
-    source = locate(args.model)
-    dtype = {"bf16": torch.bfloat16, "fp32": torch.float32}[args.dtype]
-    root = Path(args.repo).resolve()
+    if device == "cuda" and not torch.cuda.is_available():
+        return ["patch-step: SKIP: no GPU (this compares GPU time and memory; --device cpu tries the plumbing)"]
+    source = locate(model)
+    torch_dtype = {"bf16": torch.bfloat16, "fp32": torch.float32}[dtype]
+    root = Path(repo).resolve()
     # On the CPU the kernels run interpreted as the compiler would run them (upstream's need it); on the GPU, compiled.
-    with checkout_kernels(root) if args.device == "cpu" else library_imports_from(root / "src"):
-        import os
-
-        if args.device == "cuda":
-            os.environ.pop("TRITON_INTERPRET", None)  # compiled kernels on the GPU
-        apply = getattr(
-            importlib.import_module("liger_kernel.transformers.monkey_patch"),
-            f"apply_liger_kernel_to_{source.model_type}",
-        )
+    with checkout_kernels(root) if device == "cpu" else library_imports_from(root / "src"):
+        if device == "cuda":
+            os.environ.pop("TRITON_INTERPRET", None)
+        monkey_patch = importlib.import_module("liger_kernel.transformers.monkey_patch")
+        apply = getattr(monkey_patch, f"apply_liger_kernel_to_{source.model_type}")
         results = {
-            name: measure(source, apply, args.size, dtype, args.batch, args.length, patched, args.device)
+            name: measure(source, apply, size, torch_dtype, batch, length, patched, device)
             for name, patched in (("unpatched", False), ("patched", True))
         }
-    device = torch.cuda.get_device_name() if args.device == "cuda" else "CPU"
-    print(f"{args.model} ({args.size}, {args.dtype}, batch {args.batch} x {args.length}), {device}:")
+    where = torch.cuda.get_device_name() if device == "cuda" else "CPU"
+    lines = [f"{model} ({size}, {dtype}, batch {batch} x {length}), {where}:"]
     for name, (milliseconds, peak) in results.items():
-        print(f"  {name:<10} {milliseconds:8.2f} ms/step  peak {peak:6.2f} GiB")
+        lines.append(f"  {name:<10} {milliseconds:8.2f} ms/step  peak {peak:6.2f} GiB")
     (base_ms, base_peak), (ms, peak) = results["unpatched"], results["patched"]
     ratio = f", peak memory x{peak / base_peak:.2f}" if base_peak else ""
-    print(f"  patched/unpatched: time x{ms / base_ms:.2f}{ratio}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    lines.append(f"  patched/unpatched: time x{ms / base_ms:.2f}{ratio}")
+    return lines
