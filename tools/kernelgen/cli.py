@@ -294,6 +294,12 @@ def add_patch_command(commands) -> None:
     step.add_argument("--length", type=int, default=512)
     step.add_argument("--device", choices=("cuda", "cpu"), default="cuda", help="cpu: try the plumbing only")
     patch.add_argument(
+        "--generate",
+        action="store_true",
+        help="first generate, through new, the kernels the table says to GENERATE (from the references patch writes "
+        "under .kernelgen-work/patch/), then map and write the patch with them",
+    )
+    patch.add_argument(
         "--force",
         action="store_true",
         help="write the apply function again where patch wrote it before (after new generated a missing kernel)",
@@ -506,6 +512,8 @@ def cmd_patch(args) -> int:
 
     repo = LigerRepo.open(args.repo)
     plan = plan_patch(args.model, repo, force=args.force)
+    if args.generate and not args.dry_run and _generate_missing(repo, plan):
+        plan = plan_patch(args.model, repo, force=args.force)  # the new kernels serve their blocks now
     print(plan.table())
     if plan.existing is not None:
         missed = [name for name, found in plan.misses.items() if found]
@@ -531,6 +539,33 @@ def cmd_patch(args) -> int:
         print(f"kernelgen: {len(generate)} block(s) need a kernel the target lacks: GENERATE them (commands above)")
     print(f"next: python -m pytest test/convergence/test_mini_{plan.model_type}.py")
     return 0
+
+
+def _generate_missing(repo, plan) -> list[str]:
+    """``new`` for each block the table says to GENERATE, from the reference patch wrote for it (each kernel is
+    written whole or not at all; a failure names the kernels generated before it). The kernels' names, returned."""
+    from tools.kernelgen.patch import reference_entry
+    from tools.kernelgen.patch import reference_path
+    from tools.kernelgen.writer import write_all
+
+    generated = []
+    for row in plan.rows:
+        if row.status != "generate":
+            continue
+        path = reference_path(plan.model_type, row)
+        write_all(repo.root, {path: row.reference})
+        reference = f"{repo.root / path}:{reference_entry(row)}"
+        arguments = build_parser().parse_args(["new", row.kernel, "--reference", reference, "--repo", str(repo.root)])
+        try:
+            cmd_new(arguments)
+        except user_errors() as error:
+            before = f" (generated before it: {', '.join(generated)})" if generated else ""
+            message = (str(error).splitlines() or [type(error).__name__])[0]
+            raise CliError(
+                f"--generate: new {row.kernel} failed: {message}{before}; the patch is not written"
+            ) from None
+        generated.append(row.kernel)
+    return generated
 
 
 def cmd_patch_step(args) -> int:

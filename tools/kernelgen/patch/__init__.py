@@ -79,11 +79,16 @@ def reference_path(model_type: str, row: Row) -> str:
     return f"{REFERENCES_DIR}/{model_type}/{row.kernel}.py"
 
 
+def reference_entry(row: Row) -> str:
+    """The symbol of a GENERATE row's reference: the norm class, else the reference's function."""
+    if row.block.kind == "norm" or "def " not in row.reference:
+        return row.block.name
+    return row.reference.split("def ", 1)[1].split("(", 1)[0]
+
+
 def generate_command(model_type: str, row: Row) -> str:
-    entry = row.reference.split("def ", 1)[1].split("(", 1)[0] if "def " in row.reference else row.block.name
-    if row.block.kind == "norm":
-        entry = row.block.name
-    return f"python -m tools.kernelgen new {row.kernel} --reference {reference_path(model_type, row)}:{entry}"
+    reference = f"{reference_path(model_type, row)}:{reference_entry(row)}"
+    return f"python -m tools.kernelgen new {row.kernel} --reference {reference}"
 
 
 GENERATED_MARK = "written by ``kernelgen patch``"
