@@ -75,6 +75,8 @@ DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 MINI_CONFIG = dict(
 {config_lines})
 STEPS = 3
+# Learning rates of upstream's mini-model tests per dtype.
+LEARNING_RATES = {{torch.float32: 1e-4, torch.bfloat16: 1e-5}}
 # (atol, rtol) of the losses, the evaluation log-probabilities and the final weights.
 TOLERANCES = {{
     torch.float32: {{"loss": (1e-8, 1e-5), "logprobs": (5e-3, 1e-5), "params": (5e-3, 1e-5)}},
@@ -115,7 +117,7 @@ def train(dtype, patch_kwargs=None):
         if patch_kwargs is not None:
             {apply}(**patch_kwargs)
         model = build_model(dtype)
-        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        optimizer = torch.optim.AdamW(model.parameters(), lr=LEARNING_RATES[dtype])
         *train_batches, eval_batch = batches(MINI_CONFIG["vocab_size"], STEPS + 1)
         losses = []
         for input_ids in train_batches:
