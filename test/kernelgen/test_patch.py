@@ -142,6 +142,7 @@ def test_force_replaces_only_what_patch_wrote(patched):
         ("missing/modeling_llama.py", "no such modeling file"),
         ("test/kernelgen/test_patch.py", "not a transformers modeling file"),
         ("vit", "has no causal LM class"),
+        ("gemma3", "is multimodal (its config holds a text_config); patch its text model type 'gemma3_text'"),
     ],
 )
 def test_bad_model_types_and_files_are_refused_in_one_line(checkout, model, message):

@@ -73,12 +73,21 @@ def block_reference(source: ModelSource, block: Block) -> tuple[str, str]:
         return REFERENCE_HEADER + ast.unparse(node) + "\n", block.name
     if block.kind == "rope":
         functions = {n.name: n for n in source.tree.body if isinstance(n, ast.FunctionDef)}
+        needed, pending = [], [block.name]
+        while pending:  # the function and the module's functions it calls, callees first
+            name = pending.pop()
+            if name in needed:
+                continue
+            needed.insert(0, name)
+            calls = {
+                n.func.id for n in ast.walk(functions[name]) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+            }
+            pending.extend(sorted(callee for callee in calls if callee in functions and callee not in needed))
         parts = []
-        for name in ("rotate_half", block.name):
-            if name in functions:
-                node = copy.deepcopy(functions[name])
-                node.decorator_list = []
-                parts.append(ast.unparse(node))
+        for name in needed:
+            node = copy.deepcopy(functions[name])
+            node.decorator_list = []
+            parts.append(ast.unparse(node))
         return REFERENCE_HEADER + "\n\n\n".join(parts) + "\n", block.name
     raise ValueError(block.kind)
 

@@ -81,11 +81,21 @@ class ModelSource:
         ``layer_types`` follow the layer count)."""
         with quiet_transformers():
             default = self.config_class()()
+        text = getattr(default, "text_config", None)
+        if text is not None and text is not default:
+            raise PatchError(
+                f"model type {self.model_type!r} is multimodal (its config holds a text_config); patch its text model "
+                f"type {getattr(text, 'model_type', '?')!r}; nothing written"
+            )
         return {name: value for name, value in MINI_SIZES.items() if hasattr(default, name)}
 
     def mini_config(self):
-        with quiet_transformers():
-            config = self.config_class()(**self.mini_overrides())
+        overrides = self.mini_overrides()
+        try:
+            with quiet_transformers():
+                config = self.config_class()(**overrides)
+        except Exception as error:  # noqa: BLE001 - a config that refuses the mini sizes is reported in one line
+            raise PatchError(f"the mini config of {self.model_type!r} is refused: {error}; nothing written") from None
         config._attn_implementation = "eager"
         return config
 
@@ -94,9 +104,16 @@ class ModelSource:
         import torch
 
         module = self.module()
+        config = config or self.mini_config()
         torch.manual_seed(seed)
-        with quiet_transformers():
-            return getattr(module, self.causal_lm)(config or self.mini_config())
+        try:
+            with quiet_transformers():
+                return getattr(module, self.causal_lm)(config)
+        except Exception as error:  # noqa: BLE001 - a model its own config cannot build is reported, not traced
+            message = str(error).splitlines()[0] if str(error) else ""
+            raise PatchError(
+                f"{self.causal_lm} of the mini config cannot be built: {type(error).__name__}: {message}; nothing written"
+            ) from None
 
 
 @contextlib.contextmanager
