@@ -263,7 +263,47 @@ def build_parser() -> argparse.ArgumentParser:
     add_kernel_options(modify)
     add_modify_options(modify)
     add_workflow_commands(commands)
+    add_patch_command(commands)
     return parser
+
+
+def add_patch_command(commands) -> None:
+    patch = commands.add_parser(
+        "patch",
+        help="map a Hugging Face model's blocks to Liger kernels and write apply_liger_kernel_to_<model> with tests",
+        description="Find the blocks of a transformers model Liger could serve (norms, the MLP's activation, the rotary "
+        "embedding, the causal LM loss), map each to a kernel of the target with its options (the variant search of "
+        "new, checked on a mini model), print the table, and write apply_liger_kernel_to_MODEL, its model-type table "
+        "entry and a convergence test; a model the target already patches is checked, and nothing is written.",
+    )
+    patch.add_argument("model", metavar="MODEL", help="transformers model type (qwen3, gemma3_text) or modeling_X.py")
+    patch.add_argument("--repo", metavar="PATH", help="Liger checkout to write into (default: this one)")
+    patch.add_argument("--dry-run", action="store_true", help="print the table and the diff; write nothing")
+    step = commands.add_parser(
+        "patch-step",
+        help="GPU: one training step of a model patched by its apply function against the unpatched one",
+        description="Median time and peak memory of forward + backward + optimizer step, unpatched and patched by the "
+        "target's apply_liger_kernel_to_MODEL, each from the same seed: the mini config patch tests with, or the "
+        "model type's full-size config with one decoder layer. Without a GPU: one SKIP line, exit 0.",
+    )
+    step.add_argument("model", metavar="MODEL", help="transformers model type the target has an apply function for")
+    step.add_argument("--repo", metavar="PATH", default=".", help="the Liger checkout (default: this one)")
+    step.add_argument("--size", choices=("mini", "full"), default="mini")
+    step.add_argument("--dtype", choices=("bf16", "fp32"), default="bf16")
+    step.add_argument("--batch", type=int, default=8)
+    step.add_argument("--length", type=int, default=512)
+    step.add_argument("--device", choices=("cuda", "cpu"), default="cuda", help="cpu: try the plumbing only")
+    patch.add_argument(
+        "--generate",
+        action="store_true",
+        help="first generate, through new, the kernels the table says to GENERATE (from the references patch writes "
+        "under .kernelgen-work/patch/), then map and write the patch with them",
+    )
+    patch.add_argument(
+        "--force",
+        action="store_true",
+        help="write the apply function again where patch wrote it before (after new generated a missing kernel)",
+    )
 
 
 def add_workflow_commands(commands) -> None:
@@ -460,6 +500,80 @@ def cmd_analyze(args) -> int:
             print(f"  {remark}", file=sys.stderr)
     else:
         sys.stdout.write(text)
+    return 0
+
+
+def cmd_patch(args) -> int:
+    from tools.kernelgen.checkout_lock import checkout_lock
+    from tools.kernelgen.generate import ChangeSet
+    from tools.kernelgen.patch import plan_patch
+    from tools.kernelgen.repo import LigerRepo
+    from tools.kernelgen.writer import write_all
+
+    repo = LigerRepo.open(args.repo)
+    plan = plan_patch(args.model, repo, force=args.force)
+    if args.generate and not args.dry_run and _generate_missing(repo, plan):
+        plan = plan_patch(args.model, repo, force=args.force)  # the new kernels serve their blocks now
+    print(plan.table())
+    if plan.existing is not None:
+        missed = [name for name, found in plan.misses.items() if found]
+        verdict = f"misses {', '.join(missed)}" if missed else "serves every block the target has a kernel for"
+        print(f"kernelgen: {plan.existing} exists and {verdict}; nothing written")
+        return 0
+    if not plan.changes:
+        raise CliError(f"no block of {args.model} is one the target's kernels compute; nothing written")
+    changes = ChangeSet(plan.changes, {path: repo.read(path) if repo.exists(path) else None for path in plan.changes})
+    if args.dry_run:
+        sys.stdout.write(changes.diff())
+        print(f"kernelgen: dry run, nothing written ({len(changes.changes)} files would change)", file=sys.stderr)
+        return 0
+    with checkout_lock(repo, f"patch {args.model}"):
+        write_all(repo.root, changes.changes, journal=repo.state_dir())
+    print(f"kernelgen: wrote {plan.function} in {repo.root}")
+    for path in changes.created:
+        print(f"  created   {path}")
+    for path in changes.modified:
+        print(f"  modified  {path}")
+    generate = [row for row in plan.rows if row.status == "generate"]
+    if generate:
+        print(f"kernelgen: {len(generate)} block(s) need a kernel the target lacks: GENERATE them (commands above)")
+    print(f"next: python -m pytest test/convergence/test_mini_{plan.model_type}.py")
+    return 0
+
+
+def _generate_missing(repo, plan) -> list[str]:
+    """``new`` for each block the table says to GENERATE, from the reference patch wrote for it (each kernel is
+    written whole or not at all; a failure names the kernels generated before it). The kernels' names, returned."""
+    from tools.kernelgen.patch import reference_entry
+    from tools.kernelgen.patch import reference_path
+    from tools.kernelgen.writer import write_all
+
+    generated = []
+    for row in plan.rows:
+        if row.status != "generate":
+            continue
+        path = reference_path(plan.model_type, row)
+        write_all(repo.root, {path: row.reference})
+        reference = f"{repo.root / path}:{reference_entry(row)}"
+        arguments = build_parser().parse_args(["new", row.kernel, "--reference", reference, "--repo", str(repo.root)])
+        try:
+            cmd_new(arguments)
+        except user_errors() as error:
+            before = f" (generated before it: {', '.join(generated)})" if generated else ""
+            message = (str(error).splitlines() or [type(error).__name__])[0]
+            raise CliError(
+                f"--generate: new {row.kernel} failed: {message}{before}; the patch is not written"
+            ) from None
+        generated.append(row.kernel)
+    return generated
+
+
+def cmd_patch_step(args) -> int:
+    from tools.kernelgen.patch.step import compare
+
+    options = {"size": args.size, "dtype": args.dtype, "batch": args.batch, "length": args.length}
+    for line in compare(args.model, args.repo, device=args.device, **options):
+        print(line)
     return 0
 
 
@@ -699,6 +813,8 @@ COMMANDS = {
     "new": cmd_new,
     "analyze": cmd_analyze,
     "references": cmd_references,
+    "patch": cmd_patch,
+    "patch-step": cmd_patch_step,
     "modify": cmd_modify,
     "validate": cmd_validate,
     "tune": cmd_tune,
@@ -717,6 +833,7 @@ USER_ERRORS = (
     ("tools.kernelgen.insert", "InsertError"),
     ("tools.kernelgen.layout", "KernelNameError"),
     ("tools.kernelgen.modify", "ModifyError"),
+    ("tools.kernelgen.patch", "PatchError"),
     ("tools.kernelgen.profile", "ProfileError"),
     ("tools.kernelgen.repo", "RepoError"),
     ("tools.kernelgen.writer", "WriteError"),

@@ -1,0 +1,224 @@
+"""``patch MODEL_TYPE``: a transformers model's blocks mapped to the checkout's kernels, the apply function, its
+model-type table entry and its tests written; an existing apply function checked; bad input refused in one line.
+
+One scratch checkout is patched once per module (Arcee: its norm and loss are this library's kernels, its ReLU^2 MLP
+activation is a kernel to generate); the other tests read files or parse source only.
+"""
+
+import ast
+import contextlib
+import importlib.util
+import sys
+import textwrap
+import types
+
+import pytest
+
+from test.kernelgen.conftest import copy_checkout
+from test.kernelgen.conftest import one_line_error
+from test.kernelgen.conftest import run_kernelgen
+from test.kernelgen.conftest import snapshot
+from tools.kernelgen.patch.edit import add_plain_import
+from tools.kernelgen.patch.edit import add_table_entry
+from tools.kernelgen.patch.edit import insert_statements
+from tools.kernelgen.patch.edit import remove_definitions
+from tools.kernelgen.patch.model import mlp_shape
+from tools.kernelgen.scratch import library_imports_from
+
+MONKEY_PATCH = "src/liger_kernel/transformers/monkey_patch.py"
+
+
+@pytest.fixture(scope="module")
+def patched(tmp_path_factory):
+    """A checkout after ``patch arcee --dry-run`` and ``patch arcee``: (checkout, unchanged by the dry run, dry run,
+    run)."""
+    checkout = copy_checkout(tmp_path_factory.mktemp("patch") / "liger")
+    before = snapshot(checkout)
+    dry = run_kernelgen("patch", "arcee", "--repo", str(checkout), "--dry-run")
+    unchanged = snapshot(checkout) == before
+    run = run_kernelgen("patch", "arcee", "--repo", str(checkout))
+    return checkout, unchanged, dry, run
+
+
+def _row(table: str, block: str) -> str:
+    return next(line for line in table.splitlines() if line.startswith(block))
+
+
+def test_the_table_maps_each_block_to_a_kernel_with_its_options_or_says_why_not(patched):
+    _, _, dry, _ = patched
+    assert dry.returncode == 0, dry.stderr
+    norm = _row(dry.stdout, "ArceeRMSNorm (norm)")
+    assert "rms_norm: liger_rms_norm(X, W, eps)" in norm and 'casting_mode="llama"' in norm
+    mlp = _row(dry.stdout, "ArceeMLP (MLP)")
+    assert "GENERATE: python -m tools.kernelgen new relu_squared --reference" in mlp
+    assert "no kernel: new refuses it: apply_rotary_pos_emb" in _row(dry.stdout, "apply_rotary_pos_emb")
+    assert "cross_entropy: liger_cross_entropy" in _row(dry.stdout, "ArceeForCausalLM (loss)")
+    assert "no kernel: the target has no fused linear" in _row(dry.stdout, "ArceeForCausalLM.forward")
+
+
+def test_dry_run_shows_the_diff_and_writes_nothing(patched):
+    _, unchanged, dry, _ = patched
+    assert unchanged
+    assert f"+++ b/{MONKEY_PATCH}" in dry.stdout and "+def apply_liger_kernel_to_arcee(" in dry.stdout
+    assert "dry run, nothing written" in dry.stderr
+
+
+def test_the_apply_function_table_machinery_and_export_are_written(patched):
+    checkout, _, _, run = patched
+    assert run.returncode == 0, run.stdout + run.stderr
+    source = (checkout / MONKEY_PATCH).read_text()
+    tree = ast.parse(source)
+    functions = {node.name: node for node in tree.body if isinstance(node, ast.FunctionDef)}
+    apply = functions["apply_liger_kernel_to_arcee"]
+    assert [arg.arg for arg in apply.args.args] == ["rms_norm", "cross_entropy", "model"]
+    assert {"_apply_liger_kernel", "_apply_liger_kernel_to_instance", "_convert_to_liger"} <= set(functions)
+    table = next(node for node in tree.body if isinstance(node, ast.Assign) and node.targets[0].id.startswith("MODEL"))
+    assert {key.value: value.id for key, value in zip(table.value.keys, table.value.values)} == {
+        "llama": "apply_liger_kernel_to_llama",
+        "arcee": "apply_liger_kernel_to_arcee",
+    }
+    init = (checkout / "src/liger_kernel/transformers/__init__.py").read_text()
+    assert '"apply_liger_kernel_to_arcee": "liger_kernel.transformers.monkey_patch"' in init
+    # The reference the GENERATE row names, ready for new.
+    reference = (checkout / ".kernelgen-work/patch/arcee/relu_squared.py").read_text()
+    assert "def relu2(x):" in reference and "torch.square(F.relu(x))" in reference
+
+
+@contextlib.contextmanager
+def generated_test_module(checkout, relative):
+    """The checkout's generated test module, imported in this process: ``liger_kernel`` from the checkout's ``src``,
+    ``test.convergence`` from its ``test/convergence`` (this repository has none); both as before afterwards."""
+    folder = checkout / "test" / "convergence"
+    saved = {name: sys.modules.get(name) for name in ("test.convergence", "test.convergence.restore_transformers")}
+    package = types.ModuleType("test.convergence")
+    package.__path__ = [str(folder)]
+    sys.modules["test.convergence"] = package
+    try:
+        with library_imports_from(checkout / "src"):
+            spec = importlib.util.spec_from_file_location("generated_convergence_test", checkout / relative)
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            yield module
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                sys.modules.pop(name, None)
+            else:
+                sys.modules[name] = value
+
+
+def test_the_generated_tests_pass_in_the_checkout(patched):
+    import torch
+
+    checkout, _, _, _ = patched
+    with generated_test_module(checkout, "test/convergence/test_mini_arcee.py") as generated:
+        assert generated.SWAPPED == {"ArceeRMSNorm": generated.LigerArceeRMSNorm}
+        generated.test_instance_patching_converts_each_module()
+        generated.test_mini_arcee_converges_as_unpatched(torch.float32, {})
+
+
+def test_an_existing_apply_function_is_checked_on_the_mini_model_and_nothing_is_written(patched):
+    checkout, _, _, _ = patched
+    before = snapshot(checkout)
+    result = run_kernelgen("patch", "arcee", "--repo", str(checkout))
+    assert result.returncode == 0, result.stderr
+    assert "[served by apply_liger_kernel_to_arcee]" in _row(result.stdout, "ArceeRMSNorm (norm)")
+    assert "apply_liger_kernel_to_arcee exists and serves every block" in result.stdout
+    assert snapshot(checkout) == before
+
+
+def test_force_replaces_only_what_patch_wrote(patched):
+    checkout, _, _, _ = patched
+    before = snapshot(checkout)
+    error = one_line_error(run_kernelgen("patch", "llama", "--repo", str(checkout), "--force"))
+    assert "apply_liger_kernel_to_llama is hand-written" in error and "nothing written" in error
+    assert snapshot(checkout) == before
+
+
+@pytest.mark.parametrize(
+    "model, message",
+    [
+        ("no_such_model", "unknown model type 'no_such_model'"),
+        ("missing/modeling_llama.py", "no such modeling file"),
+        ("test/kernelgen/test_patch.py", "not a transformers modeling file"),
+        ("vit", "has no causal LM class"),
+        ("gemma3", "is multimodal (its config holds a text_config); patch its text model type 'gemma3_text'"),
+    ],
+)
+def test_bad_model_types_and_files_are_refused_in_one_line(checkout, model, message):
+    before = snapshot(checkout)
+    error = one_line_error(run_kernelgen("patch", model, "--repo", str(checkout)))
+    assert message in error and "nothing written" in error
+    assert snapshot(checkout) == before
+
+
+def _class(text: str) -> ast.ClassDef:
+    return ast.parse(textwrap.dedent(text)).body[0]
+
+
+def test_mlp_shapes_are_read_whatever_the_projections_are_called():
+    gated = _class(
+        """
+        class ExpertMLP(nn.Module):
+            def forward(self, hidden):
+                gated = self.activation(self.w1(hidden)) * self.w3(hidden)
+                return self.w2(gated)
+        """
+    )
+    assert mlp_shape(gated, "activation") == {
+        "pattern": "gated",
+        "gate": "w1",
+        "up": "w3",
+        "down": "w2",
+        "argument": "hidden",
+    }
+    plain = _class(
+        """
+        class Feedforward(nn.Module):
+            def forward(self, x):
+                \"\"\"A docstring is not a statement of the forward.\"\"\"
+                out = self.fc_out(self.act(self.fc_in(x)))
+                return out
+        """
+    )
+    assert mlp_shape(plain, "act") == {"pattern": "plain", "up": "fc_in", "down": "fc_out", "argument": "x"}
+    # A residual inside the MLP is not one of the shapes an activation kernel replaces the middle of.
+    residual = _class(
+        """
+        class Residual(nn.Module):
+            def forward(self, x):
+                return self.down(self.act(self.up(x))) + x
+        """
+    )
+    assert mlp_shape(residual, "act") is None
+
+
+TABLE_SOURCE = """import logging
+
+import transformers
+
+logger = logging.getLogger(__name__)
+
+
+def apply_a():
+    pass
+
+
+# The models.
+TABLE = {
+    "a": apply_a,  # first
+}
+"""
+
+
+def test_edits_keep_the_file_layout():
+    with_function = insert_statements(TABLE_SOURCE, "def apply_b():\n    pass\n", before_assignment_of="TABLE")
+    edited = add_table_entry(with_function, "TABLE", "b", "apply_b")
+    edited = add_plain_import(add_plain_import(edited, "torch"), "inspect")
+    assert edited == TABLE_SOURCE.replace("import logging\n", "import inspect\nimport logging\n").replace(
+        "import transformers\n", "import torch\nimport transformers\n"
+    ).replace("\n\n# The models.", "\n\ndef apply_b():\n    pass\n\n\n# The models.").replace(
+        '    "a": apply_a,  # first\n', '    "a": apply_a,  # first\n    "b": apply_b,\n'
+    )
+    assert add_table_entry(edited, "TABLE", "b", "apply_b") == edited
+    assert "apply_b" not in remove_definitions(with_function, {"apply_b"})

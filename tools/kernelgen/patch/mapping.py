@@ -1,0 +1,637 @@
+"""Map each block of a model to what the target checkout computes it with, deciding by the numbers.
+
+The math of a block (a norm class as written, an MLP's activation as an expression, the loss as a cross entropy)
+is analysed as ``new`` analyses a reference and searched among the target's kernels with the variant search
+``new`` runs before generating (``variants``): the kernel and its option values. A module of that kernel then
+has to stand in for the model's own: built from the mini config, given the model module's weights (the state
+dict has to load as it is) and run on the inputs the mini causal LM gave the block, its output has to be the
+block's. Where the target has no kernel the row says what to generate, or why nothing can.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import importlib
+import inspect
+
+from dataclasses import dataclass
+from dataclasses import field
+from typing import Any
+
+from tools.kernelgen.patch.model import Block
+from tools.kernelgen.patch.model import ModelSource
+from tools.kernelgen.repo import LigerRepo
+
+# ACT2FN names -> the activation as a torch expression of ``x`` (checked against ACT2FN before use).
+ACTIVATIONS = {
+    "silu": "F.silu(x)",
+    "swish": "F.silu(x)",
+    "gelu": "F.gelu(x)",
+    "gelu_pytorch_tanh": 'F.gelu(x, approximate="tanh")',
+    "gelu_new": 'F.gelu(x, approximate="tanh")',
+    "relu": "F.relu(x)",
+    "relu2": "torch.square(F.relu(x))",
+    "sigmoid": "torch.sigmoid(x)",
+    "tanh": "torch.tanh(x)",
+}
+REFERENCE_HEADER = "import torch\nimport torch.nn.functional as F\n\nfrom torch import nn\n\n\n"
+ATOL = RTOL = 1e-5  # float32 Liger module against the float32 model module
+
+
+@dataclass
+class Row:
+    """One line of the table and what writing the patch needs of it."""
+
+    block: Block
+    status: str  # "kernel", "generate", "none", "unused"
+    kernel: str = ""
+    call: str = ""  # the kernel's call, as the variant search names it
+    why: str = ""
+    strategy: str = ""  # "class" (swap for a Liger module), "act_fn", "rope", "cross_entropy"
+    liger_class: str = ""  # the Liger module or function that replaces the block
+    liger_module: str = ""  # the module that defines it
+    options: dict[str, Any] = field(default_factory=dict)  # keyword arguments of the Liger constructor
+    reference: str = ""  # the reference source to generate a kernel from (status "generate")
+    flag: str = ""  # the apply function's keyword that switches it
+    forward: str = ""  # strategy "forward": the MLP's forward through the kernel's entry
+    capture: tuple | None = None  # (qualified name, args, kwargs, output) of the block's first call in the mini model
+    unchecked: str = ""  # why the Liger module was not run against the block here (it needs a GPU)
+    init_params: list[tuple[str, str | None]] = field(default_factory=list)  # the model norm's (name, default)
+
+    @property
+    def label(self) -> str:
+        kinds = {"norm": "norm", "mlp": "MLP", "experts": "experts", "rope": "rotary embedding", "loss": "loss"}
+        return f"{self.block.name} ({kinds[self.block.kind]})"
+
+
+def block_reference(source: ModelSource, block: Block) -> tuple[str, str]:
+    """(source text, entry) of a block's math as a standalone reference ``analyze`` can load."""
+    if block.kind == "norm":
+        node = copy.deepcopy(block.node)
+        node.decorator_list = []
+        return REFERENCE_HEADER + ast.unparse(node) + "\n", block.name
+    if block.kind == "rope":
+        functions = {n.name: n for n in source.tree.body if isinstance(n, ast.FunctionDef)}
+        needed, pending = [], [block.name]
+        while pending:  # the function and the module's functions it calls, callees first
+            name = pending.pop()
+            if name in needed:
+                continue
+            needed.insert(0, name)
+            calls = {
+                n.func.id for n in ast.walk(functions[name]) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+            }
+            pending.extend(sorted(callee for callee in calls if callee in functions and callee not in needed))
+        parts = []
+        for name in needed:
+            node = copy.deepcopy(functions[name])
+            node.decorator_list = []
+            parts.append(ast.unparse(node))
+        return REFERENCE_HEADER + "\n\n\n".join(parts) + "\n", block.name
+    raise ValueError(block.kind)
+
+
+def activation_reference(act_name: str, gated: bool) -> tuple[str, str] | None:
+    """The activation (times the up projection when gated) as a reference function; None for an unknown name."""
+    expression = ACTIVATIONS.get(act_name)
+    if expression is None:
+        return None
+    entry = f"{act_name}_gated" if gated else act_name
+    if gated:
+        body = f"def {entry}(gate, up):\n    return {expression.replace('(x', '(gate')} * up\n"
+    else:
+        body = f"def {entry}(x):\n    return {expression}\n"
+    return REFERENCE_HEADER + body, entry
+
+
+def loss_reference() -> tuple[str, str]:
+    body = (
+        "def causal_lm_cross_entropy(logits, target, ignore_index: int = -100):\n"
+        '    return F.cross_entropy(logits, target, ignore_index=ignore_index, reduction="mean")\n'
+    )
+    return REFERENCE_HEADER + body, "causal_lm_cross_entropy"
+
+
+def _activation_matches(act_name: str) -> bool:
+    """The table's expression computes transformers' own activation of that name."""
+    import torch
+    import torch.nn.functional as F  # noqa: F401, N812 - the expressions' namespace
+
+    from transformers.activations import ACT2FN
+
+    x = torch.linspace(-4, 4, 101, dtype=torch.float64)
+    ours = eval(ACTIVATIONS[act_name], {"torch": torch, "F": F, "x": x})  # noqa: S307 - the table's own text
+    return torch.allclose(ours, ACT2FN[act_name](x), atol=1e-6)
+
+
+def search(repo: LigerRepo, text: str, entry: str, name: str):
+    """(plan, values, call text) of the target's kernel computing the reference, else (None, None, why or "")."""
+    from tools.kernelgen.analyze import AnalyzeError
+    from tools.kernelgen.analyze import analyze
+    from tools.kernelgen.variants.options import call_plans
+    from tools.kernelgen.variants.options import call_text
+    from tools.kernelgen.variants.probe import matching_options
+
+    try:
+        profile = analyze(f"-:{entry}", name=name, stdin_source=text, knowledge_root=repo.root)
+    except AnalyzeError as error:
+        return None, None, str(error).splitlines()[0]
+    plans = call_plans(repo, profile)
+    found = matching_options(repo.root, profile, plans) if plans else None
+    if found is None:
+        return None, None, ""
+    plan, values = found
+    return plan, values, call_text(plan, values, {hp.name: hp.default for hp in profile.hyperparameters})
+
+
+# Whether a Liger module stands in for the model's ----------------------------------------------------------------
+def _close(ours, theirs) -> bool:
+    import torch
+
+    if isinstance(theirs, (tuple, list)):
+        return isinstance(ours, (tuple, list)) and all(_close(a, b) for a, b in zip(ours, theirs))
+    if not torch.is_tensor(theirs):
+        return True
+    return ours.shape == theirs.shape and torch.allclose(ours.float(), theirs.float(), atol=ATOL, rtol=RTOL)
+
+
+class NotRunnable(Exception):
+    """A Liger module that loads the block's weights but cannot run on this machine: unchecked, not refused."""
+
+
+def stands_in(candidate, call: tuple) -> str | None:
+    """None when ``candidate`` (a Liger module) loads the model module's state dict and computes its output on the
+    captured call; else why not."""
+    import torch
+
+    module, args, kwargs, output = call
+    try:
+        missing = candidate.load_state_dict(module.state_dict(), strict=True)
+        del missing
+    except RuntimeError as error:
+        return (
+            f"{type(candidate).__name__} does not take {type(module).__name__}'s weights ({str(error).splitlines()[0]})"
+        )
+    try:
+        with torch.no_grad():
+            ours = candidate(*args, **kwargs)
+    except Exception as error:  # noqa: BLE001 - a module that cannot run here (a GPU-only autotuned kernel)
+        raise NotRunnable(
+            f"{type(candidate).__name__} takes the weights but does not run on this machine: "
+            f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
+        ) from None
+    if not _close(ours, output):
+        return f"{type(candidate).__name__} computes another output than {type(module).__name__}"
+    return None
+
+
+def _module_classes(plan) -> list[str]:
+    """The kernel's module classes (those calling its Function), then the other modules of its file that are built
+    from a config alone (a MoE layer's experts may reach the kernel through a helper)."""
+    import torch.nn as nn
+
+    names = list(plan.module_inits)
+    try:
+        module = importlib.import_module(_kernel_module(plan))
+    except ImportError:
+        return names
+    for name, value in vars(module).items():
+        if name in names or not isinstance(value, type) or not issubclass(value, nn.Module):
+            continue
+        if value.__module__ != module.__name__:
+            continue
+        params = [p for p in inspect.signature(value.__init__).parameters.values() if p.name != "self"]
+        if len(params) == 1 and params[0].name == "config":
+            names.append(name)
+    return names
+
+
+def _init_arity(plan, class_name: str, cls) -> int:
+    """The number of required constructor arguments of a module class of the kernel."""
+    if class_name in plan.module_inits:
+        return sum(p.default is None for p in plan.module_inits[class_name])
+    return sum(
+        p.default is inspect.Parameter.empty and p.kind is p.POSITIONAL_OR_KEYWORD
+        for p in inspect.signature(cls.__init__).parameters.values()
+        if p.name != "self"
+    )
+
+
+def _kernel_module(plan) -> str:
+    return f"liger_kernel.transformers.{plan.name}"
+
+
+def _hf_init_params(block: Block) -> list[tuple[str, str | None]]:
+    """(name, default as written or None) of the block's ``__init__`` parameters after ``self``."""
+    init = next((n for n in block.node.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"), None)
+    if init is None:
+        return []
+    args = init.args.args[1:]
+    defaults = [None] * (len(args) - len(init.args.defaults)) + [ast.unparse(d) for d in init.args.defaults]
+    return list(zip([arg.arg for arg in args], defaults))
+
+
+def norm_row(repo: LigerRepo, source: ModelSource, row: Row, call: tuple) -> None:
+    import torch
+
+    text, entry = block_reference(source, row.block)
+    plan, values, found = search(repo, text, entry, f"{source.model_type}_rms_norm")
+    if plan is None:
+        _missing(row, text, found, f"{source.model_type}_norm", f"no kernel of the target computes {row.block.name}")
+        return
+    module, *_ = call
+    signature = _hf_init_params(row.block)
+    params = [name for name, _ in signature]
+    extra = [name for name in params[1:] if name != "eps"]
+    if not params or extra:
+        row.status, row.why = (
+            "none",
+            f"{plan.name} computes it ({found}), but {row.block.name}.__init__ takes {extra or 'nothing'}",
+        )
+        return
+    eps = getattr(module, "variance_epsilon", getattr(module, "eps", None))
+    weight = getattr(module, "weight", None)
+    problems = []
+    for class_name in _module_classes(plan):
+        accepted = {p.name for p in plan.module_inits[class_name]}
+        options = {
+            name: value
+            for name, value in values.items()
+            if name in accepted and isinstance(value, (int, float, str, bool))
+        }
+        # The gradient of a norm's output may be read again (a residual add passes one tensor to both branches):
+        # the kernel must not overwrite it.
+        if "in_place" in accepted:
+            options["in_place"] = False
+        if "init_fn" in accepted and weight is not None:
+            options["init_fn"] = (
+                "zeros" if float(torch.count_nonzero(type(module)(weight.shape[0]).weight)) == 0 else "ones"
+            )
+        cls = getattr(importlib.import_module(_kernel_module(plan)), class_name)
+        try:
+            candidate = cls(weight.shape[0], eps=eps, **options)
+        except (TypeError, ValueError, AttributeError) as error:
+            problems.append(f"{class_name}: {error}")
+            continue
+        try:
+            problem = stands_in(candidate, call)
+        except NotRunnable as error:
+            problem = str(error)
+        if problem is None:
+            row.status, row.kernel, row.call, row.strategy = "kernel", plan.name, found, "class"
+            row.liger_class, row.liger_module, row.options = class_name, _kernel_module(plan), options
+            row.init_params = signature
+            return
+        problems.append(problem)
+    row.status, row.why = (
+        "none",
+        f"{plan.name} computes the math ({found}) but no module of it stands in: {'; '.join(problems)}",
+    )
+
+
+def mlp_row(repo: LigerRepo, source: ModelSource, row: Row, call: tuple, config) -> None:
+    detail = row.block.detail
+    act_name = getattr(config, detail["config_attribute"], None)
+    if not isinstance(act_name, str) or act_name not in ACTIVATIONS or not _activation_matches(act_name):
+        row.status = "none"
+        row.why = f"activation {act_name!r} (config.{detail['config_attribute']}) has no expression kernelgen knows"
+        return
+    # A forward of another shape (one fused gate-up projection) may still be a gated MLP a Liger module of the
+    # kernel stands in for as a whole: the module check decides.
+    gated = detail.get("pattern", "gated") == "gated"
+    text, entry = activation_reference(act_name, gated)
+    row.flag = _activation_flag(act_name, gated)
+    plan, values, found = search(repo, text, entry, f"{source.model_type}_{row.flag}")
+    if plan is None and "pattern" not in detail:
+        # Which math to generate is not known of a forward of another shape.
+        row.status, row.why = "none", "its forward is not down(act(gate(x)) * up(x)) nor down(act(up(x)))"
+        return
+    if plan is None:
+        _missing(row, text, found, row.flag, f"no kernel of the target computes {entry}")
+        return
+    module = call[0]
+    problems = []
+    unrunnable = None
+    for class_name in _module_classes(plan):
+        cls = getattr(importlib.import_module(_kernel_module(plan)), class_name)
+        required = _init_arity(plan, class_name, cls)
+        try:
+            if required == 1:
+                candidate, strategy = cls(config), "class"
+            elif required == 0 and detail.get("pattern") == "plain":
+                candidate, strategy = copy.deepcopy(module), "act_fn"
+                setattr(candidate, detail["act"], cls())
+            else:
+                continue
+        except (TypeError, ValueError, AttributeError) as error:
+            problems.append(f"{class_name}: {error}")
+            continue
+        try:
+            problem = stands_in(candidate, call)
+        except NotRunnable as error:
+            unrunnable = unrunnable or (class_name, strategy, str(error))
+            continue
+        if problem is None:
+            row.status, row.kernel, row.call, row.strategy = "kernel", plan.name, found, strategy
+            row.liger_class, row.liger_module = class_name, _kernel_module(plan)
+            return
+        problems.append(problem)
+    if "pattern" in detail and unrunnable is None:
+        problem = _functional_stands_in(plan, values, row, call)
+        if problem is None:
+            row.status, row.kernel, row.call = "kernel", plan.name, found
+            return
+        problems.append(problem)
+    if unrunnable is not None:
+        class_name, strategy, reason = unrunnable
+        row.status, row.kernel, row.call, row.strategy = "kernel", plan.name, found, strategy
+        row.liger_class, row.liger_module, row.unchecked = class_name, _kernel_module(plan), reason
+        return
+    row.status = "none"
+    if row.block.kind == "mlp" and "pattern" not in detail:
+        problems.insert(0, "its forward is not down(act(gate(x)) * up(x)) nor down(act(up(x)))")
+    row.why = f"{plan.name} computes the activation ({found}) but no module of it stands in: {'; '.join(problems) or 'none takes the config'}"
+
+
+def functional_call(plan, values: dict[str, Any], tensors: dict[str, str]) -> tuple[tuple[str, str], str]:
+    """((module, name) to import, call text) of the kernel's entry with ``tensors`` (reference input -> expression)
+    and the option values the search found: keywords for a functional, positions for ``Function.apply``."""
+    from tools.kernelgen.variants.options import Bound
+
+    entry = plan.api.entry
+    given = {plan.tensors[name]: expression for name, expression in tensors.items()}
+    options = {
+        name: repr(value)
+        for name, value in values.items()
+        if not isinstance(value, Bound) and value != plan.defaults.get(name, object())
+    }
+    imported = entry.name.split(".")[0]
+    if plan.api.entry_is_functional:
+        arguments = [f"{name}={text}" for name, text in {**given, **options}.items()]
+    else:
+        chosen = {**given, **options}
+        last = max(i for i, p in enumerate(entry.params) if p.name in chosen)
+        arguments = [chosen.get(p.name, p.default or "None") for p in entry.params[: last + 1]]
+    return (entry.module, imported), f"{entry.name}({', '.join(arguments)})"
+
+
+def mlp_forward(row: Row, plan, values: dict[str, Any]) -> tuple[tuple[str, str], str]:
+    """The MLP's forward with its activation through the kernel's entry: (import, ``def forward`` text)."""
+    detail = row.block.detail
+    x = detail["argument"]
+    tensors = {"gate": f"self.{detail['gate']}({x})", "up": f"self.{detail['up']}({x})"}
+    if detail["pattern"] == "plain":
+        tensors = {"x": f"self.{detail['up']}({x})"}
+    imported, call = functional_call(plan, values, tensors)
+    return imported, f"def forward(self, {x}):\n    return self.{detail['down']}({call})\n"
+
+
+def _functional_stands_in(plan, values: dict[str, Any], row: Row, call: tuple) -> str | None:
+    """None when the model's MLP with its forward through the kernel's entry computes its output (the row then
+    takes the "forward" strategy); else why not."""
+    module = call[0]
+    try:
+        (module_name, name), forward_text = mlp_forward(row, plan, values)
+        namespace = {name: getattr(importlib.import_module(module_name), name)}
+        exec(forward_text, namespace)  # noqa: S102 - kernelgen's own text, from the block's projections
+    except (KeyError, ValueError, ImportError, AttributeError, SyntaxError) as error:
+        return f"{plan.api.entry.name} cannot be called in {row.block.name}.forward: {error}"
+    candidate = copy.deepcopy(module)
+    candidate.__class__ = type(f"Liger{row.block.name}", (type(module),), {"forward": namespace["forward"]})
+    try:
+        problem = stands_in(candidate, call)
+    except NotRunnable as error:
+        return str(error)
+    if problem is None:
+        row.strategy, (row.liger_module, row.liger_class) = "forward", (module_name, name)
+        row.forward = forward_text
+    return problem
+
+
+def _activation_flag(act_name: str, gated: bool) -> str:
+    """The apply function's keyword for the activation: upstream's names where they exist."""
+    known = {("silu", True): "swiglu", ("swish", True): "swiglu", ("gelu_pytorch_tanh", True): "geglu"}
+    known[("gelu_new", True)] = "geglu"
+    known[("relu2", False)] = "relu_squared"
+    return known.get((act_name, gated), f"{act_name}_gated" if gated else act_name)
+
+
+def _missing(row: Row, text: str, refusal: str, name: str, nothing: str) -> None:
+    if refusal:
+        # The analysis names the reference by where it read it (stdin here): the block's name says more.
+        row.status, row.why = "none", f"new refuses it: {refusal.replace('<stdin>', row.block.name, 1)}"
+    else:
+        row.status, row.reference, row.kernel = "generate", text, name
+        row.why = nothing
+
+
+def rope_row(repo: LigerRepo, source: ModelSource, row: Row, calls: list[tuple]) -> None:
+    text, entry = block_reference(source, row.block)
+    candidates = rotary_functions(repo)
+    if not calls:
+        row.status, row.why = "none", f"the mini {source.causal_lm} never calls {entry} through its module"
+        return
+    problems = []
+    for module_name, function_name in candidates:
+        function = getattr(importlib.import_module(module_name), function_name)
+        args, kwargs, output = calls[0]
+        try:
+            ours = function(*[a.clone() if hasattr(a, "clone") else a for a in args], **kwargs)
+        except Exception as error:  # noqa: BLE001 - any failure means it does not stand in
+            problems.append(f"{function_name}: {type(error).__name__}: {error}")
+            continue
+        if _close(ours, output):
+            row.status, row.kernel, row.strategy, row.flag = "kernel", "rope", "rope", "rope"
+            row.liger_class, row.liger_module = function_name, module_name
+            row.call = f"{function_name}(q, k, cos, sin)"
+            return
+        problems.append(f"{function_name} computes another output")
+    plan, values, found = search(repo, text, entry, f"{source.model_type}_rope")
+    if problems:
+        row.status, row.why = "none", "; ".join(problems)
+    else:
+        _missing(row, text, found, f"{source.model_type}_rope", "the target has no rotary embedding function")
+
+
+def rotary_functions(repo: LigerRepo) -> list[tuple[str, str]]:
+    """(module, function) of each public ``*rotary_pos_emb`` function in the target's ``liger_kernel.transformers``."""
+    found = []
+    folder = repo.root / "src/liger_kernel/transformers"
+    for path in sorted(folder.glob("*.py")):
+        try:
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+        except (OSError, SyntaxError, UnicodeDecodeError):
+            continue
+        for node in tree.body:
+            if (
+                isinstance(node, ast.FunctionDef)
+                and node.name.endswith("rotary_pos_emb")
+                and not node.name.startswith("_")
+            ):
+                found.append((f"liger_kernel.transformers.{path.stem}", node.name))
+    return found
+
+
+def loss_row(repo: LigerRepo, source: ModelSource, row: Row) -> None:
+    text, entry = loss_reference()
+    plan, values, found = search(repo, text, entry, f"{source.model_type}_cross_entropy")
+    row.flag = "cross_entropy"
+    if plan is None:
+        _missing(row, text, found, "cross_entropy", "no kernel of the target computes the causal LM's cross entropy")
+        return
+    row.status, row.kernel, row.call, row.strategy = "kernel", plan.name, found, "cross_entropy"
+
+
+MAX_FORWARD_TRIES = 6  # lce_forwards run on the mini model before the search gives up
+
+
+def fused_linear_row(repo: LigerRepo, source: ModelSource, block: Block, model, input_ids) -> Row:
+    """The causal LM's forward with the fused linear + cross entropy: a target's ``model/<type>.py`` ``lce_forward``
+    that, bound to the mini model, gives its loss. Tried first: those whose own model's causal LM forward reads as
+    this one's (names of the model aside), the model type's own and Llama's first."""
+    row = Row(Block("loss", f"{source.causal_lm}.forward", block.node), "none", flag="fused_linear_cross_entropy")
+    folder = repo.root / "src/liger_kernel/transformers/model"
+    if not folder.is_dir():
+        row.why = "the target has no fused linear cross entropy forward (src/liger_kernel/transformers/model/)"
+        return row
+    ours = _normalized_forward(source.tree, source.causal_lm)
+    preferred = {source.model_type: 0, "llama": 1}
+    paths = [p for p in folder.glob("*.py") if "def lce_forward" in p.read_text(encoding="utf-8")]
+    paths.sort(key=lambda p: (_forward_of_model_type(p.stem) != ours, preferred.get(p.stem, 2), p.stem))
+    problems = []
+    for path in paths[:MAX_FORWARD_TRIES]:
+        module = f"liger_kernel.transformers.model.{path.stem}"
+        problem = _gives_the_loss(module, model, input_ids)
+        if problem is None:
+            row.status, row.kernel, row.strategy = "kernel", "fused_linear_cross_entropy", "lce_forward"
+            row.liger_class, row.liger_module = "lce_forward", module
+            row.call = f"{module}.lce_forward (bound to the mini {source.causal_lm}, it gives its loss)"
+            return row
+        problems.append(f"{path.stem}: {problem}")
+    row.why = f"no lce_forward of the target gives the mini {source.causal_lm}'s loss ({'; '.join(problems)})"
+    return row
+
+
+def _gives_the_loss(module_name: str, model, input_ids) -> str | None:
+    """None when ``module_name``'s ``lce_forward`` bound to ``model`` gives the model's own loss; else why not."""
+    import types
+
+    import torch
+
+    try:
+        forward = importlib.import_module(module_name).lce_forward
+        with torch.no_grad():
+            expected = model(input_ids=input_ids, labels=input_ids).loss
+            ours = types.MethodType(forward, model)(input_ids=input_ids, labels=input_ids).loss
+    except Exception as error:  # noqa: BLE001 - any failure means it is not this model's forward
+        return f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
+    if ours is None or not torch.allclose(ours.float(), expected.float(), atol=ATOL, rtol=RTOL):
+        return "another loss"
+    return None
+
+
+def _forward_of_model_type(model_type: str) -> str | None:
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    from tools.kernelgen.patch.model import PatchError
+    from tools.kernelgen.patch.model import locate
+
+    if model_type not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
+        return None
+    try:
+        other = locate(model_type)
+    except PatchError:
+        return None
+    return _normalized_forward(other.tree, other.causal_lm)
+
+
+def _normalized_forward(tree: ast.Module, class_name: str) -> str | None:
+    """The causal LM's forward without docstring, decorators, annotations, and with the model's name prefix
+    (``Qwen3`` of ``Qwen3ForCausalLM``) taken out of every name."""
+    node = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == class_name), None)
+    forward = (
+        next((n for n in node.body if isinstance(n, ast.FunctionDef) and n.name == "forward"), None) if node else None
+    )
+    if forward is None:
+        return None
+    forward = copy.deepcopy(forward)
+    forward.decorator_list, forward.returns = [], None
+    if forward.body and isinstance(forward.body[0], ast.Expr) and isinstance(forward.body[0].value, ast.Constant):
+        forward.body = forward.body[1:]
+    for arg in [*forward.args.args, *forward.args.kwonlyargs, forward.args.kwarg, forward.args.vararg]:
+        if arg is not None:
+            arg.annotation = None
+    prefix = class_name.removesuffix("ForCausalLM")
+    return ast.unparse(forward).replace(prefix, "MODEL")
+
+
+# The table -------------------------------------------------------------------------------------------------------
+def map_model(repo: LigerRepo, source: ModelSource) -> list[Row]:
+    """A row for every block of ``source``, mapped onto ``repo``'s kernels."""
+    import torch
+
+    from tools.kernelgen.patch.model import capture_calls
+    from tools.kernelgen.patch.model import used_classes
+    from tools.kernelgen.variants.probe import checkout_kernels
+
+    config = source.mini_config()
+    model = source.build(config)
+    used = used_classes(model)
+    input_ids = torch.randint(3, config.vocab_size, (2, 9), generator=torch.Generator().manual_seed(0))
+    module_blocks = {block.name for block in source.blocks if block.kind in ("norm", "mlp", "experts")}
+    calls = capture_calls(model, module_blocks & set(used), input_ids)
+    rope_calls = _rope_calls(source, model, input_ids)
+    rows = []
+    with checkout_kernels(repo.root):
+        for block in source.blocks:
+            row = Row(block, "unused")
+            if block.kind in ("norm", "mlp", "experts") and block.name not in calls:
+                row.why = f"no module of the mini {source.causal_lm} is one"
+            if block.name in calls:
+                module, args, kwargs, output = calls[block.name]
+                qualified = next(q for q, m in model.named_modules() if m is module)
+                row.capture = (qualified, args, kwargs, output)
+            if block.kind in ("norm", "mlp", "experts") and block.name not in calls:
+                pass
+            elif block.kind == "norm":
+                row.flag = "rms_norm" if block.name.endswith("RMSNorm") else "layer_norm"
+                norm_row(repo, source, row, calls[block.name])
+            elif block.kind in ("mlp", "experts"):
+                mlp_row(repo, source, row, calls[block.name], config)
+            elif block.kind == "rope":
+                rope_row(repo, source, row, rope_calls)
+            elif block.kind == "loss":
+                loss_row(repo, source, row)
+                rows.append(row)
+                row = fused_linear_row(repo, source, block, model, input_ids)
+            rows.append(row)
+    return rows
+
+
+def _rope_calls(source: ModelSource, model, input_ids) -> list[tuple]:
+    """(args, kwargs, output) of the mini model's calls of the modeling module's rotary embedding function."""
+    import torch
+
+    module = source.module()
+    original = getattr(module, "apply_rotary_pos_emb", None)
+    if original is None:
+        return []
+    calls = []
+
+    def recorder(*args, **kwargs):
+        output = original(*args, **kwargs)
+        if not calls:
+            calls.append((tuple(a.clone() if torch.is_tensor(a) else a for a in args), dict(kwargs), output))
+        return output
+
+    module.apply_rotary_pos_emb = recorder
+    try:
+        with torch.no_grad():
+            model(input_ids=input_ids)
+    finally:
+        module.apply_rotary_pos_emb = original
+    return calls
+
+
+__all__ = ["Row", "map_model"]
