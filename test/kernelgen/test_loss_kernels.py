@@ -28,6 +28,9 @@ from test.kernelgen.test_losses import STYLES
 from test.kernelgen.test_losses import TIER3_BUILTINS
 from test.kernelgen.test_per_row_inputs import GENERATED as PER_ROW_KERNELS
 from test.kernelgen.test_per_row_inputs import REFERENCES as PER_ROW_REFERENCES
+from test.kernelgen.test_sequence_stages import FUSED_ON_CPU as STAGED_FUSED_ON_CPU
+from test.kernelgen.test_sequence_stages import GENERATED as STAGED_KERNELS
+from test.kernelgen.test_sequence_stages import REFERENCES as STAGED_REFERENCES
 from tools.kernelgen.analyze import analyze
 from tools.kernelgen.generate import plan_new
 from tools.kernelgen.layout import kernel_paths
@@ -110,6 +113,12 @@ def generated_checkout(tmp_path_factory):
     # Per-row inputs (GRPO's old log-probabilities and advantages, a reference model's log-probabilities, a mask).
     (root / "per_row.py").write_text(PER_ROW_REFERENCES)
     profiles += [analyze(f"{root / 'per_row.py'}:{entry}", name=name) for entry, name in PER_ROW_KERNELS]
+    # Losses in two stages (DPO, GRPO with its KL penalty): per-token statistics, then PyTorch over sequences.
+    (root / "staged.py").write_text(STAGED_REFERENCES)
+    profiles += [analyze(f"{root / 'staged.py'}:{entry}", name=name) for entry, name in STAGED_KERNELS]
+    for profile in profiles[-len(STAGED_KERNELS) :]:
+        # and fused_linear_NAME beside them: hidden states and the lm_head weight in, logits one chunk at a time
+        profile.fused_linear.enabled = profile.operation_name in STAGED_FUSED_ON_CPU
     for profile in profiles:
         assert profile.tier == 3 and profile.math.statistics, profile.operation_name
         write_all(root, plan_new(LigerRepo.open(root), profile).changes)
@@ -127,7 +136,8 @@ def test_generated_losses_run_under_the_interpreter(generated_checkout):
 
 def test_generated_losses_match_torch_autograd(generated_checkout):
     root, names = generated_checkout
-    assert_generated_tests_pass(root, names, at_least_per_kernel=8)
+    fused = [f"fused_linear_{name}" for name in STAGED_FUSED_ON_CPU]  # losses in two stages with their lm_head
+    assert_generated_tests_pass(root, names + fused, at_least_per_kernel=8)
 
 
 def test_a_per_row_input_is_read_once_per_row(generated_checkout):
