@@ -31,6 +31,7 @@ from test.kernelgen.test_per_row_inputs import REFERENCES as PER_ROW_REFERENCES
 from test.kernelgen.test_sequence_stages import FUSED_ON_CPU as STAGED_FUSED_ON_CPU
 from test.kernelgen.test_sequence_stages import GENERATED as STAGED_KERNELS
 from test.kernelgen.test_sequence_stages import REFERENCES as STAGED_REFERENCES
+from tools.kernelgen import smoke
 from tools.kernelgen.analyze import analyze
 from tools.kernelgen.generate import plan_new
 from tools.kernelgen.layout import kernel_paths
@@ -246,3 +247,15 @@ def test_a_mean_per_batch_divides_by_size_0_of_inputs_with_more_dims(generated_c
     ours.backward()
     torch.testing.assert_close(ours.double(), expected, rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(ours_input.grad.double(), expected_input.grad, rtol=1e-4, atol=1e-6)
+
+
+def test_the_smoke_run_of_new_draws_a_staged_loss_inputs_in_their_own_shapes(generated_checkout):
+    """`new` runs a generated kernel once on a tiny input before writing it: a loss in two stages gets [B, T, V]
+    logits and its per-sequence inputs (KTO's reference log-probabilities, KL baseline, boolean labels) in the shapes
+    the analysis found, and matches its reference there."""
+    root, _ = generated_checkout
+    profile = analyze(f"{root / 'staged.py'}:kto_sigmoid", name="kto_sigmoid")
+    inputs, _ = smoke._inputs(profile, torch.Generator().manual_seed(0))
+    assert [tuple(x.shape) for x in inputs] == [(4, 3, smoke.LOSS_COLS), (4, 3), (4,), (4,), (4,)]
+    assert inputs[-1].dtype == torch.bool
+    smoke._compare(profile, import_generated_ops(root, "kto_sigmoid").LigerKtoSigmoidFunction)

@@ -351,6 +351,13 @@ class Tiling:
 # a value per token, per sequence, per pair of sequences (the first half of the batch chosen), per chosen token, one
 # for the batch (KTO's KL baseline).
 SEQUENCE_SHAPES = ("B, T", "B", "B // 2", "B // 2, T", "1")
+
+
+def shape_of(words: str, batch: int, tokens: int) -> tuple[int, ...]:
+    """A shape of ``SEQUENCE_SHAPES`` at ``batch`` sequences of ``tokens`` tokens."""
+    return tuple(eval(part, {}, {"B": batch, "T": tokens}) for part in words.split(","))  # noqa: S307 - own words
+
+
 # The tiling fields each ops template reads, with their defaults (from measured sweeps on an H200).
 TILING_DEFAULTS = {
     "elementwise": {"block_elements": 4096, "max_block_cols": 2048, "programs_per_sm": 2},

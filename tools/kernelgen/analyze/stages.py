@@ -34,6 +34,7 @@ from tools.kernelgen.analyze.errors import AnalyzeError
 from tools.kernelgen.analyze.ops import node_line
 from tools.kernelgen.analyze.trace import TracedReference
 from tools.kernelgen.profile import SEQUENCE_SHAPES
+from tools.kernelgen.profile import shape_of
 
 # Example sizes of the probe: all different, so a broadcast of a wrong guess fails; B even for halves of a batch.
 _B, _T, _V = 4, 5, 11
@@ -53,11 +54,6 @@ class StagedLoss:
 
 class NoStagesError(AnalyzeError):
     """The reference has no per-token statistics to split at (or inputs of no shape the split knows)."""
-
-
-def shape_of(words: str, batch: int, tokens: int) -> tuple[int, ...]:
-    """A shape of ``SEQUENCE_SHAPES`` at ``batch`` sequences of ``tokens`` tokens."""
-    return tuple(eval(part, {}, {"B": batch, "T": tokens}) for part in words.split(","))  # noqa: S307 - own words
 
 
 class _Probe:
@@ -447,4 +443,4 @@ def _as_list(value: Any) -> list[torch.Tensor]:
     return list(value) if isinstance(value, (tuple, list)) else [value]
 
 
-__all__ = ["NoStagesError", "StagedLoss", "shape_of", "split_stages"]
+__all__ = ["NoStagesError", "StagedLoss", "split_stages"]
