@@ -292,6 +292,7 @@ EDITS = {
         _set("math.loss.sequence", "def sequence_stage(loss):\n    return loss.mean()\n"),
         "validation",
     ),
+    "math.loss.sequence_groups": ("cross_entropy", _set("math.loss.sequence_groups", "pair"), "validation"),
     "math.loss.reduction": ("cross_entropy", _set_reduction_sum, "files"),
     "math.loss.denominator": ("cross_entropy", _set("math.loss.denominator", "1"), "files"),
     "math.loss.choices[].value": ("kl_div", _set("math.loss.choices.0.value", "per_row"), "validation"),

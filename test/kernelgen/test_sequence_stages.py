@@ -5,7 +5,6 @@ kernel of the statistics) and a sequence stage (the rest of the reference, PyTor
 carries them to the GPU."""
 
 import copy
-import re
 import textwrap
 
 import pytest
@@ -23,10 +22,13 @@ GENERATED = [
     ("orpo", "orpo_odds_ratio"),
     ("SimPOLoss", "simpo_margin"),
     ("kto_sigmoid", "kto_sigmoid"),
+    ("listwise_ranking", "listwise_ranking"),
 ]
 # Of those, the ones whose fused linear kernel (fused_linear_NAME) the CPU suite generates too (each costs seconds of
 # the interpreter); the GPU checkout fuses all of them.
-FUSED_ON_CPU = ["dpo_sigmoid", "grpo_kl"]
+# DPO's chunks hold whole pairs and form d(logits) in the forward; a ranking over the batch recomputes the logits in
+# the backward (fused_staged.py).
+FUSED_ON_CPU = ["dpo_sigmoid", "listwise_ranking"]
 
 REFERENCES = textwrap.dedent(
     """
@@ -103,6 +105,20 @@ REFERENCES = textwrap.dedent(
         return torch.where(desirable, chosen_losses, rejected_losses).mean()
 
 
+    def listwise_ranking(logits, labels, rewards, temperature: float = 1.0):
+        # B sampled completions of one prompt: the softmax of their length-normalized log-likelihoods against the
+        # softmax of their rewards (every sequence's gradient reads the whole batch)
+        mask = labels != -100
+        logp = logits.log_softmax(-1).gather(-1, labels.clamp(min=0)[..., None])[..., 0]
+        scores = (logp * mask).sum(-1) / mask.sum(-1) / temperature
+        return -(F.softmax(rewards, dim=0) * F.log_softmax(scores, dim=0)).sum()
+
+
+    def reduces_tokens_and_classes_at_once(logits, labels, w):
+        logp = logits.log_softmax(-1).gather(-1, labels[..., None])[..., 0]
+        return -(logp.sum(-1) * w).mean() + logits.log_softmax(-1).mean(dim=(1, 2)).sum()
+
+
     def reads_the_vocabulary_size(logits, labels):
         logp = logits.log_softmax(-1).gather(-1, labels[..., None])[..., 0]
         return -(logp.sum(-1) / logits.shape[-1]).mean()
@@ -138,6 +154,7 @@ def _profile(references, entry):
         ("orpo", ["logp"], {}),
         ("SimPOLoss", ["token_logps"], {}),
         ("kto_sigmoid", ["token_logps"], {"reference_logps": "B", "kl": "B", "desirable": "B"}),
+        ("listwise_ranking", ["logp"], {"rewards": "B"}),
     ],
 )
 def test_the_split_finds_the_statistics_and_the_shapes_of_the_sequence_inputs(references, entry, statistics, shapes):
@@ -149,7 +166,7 @@ def test_the_split_finds_the_statistics_and_the_shapes_of_the_sequence_inputs(re
     assert profile.math.loss.reduction == "none" and "def sequence_stage(" in profile.math.loss.sequence
     # The vocabulary stage streams the logits for the picked log-probability alone: a maximum, a sum and the pick.
     assert [s.reduce for s in profile.math.statistics] == ["max", "sum", "sum"]
-    assert "log_softmax" not in profile.math.loss.sequence  # nothing over the vocabulary is left to PyTorch
+    assert "logits" not in profile.math.loss.sequence  # nothing over the vocabulary is left to PyTorch
 
 
 def test_log_probabilities_beside_a_statistic_are_drawn_as_such(references):
@@ -194,14 +211,40 @@ def test_the_sequence_stage_on_the_statistics_is_the_reference(references, entry
     torch.testing.assert_close(got_grad, expected_grad)
 
 
+@pytest.mark.parametrize(
+    "entry, groups",
+    [("dpo_sigmoid", "pair"), ("GRPOLoss", "sequence"), ("orpo", "pair"), ("kto_sigmoid", "sequence")]
+    + [("listwise_ranking", "")],
+)
+def test_which_sequences_adjoints_read_each_other_is_found(references, entry, groups):
+    """A pair's adjoints read the pair's statistics alone (DPO, ORPO: i with i + B // 2; ORPO's token count is an
+    input's), a GRPO or KTO sequence's its own; a softmax over the batch's sequences reads all of them."""
+    assert _profile(references, entry).math.loss.sequence_groups == groups
+
+
 def test_what_a_loss_selects_by_is_a_boolean(references):
     """KTO's desirable/undesirable labels are the condition of a torch.where: drawn (and declared) as booleans."""
     dtypes = {t.name: t.dtype for t in _profile(references, "kto_sigmoid").inputs}
     assert dtypes == {"logits": "same", "labels": "int64", "reference_logps": "same", "kl": "same", "desirable": "bool"}
 
 
-def test_a_sequence_stage_that_reads_the_vocabulary_size_is_refused_with_its_line(references):
-    line = next(i for i, text in enumerate(REFERENCES.splitlines(), 1) if "logits.shape[-1]" in text)
-    written = re.escape("return -(logp.sum(-1) / logits.shape[-1]).mean()")
-    with pytest.raises(AnalyzeError, match=rf"stage_refs\.py:{line}: `{written}` reads a .*beyond its leading dims"):
-        analyze(f"{references}:reads_the_vocabulary_size")
+@pytest.mark.parametrize(
+    "entry, written, problem",
+    [
+        (
+            "reads_the_vocabulary_size",
+            "return -(logp.sum(-1) / logits.shape[-1]).mean()",
+            "reads a size of logits beyond its leading dims [B, T]",
+        ),
+        (
+            "reduces_tokens_and_classes_at_once",
+            "return -(logp.sum(-1) * w).mean() + logits.log_softmax(-1).mean(dim=(1, 2)).sum()",
+            "reduces the [B, T, V] logits to [B]; a statistic of the vocabulary holds one value per token",
+        ),
+    ],
+)
+def test_what_the_split_cannot_take_is_refused_with_its_line(references, entry, written, problem):
+    line = next(i for i, text in enumerate(REFERENCES.splitlines(), 1) if written in text)
+    with pytest.raises(AnalyzeError) as caught:
+        analyze(f"{references}:{entry}")
+    assert str(caught.value).startswith(f"{references}:{line}: `{written}` {problem}"), str(caught.value)

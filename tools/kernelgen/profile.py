@@ -278,12 +278,16 @@ class LossSpec:
     same way, without gradients. A mean over nothing (every row ignored) is 0. ``sequence``: the math after the
     per-token statistics as Python (``def sequence_stage(statistics..., inputs..., hyper-parameters...)`` returning
     the outputs), run by PyTorch on ``[B, T]`` and smaller tensors: ``math.outputs`` are then the statistics (one value
-    per token, ``reduction: none``), each differentiated through the adjoint autograd gives it."""
+    per token, ``reduction: none``), each differentiated through the adjoint autograd gives it. ``sequence_groups``:
+    which sequences' statistics the adjoints of one sequence's read, when the first output is one number: ``sequence``
+    (its own alone), ``pair`` (sequence i with i + B // 2, the first half of the batch chosen), empty (any: the whole
+    batch). A fused linear kernel forms a chunk's d(logits) in its forward when its chunks hold whole groups."""
 
     reduction: str = "mean"
     denominator: str = "1"
     choices: list[LossChoice] = field(default_factory=list)
     sequence: str = ""
+    sequence_groups: str = ""
 
 
 @dataclass
@@ -351,6 +355,8 @@ class Tiling:
 # a value per token, per sequence, per pair of sequences (the first half of the batch chosen), per chosen token, one
 # for the batch (KTO's KL baseline).
 SEQUENCE_SHAPES = ("B, T", "B", "B // 2", "B // 2, T", "1")
+# What the adjoints of one sequence's statistics read (``math.loss.sequence_groups``; empty: the whole batch).
+SEQUENCE_GROUPS = ("", "sequence", "pair")
 
 
 def shape_of(words: str, batch: int, tokens: int) -> tuple[int, ...]:
@@ -875,6 +881,8 @@ def _validate_loss(profile: KernelProfile, problems: list[str]) -> None:
 
 def _validate_sequence_stage(profile: KernelProfile, problems: list[str]) -> None:
     staged = profile.math.loss is not None and bool(profile.math.loss.sequence)
+    if profile.math.loss is not None and profile.math.loss.sequence_groups and not staged:
+        problems.append("math.loss.sequence_groups: only a loss with math.loss.sequence groups its sequences")
     for index, tensor in enumerate(profile.inputs):
         if not tensor.sequence_shape:
             continue
@@ -894,6 +902,10 @@ def _validate_sequence_stage(profile: KernelProfile, problems: list[str]) -> Non
         problems.append(f"math.loss.sequence: line {error.lineno}: {error.msg}")
     if profile.math.loss.reduction != "none":
         problems.append("math.loss.reduction: the per-token statistics of a sequence stage are not reduced ('none')")
+    if profile.math.loss.sequence_groups not in SEQUENCE_GROUPS:
+        problems.append(
+            f"math.loss.sequence_groups: {profile.math.loss.sequence_groups!r} is not one of {SEQUENCE_GROUPS}"
+        )
 
 
 def _validate_fused_linear(profile: KernelProfile, problems: list[str]) -> None:
@@ -1157,6 +1169,10 @@ def dump_yaml(profile: KernelProfile) -> str:
     for output, spec in zip(profile.outputs, data["outputs"]):
         if not per_row_output(profile, output.name):
             spec.pop("keepdim")
+    loss = (data.get("math") or {}).get("loss")
+    if loss and not loss.get("sequence"):  # a loss in one kernel: no sequence stage to describe
+        loss.pop("sequence", None)
+        loss.pop("sequence_groups", None)
     # Constructor links and mlp variants only where used: profiles without them read as before.
     for spec in data["inputs"]:
         for key in ("per_class", "per_row", "attribute", "broadcast", "sequence_shape"):

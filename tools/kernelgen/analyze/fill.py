@@ -295,6 +295,7 @@ def _fill_staged_loss(
     source, the inputs only it reads with their shapes, and the gradient formulas of the statistics."""
     profile.math = loss_profile_math(staged.vocabulary, lowered)
     profile.math.loss.sequence = staged.sequence_source
+    profile.math.loss.sequence_groups = staged.groups
     profile.outputs = [OutputSpec(name=name, keepdim=False) for name in staged.statistics]
     for tensor in profile.inputs:
         tensor.per_row = False

@@ -50,6 +50,7 @@ class StagedLoss:
     sequence_inputs: dict[str, str]  # inputs only the sequence stage reads -> their shape (SEQUENCE_SHAPES)
     log_probability_inputs: list[str]  # of those, what is subtracted from or added to a statistic's value
     conditions: list[str]  # of those, what the reference selects by (``torch.where(desirable, ...)``): booleans
+    groups: str = ""  # what one sequence's adjoints read (profile.SEQUENCE_GROUPS)
 
 
 class NoStagesError(AnalyzeError):
@@ -121,10 +122,20 @@ class _Largest(fx.Interpreter):
         return result
 
 
-def _error(traced: TracedReference, message: str, node: fx.Node) -> AnalyzeError:
+def _error(traced: TracedReference, message: str, node: fx.Node, kind: type = AnalyzeError) -> AnalyzeError:
     line = node_line(node)
     origin = traced.loaded.origin
-    return AnalyzeError(message, origin=f"{origin}:{line}" if line else origin)
+    return kind(message, origin=f"{origin}:{line}" if line else origin)
+
+
+def _in_words(shape: tuple[int, ...] | None) -> str:
+    """A probed shape in the words of the logits' dims (``[B]``, ``[B, V]``; a scalar: ``one value``)."""
+    if shape is None:
+        return "a value of unknown shape"
+    if not shape:
+        return "one value"
+    words = {_B: "B", _T: "T", _V: "V"}
+    return "[" + ", ".join(words.get(size, str(size)) for size in shape) + "]"
 
 
 def _line_text(traced: TracedReference, node: fx.Node) -> str:
@@ -165,10 +176,15 @@ def split_stages(traced: TracedReference) -> StagedLoss:
         elif shape in ((_B, _T), (_B, _T, 1)):
             frontier.append(_squeezed(node))
         else:
-            raise NoStagesError(
-                f"`{_line_text(traced, node)}` reduces the [B, T, V] logits to shape {list(shape or ())}; a statistic of the "
-                f"vocabulary holds one value per token ([B, T])",
-                origin=traced.loaded.origin,
+            # A reference written for [B, T, V] logits hears what the split needs; another one, the one kernel's
+            # refusal (the caller's).
+            refusal = AnalyzeError if traced.rank == 3 else NoStagesError
+            raise _error(
+                traced,
+                f"`{_line_text(traced, node)}` reduces the [B, T, V] logits to {_in_words(shape)}; a statistic of "
+                f"the vocabulary holds one value per token ([B, T]), which the math after it may reduce further",
+                node,
+                refusal,
             )
     returned = [a for a in next(n for n in graph.nodes if n.op == "output").all_input_nodes]
     for node in returned:
@@ -178,7 +194,13 @@ def split_stages(traced: TracedReference) -> StagedLoss:
             )
     if not frontier:
         raise NoStagesError("no per-token statistic of the logits found", origin=traced.loaded.origin)
-    names = [_statistic_name(traced, node, index) for index, node in enumerate(frontier)]
+    names: list[str] = []
+    taken = {*probe.names.values(), *(hp.name for hp in traced.hyperparameters)}
+    for index, node in enumerate(frontier):
+        name = base = _statistic_name(traced, node, index)
+        while name in taken or name in names:  # an input's name, or two statistics of one line
+            name = f"{base}_{len(names)}" if name == base else f"{name}_"
+        names.append(name)
     sequence, parameters = _sequence_graph(probe, frontier, names, over_vocabulary)
     vocabulary = _vocabulary_reference(traced, frontier, names)
     source = _function_source(sequence, "sequence_stage", traced)
@@ -197,7 +219,60 @@ def split_stages(traced: TracedReference) -> StagedLoss:
         conditions=[name for name in probe.conditions if name in sequence_inputs],
     )
     _check_against_the_reference(probe, staged, shapes)
+    staged.groups = _sequence_groups(probe, staged)
     return staged
+
+
+def _sequence_groups(probe: _Probe, staged: StagedLoss) -> str:
+    """Which sequences' statistics the adjoints of one sequence's depend on, found on random statistics of 4 and of
+    8 sequences: each its own (``sequence``), i with i + B // 2 (``pair``), or others too (empty). Only a loss of one
+    number has adjoints that do not wait for a grad_output."""
+    found = set()
+    for batch in (4, 8):
+        partner = [_partners(probe, staged, batch, j) for j in range(batch)]
+        if partner[0] is None:
+            return ""
+        if all(p == {j} for j, p in enumerate(partner)):
+            found.add("sequence")
+        elif all(p == {j, (j + batch // 2) % batch} for j, p in enumerate(partner)):
+            found.add("pair")
+        else:
+            return ""
+    return found.pop() if len(found) == 1 else ""
+
+
+def _partners(probe: _Probe, staged: StagedLoss, batch: int, moved: int) -> set[int] | None:
+    """The sequences whose statistics' adjoints change when sequence ``moved``'s statistics do (None: the first
+    output is not one number)."""
+    generator = torch.Generator().manual_seed(batch)
+    namespace: dict[str, Any] = {}
+    exec(compile("import torch\n" + staged.sequence_source, "<sequence stage>", "exec"), namespace)  # noqa: S102
+    known = {hp.name: hp.default for hp in probe.traced.hyperparameters}
+    known |= {name: torch.randint(0, _V, (batch, _T), generator=generator) for name in probe.traced.index_inputs}
+    for name, words in staged.sequence_inputs.items():
+        value = torch.rand(shape_of(words, batch, _T), generator=generator, dtype=torch.float64)
+        known[name] = value > 0.5 if name in staged.conditions else value + 0.5
+    statistics = [torch.randn(batch, _T, generator=generator, dtype=torch.float64) - 2 for _ in staged.statistics]
+
+    def adjoints(values):
+        leaves = [value.clone().requires_grad_() for value in values]
+        arguments = dict(known) | dict(zip(staged.statistics, leaves))
+        outputs = namespace["sequence_stage"](*(arguments[name] for name in staged.sequence_parameters))
+        loss = outputs[0] if isinstance(outputs, tuple) else outputs
+        if loss.dim() != 0:
+            return None
+        found = torch.autograd.grad(loss, leaves, allow_unused=True)
+        return torch.stack([torch.zeros(batch, _T, dtype=torch.float64) if g is None else g for g in found])
+
+    before = adjoints(statistics)
+    if before is None:
+        return None
+    moved_values = [value.clone() for value in statistics]
+    for value in moved_values:
+        value[moved] += torch.randn(_T, generator=generator, dtype=torch.float64) * 0.5
+    after = adjoints(moved_values)
+    changed = ~torch.isclose(after, before, rtol=1e-9, atol=1e-12, equal_nan=True)
+    return {moved} | {int(i) for i in changed.any(dim=2).any(dim=0).nonzero().flatten()}
 
 
 def _squeezed(node: fx.Node) -> fx.Node:
@@ -211,31 +286,30 @@ def _squeezed(node: fx.Node) -> fx.Node:
 
 
 def _statistic_name(traced: TracedReference, node: fx.Node, index: int) -> str:
-    """The name the reference gives a statistic (``per_token_logps = ...gather(...).squeeze(-1)`` names its gather
-    too), else one by the op."""
-    follow = node
-    while True:
-        assigned = _assigned(traced, follow)
-        if assigned:
-            return assigned
-        users = list(follow.users)
-        if len(users) != 1 or users[0].op != "call_method" or users[0].target not in ("squeeze", "float", "to"):
-            break
-        follow = users[0]
-    return f"{node.name}_{index}" if not node.name.startswith("statistic") else node.name
+    """The name the reference gives a statistic (``per_token_logps = ...gather(...).squeeze(-1)``); one part of a
+    line's value is named after it and the op (``entropy = -(p * logp).sum(-1)``: ``entropy_sum``), else the op."""
+    assigned = _assigned(traced, node)
+    if assigned is None:
+        return f"{node.name}_{index}"
+    operation = node.target if isinstance(node.target, str) else getattr(node.target, "__name__", "value")
+    return assigned if _final_of(node) is _assigned_node(node) else f"{assigned}_{operation}"
 
 
 def _assigned(traced: TracedReference, node: fx.Node) -> str | None:
+    """The name the line that made ``node`` assigns (``name = ...``), or None."""
     line = node_line(node)
-    if not line:
-        return None
     lines = traced.loaded.source.splitlines()
-    match = re.match(r"\s*([A-Za-z_]\w*)\s*=[^=]", lines[line - 1]) if line <= len(lines) else None
-    if match is None:
+    if not line or line > len(lines):
         return None
-    # Only when this node is the line's last op (the value the name takes).
+    match = re.match(r"\s*([A-Za-z_]\w*)\s*=[^=]", lines[line - 1])
+    return match.group(1) if match else None
+
+
+def _assigned_node(node: fx.Node) -> fx.Node | None:
+    """The last op of ``node``'s line: the value its name takes."""
+    line = node_line(node)
     later = [n for n in node.graph.nodes if node_line(n) == line and n.op != "output"]
-    return match.group(1) if later and later[-1] is _final_of(node) else None
+    return later[-1] if later else None
 
 
 def _final_of(node: fx.Node) -> fx.Node:

@@ -1,12 +1,15 @@
 """Views of a loss in two stages fused with the linear layer that makes its logits (``fused_linear.enabled`` on a
 profile with ``math.loss.sequence``): ``hidden @ weight.T + bias`` over chunks of rows, never the whole logits.
 
-The sequence stage may read statistics of the whole batch (ORPO's NLL divides by the chosen half's token count, a
-mean over sequences or pairs needs all of them), so the forward runs the statistics kernel chunk by chunk (one
-matmul per chunk, the logits freed after it), then the sequence stage on every token's statistics; the backward
-recomputes each chunk's logits once more and writes its d(logits) from the adjoints, which matmuls turn into
-d(hidden), d(weight) and d(bias). The cost of that exactness: one more ``[chunk, hidden] x [hidden, vocab]`` matmul
-per chunk than a loss whose gradient is known in the forward (four matmuls in all instead of three).
+Where the adjoints of a sequence's statistics read its own statistics alone, or its pair's
+(``math.loss.sequence_groups``: DPO, ORPO, SimPO, KTO, GRPO; a batch normalizer of inputs, such as ORPO's token count,
+is no statistic), each chunk holds whole groups and its d(logits) is formed in the forward while its logits are
+live: the sequence stage runs on the batch's statistics with the chunk's filled in (the others' adjoints are not
+read), and three matmuls per chunk give the logits, d(hidden) and d(weight); the backward scales them by grad_output.
+
+Otherwise (a sequence's adjoints read the whole batch's statistics, as a ranking over the batch does) the forward
+runs the statistics kernel chunk by chunk, then the sequence stage on every token's statistics; the backward
+recomputes each chunk's logits and writes its d(logits) from the adjoints: one matmul per chunk more (four in all).
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ class FusedStagedOpsView:
     weight: str
     bias: str
     signature_tensors: list[str]  # hidden, weight, then the loss's inputs after its logits
+    groups: str  # math.loss.sequence_groups: chunks of whole groups form d(logits) in the forward
     apply_returns: list[str]
     shapes: ShapeParams
     tol: dict[str, list[float]]
@@ -92,6 +96,7 @@ def fused_staged_views(profile: KernelProfile) -> KernelViews:
         weight=weight,
         bias=bias,
         signature_tensors=tensors,
+        groups=profile.math.loss.sequence_groups,
         apply_returns=[f"grad_{hidden}", f"grad_{weight}"]
         + ["None"] * len(others)
         + [f"grad_{bias}"]
