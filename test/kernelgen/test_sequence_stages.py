@@ -26,8 +26,11 @@ GENERATED = [
 ]
 # Of those, the ones whose fused linear kernel (fused_linear_NAME) the CPU suite generates too (each costs seconds of
 # the interpreter); the GPU checkout fuses all of them.
-# DPO's chunks hold whole pairs and form d(logits) in the forward; a ranking over the batch recomputes the logits in
+# The kernels the CPU suite generates and tests (the GPU checkout: all of them): ORPO, SimPO and KTO stream the same
+# statistic as DPO (their sequence stages are checked against their references below, without kernels). DPO's
+# fused chunks hold whole pairs and form d(logits) in the forward; a ranking over the batch recomputes the logits in
 # the backward (fused_staged.py).
+ON_CPU = ["dpo_sigmoid", "grpo_kl", "listwise_ranking"]
 FUSED_ON_CPU = ["dpo_sigmoid", "listwise_ranking"]
 
 REFERENCES = textwrap.dedent(
