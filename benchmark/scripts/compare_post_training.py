@@ -142,7 +142,9 @@ def main(argv=None) -> None:
     parser.add_argument("--vocab", type=int, default=128256)
     parser.add_argument("--providers", nargs="+", default=PROVIDERS)
     parser.add_argument("--csv", default=None, help="results CSV (default: the harness's)")
+    parser.add_argument("--device", default=DEVICE, help="cpu: a smoke run under TRITON_INTERPRET=1, tiny sizes")
     args = parser.parse_args(argv)
+    globals()["DEVICE"] = args.device
     up = None
     if args.upstream:
         sys.path.insert(0, args.helper_dir)
