@@ -23,15 +23,16 @@ GENERATED = [
     ("SimPOLoss", "simpo_margin"),
     ("kto_sigmoid", "kto_sigmoid"),
     ("listwise_ranking", "listwise_ranking"),
+    ("tempered_dpo", "tempered_dpo"),
 ]
 # Of those, the ones whose fused linear kernel (fused_linear_NAME) the CPU suite generates too (each costs seconds of
 # the interpreter); the GPU checkout fuses all of them.
 # The kernels the CPU suite generates and tests (the GPU checkout: all of them): ORPO, SimPO and KTO stream the same
-# statistic as DPO (their sequence stages are checked against their references below, without kernels). DPO's
-# fused chunks hold whole pairs and form d(logits) in the forward; a ranking over the batch recomputes the logits in
-# the backward (fused_staged.py).
-ON_CPU = ["dpo_sigmoid", "grpo_kl", "listwise_ranking"]
-FUSED_ON_CPU = ["dpo_sigmoid", "listwise_ranking"]
+# statistic as DPO (their sequence stages are checked against their references below, without kernels). A tempered
+# DPO's fused chunks hold whole pairs and form d(logits) in the forward (its temperature a kernel argument, its
+# unmasked sums adjoints that autograd expands); a ranking over the batch recomputes the logits in the backward.
+ON_CPU = ["dpo_sigmoid", "grpo_kl", "listwise_ranking", "tempered_dpo"]
+FUSED_ON_CPU = ["tempered_dpo", "listwise_ranking"]
 
 REFERENCES = textwrap.dedent(
     """
@@ -117,6 +118,13 @@ REFERENCES = textwrap.dedent(
         return -(F.softmax(rewards, dim=0) * F.log_softmax(scores, dim=0)).sum()
 
 
+    def tempered_dpo(logits, labels, ref_chosen, ref_rejected, beta: float = 0.1, temperature: float = 0.7):
+        # DPO on logits sampled at a temperature, every token a completion's
+        logp = (logits / temperature).log_softmax(-1).gather(-1, labels.unsqueeze(-1)).squeeze(-1).sum(-1)
+        chosen, rejected = logp.chunk(2)
+        return -F.logsigmoid(beta * ((chosen - ref_chosen) - (rejected - ref_rejected))).mean()
+
+
     def reduces_tokens_and_classes_at_once(logits, labels, w):
         logp = logits.log_softmax(-1).gather(-1, labels[..., None])[..., 0]
         return -(logp.sum(-1) * w).mean() + logits.log_softmax(-1).mean(dim=(1, 2)).sum()
@@ -182,7 +190,8 @@ def test_log_probabilities_beside_a_statistic_are_drawn_as_such(references):
     }
 
 
-@pytest.mark.parametrize("entry", [entry for entry, _ in GENERATED])
+# Their statistic is the picked log-probability of the logits as they are (tempered_dpo's: of logits / temperature).
+@pytest.mark.parametrize("entry", [entry for entry, _ in GENERATED if entry != "tempered_dpo"])
 def test_the_sequence_stage_on_the_statistics_is_the_reference(references, entry):
     """On other shapes than the analysis probed (B 6, T 7), in float64: the profile's sequence stage applied to
     torch's own per-token log-probabilities gives the reference's loss and, through autograd, its gradient."""
@@ -217,7 +226,7 @@ def test_the_sequence_stage_on_the_statistics_is_the_reference(references, entry
 @pytest.mark.parametrize(
     "entry, groups",
     [("dpo_sigmoid", "pair"), ("GRPOLoss", "sequence"), ("orpo", "pair"), ("kto_sigmoid", "sequence")]
-    + [("listwise_ranking", "")],
+    + [("listwise_ranking", ""), ("tempered_dpo", "pair")],
 )
 def test_which_sequences_adjoints_read_each_other_is_found(references, entry, groups):
     """A pair's adjoints read the pair's statistics alone (DPO, ORPO: i with i + B // 2; ORPO's token count is an

@@ -50,6 +50,10 @@ class StagedLossOpsView:
     num_warps: int | None
 
 
+def _words(lines: list[str]) -> set[str]:
+    return set(re.findall(r"\b\w+\b", " ".join(lines)))
+
+
 def is_staged(profile: KernelProfile) -> bool:
     return profile.tier == 3 and profile.math.loss is not None and bool(profile.math.loss.sequence)
 
@@ -70,7 +74,7 @@ def staged_loss_ops(
     kernel_inputs = [t for t in profile.inputs if not t.sequence_shape]
     logits = next(t.name for t in kernel_inputs if t.dtype != "int64" and not t.per_row)
     running = {match.group(1) for line in math.init if (match := _ASSIGNED.match(line))}
-    read = set(re.findall(r"\b\w+\b", " ".join(math.adjoints + math.gradient)))
+    read = _words(math.adjoints + math.gradient)
     source = profile.math.loss.sequence
     statements = math.init + [line for lines in math.passes for line in lines] + math.outputs_block + math.gradient
     index_inputs = [t.name for t in profile.inputs if t.dtype == "int64"]
@@ -78,7 +82,9 @@ def staged_loss_ops(
         logits=logits,
         row_inputs=[t.name for t in kernel_inputs if t.dtype == "int64"],
         row_values=[t.name for t in kernel_inputs if t.per_row],
-        kernel_hypers=list(profile.formula_hyperparameters),
+        # Only the hyper-parameters the statistics or their gradient read (a temperature); the rest are the
+        # sequence stage's.
+        kernel_hypers=[name for name in profile.formula_hyperparameters if name in _words(statements + math.adjoints)],
         statistics=[t.name for t in profile.outputs],
         saved=sorted(running & read),
         init=math.init,
