@@ -130,6 +130,12 @@ REFERENCES = textwrap.dedent(
         return -(logp.sum(-1) * w).mean() + logits.log_softmax(-1).mean(dim=(1, 2)).sum()
 
 
+    def dpo_of_two_tensors(chosen_logits, rejected_logits, chosen_labels, rejected_labels, ref_chosen, ref_rejected):
+        chosen = chosen_logits.log_softmax(-1).gather(-1, chosen_labels[..., None])[..., 0].sum(-1)
+        rejected = rejected_logits.log_softmax(-1).gather(-1, rejected_labels[..., None])[..., 0].sum(-1)
+        return -F.logsigmoid(0.1 * ((chosen - ref_chosen) - (rejected - ref_rejected))).mean()
+
+
     def reads_the_vocabulary_size(logits, labels):
         logp = logits.log_softmax(-1).gather(-1, labels[..., None])[..., 0]
         return -(logp.sum(-1) / logits.shape[-1]).mean()
@@ -253,10 +259,22 @@ def test_what_a_loss_selects_by_is_a_boolean(references):
             "return -(logp.sum(-1) * w).mean() + logits.log_softmax(-1).mean(dim=(1, 2)).sum()",
             "reduces the [B, T, V] logits to [B]; a statistic of the vocabulary holds one value per token",
         ),
+        (
+            "dpo_of_two_tensors",
+            "rejected = rejected_logits.log_softmax(-1).gather(-1, rejected_labels[..., None])[..., 0].sum(-1)",
+            "",  # the line is quoted after the input's name
+        ),
     ],
 )
 def test_what_the_split_cannot_take_is_refused_with_its_line(references, entry, written, problem):
     line = next(i for i, text in enumerate(REFERENCES.splitlines(), 1) if written in text)
     with pytest.raises(AnalyzeError) as caught:
         analyze(f"{references}:{entry}")
-    assert str(caught.value).startswith(f"{references}:{line}: `{written}` {problem}"), str(caught.value)
+    message = str(caught.value)
+    if problem:
+        assert message.startswith(f"{references}:{line}: `{written}` {problem}"), message
+    else:
+        expected = (
+            f"{references}:{line}: rejected_logits is a second [B, T, V] input beside chosen_logits (`{written}`)"
+        )
+        assert message.startswith(expected) and "chosen and rejected as one batch" in message, message

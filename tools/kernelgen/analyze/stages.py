@@ -39,6 +39,10 @@ from tools.kernelgen.profile import shape_of
 # Example sizes of the probe: all different, so a broadcast of a wrong guess fails; B even for halves of a batch.
 _B, _T, _V = 4, 5, 11
 _META = {"size", "dim", "shape"}
+# The shapes the probe tries: a second [B, T, V] input too, to name it in the refusal (chosen and rejected logits as
+# two tensors).
+_LOGITS = "B, T, V"
+_PROBED = (*SEQUENCE_SHAPES, _LOGITS)
 
 
 @dataclass
@@ -88,7 +92,7 @@ class _Probe:
     def draw(self, shapes: dict[str, str], generator: torch.Generator) -> dict[str, torch.Tensor]:
         values = {}
         for name in self.floats:
-            value = torch.rand(shape_of(shapes[name], _B, _T), generator=generator)
+            value = torch.rand(_probe_shape(shapes[name]), generator=generator)
             values[name] = value > 0.5 if name in self.conditions else value + 0.5
         return values
 
@@ -96,7 +100,7 @@ class _Probe:
         """The shape of each float input after the first, the fewest of them away from ``[B, T]``."""
         for count in range(len(self.floats) + 1):
             for moved in itertools.combinations(self.floats, count):
-                for choice in itertools.product(SEQUENCE_SHAPES[1:], repeat=count):
+                for choice in itertools.product(_PROBED[1:], repeat=count):
                     shapes = dict.fromkeys(self.floats, SEQUENCE_SHAPES[0]) | dict(zip(moved, choice))
                     try:
                         self.run(shapes)
@@ -108,6 +112,10 @@ class _Probe:
             f"([B, T], [B] or [B // 2] of [B, T, V] logits)",
             origin=self.traced.loaded.origin,
         )
+
+
+def _probe_shape(words: str) -> tuple[int, ...]:
+    return (_B, _T, _V) if words == _LOGITS else shape_of(words, _B, _T)
 
 
 class _Largest(fx.Interpreter):
@@ -160,6 +168,15 @@ def split_stages(traced: TracedReference) -> StagedLoss:
     """The two stages of ``traced`` (see the module docstring); refuses with the op and its line what neither takes."""
     probe = _Probe(traced)
     shapes = probe.shapes()
+    second = [name for name, words in shapes.items() if words == _LOGITS]
+    if second:
+        node = next(n for n in probe.placeholders if probe.names[n] == second[0])
+        raise _error(
+            traced,
+            f"{second[0]} is a second [B, T, V] input beside {traced.tensor_inputs[0]} (`{_line_text(traced, next(iter(node.users)))}`); "
+            f"a loss in two stages streams one logits tensor (chosen and rejected as one batch, the first half chosen)",
+            next(iter(node.users)),
+        )
     probe.run(shapes, record=True)
     graph = probe.graph
     over_vocabulary: set[fx.Node] = {probe.logits}
