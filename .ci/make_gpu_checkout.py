@@ -7,9 +7,10 @@ with class weights as NAME_gen (``test_class_weights.WEIGHTED_STYLES``: F.cross_
 gather with its fused linear kernel, a module buffer), the three example profiles as NAME_ex (the round trips of
 issue 4), the element-wise references of issue 16's performance table (benchmark/references/) as NAME_ref, the
 references with broadcast inputs of issue 42 (test/kernelgen/fixtures/broadcast/) as NAME_bc, its GroupNorms
-(test/kernelgen/fixtures/groups/) as NAME_grp and PolyNorm (test/kernelgen/fixtures/norms/) as NAME_gen, the index-map references
-of issue 42 (``test_index_maps.GENERATED``) as NAME_map, the per-row losses of issue 44 (``test_per_row_inputs``) under
-their test's names, and with
+(test/kernelgen/fixtures/groups/) as NAME_grp and PolyNorm (test/kernelgen/fixtures/norms/) as NAME_gen, the index-map
+references of issue 42 (``test_index_maps.GENERATED``) as NAME_map, the per-row losses of issue 44
+(``test_per_row_inputs``) and its losses in two stages (``test_sequence_stages``: DPO, GRPO with a KL penalty, ...)
+under their test's names, and with
 ``--tiling-variants`` copies of rms_norm, layer_norm, softmax, cross_entropy and kl_div under other launch
 settings (``NAME_tv_...``) for a tiling sweep.
 """
@@ -31,6 +32,8 @@ from test.kernelgen.test_index_maps import GENERATED as INDEX_MAPS  # noqa: E402
 from test.kernelgen.test_losses import TIER3_BUILTINS  # noqa: E402
 from test.kernelgen.test_per_row_inputs import GENERATED as PER_ROW_LOSSES  # noqa: E402
 from test.kernelgen.test_per_row_inputs import REFERENCES as PER_ROW_REFERENCES  # noqa: E402
+from test.kernelgen.test_sequence_stages import GENERATED as STAGED_LOSSES  # noqa: E402
+from test.kernelgen.test_sequence_stages import REFERENCES as STAGED_REFERENCES  # noqa: E402
 from tools.kernelgen.analyze import analyze  # noqa: E402
 from tools.kernelgen.generate import plan_new  # noqa: E402
 from tools.kernelgen.profile import load_profile  # noqa: E402
@@ -102,6 +105,11 @@ def main() -> None:
     per_row = destination / "per_row_losses.py"
     per_row.write_text(PER_ROW_REFERENCES)
     profiles += [analyze(f"{per_row}:{entry}", name=name) for entry, name in PER_ROW_LOSSES]
+    staged = destination / "staged_losses.py"
+    staged.write_text(STAGED_REFERENCES)
+    for entry, name in STAGED_LOSSES:
+        profiles.append(analyze(f"{staged}:{entry}", name=name))
+        profiles[-1].fused_linear.enabled = True  # and fused_linear_NAME beside it
     profiles += [
         load_profile(EXAMPLES / f"{e}.yaml").renamed(f"{e}_ex") for e in ("swiglu", "rms_norm", "cross_entropy")
     ]

@@ -28,6 +28,11 @@ from test.kernelgen.test_losses import STYLES
 from test.kernelgen.test_losses import TIER3_BUILTINS
 from test.kernelgen.test_per_row_inputs import GENERATED as PER_ROW_KERNELS
 from test.kernelgen.test_per_row_inputs import REFERENCES as PER_ROW_REFERENCES
+from test.kernelgen.test_sequence_stages import FUSED_ON_CPU as STAGED_FUSED_ON_CPU
+from test.kernelgen.test_sequence_stages import GENERATED as STAGED_KERNELS
+from test.kernelgen.test_sequence_stages import ON_CPU
+from test.kernelgen.test_sequence_stages import REFERENCES as STAGED_REFERENCES
+from tools.kernelgen import smoke
 from tools.kernelgen.analyze import analyze
 from tools.kernelgen.generate import plan_new
 from tools.kernelgen.layout import kernel_paths
@@ -110,6 +115,14 @@ def generated_checkout(tmp_path_factory):
     # Per-row inputs (GRPO's old log-probabilities and advantages, a reference model's log-probabilities, a mask).
     (root / "per_row.py").write_text(PER_ROW_REFERENCES)
     profiles += [analyze(f"{root / 'per_row.py'}:{entry}", name=name) for entry, name in PER_ROW_KERNELS]
+    # Losses in two stages (DPO, GRPO with its KL penalty): per-token statistics, then PyTorch over sequences.
+    (root / "staged.py").write_text(STAGED_REFERENCES)
+    profiles += [
+        analyze(f"{root / 'staged.py'}:{entry}", name=name) for entry, name in STAGED_KERNELS if name in ON_CPU
+    ]
+    for profile in profiles[-len(ON_CPU) :]:
+        # and fused_linear_NAME beside them: hidden states and the lm_head weight in, logits one chunk at a time
+        profile.fused_linear.enabled = profile.operation_name in STAGED_FUSED_ON_CPU
     for profile in profiles:
         assert profile.tier == 3 and profile.math.statistics, profile.operation_name
         write_all(root, plan_new(LigerRepo.open(root), profile).changes)
@@ -127,7 +140,8 @@ def test_generated_losses_run_under_the_interpreter(generated_checkout):
 
 def test_generated_losses_match_torch_autograd(generated_checkout):
     root, names = generated_checkout
-    assert_generated_tests_pass(root, names, at_least_per_kernel=8)
+    fused = [f"fused_linear_{name}" for name in STAGED_FUSED_ON_CPU]  # losses in two stages with their lm_head
+    assert_generated_tests_pass(root, names + fused, at_least_per_kernel=8)
 
 
 def test_a_per_row_input_is_read_once_per_row(generated_checkout):
@@ -171,8 +185,13 @@ def test_generated_loss_kernels_compile_for_the_h200_in_seconds(generated_checko
     # The checkout has a test package of its own: the helper travels as source.
     code = (Path(__file__).parent / "sm90.py").read_text() + "\nimport sys, importlib\n"
     code += "for name in sys.argv[1:]:\n"
-    code += "    kernel = getattr(importlib.import_module(f'liger_kernel.ops.{name}'), f'_{name}_forward_kernel')\n"
+    code += "    module = importlib.import_module(f'liger_kernel.ops.{name}')\n"
+    code += "    kernel = getattr(module, f'_{name}_forward_kernel')\n"
     code += "    print(name, round(compile_for_sm90(kernel, {'n_cols': 128256, 'BLOCK_SIZE': 16384}, 16), 1))\n"
+    # A loss in two stages writes d logits in a kernel of its own (the adjoints come after the forward).
+    code += "    if hasattr(module, f'_{name}_backward_kernel'):\n"
+    code += "        kernel = getattr(module, f'_{name}_backward_kernel')\n"
+    code += "        print(f'{name}:backward', round(compile_for_sm90(kernel, {'n_cols': 128256, 'BLOCK_SIZE': 16384}, 16), 1))\n"
     result = subprocess.run(
         [sys.executable, "-c", code, *names],
         cwd=root,
@@ -183,7 +202,8 @@ def test_generated_loss_kernels_compile_for_the_h200_in_seconds(generated_checko
     )
     assert result.returncode == 0, result.stderr[-3000:]
     seconds = dict(line.split() for line in result.stdout.splitlines())
-    assert set(seconds) == set(names)
+    staged = {f"{name}:backward" for name in ON_CPU}
+    assert set(seconds) == set(names) | staged
     slow = {name: s for name, s in seconds.items() if float(s) > 30}
     assert not slow, f"compiling for sm_90 took over 30 s: {slow}"
 
@@ -236,3 +256,16 @@ def test_a_mean_per_batch_divides_by_size_0_of_inputs_with_more_dims(generated_c
     ours.backward()
     torch.testing.assert_close(ours.double(), expected, rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(ours_input.grad.double(), expected_input.grad, rtol=1e-4, atol=1e-6)
+
+
+def test_the_smoke_run_of_new_draws_a_staged_loss_inputs_in_their_own_shapes(generated_checkout):
+    """`new` runs a generated kernel once on a tiny input before writing it: a loss in two stages gets [B, T, V]
+    logits and its per-sequence inputs (DPO's reference log-probabilities per pair, KTO's boolean labels) in the
+    shapes the analysis found, and matches its reference there."""
+    root, _ = generated_checkout
+    profile = analyze(f"{root / 'staged.py'}:dpo_sigmoid", name="dpo_sigmoid")
+    inputs, _ = smoke._inputs(profile, torch.Generator().manual_seed(0))
+    assert [tuple(x.shape) for x in inputs] == [(4, 3, smoke.LOSS_COLS), (4, 3), (2,), (2,)]
+    smoke._compare(profile, import_generated_ops(root, "dpo_sigmoid").LigerDpoSigmoidFunction)
+    kto = analyze(f"{root / 'staged.py'}:kto_sigmoid")
+    assert smoke._inputs(kto, torch.Generator().manual_seed(0))[0][-1].dtype == torch.bool  # desirable

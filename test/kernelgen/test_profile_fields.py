@@ -286,6 +286,14 @@ EDITS = {
     "inputs[].per_row": ("cross_entropy", _set("inputs.0.per_row", True), "validation"),
     "inputs[].attribute": ("weighted_cross_entropy", _set("inputs.2.attribute", ""), "files"),
     "inputs[].broadcast": ("swiglu", _set("inputs.1.broadcast", "*"), "files"),
+    # Read by a loss in two stages alone (test_sequence_stages.py generates them): elsewhere refused.
+    "inputs[].sequence_shape": ("cross_entropy", _set("inputs.0.sequence_shape", "B"), "validation"),
+    "math.loss.sequence": (
+        "cross_entropy",
+        _set("math.loss.sequence", "def sequence_stage(loss):\n    return loss.mean()\n"),
+        "validation",
+    ),
+    "math.loss.sequence_groups": ("cross_entropy", _set("math.loss.sequence_groups", "pair"), "validation"),
     "math.loss.reduction": ("cross_entropy", _set_reduction_sum, "files"),
     "math.loss.denominator": ("cross_entropy", _set("math.loss.denominator", "1"), "files"),
     "math.loss.choices[].value": ("kl_div", _set("math.loss.choices.0.value", "per_row"), "validation"),

@@ -164,7 +164,8 @@ def _derive_rows(statistics, formulas, inputs, constants, parameters, hyperparam
 
 def loss_math(profile: KernelProfile, source: str | None = None) -> LossMath:
     """The tier-3 chunked forward (gradient included) derived from the formulas (see ``synth/losses.py``)."""
-    element = [t for t in profile.inputs if t.dtype != "int64" and not t.per_row]
+    kernel_inputs = [t for t in profile.inputs if not t.sequence_shape]  # the others only the sequence stage reads
+    element = [t for t in kernel_inputs if t.dtype != "int64" and not t.per_row]
     statistics = tuple((s.name, s.reduce, s.of) for s in profile.math.statistics)
     try:
         return _derive_loss(
@@ -172,11 +173,12 @@ def loss_math(profile: KernelProfile, source: str | None = None) -> LossMath:
             tuple(profile.math.outputs.items()),
             tuple(t.name for t in element if t.requires_grad),
             tuple(t.name for t in element if not t.requires_grad),
-            tuple(t.name for t in profile.inputs if t.dtype == "int64"),
+            tuple(t.name for t in kernel_inputs if t.dtype == "int64"),
             tuple(profile.formula_hyperparameters),
             tuple(hp.name for hp in profile.hyperparameters if hp.type == "int"),
             tuple(t.name for t in element if t.per_class),
-            tuple(t.name for t in profile.inputs if t.per_row),
+            tuple(t.name for t in kernel_inputs if t.per_row),
+            staged=bool(profile.math.loss and profile.math.loss.sequence),
         )
     except _FormulaError as error:
         raise ProfileError(_where(profile, source), [str(error)]) from None
@@ -184,7 +186,16 @@ def loss_math(profile: KernelProfile, source: str | None = None) -> LossMath:
 
 @functools.lru_cache(maxsize=DERIVATIONS_KEPT)
 def _derive_loss(
-    statistics, formulas, inputs, constants, row_inputs, hyperparameters, integers, class_inputs=(), row_values=()
+    statistics,
+    formulas,
+    inputs,
+    constants,
+    row_inputs,
+    hyperparameters,
+    integers,
+    class_inputs=(),
+    row_values=(),
+    staged=False,
 ) -> LossMath:
     names = [*inputs, *constants, *row_inputs, *row_values, *hyperparameters, COL, N_COLS]
     parsed, outputs = _parse_program(statistics, formulas, names)
@@ -199,6 +210,7 @@ def _derive_loss(
             list(integers),
             list(class_inputs),
             list(row_values),
+            staged=staged,
         )
     except RowProgramError as error:
         raise _FormulaError(f"math: {error}") from None

@@ -134,7 +134,9 @@ class TensorSpec:
     instead of passing it to forward. ``broadcast`` (tiers 1 and 2, not the first input): its shape against the
     first input's, aligned at the last dim as torch broadcasts: ``*`` a dim of the first input's size, ``1`` a
     broadcast one, a leading ``...`` every dim of the first input before them (``* 1 *``: one row per sequence of
-    ``[batch, seq, hidden]``; ``*``: ``[hidden]``; ``... 1``: one value per row); empty: the first input's shape."""
+    ``[batch, seq, hidden]``; ``*``: ``[hidden]``; ``... 1``: one value per row); empty: the first input's shape. ``sequence_shape`` (tier 3 with ``math.loss.sequence``): an input only the sequence stage
+    reads, its shape in the leading dims ``B, T`` of ``[B, T, V]`` logits (``B, T`` a value per token, ``B`` per
+    sequence, ``B // 2`` per pair of sequences whose first half is chosen); it takes no gradient."""
 
     name: str
     dtype: str = "same"
@@ -144,6 +146,7 @@ class TensorSpec:
     per_row: bool = False
     attribute: str = ""
     broadcast: str = ""
+    sequence_shape: str = ""
     description: str = ""
 
 
@@ -274,11 +277,19 @@ class LossSpec:
     rows, ``target != ignore_index`` over the rows that count, ``n_cols`` over every element), ``sum``, ``none`` (one
     value per row), or the name of a ``str`` hyper-parameter that picks one per call (its values are reductions by
     name, or listed in ``choices``). The first output is the loss; the others are returned beside it, reduced the
-    same way, without gradients. A mean over nothing (every row ignored) is 0."""
+    same way, without gradients. A mean over nothing (every row ignored) is 0. ``sequence``: the math after the
+    per-token statistics as Python (``def sequence_stage(statistics..., inputs..., hyper-parameters...)`` returning
+    the outputs), run by PyTorch on ``[B, T]`` and smaller tensors: ``math.outputs`` are then the statistics (one value
+    per token, ``reduction: none``), each differentiated through the adjoint autograd gives it. ``sequence_groups``:
+    which sequences' statistics the adjoints of one sequence's read, when the first output is one number: ``sequence``
+    (its own alone), ``pair`` (sequence i with i + B // 2, the first half of the batch chosen), empty (any: the whole
+    batch). A fused linear kernel forms a chunk's d(logits) in its forward when its chunks hold whole groups."""
 
     reduction: str = "mean"
     denominator: str = "1"
     choices: list[LossChoice] = field(default_factory=list)
+    sequence: str = ""
+    sequence_groups: str = ""
 
 
 @dataclass
@@ -344,6 +355,19 @@ class Tiling:
     backward_num_warps: int | None = None
     forward_math: str | None = None
     backward_math: str | None = None
+
+
+# The shapes an input only a loss's sequence stage reads may have, in words of the [B, T, V] logits' leading dims:
+# a value per token, per sequence, per pair of sequences (the first half of the batch chosen), per chosen token, one
+# for the batch (KTO's KL baseline).
+SEQUENCE_SHAPES = ("B, T", "B", "B // 2", "B // 2, T", "1")
+# What the adjoints of one sequence's statistics read (``math.loss.sequence_groups``; empty: the whole batch).
+SEQUENCE_GROUPS = ("", "sequence", "pair")
+
+
+def shape_of(words: str, batch: int, tokens: int) -> tuple[int, ...]:
+    """A shape of ``SEQUENCE_SHAPES`` at ``batch`` sequences of ``tokens`` tokens."""
+    return tuple(eval(part, {}, {"B": batch, "T": tokens}) for part in words.split(","))  # noqa: S307 - own words
 
 
 # The tiling fields each ops template reads, with their defaults (from measured sweeps on an H200).
@@ -811,11 +835,17 @@ def _validate_backend(profile: KernelProfile, problems: list[str]) -> None:
 def _validate_loss(profile: KernelProfile, problems: list[str]) -> None:
     if profile.module.kind != "loss":
         problems.append(f"module.kind: {profile.module.kind!r} with tier 3: a loss needs the 'loss' module")
-    if not any(t.dtype == "same" and not t.per_class and not t.per_row for t in profile.inputs):
+    _validate_sequence_stage(profile, problems)
+    if not any(
+        t.dtype == "same" and not t.per_class and not t.per_row and not t.sequence_shape for t in profile.inputs
+    ):
         problems.append("inputs: tier 3 needs a per-element input (the logits or a distribution)")
     for index, tensor in enumerate(profile.inputs):
-        if tensor.dtype not in ("same", "int64"):
-            problems.append(f"inputs[{index}].dtype: {tensor.dtype!r}: tier 3 takes rows ('same') and class indices")
+        if tensor.dtype not in ("same", "int64") and not (tensor.dtype == "bool" and tensor.sequence_shape):
+            problems.append(
+                f"inputs[{index}].dtype: {tensor.dtype!r}: tier 3 takes rows ('same'), class indices and, read by the "
+                f"sequence stage alone, booleans"
+            )
         if tensor.dtype == "int64" and tensor.requires_grad:
             problems.append(f"inputs[{index}].requires_grad: class indices have no gradient")
         if tensor.per_class and tensor.dtype != "same":
@@ -882,6 +912,35 @@ def _validate_loss(profile: KernelProfile, problems: list[str]) -> None:
     _check_formula(problems, "math.loss.denominator", loss.denominator, row_names)
 
 
+def _validate_sequence_stage(profile: KernelProfile, problems: list[str]) -> None:
+    staged = profile.math.loss is not None and bool(profile.math.loss.sequence)
+    if profile.math.loss is not None and profile.math.loss.sequence_groups and not staged:
+        problems.append("math.loss.sequence_groups: only a loss with math.loss.sequence groups its sequences")
+    for index, tensor in enumerate(profile.inputs):
+        if not tensor.sequence_shape:
+            continue
+        if not staged:
+            problems.append(f"inputs[{index}].sequence_shape: only a loss with math.loss.sequence reads such inputs")
+        elif tensor.sequence_shape not in SEQUENCE_SHAPES:
+            problems.append(
+                f"inputs[{index}].sequence_shape: {tensor.sequence_shape!r} is not one of {SEQUENCE_SHAPES}"
+            )
+        if tensor.requires_grad or tensor.per_row or tensor.per_class:
+            problems.append(f"inputs[{index}].sequence_shape: such an input takes no gradient and is no per-row input")
+    if not staged:
+        return
+    try:
+        compile(profile.math.loss.sequence, "math.loss.sequence", "exec")
+    except SyntaxError as error:
+        problems.append(f"math.loss.sequence: line {error.lineno}: {error.msg}")
+    if profile.math.loss.reduction != "none":
+        problems.append("math.loss.reduction: the per-token statistics of a sequence stage are not reduced ('none')")
+    if profile.math.loss.sequence_groups not in SEQUENCE_GROUPS:
+        problems.append(
+            f"math.loss.sequence_groups: {profile.math.loss.sequence_groups!r} is not one of {SEQUENCE_GROUPS}"
+        )
+
+
 def _validate_fused_linear(profile: KernelProfile, problems: list[str]) -> None:
     fused = profile.fused_linear
     if not fused.enabled:
@@ -904,7 +963,11 @@ def _validate_fused_linear(profile: KernelProfile, problems: list[str]) -> None:
     bounded = [
         t.name
         for t in profile.inputs
-        if t.dtype != "int64" and not t.per_class and not t.per_row and t.domain not in ("", "real")
+        if t.dtype != "int64"
+        and not t.per_class
+        and not t.per_row
+        and not t.sequence_shape
+        and t.domain not in ("", "real")
     ]
     if bounded:
         problems.append(
@@ -912,7 +975,7 @@ def _validate_fused_linear(profile: KernelProfile, problems: list[str]) -> None:
             f"{next(t.domain for t in profile.inputs if t.name == bounded[0])}"
         )
     loss = profile.math.loss
-    if loss is not None and loss.reduction == "none":
+    if loss is not None and loss.reduction == "none" and not loss.sequence:
         problems.append(
             "fused_linear.enabled: a loss reduced per row ('none') has no fused linear form (the weight's gradient "
             "sums over rows before any per-row grad_output is known)"
@@ -1139,9 +1202,13 @@ def dump_yaml(profile: KernelProfile) -> str:
     for output, spec in zip(profile.outputs, data["outputs"]):
         if not per_row_output(profile, output.name):
             spec.pop("keepdim")
+    loss = (data.get("math") or {}).get("loss")
+    if loss and not loss.get("sequence"):  # a loss in one kernel: no sequence stage to describe
+        loss.pop("sequence", None)
+        loss.pop("sequence_groups", None)
     # Constructor links and mlp variants only where used: profiles without them read as before.
     for spec in data["inputs"]:
-        for key in ("per_class", "per_row", "attribute", "broadcast"):
+        for key in ("per_class", "per_row", "attribute", "broadcast", "sequence_shape"):
             if not spec[key]:
                 spec.pop(key)
     for spec in data["parameters"]:

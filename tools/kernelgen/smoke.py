@@ -25,6 +25,7 @@ from tools.kernelgen.broadcast import first_input_dims
 from tools.kernelgen.broadcast import shape_for
 from tools.kernelgen.profile import KernelProfile
 from tools.kernelgen.profile import group_count
+from tools.kernelgen.profile import shape_of
 from tools.kernelgen.scratch import changed_library_modules
 from tools.kernelgen.scratch import library_imports_from
 from tools.kernelgen.scratch import stage_checkout
@@ -107,6 +108,8 @@ def _module_file(src: Path, module: str) -> Path:
 
 def _inputs(profile: KernelProfile, generator: torch.Generator) -> tuple[list[torch.Tensor], int]:
     cols = LOSS_COLS if profile.tier == 3 else COLS
+    if any(spec.sequence_shape for spec in profile.inputs):
+        return _sequence_inputs(profile, generator), cols
     if profile.math.lanes is not None:  # rows of whole lanes, each COLS long
         cols *= profile.math.lanes.count
     scale = float(profile.test.input_scale)
@@ -135,6 +138,22 @@ def _inputs(profile: KernelProfile, generator: torch.Generator) -> tuple[list[to
             value = torch.randn(shape, generator=generator) * scale
         drawn.append(value)
     return drawn, cols
+
+
+def _sequence_inputs(profile: KernelProfile, generator: torch.Generator) -> list[torch.Tensor]:
+    """A loss in two stages: [B, T, V] logits of two pairs of sequences, class indices per token, and the inputs
+    only its sequence stage reads in their own shapes (``sequence_shape``)."""
+    batch, tokens = 4, ROWS
+    drawn = []
+    for spec in profile.inputs:
+        if spec.dtype == "int64":
+            drawn.append(torch.randint(0, LOSS_COLS, (batch, tokens), generator=generator))
+        elif spec.sequence_shape:
+            value = torch.randn(shape_of(spec.sequence_shape, batch, tokens), generator=generator)
+            drawn.append(value > 0 if spec.dtype == "bool" else value)
+        else:
+            drawn.append(torch.randn(batch, tokens, LOSS_COLS, generator=generator))
+    return drawn
 
 
 def _compare(profile: KernelProfile, function) -> None:

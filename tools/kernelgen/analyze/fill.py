@@ -22,12 +22,16 @@ from tools.kernelgen.analyze.formulas import profile_math
 from tools.kernelgen.analyze.formulas import written_formula
 from tools.kernelgen.analyze.lanes import LaneProgram
 from tools.kernelgen.analyze.losses import LoweredLoss
+from tools.kernelgen.analyze.losses import PerElementOutputError
 from tools.kernelgen.analyze.losses import lower_loss
 from tools.kernelgen.analyze.ops import CAST
 from tools.kernelgen.analyze.ops import LAYOUT
 from tools.kernelgen.analyze.ops import is_fractional_exponent
 from tools.kernelgen.analyze.ops import is_integer_exponent
 from tools.kernelgen.analyze.refusals import refuse_unless_loss
+from tools.kernelgen.analyze.stages import NoStagesError
+from tools.kernelgen.analyze.stages import StagedLoss
+from tools.kernelgen.analyze.stages import split_stages
 from tools.kernelgen.analyze.trace import TracedReference
 from tools.kernelgen.analyze.trace import changes_the_output
 from tools.kernelgen.analyze.trace import trace_reference
@@ -122,7 +126,14 @@ def build_profile(
         **identity,
     )
     refuse_unless_loss(traced, classification)
-    if traced.broadcast_inputs and classification.tier == 3:
+    lowered, staged = None, None
+    if classification.tier == 3:
+        _switches_as_hyperparameters(profile, traced)  # self.ignore_index: what the lowering reads as one
+        # Inputs the trace could not shape as per-token (advantages per sequence): per-element guesses would make
+        # a per-sequence sum look like a row sum; the split probes their shapes itself.
+        unshaped = not traced.shapes_known
+        lowered, staged = _lowered_loss(traced, split_first=bool(traced.broadcast_inputs) or unshaped)
+    if traced.broadcast_inputs and classification.tier == 3 and staged is None:
         names = ", ".join(traced.broadcast_inputs)
         raise AnalyzeError(
             f"{names} broadcast{'s' if len(traced.broadcast_inputs) == 1 else ''} against {traced.tensor_inputs[0]}, "
@@ -148,8 +159,10 @@ def build_profile(
             output.keepdim = program.keepdim[output.name]
         derive = elementwise_math if classification.tier == 1 else row_math
         notes.gradient_formulas = dict(derive(profile, profile.reference.origin).gradient_formulas)
+    elif staged is not None:
+        _fill_staged_loss(profile, traced, staged, lowered)
     else:
-        _fill_loss(profile, traced)
+        _fill_loss(profile, traced, lowered or lower_loss(traced))
     if traced.channel_groups is not None:
         _fill_groups(profile, traced, classification)
     profile.module.fixed = _fixed_arguments(profile, traced)
@@ -208,10 +221,33 @@ def _fixed_arguments(profile: KernelProfile, traced: TracedReference) -> list[st
     ]
 
 
-def _fill_loss(profile: KernelProfile, traced: TracedReference) -> None:
+def _lowered_loss(traced: TracedReference, split_first: bool) -> tuple[LoweredLoss | None, StagedLoss | None]:
+    """A loss as one kernel when its rows reduce to it by a sum or a mean, else as two stages (``stages.py``):
+    the per-token statistics, lowered, and the math after them. Where the split finds no stages, the refusal is
+    the one kernel's (it names the op that reduces rows otherwise). ``split_first``: an input broadcasts against
+    the logits (advantages per sequence), which only a sequence stage takes; without stages it is refused after."""
+    if split_first:
+        try:
+            staged = split_stages(traced)
+        except NoStagesError:
+            return None, None
+        return lower_loss(staged.vocabulary), staged
+    try:
+        return lower_loss(traced), None
+    except PerElementOutputError:
+        raise
+    except AnalyzeError as error:
+        single = error
+    try:
+        staged = split_stages(traced)
+    except NoStagesError:
+        raise single from None
+    return lower_loss(staged.vocabulary), staged
+
+
+def _fill_loss(profile: KernelProfile, traced: TracedReference, lowered: LoweredLoss) -> None:
     """Tier 3: the loss's math, which inputs take gradients, what tests draw, the reduction's choices."""
     _switches_as_hyperparameters(profile, traced)
-    lowered = lower_loss(traced)
     if list(lowered.outputs) == ["y"]:
         lowered.outputs = {"loss": lowered.outputs["y"]}
         profile.outputs[0].name = "loss"
@@ -287,6 +323,39 @@ def _fill_loss(profile: KernelProfile, traced: TracedReference) -> None:
         names = ", ".join(t.name for t in element[1:])
         profile.notes.remarks.append(f"no gradient derived for {names}: {error.problems[0]}")
     profile.notes.gradient_formulas = dict(math.gradient_formulas)
+
+
+def _fill_staged_loss(
+    profile: KernelProfile, traced: TracedReference, staged: StagedLoss, lowered: LoweredLoss
+) -> None:
+    """The profile of a loss in two stages: ``math`` of the per-token statistics (its outputs), the sequence stage's
+    source, the inputs only it reads with their shapes, and the gradient formulas of the statistics."""
+    profile.math = loss_profile_math(staged.vocabulary, lowered)
+    profile.math.loss.sequence = staged.sequence_source
+    profile.math.loss.sequence_groups = staged.groups
+    profile.outputs = [OutputSpec(name=name, keepdim=False) for name in staged.statistics]
+    for tensor in profile.inputs:
+        tensor.per_row = False
+        if tensor.name in staged.sequence_inputs:
+            tensor.sequence_shape = staged.sequence_inputs[tensor.name]
+            tensor.requires_grad, tensor.broadcast = False, ""
+            tensor.domain = "log_probabilities" if tensor.name in staged.log_probability_inputs else "real"
+            tensor.dtype = "bool" if tensor.name in staged.conditions else tensor.dtype
+        elif tensor.dtype != "int64":
+            tensor.requires_grad = True
+            tensor.domain = "real"
+    profile.module.kind = "loss"
+    # The probe ran the reference on inputs of these shapes: the trace's guesses are void.
+    profile.notes.remarks = [r for r in profile.notes.remarks if not r.startswith("running the reference on example")]
+    profile.test.cpu_shapes = [[2, 3, 127], [2, 2, 20000]]
+    profile.test.gpu_shapes = [[8, 1024, 32000], [4, 512, 128256]]
+    names = ", ".join(staged.statistics)
+    profile.notes.remarks.append(
+        f"two stages: a kernel streams each row of {traced.tensor_inputs[0]} once for the per-token statistics "
+        f"({names}) and writes d {traced.tensor_inputs[0]} from their adjoints; the math after them (math.loss."
+        f"sequence) runs as PyTorch, whose autograd gives the adjoints"
+    )
+    profile.notes.gradient_formulas = dict(loss_math(profile, profile.reference.origin).gradient_formulas)
 
 
 def _switches_as_hyperparameters(profile: KernelProfile, traced: TracedReference) -> None:

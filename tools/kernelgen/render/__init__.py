@@ -15,8 +15,10 @@ import jinja2
 from tools.kernelgen.layout import kernel_paths
 from tools.kernelgen.profile import KernelProfile
 from tools.kernelgen.render.fused_linear import fused_linear_views
+from tools.kernelgen.render.fused_staged import fused_staged_views
 from tools.kernelgen.render.hygiene import kernel_side_names
 from tools.kernelgen.render.hygiene import renamed_profile
+from tools.kernelgen.render.staged import is_staged
 from tools.kernelgen.render.text import single_line_imports
 from tools.kernelgen.render.text import split_reference
 from tools.kernelgen.render.text import wrap_docstring
@@ -38,6 +40,8 @@ BACKEND_OPS_TEMPLATES = {("tilelang", "elementwise"): "ops_tier1_tilelang.py.j2"
 
 def ops_template(profile: KernelProfile) -> str:
     """The template of the kernel's ops file: its tier's, in its kernel language."""
+    if is_staged(profile):
+        return "ops_tier3_staged.py.j2"
     return BACKEND_OPS_TEMPLATES.get((profile.backend, profile.template), OPS_TEMPLATES[profile.template])
 
 
@@ -80,13 +84,16 @@ def render_kernel(profile: KernelProfile, benchmark_style: str = "sweeps") -> Re
     context = {**build_views(profile).context(), "model_registry": benchmark_style == "upstream_models"}
     paths = kernel_paths(profile.operation_name)
     tier = profile.tier
+    staged = is_staged(profile)
     files = {
         paths["ops"]: _ops_text(
             profile,
             lambda p: env.get_template(ops_template(p)).render(build_views(group_parameters_as_inputs(p)).context()),
         ),
         paths["module"]: env.get_template("module.py.j2").render(context),
-        paths["test"]: env.get_template(f"test_tier{tier}.py.j2").render(context),
+        paths["test"]: env.get_template("test_tier3_staged.py.j2" if staged else f"test_tier{tier}.py.j2").render(
+            context
+        ),
         paths["benchmark"]: env.get_template(BENCHMARK_TEMPLATES[benchmark_style]).render(context),
     }
     functional = env.get_template("functional.py.j2").render(context)
@@ -103,16 +110,19 @@ def render_fused_linear(profile: KernelProfile, benchmark_style: str = "sweeps")
     ``fused_linear.enabled``). Its benchmark is written for this repository's harness; an upstream checkout's
     (``benchmark_style`` "upstream") has its own fused-linear benchmarks, so none is written there."""
     env = template_environment()
-    context = fused_linear_views(profile).context()
+    staged = is_staged(profile)  # a loss in two stages: its own templates (render/fused_staged.py)
+    views = fused_staged_views if staged else fused_linear_views
+    suffix = "_staged" if staged else ""
+    context = views(profile).context()
     paths = kernel_paths(profile.fused_linear_name)
     files = {
         paths["ops"]: _ops_text(
-            profile, lambda p: env.get_template("ops_fused_linear.py.j2").render(fused_linear_views(p).context())
+            profile, lambda p: env.get_template(f"ops_fused_linear{suffix}.py.j2").render(views(p).context())
         ),
         paths["module"]: env.get_template("module.py.j2").render(context),
-        paths["test"]: env.get_template("test_fused_linear.py.j2").render(context),
+        paths["test"]: env.get_template(f"test_fused_linear{suffix}.py.j2").render(context),
     }
-    if benchmark_style == "sweeps":
+    if benchmark_style == "sweeps" and not staged:  # a staged one: benchmark/scripts/compare_post_training.py
         files[paths["benchmark"]] = env.get_template("benchmark_fused_linear.py.j2").render(context)
     functional = env.get_template("functional.py.j2").render(context)
     return RenderedKernel(files=files, functional_source=functional)

@@ -47,6 +47,9 @@ from tools.kernelgen.render.dtensor import dtensor_view
 from tools.kernelgen.render.lanes import LaneOpsView
 from tools.kernelgen.render.lanes import lane_ops
 from tools.kernelgen.render.reference_hypers import reference_hypers
+from tools.kernelgen.render.staged import StagedLossOpsView
+from tools.kernelgen.render.staged import is_staged
+from tools.kernelgen.render.staged import staged_loss_ops
 from tools.kernelgen.render.test_shapes import MODEL_SIZED
 from tools.kernelgen.render.test_shapes import ShapeParams
 from tools.kernelgen.render.test_shapes import loss_shape_params
@@ -619,7 +622,7 @@ class BenchmarkView:
 @dataclass(frozen=True)
 class KernelViews:
     kernel: KernelView
-    ops: ElementwiseOpsView | TileLangOpsView | RowProgramOpsView | RowOpsView | LossOpsView
+    ops: ElementwiseOpsView | TileLangOpsView | RowProgramOpsView | RowOpsView | LossOpsView | StagedLossOpsView
     module: ModuleView
     test: TestView
     bench: BenchmarkView
@@ -640,6 +643,8 @@ def build_views(profile: KernelProfile) -> KernelViews:
         raise ValueError(f"tier {profile.tier} has no templates")
     if profile.backend == "tilelang":
         ops_builders["elementwise"] = _tilelang_ops
+    if is_staged(profile):  # a loss in two stages (math.loss.sequence)
+        ops_builders["loss"] = lambda p: staged_loss_ops(p, _precision_note, _gradient_note)
     return KernelViews(
         kernel=kernel_view(profile),
         ops=ops_builders[profile.template](group_parameters_as_inputs(profile)),

@@ -100,6 +100,7 @@ def synthesize_loss(
     integer_hyperparameters: list[str] | None = None,
     class_inputs: list[str] | None = None,
     row_values: list[str] | None = None,
+    staged: bool = False,
 ) -> LossMath:
     """The chunked forward (with the gradient of the first output) of a loss over long rows.
 
@@ -109,6 +110,8 @@ def synthesize_loss(
     (``ignore_index``), compared with class indices as integers. ``class_inputs``: the constants of one value per
     class, which ``take(name, index)`` reads at a class index. ``row_values``: numbers of one value per row (a
     per-token weight), row constants like ``row_inputs`` but compared as numbers; they take no gradient.
+    ``staged``: every output is a per-token statistic of a sequence stage, differentiated through its adjoint
+    ``grad_{output}`` (one value per row, known only after the forward), so the gradient is a sweep of its own.
     """
     integer_hyperparameters = list(integer_hyperparameters or [])
     hyperparameters = list(hyperparameters or [])
@@ -121,14 +124,15 @@ def synthesize_loss(
         statistics, outputs, list(class_inputs or []), {*inputs, *constants}, taken
     )
     row_inputs += [name for name, _, _ in picks]
-    gate, outputs = split_gate(outputs, set(row_inputs) | set(row_values) | set(hyperparameters))
+    # A sequence stage reads every token's statistics (an ignored token's too): no row is skipped.
+    gate, outputs = (None, outputs) if staged else split_gate(outputs, {*row_inputs, *row_values, *hyperparameters})
     statistics, outputs = split_statistics(statistics, outputs, {*inputs, *constants})
     program = _Program(statistics, outputs, inputs, {}, hyperparameters, constants, [*row_inputs, *row_values])
     not_per_row = [name for name in program.outputs if name not in program.row_outputs]
     if not_per_row:
         raise RowProgramError(f"outputs {not_per_row} vary along the row; a loss gives one value per row")
     with integer_symbols({COL, *row_inputs, *integer_hyperparameters}):
-        math = _LossSchedule(program, gate).derive()
+        math = _LossSchedule(program, gate, staged).derive()
         math.picks = [(name, values, print_triton_index(index)) for name, values, index in picks]
     return math
 
@@ -295,9 +299,10 @@ def _gated(expr: sympy.Expr, row_names: set[str]) -> tuple[sympy.Basic, sympy.Ex
 
 
 class _LossSchedule:
-    def __init__(self, program: _Program, gate):
+    def __init__(self, program: _Program, gate, staged: bool = False):
         self.program = program
         self.gate = gate
+        self.staged = staged
         self.symbols = program.symbols
         self.stats = {s.name: s for s in program.statistics}
 
@@ -360,7 +365,7 @@ class _LossSchedule:
             + [shift_pass[name] for name in needed if name in shift_pass],
             default=-1,
         )
-        gradient_pass = n_passes - 1 if latest < n_passes - 1 else None
+        gradient_pass = n_passes - 1 if latest < n_passes - 1 and not self.staged else None
 
         init = []
         for statistic in program.statistics:
@@ -419,7 +424,7 @@ class _LossSchedule:
         program = self.program
         adjoints, self.zero_adjoints = program._adjoints()
         loss = next(iter(program.outputs))
-        silent = {program.grad_symbols[name]: 0 for name in program.outputs if name != loss}
+        silent = {program.grad_symbols[name]: 0 for name in program.outputs if name != loss and not self.staged}
         adjoint_items = []
         for statistic in reversed(program.statistics):
             if adjoints[statistic.name] != 0:

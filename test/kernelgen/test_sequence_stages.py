@@ -1,0 +1,280 @@
+"""Losses in two stages (issue 44): a reference whose math after the per-token statistics reduces over sequences or
+pairs them (DPO, GRPO with a KL penalty, ...) is split from its traced graph into a vocabulary stage (a tier-3
+kernel of the statistics) and a sequence stage (the rest of the reference, PyTorch). test_loss_kernels.py generates
+``GENERATED`` into its checkout and runs their generated tests under the interpreter; .ci/make_gpu_checkout.py
+carries them to the GPU."""
+
+import copy
+import textwrap
+
+import pytest
+import torch
+
+from test.kernelgen.test_per_row_inputs import _analyzed
+from tools.kernelgen.analyze import AnalyzeError
+from tools.kernelgen.analyze import analyze
+from tools.kernelgen.profile import validate_profile
+
+# Kernels test_loss_kernels.py generates from REFERENCES: (entry, kernel name).
+GENERATED = [
+    ("dpo_sigmoid", "dpo_sigmoid"),
+    ("GRPOLoss", "grpo_kl"),
+    ("orpo", "orpo_odds_ratio"),
+    ("SimPOLoss", "simpo_margin"),
+    ("kto_sigmoid", "kto_sigmoid"),
+    ("listwise_ranking", "listwise_ranking"),
+    ("tempered_dpo", "tempered_dpo"),
+]
+# Of those, the ones whose fused linear kernel (fused_linear_NAME) the CPU suite generates too (each costs seconds of
+# the interpreter); the GPU checkout fuses all of them.
+# The kernels the CPU suite generates and tests (the GPU checkout: all of them): ORPO, SimPO and KTO stream the same
+# statistic as DPO (their sequence stages are checked against their references below, without kernels). A tempered
+# DPO's fused chunks hold whole pairs and form d(logits) in the forward (its temperature a kernel argument, its
+# unmasked sums adjoints that autograd expands); a ranking over the batch recomputes the logits in the backward.
+ON_CPU = ["dpo_sigmoid", "grpo_kl", "listwise_ranking", "tempered_dpo"]
+FUSED_ON_CPU = ["tempered_dpo", "listwise_ranking"]
+
+REFERENCES = textwrap.dedent(
+    """
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+
+    def dpo_sigmoid(logits, labels, ref_chosen_logps, ref_rejected_logps, beta: float = 0.1):
+        # Rafailov et al.: the first half of the batch is chosen, the second rejected; -100 marks a prompt's token
+        loss_mask = labels != -100
+        index = torch.where(loss_mask, labels, 0)
+        per_token_logps = torch.gather(logits.log_softmax(-1), dim=2, index=index.unsqueeze(2)).squeeze(2)
+        all_logps = (per_token_logps * loss_mask).sum(-1)
+        chosen_logps = all_logps[: logits.shape[0] // 2]
+        rejected_logps = all_logps[logits.shape[0] // 2 :]
+        chosen_logratios = chosen_logps - ref_chosen_logps
+        rejected_logratios = rejected_logps - ref_rejected_logps
+        return -F.logsigmoid(beta * (chosen_logratios - rejected_logratios)).mean()
+
+
+    class GRPOLoss(nn.Module):
+        # TRL's default objective: clipped ratio, k3 KL to a reference model, masked mean per sequence, then mean
+        def __init__(self, epsilon: float = 0.2, beta: float = 0.04):
+            super().__init__()
+            self.epsilon = epsilon
+            self.beta = beta
+
+        def forward(self, logits, input_ids, old_per_token_logps, ref_per_token_logps, advantages, completion_mask):
+            logps = logits.log_softmax(dim=-1)
+            per_token_logps = logps.gather(-1, input_ids[..., None])[..., 0]
+            coef_1 = torch.exp(per_token_logps - old_per_token_logps)
+            coef_2 = torch.clamp(coef_1, 1 - self.epsilon, 1 + self.epsilon)
+            per_token_loss = -torch.min(coef_1 * advantages[:, None], coef_2 * advantages[:, None])
+            delta = ref_per_token_logps - per_token_logps
+            per_token_loss = per_token_loss + self.beta * (torch.exp(delta) - delta - 1)
+            per_sequence = (per_token_loss * completion_mask).sum(dim=1) / completion_mask.sum(dim=1).clamp(min=1.0)
+            return per_sequence.mean()
+
+
+    def orpo(logits, labels, beta: float = 0.1):
+        # Hong et al.: NLL of the chosen half plus the odds ratio of the length-averaged log-probabilities
+        keep = labels.ne(-100)
+        logp = F.log_softmax(logits, dim=-1).gather(2, labels.masked_fill(~keep, 0).unsqueeze(-1)).squeeze(-1)
+        average = (logp * keep).sum(dim=1) / keep.sum(dim=1)
+        half = labels.shape[0] // 2
+        chosen, rejected = average[:half], average[half:]
+        log_odds = (chosen - rejected) - (torch.log1p(-chosen.exp()) - torch.log1p(-rejected.exp()))
+        nll = -(logp[:half] * keep[:half]).sum() / keep[:half].sum()
+        return nll - beta * F.logsigmoid(log_odds).mean()
+
+
+    class SimPOLoss(nn.Module):
+        # Meng et al.: length-normalized log-probabilities, a target reward margin gamma
+        def __init__(self, beta: float = 2.0, gamma: float = 0.5):
+            super().__init__()
+            self.beta, self.gamma = beta, gamma
+
+        def forward(self, logits, labels):
+            mask = (labels != -100).float()
+            token_logps = torch.gather(logits.log_softmax(-1), 2, labels.clamp(min=0)[..., None])[..., 0]
+            average = (token_logps * mask).sum(-1) / mask.sum(-1)
+            chosen, rejected = average.chunk(2)
+            return -F.logsigmoid(self.beta * (chosen - rejected) - self.gamma).mean()
+
+
+    def kto_sigmoid(logits, labels, reference_logps, kl, desirable, beta: float = 0.1):
+        # Ethayarajh et al.: per-sequence log-ratio against the reference model, compared with a KL baseline
+        mask = labels != -100
+        token_logps = torch.gather(logits.log_softmax(-1), 2, labels.clamp(min=0).unsqueeze(-1)).squeeze(-1)
+        logratios = (token_logps * mask).sum(-1) - reference_logps
+        chosen_losses = 1 - torch.sigmoid(beta * (logratios - kl))
+        rejected_losses = 1 - torch.sigmoid(beta * (kl - logratios))
+        return torch.where(desirable, chosen_losses, rejected_losses).mean()
+
+
+    def listwise_ranking(logits, labels, rewards, temperature: float = 1.0):
+        # B sampled completions of one prompt: the softmax of their length-normalized log-likelihoods against the
+        # softmax of their rewards (every sequence's gradient reads the whole batch)
+        mask = labels != -100
+        logp = logits.log_softmax(-1).gather(-1, labels.clamp(min=0)[..., None])[..., 0]
+        scores = (logp * mask).sum(-1) / mask.sum(-1) / temperature
+        return -(F.softmax(rewards, dim=0) * F.log_softmax(scores, dim=0)).sum()
+
+
+    def tempered_dpo(logits, labels, ref_chosen, ref_rejected, beta: float = 0.1, temperature: float = 0.7):
+        # DPO on logits sampled at a temperature, every token a completion's
+        logp = (logits / temperature).log_softmax(-1).gather(-1, labels.unsqueeze(-1)).squeeze(-1).sum(-1)
+        chosen, rejected = logp.chunk(2)
+        return -F.logsigmoid(beta * ((chosen - ref_chosen) - (rejected - ref_rejected))).mean()
+
+
+    def reduces_tokens_and_classes_at_once(logits, labels, w):
+        logp = logits.log_softmax(-1).gather(-1, labels[..., None])[..., 0]
+        return -(logp.sum(-1) * w).mean() + logits.log_softmax(-1).mean(dim=(1, 2)).sum()
+
+
+    def dpo_of_two_tensors(chosen_logits, rejected_logits, chosen_labels, rejected_labels, ref_chosen, ref_rejected):
+        chosen = chosen_logits.log_softmax(-1).gather(-1, chosen_labels[..., None])[..., 0].sum(-1)
+        rejected = rejected_logits.log_softmax(-1).gather(-1, rejected_labels[..., None])[..., 0].sum(-1)
+        return -F.logsigmoid(0.1 * ((chosen - ref_chosen) - (rejected - ref_rejected))).mean()
+
+
+    def reads_the_vocabulary_size(logits, labels):
+        logp = logits.log_softmax(-1).gather(-1, labels[..., None])[..., 0]
+        return -(logp.sum(-1) / logits.shape[-1]).mean()
+    """
+)
+
+
+@pytest.fixture(scope="module")
+def references(tmp_path_factory):
+    path = tmp_path_factory.mktemp("stages") / "stage_refs.py"
+    path.write_text(REFERENCES)
+    return path
+
+
+def _profile(references, entry):
+    return copy.deepcopy(_analyzed(f"{references}:{entry}"))  # analysed once per session
+
+
+@pytest.mark.parametrize(
+    "entry, statistics, shapes",
+    [
+        ("dpo_sigmoid", ["per_token_logps"], {"ref_chosen_logps": "B // 2", "ref_rejected_logps": "B // 2"}),
+        (
+            "GRPOLoss",
+            ["per_token_logps"],
+            {
+                "old_per_token_logps": "B, T",
+                "ref_per_token_logps": "B, T",
+                "advantages": "B",
+                "completion_mask": "B, T",
+            },
+        ),
+        ("orpo", ["logp"], {}),
+        ("SimPOLoss", ["token_logps"], {}),
+        ("kto_sigmoid", ["token_logps"], {"reference_logps": "B", "kl": "B", "desirable": "B"}),
+        ("listwise_ranking", ["logp"], {"rewards": "B"}),
+    ],
+)
+def test_the_split_finds_the_statistics_and_the_shapes_of_the_sequence_inputs(references, entry, statistics, shapes):
+    profile = _profile(references, entry)
+    assert profile.tier == 3 and validate_profile(profile) == []
+    assert [output.name for output in profile.outputs] == statistics
+    assert {t.name: t.sequence_shape for t in profile.inputs if t.sequence_shape} == shapes
+    assert [t.name for t in profile.inputs if t.requires_grad] == ["logits"]
+    assert profile.math.loss.reduction == "none" and "def sequence_stage(" in profile.math.loss.sequence
+    # The vocabulary stage streams the logits for the picked log-probability alone: a maximum, a sum and the pick.
+    assert [s.reduce for s in profile.math.statistics] == ["max", "sum", "sum"]
+    assert "logits" not in profile.math.loss.sequence  # nothing over the vocabulary is left to PyTorch
+
+
+def test_log_probabilities_beside_a_statistic_are_drawn_as_such(references):
+    domains = {t.name: t.domain for t in _profile(references, "GRPOLoss").inputs if t.sequence_shape}
+    assert domains == {
+        "old_per_token_logps": "log_probabilities",
+        "ref_per_token_logps": "log_probabilities",
+        "advantages": "real",
+        "completion_mask": "real",
+    }
+
+
+# Their statistic is the picked log-probability of the logits as they are (tempered_dpo's: of logits / temperature).
+@pytest.mark.parametrize("entry", [entry for entry, _ in GENERATED if entry != "tempered_dpo"])
+def test_the_sequence_stage_on_the_statistics_is_the_reference(references, entry):
+    """On other shapes than the analysis probed (B 6, T 7), in float64: the profile's sequence stage applied to
+    torch's own per-token log-probabilities gives the reference's loss and, through autograd, its gradient."""
+    profile = _profile(references, entry)
+    namespace = {}
+    exec(compile(REFERENCES, "<references>", "exec"), namespace)
+    exec(compile("import torch\n" + profile.math.loss.sequence, "<sequence>", "exec"), namespace)
+    torch.manual_seed(0)
+    B, T, V = 6, 7, 13
+    logits = torch.randn(B, T, V, dtype=torch.float64, requires_grad=True)
+    labels = torch.randint(0, V, (B, T))
+    inputs = {"logits": logits, "labels": labels, "input_ids": labels}
+    for tensor in profile.inputs:
+        if tensor.sequence_shape:
+            shape = eval(f"({tensor.sequence_shape},)", {}, {"B": B, "T": T})
+            drawn = torch.randn(shape, dtype=torch.float64) - 2
+            inputs[tensor.name] = drawn > -2 if tensor.dtype == "bool" else drawn
+    arguments = [inputs[t.name] for t in profile.inputs]
+    reference = namespace[entry]
+    expected = (reference() if isinstance(reference, type) else reference)(*arguments)
+    (expected_grad,) = torch.autograd.grad(expected, logits)
+    picked = logits.log_softmax(-1).gather(-1, labels.clamp(min=0)[..., None])[..., 0]
+    hypers = {hp.name: hp.default for hp in profile.hyperparameters}
+    known = {profile.outputs[0].name: picked, **inputs, **hypers}
+    parameters = namespace["sequence_stage"].__code__.co_varnames[: namespace["sequence_stage"].__code__.co_argcount]
+    got = namespace["sequence_stage"](*(known[name] for name in parameters))
+    (got_grad,) = torch.autograd.grad(got, logits)
+    torch.testing.assert_close(got, expected)
+    torch.testing.assert_close(got_grad, expected_grad)
+
+
+@pytest.mark.parametrize(
+    "entry, groups",
+    [("dpo_sigmoid", "pair"), ("GRPOLoss", "sequence"), ("orpo", "pair"), ("kto_sigmoid", "sequence")]
+    + [("listwise_ranking", ""), ("tempered_dpo", "pair")],
+)
+def test_which_sequences_adjoints_read_each_other_is_found(references, entry, groups):
+    """A pair's adjoints read the pair's statistics alone (DPO, ORPO: i with i + B // 2; ORPO's token count is an
+    input's), a GRPO or KTO sequence's its own; a softmax over the batch's sequences reads all of them."""
+    assert _profile(references, entry).math.loss.sequence_groups == groups
+
+
+def test_what_a_loss_selects_by_is_a_boolean(references):
+    """KTO's desirable/undesirable labels are the condition of a torch.where: drawn (and declared) as booleans."""
+    dtypes = {t.name: t.dtype for t in _profile(references, "kto_sigmoid").inputs}
+    assert dtypes == {"logits": "same", "labels": "int64", "reference_logps": "same", "kl": "same", "desirable": "bool"}
+
+
+@pytest.mark.parametrize(
+    "entry, written, problem",
+    [
+        (
+            "reads_the_vocabulary_size",
+            "return -(logp.sum(-1) / logits.shape[-1]).mean()",
+            "reads a size of logits beyond its leading dims [B, T]",
+        ),
+        (
+            "reduces_tokens_and_classes_at_once",
+            "return -(logp.sum(-1) * w).mean() + logits.log_softmax(-1).mean(dim=(1, 2)).sum()",
+            "reduces the [B, T, V] logits to [B]; a statistic of the vocabulary holds one value per token",
+        ),
+        (
+            "dpo_of_two_tensors",
+            "rejected = rejected_logits.log_softmax(-1).gather(-1, rejected_labels[..., None])[..., 0].sum(-1)",
+            "",  # the line is quoted after the input's name
+        ),
+    ],
+)
+def test_what_the_split_cannot_take_is_refused_with_its_line(references, entry, written, problem):
+    line = next(i for i, text in enumerate(REFERENCES.splitlines(), 1) if written in text)
+    with pytest.raises(AnalyzeError) as caught:
+        analyze(f"{references}:{entry}")
+    message = str(caught.value)
+    if problem:
+        assert message.startswith(f"{references}:{line}: `{written}` {problem}"), message
+    else:
+        expected = (
+            f"{references}:{line}: rejected_logits is a second [B, T, V] input beside chosen_logits (`{written}`)"
+        )
+        assert message.startswith(expected) and "chosen and rejected as one batch" in message, message

@@ -1,0 +1,537 @@
+"""Split a loss whose math after the per-token statistics is no sum or mean of rows (DPO's per-sequence sums and
+pairs of sequences, GRPO's masked mean per sequence) into two stages, from the traced graph:
+
+1. the *vocabulary stage*: every value over the class dim of ``[B, T, V]`` logits, up to the first values with one
+   number per token (a picked log-probability, a log-sum-exp, an entropy): the *per-token statistics*. It becomes a
+   tier-3 kernel that streams each row once and writes ``d logits`` from the statistics' adjoints;
+2. the *sequence stage*: the rest of the reference, which reads the statistics and the inputs of one value per
+   token or per sequence (a mask, a reference model's log-probabilities, advantages), run as the reference's own
+   PyTorch (its graph, printed as a function); autograd gives the statistics' adjoints.
+
+The graph says nothing of the shapes of the inputs the sequence stage alone reads (``ref_chosen_logps`` is one value
+per chosen sequence): each is tried as ``[B, T]``, ``[B]``, ``[B // 2]`` and ``[B // 2, T]`` on small logits, the
+fewest away from ``[B, T]`` first, until the reference runs without broadcasting anything beyond ``[B, T]``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import itertools
+import operator
+import re
+
+from dataclasses import dataclass
+from dataclasses import replace
+from typing import Any
+
+import torch
+import torch.fx as fx
+
+from torch.fx.passes.shape_prop import ShapeProp
+
+from tools.kernelgen.analyze.errors import AnalyzeError
+from tools.kernelgen.analyze.ops import node_line
+from tools.kernelgen.analyze.trace import TracedReference
+from tools.kernelgen.profile import SEQUENCE_SHAPES
+from tools.kernelgen.profile import shape_of
+
+# Example sizes of the probe: all different, so a broadcast of a wrong guess fails; B even for halves of a batch.
+_B, _T, _V = 4, 5, 11
+_META = {"size", "dim", "shape"}
+# The shapes the probe tries: a second [B, T, V] input too, to name it in the refusal (chosen and rejected logits as
+# two tensors).
+_LOGITS = "B, T, V"
+_PROBED = (*SEQUENCE_SHAPES, _LOGITS)
+
+
+@dataclass
+class StagedLoss:
+    vocabulary: TracedReference  # the reference with the per-token statistics as its outputs
+    statistics: list[str]  # their names, in the order of ``vocabulary.outputs``
+    sequence_source: str  # ``def NAME(statistics..., inputs..., hyper-parameters...)``, the rest of the reference
+    sequence_parameters: list[str]
+    sequence_inputs: dict[str, str]  # inputs only the sequence stage reads -> their shape (SEQUENCE_SHAPES)
+    log_probability_inputs: list[str]  # of those, what is subtracted from or added to a statistic's value
+    conditions: list[str]  # of those, what the reference selects by (``torch.where(desirable, ...)``): booleans
+    groups: str = ""  # what one sequence's adjoints read (profile.SEQUENCE_GROUPS)
+
+
+class NoStagesError(AnalyzeError):
+    """The reference has no per-token statistics to split at (or inputs of no shape the split knows)."""
+
+
+class _Probe:
+    def __init__(self, traced: TracedReference):
+        self.traced = traced
+        self.graph = traced.graph_module.graph
+        self.placeholders = [n for n in self.graph.nodes if n.op == "placeholder"]
+        self.names = {node: traced.placeholder_names.get(node, node.target) for node in self.placeholders}
+        first = traced.tensor_inputs[0]
+        self.logits = next(node for node in self.placeholders if self.names[node] == first)
+        generator = torch.Generator().manual_seed(0)
+        self.values: dict[str, Any] = {first: torch.randn(_B, _T, _V, generator=generator)}
+        for name in traced.index_inputs:
+            self.values[name] = torch.randint(0, _V, (_B, _T), generator=generator)
+        self.values.update({hp.name: hp.default for hp in traced.hyperparameters})
+        self.floats = [n for n in traced.tensor_inputs[1:] if n not in traced.index_inputs]
+        self.conditions = _conditions(self.graph, self.names)
+
+    def run(self, shapes: dict[str, str], record: bool = False) -> Any:
+        generator = torch.Generator().manual_seed(1)
+        values = dict(self.values)
+        values.update(self.draw(shapes, generator))
+        args = [values.get(self.names[node]) for node in self.placeholders]
+        with torch.no_grad(), contextlib.redirect_stderr(io.StringIO()):
+            interpreter = ShapeProp(self.traced.graph_module) if record else _Largest(self.traced.graph_module)
+            result = interpreter.run(*args)
+        if not record and interpreter.largest > _B * _T:
+            raise ValueError("a guess broadcast beyond [B, T]")
+        return result
+
+    def draw(self, shapes: dict[str, str], generator: torch.Generator) -> dict[str, torch.Tensor]:
+        values = {}
+        for name in self.floats:
+            value = torch.rand(_probe_shape(shapes[name]), generator=generator)
+            values[name] = value > 0.5 if name in self.conditions else value + 0.5
+        return values
+
+    def shapes(self) -> dict[str, str]:
+        """The shape of each float input after the first, the fewest of them away from ``[B, T]``."""
+        for count in range(len(self.floats) + 1):
+            for moved in itertools.combinations(self.floats, count):
+                for choice in itertools.product(_PROBED[1:], repeat=count):
+                    shapes = dict.fromkeys(self.floats, SEQUENCE_SHAPES[0]) | dict(zip(moved, choice))
+                    try:
+                        self.run(shapes)
+                    except Exception:  # noqa: BLE001 - a wrong guess of shapes fails anywhere in the reference
+                        continue
+                    return shapes
+        raise NoStagesError(
+            f"the reference does not run with {', '.join(self.floats)} of one value per token or per sequence "
+            f"([B, T], [B] or [B // 2] of [B, T, V] logits)",
+            origin=self.traced.loaded.origin,
+        )
+
+
+def _probe_shape(words: str) -> tuple[int, ...]:
+    return (_B, _T, _V) if words == _LOGITS else shape_of(words, _B, _T)
+
+
+class _Largest(fx.Interpreter):
+    """Runs the graph, remembering the most elements of a value that is not over the vocabulary."""
+
+    largest = 0
+
+    def run_node(self, node):
+        result = super().run_node(node)
+        if isinstance(result, torch.Tensor) and (result.dim() == 0 or result.shape[-1] != _V):
+            self.largest = max(self.largest, result.numel())
+        return result
+
+
+def _error(traced: TracedReference, message: str, node: fx.Node, kind: type = AnalyzeError) -> AnalyzeError:
+    line = node_line(node)
+    origin = traced.loaded.origin
+    return kind(message, origin=f"{origin}:{line}" if line else origin)
+
+
+def _in_words(shape: tuple[int, ...] | None) -> str:
+    """A probed shape in the words of the logits' dims (``[B]``, ``[B, V]``; a scalar: ``one value``)."""
+    if shape is None:
+        return "a value of unknown shape"
+    if not shape:
+        return "one value"
+    words = {_B: "B", _T: "T", _V: "V"}
+    return "[" + ", ".join(words.get(size, str(size)) for size in shape) + "]"
+
+
+def _line_text(traced: TracedReference, node: fx.Node) -> str:
+    """The reference's line that made ``node``, as written (its fx name where the line is unknown)."""
+    line = node_line(node)
+    lines = traced.loaded.source.splitlines()
+    return " ".join(lines[line - 1].split()) if line and line <= len(lines) else node.name
+
+
+def _shape(node: fx.Node) -> tuple[int, ...] | None:
+    meta = node.meta.get("tensor_meta")
+    return tuple(meta.shape) if meta is not None and hasattr(meta, "shape") else None
+
+
+def _is_meta(node: fx.Node) -> bool:
+    if node.op == "call_method" and node.target in _META:
+        return True
+    return node.op == "call_function" and node.target is getattr and node.args[1] in _META
+
+
+def split_stages(traced: TracedReference) -> StagedLoss:
+    """The two stages of ``traced`` (see the module docstring); refuses with the op and its line what neither takes."""
+    probe = _Probe(traced)
+    shapes = probe.shapes()
+    second = [name for name, words in shapes.items() if words == _LOGITS]
+    if second:
+        node = next(n for n in probe.placeholders if probe.names[n] == second[0])
+        raise _error(
+            traced,
+            f"{second[0]} is a second [B, T, V] input beside {traced.tensor_inputs[0]} (`{_line_text(traced, next(iter(node.users)))}`); "
+            f"a loss in two stages streams one logits tensor (chosen and rejected as one batch, the first half chosen)",
+            next(iter(node.users)),
+        )
+    probe.run(shapes, record=True)
+    graph = probe.graph
+    over_vocabulary: set[fx.Node] = {probe.logits}
+    frontier: list[fx.Node] = []
+    for node in graph.nodes:
+        if node.op in ("placeholder", "output") or _is_meta(node):
+            continue
+        operands = [a for a in node.all_input_nodes if a in over_vocabulary]
+        if not operands:
+            continue
+        shape = _shape(node)
+        if shape is not None and len(shape) == 3 and shape[-1] == _V:
+            over_vocabulary.add(node)
+        elif shape in ((_B, _T), (_B, _T, 1)):
+            frontier.append(_squeezed(node))
+        else:
+            # A reference written for [B, T, V] logits hears what the split needs; another one, the one kernel's
+            # refusal (the caller's).
+            refusal = AnalyzeError if traced.rank == 3 else NoStagesError
+            raise _error(
+                traced,
+                f"`{_line_text(traced, node)}` reduces the [B, T, V] logits to {_in_words(shape)}; a statistic of "
+                f"the vocabulary holds one value per token ([B, T]), which the math after it may reduce further",
+                node,
+                refusal,
+            )
+    returned = [a for a in next(n for n in graph.nodes if n.op == "output").all_input_nodes]
+    for node in returned:
+        if node in over_vocabulary:
+            raise _error(
+                traced, f"output `{node.name}` holds a value per class; a loss returns per-token or less", node
+            )
+    if not frontier:
+        raise NoStagesError("no per-token statistic of the logits found", origin=traced.loaded.origin)
+    names: list[str] = []
+    taken = {*probe.names.values(), *(hp.name for hp in traced.hyperparameters)}
+    for index, node in enumerate(frontier):
+        name = base = _statistic_name(traced, node, index)
+        while name in taken or name in names:  # an input's name, or two statistics of one line
+            name = f"{base}_{len(names)}" if name == base else f"{name}_"
+        names.append(name)
+    sequence, parameters = _sequence_graph(probe, frontier, names, over_vocabulary)
+    vocabulary = _vocabulary_reference(traced, frontier, names)
+    source = _function_source(sequence, "sequence_stage", traced)
+    read = set(parameters)
+    sequence_inputs = {name: words for name, words in shapes.items() if name in read}
+    for name in probe.floats:
+        if name not in read:
+            sequence_inputs.setdefault(name, shapes[name])
+    staged = StagedLoss(
+        vocabulary=vocabulary,
+        statistics=names,
+        sequence_source=source,
+        sequence_parameters=parameters,
+        sequence_inputs=sequence_inputs,
+        log_probability_inputs=_log_probability_inputs(sequence, names, set(sequence_inputs)),
+        conditions=[name for name in probe.conditions if name in sequence_inputs],
+    )
+    _check_against_the_reference(probe, staged, shapes)
+    staged.groups = _sequence_groups(probe, staged)
+    return staged
+
+
+def _sequence_groups(probe: _Probe, staged: StagedLoss) -> str:
+    """Which sequences' statistics the adjoints of one sequence's depend on, found on random statistics of 4 and of
+    8 sequences: each its own (``sequence``), i with i + B // 2 (``pair``), or others too (empty). Only a loss of one
+    number has adjoints that do not wait for a grad_output."""
+    found = set()
+    for batch in (4, 8):
+        partner = [_partners(probe, staged, batch, j) for j in range(batch)]
+        if partner[0] is None:
+            return ""
+        if all(p == {j} for j, p in enumerate(partner)):
+            found.add("sequence")
+        elif all(p == {j, (j + batch // 2) % batch} for j, p in enumerate(partner)):
+            found.add("pair")
+        else:
+            return ""
+    return found.pop() if len(found) == 1 else ""
+
+
+def _partners(probe: _Probe, staged: StagedLoss, batch: int, moved: int) -> set[int] | None:
+    """The sequences whose statistics' adjoints change when sequence ``moved``'s statistics do (None: the first
+    output is not one number)."""
+    generator = torch.Generator().manual_seed(batch)
+    namespace: dict[str, Any] = {}
+    exec(compile("import torch\n" + staged.sequence_source, "<sequence stage>", "exec"), namespace)  # noqa: S102
+    known = {hp.name: hp.default for hp in probe.traced.hyperparameters}
+    known |= {name: torch.randint(0, _V, (batch, _T), generator=generator) for name in probe.traced.index_inputs}
+    for name, words in staged.sequence_inputs.items():
+        value = torch.rand(shape_of(words, batch, _T), generator=generator, dtype=torch.float64)
+        known[name] = value > 0.5 if name in staged.conditions else value + 0.5
+    statistics = [torch.randn(batch, _T, generator=generator, dtype=torch.float64) - 2 for _ in staged.statistics]
+
+    def adjoints(values):
+        leaves = [value.clone().requires_grad_() for value in values]
+        arguments = dict(known) | dict(zip(staged.statistics, leaves))
+        outputs = namespace["sequence_stage"](*(arguments[name] for name in staged.sequence_parameters))
+        loss = outputs[0] if isinstance(outputs, tuple) else outputs
+        if loss.dim() != 0:
+            return None
+        found = torch.autograd.grad(loss, leaves, allow_unused=True)
+        return torch.stack([torch.zeros(batch, _T, dtype=torch.float64) if g is None else g for g in found])
+
+    before = adjoints(statistics)
+    if before is None:
+        return None
+    moved_values = [value.clone() for value in statistics]
+    for value in moved_values:
+        value[moved] += torch.randn(_T, generator=generator, dtype=torch.float64) * 0.5
+    after = adjoints(moved_values)
+    changed = ~torch.isclose(after, before, rtol=1e-9, atol=1e-12, equal_nan=True)
+    return {moved} | {int(i) for i in changed.any(dim=2).any(dim=0).nonzero().flatten()}
+
+
+def _squeezed(node: fx.Node) -> fx.Node:
+    """A ``[B, T, 1]`` statistic squeezed at once (``gather(...).squeeze(-1)``): the squeezed value is the one."""
+    users = list(node.users)
+    squeeze = len(users) == 1 and users[0].op == "call_method" and users[0].target == "squeeze"
+    picked = len(users) == 1 and users[0].op == "call_function" and users[0].target is operator.getitem
+    if (squeeze or picked) and _shape(users[0]) == (_B, _T):
+        return users[0]
+    return node
+
+
+def _statistic_name(traced: TracedReference, node: fx.Node, index: int) -> str:
+    """The name the reference gives a statistic (``per_token_logps = ...gather(...).squeeze(-1)``); one part of a
+    line's value is named after it and the op (``entropy = -(p * logp).sum(-1)``: ``entropy_sum``), else the op."""
+    assigned = _assigned(traced, node)
+    if assigned is None:
+        return f"{node.name}_{index}"
+    operation = node.target if isinstance(node.target, str) else getattr(node.target, "__name__", "value")
+    return assigned if _final_of(node) is _assigned_node(node) else f"{assigned}_{operation}"
+
+
+def _assigned(traced: TracedReference, node: fx.Node) -> str | None:
+    """The name the line that made ``node`` assigns (``name = ...``), or None."""
+    line = node_line(node)
+    lines = traced.loaded.source.splitlines()
+    if not line or line > len(lines):
+        return None
+    match = re.match(r"\s*([A-Za-z_]\w*)\s*=[^=]", lines[line - 1])
+    return match.group(1) if match else None
+
+
+def _assigned_node(node: fx.Node) -> fx.Node | None:
+    """The last op of ``node``'s line: the value its name takes."""
+    line = node_line(node)
+    later = [n for n in node.graph.nodes if node_line(n) == line and n.op != "output"]
+    return later[-1] if later else None
+
+
+def _final_of(node: fx.Node) -> fx.Node:
+    users = list(node.users)
+    while len(users) == 1 and users[0].op == "call_method" and users[0].target in ("squeeze", "float", "to"):
+        if node_line(users[0]) != node_line(node):
+            break
+        node = users[0]
+        users = list(node.users)
+    return node
+
+
+def _sequence_graph(probe: _Probe, frontier, names, over_vocabulary) -> tuple[fx.Graph, list[str]]:
+    """The reference after the statistics: their values and the other inputs in, the outputs out."""
+    graph = fx.Graph()
+    env: dict[fx.Node, fx.Node] = {}
+    statistics = [graph.placeholder(name) for name in names]
+    for node, placeholder in zip(frontier, statistics):
+        env[node] = placeholder
+        if len(_shape(node)) == 3:
+            env[node] = graph.call_method("unsqueeze", (placeholder, -1))
+    inputs = {node: graph.placeholder(probe.names[node]) for node in probe.placeholders if node is not probe.logits}
+    for node in probe.graph.nodes:
+        if node in env or node in over_vocabulary:
+            continue
+        if node.op == "placeholder":
+            env[node] = inputs[node]
+            continue
+        if node.op == "output":
+            graph.output(fx.map_arg(node.args[0], lambda n: env[n]))
+            continue
+        if _is_meta(node) and node.args[0] in over_vocabulary:
+            # The logits' leading dims are the statistics': ``logits.shape[0]`` reads the batch from them.
+            _refuse_the_vocabulary_size(probe.traced, node)
+            env[node] = graph.node_copy(node, lambda n: statistics[0] if n in over_vocabulary else env[n])
+            continue
+        if any(a in over_vocabulary for a in node.all_input_nodes):
+            continue  # feeds the vocabulary stage only
+        env[node] = graph.node_copy(node, lambda n: env[n])
+    graph.eliminate_dead_code()
+    for placeholder in [n for n in graph.nodes if n.op == "placeholder" and not n.users]:
+        if placeholder not in statistics:
+            graph.erase_node(placeholder)
+    graph.lint()
+    return graph, [n.target for n in graph.nodes if n.op == "placeholder"]
+
+
+def _refuse_the_vocabulary_size(traced: TracedReference, node: fx.Node) -> None:
+    """A size of the logits the sequence stage reads must be one of their leading dims (``shape[0]``, ``size(1)``):
+    the vocabulary's is no size of any tensor it has."""
+    if node.op == "call_method" and node.target == "size":
+        dims = [node.args[1] if len(node.args) > 1 else node.kwargs.get("dim")]
+    else:
+        getters = list(node.users)
+        if any(u.op != "call_function" or u.target is not operator.getitem for u in getters):
+            dims = [None]
+        else:
+            dims = [u.args[1] for u in getters]
+    if node.op == "call_method" and node.target == "dim":
+        dims = [None]
+    if all(isinstance(dim, int) and -3 <= dim < 2 and dim != -1 for dim in dims):
+        return
+    raise _error(
+        traced,
+        f"`{_line_text(traced, node)}` reads a size of {traced.tensor_inputs[0]} beyond its leading dims [B, T] after the per-token "
+        f"statistics (its vocabulary size?); the math after them sees [B, T] values only",
+        node,
+    )
+
+
+def _vocabulary_reference(traced: TracedReference, frontier, names) -> TracedReference:
+    """``traced`` with the statistics as its outputs and only the inputs they read."""
+    needed: set[fx.Node] = set()
+    stack = list(frontier)
+    while stack:
+        node = stack.pop()
+        if node in needed:
+            continue
+        needed.add(node)
+        stack.extend(node.all_input_nodes)
+    read = {traced.placeholder_names.get(n, n.target) for n in needed if n.op == "placeholder"}
+    tensors = [name for name in traced.tensor_inputs if name in read]
+    return replace(
+        traced,
+        outputs=list(frontier),
+        output_names=list(names),
+        calls={node: call for node, call in traced.calls.items() if node in needed},
+        tensor_inputs=tensors,
+        index_inputs=[name for name in traced.index_inputs if name in read],
+        row_inputs=[name for name in tensors[1:] if name not in traced.index_inputs],
+        broadcast_inputs={},
+        hyperparameters=[hp for hp in traced.hyperparameters if hp.name in read or hp.name in traced.specialized],
+    )
+
+
+_IMPORTS = {"torch": "import torch", "inf": "from math import inf", "nan": "from math import nan"}
+
+
+def _function_source(graph: fx.Graph, name: str, traced: TracedReference) -> str:
+    code = graph.python_code(root_module="self")
+    unknown = sorted(set(code.globals) - set(_IMPORTS) - {"device", "fx_pytree", "pytree", "NoneType", "getattr"})
+    if unknown:
+        raise AnalyzeError(
+            f"the math after the per-token statistics calls {', '.join(unknown)}, which the generated sequence "
+            f"stage cannot import",
+            origin=traced.loaded.origin,
+        )
+    text = _public_names(code.src.strip(), code.globals)
+    text = re.sub(r";  [^;\n]*= None$", "", text, flags=re.M)  # fx frees values early; a small function need not
+    text = text.replace("def forward(self, ", f"def {name}(", 1).replace("def forward(self)", f"def {name}()", 1)
+    return "\n".join(line.rstrip() for line in text.splitlines() if line.strip()) + "\n"
+
+
+def _conditions(graph: fx.Graph, names: dict[fx.Node, str]) -> list[str]:
+    """Inputs the reference selects by: the condition of ``torch.where`` / ``x.where``, a ``masked_fill``'s mask or
+    the operand of a logical not (``~desirable``)."""
+    found = []
+    for node in graph.nodes:
+        operands = []
+        if node.op == "call_function" and node.target is torch.where and node.args:
+            operands = [node.args[0]]
+        elif node.op == "call_method" and node.target in ("where", "masked_fill") and len(node.args) > 1:
+            operands = [node.args[1]]
+        elif node.target in (operator.invert, torch.logical_not, "logical_not"):
+            operands = [node.args[0]]
+        for operand in operands:
+            if isinstance(operand, fx.Node) and operand.op == "placeholder" and names[operand] not in found:
+                found.append(names[operand])
+    return found
+
+
+def _public_names(text: str, names: dict[str, Any]) -> str:
+    """``torch._C._nn.log_sigmoid`` as the reference wrote it, ``torch.nn.functional.logsigmoid``: fx prints a
+    builtin by the module that defines it."""
+    import torch.nn.functional as F
+
+    public = {id(getattr(F, name)): name for name in dir(F) if not name.startswith("_")}
+
+    def replace(match: re.Match) -> str:
+        target = torch
+        for part in match.group(0).split(".")[1:]:
+            target = getattr(target, part, None)
+        name = public.get(id(target))
+        return f"torch.nn.functional.{name}" if name else match.group(0)
+
+    return re.sub(r"\btorch\._C\._nn\.\w+", replace, text)
+
+
+def _log_probability_inputs(graph: fx.Graph, statistics: list[str], inputs: set[str]) -> list[str]:
+    """Inputs added to or subtracted from a value of a statistic (``logp - old_logp``): log-probabilities, which
+    tests draw near a picked one so that ratios reach every branch of a clip."""
+    from_statistics: set[fx.Node] = set()
+    for node in graph.nodes:
+        if node.op == "placeholder" and node.target in statistics:
+            from_statistics.add(node)
+        elif node.op == "call_method" and node.target in ("squeeze", "unsqueeze", "float", "to", "sum", "mean"):
+            if node.args[0] in from_statistics:
+                from_statistics.add(node)
+        elif node.op == "call_function" and node.target is operator.getitem and node.args[0] in from_statistics:
+            from_statistics.add(node)
+    found = []
+    for node in graph.nodes:
+        if node.op == "call_function" and node.target in (operator.sub, operator.add):
+            operands = [a for a in node.args if isinstance(a, fx.Node)]
+            if any(a in from_statistics for a in operands):
+                for a in operands:
+                    if a.op == "placeholder" and a.target in inputs and a.target not in found:
+                        found.append(a.target)
+    return found
+
+
+def _check_against_the_reference(probe: _Probe, staged: StagedLoss, shapes: dict[str, str]) -> None:
+    """The two stages compute what the reference does on the probe's inputs (the split lost nothing)."""
+    values = dict(probe.values) | probe.draw(shapes, torch.Generator().manual_seed(1))
+    args = [values.get(probe.names[node]) for node in probe.placeholders]
+    expected = fx.Interpreter(probe.traced.graph_module).run(*args)
+    vocabulary = fx.GraphModule(probe.traced.graph_module, _outputs_graph(probe.graph, staged.vocabulary.outputs))
+    statistics = vocabulary(*args)
+    namespace: dict[str, Any] = {}
+    exec(compile("import torch\n" + staged.sequence_source, "<sequence stage>", "exec"), namespace)  # noqa: S102
+    known = dict(zip(staged.statistics, [s.squeeze(-1) if s.dim() == 3 else s for s in statistics]))
+    known.update(values)
+    got = namespace["sequence_stage"](*(known[name] for name in staged.sequence_parameters))
+    for want, have in zip(_as_list(expected), _as_list(got)):
+        if not torch.allclose(want, have, rtol=1e-5, atol=1e-6, equal_nan=True):
+            raise AnalyzeError(
+                "internal: the sequence stage split from the reference computes another value",
+                origin=probe.traced.loaded.origin,
+            )
+
+
+def _outputs_graph(graph: fx.Graph, outputs: list[fx.Node]) -> fx.Graph:
+    copy = fx.Graph()
+    env: dict[fx.Node, fx.Node] = {}
+    for node in graph.nodes:
+        if node.op == "output":
+            copy.output(tuple(env[n] for n in outputs))
+            break
+        env[node] = copy.node_copy(node, lambda n: env[n])
+    copy.eliminate_dead_code()
+    return copy
+
+
+def _as_list(value: Any) -> list[torch.Tensor]:
+    return list(value) if isinstance(value, (tuple, list)) else [value]
+
+
+__all__ = ["NoStagesError", "StagedLoss", "split_stages"]

@@ -1,0 +1,113 @@
+"""The ops file of a loss in two stages (``math.loss.sequence``; ``analyze/stages.py``): what its template
+(``ops_tier3_staged.py.j2``) lays out.
+
+The vocabulary stage is two kernels of the tier-3 schedule (``synth/losses.py``, ``staged``): the statistics kernel
+streams each row once and stores every per-token statistic plus the row values its gradient reads (the running
+maximum's shift, the exponentials' sum); the gradient kernel streams the row once more and writes
+``d logits`` from the statistics' adjoints. The sequence stage is the profile's own Python between them.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from tools.kernelgen.derivation import loss_math
+from tools.kernelgen.profile import KernelProfile
+from tools.kernelgen.synth.printer import jit_helpers_called
+
+SEQUENCE_FUNCTION = "sequence_stage"
+_ASSIGNED = re.compile(r"^(\w+) = ")
+
+
+@dataclass(frozen=True)
+class StagedLossOpsView:
+    logits: str  # the [B, T, V] input the statistics stream
+    row_inputs: list[str]  # class indices the statistics read, one per token
+    row_values: list[str]  # floats of one value per token the statistics read
+    kernel_hypers: list[str]
+    statistics: list[str]  # per-token outputs of the vocabulary stage
+    saved: list[str]  # row values the gradient reads, stored by the statistics kernel
+    init: list[str]
+    passes: list[list[str]]
+    outputs_block: list[str]
+    adjoints: list[str]
+    gradient: list[str]
+    sequence_source: str  # the sequence stage, defined as ``_{name}_sequence``
+    sequence_call: list[str]  # its arguments, by name
+    sequence_inputs: list[tuple[str, str]]  # inputs only it reads, with their shapes (B, T words)
+    ignore_markers: list[tuple[str, str]]  # (class-index input, the value that marks a token the loss skips)
+    log_probability_inputs: list[str]
+    conditions: list[str]  # boolean inputs (what the reference selects by)
+    apply_returns: list[str]
+    utils_imports: list[str]
+    precision_note: list[str]
+    gradient_note: list[str]
+    block_elements: int
+    num_warps: int | None
+
+
+def _words(lines: list[str]) -> set[str]:
+    return set(re.findall(r"\b\w+\b", " ".join(lines)))
+
+
+def is_staged(profile: KernelProfile) -> bool:
+    return profile.tier == 3 and profile.math.loss is not None and bool(profile.math.loss.sequence)
+
+
+def sequence_parameters(source: str) -> list[str]:
+    """The parameters of ``sequence_stage`` in ``source``."""
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.FunctionDef) and node.name == SEQUENCE_FUNCTION:
+            return [arg.arg for arg in node.args.args]
+    raise ValueError(f"math.loss.sequence defines no function {SEQUENCE_FUNCTION}")
+
+
+def staged_loss_ops(
+    profile: KernelProfile, precision_note: Callable[[list[str]], list[str]], gradient_note: Callable[[dict], list[str]]
+) -> StagedLossOpsView:
+    """``precision_note``, ``gradient_note``: the comment lines every ops file's math carries (``views.py``)."""
+    math = loss_math(profile)
+    kernel_inputs = [t for t in profile.inputs if not t.sequence_shape]
+    logits = next(t.name for t in kernel_inputs if t.dtype != "int64" and not t.per_row)
+    running = {match.group(1) for line in math.init if (match := _ASSIGNED.match(line))}
+    read = _words(math.adjoints + math.gradient)
+    source = profile.math.loss.sequence
+    statements = math.init + [line for lines in math.passes for line in lines] + math.outputs_block + math.gradient
+    index_inputs = [t.name for t in profile.inputs if t.dtype == "int64"]
+    return StagedLossOpsView(
+        logits=logits,
+        row_inputs=[t.name for t in kernel_inputs if t.dtype == "int64"],
+        row_values=[t.name for t in kernel_inputs if t.per_row],
+        # Only the hyper-parameters the statistics or their gradient read (a temperature); the rest are the
+        # sequence stage's.
+        kernel_hypers=[name for name in profile.formula_hyperparameters if name in _words(statements + math.adjoints)],
+        statistics=[t.name for t in profile.outputs],
+        saved=sorted(running & read),
+        init=math.init,
+        passes=math.passes,
+        outputs_block=math.outputs_block,
+        adjoints=math.adjoints,
+        gradient=math.gradient,
+        sequence_source=source.replace(f"def {SEQUENCE_FUNCTION}(", f"def _{profile.operation_name}_sequence(", 1),
+        sequence_call=sequence_parameters(source),
+        sequence_inputs=[(t.name, t.sequence_shape) for t in profile.inputs if t.sequence_shape],
+        ignore_markers=[
+            (name, value) for name, value in re.findall(r"\b(\w+) != (-?\d+)\b", source) if name in index_inputs
+        ],
+        log_probability_inputs=[t.name for t in profile.inputs if t.domain == "log_probabilities"],
+        conditions=[t.name for t in profile.inputs if t.dtype == "bool"],
+        apply_returns=[f"grad_{logits}" if t.name == logits else "None" for t in profile.inputs]
+        + ["None"] * len(profile.hyperparameters),
+        utils_imports=sorted({"next_power_of_2", *jit_helpers_called(statements)}),
+        precision_note=precision_note(math.precision_sensitive_ops),
+        gradient_note=gradient_note(math.gradient_formulas),
+        block_elements=profile.tiling.block_elements or 16384,
+        num_warps=profile.tiling.num_warps,
+    )
+
+
+__all__ = ["StagedLossOpsView", "is_staged", "sequence_parameters", "staged_loss_ops"]
