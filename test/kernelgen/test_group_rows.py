@@ -161,13 +161,21 @@ def test_channels_that_do_not_split_into_the_groups_are_one_line(groups_checkout
         ops.LigerGroupNormFunctionalFunction.apply(x, weight, weight, 4, 1e-5)
 
 
-def test_a_generated_module_holds_a_vector_read_by_index_as_the_reference_does():
+def test_a_vector_read_by_index_is_held_and_taken_whole():
     """PolyNorm reads self.weight[0], [1], [2]: the generated module holds that [3] vector, as the reference does
-    (its state dict loads into it), and passes its elements on to the Function (test_row_kernels.py runs the
-    generated PolyNorm's tests, its module's included)."""
-    module = render_kernel(analyze(str(POLY_NORM))).files[kernel_paths("poly_norm")["module"]]
+    (its state dict loads into it), and the Function and the functional take it whole, as upstream's
+    ``LigerPolyNormFunction.apply(x, weight, bias, eps)`` does: the kernels read its elements (views), and its
+    gradient is one [3] tensor summed from one [3, n_programs] buffer of partial sums (test_row_kernels.py runs
+    the generated PolyNorm's tests, whose gradients of the vector are checked against autograd)."""
+    rendered = render_kernel(analyze(str(POLY_NORM)))
+    files, paths = rendered.files, kernel_paths("poly_norm")
+    module, ops = files[paths["module"]], files[paths["ops"]]
     assert "self.weight = nn.Parameter(torch.tensor([0.33333334, 0.33333334, 0.33333334]))" in module
     assert "self.bias = nn.Parameter(torch.ones(()))" in module
-    assert (
-        "LigerPolyNormFunction.apply(x, self.weight[0], self.weight[1], self.weight[2], self.bias, self.eps)" in module
-    )
+    assert "LigerPolyNormFunction.apply(x, self.weight, self.bias, self.eps)" in module
+    assert "def forward(ctx, x, weight, bias, eps=1e-06):" in ops
+    assert "def liger_poly_norm(x, weight, bias, eps=1e-06):" in rendered.functional_source
+    assert ops.count("weight_0, weight_1, weight_2 = weight\n") == 4  # the fused and split forward and backward
+    assert "grad_weight_partial = torch.empty((3, n_programs)" in ops
+    assert "grad_weight = grad_weight_partial.sum(dim=1).view_as(weight).to(weight.dtype)" in ops
+    assert "return grad_x, grad_weight, grad_bias, None" in ops

@@ -29,6 +29,7 @@ from pathlib import Path
 import torch
 
 from tools.kernelgen.profile import KernelProfile
+from tools.kernelgen.render.vectors import parameter_shape
 
 ENTRY = "sample_inputs"
 KEYS = ("label", "inputs", "params", "hyper")
@@ -224,8 +225,10 @@ def check_sampler_file(path: str | Path, profile: KernelProfile, device: str | N
     for index, sample in enumerate(samples, start=1):
         cols = sample.inputs[0].shape[-1] if sample.inputs[0].dim() else 1
         params = [
-            sample.params.get(p.name, torch.ones((cols,) if p.shape == "channel" else (), device=device))
-            for p in profile.parameters
+            sample.params.get(
+                p.name, torch.ones(parameter_shape(p, cols) if p.shape != "channel" else (cols,), device=device)
+            )
+            for p in runner.profile.parameters  # as the kernel takes them: a held vector whole
         ]
         try:
             runner.run_reference(Case(sample.inputs, params, sample.hyper, index, sample.label), torch.float64)
