@@ -7,6 +7,9 @@ from pathlib import Path
 import pytest
 import torch
 
+from liger_kernel.ops.layout_utils import combine_chunks
+from liger_kernel.ops.layout_utils import group_chunks
+from liger_kernel.ops.layout_utils import group_rows
 from test.kernelgen.conftest import assert_generated_tests_pass
 from test.kernelgen.conftest import copy_checkout
 from test.kernelgen.conftest import import_generated_ops
@@ -109,6 +112,21 @@ def test_groups_given_by_no_argument_are_one_line(tmp_path):
         analyze(str(reference))
 
 
+def test_groups_longer_than_one_program_are_cut_into_chunks_of_whole_channels():
+    """The shared helpers a grouped kernel's wrappers call: 32 channels of 4096 in one group (upstream's test case)
+    are 2 chunks of 16 channels, 65536 elements each; a chunk's part of a statistic is combined over its group's
+    chunks in place (every chunk then reads the group's value)."""
+    assert group_rows("k", "x", (16, 32, 1, 4096), 1, "g") == (32, 16, (16, 32, 4096), 2)
+    assert group_rows("k", "x", (2, 6, 3, 5), 3, "g") == (6, 2, (2, 6, 15), 1)
+    assert group_chunks("k", 7, 10000) == 7  # the fewest chunks that divide the channels and fit
+    parts = torch.tensor([[1.0, 2.0, 3.0, 4.0], [5.0, -1.0, 0.5, 0.25]])
+    combine_chunks(2)(parts, "sum")
+    assert parts.tolist() == [[3.0, 3.0, 7.0, 7.0], [4.0, 4.0, 0.75, 0.75]]
+    maxima = torch.tensor([1.0, 2.0, 3.0, -4.0])
+    combine_chunks(2)(maxima, "max")
+    assert maxima.tolist() == [2.0, 2.0, 3.0, 3.0]
+
+
 @pytest.fixture(scope="module")
 def groups_checkout(tmp_path_factory) -> Path:
     """A checkout with both references generated through the CLI (smoke run included)."""
@@ -132,11 +150,14 @@ def test_generated_tests_of_group_norms_pass(groups_checkout):
         pytest.param((2, 6, 3, 5), 3, id="spatial_dims"),
         pytest.param((1, 4, 9000), 2, id="long_group_rows"),  # groups of 18000 elements, each a tile of one row
         pytest.param((3, 5, 7), 5, id="a_group_per_channel"),
+        # Groups of 66000 elements, more than one program holds: each cut into 2 chunks of 2 whole channels, whose
+        # statistics and row sums are combined between the reduction passes and the kernels' split mode.
+        pytest.param((1, 4, 16500), 1, id="groups_longer_than_one_program"),
     ],
 )
 def test_a_generated_group_norm_matches_torch(groups_checkout, shape, groups):
     """The functional kernel against torch's group_norm: inputs with several trailing dims, rows long enough for
-    whole tiles of one row, one channel per group."""
+    whole tiles of one row, one channel per group, groups longer than one program holds."""
     ops = import_generated_ops(groups_checkout, "group_norm_functional")
     torch.manual_seed(0)
     x = torch.randn(shape, requires_grad=True)
@@ -159,6 +180,10 @@ def test_channels_that_do_not_split_into_the_groups_are_one_line(groups_checkout
         ValueError, match=r"x has shape \(2, 6, 5\); it takes \[batch, channels, \.\.\.\] with channels a"
     ):
         ops.LigerGroupNormFunctionalFunction.apply(x, weight, weight, 4, 1e-5)
+    # A group is cut into chunks of whole channels: a channel longer than one program holds is refused.
+    x, weight = torch.empty(1, 2, 70000), torch.ones(2)
+    with pytest.raises(ValueError, match=r"channels of 70000 elements exceed the 65536 one program holds"):
+        ops.LigerGroupNormFunctionalFunction.apply(x, weight, weight, 1, 1e-5)
 
 
 def test_a_vector_read_by_index_is_held_and_taken_whole():

@@ -381,9 +381,8 @@ class RowProgramOpsView:
     dtensor: DTensorView
     forward_kernel: RowKernelView  # the fused kernels
     backward_kernel: RowKernelView
-    # The same math for rows whose columns are spread over ranks or too long for a backward's registers; None for
-    # grouped rows without parameter gradients, which take neither (they take no DTensors, and a backward without
-    # parameter accumulators holds any row the forward holds)
+    # The same math for rows whose columns are spread over ranks, too long for a backward's registers, or (grouped
+    # rows) cut into chunks of whole channels
     split: SplitRowsView | None
     # Parameter vectors the interface takes whole (vector -> the kernels' element parameters): the host wrappers
     # take the vector, hand the kernels its elements and sum their partial gradients from one buffer.
@@ -1079,7 +1078,9 @@ def _row_program_ops(profile: KernelProfile) -> RowProgramOpsView:
     channel_grads = [f"grad_{p.name}" for p in params if p.shape == "channel"]
     scalar_grads = [f"grad_{p.name}" for p in params if p.shape == "scalar"]
     gradient_note = _gradient_note(math.gradient_formulas)
-    split_path = not profile.math.groups or bool(channel_grads or scalar_grads)
+    # Every derived row kernel has the split path: DTensors sharded along the row, rows too long for a backward's
+    # registers, and a GroupNorm's groups too long for one program (cut into chunks of whole channels).
+    split_path = True
     forward_kernel = RowKernelView(
         name=f"_{profile.operation_name}_forward_kernel",
         lines=math.forward,
