@@ -1,6 +1,7 @@
 """Statistics over groups of channels (issue 42, part 3): a GroupNorm written out (``x.view(b, groups, -1)``, the
 view back, ``self.weight[:, None]``) and ``F.group_norm`` with its affine as inputs are tier-2 kernels whose rows are
-the groups of a sample, the per-channel affine read at each element's channel; references in ``fixtures/groups/``."""
+the groups of a sample, the per-channel affine read at each element's channel; references in ``fixtures/groups/``.
+The generated kernels run in test_row_kernels.py's checkout (their generated tests and the checks against torch)."""
 
 from pathlib import Path
 
@@ -10,10 +11,6 @@ import torch
 from liger_kernel.ops.layout_utils import combine_chunks
 from liger_kernel.ops.layout_utils import group_chunks
 from liger_kernel.ops.layout_utils import group_rows
-from test.kernelgen.conftest import assert_generated_tests_pass
-from test.kernelgen.conftest import copy_checkout
-from test.kernelgen.conftest import import_generated_ops
-from test.kernelgen.conftest import run_kernelgen
 from tools.kernelgen.analyze import AnalyzeError
 from tools.kernelgen.analyze import analyze
 from tools.kernelgen.layout import kernel_paths
@@ -125,65 +122,6 @@ def test_groups_longer_than_one_program_are_cut_into_chunks_of_whole_channels():
     maxima = torch.tensor([1.0, 2.0, 3.0, -4.0])
     combine_chunks(2)(maxima, "max")
     assert maxima.tolist() == [2.0, 2.0, 3.0, 3.0]
-
-
-@pytest.fixture(scope="module")
-def groups_checkout(tmp_path_factory) -> Path:
-    """A checkout with both references generated through the CLI (smoke run included)."""
-    root = copy_checkout(tmp_path_factory.mktemp("groups") / "liger")
-    for name in REFERENCES:
-        result = run_kernelgen("new", name, "--reference", str(FIXTURES / f"{name}.py"), "--repo", str(root))
-        assert result.returncode == 0, result.stderr
-    return root
-
-
-def test_generated_tests_of_group_norms_pass(groups_checkout):
-    """Values and gradients of x and the per-channel affine against autograd of the reference, through the
-    Function, the functional and the module (interpreter on the CPU)."""
-    # The functional kernel is checked against torch below; its generated tests are the module's less the module.
-    assert_generated_tests_pass(groups_checkout, ["group_norm"], at_least_per_kernel=8)
-
-
-@pytest.mark.parametrize(
-    "shape, groups",
-    [
-        pytest.param((2, 6, 3, 5), 3, id="spatial_dims"),
-        pytest.param((1, 4, 9000), 2, id="long_group_rows"),  # groups of 18000 elements, each a tile of one row
-        pytest.param((3, 5, 7), 5, id="a_group_per_channel"),
-        # Groups of 66000 elements, more than one program holds: each cut into 2 chunks of 2 whole channels, whose
-        # statistics and row sums are combined between the reduction passes and the kernels' split mode.
-        pytest.param((1, 4, 16500), 1, id="groups_longer_than_one_program"),
-    ],
-)
-def test_a_generated_group_norm_matches_torch(groups_checkout, shape, groups):
-    """The functional kernel against torch's group_norm: inputs with several trailing dims, rows long enough for
-    whole tiles of one row, one channel per group, groups longer than one program holds."""
-    ops = import_generated_ops(groups_checkout, "group_norm_functional")
-    torch.manual_seed(0)
-    x = torch.randn(shape, requires_grad=True)
-    weight, bias = (torch.randn(shape[1], requires_grad=True) for _ in range(2))
-    y = ops.LigerGroupNormFunctionalFunction.apply(x, weight, bias, groups, 1e-5)
-    grad = torch.randn_like(y)
-    y.backward(grad)
-    leaves = [t.detach().double().requires_grad_(True) for t in (x, weight, bias)]
-    expected = torch.nn.functional.group_norm(leaves[0], groups, leaves[1], leaves[2], 1e-5)
-    expected.backward(grad.double())
-    torch.testing.assert_close(y.double(), expected, atol=1e-5, rtol=1e-5)
-    for name, mine, leaf in zip(("x", "weight", "bias"), (x.grad, weight.grad, bias.grad), leaves):
-        torch.testing.assert_close(mine.double(), leaf.grad, atol=1e-3, rtol=1e-4, msg=name)
-
-
-def test_channels_that_do_not_split_into_the_groups_are_one_line(groups_checkout):
-    ops = import_generated_ops(groups_checkout, "group_norm_functional")
-    x, weight = torch.randn(2, 6, 5), torch.ones(6)
-    with pytest.raises(
-        ValueError, match=r"x has shape \(2, 6, 5\); it takes \[batch, channels, \.\.\.\] with channels a"
-    ):
-        ops.LigerGroupNormFunctionalFunction.apply(x, weight, weight, 4, 1e-5)
-    # A group is cut into chunks of whole channels: a channel longer than one program holds is refused.
-    x, weight = torch.empty(1, 2, 70000), torch.ones(2)
-    with pytest.raises(ValueError, match=r"channels of 70000 elements exceed the 65536 one program holds"):
-        ops.LigerGroupNormFunctionalFunction.apply(x, weight, weight, 1, 1e-5)
 
 
 def test_a_vector_read_by_index_is_held_and_taken_whole():
