@@ -1,5 +1,6 @@
-"""Build .gpu-upstream/: a scratch copy of upstream Liger-Kernel with kernels kernelgen generated into it and options
-kernelgen's ``modify`` added to two of upstream's hand-written kernels, and put upstream's unit tests of the five host kernels into .gpu-run/test/upstream/ (after make_gpu_checkout.py).
+"""Build .gpu-upstream/: a scratch copy of upstream Liger-Kernel with kernels kernelgen generated into it (two new
+ones, and group_norm and poly_norm in place of upstream's) and options kernelgen's ``modify`` added to two of
+upstream's hand-written kernels, and put upstream's unit tests of the five host kernels into .gpu-run/test/upstream/ (after make_gpu_checkout.py).
 
 Both are for the GPU checks of issue 15 and are never committed (both folders are ignored): on the GPU machine the
 generated tests run in the upstream copy and the generated benchmarks append rows to its
@@ -9,6 +10,8 @@ repository's library in .gpu-run. Generation needs libcst and ruff, so it happen
 usage: python3 .ci/make_upstream_checkout.py GIT_DIR [REV]   (GIT_DIR: a bare clone of linkedin/Liger-Kernel)
 """
 
+import ast
+import re
 import shutil
 import subprocess
 import sys
@@ -28,6 +31,12 @@ MODIFIED = {
     "softmax": ROOT / "test" / "kernelgen" / "fixtures" / "modify" / "softmax_temperature.py",
 }
 UPSTREAM_TESTS = ("swiglu", "geglu", "rms_norm", "cross_entropy", "dyt")
+# Upstream kernels the generated ones take the place of (issue 42): upstream's files and registrations removed, the
+# reference generated under upstream's name, and upstream's own test kept as test_NAME_upstream.py to run against it.
+REPLACED = {
+    "group_norm": ROOT / "test" / "kernelgen" / "fixtures" / "groups" / "group_norm.py",
+    "poly_norm": ROOT / "test" / "kernelgen" / "fixtures" / "norms" / "poly_norm.py",
+}
 
 
 def git(git_dir: str, *args: str) -> subprocess.CompletedProcess:
@@ -54,6 +63,35 @@ def export(git_dir: str, rev: str, destination: Path) -> None:
             target.write_bytes(blob.stdout)
 
 
+def remove_upstream_kernel(name: str) -> None:
+    """Upstream's kernel ``name`` out of DESTINATION: its ops and module files, benchmark, the lines of the two
+    __init__ files that import or list it and the functional that calls it; its test kept aside as
+    test_NAME_upstream.py."""
+    library = DESTINATION / "src" / "liger_kernel"
+    for path in (library / "ops" / f"{name}.py", library / "transformers" / f"{name}.py"):
+        path.unlink()
+    (DESTINATION / "benchmark" / "scripts" / f"benchmark_{name}.py").unlink(missing_ok=True)
+    tests = DESTINATION / "test" / "transformers"
+    (tests / f"test_{name}.py").rename(tests / f"test_{name}_upstream.py")
+    pascal = "".join(part.title() for part in name.split("_"))
+    mentions = re.compile(rf"\b(liger_kernel\.(ops|transformers)\.{name}\b|Liger{pascal}\w*|liger_{name}\b)")
+    for path in (library / "ops" / "__init__.py", library / "transformers" / "__init__.py"):
+        lines = path.read_text().splitlines(keepends=True)
+        path.write_text("".join(line for line in lines if not mentions.search(line)))
+    functional = library / "transformers" / "functional.py"
+    source = functional.read_text()
+    spans = [
+        (node.lineno - 1 - len(getattr(node, "decorator_list", [])), node.end_lineno)
+        for node in ast.parse(source).body
+        if (isinstance(node, ast.FunctionDef) and node.name == f"liger_{name}")
+        or (isinstance(node, ast.ImportFrom) and any(mentions.search(alias.name) for alias in node.names))
+    ]
+    lines = source.splitlines(keepends=True)
+    for start, end in sorted(spans, reverse=True):
+        del lines[start:end]
+    functional.write_text("".join(lines))
+
+
 def main() -> None:
     if len(sys.argv) not in (2, 3):
         sys.exit(__doc__.strip().splitlines()[-1])
@@ -78,7 +116,16 @@ def main() -> None:
             cwd=ROOT,
             check=True,
         )
+    for name, reference in REPLACED.items():
+        remove_upstream_kernel(name)
+        subprocess.run(
+            [sys.executable, "-m", "tools.kernelgen", "new", name, "--reference", str(reference)]
+            + ["--repo", str(DESTINATION), "--force-new"],
+            cwd=ROOT,
+            check=True,
+        )
     print(f"{DESTINATION}: upstream {rev} with {', '.join(KERNELS)} generated, {', '.join(MODIFIED)} modified")
+    print(f"{DESTINATION}: {', '.join(REPLACED)} generated in place of upstream's (their tests: test_NAME_upstream.py)")
     gpu_run = ROOT / ".gpu-run"
     if gpu_run.is_dir():
         tests = gpu_run / "test" / "upstream"

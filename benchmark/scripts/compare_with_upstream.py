@@ -82,12 +82,12 @@ UPSTREAM = {
     ),
     # GroupNorm over [BT // channels, channels, H] (GROUP_CHANNELS per group) with its per-channel affine, whether the
     # generated kernel holds it as parameters or takes it as inputs; PolyNorm with its three weights as the one vector
-    # upstream takes (the generated kernel reads them element by element, views of that vector).
+    # that upstream and the generated Function take.
     "group_norm": lambda up, x, *rest: up.ops.LigerGroupNormFunction.apply(
         x, *_affine(rest), x.shape[1], x.shape[1] // GROUP_CHANNELS, rest[-1].get("eps", 1e-6)
     ),
     "poly_norm": lambda up, x, params, hyper: up.ops.LigerPolyNormFunction.apply(
-        x, params[0]._base, params[-1], hyper.get("eps", 1e-6), True
+        x, params[0], params[-1], hyper.get("eps", 1e-6), True
     ),
     # Fused linear + loss: hidden states, the lm_head weight, the targets (no bias).
     "fused_linear_cross_entropy": lambda up, hidden, weight, target, params, hyper: (
@@ -214,7 +214,7 @@ def setup(name: str, upstream_key: str, up, run: SingleBenchmarkRunInput):
     ]
     inputs = [x for x in arguments if x.requires_grad]
     module = reference_module(name, channels or size, run.kernel_provider == "torch_compile")
-    params = [_parameter(module, p.get("attribute") or p["name"]) for p in record["parameters"]]
+    params = _taken_parameters(module, record)
     hyper = {hp["name"]: hp["default"] for hp in record["hyperparameters"]}
     if run.kernel_provider == "liger":
         function = getattr(__import__(f"liger_kernel.ops.{name}", fromlist=["_"]), record["function_class_name"])
@@ -273,6 +273,22 @@ def _linear_then_loss(loss: str, compiled: bool):
 
     module = _FunctionModule(forward)
     return torch.compile(module) if compiled else module
+
+
+def _taken_parameters(module, record: dict) -> list[torch.Tensor]:
+    """The reference's parameters as the generated Function takes them: a vector read by element (PolyNorm's
+    ``weight[0]``, ``[1]``, ``[2]``) whole where the kernel is a derived row kernel, its elements (views) otherwise."""
+    whole = record["tier"] == 2 and record["math"].get("triton") is None and record["reference"]["kind"] == "module"
+    taken = []
+    for spec in record["parameters"]:
+        path = spec.get("attribute") or spec["name"]
+        held, bracket, _ = path.partition("[")
+        if bracket and whole:
+            vector = module.get_parameter(held)
+            taken += [] if any(t is vector for t in taken) else [vector]
+        else:
+            taken.append(_parameter(module, path))
+    return taken
 
 
 def _parameter(module, path: str) -> torch.Tensor:

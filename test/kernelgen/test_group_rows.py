@@ -1,16 +1,16 @@
 """Statistics over groups of channels (issue 42, part 3): a GroupNorm written out (``x.view(b, groups, -1)``, the
 view back, ``self.weight[:, None]``) and ``F.group_norm`` with its affine as inputs are tier-2 kernels whose rows are
-the groups of a sample, the per-channel affine read at each element's channel; references in ``fixtures/groups/``."""
+the groups of a sample, the per-channel affine read at each element's channel; references in ``fixtures/groups/``.
+The generated kernels run in test_row_kernels.py's checkout (their generated tests and the checks against torch)."""
 
 from pathlib import Path
 
 import pytest
 import torch
 
-from test.kernelgen.conftest import assert_generated_tests_pass
-from test.kernelgen.conftest import copy_checkout
-from test.kernelgen.conftest import import_generated_ops
-from test.kernelgen.conftest import run_kernelgen
+from liger_kernel.ops.layout_utils import combine_chunks
+from liger_kernel.ops.layout_utils import group_chunks
+from liger_kernel.ops.layout_utils import group_rows
 from tools.kernelgen.analyze import AnalyzeError
 from tools.kernelgen.analyze import analyze
 from tools.kernelgen.layout import kernel_paths
@@ -109,65 +109,36 @@ def test_groups_given_by_no_argument_are_one_line(tmp_path):
         analyze(str(reference))
 
 
-@pytest.fixture(scope="module")
-def groups_checkout(tmp_path_factory) -> Path:
-    """A checkout with both references generated through the CLI (smoke run included)."""
-    root = copy_checkout(tmp_path_factory.mktemp("groups") / "liger")
-    for name in REFERENCES:
-        result = run_kernelgen("new", name, "--reference", str(FIXTURES / f"{name}.py"), "--repo", str(root))
-        assert result.returncode == 0, result.stderr
-    return root
+def test_groups_longer_than_one_program_are_cut_into_chunks_of_whole_channels():
+    """The shared helpers a grouped kernel's wrappers call: 32 channels of 4096 in one group (upstream's test case)
+    are 2 chunks of 16 channels, 65536 elements each; a chunk's part of a statistic is combined over its group's
+    chunks in place (every chunk then reads the group's value)."""
+    assert group_rows("k", "x", (16, 32, 1, 4096), 1, "g") == (32, 16, (16, 32, 4096), 2)
+    assert group_rows("k", "x", (2, 6, 3, 5), 3, "g") == (6, 2, (2, 6, 15), 1)
+    assert group_chunks("k", 7, 10000) == 7  # the fewest chunks that divide the channels and fit
+    parts = torch.tensor([[1.0, 2.0, 3.0, 4.0], [5.0, -1.0, 0.5, 0.25]])
+    combine_chunks(2)(parts, "sum")
+    assert parts.tolist() == [[3.0, 3.0, 7.0, 7.0], [4.0, 4.0, 0.75, 0.75]]
+    maxima = torch.tensor([1.0, 2.0, 3.0, -4.0])
+    combine_chunks(2)(maxima, "max")
+    assert maxima.tolist() == [2.0, 2.0, 3.0, 3.0]
 
 
-def test_generated_tests_of_group_norms_pass(groups_checkout):
-    """Values and gradients of x and the per-channel affine against autograd of the reference, through the
-    Function, the functional and the module (interpreter on the CPU)."""
-    # The functional kernel is checked against torch below; its generated tests are the module's less the module.
-    assert_generated_tests_pass(groups_checkout, ["group_norm"], at_least_per_kernel=8)
-
-
-@pytest.mark.parametrize(
-    "shape, groups",
-    [
-        pytest.param((2, 6, 3, 5), 3, id="spatial_dims"),
-        pytest.param((1, 4, 9000), 2, id="long_group_rows"),  # groups of 18000 elements, each a tile of one row
-        pytest.param((3, 5, 7), 5, id="a_group_per_channel"),
-    ],
-)
-def test_a_generated_group_norm_matches_torch(groups_checkout, shape, groups):
-    """The functional kernel against torch's group_norm: inputs with several trailing dims, rows long enough for
-    whole tiles of one row, one channel per group."""
-    ops = import_generated_ops(groups_checkout, "group_norm_functional")
-    torch.manual_seed(0)
-    x = torch.randn(shape, requires_grad=True)
-    weight, bias = (torch.randn(shape[1], requires_grad=True) for _ in range(2))
-    y = ops.LigerGroupNormFunctionalFunction.apply(x, weight, bias, groups, 1e-5)
-    grad = torch.randn_like(y)
-    y.backward(grad)
-    leaves = [t.detach().double().requires_grad_(True) for t in (x, weight, bias)]
-    expected = torch.nn.functional.group_norm(leaves[0], groups, leaves[1], leaves[2], 1e-5)
-    expected.backward(grad.double())
-    torch.testing.assert_close(y.double(), expected, atol=1e-5, rtol=1e-5)
-    for name, mine, leaf in zip(("x", "weight", "bias"), (x.grad, weight.grad, bias.grad), leaves):
-        torch.testing.assert_close(mine.double(), leaf.grad, atol=1e-3, rtol=1e-4, msg=name)
-
-
-def test_channels_that_do_not_split_into_the_groups_are_one_line(groups_checkout):
-    ops = import_generated_ops(groups_checkout, "group_norm_functional")
-    x, weight = torch.randn(2, 6, 5), torch.ones(6)
-    with pytest.raises(
-        ValueError, match=r"x has shape \(2, 6, 5\); it takes \[batch, channels, \.\.\.\] with channels a"
-    ):
-        ops.LigerGroupNormFunctionalFunction.apply(x, weight, weight, 4, 1e-5)
-
-
-def test_a_generated_module_holds_a_vector_read_by_index_as_the_reference_does():
+def test_a_vector_read_by_index_is_held_and_taken_whole():
     """PolyNorm reads self.weight[0], [1], [2]: the generated module holds that [3] vector, as the reference does
-    (its state dict loads into it), and passes its elements on to the Function (test_row_kernels.py runs the
-    generated PolyNorm's tests, its module's included)."""
-    module = render_kernel(analyze(str(POLY_NORM))).files[kernel_paths("poly_norm")["module"]]
+    (its state dict loads into it), and the Function and the functional take it whole, as upstream's
+    ``LigerPolyNormFunction.apply(x, weight, bias, eps)`` does: the kernels read its elements (views), and its
+    gradient is one [3] tensor summed from one [3, n_programs] buffer of partial sums (test_row_kernels.py runs
+    the generated PolyNorm's tests, whose gradients of the vector are checked against autograd)."""
+    rendered = render_kernel(analyze(str(POLY_NORM)))
+    files, paths = rendered.files, kernel_paths("poly_norm")
+    module, ops = files[paths["module"]], files[paths["ops"]]
     assert "self.weight = nn.Parameter(torch.tensor([0.33333334, 0.33333334, 0.33333334]))" in module
     assert "self.bias = nn.Parameter(torch.ones(()))" in module
-    assert (
-        "LigerPolyNormFunction.apply(x, self.weight[0], self.weight[1], self.weight[2], self.bias, self.eps)" in module
-    )
+    assert "LigerPolyNormFunction.apply(x, self.weight, self.bias, self.eps)" in module
+    assert "def forward(ctx, x, weight, bias, eps=1e-06):" in ops
+    assert "def liger_poly_norm(x, weight, bias, eps=1e-06):" in rendered.functional_source
+    assert ops.count("weight_0, weight_1, weight_2 = weight\n") == 4  # the fused and split forward and backward
+    assert "grad_weight_partial = torch.empty((3, n_programs)" in ops
+    assert "grad_weight = grad_weight_partial.sum(dim=1).view_as(weight).to(weight.dtype)" in ops
+    assert "return grad_x, grad_weight, grad_bias, None" in ops

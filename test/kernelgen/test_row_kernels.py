@@ -8,6 +8,8 @@ the CPU the kernels run under the Triton interpreter with small shapes; on a GPU
 shapes.
 """
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -27,6 +29,7 @@ from tools.kernelgen.layout import kernel_paths
 from tools.kernelgen.repo import LigerRepo
 from tools.kernelgen.writer import write_all
 
+GROUPS = Path(__file__).parent / "fixtures" / "groups"
 # Styles beyond the built-ins that the generated kernels are run for (the derivation covers all of them); logsumexp_rows
 # has only a per-row output (its split passes combine per-row values and touch no columns).
 # HeldEpsNorm's test sets its eps on the built module and passes forward's own hyper-parameter; mean_by_size reads
@@ -65,7 +68,14 @@ def generated_checkout(tmp_path_factory):
         assert profile.math.statistics and profile.math.triton is None  # derived, not hand-written
         write_all(root, plan_new(LigerRepo.open(root), profile).changes)
         names.append(name)
-    return root, names
+    # GroupNorm as written out (per-channel parameters) and as F.group_norm (its affine as inputs): rows over groups
+    # of channels. The functional's generated tests are the module's less the module: it is checked against torch
+    # below instead.
+    for name in ("group_norm", "group_norm_functional"):
+        profile = analyze(str(GROUPS / f"{name}.py"))
+        assert profile.tier == 2 and profile.math.groups == "num_groups", profile.notes.tier_reason
+        write_all(root, plan_new(LigerRepo.open(root), profile).changes)
+    return root, names + ["group_norm"]
 
 
 def test_generated_row_kernels_run_under_the_interpreter(generated_checkout):
@@ -127,3 +137,45 @@ def test_rows_past_the_register_budget_take_the_split_backward_and_match_torch(g
     torch.nn.functional.layer_norm(reference[0], (9000,), reference[1], reference[2], 1e-5).backward(grad.double())
     for name, ours, theirs in zip(["x", "weight", "bias"], leaves, reference):
         torch.testing.assert_close(ours.grad.double(), theirs.grad, atol=1e-4, rtol=1e-4, msg=name)
+
+
+@pytest.mark.parametrize(
+    "shape, groups",
+    [
+        pytest.param((2, 6, 3, 5), 3, id="spatial_dims"),
+        pytest.param((1, 4, 9000), 2, id="long_group_rows"),  # groups of 18000 elements, each a tile of one row
+        pytest.param((3, 5, 7), 5, id="a_group_per_channel"),
+        # Groups of 66000 elements, more than one program holds: each cut into 2 chunks of 2 whole channels, whose
+        # statistics and row sums are combined between the reduction passes and the kernels' split mode.
+        pytest.param((1, 4, 16500), 1, id="groups_longer_than_one_program"),
+    ],
+)
+def test_a_generated_group_norm_matches_torch(generated_checkout, shape, groups):
+    """The functional kernel against torch's group_norm: inputs with several trailing dims, rows long enough for
+    whole tiles of one row, one channel per group, groups longer than one program holds."""
+    ops = import_generated_ops(generated_checkout[0], "group_norm_functional")
+    torch.manual_seed(0)
+    x = torch.randn(shape, requires_grad=True)
+    weight, bias = (torch.randn(shape[1], requires_grad=True) for _ in range(2))
+    y = ops.LigerGroupNormFunctionalFunction.apply(x, weight, bias, groups, 1e-5)
+    grad = torch.randn_like(y)
+    y.backward(grad)
+    leaves = [t.detach().double().requires_grad_(True) for t in (x, weight, bias)]
+    expected = torch.nn.functional.group_norm(leaves[0], groups, leaves[1], leaves[2], 1e-5)
+    expected.backward(grad.double())
+    torch.testing.assert_close(y.double(), expected, atol=1e-5, rtol=1e-5)
+    for name, mine, leaf in zip(("x", "weight", "bias"), (x.grad, weight.grad, bias.grad), leaves):
+        torch.testing.assert_close(mine.double(), leaf.grad, atol=1e-3, rtol=1e-4, msg=name)
+
+
+def test_channels_that_do_not_split_into_the_groups_are_one_line(generated_checkout):
+    ops = import_generated_ops(generated_checkout[0], "group_norm_functional")
+    x, weight = torch.randn(2, 6, 5), torch.ones(6)
+    with pytest.raises(
+        ValueError, match=r"x has shape \(2, 6, 5\); it takes \[batch, channels, \.\.\.\] with channels a"
+    ):
+        ops.LigerGroupNormFunctionalFunction.apply(x, weight, weight, 4, 1e-5)
+    # A group is cut into chunks of whole channels: a channel longer than one program holds is refused.
+    x, weight = torch.empty(1, 2, 70000), torch.ones(2)
+    with pytest.raises(ValueError, match=r"channels of 70000 elements exceed the 65536 one program holds"):
+        ops.LigerGroupNormFunctionalFunction.apply(x, weight, weight, 1, 1e-5)

@@ -26,6 +26,8 @@ from tools.kernelgen.broadcast import shape_for
 from tools.kernelgen.profile import KernelProfile
 from tools.kernelgen.profile import group_count
 from tools.kernelgen.profile import shape_of
+from tools.kernelgen.render.vectors import hold_vectors_whole
+from tools.kernelgen.render.vectors import parameter_shape
 from tools.kernelgen.scratch import changed_library_modules
 from tools.kernelgen.scratch import library_imports_from
 from tools.kernelgen.scratch import stage_checkout
@@ -163,8 +165,8 @@ def _compare(profile: KernelProfile, function) -> None:
     generator = torch.Generator().manual_seed(0)
     inputs, cols = _inputs(profile, generator)
     # Channel parameters in the shape the reference holds them ([1, 1, H] widens the outputs to its rank), scalars 0-d.
-    sizes = {"channel": cols, "group": inputs[0].shape[1] if profile.math.groups else cols}
-    shapes = [(1,) * (p.held_rank - 1) + (sizes[p.shape],) if p.shape in sizes else () for p in profile.parameters]
+    group = inputs[0].shape[1] if profile.math.groups else cols
+    shapes = [parameter_shape(p, cols, group) for p in hold_vectors_whole(profile).parameters]
     params = [torch.rand(shape, generator=generator) + 0.5 for shape in shapes]
     try:
         runner = ReferenceRunner(profile, "cpu")

@@ -6,6 +6,7 @@ results take the inputs' placements. Row reductions do likewise while the reduce
 when it is sharded, they run in passes that all-reduce their per-row statistics (``DTensorLayout.reduce_rows``)."""
 
 import functools
+import math
 import os
 import sys
 
@@ -102,6 +103,52 @@ def row_tile_settings(
     if backward and rows_held and num_warps == 8 and 2 * block_rows <= n_rows and rows_held * tile // 256 <= 48:
         block_rows, num_warps = 2 * block_rows, 16
     return block_rows, block_cols, num_warps
+
+
+def group_rows(kernel: str, name: str, shape, groups: int, groups_name: str) -> tuple[int, int, tuple, int]:
+    """The rows of a kernel over groups of channels of ``name``, ``[batch, channels, ...]`` of ``shape``: each row
+    holds one group of a sample, its channels' elements in order, or one of ``chunks`` chunks of whole channels of
+    it where a group is longer than one program holds (``group_chunks``). ``(n_rows, group_channels, channels,
+    chunks)``: the rows and the channels of each, ``channels`` the ``[batch, channels, the elements of a channel]``
+    that inputs which broadcast are laid out against."""
+    if len(shape) < 3 or shape[1] % groups:
+        raise ValueError(
+            f"{kernel}: {name} has shape {tuple(shape)}; it takes [batch, channels, ...] with channels a multiple of "
+            f"{groups_name}={groups}"
+        )
+    channels = (shape[0], shape[1], math.prod(shape[2:]))
+    chunks = group_chunks(kernel, shape[1] // groups, channels[2])
+    return shape[0] * groups * chunks, shape[1] // groups // chunks, channels, chunks
+
+
+def group_chunks(kernel: str, group_channels: int, channel_cols: int) -> int:
+    """How many chunks of whole channels a group of ``group_channels`` channels of ``channel_cols`` elements is cut
+    into so that each fits one program: 1 where the group does, else the fewest that divide its channels. A channel
+    longer than one program holds is refused (``kernel`` names the kernel)."""
+    if group_channels * channel_cols <= MAX_ROW_COLUMNS:
+        return 1
+    if channel_cols > MAX_ROW_COLUMNS:
+        raise ValueError(
+            f"{kernel}: channels of {channel_cols} elements exceed the {MAX_ROW_COLUMNS} one program holds"
+        )
+    return next(
+        c
+        for c in range(2, group_channels + 1)
+        if group_channels % c == 0 and group_channels // c * channel_cols <= MAX_ROW_COLUMNS
+    )
+
+
+def combine_chunks(chunks: int):
+    """The split path's ``reduce(values, op)`` for rows cut into ``chunks`` consecutive rows of their columns (a
+    group's chunks of whole channels): each chunk's part of a per-row reduction (fp32, ``[..., rows * chunks]``) is
+    combined over its row's chunks in place, in a fixed order, so that every chunk reads the whole row's value."""
+
+    def combine(values: torch.Tensor, op: str) -> None:
+        parts = values.view(*values.shape[:-1], -1, chunks)
+        whole = {"sum": parts.sum, "max": parts.amax, "min": parts.amin}[op](-1, keepdim=True)
+        parts.copy_(whole.expand_as(parts))
+
+    return combine
 
 
 def column_block_settings(n_rows: int, n_cols: int, block_cols: int) -> tuple[int, int, int, int]:

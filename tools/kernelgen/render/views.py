@@ -59,6 +59,9 @@ from tools.kernelgen.render.text import fstring_chunks
 from tools.kernelgen.render.text import signature
 from tools.kernelgen.render.text import split_reference
 from tools.kernelgen.render.text import wrap_docstring
+from tools.kernelgen.render.vectors import held_vectors
+from tools.kernelgen.render.vectors import hold_vectors_whole
+from tools.kernelgen.render.vectors import vectors_taken_whole
 from tools.kernelgen.synth import parse_formula
 from tools.kernelgen.synth.printer import INPUT_DTYPE
 from tools.kernelgen.synth.printer import TAKE_HELPER
@@ -381,10 +384,18 @@ class RowProgramOpsView:
     dtensor: DTensorView
     forward_kernel: RowKernelView  # the fused kernels
     backward_kernel: RowKernelView
-    # The same math for rows whose columns are spread over ranks or too long for a backward's registers; None for
-    # grouped rows without parameter gradients, which take neither (they take no DTensors, and a backward without
-    # parameter accumulators holds any row the forward holds)
+    # The same math for rows whose columns are spread over ranks, too long for a backward's registers, or (grouped
+    # rows) cut into chunks of whole channels
     split: SplitRowsView | None
+    # Parameter vectors the interface takes whole (vector -> the kernels' element parameters): the host wrappers
+    # take the vector, hand the kernels its elements and sum their partial gradients from one buffer.
+    vectors: dict[str, list[str]] = field(default_factory=dict)
+
+    @property
+    def unvectored_scalar_grads(self) -> list[str]:
+        """The scalar parameter gradients that are no element of a vector taken whole (one partial buffer each)."""
+        inside = {f"grad_{name}" for elements in self.vectors.values() for name in elements}
+        return [name for name in self.scalar_grads if name not in inside]
 
     @property
     def allocates_gradients(self) -> bool:
@@ -670,7 +681,7 @@ def group_parameters_as_inputs(profile: KernelProfile) -> KernelProfile:
 def kernel_view(profile: KernelProfile) -> KernelView:
     imports, body = split_reference(profile.reference.source, profile.reference.entry)
     inputs = [t.name for t in profile.inputs]
-    params = profile.parameters
+    params = hold_vectors_whole(profile).parameters  # the interface's: a held vector whole
     hyper_names = [hp.name for hp in profile.hyperparameters]
     formula = profile.forward_computation or profile.operation_name
     origin = profile.reference.origin or "a profile"
@@ -1053,7 +1064,9 @@ def _row_program_ops(profile: KernelProfile) -> RowProgramOpsView:
     grad_inputs = [t.name for t in profile.inputs if t.requires_grad]
     outputs = [t.name for t in profile.outputs]
     params = profile.parameters
-    param_names = [p.name for p in params]
+    param_names = [p.name for p in params]  # the kernels' (a held vector's elements)
+    interface = hold_vectors_whole(profile)
+    taken = [p.name for p in interface.parameters]  # the Function's and the host wrappers' (a held vector whole)
     reads = set(math.backward_reads)
     # Tensors the backward loads per element: inputs, and outputs it reads instead of recomputing (saved alike).
     backward_inputs = [name for name in inputs if name in reads] + list(math.reused_outputs)
@@ -1070,7 +1083,9 @@ def _row_program_ops(profile: KernelProfile) -> RowProgramOpsView:
     channel_grads = [f"grad_{p.name}" for p in params if p.shape == "channel"]
     scalar_grads = [f"grad_{p.name}" for p in params if p.shape == "scalar"]
     gradient_note = _gradient_note(math.gradient_formulas)
-    split_path = not profile.math.groups or bool(channel_grads or scalar_grads)
+    # Every derived row kernel has the split path: DTensors sharded along the row, rows too long for a backward's
+    # registers, and a GroupNorm's groups too long for one program (cut into chunks of whole channels).
+    split_path = True
     forward_kernel = RowKernelView(
         name=f"_{profile.operation_name}_forward_kernel",
         lines=math.forward,
@@ -1136,11 +1151,11 @@ def _row_program_ops(profile: KernelProfile) -> RowProgramOpsView:
         stored_grads=stored_grads,
         channel_grads=channel_grads,
         scalar_grads=scalar_grads,
-        saved_tensors=backward_inputs + param_names + list(math.saved),
-        backward_results=[f"grad_{name}" for name in grad_inputs + param_names],
+        saved_tensors=backward_inputs + taken + list(math.saved),
+        backward_results=[f"grad_{name}" for name in grad_inputs + taken],
         backward_call_args=[f"grad_{name}" for name in outputs]
         + backward_inputs
-        + param_names
+        + taken
         + list(math.saved)
         + ["ctx.shape"]
         + (["ctx.dtype"] if stored_grads else [])
@@ -1159,17 +1174,18 @@ def _row_program_ops(profile: KernelProfile) -> RowProgramOpsView:
         precision_note=_precision_note(math.precision_sensitive_ops),
         gradient_note=gradient_note,
         apply_returns=broadcast_gradients(profile, [f"grad_{name}" for name in grad_inputs])
-        + [f"grad_{name}" for name in param_names]
+        + [f"grad_{name}" for name in taken]
         + ["None"] * len(profile.hyperparameters),
         broadcast_saves=broadcast_saves(profile),
         block_elements=profile.tiling.block_elements,
         programs_per_sm=profile.tiling.programs_per_sm,
         num_warps=profile.tiling.num_warps,
         backward_rows_held=len(channel_grads) + len(backward_element_grads) + len(backward_inputs),
-        dtensor=dtensor_view(profile, grad_inputs, [f"grad_{name}" for name in outputs], tuple(math.row_outputs)),
+        dtensor=dtensor_view(interface, grad_inputs, [f"grad_{name}" for name in outputs], tuple(math.row_outputs)),
         forward_kernel=forward_kernel,
         backward_kernel=backward_kernel,
         split=_split_rows(profile, math, forward_kernel, backward_kernel) if split_path else None,
+        vectors=vectors_taken_whole(profile),
     )
 
 
@@ -1449,28 +1465,14 @@ def loss_reductions(
 
 
 # Module ----------------------------------------------------------------------------------------------------
-def held_vectors(parameters: list[LearnableParameter]) -> dict[str, list[LearnableParameter]]:
-    """Scalar parameters that are the elements of one vector a module reference holds itself (``self.weight`` read
-    as ``self.weight[0]``, ``self.weight[1]``, ... every element of it), by the vector's attribute: the generated
-    module holds that vector whole, so that its state dict is the reference's."""
-    found: dict[str, dict[int, LearnableParameter]] = {}
-    for prm in parameters:
-        match = re.fullmatch(r"([A-Za-z_]\w*)\[(\d+)\]", prm.attribute)
-        if match and prm.shape == "scalar" and not prm.enabled_by and not prm.init_arg and prm.rank in (None, 0):
-            found.setdefault(match.group(1), {})[int(match.group(2))] = prm
-    return {
-        held: [elements[index] for index in range(len(elements))]
-        for held, elements in found.items()
-        if sorted(elements) == list(range(len(elements)))
-    }
-
-
 def _held_names(profile: KernelProfile) -> dict[str, str]:
-    """Each parameter's expression on the module: ``weight[0]`` for an element of a held vector, else its name."""
+    """Each parameter's expression on the module: ``weight[0]`` for an element of a held vector, else its name (a
+    vector the interface takes whole: its own name too)."""
     held = {prm.name: prm.name for prm in profile.parameters}
     if profile.reference.kind == "module":
         for vector, elements in held_vectors(profile.parameters).items():
             held.update({prm.name: f"{vector}[{index}]" for index, prm in enumerate(elements)})
+    held.update({vector: vector for vector in vectors_taken_whole(profile)})
     return held
 
 
@@ -1542,7 +1544,7 @@ def module_view(profile: KernelProfile, renames: dict[str, str] | None = None) -
         forward_signature=", ".join(t.name for t in profile.inputs if not t.per_class),
         apply_inputs=[f"self.{t.name}" if t.per_class else t.name for t in profile.inputs],
         param_init=_param_init(profile, size_param),
-        self_params=[f"self.{_held_names(profile)[prm.name]}" for prm in params],
+        self_params=[f"self.{_held_names(profile)[prm.name]}" for prm in hold_vectors_whole(profile).parameters],
         self_hypers=[f"self.{name}" for name in hyper_names],
         traced_at=_traced_at(profile),
         repr_fields=fstring_chunks([f"{name}={{self.{name}}}" for name in fields]),
@@ -1607,7 +1609,7 @@ def test_view(profile: KernelProfile) -> TestView:
     liger_module_args += [f"{name}=hyper[{name!r}]" for name in hyper_names]
     inputs = [t.name for t in profile.inputs]
     grad_inputs = [t.name for t in profile.inputs if t.requires_grad]
-    params = profile.parameters
+    params = hold_vectors_whole(profile).parameters
     hypers = bool(hyper_names)
     hyper_param = ", hyper" if hypers else ""
     switches = ", **switches" if any(p.enabled_by for p in params) else ""
@@ -1647,6 +1649,7 @@ def test_view(profile: KernelProfile) -> TestView:
     terms = {
         "channel": "n_rows",
         "scalar": "n_rows * inputs[0].shape[-1]",
+        "vector": "n_rows * inputs[0].shape[-1]",  # each element a scalar
         "group": "n_rows * inputs[0].shape[-1] // inputs[0].shape[1]",  # a channel's elements in every sample
     }
     broadcast = {t.name: t.broadcast for t in profile.inputs if t.broadcast}

@@ -32,6 +32,7 @@ if not CUDA:
 
 from tools.kernelgen.profile import group_count  # noqa: E402
 from tools.kernelgen.profile import hyper_cases  # noqa: E402
+from tools.kernelgen.render.vectors import parameter_shape  # noqa: E402
 from tools.kernelgen.validate.harness import Case  # noqa: E402
 from tools.kernelgen.validate.harness import KernelUnderTest  # noqa: E402
 from tools.kernelgen.validate.harness import RunResult  # noqa: E402
@@ -273,9 +274,9 @@ def stage_samples(kut: KernelUnderTest, samples: list, tally: dict) -> str:
         params = [
             sample.params[p.name]
             if p.name in sample.params
-            else (torch.rand((cols,) if p.shape == "channel" else (), generator=generator) + 0.5).to(
-                kut.device, sample.inputs[0].dtype
-            )
+            else (
+                torch.rand(parameter_shape(p, cols) if p.shape != "channel" else (cols,), generator=generator) + 0.5
+            ).to(kut.device, sample.inputs[0].dtype)
             for p in kut.profile.parameters
         ]
         case = Case(sample.inputs, params, sample.hyper, 50 + index, sample.label)

@@ -33,6 +33,8 @@ from tools.kernelgen.profile import group_count
 from tools.kernelgen.profile import load_yaml
 from tools.kernelgen.record import read_record
 from tools.kernelgen.render.reference_hypers import reference_hypers
+from tools.kernelgen.render.vectors import hold_vectors_whole
+from tools.kernelgen.render.vectors import parameter_shape
 
 
 @dataclass
@@ -129,7 +131,8 @@ class ReferenceRunner:
     kernel (``samples`` checks a test-case sampler with it before the kernel exists)."""
 
     def __init__(self, profile: KernelProfile, device: str):
-        self.profile = profile
+        # The parameters as the kernel's interface takes them: a held vector (PolyNorm's weight) whole.
+        self.profile = hold_vectors_whole(profile)
         self.device = device
         self.reference = load_reference(self.profile)
         self.defaults = {hp.name: hp.default for hp in self.profile.hyperparameters}
@@ -170,7 +173,7 @@ class ReferenceRunner:
             inputs.append(value.to(self.device, dtype))
         params = []
         for param in self.profile.parameters:
-            size = {"channel": (cols,), "group": full[1:2]}.get(param.shape, ())
+            size = parameter_shape(param, cols, full[1]) if param.shape != "channel" else (cols,)
             params.append((torch.rand(size, generator=generator) + 0.5).to(self.device, dtype))
         return Case(inputs, params, hyper, seed, label)
 

@@ -10,8 +10,8 @@ Three rules, checked on the ops file's AST (nothing is imported or run):
    themselves and to the same builtins; ``torch``/``numpy``/``math`` fail there too.
 2. Python wrappers and the autograd Function only allocate, reshape and launch: torch calls and tensor methods
    come from allow-lists; tensor arithmetic, tensor comparisons, tensor indexing and everything else fails. The
-   exceptions are the host-side reductions the templates need: ``.sum()``/``.sum(dim=0)`` of a buffer the wrapper
-   allocated (per-program partial sums) and the ``(target != ignore_index).sum()`` count of kept rows.
+   exceptions are the host-side reductions the templates need: ``.sum()``/``.sum(dim=0)``/``.sum(dim=1)`` of a
+   buffer the wrapper allocated (per-program partial sums) and the ``(target != ignore_index).sum()`` count of kept rows.
 3. ``Function.backward`` is not a stub: not only ``pass``, no ``NotImplementedError``, not returning its incoming
    gradient unchanged or only ``None``s, and not ``None`` for an input that requires a gradient.
 
@@ -369,7 +369,7 @@ class _FileChecker:
             if _is_sum_of_buffer(call, buffers) or _is_kept_count_compare_node(receiver, is_tensor):
                 return None
             return (
-                f"`{_source_of(call)}`: only .sum() / .sum(dim=0) of a partial-sum buffer allocated here, or the "
+                f"`{_source_of(call)}`: only .sum() / .sum(dim=0 or 1) of a partial-sum buffer allocated here, or the "
                 f"(target != ignore_index).sum() count, may reduce on the host ({hint})"
             )
         if method in COUNT_METHODS and _is_kept_count(receiver, is_tensor):
@@ -588,7 +588,8 @@ def _is_sum_of_buffer(call: ast.Call, buffers: set[str]) -> bool:
     if not call.args and not call.keywords:
         return True
     dims = [k.value for k in call.keywords if k.arg == "dim"] + list(call.args[:1])
-    return len(dims) == 1 and isinstance(dims[0], ast.Constant) and dims[0].value == 0 and len(call.keywords) <= 1
+    # dim=1: the partial sums of a parameter vector's elements, one row of programs per element ([n, n_programs]).
+    return len(dims) == 1 and isinstance(dims[0], ast.Constant) and dims[0].value in (0, 1) and len(call.keywords) <= 1
 
 
 def _is_kept_count_compare_node(node: ast.AST, is_tensor) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from tools.kernelgen.render.vectors import hold_vectors_whole
 from tools.kernelgen.validate.purity import check_source
 from tools.kernelgen.validate.report import FAIL
 from tools.kernelgen.validate.report import PASS
@@ -15,7 +16,8 @@ def run(target: Target) -> StageResult:
     profile = target.profile
     grad_names = target.grad_names
     if grad_names is None:
-        grad_names = [t.name for t in profile.inputs if t.requires_grad] + [p.name for p in profile.parameters]
+        parameters = hold_vectors_whole(profile).parameters  # as the Function takes them: a held vector whole
+        grad_names = [t.name for t in profile.inputs if t.requires_grad] + [p.name for p in parameters]
     findings = check_source(target.repo.read(path), path, grad_names)
     for finding in findings:
         print(f"  {finding}")

@@ -29,6 +29,8 @@ from pathlib import Path
 import torch
 
 from tools.kernelgen.profile import KernelProfile
+from tools.kernelgen.render.vectors import hold_vectors_whole
+from tools.kernelgen.render.vectors import parameter_shape
 
 ENTRY = "sample_inputs"
 KEYS = ("label", "inputs", "params", "hyper")
@@ -125,7 +127,9 @@ class _SampleChecker:
         self.device = torch.device(device).type
         self.dtype = dtype
         self.input_names = [t.name for t in profile.inputs]
-        self.param_shapes = {p.name: p.shape for p in profile.parameters}
+        # The parameters as the kernel takes them: a held vector (PolyNorm's weight) whole.
+        self.params = {p.name: p for p in hold_vectors_whole(profile).parameters}
+        self.param_shapes = {name: p.shape for name, p in self.params.items()}
         self.hypers = {hp.name: hp for hp in profile.hyperparameters}
 
     def fail(self, where: str, problem: str):
@@ -149,8 +153,9 @@ class _SampleChecker:
         params = self._tensors(where, item.get("params", {}), "params", list(self.param_shapes), required=False)
         cols = inputs[self.input_names[0]].shape[-1] if inputs[self.input_names[0]].dim() else 1
         for name, value in params.items():
-            # A per-channel parameter has one value per column; a scalar one is () or the modules' (1,).
-            allowed = [(cols,)] if self.param_shapes[name] == "channel" else [(), (1,)]
+            # A per-channel parameter has one value per column, a held vector its elements; a scalar one is () or (1,).
+            vector = parameter_shape(self.params[name], cols) if self.param_shapes[name] == "vector" else None
+            allowed = [(cols,)] if self.param_shapes[name] == "channel" else [vector] if vector else [(), (1,)]
             if tuple(value.shape) not in allowed:
                 wanted = " or ".join(str(shape) for shape in allowed)
                 self.fail(where, f"parameter '{name}' has shape {tuple(value.shape)}, expected {wanted}")
@@ -224,8 +229,10 @@ def check_sampler_file(path: str | Path, profile: KernelProfile, device: str | N
     for index, sample in enumerate(samples, start=1):
         cols = sample.inputs[0].shape[-1] if sample.inputs[0].dim() else 1
         params = [
-            sample.params.get(p.name, torch.ones((cols,) if p.shape == "channel" else (), device=device))
-            for p in profile.parameters
+            sample.params.get(
+                p.name, torch.ones(parameter_shape(p, cols) if p.shape != "channel" else (cols,), device=device)
+            )
+            for p in runner.profile.parameters  # as the kernel takes them: a held vector whole
         ]
         try:
             runner.run_reference(Case(sample.inputs, params, sample.hyper, index, sample.label), torch.float64)
