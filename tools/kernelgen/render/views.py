@@ -18,6 +18,7 @@ from typing import Any
 import sympy
 
 from tools.kernelgen.broadcast import first_input_dims
+from tools.kernelgen.broadcast import group_dims
 from tools.kernelgen.broadcast import group_shape_expression
 from tools.kernelgen.broadcast import inserted_dims
 from tools.kernelgen.broadcast import own_rank
@@ -1783,10 +1784,16 @@ def _benchmark_input_shapes(profile: KernelProfile) -> dict[str, str]:
     if not patterns:
         return {}
     first = first_input_dims(patterns, "num_tokens", "size", group=4)
-    return {
+    shapes = {
         t.name: ", ".join(str(d) for d in (shape_for(t.broadcast, first) if t.broadcast else first))
         for t in profile.inputs
     }
+    # A further row group's input with a quarter of the first's heads (grouped-query attention's k beside q).
+    over = group_dims(patterns, len(first))
+    grouped = [f"max(1, {d} // 4)" if index in over else str(d) for index, d in enumerate(first)]
+    groups = profile.math.lanes.groups if profile.math.lanes is not None else []
+    shapes.update({renamed: ", ".join(grouped) for group in groups for renamed in group.values() if renamed in shapes})
+    return shapes
 
 
 def _benchmark_sizes(profile: KernelProfile) -> dict[str, int]:
