@@ -1,5 +1,5 @@
-"""Build .gpu-upstream/: a scratch copy of upstream Liger-Kernel with kernels kernelgen generated into it and options
-kernelgen's ``modify`` added to two of upstream's hand-written kernels, and put upstream's unit tests of the five host kernels into .gpu-run/test/upstream/ (after make_gpu_checkout.py).
+"""Build .gpu-upstream/: a scratch copy of upstream Liger-Kernel with kernels kernelgen generated into it (rope in
+place of upstream's own), options kernelgen's ``modify`` added to two of upstream's hand-written kernels, and put upstream's unit tests of the five host kernels into .gpu-run/test/upstream/ (after make_gpu_checkout.py).
 
 Both are for the GPU checks of issue 15 and are never committed (both folders are ignored): on the GPU machine the
 generated tests run in the upstream copy and the generated benchmarks append rows to its
@@ -9,6 +9,7 @@ repository's library in .gpu-run. Generation needs libcst and ruff, so it happen
 usage: python3 .ci/make_upstream_checkout.py GIT_DIR [REV]   (GIT_DIR: a bare clone of linkedin/Liger-Kernel)
 """
 
+import ast
 import shutil
 import subprocess
 import sys
@@ -28,6 +29,11 @@ MODIFIED = {
     "softmax": ROOT / "test" / "kernelgen" / "fixtures" / "modify" / "softmax_temperature.py",
 }
 UPSTREAM_TESTS = ("swiglu", "geglu", "rms_norm", "cross_entropy", "dyt")
+# Upstream kernels generated in place of upstream's own (issue 42, point 6): upstream's files, registrations and
+# functional removed first, then generated under upstream's names from the reference (whose hint names the module
+# function upstream's tests import); upstream's own test of it kept as test_NAME_upstream.py, which runs against
+# the generated kernel. NAME -> (reference, upstream's Function class).
+REPLACED = {"rope": (ROOT / "test" / "kernelgen" / "fixtures" / "index_maps" / "hf_rope.py", "LigerRopeFunction")}
 
 
 def git(git_dir: str, *args: str) -> subprocess.CompletedProcess:
@@ -54,6 +60,35 @@ def export(git_dir: str, rev: str, destination: Path) -> None:
             target.write_bytes(blob.stdout)
 
 
+def remove_upstream_kernel(destination: Path, name: str, function_class: str) -> None:
+    """Upstream's kernel ``name`` taken out: its ops, module and benchmark files, the lines that import them, the
+    functional that calls ``function_class``; its test moved to test_NAME_upstream.py (kernelgen writes its own
+    test_NAME.py). The test builds HF's LlamaRotaryEmbedding with ``device=``, which transformers 5 no longer
+    takes; the rotary module computes on its input's device anyway, so the argument is dropped."""
+    for path in (f"src/liger_kernel/ops/{name}.py", f"src/liger_kernel/transformers/{name}.py"):
+        (destination / path).unlink()
+    (destination / f"benchmark/scripts/benchmark_{name}.py").unlink(missing_ok=True)
+    test = destination / f"test/transformers/test_{name}.py"
+    text = test.read_text().replace('head_dim=head_dim), "device": device}', "head_dim=head_dim)}")
+    (destination / f"test/transformers/test_{name}_upstream.py").write_text(text)
+    test.unlink()
+    for package, module in (("ops", "ops"), ("transformers", "transformers")):
+        init = destination / f"src/liger_kernel/{package}/__init__.py"
+        lines = init.read_text().splitlines(keepends=True)
+        init.write_text("".join(line for line in lines if f"from liger_kernel.{module}.{name} import" not in line))
+    functional = destination / "src/liger_kernel/transformers/functional.py"
+    source = functional.read_text()
+    tree = ast.parse(source)
+    lines = source.splitlines(keepends=True)
+    dropped = set()
+    for node in tree.body:
+        calls = isinstance(node, ast.FunctionDef) and f"{function_class}.apply" in ast.unparse(node)
+        imports = isinstance(node, ast.ImportFrom) and [alias.name for alias in node.names] == [function_class]
+        if calls or imports:
+            dropped.update(range(node.lineno - 1, node.end_lineno))
+    functional.write_text("".join(line for index, line in enumerate(lines) if index not in dropped))
+
+
 def main() -> None:
     if len(sys.argv) not in (2, 3):
         sys.exit(__doc__.strip().splitlines()[-1])
@@ -78,7 +113,18 @@ def main() -> None:
             cwd=ROOT,
             check=True,
         )
-    print(f"{DESTINATION}: upstream {rev} with {', '.join(KERNELS)} generated, {', '.join(MODIFIED)} modified")
+    for name, (reference, function_class) in REPLACED.items():
+        remove_upstream_kernel(DESTINATION, name, function_class)
+        subprocess.run(
+            [sys.executable, "-m", "tools.kernelgen", "new", name, "--reference", f"{reference}:apply_rotary_pos_emb"]
+            + ["--repo", str(DESTINATION), "--force-new"],
+            cwd=ROOT,
+            check=True,
+        )
+    print(
+        f"{DESTINATION}: upstream {rev} with {', '.join(KERNELS)} generated, {', '.join(MODIFIED)} modified, "
+        f"{', '.join(REPLACED)} generated in place of upstream's"
+    )
     gpu_run = ROOT / ".gpu-run"
     if gpu_run.is_dir():
         tests = gpu_run / "test" / "upstream"

@@ -20,6 +20,7 @@ from test.kernelgen.conftest import run_kernelgen
 from test.kernelgen.conftest import run_pytest
 from test.kernelgen.conftest import snapshot
 from test.kernelgen.fixtures.index_maps import functional
+from test.kernelgen.fixtures.index_maps import hf_rope
 from test.kernelgen.fixtures.index_maps import modules
 from tools.kernelgen.analyze import analyze
 from tools.kernelgen.generate import plan_new
@@ -68,7 +69,12 @@ GENERATED = {
     # two outputs of different widths: a half and a whole row
     "gate_and_swap_map": (f"{FUNCTIONAL}:gate_and_swap", 2, ["x[cols]", "x[cols + n_cols]"], ["[cols + n_cols]"]),
     # HF's RoPE: cos and sin broadcast (unsqueezed at unsqueeze_dim), q and k rows of their own in one launch
-    "hf_rope_map": (f"{FUNCTIONAL}:apply_rotary_pos_emb", 2, ["q[cols + n_cols]", "cos[cols]"], ["[cols + n_cols]"]),
+    "hf_rope_map": (
+        f"{FIXTURES / 'hf_rope.py'}:apply_rotary_pos_emb",
+        2,
+        ["q[cols + n_cols]", "cos[cols]"],
+        ["[cols + n_cols]"],
+    ),
     # cos and sin of one batch row, declared by the shapes hint
     "broadcast_rope_map": (f"{FIXTURES / 'broadcast_rope.py'}:rope", 2, ["q[cols]", "sin[cols + n_cols]"], ["[cols]"]),
 }
@@ -183,7 +189,7 @@ def test_rows_that_hold_no_whole_number_of_lanes_are_refused_by_the_kernel(gener
     "reference, line, construct",
     [
         (f"{FUNCTIONAL}:off_lane_slice", 36, "`x[..., 1:]` cuts the row at 1, not at a lane boundary"),
-        (f"{FUNCTIONAL}:rotate_half_scaled", 80, "reads scale as one value per row ('* * _')"),
+        (f"{FUNCTIONAL}:rotate_half_scaled", 70, "reads scale as one value per row ('* * _')"),
         (
             f"{MODULES}:InterleavedHalves",
             32,
@@ -250,7 +256,7 @@ def test_hf_rope_takes_q_and_k_of_their_own_heads_in_one_launch(generated_checko
         torch.autograd.backward(out, grads)
     finally:
         ops._hf_rope_map_forward_kernel, ops._hf_rope_map_backward_kernel = forward.kernel, backward.kernel
-    expected = functional.apply_rotary_pos_emb(*theirs, unsqueeze_dim=unsqueeze_dim)
+    expected = hf_rope.apply_rotary_pos_emb(*theirs, unsqueeze_dim=unsqueeze_dim)
     torch.autograd.backward(expected, grads)
     assert (forward.count, backward.count) == (1, 1)
     for got, want in zip(out, expected):
@@ -277,3 +283,12 @@ def test_outputs_computed_differently_are_no_row_groups(profiles):
     assert profiles["hf_rope_map"].math.lanes.groups == [{"q": "k", "q_embed": "k_embed"}]
     assert [t.unsqueeze for t in profiles["hf_rope_map"].inputs] == ["", "", "unsqueeze_dim", "unsqueeze_dim"]
     assert analyze(f"{FUNCTIONAL}:gate_one_rotate_other").math.lanes.groups == []
+
+
+def test_the_module_file_takes_the_references_own_arguments(generated_checkout):
+    """The hint module_function names a function of the module file with HF's signature (upstream's
+    liger_rotary_pos_emb); position_ids, which the kernel does not take, is refused at other values than None."""
+    source = (generated_checkout / kernel_paths("hf_rope_map")["module"]).read_text()
+    assert "def liger_rotary_pos_emb(q, k, cos, sin, position_ids=None, unsqueeze_dim=1):" in source
+    assert "if position_ids is not None:" in source
+    assert "return LigerHfRopeMapFunction.apply(q, k, cos, sin, unsqueeze_dim)" in source
