@@ -75,6 +75,13 @@ GENERATED = {
         ["q[cols + n_cols]", "cos[cols]"],
         ["[cols + n_cols]"],
     ),
+    # ... as a module: chunk, torch.unsqueeze at the dim its constructor fixes
+    "rotary_module_map": (
+        f"{MODULES}:RotaryEmbeddingApply",
+        2,
+        ["query[cols + n_cols]", "cos[cols]"],
+        ["[cols + n_cols]"],
+    ),
     # cos and sin of one batch row, declared by the shapes hint
     "broadcast_rope_map": (f"{FIXTURES / 'broadcast_rope.py'}:rope", 2, ["q[cols]", "sin[cols + n_cols]"], ["[cols]"]),
 }
@@ -292,3 +299,19 @@ def test_the_module_file_takes_the_references_own_arguments(generated_checkout):
     assert "def liger_rotary_pos_emb(q, k, cos, sin, position_ids=None, unsqueeze_dim=1):" in source
     assert "if position_ids is not None:" in source
     assert "return LigerHfRopeMapFunction.apply(q, k, cos, sin, unsqueeze_dim)" in source
+
+
+def test_a_rope_module_takes_q_and_k_of_any_rank(generated_checkout):
+    """The module's unsqueeze(1) is a literal dim: inserted as torch does at the rank q comes in ([batch, heads, seq,
+    dim] here, traced with three dims), cos of one batch row against q and k of their own heads."""
+    torch.manual_seed(0)
+    ops = import_generated_ops(generated_checkout, "rotary_module_map")
+    tensors = [torch.randn(shape, device=DEVICE) for shape in ((2, 4, 5, 8), (2, 2, 5, 8), (1, 5, 8), (1, 5, 8))]
+    mine, theirs = ([t.clone().requires_grad_() for t in tensors] for _ in range(2))
+    out = ops.LigerRotaryModuleMapFunction.apply(*mine)
+    expected = modules.RotaryEmbeddingApply()(*theirs)
+    grads = [torch.randn_like(o) for o in out]
+    torch.autograd.backward(out, grads)
+    torch.autograd.backward(expected, grads)
+    for got, want in zip([*out, *(t.grad for t in mine)], [*expected, *(t.grad for t in theirs)]):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)

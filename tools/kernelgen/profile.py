@@ -135,9 +135,9 @@ class TensorSpec:
     first input's, aligned at the last dim as torch broadcasts: ``*`` a dim of the first input's size, ``1`` a
     broadcast one, a leading ``...`` every dim of the first input before them (``* 1 *``: one row per sequence of
     ``[batch, seq, hidden]``; ``*``: ``[hidden]``; ``... 1``: one value per row); empty: the first input's shape.
-    ``unsqueeze`` (with a broadcast pattern of one ``_``): the int hyper-parameter the reference unsqueezes it at
-    (HF RoPE's ``cos.unsqueeze(unsqueeze_dim)``): the kernels insert that dim as torch does, at the rank the input
-    comes in, instead of the position the pattern gives."""
+    ``unsqueeze`` (with a broadcast pattern of one ``_``): the dim the reference unsqueezes it at, an int or the int
+    hyper-parameter passed there (HF RoPE's ``cos.unsqueeze(unsqueeze_dim)``): the kernels insert that dim as torch
+    does, at the rank the input comes in, instead of the position the pattern gives."""
 
     name: str
     dtype: str = "same"
@@ -1054,10 +1054,11 @@ def validate_profile(profile: KernelProfile) -> list[str]:
             _validate_broadcast(profile, index, tensor, problems)
         if tensor.unsqueeze:
             hyper = next((hp for hp in profile.hyperparameters if hp.name == tensor.unsqueeze), None)
+            literal = re.fullmatch(r"-?[0-9]+", tensor.unsqueeze) is not None
             if tensor.broadcast.split().count("_") != 1:
                 problems.append(f"inputs[{index}].unsqueeze: needs a broadcast pattern with one inserted dim ('_')")
-            elif hyper is None or hyper.type != "int":
-                problems.append(f"inputs[{index}].unsqueeze: {tensor.unsqueeze!r} is no int hyper-parameter")
+            elif not literal and (hyper is None or hyper.type != "int"):
+                problems.append(f"inputs[{index}].unsqueeze: {tensor.unsqueeze!r} is no int nor int hyper-parameter")
     for index, output in enumerate(profile.outputs):
         if not output.keepdim and not per_row_output(profile, output.name):
             problems.append(f"outputs[{index}].keepdim: only an output with one value per row can drop the dimension")

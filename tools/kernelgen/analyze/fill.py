@@ -123,6 +123,11 @@ def build_profile(
         notes=notes,
         **identity,
     )
+    if lanes is not None:  # an index map's broadcast inputs: unsqueezed as written at any rank, literal dims too
+        written = written_unsqueeze_dims(traced)
+        for spec in profile.inputs:
+            if spec.broadcast and not spec.unsqueeze and written.get(spec.name, "").lstrip("-").isdigit():
+                spec.unsqueeze = written[spec.name]
     refuse_unless_loss(traced, classification)
     if traced.broadcast_inputs and classification.tier == 3:
         names = ", ".join(traced.broadcast_inputs)

@@ -476,7 +476,7 @@ def _row_groups(traced: TracedReference, builder: LaneBuilder, program: LaneProg
     RoPE's ``q_embed`` of ``q`` and ``k_embed`` of ``k``, the inputs that broadcast shared): such a group's rows
     need not be the first group's (``k`` has other heads than ``q``), and one launch walks them all with the first
     group's math. ``program`` keeps the first group's lanes; -> each further group's renaming of the first group's
-    tensors. None (one group of one shape, as before) where the outputs share their inputs or compute differently."""
+    tensors, empty (one group of one shape, as before) where the outputs share their inputs or compute differently."""
     shared = set(traced.broadcast_inputs)
     components: list[tuple[list[str], list[str]]] = []  # (inputs of rows, outputs), in the reference's order
     for output in traced.output_names:
@@ -510,6 +510,9 @@ def _same_program(builder: LaneBuilder, program: LaneProgram, renaming: dict[str
     by_place = {
         (lane.tensor, lane.start_lanes, lane.offset, lane.step): name for name, lane in program.output_lanes.items()
     }
+    lanes = [lane.tensor for lane in program.output_lanes.values()]
+    if any(lanes.count(name) != lanes.count(renamed) for name, renamed in renaming.items()):
+        return False  # an output of the group with more or fewer lanes than its counterpart
     for name, lane in program.output_lanes.items():
         if lane.tensor not in renaming:
             continue

@@ -51,8 +51,10 @@ def _written_dim(user: fx.Node, lines: list[str], hypers: set[str]) -> str | Non
         if isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) == "unsqueeze":
             # the dim is the last positional argument of both cos.unsqueeze(d) and torch.unsqueeze(cos, d)
             dim = node.args[-1] if node.args else next((k.value for k in node.keywords if k.arg == "dim"), None)
-            if isinstance(dim, ast.Name) and dim.id in hypers:
-                spelled.add(dim.id)
+            # a hyper-parameter by name, or as the module holds it (self.unsqueeze_dim)
+            name = dim.id if isinstance(dim, ast.Name) else dim.attr if isinstance(dim, ast.Attribute) else None
+            if name in hypers:
+                spelled.add(name)
             elif isinstance(dim, (ast.Constant, ast.UnaryOp)):
                 spelled.add(str(literal))
     return spelled.pop() if len(spelled) == 1 else str(literal)

@@ -128,7 +128,7 @@ def renamed_profile(profile: KernelProfile, mapping: dict[str, str]) -> KernelPr
     for section in ("inputs", "outputs", "hyperparameters", "parameters"):
         for item in data.get(section) or []:
             item["name"] = renamed_name(item["name"], mapping)
-            if item.get("unsqueeze"):  # the hyper-parameter an input is unsqueezed at
+            if item.get("unsqueeze") and not item["unsqueeze"].lstrip("-").isdigit():  # a hyper-parameter's name
                 item["unsqueeze"] = renamed_name(item["unsqueeze"], mapping)
     for item in (data.get("module") or {}).get("init_params") or []:
         item["name"] = renamed_name(item["name"], mapping)

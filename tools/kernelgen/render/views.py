@@ -1198,7 +1198,8 @@ def broadcast_gradients(profile: KernelProfile, gradients: list[str]) -> list[st
         gradient = given.get(tensor.name, "None")
         if tensor.broadcast and tensor.requires_grad:
             inserted = inserted_dims(tensor.broadcast)
-            tail = f", (ctx.{tensor.unsqueeze},)" if tensor.unsqueeze else f", {inserted!r}" if inserted else ""
+            held = tensor.unsqueeze if tensor.unsqueeze.lstrip("-").isdigit() else f"ctx.{tensor.unsqueeze}"
+            tail = f", ({held},)" if tensor.unsqueeze else f", {inserted!r}" if inserted else ""
             groups = range(len(profile.math.lanes.groups) if profile.math.lanes is not None else 0)
             # one per row group (HF RoPE's cos: q's rows and k's read it), added up
             gradient = " + ".join(
