@@ -275,11 +275,16 @@ def test_hf_rope_takes_q_and_k_of_their_own_heads_in_one_launch(generated_checko
 
 
 def test_a_broadcast_the_layout_cannot_index_is_one_line_at_run_time(generated_checkout):
-    """cos of one batch row against [batch, seq, heads, dim] broadcasts over two runs of dims (batch, heads)."""
+    """cos of one batch row against [batch, seq, heads, dim] broadcasts over two runs of dims (batch, heads); a cos
+    of one value per row would be cut into lanes; k of another row length cannot share q's lanes."""
     ops = import_generated_ops(generated_checkout, "hf_rope_map")
     q, k, cos = torch.randn(2, 5, 4, 8), torch.randn(2, 5, 2, 8), torch.randn(1, 5, 8)
     with pytest.raises(ValueError, match=r"cos has shape \(1, 5, 8\): .*\(one run of broadcast dims\)"):
         ops.LigerHfRopeMapFunction.apply(q, k, cos, cos, 2)
+    with pytest.raises(
+        ValueError, match=r"cos has shape \(2, 5, 1\): its rows are cut into lanes as q's, which needs 8"
+    ):
+        ops.LigerHfRopeMapFunction.apply(q, k, torch.randn(2, 5, 1), torch.randn(2, 5, 1), 2)
     with pytest.raises(ValueError, match=r"k has shape \(2, 5, 2, 6\) .* needs rows of 8"):
         ops.LigerHfRopeMapFunction.apply(q, torch.randn(2, 5, 2, 6), cos.expand(2, 5, 8), cos.expand(2, 5, 8), 2)
 

@@ -198,6 +198,17 @@ def lane_ops(profile: KernelProfile, forward_reads: set[str], backward_reads: se
             f'    raise ValueError(f"{profile.operation_name}: {first} has {{shape[-1]}} columns, not a multiple of '
             f'the {count} lanes its row is cut into")',
             f"n_cols = shape[-1] // {count}  # the lane length",
+            # an input that broadcasts is cut into the same lanes: it cannot hold one value per row
+            *(
+                line
+                for name in inputs
+                if name in broadcast
+                for line in (
+                    f"if {name}.shape[-1] != shape[-1]:",
+                    f'    raise ValueError(f"{profile.operation_name}: {name} has shape {{tuple({name}.shape)}}: its '
+                    f"rows are cut into lanes as {first}'s, which needs {{shape[-1]}} columns\")",
+                )
+            ),
         ],
         backward_lane_length=f"n_cols = shape[-1] // {widths[outputs[0]]}  # the lane length",
         output_allocations=[
