@@ -1,6 +1,7 @@
 """Build .gpu-upstream/: a scratch copy of upstream Liger-Kernel with kernels kernelgen generated into it (two new
-ones, and group_norm and poly_norm in place of upstream's) and options kernelgen's ``modify`` added to two of
-upstream's hand-written kernels, and put upstream's unit tests of the five host kernels into .gpu-run/test/upstream/ (after make_gpu_checkout.py).
+ones, and rope, group_norm and poly_norm in place of upstream's) and options kernelgen's ``modify`` added to two of
+upstream's hand-written kernels, and put upstream's unit tests of the five host kernels into .gpu-run/test/upstream/
+(after make_gpu_checkout.py).
 
 Both are for the GPU checks of issue 15 and are never committed (both folders are ignored): on the GPU machine the
 generated tests run in the upstream copy and the generated benchmarks append rows to its
@@ -34,8 +35,9 @@ UPSTREAM_TESTS = ("swiglu", "geglu", "rms_norm", "cross_entropy", "dyt")
 # Upstream kernels the generated ones take the place of (issue 42): upstream's files and registrations removed, the
 # reference generated under upstream's name, and upstream's own test kept as test_NAME_upstream.py to run against it.
 REPLACED = {
-    "group_norm": ROOT / "test" / "kernelgen" / "fixtures" / "groups" / "group_norm.py",
-    "poly_norm": ROOT / "test" / "kernelgen" / "fixtures" / "norms" / "poly_norm.py",
+    "rope": f"{ROOT / 'test' / 'kernelgen' / 'fixtures' / 'index_maps' / 'hf_rope.py'}:apply_rotary_pos_emb",
+    "group_norm": str(ROOT / "test" / "kernelgen" / "fixtures" / "groups" / "group_norm.py"),
+    "poly_norm": str(ROOT / "test" / "kernelgen" / "fixtures" / "norms" / "poly_norm.py"),
 }
 
 
@@ -66,13 +68,17 @@ def export(git_dir: str, rev: str, destination: Path) -> None:
 def remove_upstream_kernel(name: str) -> None:
     """Upstream's kernel ``name`` out of DESTINATION: its ops and module files, benchmark, the lines of the two
     __init__ files that import or list it and the functional that calls it; its test kept aside as
-    test_NAME_upstream.py."""
+    test_NAME_upstream.py. Upstream's test_rope builds HF's LlamaRotaryEmbedding with ``device=``, which transformers
+    5 no longer takes; the rotary module computes on its input's device anyway, so the argument is dropped."""
     library = DESTINATION / "src" / "liger_kernel"
     for path in (library / "ops" / f"{name}.py", library / "transformers" / f"{name}.py"):
         path.unlink()
     (DESTINATION / "benchmark" / "scripts" / f"benchmark_{name}.py").unlink(missing_ok=True)
     tests = DESTINATION / "test" / "transformers"
-    (tests / f"test_{name}.py").rename(tests / f"test_{name}_upstream.py")
+    test = tests / f"test_{name}.py"
+    text = test.read_text().replace('head_dim=head_dim), "device": device}', "head_dim=head_dim)}")
+    (tests / f"test_{name}_upstream.py").write_text(text)
+    test.unlink()
     pascal = "".join(part.title() for part in name.split("_"))
     mentions = re.compile(rf"\b(liger_kernel\.(ops|transformers)\.{name}\b|Liger{pascal}\w*|liger_{name}\b)")
     for path in (library / "ops" / "__init__.py", library / "transformers" / "__init__.py"):
@@ -119,7 +125,7 @@ def main() -> None:
     for name, reference in REPLACED.items():
         remove_upstream_kernel(name)
         subprocess.run(
-            [sys.executable, "-m", "tools.kernelgen", "new", name, "--reference", str(reference)]
+            [sys.executable, "-m", "tools.kernelgen", "new", name, "--reference", reference]
             + ["--repo", str(DESTINATION), "--force-new"],
             cwd=ROOT,
             check=True,

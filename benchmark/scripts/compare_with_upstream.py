@@ -4,6 +4,12 @@ torch.compile of the kernel's own reference, with the device-to-device copy rate
     python benchmark/scripts/compare_with_upstream.py --upstream DIR --helper-dir DIR \
         --kernel rms_norm_gen=rms_norm --kernel layer_norm_gen=layer_norm --sizes 4096 8192 14336
 
+Inputs of other shapes than ``[BT, H]`` (RoPE's q and k of their own heads, cos and sin of ``[B, S, D]``) are named
+with ``--shapes`` (then ``--sizes`` and ``--bt`` only label the rows), inputs held fixed with ``--frozen``:
+
+    python benchmark/scripts/compare_with_upstream.py --upstream DIR --helper-dir DIR --kernel rope=rope \
+        --shapes q=4x32x2048x128 k=4x8x2048x128 cos=4x2048x128 sin=4x2048x128 --frozen cos sin
+
 ``--upstream`` holds upstream's wheel installed with ``pip install --no-deps --target DIR``; ``--helper-dir`` the
 folder of ``upstream_liger.py`` (the shared loader). Each ``--kernel`` pairs a generated kernel (its generation
 record gives the reference and the arguments) with an upstream kernel of ``UPSTREAM`` (or ``-``
@@ -14,6 +20,7 @@ MB, full forward + backward, bf16) go to the results CSV; a markdown table with 
 
 import argparse
 import functools
+import math
 import sys
 import types
 
@@ -59,6 +66,10 @@ UPSTREAM = {
         x, params[0], params[1], hyper.get("eps", 1e-5)
     ),
     "softmax": lambda up, x, params, hyper: up.ops.LigerSoftmaxFunction.apply(x),
+    # HF's apply_rotary_pos_emb: q and k in place, cos and sin held fixed.
+    "rope": lambda up, q, k, cos, sin, params, hyper: up.ops.LigerRopeFunction.apply(
+        q, k, cos, sin, None, hyper.get("unsqueeze_dim", 1)
+    ),
     # Element-wise: upstream's GeGLU and SwiGLU (a, b) and DyT (x, alpha, gamma, beta).
     "geglu": lambda up, a, b, params, hyper: up.ops.LigerGELUMulFunction.apply(a, b),
     "swiglu": lambda up, a, b, params, hyper: up.ops.LigerSiLUMulFunction.apply(a, b),
@@ -137,6 +148,23 @@ def elementwise_passes(record: dict) -> int:
     return 2 * len(inputs) + len(grads) + 2 * len(record["outputs"])
 
 
+def shaped_bytes(record: dict, shapes: dict[str, tuple[int, ...]], frozen: list[str]) -> int:
+    """Bytes (bf16) a forward + backward of inputs of ``shapes`` moves at least: the forward reads every input and
+    writes every output (as large as the input of its row group, the first input where none is named); the backward
+    reads every output's gradient and the frozen inputs again and writes the other inputs' gradients."""
+    sizes = {name: math.prod(shape) for name, shape in shapes.items()}
+    names = {spec["name"] for spec in record["inputs"]}
+    source = {}  # output -> the input of rows of its row group
+    for group in (record["math"].get("lanes") or {}).get("groups") or []:
+        rows = next(renamed for name, renamed in group.items() if name in names)
+        source.update({renamed: rows for name, renamed in group.items() if name not in names})
+    outputs = sum(sizes[source.get(output["name"], record["inputs"][0]["name"])] for output in record["outputs"])
+    inputs = sum(sizes.values())
+    gradients = sum(size for name, size in sizes.items() if name not in frozen)
+    frozen_reads = sum(size for name, size in sizes.items() if name in frozen)
+    return 2 * (inputs + outputs + outputs + gradients + frozen_reads)
+
+
 # Where kernelgen keeps generation records (tools/kernelgen/record.py): the git directory's kernelgen/ folder, or
 # .kernelgen-state/ in a checkout without git (the GPU checkout), which carries no tools/ to ask.
 RECORD_FOLDERS = (ROOT / ".kernelgen-state" / "records", ROOT / ".git" / "kernelgen" / "records")
@@ -202,15 +230,19 @@ def setup(name: str, upstream_key: str, up, run: SingleBenchmarkRunInput):
     differentiated = [spec["name"] for spec in record["inputs"] if spec["requires_grad"] and spec["dtype"] != "int64"]
     differentiated = differentiated[:1] if record["tier"] == 3 else differentiated
     channels = GROUP_CHANNELS * _groups(record)
-    # A grouped kernel: BT tokens as samples of ``channels`` channels of ``size`` elements, its affine per channel.
-    shapes = {
-        spec["name"]: (channels,) if spec.get("broadcast") else (max(1, bt // channels), channels)
-        for spec in record["inputs"]
-        if channels
-    }
+    shapes, frozen = (
+        parse_shapes(run.extra_benchmark_config.get("shapes", "")),
+        run.extra_benchmark_config.get("frozen", ""),
+    )
+    if channels:
+        # A grouped kernel: BT tokens as samples of ``channels`` channels of ``size`` elements, its affine per channel.
+        shapes = {
+            spec["name"]: (channels,) if spec.get("broadcast") else (max(1, bt // channels), channels, size)
+            for spec in record["inputs"]
+        }
+    differentiated = [name for name in differentiated if name not in frozen.split()]
     arguments = [
-        _input(spec, bt, size, spec["name"] in differentiated, shapes.get(spec["name"]) if channels else None)
-        for spec in record["inputs"]
+        _input(spec, bt, size, spec["name"] in differentiated, shapes.get(spec["name"])) for spec in record["inputs"]
     ]
     inputs = [x for x in arguments if x.requires_grad]
     module = reference_module(name, channels or size, run.kernel_provider == "torch_compile")
@@ -223,7 +255,39 @@ def setup(name: str, upstream_key: str, up, run: SingleBenchmarkRunInput):
         forward = lambda: UPSTREAM[upstream_key](up, *arguments, params, hyper)  # noqa: E731
     else:
         forward = lambda: module(*arguments)  # noqa: E731
-    return inputs, forward
+    return inputs, _every_output_differentiated(forward)
+
+
+def parse_shapes(text: str) -> dict[str, tuple[int, ...]]:
+    """``q=4x32x2048x128 k=...`` as ``{name: shape}``."""
+    shapes = {}
+    for item in text.split():
+        name, _, dims = item.partition("=")
+        shapes[name] = tuple(int(d) for d in dims.split("x"))
+    return shapes
+
+
+class _EveryOutput(torch.autograd.Function):
+    """The first output, through which a step's backward also sends a fixed gradient to every other output (RoPE's
+    k beside q: both reach the loss in attention, and the harness backpropagates from one tensor)."""
+
+    @staticmethod
+    def forward(ctx, gradients, first, *others):
+        ctx.gradients = gradients
+        return first.view_as(first)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return (None, grad, *ctx.gradients)
+
+
+def _every_output_differentiated(forward):
+    """``forward`` as a step of one output tensor, the others differentiated with it (losses keep their first)."""
+    outputs = forward()
+    if not isinstance(outputs, (tuple, list)) or outputs[0].dim() == 0:
+        return forward
+    gradients = [torch.randn_like(output) for output in outputs[1:]]
+    return lambda: _EveryOutput.apply(gradients, *forward())
 
 
 def setup_fused_linear(name: str, upstream_key: str, up, run: SingleBenchmarkRunInput):
@@ -298,15 +362,12 @@ def _parameter(module, path: str) -> torch.Tensor:
     return parameter[int(index[:-1])] if index else parameter
 
 
-def _input(spec: dict, bt: int, size: int, grad: bool, leading: tuple | None = None) -> torch.Tensor:
-    """One bf16 [BT, size] input as the kernel's tests draw it (class indices, distributions, positive or any);
-    ``leading``: other dims before size (a grouped kernel's [batch, channels]), or the whole shape of a [channels]
-    input."""
+def _input(spec: dict, bt: int, size: int, grad: bool, shape: tuple[int, ...] | None = None) -> torch.Tensor:
+    """One bf16 [BT, size] input (or of ``shape``) as the kernel's tests draw it (class indices, distributions,
+    positive or any)."""
     if spec["dtype"] == "int64":
         return torch.randint(0, size, (bt,), device="cuda")
-    if leading is not None and len(leading) == 1:
-        return torch.randn(leading, device="cuda").to(torch.bfloat16).requires_grad_(grad)
-    x = torch.randn(*(leading or (bt,)), size, device="cuda")
+    x = torch.randn(shape or (bt, size), device="cuda")
     domain = spec.get("domain", "")
     if domain == "probabilities":
         x = torch.softmax(x, dim=-1)
@@ -435,6 +496,8 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_common_arguments(parser, upstream_required=True)
     parser.add_argument("--hidden", type=int, default=4096, help="hidden size of fused linear kernels")
+    parser.add_argument("--shapes", nargs="+", default=[], help="NAME=D0xD1x...: an input's own shape")
+    parser.add_argument("--frozen", nargs="+", default=[], help="inputs drawn without a gradient (RoPE's cos, sin)")
     parser.add_argument("--csv", default=None, help="results CSV (default: the harness's)")
     parser.add_argument("--providers", nargs="+", default=PROVIDERS)
     parser.add_argument("--gpu-time", action="store_true", help="also the GPU-only time (host kept out) per step")
@@ -456,6 +519,7 @@ def main(argv=None) -> None:
         providers = [p for p in args.providers if p != "liger_upstream" or upstream_key in UPSTREAM]
         for size in args.sizes:
             config = {"hidden_size": size, "hidden": args.hidden, "dtype": "bfloat16", "model": "compare"}
+            config |= {"shapes": " ".join(args.shapes), "frozen": " ".join(args.frozen)} if args.shapes else {}
             figures = measure(
                 lambda run: setup(name, upstream_key, up, run),
                 name,
@@ -482,6 +546,8 @@ def main(argv=None) -> None:
             if name.startswith(FUSED_PREFIX):
                 units = 0
             moved = units * args.bt * size * 2
+            if args.shapes:  # each input read once and each output written once a pass, their gradients as many
+                moved = shaped_bytes(record, parse_shapes(config["shapes"]), args.frozen)
             for provider in providers:
                 ms = figures.get(provider, {}).get("speed")
                 mb = figures.get(provider, {}).get("memory")

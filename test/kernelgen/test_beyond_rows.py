@@ -1,7 +1,7 @@
 """References beyond one row's own elements (issue 42): what kernelgen does not synthesize yet is refused in one
 line that names the construct, the reference's line and that line's text, never a category the reference is not
 ("a loss returns one value per row" for a GroupNorm); exit 2 and nothing written. Index maps within a row
-(rotate_half, an interleaved GLU) generate: test_index_maps.py."""
+(rotate_half, an interleaved GLU, HF's RoPE of q and k) generate: test_index_maps.py."""
 
 import textwrap
 
@@ -19,24 +19,6 @@ from tools.kernelgen.generate import plan_new
 from tools.kernelgen.repo import LigerRepo
 from tools.kernelgen.writer import write_all
 
-# Hugging Face's rotate_half and apply_rotary_pos_emb as modeling code writes them.
-HF_ROPE = """
-import torch
-
-
-def rotate_half(x):
-    x1 = x[..., : x.shape[-1] // 2]
-    x2 = x[..., x.shape[-1] // 2 :]
-    return torch.cat((-x2, x1), dim=-1)
-
-
-def apply_rotary_pos_emb(q, k, cos, sin, position_ids=None, unsqueeze_dim=1):
-    cos = cos.unsqueeze(unsqueeze_dim)
-    sin = sin.unsqueeze(unsqueeze_dim)
-    q_embed = (q * cos) + (rotate_half(q) * sin)
-    k_embed = (k * cos) + (rotate_half(k) * sin)
-    return q_embed, k_embed
-"""
 # PolyNorm as a function of its weights: a function's tensor arguments are rows of inputs, so the weights' elements
 # are refused with where a module holds them instead (``self.weight[0]``, which generates: test_row_kernels.py).
 FUNCTIONAL_POLY_NORM = """
@@ -54,13 +36,7 @@ def poly_norm(x, weight, bias, eps: float = 1e-6):
 @pytest.mark.parametrize(
     "source, entry, line, construct",
     [
-        pytest.param(
-            HF_ROPE,
-            "apply_rotary_pos_emb",
-            6,
-            "moves elements within the row and cos, sin broadcast against q",
-            id="hf_rope",
-        ),
+        pytest.param(),
         pytest.param(
             FUNCTIONAL_POLY_NORM,
             "poly_norm",

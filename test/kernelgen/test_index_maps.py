@@ -1,8 +1,10 @@
-"""Index maps within a row (issue 42, point 1): references that read other positions of their row (halves taken by
+"""Index maps within a row (issue 42, points 1 and 2): references that read other positions of their row (halves taken by
 slicing, chunk or split, gpt-oss's interleaved SwiGLU, rotate_half and RoPE, flip, stack-then-flatten) become tier-1
 kernels over lanes, forward and backward derived; the generated tests compare values and every gradient with
-torch.autograd of the reference under the Triton interpreter. What no cut into lanes expresses is refused in one
-line naming the construct and its line. References: fixtures/index_maps/ (functions and modules)."""
+torch.autograd of the reference under the Triton interpreter. Inputs that broadcast against the first (HF RoPE's
+cos and sin) are read at their own rows, and outputs computed alike from inputs of other rows (RoPE's q and k) are
+row groups of one launch. What no cut into lanes expresses is refused in one line naming the construct and its line.
+References: fixtures/index_maps/ (functions and modules)."""
 
 from pathlib import Path
 
@@ -18,6 +20,7 @@ from test.kernelgen.conftest import run_kernelgen
 from test.kernelgen.conftest import run_pytest
 from test.kernelgen.conftest import snapshot
 from test.kernelgen.fixtures.index_maps import functional
+from test.kernelgen.fixtures.index_maps import hf_rope
 from test.kernelgen.fixtures.index_maps import modules
 from tools.kernelgen.analyze import analyze
 from tools.kernelgen.generate import plan_new
@@ -65,6 +68,22 @@ GENERATED = {
     "flip_self_map": (f"{FUNCTIONAL}:flip_against_itself", 1, ["x[cols]", "x[-cols + n_cols - 1]"], ["[cols]"]),
     # two outputs of different widths: a half and a whole row
     "gate_and_swap_map": (f"{FUNCTIONAL}:gate_and_swap", 2, ["x[cols]", "x[cols + n_cols]"], ["[cols + n_cols]"]),
+    # HF's RoPE: cos and sin broadcast (unsqueezed at unsqueeze_dim), q and k rows of their own in one launch
+    "hf_rope_map": (
+        f"{FIXTURES / 'hf_rope.py'}:apply_rotary_pos_emb",
+        2,
+        ["q[cols + n_cols]", "cos[cols]"],
+        ["[cols + n_cols]"],
+    ),
+    # ... as a module: chunk, torch.unsqueeze at the dim its constructor fixes
+    "rotary_module_map": (
+        f"{MODULES}:RotaryEmbeddingApply",
+        2,
+        ["query[cols + n_cols]", "cos[cols]"],
+        ["[cols + n_cols]"],
+    ),
+    # cos and sin of one batch row, declared by the shapes hint
+    "broadcast_rope_map": (f"{FIXTURES / 'broadcast_rope.py'}:rope", 2, ["q[cols]", "sin[cols + n_cols]"], ["[cols]"]),
 }
 
 
@@ -177,11 +196,7 @@ def test_rows_that_hold_no_whole_number_of_lanes_are_refused_by_the_kernel(gener
     "reference, line, construct",
     [
         (f"{FUNCTIONAL}:off_lane_slice", 36, "`x[..., 1:]` cuts the row at 1, not at a lane boundary"),
-        (
-            f"{FIXTURES / 'broadcast_rope.py'}:rope",
-            10,
-            "`q[..., :q.shape[-1] // 2]` moves elements within the row and cos, sin broadcast against q",
-        ),
+        (f"{FUNCTIONAL}:rotate_half_scaled", 70, "reads scale as one value per row ('* * _')"),
         (
             f"{MODULES}:InterleavedHalves",
             32,
@@ -212,3 +227,96 @@ def test_a_lane_reads_back_as_written():
         assert parse_lane(lane.written()) == lane
         assert parse_lane(lane.reversed().written()).reversed() == lane
     assert LaneMap("x", 1, -1, -1).positions(4) == [3, 2, 1, 0]
+
+
+class _Launches:
+    """A kernel whose launches are counted (``kernel[grid](...)``)."""
+
+    def __init__(self, kernel):
+        self.kernel, self.count = kernel, 0
+
+    def __getitem__(self, grid):
+        self.count += 1
+        return self.kernel[grid]
+
+
+@pytest.mark.parametrize(
+    "layout, cos_batch, cos_grad",
+    [("heads_first", 2, False), ("heads_first", 1, True), ("seq_first", 2, True)],
+)
+def test_hf_rope_takes_q_and_k_of_their_own_heads_in_one_launch(generated_checkout, layout, cos_batch, cos_grad):
+    """Llama's shapes, small: q of 4 heads and k of 2 ([batch, heads, seq, dim], or [batch, seq, heads, dim] with
+    unsqueeze_dim=2), cos and sin of [batch or 1, seq, dim] broadcast over the heads; one launch each way; values
+    and gradients as autograd's, cos and sin's summed over the heads (and batch) only where they require one."""
+    torch.manual_seed(0)
+    ops = import_generated_ops(generated_checkout, "hf_rope_map")
+    unsqueeze_dim = 1 if layout == "heads_first" else 2
+    q_shape, k_shape = ((2, 4, 5, 8), (2, 2, 5, 8)) if unsqueeze_dim == 1 else ((2, 5, 4, 8), (2, 5, 2, 8))
+    tensors = [torch.randn(shape, device=DEVICE) for shape in (q_shape, k_shape, (cos_batch, 5, 8), (cos_batch, 5, 8))]
+    mine = [t.clone().requires_grad_(index < 2 or cos_grad) for index, t in enumerate(tensors)]
+    theirs = [t.clone().requires_grad_(index < 2 or cos_grad) for index, t in enumerate(tensors)]
+    forward, backward = (_Launches(getattr(ops, f"_hf_rope_map_{way}_kernel")) for way in ("forward", "backward"))
+    ops._hf_rope_map_forward_kernel, ops._hf_rope_map_backward_kernel = forward, backward
+    try:
+        out = ops.LigerHfRopeMapFunction.apply(*mine, unsqueeze_dim)
+        grads = [torch.randn_like(o) for o in out]
+        torch.autograd.backward(out, grads)
+    finally:
+        ops._hf_rope_map_forward_kernel, ops._hf_rope_map_backward_kernel = forward.kernel, backward.kernel
+    expected = hf_rope.apply_rotary_pos_emb(*theirs, unsqueeze_dim=unsqueeze_dim)
+    torch.autograd.backward(expected, grads)
+    assert (forward.count, backward.count) == (1, 1)
+    for got, want in zip(out, expected):
+        torch.testing.assert_close(got, want)
+    for got, want in zip(mine, theirs):
+        assert (got.grad is None) == (want.grad is None)
+        if want.grad is not None:
+            torch.testing.assert_close(got.grad, want.grad, rtol=1e-5, atol=1e-5)
+
+
+def test_a_broadcast_the_layout_cannot_index_is_one_line_at_run_time(generated_checkout):
+    """cos of one batch row against [batch, seq, heads, dim] broadcasts over two runs of dims (batch, heads); a cos
+    of one value per row would be cut into lanes; k of another row length cannot share q's lanes."""
+    ops = import_generated_ops(generated_checkout, "hf_rope_map")
+    q, k, cos = torch.randn(2, 5, 4, 8), torch.randn(2, 5, 2, 8), torch.randn(1, 5, 8)
+    with pytest.raises(ValueError, match=r"cos has shape \(1, 5, 8\): .*\(one run of broadcast dims\)"):
+        ops.LigerHfRopeMapFunction.apply(q, k, cos, cos, 2)
+    with pytest.raises(
+        ValueError, match=r"cos has shape \(2, 5, 1\): its rows are cut into lanes as q's, which needs 8"
+    ):
+        ops.LigerHfRopeMapFunction.apply(q, k, torch.randn(2, 5, 1), torch.randn(2, 5, 1), 2)
+    with pytest.raises(ValueError, match=r"k has shape \(2, 5, 2, 6\) .* needs rows of 8"):
+        ops.LigerHfRopeMapFunction.apply(q, torch.randn(2, 5, 2, 6), cos.expand(2, 5, 8), cos.expand(2, 5, 8), 2)
+
+
+def test_outputs_computed_differently_are_no_row_groups(profiles):
+    """q_embed and k_embed are one program on two inputs; a gate of one input and a rotation of another are not:
+    they stay one launch over inputs of one shape."""
+    assert profiles["hf_rope_map"].math.lanes.groups == [{"q": "k", "q_embed": "k_embed"}]
+    assert [t.unsqueeze for t in profiles["hf_rope_map"].inputs] == ["", "", "unsqueeze_dim", "unsqueeze_dim"]
+    assert analyze(f"{FUNCTIONAL}:gate_one_rotate_other").math.lanes.groups == []
+
+
+def test_the_module_file_takes_the_references_own_arguments(generated_checkout):
+    """The hint module_function names a function of the module file with HF's signature (upstream's
+    liger_rotary_pos_emb); position_ids, which the kernel does not take, is refused at other values than None."""
+    source = (generated_checkout / kernel_paths("hf_rope_map")["module"]).read_text()
+    assert "def liger_rotary_pos_emb(q, k, cos, sin, position_ids=None, unsqueeze_dim=1):" in source
+    assert "if position_ids is not None:" in source
+    assert "return LigerHfRopeMapFunction.apply(q, k, cos, sin, unsqueeze_dim)" in source
+
+
+def test_a_rope_module_takes_q_and_k_of_any_rank(generated_checkout):
+    """The module's unsqueeze(1) is a literal dim: inserted as torch does at the rank q comes in ([batch, heads, seq,
+    dim] here, traced with three dims), cos of one batch row against q and k of their own heads."""
+    torch.manual_seed(0)
+    ops = import_generated_ops(generated_checkout, "rotary_module_map")
+    tensors = [torch.randn(shape, device=DEVICE) for shape in ((2, 4, 5, 8), (2, 2, 5, 8), (1, 5, 8), (1, 5, 8))]
+    mine, theirs = ([t.clone().requires_grad_() for t in tensors] for _ in range(2))
+    out = ops.LigerRotaryModuleMapFunction.apply(*mine)
+    expected = modules.RotaryEmbeddingApply()(*theirs)
+    grads = [torch.randn_like(o) for o in out]
+    torch.autograd.backward(out, grads)
+    torch.autograd.backward(expected, grads)
+    for got, want in zip([*out, *(t.grad for t in mine)], [*expected, *(t.grad for t in theirs)]):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)

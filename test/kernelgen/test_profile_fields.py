@@ -84,7 +84,20 @@ PROFILES = {
     "none_default": lambda: _analyze_source(NONE_DEFAULT_MODULE),
     # tier 1 over lanes: an index map within the row (math.lanes)
     "rotate_half": lambda: _analyze_source(ROTATE_HALF),
+    # ... with inputs that broadcast and row groups (HF's RoPE: cos unsqueezed at a hyper-parameter's dim, q and k)
+    "hf_rope": lambda: _analyze_source(ROTATE_HALF + HF_ROPE),
 }
+
+HF_ROPE = """
+
+def apply_rotary_pos_emb(q, k, cos, sin, position_ids=None, unsqueeze_dim=1):
+    cos = cos.unsqueeze(unsqueeze_dim)
+    sin = sin.unsqueeze(unsqueeze_dim)
+    return (q * cos) + (rotate_half(q) * sin), (k * cos) + (rotate_half(k) * sin)
+
+
+KERNELGEN = {"entry": "apply_rotary_pos_emb"}
+"""
 
 ROTATE_HALF = """import torch
 
@@ -294,6 +307,9 @@ EDITS = {
         "validation",
     ),
     "math.loss.sequence_groups": ("cross_entropy", _set("math.loss.sequence_groups", "pair"), "validation"),
+    "inputs[].unsqueeze": ("hf_rope", _set("inputs.2.unsqueeze", ""), "files"),
+    "math.lanes.groups": ("hf_rope", _set("math.lanes.groups", []), "validation"),
+    "module.function": ("hf_rope", _set("module.function", "liger_rotary_pos_emb"), "files"),
     "math.loss.reduction": ("cross_entropy", _set_reduction_sum, "files"),
     "math.loss.denominator": ("cross_entropy", _set("math.loss.denominator", "1"), "files"),
     "math.loss.choices[].value": ("kl_div", _set("math.loss.choices.0.value", "per_row"), "validation"),

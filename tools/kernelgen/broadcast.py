@@ -153,3 +153,32 @@ def first_input_dims(patterns: list[str], rows, cols, group=2) -> tuple:
 def own_rank(pattern: str) -> int:
     """The dims of the input itself (without those the reference inserts); ``...`` patterns: the named ones."""
     return len([token for token in pattern_tokens(pattern) if token not in (ELLIPSIS, INSERTED)])
+
+
+def group_dims(patterns: list[str], rank: int) -> list[int]:
+    """The dims (of ``rank``) in which a further row group's input (HF RoPE's ``k`` beside ``q``) may differ from the
+    first input in tests and benchmarks: each dim every broadcast input broadcasts over (other heads than ``q``'s),
+    or the first dim where there is none; never the row length."""
+    over = [
+        index
+        for index in range(rank - 1)
+        if patterns and all(_token_at(pattern, index - rank) in (BROADCAST, INSERTED, None) for pattern in patterns)
+    ]
+    return over or [0]
+
+
+def group_shape_expression(patterns: list[str], rank: int, shape: str = "shape") -> str:
+    """Python code of the shape tests draw a further row group's input in, for the first input's shape ``shape`` of
+    at least ``rank`` dims (of the last ``rank``): one more along each of ``group_dims``."""
+    over = group_dims(patterns, rank)
+    dims = [f"{shape}[{index - rank}]" + (" + 1" if index in over else "") for index in range(rank)]
+    return f"(*{shape}[:-{rank}], {', '.join(dims)})"
+
+
+def _token_at(pattern: str, position: int) -> str | None:
+    """The token of ``pattern`` at dim ``position`` (negative, from the last); None where it has no such dim."""
+    tokens = pattern_tokens(pattern)
+    body = tokens[1:] if tokens[:1] == [ELLIPSIS] else tokens
+    if -position > len(body):
+        return KEPT if tokens[:1] == [ELLIPSIS] else None
+    return body[position]

@@ -136,7 +136,10 @@ class TensorSpec:
     broadcast one, a leading ``...`` every dim of the first input before them (``* 1 *``: one row per sequence of
     ``[batch, seq, hidden]``; ``*``: ``[hidden]``; ``... 1``: one value per row); empty: the first input's shape. ``sequence_shape`` (tier 3 with ``math.loss.sequence``): an input only the sequence stage
     reads, its shape in the leading dims ``B, T`` of ``[B, T, V]`` logits (``B, T`` a value per token, ``B`` per
-    sequence, ``B // 2`` per pair of sequences whose first half is chosen); it takes no gradient."""
+    sequence, ``B // 2`` per pair of sequences whose first half is chosen); it takes no gradient.
+    ``unsqueeze`` (with a broadcast pattern of one ``_``): the dim the reference unsqueezes it at, an int or the int
+    hyper-parameter passed there (HF RoPE's ``cos.unsqueeze(unsqueeze_dim)``): the kernels insert that dim as torch
+    does, at the rank the input comes in, instead of the position the pattern gives."""
 
     name: str
     dtype: str = "same"
@@ -147,6 +150,7 @@ class TensorSpec:
     attribute: str = ""
     broadcast: str = ""
     sequence_shape: str = ""
+    unsqueeze: str = ""
     description: str = ""
 
 
@@ -250,6 +254,10 @@ class Lanes:
     count: int = 1
     inputs: dict[str, str] = field(default_factory=dict)
     outputs: dict[str, str] = field(default_factory=dict)
+    # Further row groups of one launch (HF RoPE's k beside q): each renames the inputs and outputs of rows of the
+    # first group that the lanes read and write (``{q: k, q_embed: k_embed}``) to tensors with rows of their own
+    # (other leading dims, the same row length); the math is the first group's, the inputs that broadcast are shared.
+    groups: list[dict[str, str]] = field(default_factory=list)
 
     def output_widths(self) -> dict[str, int]:
         """Each output's row length in lanes."""
@@ -410,6 +418,10 @@ class ModuleSpec:
     # Constructor arguments the kernel computes at their default only (a submodule's option, an int the reference
     # computes with, none of the kernel's hyper-parameters): the module refuses other values.
     fixed: list[str] = field(default_factory=list)
+    # A function reference: also a function of this name in the module file, taking the reference's own arguments
+    # (``liger_rotary_pos_emb(q, k, cos, sin, position_ids=None, unsqueeze_dim=1)`` for HF's apply_rotary_pos_emb),
+    # those the kernel does not take refused at other values than their defaults.
+    function: str = ""
 
 
 @dataclass
@@ -798,17 +810,17 @@ def _validate_lanes(profile: KernelProfile, problems: list[str]) -> None:
     if profile.tier != 1 or profile.parameters or profile.backend != "triton":
         problems.append("math.lanes: index maps are for tier-1 Triton kernels without learnable parameters")
         return
-    if any(t.broadcast for t in profile.inputs):
-        problems.append("math.lanes: index maps read inputs of one shape; no input broadcasts (inputs[].broadcast)")
-        return
     if not isinstance(lanes.count, int) or lanes.count < 1:
         problems.append(f"math.lanes.count: {lanes.count!r} is not a positive number of lanes")
         return
-    problems.extend(lane_problems(lanes.inputs, "math.lanes.inputs", {t.name: lanes.count for t in profile.inputs}))
+    grouped = _validate_lane_groups(profile, problems)
+    inputs = {t.name: lanes.count for t in profile.inputs if t.name not in grouped}
+    problems.extend(lane_problems(lanes.inputs, "math.lanes.inputs", inputs))
     found = len(problems)
     # An output's row is the lanes that map onto it, every position stored once.
-    problems.extend(lane_problems(lanes.outputs, "math.lanes.outputs", {t.name: 0 for t in profile.outputs}, True))
-    if len(problems) == found and set(lanes.output_widths()) != {t.name for t in profile.outputs}:
+    outputs = {t.name: 0 for t in profile.outputs if t.name not in grouped}
+    problems.extend(lane_problems(lanes.outputs, "math.lanes.outputs", outputs, True))
+    if len(problems) == found and set(lanes.output_widths()) != set(outputs):
         problems.append("math.lanes.outputs: every output needs at least one lane")
     if list(math.outputs) != list(lanes.outputs):
         problems.append(
@@ -817,6 +829,36 @@ def _validate_lanes(profile: KernelProfile, problems: list[str]) -> None:
     known = set(lanes.inputs) | set(FORMULA_CONSTANTS) | set(profile.formula_hyperparameters)
     for name, formula in math.outputs.items():
         _check_formula(problems, f"math.outputs.{name}", formula, known)
+
+
+def _validate_lane_groups(profile: KernelProfile, problems: list[str]) -> set[str]:
+    """The tensors of the further row groups (``math.lanes.groups``), each renaming every tensor of rows the first
+    group's lanes read or write, to inputs and outputs of the profile no other group takes."""
+    lanes = profile.math.lanes
+    first = {parse_lane(text).tensor for text in [*lanes.inputs.values(), *lanes.outputs.values()] if _parses(text)}
+    first -= {t.name for t in profile.inputs if t.broadcast}
+    names = {t.name for t in profile.inputs} | {t.name for t in profile.outputs}
+    taken: set[str] = set()
+    for index, group in enumerate(lanes.groups):
+        path = f"math.lanes.groups[{index}]"
+        if not isinstance(group, dict) or set(group) != first:
+            problems.append(
+                f"{path}: renames {sorted(group) if isinstance(group, dict) else group!r}, expected {sorted(first)}"
+            )
+            continue
+        for name, renamed in group.items():
+            if renamed not in names or renamed in first or renamed in taken:
+                problems.append(f"{path}.{name}: {renamed!r} is no input or output of its own")
+            taken.add(renamed)
+    return taken
+
+
+def _parses(text: str) -> bool:
+    try:
+        parse_lane(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _validate_backend(profile: KernelProfile, problems: list[str]) -> None:
@@ -1106,6 +1148,13 @@ def validate_profile(profile: KernelProfile) -> list[str]:
             problems.append(f"inputs[{index}].domain: {tensor.domain!r} is not one of {', '.join(INPUT_DOMAINS[1:])}")
         if tensor.broadcast:
             _validate_broadcast(profile, index, tensor, problems)
+        if tensor.unsqueeze:
+            hyper = next((hp for hp in profile.hyperparameters if hp.name == tensor.unsqueeze), None)
+            literal = re.fullmatch(r"-?[0-9]+", tensor.unsqueeze) is not None
+            if tensor.broadcast.split().count("_") != 1:
+                problems.append(f"inputs[{index}].unsqueeze: needs a broadcast pattern with one inserted dim ('_')")
+            elif not literal and (hyper is None or hyper.type != "int"):
+                problems.append(f"inputs[{index}].unsqueeze: {tensor.unsqueeze!r} is no int nor int hyper-parameter")
     for index, output in enumerate(profile.outputs):
         if not output.keepdim and not per_row_output(profile, output.name):
             problems.append(f"outputs[{index}].keepdim: only an output with one value per row can drop the dimension")
@@ -1147,6 +1196,10 @@ def validate_profile(profile: KernelProfile) -> list[str]:
             problems.append(f"tiling.{key.name}: {value!r} is not a positive integer")
     if profile.module.hidden_act and not _applies(profile, "module.hidden_act"):
         problems.append("module.hidden_act: only mlp modules carry an HF hidden_act; remove it")
+    if profile.module.function and (
+        not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", profile.module.function) or profile.reference.kind != "function"
+    ):
+        problems.append(f"module.function: {profile.module.function!r} must be an identifier, for a function reference")
     for variant in profile.module.variants:
         if variant not in MLP_VARIANTS:
             problems.append(f"module.variants: {variant!r} is not one of {', '.join(MLP_VARIANTS)}")
@@ -1208,7 +1261,7 @@ def dump_yaml(profile: KernelProfile) -> str:
         loss.pop("sequence_groups", None)
     # Constructor links and mlp variants only where used: profiles without them read as before.
     for spec in data["inputs"]:
-        for key in ("per_class", "per_row", "attribute", "broadcast", "sequence_shape"):
+        for key in ("per_class", "per_row", "attribute", "broadcast", "sequence_shape", "unsqueeze"):
             if not spec[key]:
                 spec.pop(key)
     for spec in data["parameters"]:
@@ -1219,6 +1272,8 @@ def dump_yaml(profile: KernelProfile) -> str:
             spec.pop("rank")
     if not profile.module.variants:
         data["module"].pop("variants")
+    if not profile.module.function:
+        data["module"].pop("function")
     header = (
         f"# kernelgen kernel profile for '{profile.operation_name}' (edit, then: new NAME --profile FILE).\n"
         "# Every field changes what kernelgen generates, except the notes section at the end.\n"

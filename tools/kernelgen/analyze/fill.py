@@ -35,6 +35,7 @@ from tools.kernelgen.analyze.stages import split_stages
 from tools.kernelgen.analyze.trace import TracedReference
 from tools.kernelgen.analyze.trace import changes_the_output
 from tools.kernelgen.analyze.trace import trace_reference
+from tools.kernelgen.analyze.unsqueezes import written_unsqueeze_dims
 from tools.kernelgen.broadcast import pattern_rank
 from tools.kernelgen.derivation import elementwise_math
 from tools.kernelgen.derivation import loss_math
@@ -111,6 +112,7 @@ def build_profile(
             size_param=traced.size_param,
             hidden_act=str(hints.get("hidden_act", operation_name)) if kind == "mlp" else "",
             variants=[str(variant) for variant in hints.get("module_variants", [])] if kind == "mlp" else [],
+            function=str(hints.get("module_function", "")) if loaded.kind == "function" else "",
         ),
         benchmark=_benchmark(hints, loaded.origin),
         backward=_apply_hints(Backward(), hints.get("backward", {}), "backward", loaded.origin),
@@ -125,6 +127,11 @@ def build_profile(
         notes=notes,
         **identity,
     )
+    if lanes is not None:  # an index map's broadcast inputs: unsqueezed as written at any rank, literal dims too
+        written = written_unsqueeze_dims(traced)
+        for spec in profile.inputs:
+            if spec.broadcast and not spec.unsqueeze and written.get(spec.name, "").lstrip("-").isdigit():
+                spec.unsqueeze = written[spec.name]
     refuse_unless_loss(traced, classification)
     lowered, staged = None, None
     if classification.tier == 3:
@@ -149,8 +156,12 @@ def build_profile(
                 )
                 param.enabled_by = ""
     if classification.tier in (1, 2):
+        # An int the host reads to insert a broadcast input's dim (``unsqueeze_dim``) takes any value at run time.
+        host_read = {t.unsqueeze for t in profile.inputs if t.unsqueeze}
         for hp in profile.hyperparameters:
-            if hp.name in traced.specialized and hp.type in ("int", "bool", "str") and not hp.choices:
+            if hp.name in host_read:
+                profile.notes.specialized.pop(hp.name, None)
+            elif hp.name in traced.specialized and hp.type in ("int", "bool", "str") and not hp.choices:
                 hp.choices = [hp.default]  # traced with this value only: the Function refuses others
         profile.math, program = profile_math(traced) if lanes is None else lane_math(traced, lanes)
         if classification.tier == 1:
@@ -543,6 +554,11 @@ def integer_annotations(loaded) -> dict[str, str]:
 def _inputs(traced: TracedReference) -> list[TensorSpec]:
     integers = integer_annotations(traced.loaded)
     distributions = _distribution_inputs(traced)  # an element-wise KL's or binary cross entropy's operands
+    unsqueezed = {
+        name: dim
+        for name, dim in written_unsqueeze_dims(traced).items()
+        if any(h.name == dim and h.type == "int" for h in traced.hyperparameters)
+    }
     specs = []
     for name in traced.tensor_inputs:
         if name in traced.index_inputs:
@@ -564,7 +580,9 @@ def _inputs(traced: TracedReference) -> list[TensorSpec]:
             )
         else:
             broadcast = traced.broadcast_inputs.get(name, "")
-            specs.append(TensorSpec(name=name, domain=distributions.get(name, ""), broadcast=broadcast))
+            spec = TensorSpec(name=name, domain=distributions.get(name, ""), broadcast=broadcast)
+            spec.unsqueeze = unsqueezed.get(name, "")
+            specs.append(spec)
     return specs
 
 
@@ -605,10 +623,6 @@ def _benchmark(hints: dict[str, Any], origin: str) -> BenchmarkSpec:
 
 def _test_spec(traced: TracedReference, hints: dict[str, Any], tier: int, lanes: int = 1) -> TestSpec:
     spec = TestSpec(input_domain="positive" if _needs_positive_inputs(traced) else "real")
-    if lanes > 1:  # rows of whole lanes, odd lane lengths kept odd (masked tiles)
-        for shapes in (spec.cpu_shapes, spec.gpu_shapes):
-            for shape in shapes:
-                shape[-1] = lanes * max(1, shape[-1] // lanes)
     if tier == 3:
         # Per input instead (TensorSpec.domain): a loss's logits may be negative while its target is logged.
         spec.input_domain = "real"
@@ -632,6 +646,10 @@ def _test_spec(traced: TracedReference, hints: dict[str, Any], tier: int, lanes:
     rank = max(map(pattern_rank, traced.broadcast_inputs.values()), default=0)
     if rank:
         spec.cpu_shapes, spec.gpu_shapes = _broadcast_test_shapes(rank, tier)
+    if lanes > 1:  # rows of whole lanes, odd lane lengths kept odd (masked tiles)
+        for shapes in (spec.cpu_shapes, spec.gpu_shapes):
+            for shape in shapes:
+                shape[-1] = lanes * max(1, shape[-1] // lanes)
     return _apply_hints(spec, hints.get("test", {}), "test", traced.loaded.origin)
 
 

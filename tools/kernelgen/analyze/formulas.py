@@ -53,6 +53,7 @@ def lane_math(traced: TracedReference, lanes: LaneProgram) -> tuple[Math, Lowere
         count=lanes.lanes,
         inputs={name: lane.written() for name, lane in lanes.input_lanes.items()},
         outputs={name: lane.written() for name, lane in lanes.output_lanes.items()},
+        groups=[dict(group) for group in lanes.groups],
     )
     program = LoweredProgram(outputs=dict(lanes.outputs), keepdim={name: True for name in traced.output_names})
     return Math(outputs=outputs, lanes=written), program

@@ -89,6 +89,8 @@ class LaneProgram:
     input_lanes: dict[str, LaneMap] = field(default_factory=dict)  # lane symbol -> where it is read
     output_lanes: dict[str, LaneMap] = field(default_factory=dict)  # lane name -> where it is stored
     outputs: dict[str, sympy.Expr] = field(default_factory=dict)  # lane name -> formula over input lanes
+    # further row groups: the first group's tensors of rows -> each group's own (see ``_row_groups``)
+    groups: list[dict[str, str]] = field(default_factory=list)
 
 
 class _Misfit(Exception):
@@ -136,8 +138,9 @@ class LaneBuilder(ProgramBuilder):
         return value
 
     def _check_shape(self, node: fx.Node, row: Row) -> None:
-        """The traced shape of a row value: the inputs' rows, ``len(row.lanes)`` lanes long. A value broadcast to
-        other rows (``cos.unsqueeze(1)`` against ``q``) is refused naming the op that made it."""
+        """The traced shape of a row value: the inputs' rows, ``len(row.lanes)`` lanes long, or a shape that
+        broadcasts against them (``cos.unsqueeze(1)`` of an input that broadcasts). Any other (a value the
+        reference broadcasts to more rows than the inputs have) is refused naming the op that made it."""
         shape = self.traced.shape(node)
         if shape is None or node.op == "placeholder":
             return
@@ -145,12 +148,13 @@ class LaneBuilder(ProgramBuilder):
             next(n for n, name in self.traced.placeholder_names.items() if name in self.traced.tensor_inputs)
         )
         lane_length = self.traced.hidden // self.count
-        if rows is not None and tuple(shape) != (*rows[:-1], len(row.lanes) * lane_length):
+        expected = (*rows[:-1], len(row.lanes) * lane_length) if rows is not None else None
+        if expected is not None and _broadcast_to(tuple(shape), expected) != expected:
             call = self.traced.calls.get(node)
             label = f"`{call.label}`" if call is not None else f"`{node.name}`"
             raise self._error(
                 f"{label} gives a value of shape {list(shape)}, not rows like the inputs' {list(rows[:-1])}: an index "
-                "map reads tensors of one shape (inputs broadcast against others are not part of it)",
+                "map reads tensors of the inputs' rows or of shapes that broadcast against them",
                 node,
             )
 
@@ -409,16 +413,18 @@ def lanes_reason(traced: TracedReference, program: LaneProgram) -> str:
 def lower_lanes(traced: TracedReference) -> LaneProgram:
     """The lane program of ``traced`` under the first cut that fits; AnalyzeError naming the index and its line
     when none does."""
-    broadcast = getattr(traced, "broadcast_inputs", {})
-    if broadcast:
-        moving = (call for call in traced.calls.values() if call.family == STRUCTURAL and call.name in INDEX_MAP_OPS)
-        first = next(call for call in moving if call.name != "getitem")
+    per_row = [name for name, pattern in traced.broadcast_inputs.items() if pattern.split()[-1] != "*"]
+    if per_row:
+        node = next(n for n, name in traced.placeholder_names.items() if name == per_row[0])
+        use = next((traced.calls[user] for user in node.users if user in traced.calls), None)
+        moving = next(c for c in traced.calls.values() if c.family == STRUCTURAL and c.name in INDEX_MAP_OPS)
         raise AnalyzeError(
-            f"`{first.label}` moves elements within the row and {', '.join(broadcast)} broadcast against "
-            f"{traced.tensor_inputs[0]}: an index map reads inputs of one shape (the two are not combined yet); "
-            f"give them {traced.tensor_inputs[0]}'s shape, {HAND_WRITTEN_PROFILE_HINT}",
+            f"`{(use or moving).label}` reads {per_row[0]} as one value per row "
+            f"({traced.broadcast_inputs[per_row[0]]!r}) in a reference whose `{moving.label}` moves elements within "
+            f"the row: an index map cuts every input's row into lanes, which a row of one value has not; give "
+            f"{per_row[0]} the row's length, {HAND_WRITTEN_PROFILE_HINT}",
             origin=traced.loaded.origin,
-            line=first.line,
+            line=(use or moving).line,
         )
     order = {node: index for index, node in enumerate(traced.graph_module.graph.nodes)}
     furthest = None  # the misfit of the cut that went furthest through the reference names what no cut expresses
@@ -454,6 +460,7 @@ def _lower(traced: TracedReference, kind: str, count: int) -> LaneProgram:
             where = LaneMap(name, k, 0, 1) if row.arrangement() == BLOCKED else LaneMap(name, 0, k, width)
             program.output_lanes[lane_name] = where
             program.outputs[lane_name] = sympy.sympify(lane)
+    program.groups = _row_groups(traced, builder, program)
     read = set().union(*(expr.free_symbols for expr in program.outputs.values()))
     program.input_lanes = {name: lane for name, lane in builder.maps.items() if sympy.Symbol(name, real=True) in read}
     # Simplified as the derivation simplifies them (bounded ops, shared transcendentals), which the profile writes.
@@ -462,6 +469,77 @@ def _lower(traced: TracedReference, kind: str, count: int) -> LaneProgram:
     )
     program.outputs = dict(derivation.forward)
     return program
+
+
+def _row_groups(traced: TracedReference, builder: LaneBuilder, program: LaneProgram) -> list[dict[str, str]]:
+    """Outputs computed from inputs of rows no other output reads, each the same program up to the names (HF
+    RoPE's ``q_embed`` of ``q`` and ``k_embed`` of ``k``, the inputs that broadcast shared): such a group's rows
+    need not be the first group's (``k`` has other heads than ``q``), and one launch walks them all with the first
+    group's math. ``program`` keeps the first group's lanes; -> each further group's renaming of the first group's
+    tensors, empty (one group of one shape, as before) where the outputs share their inputs or compute differently."""
+    shared = set(traced.broadcast_inputs)
+    components: list[tuple[list[str], list[str]]] = []  # (inputs of rows, outputs), in the reference's order
+    for output in traced.output_names:
+        formulas = [expr for name, expr in program.outputs.items() if program.output_lanes[name].tensor == output]
+        symbols = set().union(*(sympy.sympify(expr).free_symbols for expr in formulas))
+        read = {builder.maps[s.name].tensor for s in symbols if s.name in builder.maps} - shared
+        joined = [c for c in components if read & set(c[0])]
+        inputs = [name for name in traced.tensor_inputs if name in read or any(name in c[0] for c in joined)]
+        outputs = [name for c in joined for name in c[1]] + [output]
+        components = [c for c in components if c not in joined] + [(inputs, outputs)]
+    if len(components) < 2 or any(not inputs for inputs, _ in components):
+        return []
+    first_inputs, first_outputs = components[0]
+    renamings = []
+    for inputs, outputs in components[1:]:
+        if len(inputs) != len(first_inputs) or len(outputs) != len(first_outputs):
+            return []
+        renaming = dict(zip(first_inputs + first_outputs, inputs + outputs))
+        if not _same_program(builder, program, renaming):
+            return []
+        renamings.append(renaming)
+    kept = {name for name, lane in program.output_lanes.items() if lane.tensor in first_outputs}
+    program.output_lanes = {name: lane for name, lane in program.output_lanes.items() if name in kept}
+    program.outputs = {name: expr for name, expr in program.outputs.items() if name in kept}
+    return renamings
+
+
+def _same_program(builder: LaneBuilder, program: LaneProgram, renaming: dict[str, str]) -> bool:
+    """Whether every output lane of the first group, renamed, is stored at the same positions as a lane of the
+    renamed group whose formula is the first one's over the renamed input lanes."""
+    by_place = {
+        (lane.tensor, lane.start_lanes, lane.offset, lane.step): name for name, lane in program.output_lanes.items()
+    }
+    lanes = [lane.tensor for lane in program.output_lanes.values()]
+    if any(lanes.count(name) != lanes.count(renamed) for name, renamed in renaming.items()):
+        return False  # an output of the group with more or fewer lanes than its counterpart
+    for name, lane in program.output_lanes.items():
+        if lane.tensor not in renaming:
+            continue
+        other = by_place.get((renaming[lane.tensor], lane.start_lanes, lane.offset, lane.step))
+        if other is None:
+            return False
+        swaps = {}
+        for symbol in sympy.sympify(program.outputs[name]).free_symbols:
+            read = builder.maps.get(symbol.name)
+            if read is not None and read.tensor in renaming:
+                renamed = LaneMap(renaming[read.tensor], read.start_lanes, read.offset, read.step)
+                if renamed not in builder.by_map:
+                    return False
+                swaps[symbol] = builder.by_map[renamed]
+        if sympy.simplify(sympy.sympify(program.outputs[name]).xreplace(swaps) - sympy.sympify(program.outputs[other])):
+            return False
+    return True
+
+
+def _broadcast_to(shape: tuple[int, ...], rows: tuple[int, ...]) -> tuple[int, ...] | None:
+    """``shape`` broadcast against ``rows`` as torch does; None where the two do not broadcast."""
+    if len(shape) > len(rows):
+        return None
+    padded = (1,) * (len(rows) - len(shape)) + shape
+    if any(size not in (1, full) and full != 1 for size, full in zip(padded, rows)):
+        return None
+    return tuple(max(size, full) for size, full in zip(padded, rows))
 
 
 __all__ = ["LANE_LENGTH", "LaneProgram", "lower_lanes", "moves_elements"]

@@ -128,6 +128,8 @@ def renamed_profile(profile: KernelProfile, mapping: dict[str, str]) -> KernelPr
     for section in ("inputs", "outputs", "hyperparameters", "parameters"):
         for item in data.get(section) or []:
             item["name"] = renamed_name(item["name"], mapping)
+            if item.get("unsqueeze") and not item["unsqueeze"].lstrip("-").isdigit():  # a hyper-parameter's name
+                item["unsqueeze"] = renamed_name(item["unsqueeze"], mapping)
     for item in (data.get("module") or {}).get("init_params") or []:
         item["name"] = renamed_name(item["name"], mapping)
     data["forward_computation"] = _renamed(data.get("forward_computation"), mapping)
@@ -136,6 +138,9 @@ def renamed_profile(profile: KernelProfile, mapping: dict[str, str]) -> KernelPr
     hypers = {hp.name for hp in profile.hyperparameters}
     if loss.get("reduction") in hypers:  # the hyper-parameter that chooses the reduction, else a literal one
         loss["reduction"] = renamed_name(loss["reduction"], mapping)
+    lanes = (data["math"] or {}).get("lanes") or {}
+    if lanes.get("groups"):  # the first row group's tensors, renamed as keys too
+        lanes["groups"] = [{renamed_name(key, mapping): value for key, value in g.items()} for g in lanes["groups"]]
     if isinstance((data["math"] or {}).get("outputs"), dict):
         data["math"]["outputs"] = {renamed_name(key, mapping): value for key, value in data["math"]["outputs"].items()}
     tiling = data.get("tiling") or {}

@@ -7,6 +7,7 @@ each.
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import re
 import textwrap
@@ -18,6 +19,8 @@ from typing import Any
 import sympy
 
 from tools.kernelgen.broadcast import first_input_dims
+from tools.kernelgen.broadcast import group_dims
+from tools.kernelgen.broadcast import group_shape_expression
 from tools.kernelgen.broadcast import inserted_dims
 from tools.kernelgen.broadcast import own_rank
 from tools.kernelgen.broadcast import pattern_rank
@@ -546,10 +549,19 @@ class ModuleView:
     traced_at: list[tuple[str, str, str]]
     repr_fields: str
     docstring: str
-    variants: list[str]
+    variants: list[str]  # mlp: model-specific subclasses (profile.MLP_VARIANTS)
     # The kernel's parameters as the module holds them: ``weight[0]`` for an element of a vector the module holds
     # whole (as the reference does), else the parameter's own name
-    held: dict[str, str] = field(default_factory=dict)  # mlp: model-specific subclasses (profile.MLP_VARIANTS)
+    held: dict[str, str] = field(default_factory=dict)
+    function: ReferenceFunction | None = None  # module.function: the reference's own signature
+
+
+@dataclass(frozen=True)
+class ReferenceFunction:
+    name: str
+    signature: str  # the reference's arguments as it writes them, defaults included
+    fixed: list[tuple[str, str]]  # arguments the kernel does not take: (name, default as written)
+    call_args: list[str]  # the Function's arguments
 
 
 @dataclass(frozen=True)
@@ -724,8 +736,9 @@ def kernel_view(profile: KernelProfile) -> KernelView:
         reference_attributes=[(t.attribute, t.name) for t in profile.inputs if t.attribute],
         broadcast={t.name: t.broadcast for t in profile.inputs if t.broadcast},
         # ... and the rank the reference unsqueezes it at: the arguments _broadcast_rows takes after its name
+        # (an unsqueeze at a hyper-parameter's dim: that dim, inserted as torch does at any rank)
         broadcast_inserted={
-            t.name: f"{inserted_dims(t.broadcast)!r}, {own_rank(t.broadcast)}"
+            t.name: f"({t.unsqueeze},)" if t.unsqueeze else f"{inserted_dims(t.broadcast)!r}, {own_rank(t.broadcast)}"
             for t in profile.inputs
             if t.broadcast and inserted_dims(t.broadcast)
         },
@@ -966,6 +979,22 @@ def _with_lanes(fields: dict[str, Any], profile: KernelProfile, math) -> dict[st
         if any(f"grad_{lane}" in math.backward_uses for lane in _lanes_of(profile, name))
     ]
     strided += [name for name in inputs if name in reads or (rounds and name == inputs[0])]
+    groups = lanes.groups
+    grouped_broadcast = []
+    if groups is not None:  # each further group's tensors beside the first group's, which the kernels swap in
+        renamings = profile.math.lanes.groups
+        strided += [f"grad_{group[name[5:]]}" for group in renamings for name in strided if name[5:] in group]
+        strided += [group[name] for group in renamings for name in strided if name in group]
+        grouped_broadcast = [
+            f"grad_{t.name}_{index}"
+            for index in range(1, len(renamings) + 1)
+            for t in profile.inputs
+            if t.broadcast and t.requires_grad
+        ]
+    tail = [*fields["grad_input_names"], *lanes.layer_buffers, *(groups.backward_launch_args if groups else [])]
+    tail += lanes.store_flag_args
+    names = [t.name for t in profile.inputs]
+    needed = [f"ctx.needs_input_grad[{names.index(flag[len('store_grad_') :])}]" for flag in lanes.store_flag_args]
     return {
         **fields,
         "lanes": lanes,
@@ -973,10 +1002,17 @@ def _with_lanes(fields: dict[str, Any], profile: KernelProfile, math) -> dict[st
         "in_place": False,
         "forward_pointer_moves": lanes.forward_pointer_moves,
         "backward_pointer_moves": lanes.backward_pointer_moves,
-        "gradient_buffers": lanes.gradient_buffers,
+        "gradient_buffers": lanes.gradient_buffers + (groups.backward_host if groups else []),
         "backward_launch_strided": strided,
-        "backward_launch_tail": ", ".join([*fields["grad_input_names"], *lanes.layer_buffers]),
-        "backward_return_exprs": lanes.gradients_viewed,
+        "backward_launch_tail": ", ".join(tail),
+        "forward_launch_tail": ", ".join(
+            [fields["forward_launch_tail"], *(groups.forward_launch_args if groups else [])]
+        ),
+        "backward_returns": fields["backward_returns"] + grouped_broadcast,
+        "backward_signature": ", ".join([fields["backward_signature"], *(f"{f}=True" for f in lanes.store_flag_args)]),
+        "backward_call_args": fields["backward_call_args"] + needed,
+        "backward_return_exprs": lanes.gradients_viewed
+        + [f"{name}.view(*shape_{name.rsplit('_', 1)[1]}[:-1], {lanes.count} * n_cols)" for name in grouped_broadcast],
         "outputs_viewed": lanes.outputs_viewed,
         "forward_returns": ", ".join(inputs + lanes.outputs_viewed),
     }
@@ -1190,12 +1226,15 @@ def _row_program_ops(profile: KernelProfile) -> RowProgramOpsView:
 
 
 def broadcast_saves(profile: KernelProfile) -> list[str]:
-    """The Function's forward lines that keep the shape and dtype of each broadcast input with a gradient."""
+    """The Function's forward lines that keep the shape and dtype of each broadcast input with a gradient (and the
+    shape of each output of a further row group, for zeros where autograd passes it no gradient)."""
+    groups = profile.math.lanes.groups if profile.math.lanes is not None else []
+    grouped = [t.name for t in profile.outputs if any(t.name in group.values() for group in groups)]
     return [
         f"ctx.{t.name}_shape, ctx.{t.name}_dtype = {t.name}.shape, {t.name}.dtype"
         for t in profile.inputs
         if t.broadcast and t.requires_grad
-    ]
+    ] + [f"ctx.{name}_shape = {name}.shape" for name in grouped]
 
 
 def broadcast_gradients(profile: KernelProfile, gradients: list[str]) -> list[str]:
@@ -1207,8 +1246,17 @@ def broadcast_gradients(profile: KernelProfile, gradients: list[str]) -> list[st
         gradient = given.get(tensor.name, "None")
         if tensor.broadcast and tensor.requires_grad:
             inserted = inserted_dims(tensor.broadcast)
-            tail = f", {inserted!r}" if inserted else ""
-            gradient = f"_broadcast_sum({gradient}, ctx.{tensor.name}_shape, ctx.{tensor.name}_dtype{tail})"
+            held = tensor.unsqueeze if tensor.unsqueeze.lstrip("-").isdigit() else f"ctx.{tensor.unsqueeze}"
+            tail = f", ({held},)" if tensor.unsqueeze else f", {inserted!r}" if inserted else ""
+            groups = range(len(profile.math.lanes.groups) if profile.math.lanes is not None else 0)
+            # one per row group (HF RoPE's cos: q's rows and k's read it), added up
+            gradient = " + ".join(
+                f"_broadcast_sum({part}, ctx.{tensor.name}_shape, ctx.{tensor.name}_dtype{tail})"
+                for part in [gradient, *(f"{gradient}_{index + 1}" for index in groups)]
+            )
+            if profile.math.lanes is not None:  # the lanes' kernels store it only where autograd asks for it
+                index = [t.name for t in profile.inputs].index(tensor.name)
+                gradient = f"({gradient}) if ctx.needs_input_grad[{index}] else None"
         results.append(gradient)
     return results
 
@@ -1554,6 +1602,33 @@ def module_view(profile: KernelProfile, renames: dict[str, str] | None = None) -
         ),
         variants=list(profile.module.variants),
         held=_held_names(profile),
+        function=_reference_function(profile),
+    )
+
+
+def _reference_function(profile: KernelProfile) -> ReferenceFunction | None:
+    """``module.function``: the reference function's own arguments, passed on to the Function by name."""
+    if not profile.module.function:
+        return None
+    tree = ast.parse(profile.reference.source)
+    entry = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == profile.reference.entry)
+    positional = entry.args.args
+    defaults = [None] * (len(positional) - len(entry.args.defaults)) + list(entry.args.defaults)
+    taken = {t.name for t in profile.inputs} | {hp.name for hp in profile.hyperparameters}
+    written = [
+        arg.arg if default is None else f"{arg.arg}={ast.unparse(default)}"
+        for arg, default in zip(positional, defaults)
+    ]
+    fixed = [
+        (arg.arg, ast.unparse(default))
+        for arg, default in zip(positional, defaults)
+        if arg.arg not in taken and default is not None
+    ]
+    return ReferenceFunction(
+        name=profile.module.function,
+        signature=", ".join(written),
+        fixed=fixed,
+        call_args=[t.name for t in profile.inputs] + [hp.name for hp in profile.hyperparameters],
     )
 
 
@@ -1729,10 +1804,24 @@ def test_view(profile: KernelProfile) -> TestView:
         switches_off=", ".join(
             f"{flag}=False" for flag in dict.fromkeys(p.enabled_by for p in profile.parameters if p.enabled_by)
         ),
-        input_shapes={name: shape_expression(pattern) for name, pattern in broadcast.items()},
+        input_shapes={name: shape_expression(pattern) for name, pattern in broadcast.items()}
+        | _group_input_shapes(profile),
         long_rows_shapes=long_rows,
         whole_tile_shapes=whole_tiles,
     )
+
+
+def _group_input_shapes(profile: KernelProfile) -> dict[str, str]:
+    """The shape tests draw each input of a further row group in (other leading dims than the first group's)."""
+    if profile.math.lanes is None or not profile.math.lanes.groups:
+        return {}
+    patterns = [t.broadcast for t in profile.inputs if t.broadcast]
+    rank = min(len(shape) for shape in [*profile.test.cpu_shapes, *profile.test.gpu_shapes])
+    inputs = {t.name for t in profile.inputs}
+    expression = group_shape_expression(patterns, rank)
+    return {
+        renamed: expression for group in profile.math.lanes.groups for renamed in group.values() if renamed in inputs
+    }
 
 
 # Benchmark -------------------------------------------------------------------------------------------------
@@ -1777,10 +1866,16 @@ def _benchmark_input_shapes(profile: KernelProfile) -> dict[str, str]:
         return {}
     else:
         first = first_input_dims(patterns, "num_tokens", "size", group=4)
-    return {
+    shapes = {
         t.name: ", ".join(str(d) for d in (shape_for(t.broadcast, first) if t.broadcast else first))
         for t in profile.inputs
     }
+    # A further row group's input with a quarter of the first's heads (grouped-query attention's k beside q).
+    over = group_dims(patterns, len(first))
+    grouped = [f"max(1, {d} // 4)" if index in over else str(d) for index, d in enumerate(first)]
+    groups = profile.math.lanes.groups if profile.math.lanes is not None else []
+    shapes.update({renamed: ", ".join(grouped) for group in groups for renamed in group.values() if renamed in shapes})
+    return shapes
 
 
 def _benchmark_sizes(profile: KernelProfile) -> dict[str, int]:
