@@ -36,7 +36,6 @@ def poly_norm(x, weight, bias, eps: float = 1e-6):
 @pytest.mark.parametrize(
     "source, entry, line, construct",
     [
-        pytest.param(),
         pytest.param(
             FUNCTIONAL_POLY_NORM,
             "poly_norm",

@@ -80,8 +80,8 @@ def reference_path(model_type: str, row: Row) -> str:
 
 
 def reference_entry(row: Row) -> str:
-    """The symbol of a GENERATE row's reference: the norm class, else the reference's function."""
-    if row.block.kind == "norm" or "def " not in row.reference:
+    """The symbol of a GENERATE row's reference: the norm class or the rotary function, else the activation."""
+    if row.block.kind in ("norm", "rope") or "def " not in row.reference:
         return row.block.name
     return row.reference.split("def ", 1)[1].split("(", 1)[0]
 

@@ -455,7 +455,9 @@ def rope_row(repo: LigerRepo, source: ModelSource, row: Row, calls: list[tuple])
 
 
 def rotary_functions(repo: LigerRepo) -> list[tuple[str, str]]:
-    """(module, function) of each public ``*rotary_pos_emb`` function in the target's ``liger_kernel.transformers``."""
+    """(module, function) of each public ``*rotary_pos_emb`` or ``*_rope`` function in the target's
+    ``liger_kernel.transformers`` (a rope kernelgen generated is called through its functional ``liger_NAME``); each
+    is run on the mini model's calls before it is taken."""
     found = []
     folder = repo.root / "src/liger_kernel/transformers"
     for path in sorted(folder.glob("*.py")):
@@ -466,7 +468,7 @@ def rotary_functions(repo: LigerRepo) -> list[tuple[str, str]]:
         for node in tree.body:
             if (
                 isinstance(node, ast.FunctionDef)
-                and node.name.endswith("rotary_pos_emb")
+                and node.name.endswith(("rotary_pos_emb", "_rope"))
                 and not node.name.startswith("_")
             ):
                 found.append((f"liger_kernel.transformers.{path.stem}", node.name))
