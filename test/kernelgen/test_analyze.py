@@ -395,6 +395,8 @@ def test_classification_of_small_references(tmp_path, body, tier, fragment):
     assert fragment in classification.reason
     if tier == 3 and body in LOSSES_OF_ROWS:
         assert analyze(str(path)).math.loss.reduction == LOSSES_OF_ROWS[body]
+    elif tier == 3 and body in TWO_STAGES:  # per-token statistics, then math over tokens (issue 44)
+        assert analyze(str(path)).math.loss.sequence.startswith("def sequence_stage(")
     elif tier == 3:  # no loss over rows: analysis stops on one line that names the op's line
         with pytest.raises(AnalyzeError) as caught:
             analyze(str(path))
@@ -405,6 +407,8 @@ LOSSES_OF_ROWS = {
     "return x.sum(-1, keepdim=True).sum(-1)": "none",
     "return x.flatten().sum(-1)": "sum",
 }
+# A per-token statistic of the vocabulary, then a sum over the tokens of each sequence: a loss in two stages.
+TWO_STAGES = {"return x.sum(-1).sum(-1)"}
 
 
 def test_casts_are_noted(tmp_path):

@@ -28,6 +28,7 @@ from tools.kernelgen.analyze.ops import CAST
 from tools.kernelgen.analyze.ops import LAYOUT
 from tools.kernelgen.analyze.ops import is_fractional_exponent
 from tools.kernelgen.analyze.ops import is_integer_exponent
+from tools.kernelgen.analyze.ops import node_line
 from tools.kernelgen.analyze.refusals import refuse_unless_loss
 from tools.kernelgen.analyze.stages import NoStagesError
 from tools.kernelgen.analyze.stages import StagedLoss
@@ -366,7 +367,22 @@ def _fill_staged_loss(
         f"({names}) and writes d {traced.tensor_inputs[0]} from their adjoints; the math after them (math.loss."
         f"sequence) runs as PyTorch, whose autograd gives the adjoints"
     )
-    profile.notes.gradient_formulas = dict(loss_math(profile, profile.reference.origin).gradient_formulas)
+    try:
+        profile.notes.gradient_formulas = dict(loss_math(profile, profile.reference.origin).gradient_formulas)
+    except ValueError as error:
+        raise _underivable_statistics(staged, traced, str(error).split("math: ", 1)[-1]) from None
+
+
+def _underivable_statistics(staged: StagedLoss, traced: TracedReference, why: str) -> AnalyzeError:
+    """A per-token statistic whose gradient the loss synthesis cannot write, named at the reference's line."""
+    output = next(node for node in staged.vocabulary.graph_module.graph.nodes if node.op == "output")
+    lines = [node_line(node) for node in output.all_input_nodes]
+    line = next((line for line in lines if line), None)
+    origin = traced.loaded.origin
+    return AnalyzeError(
+        f"the per-token statistics ({', '.join(staged.statistics)}) of a loss in two stages: {why}",
+        origin=f"{origin}:{line}" if line else origin,
+    )
 
 
 def _switches_as_hyperparameters(profile: KernelProfile, traced: TracedReference) -> None:

@@ -158,6 +158,37 @@ def _shape(node: fx.Node) -> tuple[int, ...] | None:
     return tuple(meta.shape) if meta is not None and hasattr(meta, "shape") else None
 
 
+def _meets_the_logits(probe: _Probe, shapes: dict[str, str], second: fx.Node) -> bool:
+    """Whether ``second`` and the logits meet at the logits' own shape ([B, T, V]): an op takes both as [B, T, V]
+    values, or makes one (combined element by element before any statistic of the vocabulary)."""
+    try:
+        probe.run(shapes, record=True)
+    except Exception:  # noqa: BLE001 - a reference that does not run at these shapes meets nothing here
+        return False
+    from_logits = _descendants(probe.logits) | {probe.logits}
+    from_second = _descendants(second) | {second}
+    logits_shaped = {node for node in from_logits | from_second if _shape(node) == (_B, _T, _V)}
+    for node in from_logits & from_second:
+        operands = set(node.all_input_nodes) & logits_shaped
+        if (
+            operands & from_logits - from_second
+            and operands & from_second - from_logits
+            or _shape(node) == (_B, _T, _V)
+        ):
+            return True
+    return False
+
+
+def _descendants(start: fx.Node) -> set[fx.Node]:
+    seen, pending = set(), [start]
+    while pending:
+        for user in pending.pop().users:
+            if user not in seen:
+                seen.add(user)
+                pending.append(user)
+    return seen
+
+
 def _is_meta(node: fx.Node) -> bool:
     if node.op == "call_method" and node.target in _META:
         return True
@@ -171,6 +202,10 @@ def split_stages(traced: TracedReference) -> StagedLoss:
     second = [name for name, words in shapes.items() if words == _LOGITS]
     if second:
         node = next(n for n in probe.placeholders if probe.names[n] == second[0])
+        if _meets_the_logits(probe, shapes, node):
+            # Combined with the logits element by element (a target or a teacher distribution, as in a binary
+            # cross entropy of two [B, T, V] tensors): no chosen/rejected split; the one kernel's refusal says why.
+            raise NoStagesError("a second [B, T, V] input meets the logits element-wise", origin=traced.loaded.origin)
         raise _error(
             traced,
             f"{second[0]} is a second [B, T, V] input beside {traced.tensor_inputs[0]} (`{_line_text(traced, next(iter(node.users)))}`); "
