@@ -263,9 +263,9 @@ def test_the_smoke_run_of_new_draws_a_staged_loss_inputs_in_their_own_shapes(gen
     logits and its per-sequence inputs (DPO's reference log-probabilities per pair, KTO's boolean labels) in the
     shapes the analysis found, and matches its reference there."""
     root, _ = generated_checkout
-    profile = analyze(f"{root / 'staged.py'}:dpo_sigmoid", name="dpo_sigmoid")
+    profile = analyze(f"{root / 'staged.py'}:tempered_dpo", name="tempered_dpo")
     inputs, _ = smoke._inputs(profile, torch.Generator().manual_seed(0))
     assert [tuple(x.shape) for x in inputs] == [(4, 3, smoke.LOSS_COLS), (4, 3), (2,), (2,)]
-    smoke._compare(profile, import_generated_ops(root, "dpo_sigmoid").LigerDpoSigmoidFunction)
+    smoke._compare(profile, import_generated_ops(root, "tempered_dpo").LigerTemperedDpoFunction)
     kto = analyze(f"{root / 'staged.py'}:kto_sigmoid")
     assert smoke._inputs(kto, torch.Generator().manual_seed(0))[0][-1].dtype == torch.bool  # desirable
