@@ -51,6 +51,14 @@ def compiled_forward(forward, mode: str):
     return step
 
 
+def _root_cause(error: BaseException) -> str:
+    """The innermost exception of a failed compilation, in one line (the backend's wrapper says only which backend)."""
+    while error.__cause__ is not None:
+        error = error.__cause__
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    return f"{type(error).__name__}: {lines[0] if lines else ''}"[:300]
+
+
 def gradients(forward, inputs) -> list[torch.Tensor]:
     for tensor in inputs:
         tensor.grad = None
@@ -110,7 +118,7 @@ def main(argv=None) -> None:
                         step = compiled_forward(forward, mode)
                         got = gradients(step, inputs)
                     except Exception as error:  # a graph break under fullgraph=True, or a failed compilation
-                        notes[provider] = f"does not compile: {type(error).__name__}: {str(error).splitlines()[0]}"
+                        notes[provider] = f"does not compile: {type(error).__name__}: {_root_cause(error)}"
                         continue
                     diff = max((a - b).abs().max().item() for a, b in zip(got, expected))
                     steps[provider] = (inputs, step)

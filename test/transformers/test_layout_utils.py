@@ -16,6 +16,7 @@ from liger_kernel.ops.layout_utils import column_block_settings
 from liger_kernel.ops.layout_utils import dtensor_layout
 from liger_kernel.ops.layout_utils import launch_shape
 from liger_kernel.ops.layout_utils import local_columns
+from liger_kernel.ops.layout_utils import own_buffer
 from liger_kernel.ops.layout_utils import persistent_programs
 from liger_kernel.ops.layout_utils import reusable_gradient
 from liger_kernel.ops.layout_utils import row_tile_settings
@@ -52,6 +53,16 @@ def test_a_gradient_buffer_is_reusable_only_where_nothing_else_refers_to_it():
     detached = torch.randn(4, 8)
     alias = detached.detach()  # shares the storage without being a view of it
     assert not reusable_gradient(detached, torch.float32) and not reusable_gradient(alias, torch.float32)
+
+
+def test_an_input_takes_its_own_gradient_where_contiguous_and_not_under_torch_compile(monkeypatch):
+    x = torch.randn(4, 8)
+    assert own_buffer(x, 4, 8) is x
+    strided = torch.randn(8, 4).t()
+    new = own_buffer(strided, 4, 8)
+    assert new.shape == (4, 8) and new.is_contiguous() and new.data_ptr() != strided.data_ptr()
+    monkeypatch.setattr(torch.compiler, "is_compiling", lambda: True)  # the compiler plans the graph's buffers
+    assert own_buffer(x, 4, 8) is not x
 
 
 def test_row_tiles_hold_whole_rows_with_warps_that_grow_with_the_tile():

@@ -184,12 +184,23 @@ def backward_schedule(tile: int, num_warps: int, load_bytes: int, rows_held: int
     return False, 2 * tile * load_bytes <= _shared_memory_bytes(torch.cuda.current_device())
 
 
+@torch.compiler.assume_constant_result
 @functools.cache
 def _shared_memory_bytes(device: int) -> int:
-    """Shared memory one program may use on GPU ``device``."""
+    """Shared memory one program may use on GPU ``device`` (a constant of the graph under torch.compile, which cannot
+    trace the driver's query)."""
     import triton
 
     return triton.runtime.driver.active.utils.get_device_properties(device)["max_shared_mem"]
+
+
+def own_buffer(x: torch.Tensor, n_rows: int, n_cols: int) -> torch.Tensor:
+    """``x``'s own buffer for its gradient ([n_rows, n_cols] rows of it) when it is contiguous: a backward that reads
+    each tile of ``x`` before it writes the tile's gradient needs no other; a strided view's buffer holds more than
+    ``x``, and under torch.compile the compiler plans the graph's buffers (a saved input is not written)."""
+    if x.is_contiguous() and not torch.compiler.is_compiling():
+        return x
+    return torch.empty((n_rows, n_cols), dtype=x.dtype, device=x.device)
 
 
 # Whether this torch counts the references to a tensor and to its storage (private helpers, present since 2.x).

@@ -132,7 +132,8 @@ def parameter_gradients(params: list[LearnableParameter], optional: dict[str, st
 
 
 def gradient_buffers(grad_inputs: list[str], in_place: bool, broadcast: set[str] = frozenset()) -> list[str]:
-    """Each input gradient's buffer: the input's own when gradients go in place and it is contiguous, else new; an
+    """Each input gradient's buffer: the input's own when gradients go in place (``own_buffer``: where it is
+    contiguous and not under torch.compile), else new; an
     input that broadcasts against the first gets one per element of the first, in fp32, summed to its shape after."""
     lines = []
     for name in grad_inputs:
@@ -140,7 +141,7 @@ def gradient_buffers(grad_inputs: list[str], in_place: bool, broadcast: set[str]
         if name in broadcast:
             lines.append(f"grad_{name} = torch.empty((n_rows, n_cols), dtype=torch.float32, device={name}.device)")
         elif in_place:
-            lines.append(f"grad_{name} = {name} if {name}.is_contiguous() else {new}")
+            lines.append(f"grad_{name} = own_buffer({name}, n_rows, n_cols)")
         else:
             lines.append(f"grad_{name} = {new}")
     return lines
