@@ -1203,8 +1203,7 @@ def _row_program_ops(profile: KernelProfile) -> RowProgramOpsView:
             statements,
             ["ensure_contiguous", "ceil_div"]
             + (["get_num_sms"] if params else [])
-            + (["widen_to_fp32"] if backward_kernel.rewidened else [])
-            + (["next_power_of_2"] if broadcast else []),  # the broadcast gradients' summing launch
+            + (["widen_to_fp32"] if backward_kernel.rewidened else []),
         ),
         uses_cast=uses_cast,
         precision_note=_precision_note(math.precision_sensitive_ops),
