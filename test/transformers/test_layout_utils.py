@@ -12,6 +12,9 @@ from liger_kernel.ops import layout_utils
 from liger_kernel.ops.layout_utils import PLAIN_TYPES
 from liger_kernel.ops.layout_utils import as_rows
 from liger_kernel.ops.layout_utils import backward_schedule
+from liger_kernel.ops.layout_utils import broadcast_layout
+from liger_kernel.ops.layout_utils import broadcast_rows
+from liger_kernel.ops.layout_utils import broadcast_sum
 from liger_kernel.ops.layout_utils import column_block_settings
 from liger_kernel.ops.layout_utils import dtensor_layout
 from liger_kernel.ops.layout_utils import launch_shape
@@ -100,6 +103,55 @@ def test_the_backward_schedule_splits_spilling_rows_and_pipelines_small_ones(mon
     assert backward_schedule(4096, 8, 4, 4) == (False, True)
     assert backward_schedule(8192, 8, 4, 3) == (False, False)  # 96 live registers: fused, not pipelined
     assert backward_schedule(16384, 32, 8, 3) == (False, False)  # two fp32 tiles of loads exceed shared memory
+
+
+# Inputs of [2, 3, 4, 8]-shaped kernels that broadcast: a run of broadcast leading dims (between kept ones too),
+# per-row values, a lower rank.
+BROADCAST_SHAPES = [
+    (8,),
+    (2, 1, 1, 8),
+    (2, 1, 4, 8),
+    (1, 3, 4, 8),
+    (2, 3, 1, 8),
+    (1, 1, 4, 8),
+    (2, 3, 4, 1),
+    (1, 8),
+    (2, 1, 1, 1),
+]
+
+
+@pytest.mark.parametrize("own", BROADCAST_SHAPES)
+def test_broadcast_layout_reads_each_row_where_torch_broadcasts_it(own):
+    shape = (2, 3, 4, 8)
+    tensor = torch.randn(own)
+    held, (row_stride, col_stride, inner, period) = broadcast_rows("k", "scale", tensor, "x", shape)
+    expanded = tensor.expand(shape).reshape(-1, shape[-1])
+    rows = torch.arange(expanded.shape[0])[:, None]
+    cols = torch.arange(shape[-1])[None, :]
+    read = held.flatten()[(rows // period * inner + rows % inner) * row_stride + cols * col_stride]
+    assert torch.equal(read, expanded)
+
+
+def test_broadcast_layout_inserts_the_unsqueezed_dims_and_refuses_what_it_cannot_index():
+    # [batch, hidden] unsqueezed at dim 1 reads like [batch, 1, hidden].
+    assert broadcast_layout("k", "shift", (2, 8), "x", (2, 5, 8), (1,), 2) == (8, 1, 1, 5)
+    with pytest.raises(ValueError, match=r"^k: shift has shape \(2, 1, 8\); the reference unsqueezes it"):
+        broadcast_layout("k", "shift", (2, 1, 8), "x", (2, 5, 8), (1,), 2)
+    with pytest.raises(ValueError, match=r"^k: scale has shape \(3, 8\), which does not broadcast against"):
+        broadcast_layout("k", "scale", (3, 8), "x", (2, 5, 8))
+    with pytest.raises(ValueError, match=r"kept dims separate"):  # two runs of broadcast dims: no (inner, period)
+        broadcast_layout("k", "scale", (1, 3, 1, 8), "x", (2, 3, 4, 8))
+
+
+@pytest.mark.parametrize("own", BROADCAST_SHAPES)
+def test_broadcast_sum_is_the_gradient_torch_gives_a_broadcast_input(own):
+    shape = (2, 3, 4, 8)
+    tensor = torch.randn(own, dtype=torch.float64, requires_grad=True)
+    grad = torch.randn(shape, dtype=torch.float64)
+    (tensor.expand(shape) * grad).sum().backward()
+    summed = broadcast_sum(grad.float().contiguous(), tensor.shape, torch.float32)
+    assert summed.shape == tensor.shape and summed.dtype == torch.float32
+    torch.testing.assert_close(summed.double(), tensor.grad, rtol=1e-5, atol=1e-5)
 
 
 def test_launch_shape_walks_back_to_back_rows_as_one():

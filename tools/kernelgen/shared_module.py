@@ -1,7 +1,7 @@
 """The one shared module generated ops files import besides ``ops/utils.py``: ``liger_kernel/ops/layout_utils.py``
-(inputs as rows, element-wise tiles, DTensor arguments as local shards). Its text is this repository's own copy; a
-target that lacks it gets that copy once, with the first generated kernel that imports it, and a target's copy,
-edited or not, is never replaced."""
+(inputs as rows, inputs that broadcast, element-wise tiles, DTensor arguments as local shards). Its text is this
+repository's own copy; a target that lacks it gets that copy once, with the first generated kernel that imports it,
+and a target's copy, edited or not, is never replaced."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""How element-wise and row kernels lay their tensors out for a launch: inputs as ``[rows, columns]``, the tiles the
-programs take, and DTensor arguments as each rank's local shard (torch.distributed.tensor).
+"""How element-wise and row kernels lay their tensors out for a launch: inputs as ``[rows, columns]``, inputs that
+broadcast against the first read by row without expanding them (and their gradients summed back to their shapes), the
+tiles the programs take, and DTensor arguments as each rank's local shard (torch.distributed.tensor).
 
 Element-wise kernels compute every element from its own position, so each rank runs them on its local shard and the
 results take the inputs' placements. Row reductions do likewise while the reduced (last) dim is whole on every rank;
@@ -11,6 +12,8 @@ import os
 import sys
 
 import torch
+import triton
+import triton.language as tl
 
 
 def as_rows(tensor: torch.Tensor, n_cols: int) -> torch.Tensor:
@@ -149,6 +152,121 @@ def combine_chunks(chunks: int):
         parts.copy_(whole.expand_as(parts))
 
     return combine
+
+
+def broadcast_layout(
+    kernel: str, name: str, own: tuple, first: str, shape: tuple, inserted: tuple = (), rank: int = 0
+) -> tuple[int, int, int, int]:
+    """How row kernels read ``name``, of shape ``own``, that broadcasts against ``shape`` (``first``'s), without
+    expanding it: row ``r`` of ``first``'s ``[rows, columns]`` view reads row ``(r // period) * inner + r % inner``
+    of it (held contiguous) at ``row_stride``, its columns at ``col_stride`` (0: one value per row); ``(row_stride,
+    col_stride, inner, period)``. ``inserted``: the dims the reference inserts before it broadcasts (``unsqueeze``),
+    the last first, into an input of ``rank`` dims (0: of any rank, inserted as torch does). The broadcast dims before
+    the last must be one run (``[batch, 1, hidden]``, ``[1, seq, hidden]``, ``[hidden]``, a run of them between kept
+    dims): a single ``(inner, period)`` pair indexes only those. Shared by every generated kernel with such inputs
+    (RoPE's cos and sin, modulated norms' scale and shift, GroupNorm's affine)."""
+    if rank and inserted and len(own) != rank:
+        raise ValueError(
+            f"{kernel}: {name} has shape {tuple(own)}; the reference unsqueezes it, which the kernels follow for "
+            f"{rank} dims"
+        )
+    aligned = list(own)
+    for dim in inserted:
+        aligned.insert(dim if dim >= 0 else len(aligned) + dim + 1, 1)
+    sizes = [1] * (len(shape) - len(aligned)) + aligned
+    if len(aligned) > len(shape) or any(size not in (1, full) for size, full in zip(sizes, shape)):
+        raise ValueError(
+            f"{kernel}: {name} has shape {tuple(own)}, which does not broadcast against {tuple(shape)} of {first}"
+            f"{' as the reference unsqueezes it' if inserted else ''}"
+        )
+    # Each leading dim of the first input over 1 is kept (the input has it) or broadcast (the input has 1 there).
+    kinds = "".join("k" if size == full else "b" for size, full in zip(sizes[:-1], shape[:-1]) if full != 1)
+    if "k" in kinds.strip("k"):
+        raise ValueError(
+            f"{kernel}: {name} has shape {tuple(own)}: against {tuple(shape)} of {first} it broadcasts over dims "
+            "that kept dims separate, which the kernels cannot index (one run of broadcast dims)"
+        )
+    broadcast = [i for i, (size, full) in enumerate(zip(sizes[:-1], shape[:-1])) if size != full]
+    inner = math.prod(shape[broadcast[-1] + 1 : -1]) if broadcast else 1
+    period = math.prod(shape[broadcast[0] : -1]) if broadcast else 1
+    return sizes[-1], 1 if sizes[-1] == shape[-1] else 0, inner, period
+
+
+def broadcast_rows(
+    kernel: str, name: str, tensor: torch.Tensor, first: str, shape: tuple, inserted: tuple = (), rank: int = 0
+) -> tuple[torch.Tensor, tuple[int, int, int, int]]:
+    """``tensor`` made contiguous, as the kernels index it, and how they read it (``broadcast_layout``)."""
+    return tensor.contiguous(), broadcast_layout(kernel, name, tuple(tensor.shape), first, tuple(shape), inserted, rank)
+
+
+@triton.jit
+def _broadcast_sum_kernel(
+    grad_ptr,
+    out_ptr,
+    n_cols,
+    inner,
+    period,
+    repeats,
+    SUM_COLS: tl.constexpr,
+    BLOCK_ROWS: tl.constexpr,
+    BLOCK_COLS: tl.constexpr,
+):
+    # Program (o, c): row o of a broadcast input's gradient, the sum of the ``repeats`` rows of the per-element
+    # gradient that read it (``inner`` apart from the first), at column block c, or over all columns (SUM_COLS: the
+    # input holds one value per row). Tiles of BLOCK_ROWS of those rows at a time; fixed order, no atomics.
+    out_row = tl.program_id(0).to(tl.int64)
+    first = (out_row // inner) * period + out_row % inner
+    tile_rows = tl.arange(0, BLOCK_ROWS)[:, None]
+    acc = tl.zeros((BLOCK_ROWS, BLOCK_COLS), dtype=tl.float32)
+    if SUM_COLS:
+        cols = tl.arange(0, BLOCK_COLS)[None, :]
+        col_start = 0
+        while col_start < n_cols:
+            repeat = 0
+            while repeat < repeats:
+                mask = (repeat + tile_rows < repeats) & (col_start + cols < n_cols)
+                rows = first + (repeat + tile_rows) * inner
+                acc += tl.load(grad_ptr + rows * n_cols + (col_start + cols), mask=mask, other=0.0)
+                repeat += BLOCK_ROWS
+            col_start += BLOCK_COLS
+        tl.store(out_ptr + out_row, tl.sum(acc).to(out_ptr.dtype.element_ty))
+    else:
+        cols = tl.program_id(1) * BLOCK_COLS + tl.arange(0, BLOCK_COLS)[None, :]
+        repeat = 0
+        while repeat < repeats:
+            mask = (repeat + tile_rows < repeats) & (cols < n_cols)
+            rows = first + (repeat + tile_rows) * inner
+            acc += tl.load(grad_ptr + rows * n_cols + cols, mask=mask, other=0.0)
+            repeat += BLOCK_ROWS
+        total = tl.sum(acc, axis=0, keep_dims=True)
+        tl.store(out_ptr + out_row * n_cols + cols, total.to(out_ptr.dtype.element_ty), mask=cols < n_cols)
+
+
+def broadcast_sum(grad: torch.Tensor, own: torch.Size, dtype: torch.dtype, inserted: tuple = ()) -> torch.Tensor:
+    """The gradient of an input of shape ``own`` that broadcasts against the tensor ``grad`` is the gradient of
+    (``broadcast_layout``): ``grad`` (per element, fp32, contiguous) summed over the broadcast dims, in ``dtype``.
+    One launch that reads ``grad`` in place by the layout's rows and sums each output in a fixed order, without
+    atomics, so that the result is the same on every run."""
+    row_stride, col_stride, inner, period = broadcast_layout(
+        "broadcast_sum", "the gradient", tuple(own), "grad", tuple(grad.shape), inserted, len(own)
+    )
+    n_cols = grad.shape[-1]
+    out = torch.empty(own, dtype=dtype, device=grad.device)
+    # Up to 16 of the rows summed into one per tile (one where each row is only summed over its columns).
+    block_rows, block_cols = min(16, _next_power_of_2(period // inner)), min(_next_power_of_2(n_cols), 256)
+    grid = (out.numel() // row_stride if row_stride else 0, 1 if col_stride == 0 else triton.cdiv(n_cols, block_cols))
+    _broadcast_sum_kernel[grid](
+        grad,
+        out,
+        n_cols,
+        inner,
+        period,
+        period // inner,
+        SUM_COLS=col_stride == 0,
+        BLOCK_ROWS=block_rows,
+        BLOCK_COLS=block_cols,
+    )
+    return out
 
 
 def column_block_settings(n_rows: int, n_cols: int, block_cols: int) -> tuple[int, int, int, int]:

@@ -314,7 +314,8 @@ def _group_launch(profile: KernelProfile, forward_reads: set[str], backward_read
                 f'and dtype {{{group[m]}.dtype}}: one launch with {m} needs rows of {{shape[-1]}} in {{{m}.dtype}}")',
             ]
         checks += [
-            f'{layout} = _broadcast_layout(tuple({b}.shape), tuple({shape}), "{b}"{_inserted(tensors[b])})[2:]'
+            f'{layout} = broadcast_layout("{profile.operation_name}", "{b}", tuple({b}.shape), "{main}", '
+            f"tuple({shape}){_inserted(tensors[b])})[2:]"
             for b, layout in zip(broadcast, layouts)
         ]
         forward_host += [f"n_rows_{index} = {main}.shape[0]"] + [
@@ -341,8 +342,8 @@ def _group_launch(profile: KernelProfile, forward_reads: set[str], backward_read
             for b in broadcast_grads
         ]
         backward_host += [
-            f"{b}_inner_{index}, {b}_period_{index} = _broadcast_layout(tuple({b}.shape), tuple({shape}), "
-            f'"{b}"{_inserted(tensors[b])})[2:]'
+            f'{b}_inner_{index}, {b}_period_{index} = broadcast_layout("{profile.operation_name}", "{b}", '
+            f'tuple({b}.shape), "{main}", tuple({shape}){_inserted(tensors[b])})[2:]'
             for b in broadcast_read
         ]
     groups = range(1, len(lanes.groups) + 1)

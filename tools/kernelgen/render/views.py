@@ -118,7 +118,7 @@ class KernelView:
     reference_inputs: list[str]  # the inputs the reference is called with
     reference_attributes: list[tuple[str, str]]  # (attribute, input): what a module reference holds itself
     broadcast: dict[str, str]  # inputs whose shape broadcasts against the first input's -> pattern (broadcast.py)
-    broadcast_inserted: dict[str, str]  # ... those the reference unsqueezes -> the dims, as _broadcast_rows takes them
+    broadcast_inserted: dict[str, str]  # ... those the reference unsqueezes -> the dims, as broadcast_rows takes them
     groups: str = ""  # tier 2: the int hyper-parameter whose groups of channels are the rows (profile math.groups)
 
 
@@ -735,7 +735,7 @@ def kernel_view(profile: KernelProfile) -> KernelView:
         reference_inputs=[t.name for t in profile.inputs if not t.attribute],
         reference_attributes=[(t.attribute, t.name) for t in profile.inputs if t.attribute],
         broadcast={t.name: t.broadcast for t in profile.inputs if t.broadcast},
-        # ... and the rank the reference unsqueezes it at: the arguments _broadcast_rows takes after its name
+        # ... and the rank the reference unsqueezes it at: the arguments broadcast_rows takes after the shape
         # (an unsqueeze at a hyper-parameter's dim: that dim, inserted as torch does at any rank)
         broadcast_inserted={
             t.name: f"({t.unsqueeze},)" if t.unsqueeze else f"{inserted_dims(t.broadcast)!r}, {own_rank(t.broadcast)}"
@@ -1203,8 +1203,7 @@ def _row_program_ops(profile: KernelProfile) -> RowProgramOpsView:
             statements,
             ["ensure_contiguous", "ceil_div"]
             + (["get_num_sms"] if params else [])
-            + (["widen_to_fp32"] if backward_kernel.rewidened else [])
-            + (["next_power_of_2"] if broadcast else []),  # the broadcast gradients' summing launch
+            + (["widen_to_fp32"] if backward_kernel.rewidened else []),
         ),
         uses_cast=uses_cast,
         precision_note=_precision_note(math.precision_sensitive_ops),
@@ -1251,7 +1250,7 @@ def broadcast_gradients(profile: KernelProfile, gradients: list[str]) -> list[st
             groups = range(len(profile.math.lanes.groups) if profile.math.lanes is not None else 0)
             # one per row group (HF RoPE's cos: q's rows and k's read it), added up
             gradient = " + ".join(
-                f"_broadcast_sum({part}, ctx.{tensor.name}_shape, ctx.{tensor.name}_dtype{tail})"
+                f"broadcast_sum({part}, ctx.{tensor.name}_shape, ctx.{tensor.name}_dtype{tail})"
                 for part in [gradient, *(f"{gradient}_{index + 1}" for index in groups)]
             )
             if profile.math.lanes is not None:  # the lanes' kernels store it only where autograd asks for it
