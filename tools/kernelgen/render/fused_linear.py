@@ -84,6 +84,23 @@ class FusedLinearOpsView:
     takes_host_helper: bool  # a mean's denominator reads class weights through the loss's _take
 
 
+def fused_kernel_view(profile: KernelProfile, **fields):
+    """The loss's kernel view as its fused linear kernel's: the fused names, no parameters of the loss's own (the
+    lm_head weight and bias are inputs), and ``fields`` (inputs, signature, docstrings) of the fused kernel."""
+    function_class, module_class, functional = profile.fused_linear_classes
+    return dataclasses.replace(
+        kernel_view(profile),
+        name=profile.fused_linear_name,
+        function_class=function_class,
+        module_class=module_class,
+        functional=functional,
+        params=[],
+        channel_params=[],
+        param_names=[],
+        **fields,
+    )
+
+
 def fused_linear_views(profile: KernelProfile) -> KernelViews:
     """The views of ``profile.fused_linear_name`` (``profile`` is the loss, validated, with ``fused_linear.enabled``)."""
     loss = build_views(profile)
@@ -106,17 +123,10 @@ def fused_linear_views(profile: KernelProfile) -> KernelViews:
     takes_grad += [False] * len(class_inputs)
     formula = profile.forward_computation or profile.operation_name
     origin = profile.reference.origin or "a profile"
-    kernel = dataclasses.replace(
-        kernel_view(profile),
-        name=profile.fused_linear_name,
-        function_class=function_class,
-        module_class=module_class,
-        functional=functional,
+    kernel = fused_kernel_view(
+        profile,
         inputs=signature_tensors + [t.bias for t in tensors] + class_inputs,
         grad_inputs=[name for t in tensors if t.grad for name in (t.hidden, t.weight, t.bias)],
-        params=[],
-        channel_params=[],
-        param_names=[],
         signature=signature(list(signature_tensors) + optional),
         call_args=call_args,
         docstring=wrap_docstring(

@@ -19,6 +19,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from tools.kernelgen.profile import KernelProfile
+from tools.kernelgen.render.fused_linear import fused_kernel_view
 from tools.kernelgen.render.staged import StagedLossOpsView
 from tools.kernelgen.render.test_shapes import ShapeParams
 from tools.kernelgen.render.test_shapes import fused_linear_shape_params
@@ -27,7 +28,6 @@ from tools.kernelgen.render.text import signature
 from tools.kernelgen.render.text import wrap_docstring
 from tools.kernelgen.render.views import KernelViews
 from tools.kernelgen.render.views import build_views
-from tools.kernelgen.render.views import kernel_view
 from tools.kernelgen.render.views import module_view
 
 # (B, T, H, V): B even (pairs), a vocabulary that masks a block; GPU: the Llama-3-8B head of issue 44.
@@ -52,24 +52,17 @@ class FusedStagedOpsView:
 def fused_staged_views(profile: KernelProfile) -> KernelViews:
     loss = build_views(profile)
     staged = loss.ops
-    function_class, module_class, functional = profile.fused_linear_classes
+    function_class = profile.fused_linear_classes[0]
     others = [t.name for t in profile.inputs if t.name != staged.logits]
     hidden, weight, bias = _linear_names(others)
     tensors = [hidden, weight, *others]
     hypers = profile.hyperparameters
     optional = [Defaulted(bias, None), *hypers, Defaulted("chunk_size", profile.fused_linear.chunk_size)]
     formula = profile.forward_computation or profile.operation_name
-    kernel = dataclasses.replace(
-        kernel_view(profile),
-        name=profile.fused_linear_name,
-        function_class=function_class,
-        module_class=module_class,
-        functional=functional,
+    kernel = fused_kernel_view(
+        profile,
         inputs=[*tensors, bias],
         grad_inputs=[hidden, weight, bias],
-        params=[],
-        channel_params=[],
-        param_names=[],
         signature=signature(list(tensors) + optional),
         call_args=[*tensors, bias, *(hp.name for hp in hypers), "chunk_size"],
         docstring=wrap_docstring(
