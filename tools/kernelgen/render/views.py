@@ -170,6 +170,7 @@ class ElementwiseOpsView:
     contiguous_params: list[str]
     flag_args: list[str]
     gradient_buffers: list[str]
+    own_buffers: bool  # some input's buffer takes its gradient (layout_utils.own_buffer)
     partial_buffers: list[str]
     parameter_gradients: list[str]  # the parameters' gradients: the partial sums added up, in the parameters' dtypes
     narrow_block_cols: int  # the other slice width of long rows
@@ -949,6 +950,7 @@ def _elementwise_fields(profile: KernelProfile) -> dict[str, Any]:
         contiguous_params=tier1.contiguous_params(params, optional, flat_scalars=not triton),
         flag_args=tier1.flag_args(optional),
         gradient_buffers=tier1.gradient_buffers(grad_inputs, _in_place_gradients(profile), broadcast),
+        own_buffers=_in_place_gradients(profile) and any(name not in broadcast for name in grad_inputs),
         partial_buffers=tier1.partial_buffers(params, optional, inputs[0]),
         parameter_gradients=tier1.parameter_gradients(params, optional),
         narrow_block_cols=tiling.max_block_cols // 2,
@@ -1000,6 +1002,7 @@ def _with_lanes(fields: dict[str, Any], profile: KernelProfile, math) -> dict[st
         "lanes": lanes,
         "dtensor": None,
         "in_place": False,
+        "own_buffers": False,
         "forward_pointer_moves": lanes.forward_pointer_moves,
         "backward_pointer_moves": lanes.backward_pointer_moves,
         "gradient_buffers": lanes.gradient_buffers + (groups.backward_host if groups else []),
