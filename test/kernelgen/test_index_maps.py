@@ -163,6 +163,24 @@ def test_many_rows_of_strided_inputs_match_the_reference(generated_checkout, nam
         torch.testing.assert_close(leaf.grad, x.grad, rtol=1e-5, atol=1e-5)
 
 
+def test_a_position_read_twice_takes_its_gradient_rounded_once(generated_checkout):
+    """x * flip(x) in half precision: each position's gradient is two terms (as itself, as the flipped lane) chosen
+    to nearly cancel. Added in fp32 and rounded once, the sum is fp16's rounding of the exact one; two halves each
+    rounded first would be off by a rounding of the terms (a GPU's bf16 run of the generated test caught that)."""
+    torch.manual_seed(0)
+    function = _function(generated_checkout, "flip_self_map")
+    x = (torch.rand(64, 2, dtype=torch.float64) * 20 + 10).half()
+    grad = torch.empty(64, 2, dtype=torch.float64)
+    grad[:, 0] = torch.rand(64, dtype=torch.float64) * 20 + 10
+    # grad_x = (grad + flip(grad)) * flip(x): each row's two upstream gradients almost each other's negative
+    grad[:, 1] = -grad[:, 0] * 1.001
+    grad = grad.half()
+    leaf = x.clone().requires_grad_()
+    function.apply(leaf).backward(grad)
+    exact = (grad.double() + grad.double().flip(-1)) * x.double().flip(-1)
+    torch.testing.assert_close(leaf.grad, exact.half(), rtol=1e-3, atol=0)
+
+
 def test_an_output_without_a_gradient_of_its_own_takes_zeros_of_its_width(generated_checkout):
     """Only the half-width output reaches the loss: autograd passes None for the whole-row one."""
     torch.manual_seed(0)

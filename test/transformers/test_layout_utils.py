@@ -5,6 +5,8 @@ import itertools
 import os
 import socket
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 
@@ -103,6 +105,33 @@ def test_the_backward_schedule_splits_spilling_rows_and_pipelines_small_ones(mon
     assert backward_schedule(4096, 8, 4, 4) == (False, True)
     assert backward_schedule(8192, 8, 4, 3) == (False, False)  # 96 live registers: fused, not pipelined
     assert backward_schedule(16384, 32, 8, 3) == (False, False)  # two fp32 tiles of loads exceed shared memory
+
+
+def test_the_shared_memory_query_is_a_constant_of_a_compiled_graph(monkeypatch):
+    """torch.compile(fullgraph=True) of a step that picks its backward schedule: the driver's query runs once, outside
+    the trace (a query Dynamo stepped into would break the graph, as one behind ``functools.cache`` did on a GPU)."""
+    queries = []
+
+    def device_properties(device):
+        queries.append(device)
+        torch._dynamo.graph_break()  # a fullgraph trace that steps in here fails
+        return {"max_shared_mem": 232448}
+
+    driver = SimpleNamespace(active=SimpleNamespace(utils=SimpleNamespace(get_device_properties=device_properties)))
+    monkeypatch.setattr(layout_utils, "triton", SimpleNamespace(runtime=SimpleNamespace(driver=driver)))
+    monkeypatch.setattr(layout_utils, "_SHARED_MEMORY_BYTES", {})
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+
+    def step(x):
+        return x * 2 if backward_schedule(4096, 8, 4, 4)[1] else x
+
+    torch._dynamo.reset()
+    try:
+        assert torch.equal(torch.compile(step, fullgraph=True)(torch.ones(3)), torch.full((3,), 2.0))
+    finally:
+        torch._dynamo.reset()
+    assert queries == [0]
 
 
 # Inputs of [2, 3, 4, 8]-shaped kernels that broadcast: a run of broadcast leading dims (between kept ones too),

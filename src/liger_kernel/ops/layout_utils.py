@@ -6,7 +6,6 @@ Element-wise kernels compute every element from its own position, so each rank r
 results take the inputs' placements. Row reductions do likewise while the reduced (last) dim is whole on every rank;
 when it is sharded, they run in passes that all-reduce their per-row statistics (``DTensorLayout.reduce_rows``)."""
 
-import functools
 import math
 import os
 import sys
@@ -302,14 +301,18 @@ def backward_schedule(tile: int, num_warps: int, load_bytes: int, rows_held: int
     return False, 2 * tile * load_bytes <= _shared_memory_bytes(torch.cuda.current_device())
 
 
-@torch.compiler.assume_constant_result
-@functools.cache
-def _shared_memory_bytes(device: int) -> int:
-    """Shared memory one program may use on GPU ``device`` (a constant of the graph under torch.compile, which cannot
-    trace the driver's query)."""
-    import triton
+_SHARED_MEMORY_BYTES: dict[int, int] = {}
 
-    return triton.runtime.driver.active.utils.get_device_properties(device)["max_shared_mem"]
+
+@torch.compiler.assume_constant_result
+def _shared_memory_bytes(device: int) -> int:
+    """Shared memory one program may use on GPU ``device``: a constant of the graph under torch.compile, which cannot
+    trace the driver's query (nor a ``functools.cache`` wrapper around it: Dynamo traces into the wrapper and drops
+    the mark), so the value is kept here by hand."""
+    if device not in _SHARED_MEMORY_BYTES:
+        properties = triton.runtime.driver.active.utils.get_device_properties(device)
+        _SHARED_MEMORY_BYTES[device] = properties["max_shared_mem"]
+    return _SHARED_MEMORY_BYTES[device]
 
 
 def own_buffer(x: torch.Tensor, n_rows: int, n_cols: int) -> torch.Tensor:

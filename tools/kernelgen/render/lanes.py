@@ -152,6 +152,7 @@ def lane_ops(profile: KernelProfile, forward_reads: set[str], backward_reads: se
             layer_buffers += [buffer] if index else []
             buffer_of.update({lane: buffer for lane in layer})
         covered[name] = covers_row(layers[0], count) if layers else False
+    layered = [name for name in grad_inputs if f"grad_{name}_layer_1" in layer_buffers]
     return LaneOpsView(
         count=count,
         forward_loads=[
@@ -218,15 +219,24 @@ def lane_ops(profile: KernelProfile, forward_reads: set[str], backward_reads: se
         grad_output_rows=[f"grad_{name} = as_rows(grad_{name}, {_row_length(widths[name])})" for name in outputs],
         # Positions of an input no lane (of a layer) reads take no gradient: such a buffer starts at zero.
         # An input that broadcasts takes its gradient per element of the first input, in fp32, summed after.
+        # An input whose lanes meet (flip(x) beside x) takes its gradient in layers: fp32 buffers, summed and rounded
+        # once, as two halves each rounded to bf16 lose the digits of a sum that nearly cancels them.
         gradient_buffers=[
             f"grad_{name} = torch.{'empty' if covered[name] else 'zeros'}((n_rows, {_row_length(count)}), "
-            f"dtype={'torch.float32' if name in broadcast else f'{name}.dtype'}, device={name}.device)"
-            + (f" if store_grad_{name} else {first}" if name in broadcast else "")
+            f"dtype={'torch.float32' if name in broadcast or name in layered else f'{name}.dtype'}, "
+            f"device={name}.device)" + (f" if store_grad_{name} else {first}" if name in broadcast else "")
             for name in grad_inputs
         ]
         + [f"{buffer} = torch.zeros_like({buffer.rsplit('_layer_', 1)[0]})" for buffer in layer_buffers],
         layer_buffers=layer_buffers,
-        layer_sums=[f"{buffer.rsplit('_layer_', 1)[0]} += {buffer}" for buffer in layer_buffers],
+        layer_sums=[
+            f"grad_{name} = grad_{name}"
+            + "".join(
+                f".add_({buffer})" for buffer in layer_buffers if buffer.rsplit("_layer_", 1)[0] == f"grad_{name}"
+            )
+            + ("" if name in broadcast else f".to({name}.dtype)")  # a broadcast input's is summed over rows after
+            for name in layered
+        ],
         outputs_viewed=[
             f"{name}.view(*{shape_of.get(name, 'shape')}[:-1], {_row_length(widths[first_of.get(name, name)])})"
             for name in all_outputs
