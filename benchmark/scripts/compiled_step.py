@@ -60,11 +60,19 @@ def _root_cause(error: BaseException) -> str:
 
 
 def gradients(forward, inputs) -> list[torch.Tensor]:
+    """The inputs' gradients after one step, the inputs' values restored after it: a backward that writes its
+    gradients into its inputs' buffers (geglu's, as upstream's does) changes them, and every provider must start
+    from the same values."""
+    values = [tensor.detach().clone() for tensor in inputs]
     for tensor in inputs:
         tensor.grad = None
     output = _first(forward())
     output.backward(None if output.dim() == 0 else torch.ones_like(output))
-    return [tensor.grad.detach().float().clone() for tensor in inputs]
+    grads = [tensor.grad.detach().float().clone() for tensor in inputs]
+    with torch.no_grad():
+        for tensor, value in zip(inputs, values):
+            tensor.copy_(value)
+    return grads
 
 
 def host_step_ms(forward, inputs) -> float:
