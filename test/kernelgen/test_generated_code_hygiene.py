@@ -38,9 +38,13 @@ BUILTINS = [
 ]
 
 FIXTURES = Path(__file__).parent / "fixtures"
-# References whose kernels take no DTensors: an input that broadcasts against the first (tier 1), rows that are
-# groups of channels with per-channel inputs (tier 2).
-REFUSING_DTENSORS = [FIXTURES / "broadcast" / "gated_modulate.py", FIXTURES / "groups" / "group_norm.py"]
+# References whose kernels take no DTensors: an input that broadcasts against the first (tier 1 and tier 2), rows
+# that are groups of channels with per-channel inputs (tier 2).
+REFUSING_DTENSORS = [
+    FIXTURES / "broadcast" / "gated_modulate.py",
+    FIXTURES / "broadcast" / "row_scaled_norm.py",
+    FIXTURES / "groups" / "group_norm.py",
+]
 
 ANECDOTE = re.compile(
     r"\b[HAB]\d00\b|\b\d+(\.\d+)? ?(us|ms|µs)\b|\d+(\.\d+)? ?[GT]B/s|benchmark/data/|\bkernelgen\b",
@@ -136,9 +140,11 @@ def test_no_hardware_constant(ops_files):
 
 def test_a_kernel_without_dtensor_support_refuses_them_first_and_carries_no_layout_code(refusing_ops):
     """Its Function checks the arguments' types and refuses a DTensor in one line saying why; no DTensor layout is
-    chosen, unwrapped or wrapped after (code that could never run)."""
+    chosen, unwrapped or wrapped after, and no split forward for rows sharded over ranks (code that could never
+    run)."""
     name, text = refusing_ops
     assert "ctx.layout" not in text and "dtensor_layout" not in text and "split_rows" not in text
+    assert f"def {name}_split_forward(" not in text
     forward = next(
         node
         for node in ast.walk(ast.parse(text))

@@ -435,7 +435,7 @@ class SplitRowsView:
     forward and the backward (all-reduced in between) and the kernels of their last passes."""
 
     forward_passes: list[SplitPassView]
-    forward: RowKernelView  # the fused forward, launched in its SPLIT mode
+    forward: RowKernelView | None  # the fused forward, launched in its SPLIT mode (None: no split forward)
     backward_passes: list[SplitPassView]
     backward: RowKernelView  # the fused backward, launched in its SPLIT mode
 
@@ -1131,9 +1131,11 @@ def _row_program_ops(profile: KernelProfile) -> RowProgramOpsView:
     channel_grads = [f"grad_{p.name}" for p in params if p.shape == "channel"]
     scalar_grads = [f"grad_{p.name}" for p in params if p.shape == "scalar"]
     gradient_note = _gradient_note(math.gradient_formulas)
-    # Every derived row kernel has the split path: DTensors sharded along the row, rows too long for a backward's
-    # registers, and a GroupNorm's groups too long for one program (cut into chunks of whole channels).
-    split_path = True
+    # The split path serves DTensors sharded along the row (in kernels that take DTensors), a GroupNorm's groups too
+    # long for one program (cut into chunks of whole channels) and, in the backward, rows too long for its registers
+    # beside the parameter gradients' accumulators. A kernel that needs none of these carries no split code.
+    split_forward = refusal is None or bool(profile.math.groups)
+    split_backward = split_forward or bool(channel_grads or scalar_grads)
     forward_kernel = RowKernelView(
         name=f"_{profile.operation_name}_forward_kernel",
         lines=math.forward,
@@ -1153,8 +1155,8 @@ def _row_program_ops(profile: KernelProfile) -> RowProgramOpsView:
         ],
         notes=_precision_note(math.precision_sensitive_ops),
         dtype_source=inputs[0] if uses_cast else "",
-        width="shard_cols" if split_path else "n_cols",
-        has_split_mode=split_path,
+        width="shard_cols" if split_forward else "n_cols",
+        has_split_mode=split_forward,
     )
     backward_kernel = RowKernelView(
         name=f"_{profile.operation_name}_backward_kernel",
@@ -1170,8 +1172,8 @@ def _row_program_ops(profile: KernelProfile) -> RowProgramOpsView:
         notes=gradient_note,
         dtype_source=f"grad_{stored_grads[0]}" if uses_cast and stored_grads else "",
         holds_narrow=True,
-        width="shard_cols" if split_path else "n_cols",
-        has_split_mode=split_path,
+        width="shard_cols" if split_backward else "n_cols",
+        has_split_mode=split_backward,
     )
     broadcast = {t.name for t in profile.inputs if t.broadcast}
     # Every tile of the backward reads its rows of the output gradients before it writes the same rows of the input
@@ -1235,7 +1237,9 @@ def _row_program_ops(profile: KernelProfile) -> RowProgramOpsView:
         dtensor_refusal=refusal,
         forward_kernel=forward_kernel,
         backward_kernel=backward_kernel,
-        split=_split_rows(profile, math, forward_kernel, backward_kernel) if split_path else None,
+        split=_split_rows(profile, math, forward_kernel if split_forward else None, backward_kernel)
+        if split_backward
+        else None,
         vectors=vectors_taken_whole(profile),
     )
 
@@ -1286,11 +1290,11 @@ _ALL_REDUCE = {"sum": "sum", "mean": "sum", "max": "max", "min": "min"}
 
 
 def _split_rows(
-    profile: KernelProfile, math, fused_forward: RowKernelView, fused_backward: RowKernelView
+    profile: KernelProfile, math, fused_forward: RowKernelView | None, fused_backward: RowKernelView
 ) -> SplitRowsView:
     """The split path's reduction passes (synth/rows.py RowPass): each loads the tensors, parameters and per-row
     values its statements read and stores its reductions for the host to all-reduce; the last passes are the
-    fused kernels' SPLIT modes."""
+    fused kernels' SPLIT modes. No ``fused_forward``: the backward alone has a split path."""
     name = profile.operation_name
     inputs = [t.name for t in profile.inputs]
     params = profile.parameters
@@ -1322,7 +1326,7 @@ def _split_rows(
             per_row += [n for n, _ in row_pass.reductions if n not in per_row]
         return views
 
-    forward_passes = passes(math.split_forward, inputs, "forward")
+    forward_passes = passes(math.split_forward, inputs, "forward") if fused_forward else []
     loaded = inputs + list(math.reused_outputs)
     backward_passes = passes(math.split_backward, element_grads + loaded, "backward")
     # The last passes are the fused kernels' SPLIT modes.
