@@ -8,6 +8,8 @@ import re
 import subprocess
 import sys
 
+from pathlib import Path
+
 import pytest
 
 from tools.kernelgen.analyze import analyze
@@ -35,6 +37,15 @@ BUILTINS = [
     ("kl_div", "triton"),
 ]
 
+FIXTURES = Path(__file__).parent / "fixtures"
+# References whose kernels take no DTensors: an input that broadcasts against the first (tier 1 and tier 2), rows
+# that are groups of channels with per-channel inputs (tier 2).
+REFUSING_DTENSORS = [
+    FIXTURES / "broadcast" / "gated_modulate.py",
+    FIXTURES / "broadcast" / "row_scaled_norm.py",
+    FIXTURES / "groups" / "group_norm.py",
+]
+
 ANECDOTE = re.compile(
     r"\b[HAB]\d00\b|\b\d+(\.\d+)? ?(us|ms|µs)\b|\d+(\.\d+)? ?[GT]B/s|benchmark/data/|\bkernelgen\b",
     re.IGNORECASE,
@@ -47,8 +58,8 @@ OWN_ORIGIN = re.compile(r"(generated|derived) by kernelgen", re.IGNORECASE)
 DOUBLE_NEGATION = re.compile(r"\bnot \([^()]*!=[^()]*\)")
 
 
-def _generated_ops(name: str, backend: str) -> dict[str, str]:
-    profile = analyze(name, name=f"{name}_hyg" if backend == "triton" else f"{name}_hyg_tl")
+def _generated_ops(name: str, backend: str, kernel: str = "") -> dict[str, str]:
+    profile = analyze(name, name=kernel or (f"{name}_hyg" if backend == "triton" else f"{name}_hyg_tl"))
     profile.backend = backend
     repo = LigerRepo.open(None)
     files, _ = render_formatted(repo, profile)
@@ -63,6 +74,13 @@ def _generated_ops(name: str, backend: str) -> dict[str, str]:
 @pytest.fixture(scope="module", params=BUILTINS, ids=lambda case: "-".join(case))
 def ops_files(request) -> dict[str, str]:
     return _generated_ops(*request.param)
+
+
+@pytest.fixture(scope="module", params=REFUSING_DTENSORS, ids=lambda path: path.stem)
+def refusing_ops(request) -> tuple[str, str]:
+    name = f"{request.param.stem}_hyg"
+    (text,) = _generated_ops(str(request.param), "triton", name).values()
+    return name, text
 
 
 def _comments_and_docstrings(source: str) -> list[tuple[int, str]]:
@@ -118,6 +136,25 @@ def test_no_hardware_constant(ops_files):
             if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant):
                 names = [target.id for target in node.targets if isinstance(target, ast.Name)]
                 assert not any(HARDWARE_NAME.search(name) for name in names), f"{path}: {ast.unparse(node)}"
+
+
+def test_a_kernel_without_dtensor_support_refuses_them_first_and_carries_no_layout_code(refusing_ops):
+    """Its Function checks the arguments' types and refuses a DTensor in one line saying why; no DTensor layout is
+    chosen, unwrapped or wrapped after, and no split forward for rows sharded over ranks (code that could never
+    run)."""
+    name, text = refusing_ops
+    assert "ctx.layout" not in text and "dtensor_layout" not in text and "split_rows" not in text
+    assert f"def {name}_split_forward(" not in text
+    forward = next(
+        node
+        for node in ast.walk(ast.parse(text))
+        if isinstance(node, ast.FunctionDef) and node.name == "forward" and node.args.args[0].arg == "ctx"
+    )
+    check = forward.body[0]
+    assert isinstance(check, ast.If) and ast.unparse(check.test).endswith("<= PLAIN_TYPES"), ast.unparse(check)
+    (refusal,) = check.body
+    assert isinstance(refusal, ast.Raise) and ast.unparse(refusal.exc.func) == "TypeError", ast.unparse(refusal)
+    assert refusal.exc.args[0].value.startswith(f"{name}: DTensor inputs are not supported: "), ast.unparse(refusal)
 
 
 @pytest.mark.parametrize(

@@ -1,5 +1,7 @@
 """The lines by which a tier-1 or tier-2 autograd Function unwraps DTensor arguments to local shards and wraps its results
-back (issue 21); the helpers they call are the target's ``liger_kernel/ops/layout_utils.py`` (shared_module.py)."""
+back (issue 21); the helpers they call are the target's ``liger_kernel/ops/layout_utils.py`` (shared_module.py). A
+kernel whose shards would not compute its math takes no DTensors: its Function refuses them in one line instead, and
+carries no layout code."""
 
 from dataclasses import dataclass
 
@@ -16,6 +18,39 @@ class DTensorView:
     wrap: list[str]  # forward: outputs become DTensors (per-row outputs of a row reduction by wrap_rows)
     local_grads: list[str]  # backward: upstream gradients become local shards (of per-row outputs by local_row_grads)
     wrap_grads: str  # backward: gradients become DTensors
+
+
+@dataclass(frozen=True)
+class DTensorRefusal:
+    """The autograd Function's first check of a kernel that takes no DTensors: any argument that is no plain tensor
+    is refused in one line (a TypeError) naming the kernel and why."""
+
+    types: str  # a set literal of the inputs' and parameters' types
+    message: str
+
+
+def dtensor_refusal(profile: KernelProfile) -> DTensorRefusal | None:
+    """None where the kernel computes on DTensors' local shards; else why it cannot. Lanes (an index map) read
+    positions across the row, groups of channels span several dims, and an input that broadcasts against the first
+    is sharded unlike the first input's rows: a shard of any would not hold what the kernel reads together."""
+    inputs = [t.name for t in profile.inputs]
+    broadcast = [t.name for t in profile.inputs if t.broadcast]
+    if profile.math.lanes is not None:
+        why = "its index map reads across the row"
+    elif profile.math.groups:
+        why = f"its rows are groups of {inputs[0]}'s channels, which a shard would cut"
+    elif broadcast:
+        why = f"{broadcast[0]} broadcasts against {inputs[0]}, whose shards it would not line up with"
+    else:
+        return None
+    return DTensorRefusal(
+        types=_types(inputs + [prm.name for prm in profile.parameters]),
+        message=f"{profile.operation_name}: DTensor inputs are not supported: {why}",
+    )
+
+
+def _types(names: list[str]) -> str:
+    return "{" + ", ".join(f"type({name})" for name in names) + "}"
 
 
 def _tuple(names: list[str]) -> str:
@@ -45,18 +80,10 @@ def dtensor_view(
     quoted = [f'"{name}"' for name in channel]
     # Row reductions all-reduce their per-row values where the columns are split (the split path).
     reduces_rows = ", reduces_rows=True" if profile.tier == 2 else ""
-    local = f"{_unpack(inputs + params)} = ctx.layout.local({_tuple(inputs)}, {_tuple(params)})"
-    broadcast = [t.name for t in profile.inputs if t.broadcast]
-    if broadcast:
-        # A broadcast input's shards would not line up with the first input's rows: refused before any work.
-        local = (
-            f'raise ValueError("{profile.operation_name}: {broadcast[0]} broadcasts against {inputs[0]}, which '
-            f'DTensor inputs cannot do here: pass local tensors (DTensor.to_local())")'
-        )
     return DTensorView(
         layout=f'"{profile.operation_name}", {_by_name(inputs)}, {_by_name(params)}, {_tuple(quoted)}{reduces_rows}',
-        types="{" + ", ".join(f"type({name})" for name in inputs + params) + "}",
-        local=local,
+        types=_types(inputs + params),
+        local=f"{_unpack(inputs + params)} = ctx.layout.local({_tuple(inputs)}, {_tuple(params)})",
         wrap=[
             f"{_unpack(names)} = ctx.layout.{method}({', '.join(names)})"
             for method, names in (("wrap", outputs), ("wrap_rows", list(row_outputs)))

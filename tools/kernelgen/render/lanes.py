@@ -58,6 +58,7 @@ class GroupLaunch:
     unspecialized_forward: list[str]  # swapped integers Triton must not specialize (a 1 would become a constant)
     unspecialized_backward: list[str]
     host_checks: list[str]  # forward wrapper, before the inputs become rows: each group's shape and layouts
+    broadcast_layouts: bool  # the host checks and backward read broadcast layouts (layout_utils.broadcast_layout)
     forward_host: list[str]  # after the first group's outputs are allocated
     launch_merge: list[str]  # after the first group's tile_launch: one grid over all groups
     forward_launch_args: list[str]
@@ -377,6 +378,7 @@ def _group_launch(profile: KernelProfile, forward_reads: set[str], backward_read
         unspecialized_forward=["n_rows", *strides, *_layout_names(broadcast), *swapped_forward],
         unspecialized_backward=["n_rows", *strides, *_layout_names(broadcast_read), *swapped_backward],
         host_checks=checks,
+        broadcast_layouts=bool(broadcast),
         forward_host=forward_host,
         launch_merge=merge,
         forward_launch_args=forward_launch + starts_args,

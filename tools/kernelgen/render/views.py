@@ -45,7 +45,9 @@ from tools.kernelgen.profile import benchmark_size
 from tools.kernelgen.profile import group_count
 from tools.kernelgen.profile import hyper_cases
 from tools.kernelgen.render import tier1
+from tools.kernelgen.render.dtensor import DTensorRefusal
 from tools.kernelgen.render.dtensor import DTensorView
+from tools.kernelgen.render.dtensor import dtensor_refusal
 from tools.kernelgen.render.dtensor import dtensor_view
 from tools.kernelgen.render.lanes import LaneOpsView
 from tools.kernelgen.render.lanes import lane_ops
@@ -148,6 +150,7 @@ class ElementwiseOpsView:
     backward_returns: list[str]
     backward_return_exprs: list[str]
     apply_returns: list[str]
+    sums_broadcast_gradients: bool  # apply_returns sums a broadcast input's gradient (layout_utils.broadcast_sum)
     block_elements: int
     max_block_cols: int
     programs_per_sm: int
@@ -156,7 +159,8 @@ class ElementwiseOpsView:
     # The backward launches with its own tile (``trig_tile_settings``): it calls sin or cos and the profile
     # leaves the warps to the template
     trig_backward_tile: bool
-    dtensor: DTensorView
+    dtensor: DTensorView | None  # None: the kernel takes no DTensors (dtensor_refusal says why)
+    dtensor_refusal: DTensorRefusal | None
     # Lines of the kernels and wrappers (render/tier1.py), each list at one indentation level
     forward_param_loads: list[str]
     forward_channel_params: list[str]  # per-channel parameters the forward reads (by column: it walks rows)
@@ -380,12 +384,14 @@ class RowProgramOpsView:
     precision_note: list[str]
     gradient_note: list[str]  # the derived gradient formulas, as comment lines above the backward math
     apply_returns: list[str]
+    sums_broadcast_gradients: bool  # apply_returns sums a broadcast input's gradient (layout_utils.broadcast_sum)
     broadcast_saves: list[str]  # what the Function keeps of broadcast inputs to reduce their gradients to
     block_elements: int
     programs_per_sm: int
     num_warps: int | None
     backward_rows_held: int  # full tiles a fused backward thread keeps live: accumulators and loaded rows
-    dtensor: DTensorView
+    dtensor: DTensorView | None  # None: the kernel takes no DTensors (dtensor_refusal says why)
+    dtensor_refusal: DTensorRefusal | None
     forward_kernel: RowKernelView  # the fused kernels
     backward_kernel: RowKernelView
     # The same math for rows whose columns are spread over ranks, too long for a backward's registers, or (grouped
@@ -429,7 +435,7 @@ class SplitRowsView:
     forward and the backward (all-reduced in between) and the kernels of their last passes."""
 
     forward_passes: list[SplitPassView]
-    forward: RowKernelView  # the fused forward, launched in its SPLIT mode
+    forward: RowKernelView | None  # the fused forward, launched in its SPLIT mode (None: no split forward)
     backward_passes: list[SplitPassView]
     backward: RowKernelView  # the fused backward, launched in its SPLIT mode
 
@@ -871,6 +877,7 @@ def _elementwise_fields(profile: KernelProfile) -> dict[str, Any]:
     backward_params = [prm for prm in params if prm.name in backward_reads]
     forward_channel = [prm.name for prm in forward_params if prm.shape == "channel"]
     grad_input_names = [f"grad_{name}" for name in grad_inputs]
+    refusal = dtensor_refusal(profile)
     # The parameters and their partial-sum buffers as launch arguments: an absent optional one passes a placeholder
     param_args = [
         f"{prm.name} if {prm.name} is not None else {inputs[0]}" if prm.enabled_by else prm.name for prm in params
@@ -921,6 +928,7 @@ def _elementwise_fields(profile: KernelProfile) -> dict[str, Any]:
         backward_returns=[f"grad_{name}" for name in grad_inputs] + [f"grad_{name}" for name in param_names],
         backward_return_exprs=[f"grad_{name}.view(*shape)" for name in grad_inputs]
         + [f"grad_{name}" for name in param_names],
+        sums_broadcast_gradients=sums_broadcast_gradients(profile),
         apply_returns=broadcast_gradients(profile, [f"grad_{name}" for name in grad_inputs])
         + [f"grad_{name}" for name in param_names]
         + ["None"] * len(hyper_names),
@@ -934,7 +942,8 @@ def _elementwise_fields(profile: KernelProfile) -> dict[str, Any]:
         and tiling.num_warps is None
         and tiling.backward_num_warps is None
         and _calls_sin_or_cos(math.backward),
-        dtensor=dtensor_view(profile, grad_inputs, grad_outputs),
+        dtensor=None if refusal else dtensor_view(profile, grad_inputs, grad_outputs),
+        dtensor_refusal=refusal,
         forward_param_loads=tier1.param_loads(forward_params, optional),
         backward_param_loads=tier1.param_loads(backward_params, optional),
         forward_channel_params=forward_channel,
@@ -1000,7 +1009,6 @@ def _with_lanes(fields: dict[str, Any], profile: KernelProfile, math) -> dict[st
     return {
         **fields,
         "lanes": lanes,
-        "dtensor": None,
         "in_place": False,
         "own_buffers": False,
         "forward_pointer_moves": lanes.forward_pointer_moves,
@@ -1105,6 +1113,7 @@ def _row_program_ops(profile: KernelProfile) -> RowProgramOpsView:
     params = profile.parameters
     param_names = [p.name for p in params]  # the kernels' (a held vector's elements)
     interface = hold_vectors_whole(profile)
+    refusal = dtensor_refusal(interface)
     taken = [p.name for p in interface.parameters]  # the Function's and the host wrappers' (a held vector whole)
     reads = set(math.backward_reads)
     # Tensors the backward loads per element: inputs, and outputs it reads instead of recomputing (saved alike).
@@ -1122,9 +1131,11 @@ def _row_program_ops(profile: KernelProfile) -> RowProgramOpsView:
     channel_grads = [f"grad_{p.name}" for p in params if p.shape == "channel"]
     scalar_grads = [f"grad_{p.name}" for p in params if p.shape == "scalar"]
     gradient_note = _gradient_note(math.gradient_formulas)
-    # Every derived row kernel has the split path: DTensors sharded along the row, rows too long for a backward's
-    # registers, and a GroupNorm's groups too long for one program (cut into chunks of whole channels).
-    split_path = True
+    # The split path serves DTensors sharded along the row (in kernels that take DTensors), a GroupNorm's groups too
+    # long for one program (cut into chunks of whole channels) and, in the backward, rows too long for its registers
+    # beside the parameter gradients' accumulators. A kernel that needs none of these carries no split code.
+    split_forward = refusal is None or bool(profile.math.groups)
+    split_backward = split_forward or bool(channel_grads or scalar_grads)
     forward_kernel = RowKernelView(
         name=f"_{profile.operation_name}_forward_kernel",
         lines=math.forward,
@@ -1144,8 +1155,8 @@ def _row_program_ops(profile: KernelProfile) -> RowProgramOpsView:
         ],
         notes=_precision_note(math.precision_sensitive_ops),
         dtype_source=inputs[0] if uses_cast else "",
-        width="shard_cols" if split_path else "n_cols",
-        has_split_mode=split_path,
+        width="shard_cols" if split_forward else "n_cols",
+        has_split_mode=split_forward,
     )
     backward_kernel = RowKernelView(
         name=f"_{profile.operation_name}_backward_kernel",
@@ -1161,8 +1172,8 @@ def _row_program_ops(profile: KernelProfile) -> RowProgramOpsView:
         notes=gradient_note,
         dtype_source=f"grad_{stored_grads[0]}" if uses_cast and stored_grads else "",
         holds_narrow=True,
-        width="shard_cols" if split_path else "n_cols",
-        has_split_mode=split_path,
+        width="shard_cols" if split_backward else "n_cols",
+        has_split_mode=split_backward,
     )
     broadcast = {t.name for t in profile.inputs if t.broadcast}
     # Every tile of the backward reads its rows of the output gradients before it writes the same rows of the input
@@ -1211,6 +1222,7 @@ def _row_program_ops(profile: KernelProfile) -> RowProgramOpsView:
         uses_cast=uses_cast,
         precision_note=_precision_note(math.precision_sensitive_ops),
         gradient_note=gradient_note,
+        sums_broadcast_gradients=sums_broadcast_gradients(profile),
         apply_returns=broadcast_gradients(profile, [f"grad_{name}" for name in grad_inputs])
         + [f"grad_{name}" for name in taken]
         + ["None"] * len(profile.hyperparameters),
@@ -1219,10 +1231,15 @@ def _row_program_ops(profile: KernelProfile) -> RowProgramOpsView:
         programs_per_sm=profile.tiling.programs_per_sm,
         num_warps=profile.tiling.num_warps,
         backward_rows_held=len(channel_grads) + len(backward_element_grads) + len(backward_inputs),
-        dtensor=dtensor_view(interface, grad_inputs, [f"grad_{name}" for name in outputs], tuple(math.row_outputs)),
+        dtensor=None
+        if refusal
+        else dtensor_view(interface, grad_inputs, [f"grad_{name}" for name in outputs], tuple(math.row_outputs)),
+        dtensor_refusal=refusal,
         forward_kernel=forward_kernel,
         backward_kernel=backward_kernel,
-        split=_split_rows(profile, math, forward_kernel, backward_kernel) if split_path else None,
+        split=_split_rows(profile, math, forward_kernel if split_forward else None, backward_kernel)
+        if split_backward
+        else None,
         vectors=vectors_taken_whole(profile),
     )
 
@@ -1237,6 +1254,11 @@ def broadcast_saves(profile: KernelProfile) -> list[str]:
         for t in profile.inputs
         if t.broadcast and t.requires_grad
     ] + [f"ctx.{name}_shape = {name}.shape" for name in grouped]
+
+
+def sums_broadcast_gradients(profile: KernelProfile) -> bool:
+    """Whether ``broadcast_gradients`` sums some input's gradient to its broadcast shape."""
+    return any(t.broadcast and t.requires_grad for t in profile.inputs)
 
 
 def broadcast_gradients(profile: KernelProfile, gradients: list[str]) -> list[str]:
@@ -1268,11 +1290,11 @@ _ALL_REDUCE = {"sum": "sum", "mean": "sum", "max": "max", "min": "min"}
 
 
 def _split_rows(
-    profile: KernelProfile, math, fused_forward: RowKernelView, fused_backward: RowKernelView
+    profile: KernelProfile, math, fused_forward: RowKernelView | None, fused_backward: RowKernelView
 ) -> SplitRowsView:
     """The split path's reduction passes (synth/rows.py RowPass): each loads the tensors, parameters and per-row
     values its statements read and stores its reductions for the host to all-reduce; the last passes are the
-    fused kernels' SPLIT modes."""
+    fused kernels' SPLIT modes. No ``fused_forward``: the backward alone has a split path."""
     name = profile.operation_name
     inputs = [t.name for t in profile.inputs]
     params = profile.parameters
@@ -1304,7 +1326,7 @@ def _split_rows(
             per_row += [n for n, _ in row_pass.reductions if n not in per_row]
         return views
 
-    forward_passes = passes(math.split_forward, inputs, "forward")
+    forward_passes = passes(math.split_forward, inputs, "forward") if fused_forward else []
     loaded = inputs + list(math.reused_outputs)
     backward_passes = passes(math.split_backward, element_grads + loaded, "backward")
     # The last passes are the fused kernels' SPLIT modes.
