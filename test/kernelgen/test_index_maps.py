@@ -248,29 +248,37 @@ def test_a_lane_reads_back_as_written():
 
 
 class _Launches:
-    """A kernel whose launches are counted (``kernel[grid](...)``)."""
+    """A kernel whose launches are counted (``kernel[grid](...)``), and the storage of the tensors the last read."""
 
     def __init__(self, kernel):
-        self.kernel, self.count = kernel, 0
+        self.kernel, self.count, self.storage = kernel, 0, set()
 
     def __getitem__(self, grid):
         self.count += 1
-        return self.kernel[grid]
+        launch = self.kernel[grid]
+
+        def recorded(*args, **kwargs):
+            self.storage = {a.data_ptr() for a in args if isinstance(a, torch.Tensor)}
+            return launch(*args, **kwargs)
+
+        return recorded
 
 
 @pytest.mark.parametrize(
     "layout, cos_batch, cos_grad",
-    [("heads_first", 2, False), ("heads_first", 1, True), ("seq_first", 2, True)],
+    [("heads_first", (2,), False), ("heads_first", (1,), True), ("seq_first", (2,), True), ("heads_first", (), True)],
 )
 def test_hf_rope_takes_q_and_k_of_their_own_heads_in_one_launch(generated_checkout, layout, cos_batch, cos_grad):
     """Llama's shapes, small: q of 4 heads and k of 2 ([batch, heads, seq, dim], or [batch, seq, heads, dim] with
-    unsqueeze_dim=2), cos and sin of [batch or 1, seq, dim] broadcast over the heads; one launch each way; values
-    and gradients as autograd's, cos and sin's summed over the heads (and batch) only where they require one."""
+    unsqueeze_dim=2), cos and sin of [batch or 1, seq, dim] broadcast over the heads, or of [seq, dim] (a vision
+    table without the batch dim, against HF fed it as [1, seq, dim]); one launch each way; values and gradients as
+    autograd's, cos and sin's summed over the heads (and batch) to their own shape only where they require one."""
     torch.manual_seed(0)
     ops = import_generated_ops(generated_checkout, "hf_rope_map")
     unsqueeze_dim = 1 if layout == "heads_first" else 2
     q_shape, k_shape = ((2, 4, 5, 8), (2, 2, 5, 8)) if unsqueeze_dim == 1 else ((2, 5, 4, 8), (2, 5, 2, 8))
-    tensors = [torch.randn(shape, device=DEVICE) for shape in (q_shape, k_shape, (cos_batch, 5, 8), (cos_batch, 5, 8))]
+    table = (*cos_batch, 5, 8)
+    tensors = [torch.randn(shape, device=DEVICE) for shape in (q_shape, k_shape, table, table)]
     mine = [t.clone().requires_grad_(index < 2 or cos_grad) for index, t in enumerate(tensors)]
     theirs = [t.clone().requires_grad_(index < 2 or cos_grad) for index, t in enumerate(tensors)]
     forward, backward = (_Launches(getattr(ops, f"_hf_rope_map_{way}_kernel")) for way in ("forward", "backward"))
@@ -281,9 +289,12 @@ def test_hf_rope_takes_q_and_k_of_their_own_heads_in_one_launch(generated_checko
         torch.autograd.backward(out, grads)
     finally:
         ops._hf_rope_map_forward_kernel, ops._hf_rope_map_backward_kernel = forward.kernel, backward.kernel
-    expected = hf_rope.apply_rotary_pos_emb(*theirs, unsqueeze_dim=unsqueeze_dim)
+    # HF's own rule for a table: [batch or 1, seq, dim]
+    fed = [t if index < 2 or cos_batch else t.unsqueeze(0) for index, t in enumerate(theirs)]
+    expected = hf_rope.apply_rotary_pos_emb(*fed, unsqueeze_dim=unsqueeze_dim)
     torch.autograd.backward(expected, grads)
     assert (forward.count, backward.count) == (1, 1)
+    assert {mine[2].data_ptr(), mine[3].data_ptr()} <= forward.storage  # the tables read in place, never expanded
     for got, want in zip(out, expected):
         torch.testing.assert_close(got, want)
     for got, want in zip(mine, theirs):
@@ -305,6 +316,18 @@ def test_a_broadcast_the_layout_cannot_index_is_one_line_at_run_time(generated_c
         ops.LigerHfRopeMapFunction.apply(q, k, torch.randn(2, 5, 1), torch.randn(2, 5, 1), 2)
     with pytest.raises(ValueError, match=r"k has shape \(2, 5, 2, 6\) .* needs rows of 8"):
         ops.LigerHfRopeMapFunction.apply(q, torch.randn(2, 5, 2, 6), cos.expand(2, 5, 8), cos.expand(2, 5, 8), 2)
+    # A table without the batch dim still has to match q's sequence; one wider than the head (upstream's head_dim
+    # 41 against a 42-column table, which HF's reference cannot broadcast either) is no table of it.
+    q, k = torch.randn(2, 4, 5, 8), torch.randn(2, 2, 5, 8)
+    with pytest.raises(ValueError, match=r"^hf_rope_map: cos has shape \(6, 8\), which does not broadcast against"):
+        ops.LigerHfRopeMapFunction.apply(q, k, torch.randn(6, 8), torch.randn(6, 8), 1)
+    q, k, table = torch.randn(2, 4, 5, 41), torch.randn(2, 2, 5, 41), torch.randn(1, 5, 42)
+    with pytest.raises(RuntimeError, match="must match"):
+        hf_rope.apply_rotary_pos_emb(q, k, table, table)
+    with pytest.raises(
+        ValueError, match=r"cos has shape \(1, 5, 42\), which does not broadcast against \(2, 4, 5, 41\)"
+    ):
+        ops.LigerHfRopeMapFunction.apply(q, k, table, table, 1)
 
 
 def test_outputs_computed_differently_are_no_row_groups(profiles):
