@@ -6,6 +6,8 @@ cos and sin) are read at their own rows, and outputs computed alike from inputs 
 row groups of one launch. What no cut into lanes expresses is refused in one line naming the construct and its line.
 References: fixtures/index_maps/ (functions and modules)."""
 
+import ast
+
 from pathlib import Path
 
 import pytest
@@ -23,6 +25,7 @@ from test.kernelgen.fixtures.index_maps import functional
 from test.kernelgen.fixtures.index_maps import hf_rope
 from test.kernelgen.fixtures.index_maps import modules
 from tools.kernelgen.analyze import analyze
+from tools.kernelgen.analyze.written import written_computation
 from tools.kernelgen.generate import plan_new
 from tools.kernelgen.lane_maps import LaneMap
 from tools.kernelgen.lane_maps import parse_lane
@@ -361,3 +364,62 @@ def test_a_rope_module_takes_q_and_k_of_any_rank(generated_checkout):
     torch.autograd.backward(expected, grads)
     for got, want in zip([*out, *(t.grad for t in mine)], [*expected, *(t.grad for t in theirs)]):
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
+def _docstrings(source: str, name: str) -> str:
+    """The docstring of the class or function ``name`` of ``source``, on one line."""
+    node = next(
+        n for n in ast.walk(ast.parse(source)) if isinstance(n, (ast.ClassDef, ast.FunctionDef)) and n.name == name
+    )
+    return " ".join(ast.get_docstring(node).split())
+
+
+def test_docstrings_quote_the_references_own_code(profiles, generated_checkout):
+    """The Function, module and functional of an index map say what the reference computes as its source writes it
+    (helpers by name, slices as written), not as the trace records it (slices at computed bounds)."""
+    written = "q_embed = (q * cos) + (rotate_half(q) * sin); k_embed = (k * cos) + (rotate_half(k) * sin)"
+    assert profiles["hf_rope_map"].forward_computation == (
+        f"cos = cos.unsqueeze(unsqueeze_dim); sin = sin.unsqueeze(unsqueeze_dim); {written}"
+    )
+    paths = kernel_paths("hf_rope_map")
+    ops, module = ((generated_checkout / paths[role]).read_text() for role in ("ops", "module"))
+    functional = (generated_checkout / "src" / "liger_kernel" / "transformers" / "functional.py").read_text()
+    for docstring in (
+        _docstrings(ops, "LigerHfRopeMapFunction"),
+        _docstrings(module, "LigerHfRopeMap"),
+        _docstrings(functional, "liger_hf_rope_map"),
+    ):
+        assert written in docstring and "slice(" not in docstring, docstring
+    assert profiles["interleaved_swiglu_map"].forward_computation.startswith(
+        "x_glu, x_linear = x[..., ::2], x[..., 1::2]; x_glu = x_glu.clamp(min=None, max=limit); "
+    )
+    assert profiles["rotary_module_map"].forward_computation.endswith(
+        "y1 = query * cos + self._rotate(query) * sin; y2 = key * cos + self._rotate(key) * sin"
+    )
+
+
+def test_only_straight_line_code_is_quoted():
+    """The statements the returned values read, in order (an update in place included, an unused one left out); a
+    statement over several lines as Python prints it; a branch or a call for its effect: None (the traced
+    description stays)."""
+    source = """
+class Gate(nn.Module):
+    def forward(self, x, b):
+        unused = x * 3
+        h = x[..., : x.shape[-1] // 2]
+        h += 1
+        scaled = (
+            h  # the first half
+            * 2
+        )
+        return scaled * b[..., None], torch.flip(x, dims=[-1])
+"""
+    assert written_computation(source, "Gate", "module", ["y1", "y2"]) == (
+        "h = x[..., : x.shape[-1] // 2]; h += 1; scaled = h * 2; y1 = scaled * b[..., None]; "
+        "y2 = torch.flip(x, dims=[-1])"
+    )
+    assert written_computation(source, "Gate", "module", ["y"]) is None  # two values returned
+    branch = "def f(x, flag: bool = True):\n    if flag:\n        x = -x\n    return x[..., ::2]\n"
+    assert written_computation(branch, "f", "function", ["y"]) is None
+    effect = "def f(x):\n    print(x)\n    return x[..., ::2]\n"
+    assert written_computation(effect, "f", "function", ["y"]) is None
