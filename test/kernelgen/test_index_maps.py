@@ -6,6 +6,8 @@ cos and sin) are read at their own rows, and outputs computed alike from inputs 
 row groups of one launch. What no cut into lanes expresses is refused in one line naming the construct and its line.
 References: fixtures/index_maps/ (functions and modules)."""
 
+import ast
+
 from pathlib import Path
 
 import pytest
@@ -23,6 +25,7 @@ from test.kernelgen.fixtures.index_maps import functional
 from test.kernelgen.fixtures.index_maps import hf_rope
 from test.kernelgen.fixtures.index_maps import modules
 from tools.kernelgen.analyze import analyze
+from tools.kernelgen.analyze.written import written_computation
 from tools.kernelgen.generate import plan_new
 from tools.kernelgen.lane_maps import LaneMap
 from tools.kernelgen.lane_maps import parse_lane
@@ -248,29 +251,37 @@ def test_a_lane_reads_back_as_written():
 
 
 class _Launches:
-    """A kernel whose launches are counted (``kernel[grid](...)``)."""
+    """A kernel whose launches are counted (``kernel[grid](...)``), and the storage of the tensors the last read."""
 
     def __init__(self, kernel):
-        self.kernel, self.count = kernel, 0
+        self.kernel, self.count, self.storage = kernel, 0, set()
 
     def __getitem__(self, grid):
         self.count += 1
-        return self.kernel[grid]
+        launch = self.kernel[grid]
+
+        def recorded(*args, **kwargs):
+            self.storage = {a.data_ptr() for a in args if isinstance(a, torch.Tensor)}
+            return launch(*args, **kwargs)
+
+        return recorded
 
 
 @pytest.mark.parametrize(
     "layout, cos_batch, cos_grad",
-    [("heads_first", 2, False), ("heads_first", 1, True), ("seq_first", 2, True)],
+    [("heads_first", (2,), False), ("heads_first", (1,), True), ("seq_first", (2,), True), ("heads_first", (), True)],
 )
 def test_hf_rope_takes_q_and_k_of_their_own_heads_in_one_launch(generated_checkout, layout, cos_batch, cos_grad):
     """Llama's shapes, small: q of 4 heads and k of 2 ([batch, heads, seq, dim], or [batch, seq, heads, dim] with
-    unsqueeze_dim=2), cos and sin of [batch or 1, seq, dim] broadcast over the heads; one launch each way; values
-    and gradients as autograd's, cos and sin's summed over the heads (and batch) only where they require one."""
+    unsqueeze_dim=2), cos and sin of [batch or 1, seq, dim] broadcast over the heads, or of [seq, dim] (a vision
+    table without the batch dim, against HF fed it as [1, seq, dim]); one launch each way; values and gradients as
+    autograd's, cos and sin's summed over the heads (and batch) to their own shape only where they require one."""
     torch.manual_seed(0)
     ops = import_generated_ops(generated_checkout, "hf_rope_map")
     unsqueeze_dim = 1 if layout == "heads_first" else 2
     q_shape, k_shape = ((2, 4, 5, 8), (2, 2, 5, 8)) if unsqueeze_dim == 1 else ((2, 5, 4, 8), (2, 5, 2, 8))
-    tensors = [torch.randn(shape, device=DEVICE) for shape in (q_shape, k_shape, (cos_batch, 5, 8), (cos_batch, 5, 8))]
+    table = (*cos_batch, 5, 8)
+    tensors = [torch.randn(shape, device=DEVICE) for shape in (q_shape, k_shape, table, table)]
     mine = [t.clone().requires_grad_(index < 2 or cos_grad) for index, t in enumerate(tensors)]
     theirs = [t.clone().requires_grad_(index < 2 or cos_grad) for index, t in enumerate(tensors)]
     forward, backward = (_Launches(getattr(ops, f"_hf_rope_map_{way}_kernel")) for way in ("forward", "backward"))
@@ -281,9 +292,12 @@ def test_hf_rope_takes_q_and_k_of_their_own_heads_in_one_launch(generated_checko
         torch.autograd.backward(out, grads)
     finally:
         ops._hf_rope_map_forward_kernel, ops._hf_rope_map_backward_kernel = forward.kernel, backward.kernel
-    expected = hf_rope.apply_rotary_pos_emb(*theirs, unsqueeze_dim=unsqueeze_dim)
+    # HF's own rule for a table: [batch or 1, seq, dim]
+    fed = [t if index < 2 or cos_batch else t.unsqueeze(0) for index, t in enumerate(theirs)]
+    expected = hf_rope.apply_rotary_pos_emb(*fed, unsqueeze_dim=unsqueeze_dim)
     torch.autograd.backward(expected, grads)
     assert (forward.count, backward.count) == (1, 1)
+    assert {mine[2].data_ptr(), mine[3].data_ptr()} <= forward.storage  # the tables read in place, never expanded
     for got, want in zip(out, expected):
         torch.testing.assert_close(got, want)
     for got, want in zip(mine, theirs):
@@ -305,6 +319,18 @@ def test_a_broadcast_the_layout_cannot_index_is_one_line_at_run_time(generated_c
         ops.LigerHfRopeMapFunction.apply(q, k, torch.randn(2, 5, 1), torch.randn(2, 5, 1), 2)
     with pytest.raises(ValueError, match=r"k has shape \(2, 5, 2, 6\) .* needs rows of 8"):
         ops.LigerHfRopeMapFunction.apply(q, torch.randn(2, 5, 2, 6), cos.expand(2, 5, 8), cos.expand(2, 5, 8), 2)
+    # A table without the batch dim still has to match q's sequence; one wider than the head (upstream's head_dim
+    # 41 against a 42-column table, which HF's reference cannot broadcast either) is no table of it.
+    q, k = torch.randn(2, 4, 5, 8), torch.randn(2, 2, 5, 8)
+    with pytest.raises(ValueError, match=r"^hf_rope_map: cos has shape \(6, 8\), which does not broadcast against"):
+        ops.LigerHfRopeMapFunction.apply(q, k, torch.randn(6, 8), torch.randn(6, 8), 1)
+    q, k, table = torch.randn(2, 4, 5, 41), torch.randn(2, 2, 5, 41), torch.randn(1, 5, 42)
+    with pytest.raises(RuntimeError, match="must match"):
+        hf_rope.apply_rotary_pos_emb(q, k, table, table)
+    with pytest.raises(
+        ValueError, match=r"cos has shape \(1, 5, 42\), which does not broadcast against \(2, 4, 5, 41\)"
+    ):
+        ops.LigerHfRopeMapFunction.apply(q, k, table, table, 1)
 
 
 def test_outputs_computed_differently_are_no_row_groups(profiles):
@@ -338,3 +364,62 @@ def test_a_rope_module_takes_q_and_k_of_any_rank(generated_checkout):
     torch.autograd.backward(expected, grads)
     for got, want in zip([*out, *(t.grad for t in mine)], [*expected, *(t.grad for t in theirs)]):
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
+def _docstrings(source: str, name: str) -> str:
+    """The docstring of the class or function ``name`` of ``source``, on one line."""
+    node = next(
+        n for n in ast.walk(ast.parse(source)) if isinstance(n, (ast.ClassDef, ast.FunctionDef)) and n.name == name
+    )
+    return " ".join(ast.get_docstring(node).split())
+
+
+def test_docstrings_quote_the_references_own_code(profiles, generated_checkout):
+    """The Function, module and functional of an index map say what the reference computes as its source writes it
+    (helpers by name, slices as written), not as the trace records it (slices at computed bounds)."""
+    written = "q_embed = (q * cos) + (rotate_half(q) * sin); k_embed = (k * cos) + (rotate_half(k) * sin)"
+    assert profiles["hf_rope_map"].forward_computation == (
+        f"cos = cos.unsqueeze(unsqueeze_dim); sin = sin.unsqueeze(unsqueeze_dim); {written}"
+    )
+    paths = kernel_paths("hf_rope_map")
+    ops, module = ((generated_checkout / paths[role]).read_text() for role in ("ops", "module"))
+    functional = (generated_checkout / "src" / "liger_kernel" / "transformers" / "functional.py").read_text()
+    for docstring in (
+        _docstrings(ops, "LigerHfRopeMapFunction"),
+        _docstrings(module, "LigerHfRopeMap"),
+        _docstrings(functional, "liger_hf_rope_map"),
+    ):
+        assert written in docstring and "slice(" not in docstring, docstring
+    assert profiles["interleaved_swiglu_map"].forward_computation.startswith(
+        "x_glu, x_linear = x[..., ::2], x[..., 1::2]; x_glu = x_glu.clamp(min=None, max=limit); "
+    )
+    assert profiles["rotary_module_map"].forward_computation.endswith(
+        "y1 = query * cos + self._rotate(query) * sin; y2 = key * cos + self._rotate(key) * sin"
+    )
+
+
+def test_only_straight_line_code_is_quoted():
+    """The statements the returned values read, in order (an update in place included, an unused one left out); a
+    statement over several lines as Python prints it; a branch or a call for its effect: None (the traced
+    description stays)."""
+    source = """
+class Gate(nn.Module):
+    def forward(self, x, b):
+        unused = x * 3
+        h = x[..., : x.shape[-1] // 2]
+        h += 1
+        scaled = (
+            h  # the first half
+            * 2
+        )
+        return scaled * b[..., None], torch.flip(x, dims=[-1])
+"""
+    assert written_computation(source, "Gate", "module", ["y1", "y2"]) == (
+        "h = x[..., : x.shape[-1] // 2]; h += 1; scaled = h * 2; y1 = scaled * b[..., None]; "
+        "y2 = torch.flip(x, dims=[-1])"
+    )
+    assert written_computation(source, "Gate", "module", ["y"]) is None  # two values returned
+    branch = "def f(x, flag: bool = True):\n    if flag:\n        x = -x\n    return x[..., ::2]\n"
+    assert written_computation(branch, "f", "function", ["y"]) is None
+    effect = "def f(x):\n    print(x)\n    return x[..., ::2]\n"
+    assert written_computation(effect, "f", "function", ["y"]) is None

@@ -164,6 +164,9 @@ def test_broadcast_layout_reads_each_row_where_torch_broadcasts_it(own):
 def test_broadcast_layout_inserts_the_unsqueezed_dims_and_refuses_what_it_cannot_index():
     # [batch, hidden] unsqueezed at dim 1 reads like [batch, 1, hidden].
     assert broadcast_layout("k", "shift", (2, 8), "x", (2, 5, 8), (1,), 2) == (8, 1, 1, 5)
+    # A [seq, dim] table the reference unsqueezes at 1 lacks the leading batch dim it writes that 1 for: [1, 1, seq,
+    # dim] against [batch, heads, seq, dim], row r reading r % seq (torch would insert at 1 of its own two dims).
+    assert broadcast_layout("k", "cos", (5, 8), "q", (2, 4, 5, 8), (1,)) == (8, 1, 5, 40)
     with pytest.raises(ValueError, match=r"^k: shift has shape \(2, 1, 8\); the reference unsqueezes it"):
         broadcast_layout("k", "shift", (2, 1, 8), "x", (2, 5, 8), (1,), 2)
     with pytest.raises(ValueError, match=r"^k: scale has shape \(3, 8\), which does not broadcast against"):
@@ -181,6 +184,12 @@ def test_broadcast_sum_is_the_gradient_torch_gives_a_broadcast_input(own):
     summed = broadcast_sum(grad.float().contiguous(), tensor.shape, torch.float32)
     assert summed.shape == tensor.shape and summed.dtype == torch.float32
     torch.testing.assert_close(summed.double(), tensor.grad, rtol=1e-5, atol=1e-5)
+
+
+def test_broadcast_sum_of_a_table_without_the_leading_dims_sums_them_too():
+    grad = torch.randn(2, 4, 5, 8)
+    summed = broadcast_sum(grad, torch.Size((5, 8)), torch.float32, (1,))
+    torch.testing.assert_close(summed, grad.sum((0, 1)), rtol=1e-5, atol=1e-5)
 
 
 def test_launch_shape_walks_back_to_back_rows_as_one():

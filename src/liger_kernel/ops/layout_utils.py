@@ -160,16 +160,19 @@ def broadcast_layout(
     expanding it: row ``r`` of ``first``'s ``[rows, columns]`` view reads row ``(r // period) * inner + r % inner``
     of it (held contiguous) at ``row_stride``, its columns at ``col_stride`` (0: one value per row); ``(row_stride,
     col_stride, inner, period)``. ``inserted``: the dims the reference inserts before it broadcasts (``unsqueeze``),
-    the last first, into an input of ``rank`` dims (0: of any rank, inserted as torch does). The broadcast dims before
-    the last must be one run (``[batch, 1, hidden]``, ``[1, seq, hidden]``, ``[hidden]``, a run of them between kept
-    dims): a single ``(inner, period)`` pair indexes only those. Shared by every generated kernel with such inputs
+    the last first, into an input of ``rank`` dims (0: of any rank). They count in the rank the reference writes them
+    for, ``shape``'s less the inserted dims: an input of fewer dims lacks leading ones, which broadcast as torch's
+    missing leading dims do (a ``[seq, dim]`` RoPE table unsqueezed at 1 is one ``[1, seq, dim]`` table for every
+    batch row; torch would insert at 1 of its own two dims). The broadcast dims before the last must be one run
+    (``[batch, 1, hidden]``, ``[1, seq, hidden]``, ``[hidden]``, a run of them between kept dims): a single ``(inner,
+    period)`` pair indexes only those. Shared by every generated kernel with such inputs
     (RoPE's cos and sin, modulated norms' scale and shift, GroupNorm's affine)."""
     if rank and inserted and len(own) != rank:
         raise ValueError(
             f"{kernel}: {name} has shape {tuple(own)}; the reference unsqueezes it, which the kernels follow for "
             f"{rank} dims"
         )
-    aligned = list(own)
+    aligned = [1] * (len(shape) - len(inserted) - len(own)) + list(own) if inserted else list(own)
     for dim in inserted:
         aligned.insert(dim if dim >= 0 else len(aligned) + dim + 1, 1)
     sizes = [1] * (len(shape) - len(aligned)) + aligned

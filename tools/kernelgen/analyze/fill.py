@@ -37,7 +37,10 @@ from tools.kernelgen.analyze.trace import TracedReference
 from tools.kernelgen.analyze.trace import changes_the_output
 from tools.kernelgen.analyze.trace import trace_reference
 from tools.kernelgen.analyze.unsqueezes import written_unsqueeze_dims
+from tools.kernelgen.analyze.written import written_computation
+from tools.kernelgen.broadcast import INSERTED
 from tools.kernelgen.broadcast import pattern_rank
+from tools.kernelgen.broadcast import pattern_tokens
 from tools.kernelgen.derivation import elementwise_math
 from tools.kernelgen.derivation import loss_math
 from tools.kernelgen.derivation import row_math
@@ -133,6 +136,12 @@ def build_profile(
         for spec in profile.inputs:
             if spec.broadcast and not spec.unsqueeze and written.get(spec.name, "").lstrip("-").isdigit():
                 spec.unsqueeze = written[spec.name]
+    laid_out = any(spec.unsqueeze or INSERTED in pattern_tokens(spec.broadcast) for spec in profile.inputs)
+    if classification.tier in (1, 2) and (lanes is not None or laid_out):
+        # Index maps and inputs the reference lays out itself read as its code writes them: the trace has slices at
+        # computed bounds (``slice(q, index=(Ellipsis, slice(floordiv_1, ...``) and drops the unsqueezes.
+        own = written_computation(loaded.source, loaded.entry, loaded.kind, traced.output_names)
+        profile.forward_computation = own or profile.forward_computation
     refuse_unless_loss(traced, classification)
     lowered, staged = None, None
     if classification.tier == 3:

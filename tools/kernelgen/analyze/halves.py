@@ -14,6 +14,7 @@ import ast
 
 from tools.kernelgen.analyze.load import LoadedReference
 from tools.kernelgen.analyze.load import reload_source
+from tools.kernelgen.analyze.written import entry_function
 
 
 def _literal(args: list[ast.expr], keywords: list[ast.keyword], position: int, keyword: str) -> list:
@@ -127,13 +128,8 @@ def _half_names(function: ast.FunctionDef, argument: str) -> list[str]:
 
 def _splitting_function(module: ast.Module, loaded: LoadedReference) -> ast.FunctionDef | None:
     """The function that takes the reference's tensors: the entry function, or the entry module's ``forward``."""
-    for node in module.body:
-        if loaded.kind == "function" and isinstance(node, ast.FunctionDef) and node.name == loaded.entry:
-            return None if node.decorator_list else node
-        if loaded.kind == "module" and isinstance(node, ast.ClassDef) and node.name == loaded.entry:
-            forward = [n for n in node.body if isinstance(n, ast.FunctionDef) and n.name == "forward"]
-            return forward[0] if len(forward) == 1 and not forward[0].decorator_list else None
-    return None
+    function = entry_function(module, loaded.entry, loaded.kind)
+    return None if function is None or function.decorator_list else function
 
 
 def split_into_halves(loaded: LoadedReference) -> tuple[LoadedReference, str] | None:

@@ -52,6 +52,7 @@ from tools.kernelgen.analyze.ops import normalize
 from tools.kernelgen.analyze.roles import EITHER_TARGET
 from tools.kernelgen.analyze.roles import PROBABILITIES
 from tools.kernelgen.analyze.roles import target_role
+from tools.kernelgen.analyze.written import entry_function
 from tools.kernelgen.broadcast import ELLIPSIS
 from tools.kernelgen.broadcast import INSERTED
 from tools.kernelgen.broadcast import KEPT
@@ -699,26 +700,16 @@ def _output_nodes(graph_module: fx.GraphModule, loaded: LoadedReference) -> tupl
 def _returned_names(loaded: LoadedReference, count: int) -> list[str] | None:
     """The variable names of ``return a, b`` in the entry (a module's forward), when every returned value is one."""
     try:
-        tree = ast.parse(loaded.source)
+        function = entry_function(ast.parse(loaded.source), loaded.entry, loaded.kind)
     except SyntaxError:
         return None
-    scope = tree
-    if loaded.kind == "module":
-        classes = [node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == loaded.entry]
-        if not classes:
-            return None
-        scope = classes[0]
-    wanted = "forward" if loaded.kind == "module" else loaded.entry
-    for function in scope.body:
-        if not isinstance(function, ast.FunctionDef) or function.name != wanted:
-            continue
-        returns = [node for node in ast.walk(function) if isinstance(node, ast.Return)]
-        if len(returns) != 1 or not isinstance(returns[0].value, ast.Tuple):
-            return None
-        names = [element.id if isinstance(element, ast.Name) else None for element in returns[0].value.elts]
-        if len(names) == count and None not in names and len(set(names)) == count:
-            return names
-    return None
+    if function is None:
+        return None
+    returns = [node for node in ast.walk(function) if isinstance(node, ast.Return)]
+    if len(returns) != 1 or not isinstance(returns[0].value, ast.Tuple):
+        return None
+    names = [element.id if isinstance(element, ast.Name) else None for element in returns[0].value.elts]
+    return names if len(names) == count and None not in names and len(set(names)) == count else None
 
 
 def _finish(
