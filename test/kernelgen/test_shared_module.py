@@ -9,8 +9,10 @@ import pytest
 from test.kernelgen.conftest import REPO_ROOT
 from tools.kernelgen.layout import LAYOUT_UTILS
 from tools.kernelgen.repo import LigerRepo
+from tools.kernelgen.shared_module import LAYOUT_UTILS_TESTS
 from tools.kernelgen.shared_module import SharedModuleError
 from tools.kernelgen.shared_module import layout_utils_to_add
+from tools.kernelgen.shared_module import shared_module_files
 
 IMPORTING = {"src/liger_kernel/ops/k.py": "from liger_kernel.ops.layout_utils import tile_settings\n"}
 NOT_IMPORTING = {
@@ -23,6 +25,20 @@ def test_a_target_without_it_gets_this_repository_s_copy(tmp_path: Path):
     repo = LigerRepo(tmp_path)
     assert layout_utils_to_add(repo, IMPORTING) == (REPO_ROOT / LAYOUT_UTILS).read_text()
     assert layout_utils_to_add(repo, NOT_IMPORTING) is None
+
+
+def test_the_module_comes_with_its_own_tests_unless_the_target_has_a_file_of_their_name(tmp_path: Path):
+    repo = LigerRepo(tmp_path)
+    added = shared_module_files(repo, IMPORTING)
+    assert added == {
+        LAYOUT_UTILS: (REPO_ROOT / LAYOUT_UTILS).read_text(),
+        LAYOUT_UTILS_TESTS: (REPO_ROOT / LAYOUT_UTILS_TESTS).read_text(),
+    }
+    assert shared_module_files(repo, NOT_IMPORTING) == {}
+    tests = tmp_path / LAYOUT_UTILS_TESTS
+    tests.parent.mkdir(parents=True)
+    tests.write_text("def test_theirs():\n    pass\n")
+    assert set(shared_module_files(repo, IMPORTING)) == {LAYOUT_UTILS}
 
 
 def test_a_target_s_own_copy_is_kept(tmp_path: Path):

@@ -32,7 +32,6 @@ from tools.kernelgen.kernel_helpers import UTILS_MODULE
 from tools.kernelgen.kernel_helpers import add_kernel_helpers
 from tools.kernelgen.kernel_helpers import missing_helpers
 from tools.kernelgen.layout import FUNCTIONAL
-from tools.kernelgen.layout import LAYOUT_UTILS
 from tools.kernelgen.layout import OPS_INIT
 from tools.kernelgen.layout import OPS_UTILS
 from tools.kernelgen.layout import TRANSFORMERS_INIT
@@ -51,7 +50,7 @@ from tools.kernelgen.render import render_fused_linear
 from tools.kernelgen.render import render_kernel
 from tools.kernelgen.repo import LigerRepo
 from tools.kernelgen.shared_module import SharedModuleError
-from tools.kernelgen.shared_module import layout_utils_to_add
+from tools.kernelgen.shared_module import shared_module_files
 
 
 class GenerateError(ValueError):
@@ -275,12 +274,12 @@ def plan_new(repo: LigerRepo, profile: KernelProfile, *, force: bool = False) ->
         changes.changes[OPS_UTILS] = utils
         changes.originals[OPS_UTILS] = repo.read(OPS_UTILS)
     try:
-        layout_utils = layout_utils_to_add(repo, files)
+        shared = shared_module_files(repo, files)
     except SharedModuleError as error:
         raise GenerateError(str(error)) from None
-    if layout_utils is not None:
-        changes.changes[LAYOUT_UTILS] = layout_utils
-        changes.originals[LAYOUT_UTILS] = None
+    for path, text in shared.items():
+        changes.changes[path] = text
+        changes.originals[path] = None
 
     harness = benchmark_harness(repo)
     if harness.missing:

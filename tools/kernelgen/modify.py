@@ -74,7 +74,7 @@ from tools.kernelgen.repo import LigerRepo
 from tools.kernelgen.retrofit import RetrofitError
 from tools.kernelgen.retrofit import plan_retrofit
 from tools.kernelgen.shared_module import SharedModuleError
-from tools.kernelgen.shared_module import layout_utils_to_add
+from tools.kernelgen.shared_module import shared_module_files
 from tools.kernelgen.verify import verify_changes
 
 EXIT_CONFLICT = 1
@@ -313,13 +313,14 @@ def _plan_recorded(repo: LigerRepo, name: str, new: KernelProfile, sides: dict[s
         plan.changes.originals[OPS_UTILS] = repo.read(OPS_UTILS)
         plan.reports.append(FileReport(OPS_UTILS, "updated", "kernelgen's helpers the new kernel imports added"))
     try:
-        layout_utils = layout_utils_to_add(repo, new_files)
+        shared = shared_module_files(repo, new_files)
     except SharedModuleError as error:
         raise ModifyError(str(error)) from None
-    if layout_utils is not None:
-        plan.changes.changes[LAYOUT_UTILS] = layout_utils
-        plan.changes.originals[LAYOUT_UTILS] = None
-        plan.reports.append(FileReport(LAYOUT_UTILS, "created", "the shared helpers the new kernel imports"))
+    for path, text in shared.items():
+        plan.changes.changes[path] = text
+        plan.changes.originals[path] = None
+        why = "the shared helpers the new kernel imports" if path == LAYOUT_UTILS else "the shared helpers' own tests"
+        plan.reports.append(FileReport(path, "created", why))
 
     current = {path: repo.read(path) for path in (OPS_INIT, TRANSFORMERS_INIT, FUNCTIONAL)}
     merged_reports: dict[str, FileReport] = {}

@@ -1,7 +1,8 @@
 """The one shared module generated ops files import besides ``ops/utils.py``: ``liger_kernel/ops/layout_utils.py``
 (inputs as rows, inputs that broadcast, element-wise tiles, DTensor arguments as local shards). Its text is this
 repository's own copy; a target that lacks it gets that copy once, with the first generated kernel that imports it,
-and a target's copy, edited or not, is never replaced."""
+together with the module's own tests (``test/transformers/test_layout_utils.py``, where the target has no file of
+that name), and a target's copy, edited or not, is never replaced."""
 
 from __future__ import annotations
 
@@ -14,8 +15,11 @@ from tools.kernelgen.repo import LigerRepo
 
 LAYOUT_MODULE = "liger_kernel.ops.layout_utils"
 
-# tools/kernelgen/ sits two levels below the repository root, whose src/ holds the module.
+LAYOUT_UTILS_TESTS = "test/transformers/test_layout_utils.py"
+
+# tools/kernelgen/ sits two levels below the repository root, whose src/ holds the module and test/ its tests.
 _OWN_COPY = Path(__file__).resolve().parents[2] / LAYOUT_UTILS
+_OWN_TESTS = Path(__file__).resolve().parents[2] / LAYOUT_UTILS_TESTS
 
 
 class SharedModuleError(ValueError):
@@ -57,3 +61,15 @@ def layout_utils_to_add(repo: LigerRepo, files: dict[str, str]) -> str | None:
             f"kernelgen's copy ({_OWN_COPY}) or merge those definitions in"
         )
     return None
+
+
+def shared_module_files(repo: LigerRepo, files: dict[str, str]) -> dict[str, str]:
+    """The files a target gains with the shared module (path -> text): the module, when the generated ``files``
+    import it and ``repo`` lacks it, with its tests unless the target has a file of their name; else none."""
+    module = layout_utils_to_add(repo, files)
+    if module is None:
+        return {}
+    added = {LAYOUT_UTILS: module}
+    if not repo.exists(LAYOUT_UTILS_TESTS):
+        added[LAYOUT_UTILS_TESTS] = _OWN_TESTS.read_text()
+    return added

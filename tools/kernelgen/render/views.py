@@ -171,7 +171,8 @@ class ElementwiseOpsView:
     accumulator_inits: list[str]
     accumulations: list[str]
     partial_stores: list[str]
-    contiguous_params: list[str]
+    contiguous_params: list[str]  # in the host functions (TileLang, whose scalars become one-element vectors)
+    function_contiguous_params: list[str]  # in the Function's forward, once, so the backward gets them saved (Triton)
     flag_args: list[str]
     gradient_buffers: list[str]
     own_buffers: bool  # some input's buffer takes its gradient (layout_utils.own_buffer)
@@ -956,7 +957,8 @@ def _elementwise_fields(profile: KernelProfile) -> dict[str, Any]:
         accumulator_inits=tier1.accumulator_inits(params, optional),
         accumulations=tier1.accumulations(params, optional),
         partial_stores=tier1.partial_stores(params, optional),
-        contiguous_params=tier1.contiguous_params(params, optional, flat_scalars=not triton),
+        contiguous_params=[] if triton else tier1.contiguous_params(params, optional, flat_scalars=True),
+        function_contiguous_params=tier1.contiguous_params(params, optional) if triton else [],
         flag_args=tier1.flag_args(optional),
         gradient_buffers=tier1.gradient_buffers(grad_inputs, _in_place_gradients(profile), broadcast),
         own_buffers=_in_place_gradients(profile) and any(name not in broadcast for name in grad_inputs),
