@@ -3,9 +3,12 @@ holds that buffer (upstream Liger's in-place RMSNorm saving, one [rows, columns]
 in several styles, and leave every gradient someone else can still read intact: one passed to ``backward``, one an
 add also hands to a residual branch, one a view's base shares with another branch. Between forward and backward they
 keep one [rows, columns] tensor (the input, or the sum a fused add returns), and their backward allocates none where
-it may take the output gradient's buffer."""
+it may take the output gradient's buffer: in training's case (the output read by a later op and dropped) they peak
+at one such tensor, as upstream's in-place RMSNorm does."""
 
+import gc
 import sys
+import weakref
 
 from pathlib import Path
 
@@ -15,6 +18,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
+from benchmark.scripts.compare_with_upstream import Consume
+from liger_kernel.ops.rms_norm import LigerRMSNormFunction
 from test.kernelgen.conftest import copy_checkout
 from test.kernelgen.conftest import import_generated_ops
 from test.transformers import test_layout_utils
@@ -158,18 +163,25 @@ class _RowBuffers(TorchDispatchMode):
         for tensor in tree_leaves(result):
             if not isinstance(tensor, torch.Tensor) or tensor.untyped_storage().data_ptr() in given:
                 continue
-            if tensor.untyped_storage().nbytes() >= self.min_bytes and self._from_source():
+            if tensor.untyped_storage().nbytes() >= self.min_bytes and _from(self.source) and not _in_interpreter():
                 self.created.append((str(func), tuple(tensor.shape), tensor.dtype))
         return result
 
-    def _from_source(self) -> bool:
-        frame, from_source = sys._getframe(), False
-        while frame is not None:
-            if "triton" in frame.f_code.co_filename and "interpreter" in frame.f_code.co_filename:
-                return False
-            from_source = from_source or frame.f_code.co_filename == self.source
-            frame = frame.f_back
-        return from_source
+
+def _on_stack(matches) -> bool:
+    """Whether a frame of the Python stack runs code of a file whose name ``matches``."""
+    frame = sys._getframe()
+    while frame is not None and not matches(frame.f_code.co_filename):
+        frame = frame.f_back
+    return frame is not None
+
+
+def _from(source: str) -> bool:
+    return _on_stack(source.__eq__)
+
+
+def _in_interpreter() -> bool:
+    return _on_stack(lambda name: "triton" in name and "interpreter" in name)
 
 
 def _backward_buffers(ops, outputs, scales=None, upstream=None):
@@ -240,3 +252,78 @@ def test_forward_keeps_one_row_tensor_for_the_backward(generated, entry):
     outputs = outputs if isinstance(outputs, tuple) else (outputs,)
     held = {t.untyped_storage().data_ptr() for t in inputs + list(outputs)}
     assert len(saved) == 1 and saved[0][0] in held and saved[0][1] == torch.bfloat16
+
+
+class _LiveBytes(TorchDispatchMode):
+    """The bytes of the storages created while the mode is on that are still alive, and their peak (the Triton
+    interpreter's host copies left out, as in ``_RowBuffers``)."""
+
+    def __init__(self):
+        super().__init__()
+        self.live = self.peak = 0
+        self.alive = set()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        result = func(*args, **(kwargs or {}))
+        given = {t.untyped_storage().data_ptr() for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)}
+        for tensor in tree_leaves(result):
+            if not isinstance(tensor, torch.Tensor):
+                continue
+            storage = tensor.untyped_storage()
+            if storage.data_ptr() in given | self.alive or _in_interpreter():
+                continue
+            self.alive.add(storage.data_ptr())
+            self.live += storage.nbytes()
+            self.peak = max(self.peak, self.live)
+            weakref.finalize(storage, self._freed, storage.data_ptr(), storage.nbytes())
+        return result
+
+    def _freed(self, address, nbytes):
+        self.alive.discard(address)
+        self.live -= nbytes
+
+
+class _ConsumeCollected(Consume):
+    """``Consume``, after a collection: the Triton interpreter's copies of a launch's arguments sit in reference
+    cycles that keep the output's storage until the collector runs (a GPU launch keeps nothing)."""
+
+    @staticmethod
+    def forward(ctx, y, dy):
+        gc.collect()
+        return Consume.forward(ctx, y, dy)
+
+
+def _training_peak(apply, inputs) -> float:
+    """Peak bytes of a step whose output a later op reads and drops, its gradient autograd's alone
+    (compare_with_upstream --memory-dy autograd), in [rows, columns] tensors of the input."""
+    dy = torch.randn_like(inputs[0])
+    for tensor in inputs:
+        tensor.grad = None
+    with _LiveBytes() as live:
+        _ConsumeCollected.apply(apply(*inputs), dy).backward()
+    return live.peak / (inputs[0].numel() * inputs[0].element_size())
+
+
+@pytest.fixture(scope="module")
+def training_inputs():
+    torch.manual_seed(0)
+    return torch.randn(64, 64, dtype=torch.bfloat16, requires_grad=True)
+
+
+@pytest.fixture(scope="module")
+def upstream_training_peak(training_inputs):
+    """The host library's RMSNorm with in_place=True (upstream's default: d(x) always over d(y))."""
+    weight = torch.rand(64, dtype=torch.bfloat16).add(0.5).requires_grad_()
+    rms_norm = lambda x, w: LigerRMSNormFunction.apply(x, w, 1e-6, 0.0, "llama", True)  # noqa: E731
+    return _training_peak(rms_norm, [training_inputs, weight])
+
+
+@pytest.mark.parametrize("entry", [name for name in KERNELS if "add" not in name])
+def test_training_s_peak_is_upstream_in_place_rms_norm_s(generated, entry, training_inputs, upstream_training_peak):
+    """One [rows, columns] tensor at peak (the output in the forward, then d(y) that d(x) is written over), as
+    upstream's in-place RMSNorm; partial sums of the parameters aside (a fifth of it at this shape), a d(x) of its
+    own or a copy of a row would be one or two more."""
+    function, parameters, *_ = generated[entry]
+    params = [torch.rand(64, dtype=torch.bfloat16).add(0.5).requires_grad_() for _ in parameters]
+    assert upstream_training_peak < 1.5
+    assert _training_peak(function.apply, [training_inputs, *params]) < upstream_training_peak + 0.5
