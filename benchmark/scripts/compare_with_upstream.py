@@ -62,6 +62,10 @@ UPSTREAM = {
     "gemma_rms_norm": lambda up, x, params, hyper: up.ops.LigerRMSNormFunction.apply(
         x, params[0], hyper.get("eps", 1e-6), 1.0, "gemma", True
     ),
+    # An RMSNorm without weight against upstream's RMSNorm with a weight of ones (the same function).
+    "weightless_rms_norm": lambda up, x, params, hyper: up.ops.LigerRMSNormFunction.apply(
+        x, torch.ones(x.shape[-1], dtype=x.dtype, device=x.device), hyper.get("eps", 1e-6), 0.0, "llama", True
+    ),
     "layer_norm": lambda up, x, params, hyper: up.ops.LigerLayerNormFunction.apply(
         x, params[0], params[1], hyper.get("eps", 1e-5)
     ),
@@ -424,12 +428,48 @@ def _first(output):
     return output[0] if isinstance(output, (tuple, list)) else output
 
 
+class Consume(torch.autograd.Function):
+    """An op that reads y and keeps nothing of it (a scalar out), whose backward hands autograd a new gradient
+    buffer for y (a copy of ``dy``): y is freed after the forward, as a norm's output is by the time the norm's
+    backward runs in training, and the gradient the kernel gets is autograd's alone."""
+
+    @staticmethod
+    def forward(ctx, y, dy):
+        ctx.dy = dy
+        return y.new_zeros(())
+
+    @staticmethod
+    def backward(ctx, grad):
+        return ctx.dy.clone(), None
+
+
+def handed_over(forward):
+    """``forward`` as a step whose first output a later op reads and drops (``Consume``); a loss (a scalar) is a
+    step already."""
+    output = _first(forward())
+    if output.dim() == 0:
+        return forward
+    dy = torch.randn_like(output)
+    return lambda: Consume.apply(_first(forward()), dy)
+
+
 def measure(
-    setup_fn, kernel_name: str, providers, config: dict, bt: int, csv_path, speed_only: bool = False, rounds: int = 1
+    setup_fn,
+    kernel_name: str,
+    providers,
+    config: dict,
+    bt: int,
+    csv_path,
+    speed_only: bool = False,
+    rounds: int = 1,
+    memory_dy: str = "caller",
 ) -> dict:
     """``{provider: {"speed": ms, "memory": MB}}`` of one full forward + backward at ``[bt, config's size]``, each run
     also a row of the results CSV; ``setup_fn(run)`` gives a provider's inputs and forward. With ``rounds`` > 1 the
-    speeds are ``run_speed_rounds``' (providers taking turns; the row's median is the median of the rounds')."""
+    speeds are ``run_speed_rounds``' (providers taking turns; the row's median is the median of the rounds').
+    ``memory_dy``: the peak with d(y) the caller's (``y.backward(dy)``: a kernel that writes d(x) over it, as
+    upstream's in-place RMSNorm does, overwrites the caller's tensor) or ``autograd``'s (``handed_over``, training's
+    case, where a generated row kernel takes d(y)'s buffer too)."""
     figures = {}
     by_rounds = {}
     if rounds > 1:
@@ -446,6 +486,8 @@ def measure(
             if metric == "speed" and by_rounds:
                 return by_rounds[run.kernel_provider]
             inputs, forward = setup_fn(run)
+            if metric == "memory" and memory_dy == "autograd":
+                forward = handed_over(forward)
             return runner(forward, "full", inputs)
 
         rows = run_benchmarks(
@@ -504,6 +546,12 @@ def main(argv=None) -> None:
     parser.add_argument("--breakdown", action="store_true", help="print each kernel's GPU time in one step")
     parser.add_argument("--speed-only", action="store_true", help="skip the peak-memory measurement")
     parser.add_argument(
+        "--memory-dy",
+        choices=["caller", "autograd"],
+        default="caller",
+        help="peak memory with d(y) passed to backward by the caller, or handed over by autograd as in training",
+    )
+    parser.add_argument(
         "--rounds", type=int, default=1, help="time the providers in turns over this many rounds (host-bound shapes)"
     )
     args = parser.parse_args(argv)
@@ -520,6 +568,7 @@ def main(argv=None) -> None:
         for size in args.sizes:
             config = {"hidden_size": size, "hidden": args.hidden, "dtype": "bfloat16", "model": "compare"}
             config |= {"shapes": " ".join(args.shapes), "frozen": " ".join(args.frozen)} if args.shapes else {}
+            config |= {"memory_dy": args.memory_dy} if args.memory_dy != "caller" else {}
             figures = measure(
                 lambda run: setup(name, upstream_key, up, run),
                 name,
@@ -529,6 +578,7 @@ def main(argv=None) -> None:
                 args.csv,
                 args.speed_only,
                 args.rounds,
+                args.memory_dy,
             )
             for provider in providers if args.gpu_time or args.breakdown else []:
                 run = SingleBenchmarkRunInput(args.bt, provider, "full", dict(config))

@@ -1,12 +1,17 @@
 """Peak GPU memory of a generated row kernel's forward + backward beside upstream Liger's kernel, with the output
 gradient the caller's (``y.backward(dy)``, dy kept by the caller) and with it autograd's (handed over by the
-backward of the op after the kernel, as in training). A generated backward writes d(x) over d(y) in the second
-case only, leaving the caller's dy intact; upstream's in-place RMSNorm writes over it in both.
+backward of the op after the kernel, as in training): once with y still held by the caller, once with y consumed
+by that op and dropped (a training step's norm output, which the next layer's backward has freed by the time the
+norm's backward runs). A generated backward writes d(x) over d(y) in the last two cases only, leaving the caller's
+dy intact; upstream's in-place RMSNorm writes over it in all three. So the caller's case costs a generated
+RMSNorm one [rows, columns] tensor more than upstream's, by design. The consumed case is training's peak: one
+such tensor for either RMSNorm.
 
     python benchmark/scripts/gradient_buffer_memory.py --upstream DIR --helper-dir DIR \
-        --kernel rms_norm_gen=rms_norm --kernel layer_norm_gen=layer_norm --sizes 4096 14336
+        --kernel rms_norm_gen=rms_norm --kernel layer_norm_gen=layer_norm --kernel l2_normalize_gen=- --sizes 4096 14336
 
-Arguments and kernels as ``compare_with_upstream.py`` sets them up; MiB above what was allocated before the forward.
+Arguments and kernels as ``compare_with_upstream.py`` sets them up (``-``: no upstream kernel); MiB above what was
+allocated before the forward.
 """
 
 import argparse
@@ -19,6 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import torch
 
+from benchmark.scripts.compare_with_upstream import UPSTREAM
+from benchmark.scripts.compare_with_upstream import Consume
 from benchmark.scripts.compare_with_upstream import _first
 from benchmark.scripts.compare_with_upstream import add_common_arguments
 from benchmark.scripts.compare_with_upstream import setup
@@ -52,9 +59,9 @@ def main() -> None:
     add_common_arguments(parser, upstream_required=False)
     args = parser.parse_args()
     up = upstream_from(args)
-    providers = ["liger"] + (["liger_upstream"] if up is not None else [])
     for pair in args.kernel:
         name, upstream_key = pair.split("=")
+        providers = ["liger"] + (["liger_upstream"] if up is not None and upstream_key in UPSTREAM else [])
         for size in args.sizes:
             for provider in providers:
                 config = {"hidden_size": size}
@@ -65,6 +72,7 @@ def main() -> None:
                 for label, run in (
                     ("caller's dy", lambda: _first(forward()).backward(dy)),
                     ("autograd's dy", lambda: _HandOver.apply(_first(forward())).backward(dy)),
+                    ("autograd's dy, y consumed", lambda: Consume.apply(_first(forward()), dy).backward()),
                 ):
                     run()  # compile and warm up
                     for t in inputs:

@@ -5,6 +5,7 @@ import io
 import json
 import math
 import os
+import weakref
 
 from pathlib import Path
 
@@ -680,3 +681,34 @@ def test_script_without_gpu_or_smoke_exits_2_with_one_line(kernel):
         f"benchmark_{kernel}: no GPU found; run on a CUDA device or pass --smoke for a CPU smoke run"
     )
     assert "Traceback" not in result.stdout + result.stderr
+
+
+def test_memory_handed_over_drops_the_output_and_gives_the_kernel_autograd_s_gradient():
+    """compare_with_upstream --memory-dy autograd: by the kernel's backward its output is freed and the gradient it
+    gets is one only autograd holds (which a generated row kernel may write d(x) over); a loss is its own step."""
+    from benchmark.scripts.compare_with_upstream import handed_over
+    from liger_kernel.ops.layout_utils import reusable_gradient
+
+    seen = {}
+
+    class Doubled(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            y = x * 2
+            seen["output"] = y.untyped_storage().data_ptr()
+            weakref.finalize(y.untyped_storage(), seen.__setitem__, "freed", True)
+            return y
+
+        @staticmethod
+        def backward(ctx, grad):
+            seen["reusable"], seen["freed by then"] = reusable_gradient(grad, grad.dtype), seen.get("freed", False)
+            return grad * 2
+
+    x = torch.randn(4, 8, requires_grad=True)
+    step = handed_over(lambda: Doubled.apply(x))
+    seen.clear()
+    step().backward()
+    assert seen["reusable"] and seen["freed by then"]
+    assert x.grad.shape == x.shape
+    loss = lambda: (x * x).sum()  # noqa: E731
+    assert handed_over(loss) is loss
