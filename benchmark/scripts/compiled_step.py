@@ -75,13 +75,13 @@ def gradients(forward, inputs) -> list[torch.Tensor]:
     return grads
 
 
-def host_step_ms(forward, inputs) -> float:
+def host_step_ms(forward, inputs, steps: int = HOST_STEPS) -> float:
     """Median time the host takes to issue one forward + backward when the GPU has nothing queued."""
     output = _first(forward())
     dy = None if output.dim() == 0 else torch.randn_like(output)
     del output
     times = []
-    for _ in range(HOST_STEPS):
+    for _ in range(steps):
         for tensor in inputs:
             tensor.grad = None
         torch.cuda.synchronize()
@@ -90,6 +90,16 @@ def host_step_ms(forward, inputs) -> float:
         times.append((time.perf_counter() - start) * 1e3)
     torch.cuda.synchronize()
     return statistics.median(times)
+
+
+def host_rounds_ms(steps: dict, rounds: int) -> dict[str, float]:
+    """Each provider's host time, taken in turns over ``rounds`` rounds (the median of the rounds' medians): this
+    VM's host speed drifts over seconds, which would favour whichever provider ran in a fast stretch."""
+    times = {provider: [] for provider in steps}
+    for _ in range(rounds):
+        for provider, (inputs, forward) in steps.items():
+            times[provider].append(host_step_ms(forward, inputs, max(1, HOST_STEPS // rounds)))
+    return {provider: statistics.median(values) for provider, values in times.items()}
 
 
 def main(argv=None) -> None:
@@ -139,8 +149,9 @@ def main(argv=None) -> None:
                     steps[provider] = (inputs, step)
                     diffs[provider] = diff
                 timed = run_speed_rounds({p: (fwd, ins) for p, (ins, fwd) in steps.items()}, "full", args.rounds)
+                hosts = host_rounds_ms(steps, args.rounds)
                 for provider, (ins, fwd) in steps.items():
-                    host = host_step_ms(fwd, ins)
+                    host = hosts[provider]
                     gpu = gpu_step_ms(fwd, ins)
                     diff = f"{diffs[provider]:.2e}" if provider in diffs else "-"
                     print(
