@@ -8,9 +8,12 @@ from pathlib import Path
 import pytest
 import torch
 
+from liger_kernel.ops.layout_utils import channel_rows
 from liger_kernel.ops.layout_utils import combine_chunks
 from liger_kernel.ops.layout_utils import group_chunks
+from liger_kernel.ops.layout_utils import group_layout
 from liger_kernel.ops.layout_utils import group_rows
+from liger_kernel.ops.layout_utils import group_tile_settings
 from tools.kernelgen.analyze import AnalyzeError
 from tools.kernelgen.analyze import analyze
 from tools.kernelgen.layout import kernel_paths
@@ -122,6 +125,24 @@ def test_groups_longer_than_one_program_are_cut_into_chunks_of_whole_channels():
     maxima = torch.tensor([1.0, 2.0, 3.0, -4.0])
     combine_chunks(2)(maxima, "max")
     assert maxima.tolist() == [2.0, 2.0, 3.0, 3.0]
+
+
+def test_grouped_kernels_walk_whole_groups_in_tiles_of_channels_by_elements():
+    """The kernels without per-column parameters take one group per program (no chunks, whatever its length) and
+    walk it in [channels, elements of a channel] tiles: a channel's elements across first, short channels stacked;
+    a per-channel input is read at its channel's row, and one that varies within a channel is refused."""
+    assert group_layout("k", "x", (16, 32, 1, 4096), 1, "g") == (16, 32, (16, 32, 4096))
+    assert group_layout("k", "x", (2, 12), 2, "g") == (4, 6, (2, 12, 1))
+    assert group_tile_settings(4, 4096, 4096) == (1, 4096, 8)
+    assert group_tile_settings(4, 1024, 4096) == (4, 1024, 8)
+    assert group_tile_settings(4, 4096, 2048, per_thread=8) == (1, 2048, 8)
+    assert group_tile_settings(6, 1, 4096) == (8, 1, 1)
+    weight = torch.arange(6.0)
+    held, (row_stride, inner, period) = channel_rows("k", "w", weight, "x", (2, 6, 5), (-1,), 1)
+    channel_row = torch.arange(12)  # [batch * channels] rows of x's channels: each reads its channel's value
+    assert torch.equal(held[(channel_row // period * inner + channel_row % inner) * row_stride], weight.repeat(2))
+    with pytest.raises(ValueError, match=r"^k: w has shape \(6, 5\): against \(2, 6, 5\) of x it varies within a"):
+        channel_rows("k", "w", torch.ones(6, 5), "x", (2, 6, 5))
 
 
 def test_a_vector_read_by_index_is_held_and_taken_whole():

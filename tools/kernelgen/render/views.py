@@ -49,6 +49,8 @@ from tools.kernelgen.render.dtensor import DTensorRefusal
 from tools.kernelgen.render.dtensor import DTensorView
 from tools.kernelgen.render.dtensor import dtensor_refusal
 from tools.kernelgen.render.dtensor import dtensor_view
+from tools.kernelgen.render.group_walk import GroupKernelView
+from tools.kernelgen.render.group_walk import group_kernels
 from tools.kernelgen.render.lanes import LaneOpsView
 from tools.kernelgen.render.lanes import lane_ops
 from tools.kernelgen.render.reference_hypers import reference_hypers
@@ -400,6 +402,9 @@ class RowProgramOpsView:
     # Parameter vectors the interface takes whole (vector -> the kernels' element parameters): the host wrappers
     # take the vector, hand the kernels its elements and sum their partial gradients from one buffer.
     vectors: dict[str, list[str]] = field(default_factory=dict)
+    # Grouped rows without per-column or scalar parameters: the forward and backward kernels that walk each group in
+    # one program (render/group_walk.py), in place of the fused kernels and the split path.
+    group_kernels: tuple[GroupKernelView, GroupKernelView] | None = None
 
     @property
     def unvectored_scalar_grads(self) -> list[str]:
@@ -1175,6 +1180,13 @@ def _row_program_ops(profile: KernelProfile) -> RowProgramOpsView:
         width="shard_cols" if split_backward else "n_cols",
         has_split_mode=split_backward,
     )
+    split = (
+        _split_rows(profile, math, forward_kernel if split_forward else None, backward_kernel)
+        if split_backward
+        else None
+    )
+    # Grouped rows whose backward sums no per-column or scalar parameter gradient walk each group in one program.
+    walks_groups = bool(profile.math.groups) and not (channel_grads or scalar_grads)
     broadcast = {t.name for t in profile.inputs if t.broadcast}
     # Every tile of the backward reads its rows of the output gradients before it writes the same rows of the input
     # gradients, so the first input gradient may take the first output gradient's buffer whenever autograd alone
@@ -1215,9 +1227,10 @@ def _row_program_ops(profile: KernelProfile) -> RowProgramOpsView:
         in_place=in_place,
         utils_imports=_utils_imports(
             statements,
-            ["ensure_contiguous", "ceil_div"]
+            ["ensure_contiguous"]
+            + ([] if walks_groups else ["ceil_div"])
             + (["get_num_sms"] if params else [])
-            + (["widen_to_fp32"] if backward_kernel.rewidened else []),
+            + (["widen_to_fp32"] if backward_kernel.rewidened and not walks_groups else []),
         ),
         uses_cast=uses_cast,
         precision_note=_precision_note(math.precision_sensitive_ops),
@@ -1237,10 +1250,15 @@ def _row_program_ops(profile: KernelProfile) -> RowProgramOpsView:
         dtensor_refusal=refusal,
         forward_kernel=forward_kernel,
         backward_kernel=backward_kernel,
-        split=_split_rows(profile, math, forward_kernel if split_forward else None, backward_kernel)
-        if split_backward
-        else None,
+        split=split,
         vectors=vectors_taken_whole(profile),
+        group_kernels=group_kernels(
+            {"forward_kernel": forward_kernel, "backward_kernel": backward_kernel, "split": split},
+            {t.name for t in profile.inputs if t.broadcast},
+            [hp.name for hp in profile.hyperparameters],
+        )
+        if walks_groups
+        else None,
     )
 
 
