@@ -3,6 +3,8 @@ view back, ``self.weight[:, None]``) and ``F.group_norm`` with its affine as inp
 the groups of a sample, the per-channel affine read at each element's channel; references in ``fixtures/groups/``.
 The generated kernels run in test_row_kernels.py's checkout (their generated tests and the checks against torch)."""
 
+import importlib.util
+
 from pathlib import Path
 
 import pytest
@@ -163,3 +165,32 @@ def test_a_vector_read_by_index_is_held_and_taken_whole():
     assert "grad_weight_partial = torch.empty((3, n_programs)" in ops
     assert "grad_weight = grad_weight_partial.sum(dim=1).view_as(weight).to(weight.dtype)" in ops
     assert "return grad_x, grad_weight, grad_bias, None" in ops
+
+
+def test_a_grouped_max_and_sum_walked_over_tiles_match_torch(tmp_path):
+    """A softmax over each group (a max, then a sum that reads it): each program walks its group once per statistic,
+    the tiles' parts combined by max and by sum, then once to write; groups of several column blocks (5000-element
+    channels) and channel blocks padded past the group's channels (3 channels of 1 element in blocks of 4)."""
+    reference = tmp_path / "group_softmax.py"
+    reference.write_text(
+        "import torch\n\n\ndef group_softmax(x, num_groups: int = 2):\n"
+        "    b, c, h = x.shape\n"
+        "    return torch.softmax(x.view(b, num_groups, -1), dim=-1).view(b, c, h)\n"
+    )
+    ops_file = tmp_path / "group_softmax_ops.py"
+    ops_file.write_text(render_kernel(analyze(str(reference))).files[kernel_paths("group_softmax")["ops"]])
+    spec = importlib.util.spec_from_file_location("group_softmax_ops", ops_file)
+    ops = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ops)
+    torch.manual_seed(0)
+    for shape, groups in [((1, 2, 5000), 1), ((2, 6, 1), 2)]:
+        x = 4 * torch.randn(shape)
+        x.view(-1)[:10] += 200.0  # the group's max in its first tile: a walk that lost it would overflow exp()
+        x.requires_grad_()
+        y = ops.LigerGroupSoftmaxFunction.apply(x, groups)
+        y.backward(grad := torch.randn(shape))
+        leaf = x.detach().double().requires_grad_()
+        expected = torch.softmax(leaf.view(shape[0], groups, -1), dim=-1).view(shape)
+        expected.backward(grad.double())
+        torch.testing.assert_close(y.double(), expected, atol=1e-6, rtol=1e-5)
+        torch.testing.assert_close(x.grad.double(), leaf.grad, atol=1e-6, rtol=1e-5)
