@@ -397,7 +397,8 @@ class RowProgramOpsView:
     forward_kernel: RowKernelView  # the fused kernels
     backward_kernel: RowKernelView
     # The same math for rows whose columns are spread over ranks, too long for a backward's registers, or (grouped
-    # rows) cut into chunks of whole channels
+    # rows) cut into chunks of whole channels; grouped rows without per-column or scalar parameters take its passes
+    # into the walk of their group_kernels instead
     split: SplitRowsView | None
     # Parameter vectors the interface takes whole (vector -> the kernels' element parameters): the host wrappers
     # take the vector, hand the kernels its elements and sum their partial gradients from one buffer.
@@ -1137,8 +1138,9 @@ def _row_program_ops(profile: KernelProfile) -> RowProgramOpsView:
     scalar_grads = [f"grad_{p.name}" for p in params if p.shape == "scalar"]
     gradient_note = _gradient_note(math.gradient_formulas)
     # The split path serves DTensors sharded along the row (in kernels that take DTensors), a GroupNorm's groups too
-    # long for one program (cut into chunks of whole channels) and, in the backward, rows too long for its registers
-    # beside the parameter gradients' accumulators. A kernel that needs none of these carries no split code.
+    # long for one program (cut into chunks of whole channels; without per-column or scalar parameters its passes are
+    # those each program walks its group in, group_kernels below) and, in the backward, rows too long for its
+    # registers beside the parameter gradients' accumulators. A kernel that needs none of these carries no split code.
     split_forward = refusal is None or bool(profile.math.groups)
     split_backward = split_forward or bool(channel_grads or scalar_grads)
     forward_kernel = RowKernelView(
