@@ -3,14 +3,19 @@ view back, ``self.weight[:, None]``) and ``F.group_norm`` with its affine as inp
 the groups of a sample, the per-channel affine read at each element's channel; references in ``fixtures/groups/``.
 The generated kernels run in test_row_kernels.py's checkout (their generated tests and the checks against torch)."""
 
+import importlib.util
+
 from pathlib import Path
 
 import pytest
 import torch
 
+from liger_kernel.ops.layout_utils import channel_rows
 from liger_kernel.ops.layout_utils import combine_chunks
 from liger_kernel.ops.layout_utils import group_chunks
+from liger_kernel.ops.layout_utils import group_layout
 from liger_kernel.ops.layout_utils import group_rows
+from liger_kernel.ops.layout_utils import group_tile_settings
 from tools.kernelgen.analyze import AnalyzeError
 from tools.kernelgen.analyze import analyze
 from tools.kernelgen.layout import kernel_paths
@@ -124,6 +129,24 @@ def test_groups_longer_than_one_program_are_cut_into_chunks_of_whole_channels():
     assert maxima.tolist() == [2.0, 2.0, 3.0, 3.0]
 
 
+def test_grouped_kernels_walk_whole_groups_in_tiles_of_channels_by_elements():
+    """The kernels without per-column parameters take one group per program (no chunks, whatever its length) and
+    walk it in [channels, elements of a channel] tiles: a channel's elements across first, short channels stacked;
+    a per-channel input is read at its channel's row, and one that varies within a channel is refused."""
+    assert group_layout("k", "x", (16, 32, 1, 4096), 1, "g") == (16, 32, (16, 32, 4096))
+    assert group_layout("k", "x", (2, 12), 2, "g") == (4, 6, (2, 12, 1))
+    assert group_tile_settings(4, 4096, 4096) == (1, 4096, 8)
+    assert group_tile_settings(4, 1024, 4096) == (4, 1024, 8)
+    assert group_tile_settings(4, 4096, 2048, per_thread=8) == (1, 2048, 8)
+    assert group_tile_settings(6, 1, 4096) == (8, 1, 1)
+    weight = torch.arange(6.0)
+    held, (row_stride, inner, period) = channel_rows("k", "w", weight, "x", (2, 6, 5), (-1,), 1)
+    channel_row = torch.arange(12)  # [batch * channels] rows of x's channels: each reads its channel's value
+    assert torch.equal(held[(channel_row // period * inner + channel_row % inner) * row_stride], weight.repeat(2))
+    with pytest.raises(ValueError, match=r"^k: w has shape \(6, 5\): against \(2, 6, 5\) of x it varies within a"):
+        channel_rows("k", "w", torch.ones(6, 5), "x", (2, 6, 5))
+
+
 def test_a_vector_read_by_index_is_held_and_taken_whole():
     """PolyNorm reads self.weight[0], [1], [2]: the generated module holds that [3] vector, as the reference does
     (its state dict loads into it), and the Function and the functional take it whole, as upstream's
@@ -142,3 +165,32 @@ def test_a_vector_read_by_index_is_held_and_taken_whole():
     assert "grad_weight_partial = torch.empty((3, n_programs)" in ops
     assert "grad_weight = grad_weight_partial.sum(dim=1).view_as(weight).to(weight.dtype)" in ops
     assert "return grad_x, grad_weight, grad_bias, None" in ops
+
+
+def test_a_grouped_max_and_sum_walked_over_tiles_match_torch(tmp_path):
+    """A softmax over each group (a max, then a sum that reads it): each program walks its group once per statistic,
+    the tiles' parts combined by max and by sum, then once to write; groups of several column blocks (5000-element
+    channels) and channel blocks padded past the group's channels (3 channels of 1 element in blocks of 4)."""
+    reference = tmp_path / "group_softmax.py"
+    reference.write_text(
+        "import torch\n\n\ndef group_softmax(x, num_groups: int = 2):\n"
+        "    b, c, h = x.shape\n"
+        "    return torch.softmax(x.view(b, num_groups, -1), dim=-1).view(b, c, h)\n"
+    )
+    ops_file = tmp_path / "group_softmax_ops.py"
+    ops_file.write_text(render_kernel(analyze(str(reference))).files[kernel_paths("group_softmax")["ops"]])
+    spec = importlib.util.spec_from_file_location("group_softmax_ops", ops_file)
+    ops = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ops)
+    torch.manual_seed(0)
+    for shape, groups in [((1, 2, 5000), 1), ((2, 6, 1), 2)]:
+        x = 4 * torch.randn(shape)
+        x.view(-1)[:10] += 200.0  # the group's max in its first tile: a walk that lost it would overflow exp()
+        x.requires_grad_()
+        y = ops.LigerGroupSoftmaxFunction.apply(x, groups)
+        y.backward(grad := torch.randn(shape))
+        leaf = x.detach().double().requires_grad_()
+        expected = torch.softmax(leaf.view(shape[0], groups, -1), dim=-1).view(shape)
+        expected.backward(grad.double())
+        torch.testing.assert_close(y.double(), expected, atol=1e-6, rtol=1e-5)
+        torch.testing.assert_close(x.grad.double(), leaf.grad, atol=1e-6, rtol=1e-5)

@@ -143,16 +143,18 @@ def test_rows_past_the_register_budget_take_the_split_backward_and_match_torch(g
     "shape, groups",
     [
         pytest.param((2, 6, 3, 5), 3, id="spatial_dims"),
-        pytest.param((1, 4, 9000), 2, id="long_group_rows"),  # groups of 18000 elements, each a tile of one row
+        pytest.param((1, 4, 9000), 2, id="long_group_rows"),  # groups of 18000 elements, walked in column blocks
         pytest.param((3, 5, 7), 5, id="a_group_per_channel"),
-        # Groups of 66000 elements, more than one program holds: each cut into 2 chunks of 2 whole channels, whose
-        # statistics and row sums are combined between the reduction passes and the kernels' split mode.
-        pytest.param((1, 4, 16500), 1, id="groups_longer_than_one_program"),
+        # Groups of 66000 elements: each program walks its group tile by tile, once per reduction pass and once to
+        # write, the tiles' parts of each statistic combined in registers.
+        pytest.param((1, 4, 16500), 1, id="groups_of_many_tiles"),
+        # Channels of one element: a tile holds several channels of a group (8 of a group of 6, two padded).
+        pytest.param((2, 12), 2, id="channels_of_one_element"),
     ],
 )
 def test_a_generated_group_norm_matches_torch(generated_checkout, shape, groups):
-    """The functional kernel against torch's group_norm: inputs with several trailing dims, rows long enough for
-    whole tiles of one row, one channel per group, groups longer than one program holds."""
+    """The functional kernel against torch's group_norm: inputs with several trailing dims, rows walked in column
+    blocks, one channel per group, groups of many tiles, channels of one element."""
     ops = import_generated_ops(generated_checkout[0], "group_norm_functional")
     torch.manual_seed(0)
     x = torch.randn(shape, requires_grad=True)
@@ -175,7 +177,3 @@ def test_channels_that_do_not_split_into_the_groups_are_one_line(generated_check
         ValueError, match=r"x has shape \(2, 6, 5\); it takes \[batch, channels, \.\.\.\] with channels a"
     ):
         ops.LigerGroupNormFunctionalFunction.apply(x, weight, weight, 4, 1e-5)
-    # A group is cut into chunks of whole channels: a channel longer than one program holds is refused.
-    x, weight = torch.empty(1, 2, 70000), torch.ones(2)
-    with pytest.raises(ValueError, match=r"channels of 70000 elements exceed the 65536 one program holds"):
-        ops.LigerGroupNormFunctionalFunction.apply(x, weight, weight, 1, 1e-5)

@@ -113,14 +113,52 @@ def group_rows(kernel: str, name: str, shape, groups: int, groups_name: str) -> 
     it where a group is longer than one program holds (``group_chunks``). ``(n_rows, group_channels, channels,
     chunks)``: the rows and the channels of each, ``channels`` the ``[batch, channels, the elements of a channel]``
     that inputs which broadcast are laid out against."""
-    if len(shape) < 3 or shape[1] % groups:
+    n_rows, group_channels, channels = group_layout(kernel, name, shape, groups, groups_name)
+    chunks = group_chunks(kernel, group_channels, channels[2])
+    return n_rows * chunks, group_channels // chunks, channels, chunks
+
+
+def group_layout(kernel: str, name: str, shape, groups: int, groups_name: str) -> tuple[int, int, tuple]:
+    """The rows of a kernel over groups of channels of ``name``, ``[batch, channels, ...]`` of ``shape``, each one
+    whole group of a sample: ``(n_rows, group_channels, channels)``, ``channels`` the ``[batch, channels, the elements
+    of a channel]`` that per-channel inputs are laid out against. ``kernel`` names the kernel in the error for
+    channels that do not split into ``groups_name``=``groups``."""
+    if len(shape) < 2 or shape[1] % groups:
         raise ValueError(
             f"{kernel}: {name} has shape {tuple(shape)}; it takes [batch, channels, ...] with channels a multiple of "
             f"{groups_name}={groups}"
         )
-    channels = (shape[0], shape[1], math.prod(shape[2:]))
-    chunks = group_chunks(kernel, shape[1] // groups, channels[2])
-    return shape[0] * groups * chunks, shape[1] // groups // chunks, channels, chunks
+    return shape[0] * groups, shape[1] // groups, (shape[0], shape[1], math.prod(shape[2:]))
+
+
+def group_tile_settings(
+    group_channels: int, channel_cols: int, block_elements: int, per_thread: int = 16
+) -> tuple[int, int, int]:
+    """The tile a program walks its group with, ``[block_channels, block_cols]`` (channels of the group by elements
+    of a channel) of at most ``block_elements``, and its warps: ``per_thread`` elements a thread, up to 8 warps. A
+    channel's elements go across the tile first (contiguous, wide loads); short channels leave room for several."""
+    block_cols = min(_next_power_of_2(channel_cols), block_elements)
+    block_channels = min(_next_power_of_2(group_channels), max(1, block_elements // block_cols))
+    return block_channels, block_cols, max(1, min(8, block_channels * block_cols // (32 * per_thread)))
+
+
+def channel_rows(
+    kernel: str, name: str, tensor: torch.Tensor, first: str, channels: tuple, inserted: tuple = (), rank: int = 0
+) -> tuple[torch.Tensor, tuple[int, int, int]]:
+    """A per-channel input of a kernel over groups of channels, ``channels`` the ``[batch, channels, rest]`` of
+    ``first``: ``tensor`` made contiguous and how the kernels read its value for channel row ``q`` of ``[batch *
+    channels, rest]``, at row ``(q // period) * inner + q % inner`` times ``row_stride`` (``broadcast_layout``);
+    ``(row_stride, inner, period)``. Such a kernel reads one value per channel: an input that varies within a
+    channel is refused (``kernel`` names the kernel)."""
+    row_stride, col_stride, inner, period = broadcast_layout(
+        kernel, name, tuple(tensor.shape), first, tuple(channels), inserted, rank
+    )
+    if col_stride and channels[2] > 1:
+        raise ValueError(
+            f"{kernel}: {name} has shape {tuple(tensor.shape)}: against {tuple(channels)} of {first} it varies "
+            "within a channel, and the kernels read one value per channel"
+        )
+    return tensor.contiguous(), (row_stride, inner, period)
 
 
 def group_chunks(kernel: str, group_channels: int, channel_cols: int) -> int:

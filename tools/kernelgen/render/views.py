@@ -49,6 +49,8 @@ from tools.kernelgen.render.dtensor import DTensorRefusal
 from tools.kernelgen.render.dtensor import DTensorView
 from tools.kernelgen.render.dtensor import dtensor_refusal
 from tools.kernelgen.render.dtensor import dtensor_view
+from tools.kernelgen.render.group_walk import GroupKernelView
+from tools.kernelgen.render.group_walk import group_kernels
 from tools.kernelgen.render.lanes import LaneOpsView
 from tools.kernelgen.render.lanes import lane_ops
 from tools.kernelgen.render.reference_hypers import reference_hypers
@@ -396,11 +398,15 @@ class RowProgramOpsView:
     forward_kernel: RowKernelView  # the fused kernels
     backward_kernel: RowKernelView
     # The same math for rows whose columns are spread over ranks, too long for a backward's registers, or (grouped
-    # rows) cut into chunks of whole channels
+    # rows) cut into chunks of whole channels; grouped rows without per-column or scalar parameters take its passes
+    # into the walk of their group_kernels instead
     split: SplitRowsView | None
     # Parameter vectors the interface takes whole (vector -> the kernels' element parameters): the host wrappers
     # take the vector, hand the kernels its elements and sum their partial gradients from one buffer.
     vectors: dict[str, list[str]] = field(default_factory=dict)
+    # Grouped rows without per-column or scalar parameters: the forward and backward kernels that walk each group in
+    # one program (render/group_walk.py), in place of the fused kernels and the split path.
+    group_kernels: tuple[GroupKernelView, GroupKernelView] | None = None
 
     @property
     def unvectored_scalar_grads(self) -> list[str]:
@@ -1134,8 +1140,9 @@ def _row_program_ops(profile: KernelProfile) -> RowProgramOpsView:
     scalar_grads = [f"grad_{p.name}" for p in params if p.shape == "scalar"]
     gradient_note = _gradient_note(math.gradient_formulas)
     # The split path serves DTensors sharded along the row (in kernels that take DTensors), a GroupNorm's groups too
-    # long for one program (cut into chunks of whole channels) and, in the backward, rows too long for its registers
-    # beside the parameter gradients' accumulators. A kernel that needs none of these carries no split code.
+    # long for one program (cut into chunks of whole channels; without per-column or scalar parameters its passes are
+    # those each program walks its group in, group_kernels below) and, in the backward, rows too long for its
+    # registers beside the parameter gradients' accumulators. A kernel that needs none of these carries no split code.
     split_forward = refusal is None or bool(profile.math.groups)
     split_backward = split_forward or bool(channel_grads or scalar_grads)
     forward_kernel = RowKernelView(
@@ -1177,6 +1184,13 @@ def _row_program_ops(profile: KernelProfile) -> RowProgramOpsView:
         width="shard_cols" if split_backward else "n_cols",
         has_split_mode=split_backward,
     )
+    split = (
+        _split_rows(profile, math, forward_kernel if split_forward else None, backward_kernel)
+        if split_backward
+        else None
+    )
+    # Grouped rows whose backward sums no per-column or scalar parameter gradient walk each group in one program.
+    walks_groups = bool(profile.math.groups) and not (channel_grads or scalar_grads)
     broadcast = {t.name for t in profile.inputs if t.broadcast}
     # Every tile of the backward reads its rows of the output gradients before it writes the same rows of the input
     # gradients, so the first input gradient may take the first output gradient's buffer whenever autograd alone
@@ -1217,9 +1231,10 @@ def _row_program_ops(profile: KernelProfile) -> RowProgramOpsView:
         in_place=in_place,
         utils_imports=_utils_imports(
             statements,
-            ["ensure_contiguous", "ceil_div"]
+            ["ensure_contiguous"]
+            + ([] if walks_groups else ["ceil_div"])
             + (["get_num_sms"] if params else [])
-            + (["widen_to_fp32"] if backward_kernel.rewidened else []),
+            + (["widen_to_fp32"] if backward_kernel.rewidened and not walks_groups else []),
         ),
         uses_cast=uses_cast,
         precision_note=_precision_note(math.precision_sensitive_ops),
@@ -1239,10 +1254,15 @@ def _row_program_ops(profile: KernelProfile) -> RowProgramOpsView:
         dtensor_refusal=refusal,
         forward_kernel=forward_kernel,
         backward_kernel=backward_kernel,
-        split=_split_rows(profile, math, forward_kernel if split_forward else None, backward_kernel)
-        if split_backward
-        else None,
+        split=split,
         vectors=vectors_taken_whole(profile),
+        group_kernels=group_kernels(
+            {"forward_kernel": forward_kernel, "backward_kernel": backward_kernel, "split": split},
+            {t.name for t in profile.inputs if t.broadcast},
+            [hp.name for hp in profile.hyperparameters],
+        )
+        if walks_groups
+        else None,
     )
 
 
