@@ -12,6 +12,7 @@ import dataclasses
 import re
 import textwrap
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from dataclasses import field
 from typing import Any
@@ -221,6 +222,37 @@ class ElementwiseOpsView:
         tile sets them."""
         return self.backward_walks_flat and not self.trig_backward_tile and not self.num_warps
 
+    @property
+    def reads_col_strides(self) -> bool:
+        """Whether the kernels read a broadcast input's column stride: an index map's lanes read whole rows of it at
+        unit stride (the host checks that its rows are as long as the first input's), the others read one value
+        per row (stride 0) or a row of values."""
+        return self.lanes is None
+
+    def forward_reads(self, name: str) -> bool:
+        """Whether the Triton forward kernel's statements read ``name`` (a hyper-parameter): a kernel takes the
+        hyper-parameters it reads, no others."""
+        lines = [*self.forward, *self.forward_param_loads, *self.forward_pointer_moves]
+        if self.lanes:
+            lines += [*self.lanes.forward_loads, *self.lanes.forward_stores]
+        return _any_reads(lines, name)
+
+    def backward_reads(self, name: str) -> bool:
+        """Whether the Triton backward kernel's statements read ``name``, as ``forward_reads``."""
+        lines = [*self.backward, *self.backward_constants, *self.backward_param_loads, *self.accumulator_inits]
+        lines += [*self.accumulations, *self.partial_stores, *self.backward_pointer_moves, *self.backward_pointer_steps]
+        if self.lanes:
+            lines += [*self.lanes.backward_loads, *self.lanes.backward_stores]
+        return _any_reads(lines, name)
+
+    def backward_saves(self, name: str) -> bool:
+        """Whether the Function's backward reads ``ctx.{name}``: its forward keeps the hyper-parameters the backward
+        reads (those the backward wrapper takes, those a broadcast input's gradient is summed by), no others."""
+        lines = [*self.backward_call_args, *self.apply_returns]
+        lines += self.lanes.missing_grad_outputs if self.lanes else []
+        lines += [*self.dtensor.local_grads, self.dtensor.wrap_grads] if self.dtensor else []
+        return _any_reads(lines, f"ctx.{name}")
+
 
 @dataclass(frozen=True)
 class TileLangProgram:
@@ -378,6 +410,9 @@ class RowProgramOpsView:
     saved_tensors: list[str]  # what ctx saves: the inputs the backward reads, every parameter, the statistics
     backward_results: list[str]  # what the backward wrapper returns: grad_{input}, then grad_{parameter}
     backward_call_args: list[str]  # what the autograd Function's backward passes it
+    # The hyper-parameters the backward wrappers take: those their kernels read, a broadcast input's unsqueeze dim,
+    # the groups' count
+    backward_hypers: list[str]
     gradient_aliases: dict[str, str]  # grad_{input} -> the stored gradient it equals
     in_place: bool  # the first input's gradient may take the first output's gradient buffer (reusable_gradient)
     utils_imports: list[str]  # names the ops file imports from liger_kernel.ops.utils
@@ -401,6 +436,13 @@ class RowProgramOpsView:
     # Parameter vectors the interface takes whole (vector -> the kernels' element parameters): the host wrappers
     # take the vector, hand the kernels its elements and sum their partial gradients from one buffer.
     vectors: dict[str, list[str]] = field(default_factory=dict)
+
+    def backward_saves(self, name: str) -> bool:
+        """Whether the Function's backward reads ``ctx.{name}``: its forward keeps the hyper-parameters the backward
+        reads, no others."""
+        lines = [*self.backward_call_args, *self.apply_returns]
+        lines += [*self.dtensor.local_grads, self.dtensor.wrap_grads] if self.dtensor else []
+        return _any_reads(lines, f"ctx.{name}")
 
     @property
     def unvectored_scalar_grads(self) -> list[str]:
@@ -461,6 +503,10 @@ class RowOpsView:
     row_statistics: list[str]
     forward: list[str]
     backward: list[str]
+    # The hyper-parameters each kernel's statements read: a kernel takes those, the backward wrapper and the
+    # Function's saves those of the backward
+    forward_hypers: list[str]
+    backward_hypers: list[str]
     in_place: bool
     backward_signature: str
     backward_call_args: list[str]
@@ -819,6 +865,10 @@ def _reads_name(statement: str, name: str) -> bool:
     return re.search(rf"(?<![\w.]){re.escape(name)}(?!\w)", statement) is not None
 
 
+def _any_reads(statements: list[str], name: str) -> bool:
+    return any(_reads_name(statement, name) for statement in statements)
+
+
 def _with_input_dtype(statements: list[str], first_input: str) -> list[str]:
     """Statements that round to the inputs' dtype (``math.rounding: per_op``) read it from the first input."""
     if not _rounds_to_input_dtype(statements):
@@ -856,7 +906,32 @@ def _elementwise_ops(profile: KernelProfile) -> ElementwiseOpsView:
     fields = _elementwise_fields(profile)
     if profile.math.lanes is not None:
         fields = _with_lanes(fields, profile, elementwise_math(profile))
-    return ElementwiseOpsView(**fields)
+    view = ElementwiseOpsView(**fields)
+    return _backward_taking_read_hypers(view, profile, view.backward_reads)
+
+
+def _backward_taking_read_hypers(
+    view: ElementwiseOpsView, profile: KernelProfile, kernel_reads: Callable[[str], bool]
+) -> ElementwiseOpsView:
+    """``view`` whose backward wrapper takes (and whose Function passes) the hyper-parameters its kernel reads
+    (``kernel_reads``) or its own lines read (an unsqueeze's dim a broadcast input's layout is taken at), no
+    others."""
+    strided = set(view.backward_launch_strided)
+    host = [*view.gradient_buffers, *view.backward_return_exprs, *view.contiguous_params]
+    host += [t.unsqueeze for t in profile.inputs if t.broadcast and t.unsqueeze and t.name in strided]
+    if view.lanes:
+        host += [view.lanes.backward_lane_length, *view.lanes.grad_output_rows, *view.lanes.layer_sums]
+        host += view.lanes.groups.backward_shapes if view.lanes.groups else []
+    unread = {hp.name for hp in profile.hyperparameters if not kernel_reads(hp.name) and not _any_reads(host, hp.name)}
+    if not unread:
+        return view
+    return dataclasses.replace(
+        view,
+        backward_signature=", ".join(
+            part for part in view.backward_signature.split(", ") if part.split("=")[0] not in unread
+        ),
+        backward_call_args=[arg for arg in view.backward_call_args if arg.removeprefix("ctx.") not in unread],
+    )
 
 
 def _elementwise_fields(profile: KernelProfile) -> dict[str, Any]:
@@ -1047,13 +1122,14 @@ def _tilelang_ops(profile: KernelProfile) -> TileLangOpsView:
     ]
     runtime = [name for name in profile.formula_hyperparameters if name not in constants]
 
-    def param_settings(read: list[LearnableParameter]) -> tuple[list[str], list[str]]:
-        names = [f"{prm.name}_dtype" for prm in read] + [f"HAS_{name.upper()}" for name in optional] + constants
+    def param_settings(read: list[LearnableParameter], reads: set[str]) -> tuple[list[str], list[str]]:
+        read_constants = [name for name in constants if name in reads]  # a program is built for those it reads
+        names = [f"{prm.name}_dtype" for prm in read] + [f"HAS_{name.upper()}" for name in optional] + read_constants
         values = [
             f"{prm.name}.dtype if {prm.name} is not None else {first}.dtype" if prm.enabled_by else f"{prm.name}.dtype"
             for prm in read
         ]
-        values += [f"{name} is not None" for name in optional] + constants
+        values += [f"{name} is not None" for name in optional] + read_constants
         return names, values
 
     def rows_type(name: str, strided: bool) -> str:
@@ -1068,7 +1144,7 @@ def _tilelang_ops(profile: KernelProfile) -> TileLangOpsView:
         # A program takes the tensors and parameters its math reads, nothing else.
         strided = [name for name in strided if name in reads]
         read_params = [prm for prm in params if prm.name in reads]
-        names, values = param_settings(read_params)
+        names, values = param_settings(read_params, reads)
         buffers = [(f"{name}_global", rows_type(name, True)) for name in strided]
         buffers += param_buffers(read_params)
         buffers += [(f"{name}_global", f"T.Tensor((n_rows, n_cols), {INPUT_DTYPE})") for name in written]
@@ -1087,12 +1163,15 @@ def _tilelang_ops(profile: KernelProfile) -> TileLangOpsView:
     outputs = [t.name for t in profile.outputs]
     grad_outputs = [f"grad_{name}" for name in outputs]
     partials = [f"grad_{prm.name}_partial" for prm in params]
-    return TileLangOpsView(
+    backward_program = program(grad_outputs + inputs, fields["grad_input_names"], set(math.backward_uses), partials)
+    view = TileLangOpsView(
         **fields,
         forward_program=program(inputs, outputs, set(math.forward_uses), []),
-        backward_program=program(grad_outputs + inputs, fields["grad_input_names"], set(math.backward_uses), partials),
+        backward_program=backward_program,
         first_partial=partials[0] if partials else "",
     )
+    passed = {*backward_program.call_args, *backward_program.setting_values}
+    return _backward_taking_read_hypers(view, profile, lambda name: name in passed)
 
 
 def _first_uses(lines: list[str], params: list[LearnableParameter]) -> list[list[LearnableParameter]]:
@@ -1184,6 +1263,20 @@ def _row_program_ops(profile: KernelProfile) -> RowProgramOpsView:
     # in fp32 and summed over its broadcast dims after: never into the output gradient's buffer.
     in_place = profile.backward.in_place_gradients is not False and bool(stored_grads) and bool(element_outputs)
     in_place = in_place and stored_grads[0] not in broadcast
+    split = (
+        _split_rows(profile, math, forward_kernel if split_forward else None, backward_kernel)
+        if split_backward
+        else None
+    )
+    backward_kernels = (
+        [backward_kernel, *(step.kernel for step in split.backward_passes)] if split else [backward_kernel]
+    )
+    host_reads = {t.unsqueeze for t in profile.inputs if t.broadcast and t.unsqueeze and t.name in backward_inputs}
+    backward_hypers = [
+        hp.name
+        for hp in profile.hyperparameters
+        if any(k.reads(hp.name) for k in backward_kernels) or hp.name in host_reads or hp.name == profile.math.groups
+    ]
     return RowProgramOpsView(
         forward=math.forward,
         backward=math.backward,
@@ -1211,8 +1304,9 @@ def _row_program_ops(profile: KernelProfile) -> RowProgramOpsView:
         + list(math.saved)
         + ["ctx.shape"]
         + (["ctx.dtype"] if stored_grads else [])
-        + [f"ctx.{hp.name}" for hp in profile.hyperparameters]
+        + [f"ctx.{name}" for name in backward_hypers]
         + (["in_place"] if in_place else []),
+        backward_hypers=backward_hypers,
         gradient_aliases=dict(math.gradient_aliases),
         in_place=in_place,
         utils_imports=_utils_imports(
@@ -1239,9 +1333,7 @@ def _row_program_ops(profile: KernelProfile) -> RowProgramOpsView:
         dtensor_refusal=refusal,
         forward_kernel=forward_kernel,
         backward_kernel=backward_kernel,
-        split=_split_rows(profile, math, forward_kernel if split_forward else None, backward_kernel)
-        if split_backward
-        else None,
+        split=split,
         vectors=vectors_taken_whole(profile),
     )
 
@@ -1366,7 +1458,9 @@ def _row_ops(profile: KernelProfile) -> RowOpsView:
     x = profile.inputs[0].name
     y = profile.outputs[0].name
     param_names = [prm.name for prm in profile.parameters]
-    hyper_names = [hp.name for hp in profile.hyperparameters]
+    forward_statements = [*written.row_statistics, *written.forward]
+    forward_hypers = [hp.name for hp in profile.hyperparameters if _any_reads(forward_statements, hp.name)]
+    backward_hypers = [hp.name for hp in profile.hyperparameters if _any_reads(written.backward, hp.name)]
     stats = list(written.saved_row_statistics)
     return RowOpsView(
         x=x,
@@ -1375,17 +1469,21 @@ def _row_ops(profile: KernelProfile) -> RowOpsView:
         row_statistics=written.row_statistics,
         forward=written.forward,
         backward=written.backward,
+        forward_hypers=forward_hypers,
+        backward_hypers=backward_hypers,
         in_place=bool(profile.backward.in_place_gradients),
         backward_signature=", ".join(
-            [f"grad_{y}", x] + param_names + stats + ["BLOCK_SIZE", "num_warps"] + hyper_names
+            [f"grad_{y}", x] + param_names + stats + ["BLOCK_SIZE", "num_warps"] + backward_hypers
         ),
         backward_call_args=[f"grad_{y}", x]
         + param_names
         + stats
         + ["ctx.BLOCK_SIZE", "ctx.num_warps"]
-        + [f"ctx.{name}" for name in hyper_names],
+        + [f"ctx.{name}" for name in backward_hypers],
         saved=[x] + param_names + stats,
-        apply_returns=[f"grad_{x}"] + [f"grad_{name}" for name in param_names] + ["None"] * len(hyper_names),
+        apply_returns=[f"grad_{x}"]
+        + [f"grad_{name}" for name in param_names]
+        + ["None"] * len(profile.hyperparameters),
         utils_imports=_utils_imports(
             [*written.row_statistics, *written.forward, *written.backward],
             ["calculate_settings", "ensure_contiguous"] + (["get_num_sms"] if param_names else []),
