@@ -53,7 +53,8 @@ REFUSING_DTENSORS = [
 # Kernels whose arguments a template could pass without its body reading them: an index map with broadcast inputs
 # (read at unit column stride) and a hyper-parameter only the host reads (the unsqueeze dim), hand-written row math
 # (eps read by the forward only), a loss with a non-differentiable second output (z-loss), a loss in two stages, and
-# references whose hyper-parameter only the forward reads (an added shift: element-wise, and after a row reduction).
+# references whose hyper-parameter only the forward reads (an added shift: element-wise, and after a row reduction),
+# and one whose flag no kernel reads (the math is derived at its default, which the Function alone checks).
 SHIFTED = {
     "shifted_sigmoid": """
         import torch
@@ -61,6 +62,14 @@ SHIFTED = {
 
         def shifted_sigmoid(x: torch.Tensor, shift: float = 1.0) -> torch.Tensor:
             return torch.sigmoid(x) + shift
+    """,
+    "squared_relu": """
+        import torch
+        import torch.nn.functional as F
+
+
+        def squared_relu(x: torch.Tensor, inplace: bool = False) -> torch.Tensor:
+            return F.relu(x, inplace=inplace) ** 2
     """,
     "shifted_rms": """
         import torch

@@ -145,6 +145,11 @@ class ElementwiseOpsView:
     in_place: bool
     precision_note: list[str]
     gradient_note: list[str]  # the derived gradient formulas, as comment lines above the backward math
+    # The forward wrapper's parameters and the Function's arguments to it: the tensors and the hyper-parameters
+    # the wrapper reads (``forward_hypers``; the Function refuses values of the others the math was not derived at)
+    forward_signature: str
+    forward_call_args: list[str]
+    forward_hypers: list[str]
     backward_signature: str
     backward_call_args: list[str]
     outputs_viewed: list[str]
@@ -648,7 +653,6 @@ class TestView:
     check_signature: str  # _assert_matches_reference(...)
     tensors: str  # the functional test's tensors: inputs (+ params)
     liger_tensors: str  # the kernel's tensors in _assert_matches_reference
-    strided_forward_args: str  # the strided test's call of the forward wrapper
     gradients: list[str]  # "(index, 'name', terms summed)" of each gradient compared, index into inputs + params
     module_case: int  # the HYPERPARAMETERS case the module test builds with
     eager_error_factor: int
@@ -907,26 +911,40 @@ def _elementwise_ops(profile: KernelProfile) -> ElementwiseOpsView:
     if profile.math.lanes is not None:
         fields = _with_lanes(fields, profile, elementwise_math(profile))
     view = ElementwiseOpsView(**fields)
-    return _backward_taking_read_hypers(view, profile, view.backward_reads)
+    return _wrappers_taking_read_hypers(view, profile, view.forward_reads, view.backward_reads)
 
 
-def _backward_taking_read_hypers(
-    view: ElementwiseOpsView, profile: KernelProfile, kernel_reads: Callable[[str], bool]
+def _wrappers_taking_read_hypers(
+    view: ElementwiseOpsView,
+    profile: KernelProfile,
+    forward_reads: Callable[[str], bool],
+    backward_reads: Callable[[str], bool],
 ) -> ElementwiseOpsView:
-    """``view`` whose backward wrapper takes (and whose Function passes) the hyper-parameters its kernel reads
-    (``kernel_reads``) or its own lines read (an unsqueeze's dim a broadcast input's layout is taken at), no
-    others."""
+    """``view`` whose forward and backward wrappers take (and whose Function passes) the hyper-parameters their
+    kernels read (``forward_reads``, ``backward_reads``) or their own lines read (an unsqueeze's dim a broadcast
+    input's layout is taken at), no others."""
+    unsqueezed = {t.name: t.unsqueeze for t in profile.inputs if t.broadcast and t.unsqueeze}
     strided = set(view.backward_launch_strided)
-    host = [*view.gradient_buffers, *view.backward_return_exprs, *view.contiguous_params]
-    host += [t.unsqueeze for t in profile.inputs if t.broadcast and t.unsqueeze and t.name in strided]
+    forward_host = [*unsqueezed.values(), *view.contiguous_params]
+    backward_host = [*view.gradient_buffers, *view.backward_return_exprs, *view.contiguous_params]
+    backward_host += [dim for name, dim in unsqueezed.items() if name in strided]
     if view.lanes:
-        host += [view.lanes.backward_lane_length, *view.lanes.grad_output_rows, *view.lanes.layer_sums]
-        host += view.lanes.groups.backward_shapes if view.lanes.groups else []
-    unread = {hp.name for hp in profile.hyperparameters if not kernel_reads(hp.name) and not _any_reads(host, hp.name)}
-    if not unread:
-        return view
+        groups = view.lanes.groups
+        forward_host += [*view.lanes.host_checks, *view.lanes.output_allocations]
+        forward_host += [*groups.host_checks, *groups.forward_host] if groups else []
+        backward_host += [view.lanes.backward_lane_length, *view.lanes.grad_output_rows, *view.lanes.layer_sums]
+        backward_host += groups.backward_shapes if groups else []
+    names = [hp.name for hp in profile.hyperparameters]
+    forward = [name for name in names if forward_reads(name) or _any_reads(forward_host, name)]
+    unread = {name for name in names if not backward_reads(name) and not _any_reads(backward_host, name)}
+    taken = [prm.name for prm in hold_vectors_whole(profile).parameters]
     return dataclasses.replace(
         view,
+        forward_signature=signature(
+            _tensor_arguments(profile) + taken + [hp for hp in profile.hyperparameters if hp.name in forward]
+        ),
+        forward_call_args=[t.name for t in profile.inputs] + taken + forward,
+        forward_hypers=forward,
         backward_signature=", ".join(
             part for part in view.backward_signature.split(", ") if part.split("=")[0] not in unread
         ),
@@ -998,6 +1016,10 @@ def _elementwise_fields(profile: KernelProfile) -> dict[str, Any]:
         in_place=_in_place_gradients(profile),
         precision_note=_precision_note(math.precision_sensitive_ops, profile.math.rounding),
         gradient_note=_gradient_note(math.gradient_formulas),
+        # (the wrappers' hyper-parameters are narrowed to those they read: _wrappers_taking_read_hypers)
+        forward_signature=signature(_tensor_arguments(profile) + param_names + profile.hyperparameters),
+        forward_call_args=inputs + param_names + hyper_names,
+        forward_hypers=hyper_names,
         backward_signature=", ".join(inputs + param_names + grad_outputs + hyper_names),
         backward_call_args=inputs + param_names + grad_outputs + [f"ctx.{name}" for name in hyper_names],
         outputs_viewed=[f"{name}.view(*shape)" for name in outputs],
@@ -1170,8 +1192,12 @@ def _tilelang_ops(profile: KernelProfile) -> TileLangOpsView:
         backward_program=backward_program,
         first_partial=partials[0] if partials else "",
     )
-    passed = {*backward_program.call_args, *backward_program.setting_values}
-    return _backward_taking_read_hypers(view, profile, lambda name: name in passed)
+    forward_program = view.forward_program
+    forward_passed = {*forward_program.call_args, *forward_program.setting_values}
+    backward_passed = {*backward_program.call_args, *backward_program.setting_values}
+    return _wrappers_taking_read_hypers(
+        view, profile, lambda name: name in forward_passed, lambda name: name in backward_passed
+    )
 
 
 def _first_uses(lines: list[str], params: list[LearnableParameter]) -> list[list[LearnableParameter]]:
@@ -1894,9 +1920,6 @@ def test_view(profile: KernelProfile) -> TestView:
         check_signature=f"inputs, dtype, atol, rtol{hyper_param}, only_finite=False{switches}",
         tensors="inputs + params" if params else "inputs",
         liger_tensors="liger_inputs + liger_params" if params else "liger_inputs",
-        strided_forward_args="*[x.detach() for x in strided]"
-        + (", *params" if params else "")
-        + "".join(f", hyper[{name!r}]" for name in hyper_names),
         gradients=gradients,
         module_case=0 if params else -1,
         eager_error_factor=EAGER_ERROR_FACTOR,
