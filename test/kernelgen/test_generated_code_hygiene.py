@@ -54,7 +54,7 @@ REFUSING_DTENSORS = [
 # (read at unit column stride) and a hyper-parameter only the host reads (the unsqueeze dim), hand-written row math
 # (eps read by the forward only), a loss with a non-differentiable second output (z-loss), a loss in two stages, and
 # references whose hyper-parameter only the forward reads (an added shift: element-wise, and after a row reduction),
-# and one whose flag no kernel reads (the math is derived at its default, which the Function alone checks).
+# and flags no kernel reads (the math is derived at their default, which the Function alone checks).
 SHIFTED = {
     "shifted_sigmoid": """
         import torch
@@ -75,7 +75,7 @@ SHIFTED = {
         import torch
 
 
-        def shifted_rms(x: torch.Tensor, eps: float = 1e-6, shift: float = 0.5) -> torch.Tensor:
+        def shifted_rms(x: torch.Tensor, eps: float = 1e-6, shift: float = 0.5, inplace: bool = False) -> torch.Tensor:
             return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) + shift
     """,
 }

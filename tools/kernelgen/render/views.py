@@ -415,8 +415,11 @@ class RowProgramOpsView:
     saved_tensors: list[str]  # what ctx saves: the inputs the backward reads, every parameter, the statistics
     backward_results: list[str]  # what the backward wrapper returns: grad_{input}, then grad_{parameter}
     backward_call_args: list[str]  # what the autograd Function's backward passes it
-    # The hyper-parameters the backward wrappers take: those their kernels read, a broadcast input's unsqueeze dim,
-    # the groups' count
+    # The hyper-parameters the forward and backward wrappers take: those their kernels read, a broadcast input's
+    # unsqueeze dim, the groups' count (the Function refuses values of the others the math was not derived at)
+    forward_hypers: list[str]
+    forward_signature: str  # of the forward wrappers (fused and split)
+    forward_call_args: list[str]
     backward_hypers: list[str]
     gradient_aliases: dict[str, str]  # grad_{input} -> the stored gradient it equals
     in_place: bool  # the first input's gradient may take the first output's gradient buffer (reusable_gradient)
@@ -1294,15 +1297,15 @@ def _row_program_ops(profile: KernelProfile) -> RowProgramOpsView:
         if split_backward
         else None
     )
+    forward_kernels = [forward_kernel, *(step.kernel for step in split.forward_passes)] if split else [forward_kernel]
     backward_kernels = (
         [backward_kernel, *(step.kernel for step in split.backward_passes)] if split else [backward_kernel]
     )
-    host_reads = {t.unsqueeze for t in profile.inputs if t.broadcast and t.unsqueeze and t.name in backward_inputs}
-    backward_hypers = [
-        hp.name
-        for hp in profile.hyperparameters
-        if any(k.reads(hp.name) for k in backward_kernels) or hp.name in host_reads or hp.name == profile.math.groups
-    ]
+    unsqueezed = {t.name: t.unsqueeze for t in profile.inputs if t.broadcast and t.unsqueeze}
+    forward_hypers = _hypers_read(profile, forward_kernels, set(unsqueezed.values()))
+    backward_hypers = _hypers_read(
+        profile, backward_kernels, {dim for name, dim in unsqueezed.items() if name in backward_inputs}
+    )
     return RowProgramOpsView(
         forward=math.forward,
         backward=math.backward,
@@ -1332,6 +1335,11 @@ def _row_program_ops(profile: KernelProfile) -> RowProgramOpsView:
         + (["ctx.dtype"] if stored_grads else [])
         + [f"ctx.{name}" for name in backward_hypers]
         + (["in_place"] if in_place else []),
+        forward_hypers=forward_hypers,
+        forward_signature=signature(
+            _tensor_arguments(interface) + taken + [hp for hp in profile.hyperparameters if hp.name in forward_hypers]
+        ),
+        forward_call_args=inputs + taken + forward_hypers,
         backward_hypers=backward_hypers,
         gradient_aliases=dict(math.gradient_aliases),
         in_place=in_place,
@@ -1362,6 +1370,16 @@ def _row_program_ops(profile: KernelProfile) -> RowProgramOpsView:
         split=split,
         vectors=vectors_taken_whole(profile),
     )
+
+
+def _hypers_read(profile: KernelProfile, kernels: list[RowKernelView], host_reads: set[str]) -> list[str]:
+    """The hyper-parameters a row wrapper takes: those its ``kernels`` read, those its own lines read
+    (``host_reads``: a broadcast input's unsqueeze dim), and the groups' count, which shapes the rows."""
+    return [
+        hp.name
+        for hp in profile.hyperparameters
+        if any(k.reads(hp.name) for k in kernels) or hp.name in host_reads or hp.name == profile.math.groups
+    ]
 
 
 def broadcast_saves(profile: KernelProfile) -> list[str]:
