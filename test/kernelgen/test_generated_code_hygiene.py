@@ -199,6 +199,31 @@ def test_kernels_take_only_what_their_bodies_read(read_argument_ops, tmp_path):
         assert kept <= read, f"{path}: ctx keeps {sorted(kept - read)} that no backward reads"
 
 
+def _unread_kernel_parameters(source: str) -> list[str]:
+    """``kernel.parameter`` for each parameter of a ``@triton.jit`` function its body never reads."""
+    unread = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.FunctionDef) and any("triton.jit" in ast.unparse(d) for d in node.decorator_list):
+            read = {n.id for statement in node.body for n in ast.walk(statement) if isinstance(n, ast.Name)}
+            unread += [f"{node.name}.{a.arg}" for a in node.args.args if a.arg not in read]
+    return unread
+
+
+def test_a_loss_kernel_takes_only_the_numbers_it_reads(tmp_path):
+    """A loss's kernel takes the hyper-parameters its statements read: not an int the math was traced at (the
+    softmax's dim), which the host wrapper keeps."""
+    reference = tmp_path / "scaled_nll.py"
+    reference.write_text(
+        "import torch.nn.functional as F\n\n\n"
+        "def scaled_nll(logits, target, dim: int = -1, scale: float = 2.0):\n"
+        "    return F.nll_loss(F.log_softmax(logits * scale, dim=dim), target)\n"
+    )
+    for path, text in _generated_ops(f"{reference}:scaled_nll", "triton", "scaled_nll_hyg").items():
+        assert _unread_kernel_parameters(text) == [], path
+    sample = "@triton.jit\ndef _k(a_ptr, b, N: tl.constexpr):\n    tl.store(a_ptr, N)\n"
+    assert _unread_kernel_parameters(sample) == ["_k.b"]
+
+
 def test_kernels_refusing_dtensors_take_only_what_their_bodies_read(refusing_ops, tmp_path):
     """Broadcast inputs (tier 1 and tier 2) and groups of channels: as ``test_kernels_take_only_what_their_bodies_read``."""
     if not ruff_available():

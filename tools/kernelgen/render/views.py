@@ -1546,6 +1546,9 @@ def _loss_ops(profile: KernelProfile) -> LossOpsView:
     if in_place is None:  # as Liger's cross entropy: logits scored against class indices are dead after the loss
         in_place = any(t.dtype == "int64" for t in profile.inputs)
     statements = math.init + [line for lines in math.passes for line in lines] + math.outputs_block + math.gradient
+    picks = [_loss_pick(name, values, index) for name, values, index in math.picks]
+    # The kernel takes the numbers its statements, row gate and class-index picks read (the host checks the others)
+    kernel_lines = [*statements, *math.adjoints, math.skipped or "", *(pick.index_line or "" for pick in picks)]
     reductions = loss_reductions(profile)
     mean = next((r for r in loss_reductions(profile, flat=True) if r.kind == "mean"), None)
     denominators = " ".join(r.denominator for r in reductions)
@@ -1554,8 +1557,8 @@ def _loss_ops(profile: KernelProfile) -> LossOpsView:
         row_inputs=[t.name for t in profile.inputs if t.dtype == "int64"],
         row_values=[t.name for t in profile.inputs if t.per_row],
         class_inputs=per_class,
-        picks=[_loss_pick(name, values, index) for name, values, index in math.picks],
-        kernel_hypers=list(profile.formula_hyperparameters),
+        picks=picks,
+        kernel_hypers=[name for name in profile.formula_hyperparameters if _any_reads(kernel_lines, name)],
         grad_inputs=grad_inputs,
         grad_names=[f"grad_{name}" for name in grad_inputs],
         gradient_free=[
