@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 
 from test.kernelgen.conftest import EXAMPLES
-from test.kernelgen.test_sequence_stages import REFERENCES as STAGED_REFERENCES
 from tools.kernelgen.analyze import analyze
 from tools.kernelgen.formatting import ruff_available
 from tools.kernelgen.generate import render_formatted
@@ -52,7 +51,7 @@ REFUSING_DTENSORS = [
 
 # Kernels whose arguments a template could pass without its body reading them: an index map with broadcast inputs
 # (read at unit column stride) and a hyper-parameter only the host reads (the unsqueeze dim), hand-written row math
-# (eps read by the forward only), a loss with a non-differentiable second output (z-loss), a loss in two stages, and
+# (eps read by the forward only), a loss with a non-differentiable second output (z-loss), and
 # references whose hyper-parameter only the forward reads (an added shift: element-wise, and after a row reduction),
 # and flags no kernel reads (the math is derived at their default, which the Function alone checks).
 SHIFTED = {
@@ -83,7 +82,6 @@ READ_ARGUMENT_CASES = [
     "hf_rope_map",
     "rms_norm.yaml",
     "cross_entropy.yaml",
-    "dpo_sigmoid",
     *SHIFTED,
 ]
 
@@ -135,7 +133,7 @@ def read_argument_ops(request, tmp_path_factory) -> dict[str, str]:
     if case == "hf_rope_map":
         return _generated_ops(str(FIXTURES / "index_maps" / "hf_rope.py:apply_rotary_pos_emb"), "triton", case)
     reference = tmp_path_factory.mktemp("references") / f"{case}.py"
-    reference.write_text(textwrap.dedent(SHIFTED.get(case, STAGED_REFERENCES)))
+    reference.write_text(textwrap.dedent(SHIFTED[case]))
     return _generated_ops(f"{reference}:{case}", "triton", f"{case}_hyg")
 
 
