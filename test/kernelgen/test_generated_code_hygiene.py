@@ -7,11 +7,13 @@ import ast
 import re
 import subprocess
 import sys
+import textwrap
 
 from pathlib import Path
 
 import pytest
 
+from test.kernelgen.conftest import EXAMPLES
 from tools.kernelgen.analyze import analyze
 from tools.kernelgen.formatting import ruff_available
 from tools.kernelgen.generate import render_formatted
@@ -22,6 +24,7 @@ from tools.kernelgen.kernel_helpers import HOST_SOURCES
 from tools.kernelgen.kernel_helpers import INTERPRETED_SOURCES
 from tools.kernelgen.kernel_helpers import IS_TRITON_INTERPRETER_SOURCE
 from tools.kernelgen.layout import kernel_paths
+from tools.kernelgen.profile import load_profile
 from tools.kernelgen.repo import LigerRepo
 
 # (built-in, kernel language): per-channel and scalar parameters, a residual the backward does not read, sin in the
@@ -44,6 +47,42 @@ REFUSING_DTENSORS = [
     FIXTURES / "broadcast" / "gated_modulate.py",
     FIXTURES / "broadcast" / "row_scaled_norm.py",
     FIXTURES / "groups" / "group_norm.py",
+]
+
+# Kernels whose arguments a template could pass without its body reading them: an index map with broadcast inputs
+# (read at unit column stride) and a hyper-parameter only the host reads (the unsqueeze dim), hand-written row math
+# (eps read by the forward only), a loss with a non-differentiable second output (z-loss), and
+# references whose hyper-parameter only the forward reads (an added shift: element-wise, and after a row reduction),
+# and flags no kernel reads (the math is derived at their default, which the Function alone checks).
+SHIFTED = {
+    "shifted_sigmoid": """
+        import torch
+
+
+        def shifted_sigmoid(x: torch.Tensor, shift: float = 1.0) -> torch.Tensor:
+            return torch.sigmoid(x) + shift
+    """,
+    "squared_relu": """
+        import torch
+        import torch.nn.functional as F
+
+
+        def squared_relu(x: torch.Tensor, inplace: bool = False) -> torch.Tensor:
+            return F.relu(x, inplace=inplace) ** 2
+    """,
+    "shifted_rms": """
+        import torch
+
+
+        def shifted_rms(x: torch.Tensor, eps: float = 1e-6, shift: float = 0.5, inplace: bool = False) -> torch.Tensor:
+            return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) + shift
+    """,
+}
+READ_ARGUMENT_CASES = [
+    "hf_rope_map",
+    "rms_norm.yaml",
+    "cross_entropy.yaml",
+    *SHIFTED,
 ]
 
 ANECDOTE = re.compile(
@@ -83,6 +122,35 @@ def refusing_ops(request) -> tuple[str, str]:
     return name, text
 
 
+@pytest.fixture(scope="module", params=READ_ARGUMENT_CASES)
+def read_argument_ops(request, tmp_path_factory) -> dict[str, str]:
+    case = request.param
+    if case.endswith(".yaml"):
+        profile = load_profile(EXAMPLES / case)
+        files, _ = render_formatted(LigerRepo.open(None), profile)
+        path = kernel_paths(profile.operation_name)["ops"]
+        return {path: files[path]}
+    if case == "hf_rope_map":
+        return _generated_ops(str(FIXTURES / "index_maps" / "hf_rope.py:apply_rotary_pos_emb"), "triton", case)
+    reference = tmp_path_factory.mktemp("references") / f"{case}.py"
+    reference.write_text(textwrap.dedent(SHIFTED[case]))
+    return _generated_ops(f"{reference}:{case}", "triton", f"{case}_hyg")
+
+
+def _ruff_findings(files: dict[str, str], root: Path) -> str:
+    """Upstream's rules (E, F, I) plus unused arguments (ARG), on the files as generated: what ruff reports."""
+    for path, text in files.items():
+        target = root / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
+    result = subprocess.run(
+        [sys.executable, "-m", "ruff", "check", "--no-cache", "--isolated", "--select", "F,ARG", "--output-format",
+         "concise", str(root)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    return "" if result.returncode == 0 else result.stdout
+
+
 def _comments_and_docstrings(source: str) -> list[tuple[int, str]]:
     found = [(n, line.split("#", 1)[1]) for n, line in enumerate(source.splitlines(), 1) if "#" in line]
     for node in ast.walk(ast.parse(source)):
@@ -111,16 +179,55 @@ def test_no_unused_argument_or_name(ops_files, tmp_path):
     for path, text in ops_files.items():
         assert _unused_private_names(text) == [], path
         assert not DOUBLE_NEGATION.search(text), path
-        target = tmp_path / path
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text)
-    # Upstream's rules (E, F, I) plus unused arguments (ARG), on the files as generated.
-    result = subprocess.run(
-        [sys.executable, "-m", "ruff", "check", "--no-cache", "--isolated", "--select", "F,ARG", "--output-format",
-         "concise", str(tmp_path)],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stdout
+    assert _ruff_findings(ops_files, tmp_path) == ""
+
+
+def test_kernels_take_only_what_their_bodies_read(read_argument_ops, tmp_path):
+    """No kernel, host wrapper or autograd method takes an argument it does not read (a launch passes what its
+    kernel reads); a hyper-parameter the backward does not read is not kept on ctx either."""
+    if not ruff_available():
+        pytest.skip("ruff is not installed")
+    assert _ruff_findings(read_argument_ops, tmp_path) == ""
+    for path, text in read_argument_ops.items():
+        tree = ast.parse(text)
+        kept = {target.attr for node in ast.walk(tree) if isinstance(node, ast.Assign) for target in node.targets
+                if isinstance(target, ast.Attribute) and ast.unparse(target.value) == "ctx"}  # fmt: skip
+        read = {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)
+                and isinstance(node.ctx, ast.Load) and ast.unparse(node.value) == "ctx"}  # fmt: skip
+        assert kept <= read, f"{path}: ctx keeps {sorted(kept - read)} that no backward reads"
+
+
+def _unread_kernel_parameters(source: str) -> list[str]:
+    """``kernel.parameter`` for each parameter of a ``@triton.jit`` function its body never reads."""
+    unread = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.FunctionDef) and any("triton.jit" in ast.unparse(d) for d in node.decorator_list):
+            read = {n.id for statement in node.body for n in ast.walk(statement) if isinstance(n, ast.Name)}
+            unread += [f"{node.name}.{a.arg}" for a in node.args.args if a.arg not in read]
+    return unread
+
+
+def test_a_loss_kernel_takes_only_the_numbers_it_reads(tmp_path):
+    """A loss's kernel takes the hyper-parameters its statements read: not an int the math was traced at (the
+    softmax's dim), which the host wrapper keeps."""
+    reference = tmp_path / "scaled_nll.py"
+    reference.write_text(
+        "import torch.nn.functional as F\n\n\n"
+        "def scaled_nll(logits, target, dim: int = -1, scale: float = 2.0):\n"
+        "    return F.nll_loss(F.log_softmax(logits * scale, dim=dim), target)\n"
+    )
+    for path, text in _generated_ops(f"{reference}:scaled_nll", "triton", "scaled_nll_hyg").items():
+        assert _unread_kernel_parameters(text) == [], path
+    sample = "@triton.jit\ndef _k(a_ptr, b, N: tl.constexpr):\n    tl.store(a_ptr, N)\n"
+    assert _unread_kernel_parameters(sample) == ["_k.b"]
+
+
+def test_kernels_refusing_dtensors_take_only_what_their_bodies_read(refusing_ops, tmp_path):
+    """Broadcast inputs (tier 1 and tier 2) and groups of channels: as ``test_kernels_take_only_what_their_bodies_read``."""
+    if not ruff_available():
+        pytest.skip("ruff is not installed")
+    name, text = refusing_ops
+    assert _ruff_findings({f"{name}.py": text}, tmp_path) == ""
 
 
 def test_comments_say_why_without_measurements(ops_files):

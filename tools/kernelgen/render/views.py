@@ -12,6 +12,7 @@ import dataclasses
 import re
 import textwrap
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from dataclasses import field
 from typing import Any
@@ -146,6 +147,11 @@ class ElementwiseOpsView:
     in_place: bool
     precision_note: list[str]
     gradient_note: list[str]  # the derived gradient formulas, as comment lines above the backward math
+    # The forward wrapper's parameters and the Function's arguments to it: the tensors and the hyper-parameters
+    # the wrapper reads (``forward_hypers``; the Function refuses values of the others the math was not derived at)
+    forward_signature: str
+    forward_call_args: list[str]
+    forward_hypers: list[str]
     backward_signature: str
     backward_call_args: list[str]
     outputs_viewed: list[str]
@@ -222,6 +228,37 @@ class ElementwiseOpsView:
         """A flat-walking backward launches twice the forward's warps on its tile, unless the profile or the sin/cos
         tile sets them."""
         return self.backward_walks_flat and not self.trig_backward_tile and not self.num_warps
+
+    @property
+    def reads_col_strides(self) -> bool:
+        """Whether the kernels read a broadcast input's column stride: an index map's lanes read whole rows of it at
+        unit stride (the host checks that its rows are as long as the first input's), the others read one value
+        per row (stride 0) or a row of values."""
+        return self.lanes is None
+
+    def forward_reads(self, name: str) -> bool:
+        """Whether the Triton forward kernel's statements read ``name`` (a hyper-parameter): a kernel takes the
+        hyper-parameters it reads, no others."""
+        lines = [*self.forward, *self.forward_param_loads, *self.forward_pointer_moves]
+        if self.lanes:
+            lines += [*self.lanes.forward_loads, *self.lanes.forward_stores]
+        return _any_reads(lines, name)
+
+    def backward_reads(self, name: str) -> bool:
+        """Whether the Triton backward kernel's statements read ``name``, as ``forward_reads``."""
+        lines = [*self.backward, *self.backward_constants, *self.backward_param_loads, *self.accumulator_inits]
+        lines += [*self.accumulations, *self.partial_stores, *self.backward_pointer_moves, *self.backward_pointer_steps]
+        if self.lanes:
+            lines += [*self.lanes.backward_loads, *self.lanes.backward_stores]
+        return _any_reads(lines, name)
+
+    def backward_saves(self, name: str) -> bool:
+        """Whether the Function's backward reads ``ctx.{name}``: its forward keeps the hyper-parameters the backward
+        reads (those the backward wrapper takes, those a broadcast input's gradient is summed by), no others."""
+        lines = [*self.backward_call_args, *self.apply_returns]
+        lines += self.lanes.missing_grad_outputs if self.lanes else []
+        lines += [*self.dtensor.local_grads, self.dtensor.wrap_grads] if self.dtensor else []
+        return _any_reads(lines, f"ctx.{name}")
 
 
 @dataclass(frozen=True)
@@ -380,6 +417,12 @@ class RowProgramOpsView:
     saved_tensors: list[str]  # what ctx saves: the inputs the backward reads, every parameter, the statistics
     backward_results: list[str]  # what the backward wrapper returns: grad_{input}, then grad_{parameter}
     backward_call_args: list[str]  # what the autograd Function's backward passes it
+    # The hyper-parameters the forward and backward wrappers take: those their kernels read, a broadcast input's
+    # unsqueeze dim, the groups' count (the Function refuses values of the others the math was not derived at)
+    forward_hypers: list[str]
+    forward_signature: str  # of the forward wrappers (fused and split)
+    forward_call_args: list[str]
+    backward_hypers: list[str]
     gradient_aliases: dict[str, str]  # grad_{input} -> the stored gradient it equals
     in_place: bool  # the first input's gradient may take the first output's gradient buffer (reusable_gradient)
     utils_imports: list[str]  # names the ops file imports from liger_kernel.ops.utils
@@ -407,6 +450,13 @@ class RowProgramOpsView:
     # Grouped rows without per-column or scalar parameters: the forward and backward kernels that walk each group in
     # one program (render/group_walk.py), in place of the fused kernels and the split path.
     group_kernels: tuple[GroupKernelView, GroupKernelView] | None = None
+
+    def backward_saves(self, name: str) -> bool:
+        """Whether the Function's backward reads ``ctx.{name}``: its forward keeps the hyper-parameters the backward
+        reads, no others."""
+        lines = [*self.backward_call_args, *self.apply_returns]
+        lines += [*self.dtensor.local_grads, self.dtensor.wrap_grads] if self.dtensor else []
+        return _any_reads(lines, f"ctx.{name}")
 
     @property
     def unvectored_scalar_grads(self) -> list[str]:
@@ -467,6 +517,10 @@ class RowOpsView:
     row_statistics: list[str]
     forward: list[str]
     backward: list[str]
+    # The hyper-parameters each kernel's statements read: a kernel takes those, the backward wrapper and the
+    # Function's saves those of the backward
+    forward_hypers: list[str]
+    backward_hypers: list[str]
     in_place: bool
     backward_signature: str
     backward_call_args: list[str]
@@ -608,7 +662,6 @@ class TestView:
     check_signature: str  # _assert_matches_reference(...)
     tensors: str  # the functional test's tensors: inputs (+ params)
     liger_tensors: str  # the kernel's tensors in _assert_matches_reference
-    strided_forward_args: str  # the strided test's call of the forward wrapper
     gradients: list[str]  # "(index, 'name', terms summed)" of each gradient compared, index into inputs + params
     module_case: int  # the HYPERPARAMETERS case the module test builds with
     eager_error_factor: int
@@ -825,6 +878,10 @@ def _reads_name(statement: str, name: str) -> bool:
     return re.search(rf"(?<![\w.]){re.escape(name)}(?!\w)", statement) is not None
 
 
+def _any_reads(statements: list[str], name: str) -> bool:
+    return any(_reads_name(statement, name) for statement in statements)
+
+
 def _with_input_dtype(statements: list[str], first_input: str) -> list[str]:
     """Statements that round to the inputs' dtype (``math.rounding: per_op``) read it from the first input."""
     if not _rounds_to_input_dtype(statements):
@@ -862,7 +919,46 @@ def _elementwise_ops(profile: KernelProfile) -> ElementwiseOpsView:
     fields = _elementwise_fields(profile)
     if profile.math.lanes is not None:
         fields = _with_lanes(fields, profile, elementwise_math(profile))
-    return ElementwiseOpsView(**fields)
+    view = ElementwiseOpsView(**fields)
+    return _wrappers_taking_read_hypers(view, profile, view.forward_reads, view.backward_reads)
+
+
+def _wrappers_taking_read_hypers(
+    view: ElementwiseOpsView,
+    profile: KernelProfile,
+    forward_reads: Callable[[str], bool],
+    backward_reads: Callable[[str], bool],
+) -> ElementwiseOpsView:
+    """``view`` whose forward and backward wrappers take (and whose Function passes) the hyper-parameters their
+    kernels read (``forward_reads``, ``backward_reads``) or their own lines read (an unsqueeze's dim a broadcast
+    input's layout is taken at), no others."""
+    unsqueezed = {t.name: t.unsqueeze for t in profile.inputs if t.broadcast and t.unsqueeze}
+    strided = set(view.backward_launch_strided)
+    forward_host = [*unsqueezed.values(), *view.contiguous_params]
+    backward_host = [*view.gradient_buffers, *view.backward_return_exprs, *view.contiguous_params]
+    backward_host += [dim for name, dim in unsqueezed.items() if name in strided]
+    if view.lanes:
+        groups = view.lanes.groups
+        forward_host += [*view.lanes.host_checks, *view.lanes.output_allocations]
+        forward_host += [*groups.host_checks, *groups.forward_host] if groups else []
+        backward_host += [view.lanes.backward_lane_length, *view.lanes.grad_output_rows, *view.lanes.layer_sums]
+        backward_host += groups.backward_shapes if groups else []
+    names = [hp.name for hp in profile.hyperparameters]
+    forward = [name for name in names if forward_reads(name) or _any_reads(forward_host, name)]
+    unread = {name for name in names if not backward_reads(name) and not _any_reads(backward_host, name)}
+    taken = [prm.name for prm in hold_vectors_whole(profile).parameters]
+    return dataclasses.replace(
+        view,
+        forward_signature=signature(
+            _tensor_arguments(profile) + taken + [hp for hp in profile.hyperparameters if hp.name in forward]
+        ),
+        forward_call_args=[t.name for t in profile.inputs] + taken + forward,
+        forward_hypers=forward,
+        backward_signature=", ".join(
+            part for part in view.backward_signature.split(", ") if part.split("=")[0] not in unread
+        ),
+        backward_call_args=[arg for arg in view.backward_call_args if arg.removeprefix("ctx.") not in unread],
+    )
 
 
 def _elementwise_fields(profile: KernelProfile) -> dict[str, Any]:
@@ -929,6 +1025,10 @@ def _elementwise_fields(profile: KernelProfile) -> dict[str, Any]:
         in_place=_in_place_gradients(profile),
         precision_note=_precision_note(math.precision_sensitive_ops, profile.math.rounding),
         gradient_note=_gradient_note(math.gradient_formulas),
+        # (the wrappers' hyper-parameters are narrowed to those they read: _wrappers_taking_read_hypers)
+        forward_signature=signature(_tensor_arguments(profile) + param_names + profile.hyperparameters),
+        forward_call_args=inputs + param_names + hyper_names,
+        forward_hypers=hyper_names,
         backward_signature=", ".join(inputs + param_names + grad_outputs + hyper_names),
         backward_call_args=inputs + param_names + grad_outputs + [f"ctx.{name}" for name in hyper_names],
         outputs_viewed=[f"{name}.view(*shape)" for name in outputs],
@@ -1053,13 +1153,14 @@ def _tilelang_ops(profile: KernelProfile) -> TileLangOpsView:
     ]
     runtime = [name for name in profile.formula_hyperparameters if name not in constants]
 
-    def param_settings(read: list[LearnableParameter]) -> tuple[list[str], list[str]]:
-        names = [f"{prm.name}_dtype" for prm in read] + [f"HAS_{name.upper()}" for name in optional] + constants
+    def param_settings(read: list[LearnableParameter], reads: set[str]) -> tuple[list[str], list[str]]:
+        read_constants = [name for name in constants if name in reads]  # a program is built for those it reads
+        names = [f"{prm.name}_dtype" for prm in read] + [f"HAS_{name.upper()}" for name in optional] + read_constants
         values = [
             f"{prm.name}.dtype if {prm.name} is not None else {first}.dtype" if prm.enabled_by else f"{prm.name}.dtype"
             for prm in read
         ]
-        values += [f"{name} is not None" for name in optional] + constants
+        values += [f"{name} is not None" for name in optional] + read_constants
         return names, values
 
     def rows_type(name: str, strided: bool) -> str:
@@ -1074,7 +1175,7 @@ def _tilelang_ops(profile: KernelProfile) -> TileLangOpsView:
         # A program takes the tensors and parameters its math reads, nothing else.
         strided = [name for name in strided if name in reads]
         read_params = [prm for prm in params if prm.name in reads]
-        names, values = param_settings(read_params)
+        names, values = param_settings(read_params, reads)
         buffers = [(f"{name}_global", rows_type(name, True)) for name in strided]
         buffers += param_buffers(read_params)
         buffers += [(f"{name}_global", f"T.Tensor((n_rows, n_cols), {INPUT_DTYPE})") for name in written]
@@ -1093,11 +1194,18 @@ def _tilelang_ops(profile: KernelProfile) -> TileLangOpsView:
     outputs = [t.name for t in profile.outputs]
     grad_outputs = [f"grad_{name}" for name in outputs]
     partials = [f"grad_{prm.name}_partial" for prm in params]
-    return TileLangOpsView(
+    backward_program = program(grad_outputs + inputs, fields["grad_input_names"], set(math.backward_uses), partials)
+    view = TileLangOpsView(
         **fields,
         forward_program=program(inputs, outputs, set(math.forward_uses), []),
-        backward_program=program(grad_outputs + inputs, fields["grad_input_names"], set(math.backward_uses), partials),
+        backward_program=backward_program,
         first_partial=partials[0] if partials else "",
+    )
+    forward_program = view.forward_program
+    forward_passed = {*forward_program.call_args, *forward_program.setting_values}
+    backward_passed = {*backward_program.call_args, *backward_program.setting_values}
+    return _wrappers_taking_read_hypers(
+        view, profile, lambda name: name in forward_passed, lambda name: name in backward_passed
     )
 
 
@@ -1198,6 +1306,20 @@ def _row_program_ops(profile: KernelProfile) -> RowProgramOpsView:
     # in fp32 and summed over its broadcast dims after: never into the output gradient's buffer.
     in_place = profile.backward.in_place_gradients is not False and bool(stored_grads) and bool(element_outputs)
     in_place = in_place and stored_grads[0] not in broadcast
+    split = (
+        _split_rows(profile, math, forward_kernel if split_forward else None, backward_kernel)
+        if split_backward
+        else None
+    )
+    forward_kernels = [forward_kernel, *(step.kernel for step in split.forward_passes)] if split else [forward_kernel]
+    backward_kernels = (
+        [backward_kernel, *(step.kernel for step in split.backward_passes)] if split else [backward_kernel]
+    )
+    unsqueezed = {t.name: t.unsqueeze for t in profile.inputs if t.broadcast and t.unsqueeze}
+    forward_hypers = _hypers_read(profile, forward_kernels, set(unsqueezed.values()))
+    backward_hypers = _hypers_read(
+        profile, backward_kernels, {dim for name, dim in unsqueezed.items() if name in backward_inputs}
+    )
     return RowProgramOpsView(
         forward=math.forward,
         backward=math.backward,
@@ -1225,8 +1347,14 @@ def _row_program_ops(profile: KernelProfile) -> RowProgramOpsView:
         + list(math.saved)
         + ["ctx.shape"]
         + (["ctx.dtype"] if stored_grads else [])
-        + [f"ctx.{hp.name}" for hp in profile.hyperparameters]
+        + [f"ctx.{name}" for name in backward_hypers]
         + (["in_place"] if in_place else []),
+        forward_hypers=forward_hypers,
+        forward_signature=signature(
+            _tensor_arguments(interface) + taken + [hp for hp in profile.hyperparameters if hp.name in forward_hypers]
+        ),
+        forward_call_args=inputs + taken + forward_hypers,
+        backward_hypers=backward_hypers,
         gradient_aliases=dict(math.gradient_aliases),
         in_place=in_place,
         utils_imports=_utils_imports(
@@ -1264,6 +1392,16 @@ def _row_program_ops(profile: KernelProfile) -> RowProgramOpsView:
         if walks_groups
         else None,
     )
+
+
+def _hypers_read(profile: KernelProfile, kernels: list[RowKernelView], host_reads: set[str]) -> list[str]:
+    """The hyper-parameters a row wrapper takes: those its ``kernels`` read, those its own lines read
+    (``host_reads``: a broadcast input's unsqueeze dim), and the groups' count, which shapes the rows."""
+    return [
+        hp.name
+        for hp in profile.hyperparameters
+        if any(k.reads(hp.name) for k in kernels) or hp.name in host_reads or hp.name == profile.math.groups
+    ]
 
 
 def broadcast_saves(profile: KernelProfile) -> list[str]:
@@ -1386,7 +1524,9 @@ def _row_ops(profile: KernelProfile) -> RowOpsView:
     x = profile.inputs[0].name
     y = profile.outputs[0].name
     param_names = [prm.name for prm in profile.parameters]
-    hyper_names = [hp.name for hp in profile.hyperparameters]
+    forward_statements = [*written.row_statistics, *written.forward]
+    forward_hypers = [hp.name for hp in profile.hyperparameters if _any_reads(forward_statements, hp.name)]
+    backward_hypers = [hp.name for hp in profile.hyperparameters if _any_reads(written.backward, hp.name)]
     stats = list(written.saved_row_statistics)
     return RowOpsView(
         x=x,
@@ -1395,17 +1535,21 @@ def _row_ops(profile: KernelProfile) -> RowOpsView:
         row_statistics=written.row_statistics,
         forward=written.forward,
         backward=written.backward,
+        forward_hypers=forward_hypers,
+        backward_hypers=backward_hypers,
         in_place=bool(profile.backward.in_place_gradients),
         backward_signature=", ".join(
-            [f"grad_{y}", x] + param_names + stats + ["BLOCK_SIZE", "num_warps"] + hyper_names
+            [f"grad_{y}", x] + param_names + stats + ["BLOCK_SIZE", "num_warps"] + backward_hypers
         ),
         backward_call_args=[f"grad_{y}", x]
         + param_names
         + stats
         + ["ctx.BLOCK_SIZE", "ctx.num_warps"]
-        + [f"ctx.{name}" for name in hyper_names],
+        + [f"ctx.{name}" for name in backward_hypers],
         saved=[x] + param_names + stats,
-        apply_returns=[f"grad_{x}"] + [f"grad_{name}" for name in param_names] + ["None"] * len(hyper_names),
+        apply_returns=[f"grad_{x}"]
+        + [f"grad_{name}" for name in param_names]
+        + ["None"] * len(profile.hyperparameters),
         utils_imports=_utils_imports(
             [*written.row_statistics, *written.forward, *written.backward],
             ["calculate_settings", "ensure_contiguous"] + (["get_num_sms"] if param_names else []),
@@ -1424,6 +1568,9 @@ def _loss_ops(profile: KernelProfile) -> LossOpsView:
     if in_place is None:  # as Liger's cross entropy: logits scored against class indices are dead after the loss
         in_place = any(t.dtype == "int64" for t in profile.inputs)
     statements = math.init + [line for lines in math.passes for line in lines] + math.outputs_block + math.gradient
+    picks = [_loss_pick(name, values, index) for name, values, index in math.picks]
+    # The kernel takes the numbers its statements, row gate and class-index picks read (the host checks the others)
+    kernel_lines = [*statements, *math.adjoints, math.skipped or "", *(pick.index_line or "" for pick in picks)]
     reductions = loss_reductions(profile)
     mean = next((r for r in loss_reductions(profile, flat=True) if r.kind == "mean"), None)
     denominators = " ".join(r.denominator for r in reductions)
@@ -1432,8 +1579,8 @@ def _loss_ops(profile: KernelProfile) -> LossOpsView:
         row_inputs=[t.name for t in profile.inputs if t.dtype == "int64"],
         row_values=[t.name for t in profile.inputs if t.per_row],
         class_inputs=per_class,
-        picks=[_loss_pick(name, values, index) for name, values, index in math.picks],
-        kernel_hypers=list(profile.formula_hyperparameters),
+        picks=picks,
+        kernel_hypers=[name for name in profile.formula_hyperparameters if _any_reads(kernel_lines, name)],
         grad_inputs=grad_inputs,
         grad_names=[f"grad_{name}" for name in grad_inputs],
         gradient_free=[
@@ -1816,9 +1963,6 @@ def test_view(profile: KernelProfile) -> TestView:
         check_signature=f"inputs, dtype, atol, rtol{hyper_param}, only_finite=False{switches}",
         tensors="inputs + params" if params else "inputs",
         liger_tensors="liger_inputs + liger_params" if params else "liger_inputs",
-        strided_forward_args="*[x.detach() for x in strided]"
-        + (", *params" if params else "")
-        + "".join(f", hyper[{name!r}]" for name in hyper_names),
         gradients=gradients,
         module_case=0 if params else -1,
         eager_error_factor=EAGER_ERROR_FACTOR,
