@@ -6,6 +6,7 @@ Element-wise kernels compute every element from its own position, so each rank r
 results take the inputs' placements. Row reductions do likewise while the reduced (last) dim is whole on every rank;
 when it is sharded, they run in passes that all-reduce their per-row statistics (``DTensorLayout.reduce_rows``)."""
 
+import functools
 import math
 import os
 import sys
@@ -205,6 +206,15 @@ def broadcast_layout(
     (``[batch, 1, hidden]``, ``[1, seq, hidden]``, ``[hidden]``, a run of them between kept dims): a single ``(inner,
     period)`` pair indexes only those. Shared by every generated kernel with such inputs
     (RoPE's cos and sin, modulated norms' scale and shift, GroupNorm's affine)."""
+    # The same shapes come back every step (and twice a step, forward and backward): a cache of their layouts keeps
+    # the host's time per call near a dict lookup. Under torch.compile the layout is traced as plain arithmetic.
+    layout = _layout_of_shapes if torch.compiler.is_compiling() else _cached_layout_of_shapes
+    return layout(kernel, name, tuple(own), first, tuple(shape), tuple(inserted), rank)
+
+
+def _layout_of_shapes(
+    kernel: str, name: str, own: tuple, first: str, shape: tuple, inserted: tuple, rank: int
+) -> tuple[int, int, int, int]:
     if rank and inserted and len(own) != rank:
         raise ValueError(
             f"{kernel}: {name} has shape {tuple(own)}; the reference unsqueezes it, which the kernels follow for "
@@ -230,6 +240,9 @@ def broadcast_layout(
     inner = math.prod(shape[broadcast[-1] + 1 : -1]) if broadcast else 1
     period = math.prod(shape[broadcast[0] : -1]) if broadcast else 1
     return sizes[-1], 1 if sizes[-1] == shape[-1] else 0, inner, period
+
+
+_cached_layout_of_shapes = functools.lru_cache(maxsize=1024)(_layout_of_shapes)
 
 
 def broadcast_rows(
