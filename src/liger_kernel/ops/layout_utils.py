@@ -76,6 +76,38 @@ def tile_launch(n_rows: int, n_cols: int, block_rows: int, block_cols: int, num_
     return grid, {**tile, "num_warps": num_warps}
 
 
+@triton.jit
+def tile_of_program(
+    program,
+    n_rows,
+    n_cols,
+    BLOCK_ROWS: tl.constexpr,
+    BLOCK_COLS: tl.constexpr,
+    WALK_ROWS: tl.constexpr,
+    WHOLE_TILES: tl.constexpr,
+):
+    """The tile program ``program`` of a ``tile_launch`` grid takes: ``(row_start, col_start, tile_rows, cols,
+    col_mask, mask)``, column blocks fastest, 64-bit starts and 32-bit offsets within the tile. The program id is
+    split in 32 bits (64-bit division is emulated); whole tiles mask no lane, so their loads and stores compile
+    unpredicated."""
+    if WALK_ROWS:
+        n_col_blocks = tl.cdiv(n_cols, BLOCK_COLS)
+        row_start = (program // n_col_blocks).to(tl.int64) * BLOCK_ROWS
+        col_start = (program % n_col_blocks).to(tl.int64) * BLOCK_COLS
+    else:
+        row_start = 0
+        col_start = program.to(tl.int64) * BLOCK_COLS
+    tile_rows = tl.arange(0, BLOCK_ROWS)[:, None]
+    cols = tl.arange(0, BLOCK_COLS)
+    if WHOLE_TILES:
+        col_mask = tl.full((BLOCK_COLS,), True, tl.int1)
+        mask = tl.full((BLOCK_ROWS, BLOCK_COLS), True, tl.int1)
+    else:
+        col_mask = col_start + cols < n_cols
+        mask = (row_start + tile_rows < n_rows) & col_mask[None, :]
+    return row_start, col_start, tile_rows, cols, col_mask, mask
+
+
 # Columns a row kernel's program holds whole in its registers.
 MAX_ROW_COLUMNS = 65536
 

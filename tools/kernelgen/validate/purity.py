@@ -3,7 +3,8 @@
 Three rules, checked on the ops file's AST (nothing is imported or run):
 
 1. Inside ``@triton.jit`` functions only Triton language: calls to ``tl.*``/``triton.*``, to other jit functions of
-   the same file, to names imported from ``liger_kernel.ops.utils``, to a few builtins Triton understands, and
+   the same file, to names imported from ``liger_kernel.ops.utils`` or the shared ``liger_kernel.ops.layout_utils``
+   (its tile of a program), to a few builtins Triton understands, and
    methods of Triton values (``x.to(...)``). Any use of ``torch``/``numpy``/``math`` there fails. TileLang kernels
    are the functions that build a ``@T.prim_func`` (``T`` being ``tilelang.language``): in them, nested functions
    included, only calls to ``tilelang.*`` (``T.*``), to other such builders of the file, to functions they define
@@ -29,7 +30,7 @@ from dataclasses import dataclass
 JIT_BUILTINS = frozenset({"range", "float", "int", "bool", "min", "max", "abs", "len", "isinstance"})
 # Modules whose code cannot run inside a Triton kernel.
 FORBIDDEN_IN_JIT = ("torch", "numpy", "math", "scipy")
-JIT_ALLOWED_PREFIXES = ("triton.", "liger_kernel.ops.utils.")
+JIT_ALLOWED_PREFIXES = ("triton.", "liger_kernel.ops.utils.", "liger_kernel.ops.layout_utils.")
 TILELANG_PRIM_FUNC = "tilelang.language.prim_func"  # the decorator of a TileLang kernel, inside its builder
 TILELANG_ALLOWED_PREFIXES = ("tilelang.",)
 
@@ -313,7 +314,7 @@ class _FileChecker:
         if qualified is not None:
             if qualified.startswith(JIT_ALLOWED_PREFIXES) or qualified == "triton":
                 return None
-            return f"calls {qualified}(...) (only tl.*, jit functions of this file and liger_kernel.ops.utils)"
+            return f"calls {qualified}(...) (only tl.*, jit functions of this file, liger_kernel.ops.utils and layout_utils)"
         if isinstance(func, ast.Name):
             if func.id in self.jit_functions or func.id in JIT_BUILTINS:
                 return None
