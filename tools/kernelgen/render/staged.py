@@ -42,6 +42,7 @@ class StagedLossOpsView:
     ignore_markers: list[tuple[str, str]]  # (class-index input, the value that marks a token the loss skips)
     log_probability_inputs: list[str]
     conditions: list[str]  # boolean inputs (what the reference selects by)
+    sequence_draws: dict[str, str]  # each sequence input's random draw in the generated tests (before its dtype)
     apply_returns: list[str]
     utils_imports: list[str]
     precision_note: list[str]
@@ -52,6 +53,19 @@ class StagedLossOpsView:
 
 def _words(lines: list[str]) -> set[str]:
     return set(re.findall(r"\b\w+\b", " ".join(lines)))
+
+
+def _sequence_draw(tensor) -> str:
+    """A test's draw of a sequence input: a condition true half the time; a log-probability near the logits' own
+    (added to or subtracted from a statistic, so that ratios cross 1), one token's or a whole sequence's sum of T;
+    else a standard normal."""
+    words = tensor.sequence_shape
+    if tensor.dtype == "bool":
+        return f"torch.rand({words}, device=device) > 0.5"
+    if tensor.domain == "log_probabilities":
+        per_sequence = "" if re.search(r"\bT\b", words) else " * T"
+        return f"torch.randn({words}, device=device) * 0.5 - torch.tensor(float(V)).log(){per_sequence}"
+    return f"torch.randn({words}, device=device)"
 
 
 def is_staged(profile: KernelProfile) -> bool:
@@ -100,6 +114,7 @@ def staged_loss_ops(
         ],
         log_probability_inputs=[t.name for t in profile.inputs if t.domain == "log_probabilities"],
         conditions=[t.name for t in profile.inputs if t.dtype == "bool"],
+        sequence_draws={t.name: _sequence_draw(t) for t in profile.inputs if t.sequence_shape},
         apply_returns=[f"grad_{logits}" if t.name == logits else "None" for t in profile.inputs]
         + ["None"] * len(profile.hyperparameters),
         utils_imports=sorted({"next_power_of_2", *jit_helpers_called(statements)}),
