@@ -9,6 +9,8 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+import triton
+import triton.language as tl
 
 from liger_kernel.ops import layout_utils
 from liger_kernel.ops.layout_utils import PLAIN_TYPES
@@ -26,6 +28,7 @@ from liger_kernel.ops.layout_utils import persistent_programs
 from liger_kernel.ops.layout_utils import reusable_gradient
 from liger_kernel.ops.layout_utils import row_tile_settings
 from liger_kernel.ops.layout_utils import tile_launch
+from liger_kernel.ops.layout_utils import tile_of_program
 from liger_kernel.ops.layout_utils import tile_settings
 from liger_kernel.ops.layout_utils import trig_tile_settings
 
@@ -239,6 +242,38 @@ def test_tile_launch_covers_every_element_once(n_rows, n_cols, block_rows, block
         "WHOLE_TILES": n_rows % block_rows == 0 and n_cols % block_cols == 0,
         "num_warps": 4,
     }
+
+
+@triton.jit
+def _count_tiles_kernel(
+    counts_ptr,
+    n_rows,
+    n_cols,
+    BLOCK_ROWS: tl.constexpr,
+    BLOCK_COLS: tl.constexpr,
+    WALK_ROWS: tl.constexpr,
+    WHOLE_TILES: tl.constexpr,
+):
+    # Each program adds 1 to every element its tile covers (unmasked lanes only).
+    row_start, col_start, tile_rows, cols, col_mask, mask = tile_of_program(
+        tl.program_id(0), n_rows, n_cols, BLOCK_ROWS, BLOCK_COLS, WALK_ROWS, WHOLE_TILES
+    )
+    offsets = (row_start + tile_rows) * n_cols + (col_start + cols)[None, :]
+    mask = mask & col_mask[None, :]  # the column mask a per-channel parameter's load takes is the tile's own
+    tl.store(counts_ptr + offsets, tl.load(counts_ptr + offsets, mask=mask, other=0) + 1, mask=mask)
+
+
+@pytest.mark.parametrize(
+    "n_rows, n_cols, block_rows, block_cols", [(1, 4096, 1, 2048), (5, 100, 4, 128), (8, 256, 4, 64), (1, 300, 1, 128)]
+)
+def test_the_programs_of_a_tile_launch_cover_every_element_once(n_rows, n_cols, block_rows, block_cols):
+    """tile_of_program, which every element-wise kernel starts with: over the grid of tile_launch, each element is
+    in exactly one program's tile, flat walks (one row) and walks of rows, whole tiles and masked ones."""
+    grid, tile = tile_launch(n_rows, n_cols, block_rows, block_cols, 4)
+    counts = torch.zeros(n_rows, n_cols, dtype=torch.int32)
+    tile.pop("num_warps")
+    _count_tiles_kernel[grid](counts, n_rows, n_cols, **tile)
+    assert torch.equal(counts, torch.ones_like(counts))
 
 
 class _Mesh:
