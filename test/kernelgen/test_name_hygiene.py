@@ -1,5 +1,5 @@
 """A user's names never clash with the generated code's own (render/hygiene.py): references of each tier whose
-arguments are named after every name the ops file's templates use where the arguments appear (``program``, ``mask``,
+arguments are named after every name the ops file's templates use where the arguments appear (``row_start``, ``mask``,
 ``cols``, ``n_rows``, ``BLOCK_ROWS``, ``tl``, ``torch``, ``ctx``, the helpers...) generate, pass new's smoke run and
 pass their generated tests, while the functional wrapper keeps the names the user chose."""
 
@@ -97,7 +97,7 @@ def generated(tmp_path_factory):
             result = run_kernelgen("new", kernel, "--reference", str(path), "--repo", str(root), "--force-new")
             assert result.returncode == 0, f"{kernel}({', '.join(chunk)}): {result.stderr}"
             kernels[kernel] = chunk
-    assert {"mask", "cols", "program", "n_cols", "BLOCK_SIZE", "BLOCK_ROWS", "row", "tl", "torch"} <= given
+    assert {"mask", "cols", "row_start", "n_cols", "BLOCK_SIZE", "BLOCK_ROWS", "row", "tl", "torch"} <= given
     # A masked loss: its mask is the loss kernel's own mask too (once refused: "rename it").
     path = folder / "masked_loss.py"
     path.write_text(MASKED_LOSS)
@@ -129,12 +129,16 @@ def test_the_functional_wrapper_keeps_the_names_the_user_chose(generated):
 def test_clashing_names_get_kernel_side_names_and_others_keep_theirs(tmp_path):
     path = tmp_path / "clash.py"
     path.write_text(
-        "import torch\n\n\ndef clash(mask, cols, program, scale):\n    return torch.sigmoid(mask) * cols + program * scale\n"
+        "import torch\n\n\ndef clash(mask, cols, row_start, scale):\n    return torch.sigmoid(mask) * cols + row_start * scale\n"
     )
     profile = analyze(str(path))
-    assert kernel_side_names(profile, _render_ops) == {"mask": "mask_in", "cols": "cols_in", "program": "program_in"}
+    assert kernel_side_names(profile, _render_ops) == {
+        "mask": "mask_in",
+        "cols": "cols_in",
+        "row_start": "row_start_in",
+    }
     ops = _render_ops(profile)
-    assert "program = tl.program_id(0)" in ops and "program_in_ptr" in ops and "scale_ptr" in ops
+    assert "row_start, col_start, tile_rows" in ops and "row_start_in_ptr" in ops and "scale_ptr" in ops
 
 
 def test_kernel_side_names_follow_every_use_but_keywords_attributes_and_strings():
