@@ -104,6 +104,20 @@ UPSTREAM = {
     "poly_norm": lambda up, x, params, hyper: up.ops.LigerPolyNormFunction.apply(
         x, params[0], params[-1], hyper.get("eps", 1e-6), True
     ),
+    # Fused linear + distillation: the student's hidden states and weight, the teacher's (frozen: --frozen NAME);
+    # upstream's JSD at beta 0 is the forward KL(teacher || student) of the softened distributions.
+    "fused_linear_jsd": lambda up, student, student_weight, teacher, teacher_weight, params, hyper: (
+        up.ops.LigerFusedLinearJSDFunction.apply(
+            student,
+            student_weight,
+            teacher,
+            teacher_weight,
+            None,
+            hyper.get("beta", 0.0),
+            -100,
+            hyper.get("temperature", 1.0),
+        )
+    ),
     # Fused linear + loss: hidden states, the lm_head weight, the targets (no bias).
     "fused_linear_cross_entropy": lambda up, hidden, weight, target, params, hyper: (
         up.ops.LigerFusedLinearCrossEntropyFunction.apply(
@@ -299,12 +313,13 @@ def setup_fused_linear(name: str, upstream_key: str, up, run: SingleBenchmarkRun
     loss = name[len(FUSED_PREFIX) :]
     record, entry = reference_entry(loss)
     n_classes, hidden_size, bt = run.extra_benchmark_config["hidden_size"], run.extra_benchmark_config["hidden"], run.x
+    frozen = run.extra_benchmark_config.get("frozen", "").split()
     arguments, targets = [], []
     for spec in record["inputs"]:
         if spec["dtype"] == "int64":
             targets.append(torch.randint(0, n_classes, (bt,), device="cuda"))
             continue
-        grad = spec["requires_grad"]
+        grad = spec["requires_grad"] and spec["name"] not in frozen  # a distillation's teacher, frozen as in training
         arguments.append(torch.randn(bt, hidden_size, device="cuda", dtype=torch.bfloat16, requires_grad=grad))
         weight = torch.randn(n_classes, hidden_size, device="cuda") / hidden_size**0.5
         arguments.append(weight.to(torch.bfloat16).requires_grad_(grad))
@@ -539,7 +554,12 @@ def main(argv=None) -> None:
     add_common_arguments(parser, upstream_required=True)
     parser.add_argument("--hidden", type=int, default=4096, help="hidden size of fused linear kernels")
     parser.add_argument("--shapes", nargs="+", default=[], help="NAME=D0xD1x...: an input's own shape")
-    parser.add_argument("--frozen", nargs="+", default=[], help="inputs drawn without a gradient (RoPE's cos, sin)")
+    parser.add_argument(
+        "--frozen",
+        nargs="+",
+        default=[],
+        help="inputs drawn without a gradient (RoPE's cos, sin; a distillation's teacher)",
+    )
     parser.add_argument("--csv", default=None, help="results CSV (default: the harness's)")
     parser.add_argument("--providers", nargs="+", default=PROVIDERS)
     parser.add_argument("--gpu-time", action="store_true", help="also the GPU-only time (host kept out) per step")
@@ -567,7 +587,8 @@ def main(argv=None) -> None:
         providers = [p for p in args.providers if p != "liger_upstream" or upstream_key in UPSTREAM]
         for size in args.sizes:
             config = {"hidden_size": size, "hidden": args.hidden, "dtype": "bfloat16", "model": "compare"}
-            config |= {"shapes": " ".join(args.shapes), "frozen": " ".join(args.frozen)} if args.shapes else {}
+            config |= {"shapes": " ".join(args.shapes)} if args.shapes else {}
+            config |= {"frozen": " ".join(args.frozen)} if args.frozen else {}
             config |= {"memory_dy": args.memory_dy} if args.memory_dy != "caller" else {}
             figures = measure(
                 lambda run: setup(name, upstream_key, up, run),

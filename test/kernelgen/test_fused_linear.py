@@ -76,10 +76,8 @@ def test_the_fused_kernel_is_registered_beside_its_loss(fused_checkout):
         "student_logits_bias",
         "teacher_logits_bias",
     ]
-    assert (
-        "grad_teacher_logits_weight = ( torch.zeros_like(teacher_logits_weight) "
-        "if teacher_logits_weight.requires_grad else None )"
-    ) in " ".join(source.split())  # as ruff wraps it
+    assert "if teacher_logits_weight.requires_grad:" in source
+    assert "if teacher_logits_hidden.requires_grad else None" in source
 
 
 def test_the_names_follow_the_loss_module(tmp_path):
