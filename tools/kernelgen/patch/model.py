@@ -100,10 +100,11 @@ class ModelSource:
         return config
 
     def build(self, config=None, seed: int = 0):
-        """The causal LM of the mini config (float32, CPU), its weights drawn from ``seed``."""
+        """The causal LM of ``config`` (default: the mini config; float32, CPU), its weights drawn from ``seed``."""
         import torch
 
         module = self.module()
+        which = "the mini config" if config is None else "its config"
         config = config or self.mini_config()
         torch.manual_seed(seed)
         try:
@@ -112,7 +113,7 @@ class ModelSource:
         except Exception as error:  # noqa: BLE001 - a model its own config cannot build is reported, not traced
             message = str(error).splitlines()[0] if str(error) else ""
             raise PatchError(
-                f"{self.causal_lm} of the mini config cannot be built: {type(error).__name__}: {message}; nothing written"
+                f"{self.causal_lm} of {which} cannot be built: {type(error).__name__}: {message}; nothing written"
             ) from None
 
 
