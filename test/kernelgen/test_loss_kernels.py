@@ -51,6 +51,7 @@ STYLE_KERNELS = [
     "TemperedSmoothedNLL",
 ]
 STYLE_KERNELS += ["squared_error_of_softmax", "focal_loss", "jsd_from_logits", "jsd_logaddexp"]
+STYLE_KERNELS += ["generalized_jsd_distillation"]
 
 HOST_COMPARISON = textwrap.dedent(
     """

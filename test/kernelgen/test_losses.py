@@ -164,6 +164,17 @@ STYLES = textwrap.dedent(
         return (0.5 * (kl_p + kl_q)).mean()
 
 
+    def generalized_jsd_distillation(student_logits, teacher_logits, beta: float = 0.5, temperature: float = 2.0):
+        # a distillation JSD over logits, its mixture weight a run-time value: the row sums over the mixture are
+        # known only together, under coefficients in beta that cancel
+        log_q = F.log_softmax(student_logits / temperature, dim=-1)
+        log_p = F.log_softmax(teacher_logits / temperature, dim=-1)
+        log_m = (beta * log_p.exp() + (1 - beta) * log_q.exp()).log()
+        to_teacher = F.kl_div(log_m, log_p, reduction="none", log_target=True).sum(-1)
+        to_student = F.kl_div(log_m, log_q, reduction="none", log_target=True).sum(-1)
+        return (beta * to_teacher + (1 - beta) * to_student).mean()
+
+
     def clipped_ratio_loss(logits, target, advantage: float = 0.5, epsilon: float = 0.2):
         # a PPO-style clipped objective of the picked probability: its max shift cancels only through the clipping
         logp = torch.log_softmax(logits.float(), dim=-1).gather(-1, target.unsqueeze(-1)).squeeze(-1)
@@ -195,6 +206,7 @@ STYLE_ENTRIES = [
     "SwitchedCrossEntropy",
     "jsd_from_logits",
     "jsd_logaddexp",
+    "generalized_jsd_distillation",
     "clipped_ratio_loss",
     "capped_nll",
 ]

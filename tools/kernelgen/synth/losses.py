@@ -442,7 +442,7 @@ class _LossSchedule:
         for name, _, expr in reversed(adjoint_items):
             if name in needed:
                 needed |= {s.name for s in expr.free_symbols}
-        adjoint_items = [(n, k, self._rows_only(e)) for n, k, e in adjoint_items if n in needed]
+        adjoint_items = [(n, k, _factored(self._rows_only(e))) for n, k, e in adjoint_items if n in needed]
         return adjoint_items, gradient_items, formulas
 
     def _rows_only(self, expr: sympy.Expr) -> sympy.Expr:
@@ -472,7 +472,7 @@ class _LossSchedule:
             if step is None:
                 break
             merged = step
-        return None if merged is None else sympy.factor_terms(merged)
+        return None if merged is None else sympy.factor_terms(_collected_row_sums(merged))
 
     def _each_row_sum_known(self, expr: sympy.Expr) -> sympy.Expr:
 
@@ -515,6 +515,35 @@ class _LossSchedule:
             else:
                 lines.append(f"{name} = {name} + {chunk}")
         return lines
+
+
+_FACTOR_OPS_LIMIT = 400  # larger adjoints are left expanded: factoring them costs seconds of sympy
+
+
+def _factored(expr: sympy.Expr) -> sympy.Expr:
+    """``expr`` factored where that is no longer: a statistic's adjoint is a polynomial in the hyper-parameters, and a
+    factor such as ``(1 - beta)`` kept whole makes it exactly 0 where that factor is (expanded, ``beta * x - x``
+    leaves fp32 rounding at ``beta = 1``)."""
+    if sympy.count_ops(expr) > _FACTOR_OPS_LIMIT:
+        return expr
+    try:
+        factored = sympy.factor(expr)
+    except sympy.PolynomialError:
+        return expr
+    return factored if sympy.count_ops(factored) <= sympy.count_ops(expr) else expr
+
+
+def _collected_row_sums(expr: sympy.Expr) -> sympy.Expr:
+    """``expr`` (linear in its row sums) with each row sum's coefficients added up and cancelled: merging sums over
+    a shared divisor leaves the same sum under several symbolic coefficients (``beta**2 * S - 2 * beta * S + ...``),
+    which sympy does not combine, and whose total may be 0 (a sum the gradient then does not need)."""
+    expanded = sympy.expand(expr)
+    sums = sorted(expanded.atoms(RowSum), key=sympy.default_sort_key)
+    coefficients = [expanded.coeff(row_sum) for row_sum in sums]
+    if any(c.has(RowSum) for c in coefficients):
+        return expr  # not linear in its row sums: left as it is
+    rest = sympy.expand(expanded - sum(c * row_sum for c, row_sum in zip(coefficients, sums)))
+    return rest + sum(sympy.cancel(c) * row_sum for c, row_sum in zip(coefficients, sums))
 
 
 __all__ = ["COL", "LossMath", "split_gate", "split_picks", "synthesize_loss"]
