@@ -233,6 +233,46 @@ def test_an_input_without_a_derived_gradient_that_requires_one_is_refused(tmp_pa
         function.apply(a, b.requires_grad_())
 
 
+NLL_OVER_DIM = """
+import torch.nn.functional as F
+
+
+def nll_over_dim(scores, labels, dim: int = -1):
+    log_probs = F.log_softmax(scores, dim=dim)
+    return -log_probs.gather(dim, labels.unsqueeze(dim)).squeeze(dim).mean()
+"""
+
+REFUSED_DIM = """
+import torch
+from liger_kernel.transformers.functional import liger_nll_over_dim
+
+scores, labels = torch.randn(4, 40), torch.randint(0, 40, (4,))
+print(float(liger_nll_over_dim(scores, labels)) > 0)
+try:
+    liger_nll_over_dim(scores.t().contiguous(), torch.randint(0, 4, (40,)), dim=0)
+except ValueError as error:
+    print(error)
+"""
+
+
+def test_an_int_argument_the_loss_was_traced_with_is_refused_at_other_values(tmp_path):
+    """``dim`` is traced at its default (the classes on the last dim): the Function refuses dim=0 in one line instead
+    of reducing over the last dim anyway."""
+    root = copy_checkout(tmp_path / "liger")
+    (tmp_path / "nll.py").write_text(NLL_OVER_DIM)
+    profile = analyze(f"{tmp_path / 'nll.py'}:nll_over_dim", name="nll_over_dim")
+    write_all(root, plan_new(LigerRepo.open(root), profile).changes)
+    result = subprocess.run(
+        [sys.executable, "-c", REFUSED_DIM],
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": "src"},
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["True", "nll_over_dim: generated for dim in [-1], got 0"]
+
+
 @pytest.mark.parametrize("name", ["kl_div", "jsd", "tvd"])
 def test_a_mean_per_batch_divides_by_size_0_of_inputs_with_more_dims(generated_checkout, name):
     """F.kl_div's batchmean and a sum / x.shape[0] divide by size(0) of the inputs as passed: [batch, tokens,

@@ -280,8 +280,8 @@ def _fill_loss(profile: KernelProfile, traced: TracedReference, lowered: Lowered
             profile.notes.specialized.pop(hp.name, None)
         elif hp.name == chooser:
             hp.choices = list(accepted)
-        elif hp.name in traced.specialized and hp.type in ("bool", "str"):
-            hp.choices = [hp.default]  # traced with this value only: the kernel refuses others
+        elif hp.name in traced.specialized and hp.type in ("int", "bool", "str"):
+            hp.choices = [hp.default]  # traced with this value only (a log_softmax's dim): the kernel refuses others
     if chooser:
         _set_reduction_choices(profile, traced, chooser, accepted)
     hints = traced.loaded.hints
