@@ -239,6 +239,11 @@ STYLES = textwrap.dedent(
         def forward(self, x):
             variance = x.float().pow(2).mean(-1, keepdim=True)
             return (x.float() * torch.rsqrt(variance + self.eps)).to(x.dtype) * self.weight
+
+
+    def cosine_logits(x, scale: float = 10.0):
+        # rounded back to the input's dtype in the forward only: its backward reads no dtype
+        return scale * F.normalize(x.float(), p=2, dim=-1, eps=1e-12).to(x.dtype)
     """
 )
 STYLE_ENTRIES = [
@@ -266,6 +271,7 @@ STYLE_ENTRIES = [
     "logaddexp_rms",
     "PolyNorm",
     "IndexedPolyNorm",
+    "cosine_logits",
 ]
 
 
