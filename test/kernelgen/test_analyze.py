@@ -248,6 +248,51 @@ def test_ambiguous_file_asks_for_a_symbol(tmp_path):
     assert f"{path}:first" in message
 
 
+def test_helpers_the_entry_calls_are_not_candidates(tmp_path):
+    """A public helper function, a lambda and a module class that the entry reads by name leave it the one entry."""
+    path = write(
+        tmp_path,
+        "helpers.py",
+        """
+        import torch
+        import torch.nn as nn
+
+        swish = lambda t, beta=1.0: t * torch.sigmoid(beta * t)
+
+
+        def scaled_tanh(t):
+            return 2.0 * torch.tanh(t)
+
+
+        class Gate(nn.Module):
+            @staticmethod
+            def act(t):
+                return scaled_tanh(t) + swish(t)
+
+            def forward(self, x, y):
+                return self.act(x) * y
+        """,
+    )
+    assert analyze(str(path)).reference.entry == "Gate"
+
+
+def test_an_input_defaulting_to_none_that_the_reference_uses_is_named(tmp_path):
+    path = write(
+        tmp_path,
+        "gated.py",
+        """
+        import torch
+
+
+        def gated(x, gate=None):
+            return x * torch.sigmoid(gate.float())
+        """,
+    )
+    message = analyze_error(str(path))
+    assert message.startswith(f"{path}:5: tracing failed: AttributeError")
+    assert "'gate' defaults to None and is traced so; a tensor input takes no default" in message
+
+
 def test_file_without_candidates(tmp_path):
     path = write(tmp_path, "empty.py", "SCALE = 2.0\n")
     with pytest.raises(AnalyzeError, match="defines no public function"):

@@ -277,7 +277,7 @@ def _trace_function(loaded: LoadedReference, overrides: dict[str, Any]) -> Trace
     tensors, hypers, concrete, order = _split_signature(loaded, loaded.obj, skip_self=False)
     concrete.update({name: value for name, value in overrides.items() if name in concrete})
     tracer = _ReferenceTracer(loaded.filename)
-    graph = _run_tracer(loaded, lambda: tracer.trace(loaded.obj, concrete_args=concrete or None))
+    graph = _run_tracer(loaded, lambda: tracer.trace(loaded.obj, concrete_args=concrete or None), concrete)
     graph_module = fx.GraphModule(tracer.root, graph, loaded.entry)
     hidden = int(loaded.hints.get("init_args", {}).get("hidden_size", DEFAULT_HIDDEN))
     return _finish(loaded, graph_module, order, tensors, hypers, concrete, {}, hidden, init_params=list(hypers))
@@ -342,7 +342,7 @@ def _trace_module(loaded: LoadedReference, overrides: dict[str, Any], probed=Non
     input_names = _constructor_names(loaded, attributes, init_params, built_with, taken)
     tracer = _ReferenceTracer(loaded.filename, attributes, module, input_names)
     try:
-        graph = _run_tracer(loaded, lambda: tracer.trace(module, concrete_args=concrete or None))
+        graph = _run_tracer(loaded, lambda: tracer.trace(module, concrete_args=concrete or None), concrete)
     finally:
         # The Proxies must not outlive the trace; a buffer is found in the module's buffers again.
         module.__dict__.update({name: value for name, value in attributes.items() if name not in held_tensors})
@@ -597,7 +597,8 @@ def _as_tensors(value: Any) -> list[torch.Tensor]:
     return [item for item in value if isinstance(item, torch.Tensor)] if isinstance(value, (tuple, list)) else []
 
 
-def _run_tracer(loaded: LoadedReference, trace) -> fx.Graph:
+def _run_tracer(loaded: LoadedReference, trace, concrete: dict[str, Any]) -> fx.Graph:
+    """``concrete``: the arguments traced at their defaults (an argument that defaults to None is traced as None)."""
     try:
         return trace()
     except AnalyzeError:
@@ -614,6 +615,14 @@ def _run_tracer(loaded: LoadedReference, trace) -> fx.Graph:
                 "the number itself (math.sqrt(eps), eps ** 0.5) "
             )
             why += HAND_WRITTEN_PROFILE_HINT
+        elif "NoneType" in text and (absent := [name for name, value in concrete.items() if value is None]):
+            # An optional tensor (gate=None) the forward uses anyway: the trace ran it as None.
+            listed = ", ".join(f"'{name}'" for name in absent)
+            verb = "defaults" if len(absent) == 1 else "default"
+            why = (
+                f"tracing failed: {type(error).__name__}: {text}: {listed} {verb} to None and is traced so; a tensor "
+                "input takes no default"
+            )
         else:
             why = f"tracing failed: {type(error).__name__}: {text}"
         raise AnalyzeError(why, origin=loaded.origin, line=line_in_traceback(error, loaded.filename)) from None
