@@ -293,6 +293,23 @@ def test_an_input_defaulting_to_none_that_the_reference_uses_is_named(tmp_path):
     assert "'gate' defaults to None and is traced so; a tensor input takes no default" in message
 
 
+def test_a_detach_that_stops_a_gradient_is_refused_by_line(tmp_path):
+    """A detach that changes the gradients is refused (one whose stopped gradient is 0 is dropped: test_rows)."""
+    path = write(
+        tmp_path,
+        "stopped.py",
+        """
+        import torch
+
+
+        def scaled(x):
+            return x / x.abs().amax(-1, keepdim=True).detach()
+        """,
+    )
+    message = analyze_error(str(path))
+    assert message.startswith(f"{path}:5: `.detach()` stops a gradient the outputs depend on")
+
+
 def test_file_without_candidates(tmp_path):
     path = write(tmp_path, "empty.py", "SCALE = 2.0\n")
     with pytest.raises(AnalyzeError, match="defines no public function"):

@@ -241,6 +241,12 @@ STYLES = textwrap.dedent(
             return (x.float() * torch.rsqrt(variance + self.eps)).to(x.dtype) * self.weight
 
 
+    def detached_shift_log_softmax(x):
+        # the max shift detached, as numerically careful code writes it: it stops no gradient that counts
+        x = x - x.max(dim=-1, keepdim=True).values.detach()
+        return x - torch.log(torch.exp(x).sum(-1, keepdim=True))
+
+
     def cosine_logits(x, scale: float = 10.0):
         # rounded back to the input's dtype in the forward only: its backward reads no dtype
         return scale * F.normalize(x.float(), p=2, dim=-1, eps=1e-12).to(x.dtype)
@@ -272,6 +278,7 @@ STYLE_ENTRIES = [
     "PolyNorm",
     "IndexedPolyNorm",
     "cosine_logits",
+    "detached_shift_log_softmax",
 ]
 
 
