@@ -247,6 +247,11 @@ STYLES = textwrap.dedent(
         return x - torch.log(torch.exp(x).sum(-1, keepdim=True))
 
 
+    def numpy_keywords_rms(x, eps: float = 1e-6):
+        # NumPy's keyword spellings, which torch's reductions take too
+        return x * (torch.mean(torch.square(x), axis=-1, keepdims=True) + eps) ** -0.5
+
+
     def cosine_logits(x, scale: float = 10.0):
         # rounded back to the input's dtype in the forward only: its backward reads no dtype
         return scale * F.normalize(x.float(), p=2, dim=-1, eps=1e-12).to(x.dtype)
@@ -279,6 +284,7 @@ STYLE_ENTRIES = [
     "IndexedPolyNorm",
     "cosine_logits",
     "detached_shift_log_softmax",
+    "numpy_keywords_rms",
 ]
 
 

@@ -664,6 +664,17 @@ def _functionalize_in_place_ops(loaded: LoadedReference, graph: fx.Graph) -> Non
         node.target = name[:-1]
 
 
+# NumPy's spellings that torch's reductions also take (torch.mean(x, axis=-1, keepdims=True)).
+_NUMPY_KEYWORDS = {"axis": "dim", "keepdims": "keepdim"}
+
+
+def _numpy_keywords_as_torch(graph: fx.Graph) -> None:
+    """Each call's NumPy-style keywords under torch's names, which every later reading of a call's dims uses."""
+    for node in graph.nodes:
+        if node.op in ("call_function", "call_method") and any(key in _NUMPY_KEYWORDS for key in node.kwargs):
+            node.kwargs = {_NUMPY_KEYWORDS.get(key, key): value for key, value in node.kwargs.items()}
+
+
 def _reachable(graph: fx.Graph) -> set[fx.Node]:
     output = next(node for node in graph.nodes if node.op == "output")
     seen, stack = set(), [output]
@@ -726,6 +737,7 @@ def _finish(
     loaded, graph_module, order, tensors, hypers, concrete, attributes, hidden, init_params, module=None, arguments=None
 ):
     _functionalize_in_place_ops(loaded, graph_module.graph)
+    _numpy_keywords_as_torch(graph_module.graph)
     probe_values = {**{h.name: h.default for h in hypers}, **concrete, **attributes}
     drop_gradient_neutral_detaches(loaded.origin, graph_module, order, tensors, probe_values, hidden)
     _weighted_loss_modules_as_calls(graph_module)
