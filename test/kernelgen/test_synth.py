@@ -246,6 +246,9 @@ OP_CASES = [
     OpCase("hardswish", F.hardswish),
     OpCase("hardsigmoid", F.hardsigmoid),
     OpCase("softsign", F.softsign),
+    OpCase("tanhshrink", F.tanhshrink),
+    OpCase("softshrink", lambda x: F.softshrink(x, 0.75), kwargs={"lambd": 0.75}),
+    OpCase("hardshrink", lambda x: F.hardshrink(x, 0.75), kwargs={"lambd": 0.75}),
     OpCase("celu", lambda x: F.celu(x, alpha=0.5), kwargs={"alpha": 0.5}),
     OpCase("selu", F.selu),
     OpCase(

@@ -59,7 +59,7 @@ def _spec(name, family=ELEMENTWISE, params=("input",), operands=1, defaults=None
 _BINARY = ("input", "other")
 _UNARY_NAMES = (
     "neg exp log log1p expm1 sqrt rsqrt abs tanh sigmoid silu relu mish logsigmoid sin cos erf square reciprocal"
-    " sign selu hardsigmoid hardswish softsign exp2 ndtr"
+    " sign selu hardsigmoid hardswish softsign exp2 ndtr tanhshrink"
 ).split()
 
 # Specs shared by torch.*, Tensor methods and F.* spellings, keyed by the method / function name.
@@ -90,6 +90,8 @@ _BY_NAME.update(
             "rrelu", params=("input", "lower", "upper", "training"), defaults={"lower": 0.125, "upper": 1.0 / 3.0}
         ),
         "threshold": _spec("threshold", params=("input", "threshold", "value")),
+        "softshrink": _spec("softshrink", params=("input", "lambd"), defaults={"lambd": 0.5}),
+        "hardshrink": _spec("hardshrink", params=("input", "lambd"), defaults={"lambd": 0.5}),
         "_threshold": _spec("threshold", params=("input", "threshold", "value")),
         "special_ndtr": _spec("ndtr"),
         "lerp": _spec("lerp", params=("input", "end", "weight"), operands=3),
@@ -300,6 +302,9 @@ _MODULES: dict[type, tuple[OpSpec, tuple[str, ...]]] = {
     nn.Hardswish: (_BY_NAME["hardswish"], ()),
     nn.Softsign: (_BY_NAME["softsign"], ()),
     nn.Threshold: (_BY_NAME["threshold"], ("threshold", "value")),
+    nn.Tanhshrink: (_BY_NAME["tanhshrink"], ()),
+    nn.Softshrink: (_BY_NAME["softshrink"], ("lambd",)),
+    nn.Hardshrink: (_BY_NAME["hardshrink"], ("lambd",)),
     nn.Identity: (_spec("identity", LAYOUT), ()),
     nn.Softmax: (_BY_NAME["softmax"], ("dim",)),
     nn.LogSoftmax: (_BY_NAME["log_softmax"], ("dim",)),
