@@ -252,6 +252,17 @@ STYLES = textwrap.dedent(
         return x * (torch.mean(torch.square(x), axis=-1, keepdims=True) + eps) ** -0.5
 
 
+    class SoftminOverNorm(nn.Module):
+        # nn.Softmin of the row over its torch.linalg.norm (a vector norm of one dim)
+        def __init__(self, tau: float = 0.5):
+            super().__init__()
+            self.tau = tau
+            self.softmin = nn.Softmin(dim=-1)
+
+        def forward(self, x):
+            return self.softmin(x / (self.tau * torch.linalg.norm(x, dim=-1, keepdim=True)))
+
+
     def cosine_logits(x, scale: float = 10.0):
         # rounded back to the input's dtype in the forward only: its backward reads no dtype
         return scale * F.normalize(x.float(), p=2, dim=-1, eps=1e-12).to(x.dtype)
@@ -285,6 +296,7 @@ STYLE_ENTRIES = [
     "cosine_logits",
     "detached_shift_log_softmax",
     "numpy_keywords_rms",
+    "SoftminOverNorm",
 ]
 
 
@@ -447,6 +459,8 @@ LIBRARY_AND_BY_HAND = [
         "torch.std_mean(x, -1, keepdim=True)[0] + torch.var_mean(x, -1, keepdim=True)[1]",
         "x.std(-1, keepdim=True) + x.mean(-1, keepdim=True)",
     ),
+    ("F.softmin(x, dim=-1)", "torch.softmax(-x, dim=-1)"),
+    ("x / torch.linalg.norm(x, dim=-1, keepdim=True)", "x / torch.linalg.vector_norm(x, dim=-1, keepdim=True)"),
 ]
 
 

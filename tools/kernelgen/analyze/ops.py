@@ -134,6 +134,7 @@ _BY_NAME.update(
             "norm", REDUCTION, ("input", "ord", "dim", "keepdim"), defaults={"dim": None, "keepdim": False}
         ),
         "softmax": _spec("softmax", REDUCTION, ("input", "dim"), defaults={"dim": None}),
+        "softmin": _spec("softmin", REDUCTION, ("input", "dim"), defaults={"dim": None}),
         "log_softmax": _spec("log_softmax", REDUCTION, ("input", "dim"), defaults={"dim": None}),
         "logsumexp": _spec("logsumexp", REDUCTION, ("input", "dim", "keepdim"), defaults={"keepdim": False}),
         "layer_norm": _spec("layer_norm", REDUCTION, ("input", "normalized_shape", "weight", "bias", "eps")),
@@ -257,6 +258,8 @@ _BY_NAME.update(
         "special_softmax": _BY_NAME["softmax"],
         "special_log_softmax": _BY_NAME["log_softmax"],
         "linalg_vector_norm": _BY_NAME["vector_norm"],
+        # A vector norm where dim names one dim (a pair of dims, a matrix norm, reduces more than the row).
+        "linalg_norm": _BY_NAME["vector_norm"],
     }
 )
 
@@ -307,6 +310,7 @@ _MODULES: dict[type, tuple[OpSpec, tuple[str, ...]]] = {
     nn.Hardshrink: (_BY_NAME["hardshrink"], ("lambd",)),
     nn.Identity: (_spec("identity", LAYOUT), ()),
     nn.Softmax: (_BY_NAME["softmax"], ("dim",)),
+    nn.Softmin: (_BY_NAME["softmin"], ("dim",)),
     nn.LogSoftmax: (_BY_NAME["log_softmax"], ("dim",)),
     nn.Linear: (_BY_NAME["linear"], ()),
     nn.Embedding: (_BY_NAME["embedding"], ()),
