@@ -276,21 +276,41 @@ def test_helpers_the_entry_calls_are_not_candidates(tmp_path):
     assert analyze(str(path)).reference.entry == "Gate"
 
 
-def test_an_input_defaulting_to_none_that_the_reference_uses_is_named(tmp_path):
+def test_arguments_defaulting_to_none_are_inputs_where_read_as_tensors(tmp_path):
+    """HF's gated norms take gate=None and read it as a tensor: an input. An argument only passed on by keyword (an
+    option of the call) or never read (position_ids=None) keeps its default."""
     path = write(
         tmp_path,
         "gated.py",
         """
         import torch
+        import torch.nn.functional as F
 
 
-        def gated(x, gate=None):
-            return x * torch.sigmoid(gate.float())
+        def gated(x, gate=None, position_ids=None, weight=None):
+            if gate is not None:
+                x = x * F.silu(gate.to(torch.float32))
+            return F.layer_norm(x, (x.shape[-1],), weight=weight)
+        """,
+    )
+    assert [t.name for t in analyze(str(path)).inputs] == ["x", "gate"]
+
+
+def test_an_argument_defaulting_to_none_that_the_trace_fails_on_is_named(tmp_path):
+    path = write(
+        tmp_path,
+        "optional.py",
+        """
+        import torch.nn.functional as F
+
+
+        def scaled(x, weight=None):
+            return F.layer_norm(x, (x.shape[-1],), weight=weight) * weight.sum()
         """,
     )
     message = analyze_error(str(path))
     assert message.startswith(f"{path}:5: tracing failed: AttributeError")
-    assert "'gate' defaults to None and is traced so; a tensor input takes no default" in message
+    assert "'weight' defaults to None and is traced so; a tensor input takes no default" in message
 
 
 def test_a_detach_that_stops_a_gradient_is_refused_by_line(tmp_path):

@@ -263,6 +263,39 @@ STYLES = textwrap.dedent(
             return self.softmin(x / (self.tau * torch.linalg.norm(x, dim=-1, keepdim=True)))
 
 
+    class MambaStyleGatedNorm(nn.Module):
+        # the gate defaults to None and is read as a tensor where given: an input of the kernel
+        def __init__(self, hidden_size, eps=1e-6):
+            super().__init__()
+            self.weight = nn.Parameter(torch.ones(hidden_size))
+            self.variance_epsilon = eps
+
+        def forward(self, hidden_states, gate=None):
+            input_dtype = hidden_states.dtype
+            hidden_states = hidden_states.to(torch.float32)
+            if gate is not None:
+                hidden_states = hidden_states * nn.functional.silu(gate.to(torch.float32))
+            variance = hidden_states.pow(2).mean(-1, keepdim=True)
+            hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
+            return self.weight * hidden_states.to(input_dtype)
+
+
+    class CohereStyleLayerNorm(nn.Module):
+        # the size defaults to None (a model always passes it); the mean's centring written out, no bias
+        def __init__(self, hidden_size=None, eps=1e-5, bias=False):
+            super().__init__()
+            self.weight = nn.Parameter(torch.ones(hidden_size))
+            self.variance_epsilon = eps
+
+        def forward(self, hidden_states):
+            input_dtype = hidden_states.dtype
+            hidden_states = hidden_states.to(torch.float32)
+            mean = hidden_states.mean(-1, keepdim=True)
+            variance = (hidden_states - mean).pow(2).mean(-1, keepdim=True)
+            hidden_states = (hidden_states - mean) * torch.rsqrt(variance + self.variance_epsilon)
+            return (self.weight.to(torch.float32) * hidden_states).to(input_dtype)
+
+
     def cosine_logits(x, scale: float = 10.0):
         # rounded back to the input's dtype in the forward only: its backward reads no dtype
         return scale * F.normalize(x.float(), p=2, dim=-1, eps=1e-12).to(x.dtype)
@@ -297,6 +330,8 @@ STYLE_ENTRIES = [
     "detached_shift_log_softmax",
     "numpy_keywords_rms",
     "SoftminOverNorm",
+    "MambaStyleGatedNorm",
+    "CohereStyleLayerNorm",
 ]
 
 

@@ -50,6 +50,7 @@ from tools.kernelgen.analyze.ops import OpCall
 from tools.kernelgen.analyze.ops import UnknownOpError
 from tools.kernelgen.analyze.ops import node_line
 from tools.kernelgen.analyze.ops import normalize
+from tools.kernelgen.analyze.optional_tensors import read_as_tensors
 from tools.kernelgen.analyze.roles import EITHER_TARGET
 from tools.kernelgen.analyze.roles import PROBABILITIES
 from tools.kernelgen.analyze.roles import target_role
@@ -229,6 +230,8 @@ def _split_signature(loaded: LoadedReference, fn, skip_self: bool):
     tensors, hypers, concrete = [], [], {}
     parameters = list(inspect.signature(fn).parameters.values())[1 if skip_self else 0 :]
     order = [parameter.name for parameter in parameters]
+    optional = [parameter.name for parameter in parameters if parameter.default is None]
+    optional_tensors = read_as_tensors(loaded.source, loaded.entry, loaded.kind, optional) if optional else set()
     for parameter in parameters:
         if parameter.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
             raise AnalyzeError(
@@ -251,7 +254,7 @@ def _split_signature(loaded: LoadedReference, fn, skip_self: bool):
                 f"but has no default; a hyper-parameter needs one (tensor inputs take none)",
                 origin=loaded.origin,
             )
-        if default is inspect.Parameter.empty:
+        if default is inspect.Parameter.empty or parameter.name in optional_tensors:
             tensors.append(parameter.name)
         elif isinstance(default, float):
             hypers.append(HyperParameter(name=parameter.name, type="float", default=default))
@@ -311,7 +314,7 @@ def _instantiate(
         kind = _scalar_type(value) or "str"
         init_params.append(HyperParameter(name=parameter.name, type=kind, default=default))
     try:
-        module = loaded.obj(**kwargs)
+        module = _build(loaded, kwargs)
     except Exception as error:  # noqa: BLE001 - user code
         raise AnalyzeError(
             f"instantiating {loaded.entry}({', '.join(f'{k}={v!r}' for k, v in kwargs.items())}) failed: "
@@ -320,6 +323,21 @@ def _instantiate(
             line=line_in_traceback(error, loaded.filename),
         ) from None
     return module, init_params, kwargs
+
+
+def _build(loaded: LoadedReference, kwargs: dict[str, Any]) -> nn.Module:
+    """The reference module built with ``kwargs``; a size that defaults to None (``hidden_size=None``, which a model
+    always passes) takes the default hidden size where the module cannot be built without one. ``kwargs`` is
+    updated with what built it."""
+    try:
+        return loaded.obj(**kwargs)
+    except Exception:
+        unset = {name: DEFAULT_HIDDEN for name, value in kwargs.items() if value is None and name in HIDDEN_SIZE_NAMES}
+        if not unset:
+            raise
+    module = loaded.obj(**{**kwargs, **unset})
+    kwargs.update(unset)
+    return module
 
 
 def _trace_module(loaded: LoadedReference, overrides: dict[str, Any], probed=None) -> TracedReference:
