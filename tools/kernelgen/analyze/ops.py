@@ -59,7 +59,7 @@ def _spec(name, family=ELEMENTWISE, params=("input",), operands=1, defaults=None
 _BINARY = ("input", "other")
 _UNARY_NAMES = (
     "neg exp log log1p expm1 sqrt rsqrt abs tanh sigmoid silu relu mish logsigmoid sin cos erf square reciprocal"
-    " sign selu hardsigmoid hardswish softsign exp2 ndtr tanhshrink"
+    " sign selu hardsigmoid hardswish softsign exp2 ndtr tanhshrink erfc sinh cosh log2 log10"
 ).split()
 
 # Specs shared by torch.*, Tensor methods and F.* spellings, keyed by the method / function name.
@@ -252,6 +252,7 @@ _BY_NAME.update(
         "log_sigmoid": _BY_NAME["logsigmoid"],
         "special_expit": _BY_NAME["sigmoid"],
         "special_erf": _BY_NAME["erf"],
+        "special_erfc": _BY_NAME["erfc"],
         "special_expm1": _BY_NAME["expm1"],
         "special_log1p": _BY_NAME["log1p"],
         "special_logsumexp": _BY_NAME["logsumexp"],

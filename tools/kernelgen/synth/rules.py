@@ -404,6 +404,12 @@ _ROWS = (
     OpRule("softsign", _unary(lambda x: x / (1 + sympy.Abs(x))), {"x": "1 / (1 + abs(x))**2"}),
     OpRule("threshold", _threshold, {"x": "where(x > threshold, 1, 0)"}),
     OpRule("tanhshrink", _unary(lambda x: x - sympy.tanh(x)), {"x": "tanh(x)**2"}),
+    # erfc as 1 - erf: exact to fp32's absolute rounding (its relative error grows where erfc is below ~1e-7).
+    OpRule("erfc", _unary(lambda x: 1 - sympy.erf(x)), {"x": "-2 / sqrt(pi) * exp(-x**2)"}),
+    OpRule("sinh", _unary(lambda x: (sympy.exp(x) - sympy.exp(-x)) / 2), {"x": "(exp(x) + exp(-x)) / 2"}),
+    OpRule("cosh", _unary(lambda x: (sympy.exp(x) + sympy.exp(-x)) / 2), {"x": "(exp(x) - exp(-x)) / 2"}),
+    OpRule("log2", _unary(lambda x: _log(x) / sympy.log(2)), {"x": "1 / (x * log(2))"}),
+    OpRule("log10", _unary(lambda x: _log(x) / sympy.log(10)), {"x": "1 / (x * log(10))"}),
     OpRule("softshrink", _softshrink, {"x": "where(abs(x) > 0.5, 1, 0)"}),
     OpRule("hardshrink", _hardshrink, {"x": "where(abs(x) > 0.5, 1, 0)"}),
     OpRule("exp2", _unary(lambda x: sympy.exp(x * sympy.log(2))), {"x": "log(2) * exp2(x)"}),
