@@ -375,6 +375,23 @@ def test_data_dependent_control_flow_names_line(tmp_path):
     assert "torch.where" in message
 
 
+def test_control_flow_on_a_run_time_hyper_parameter_names_it(tmp_path):
+    path = write(
+        tmp_path,
+        "hyper_branch.py",
+        """
+        import torch
+
+
+        def leaky_gate(x, y, alpha: float = 0.1):
+            return torch.sigmoid(x) * y if alpha == 0 else torch.sigmoid(x) * y + alpha * x
+        """,
+    )
+    message = analyze_error(str(path))
+    assert message.startswith(f"{path}:5: Python control flow on the hyper-parameter 'alpha'")
+    assert "torch.where" in message
+
+
 def test_unsynthesizable_element_wise_use_names_line(tmp_path):
     path = write(tmp_path, "fmodx.py", "import torch\n\n\ndef fmod_x(x):\n    return torch.fmod(x, 2.0)\n")
     message = analyze_error(str(path))

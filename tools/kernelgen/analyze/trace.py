@@ -161,6 +161,14 @@ def _compared_dtype(arg: Any) -> torch.dtype | None:
     return _COMPARED_DTYPE if is_dtype_read else None
 
 
+class _HyperParameterBranch(Exception):
+    """Python control flow decided by run-time hyper-parameters alone (``if alpha == 0``)."""
+
+    def __init__(self, names: list[str], line: int | None):
+        super().__init__(", ".join(names))
+        self.names, self.line = names, line
+
+
 class _ReferenceTracer(fx.Tracer):
     """fx tracer that stamps each node with its reference line and can feed module attributes in as inputs."""
 
@@ -176,6 +184,7 @@ class _ReferenceTracer(fx.Tracer):
         self.proxied_attributes = proxied_attributes or {}
         self.traced_module = module
         self.input_names = input_names or {}  # attribute -> the name of the input it is traced as
+        self.tensor_inputs: set[str] = set()  # placeholders that are tensors (the others are hyper-parameters)
 
     def create_node(self, kind, target, args, kwargs, name=None, type_expr=None):
         node = super().create_node(kind, target, args, kwargs, name, type_expr)
@@ -195,6 +204,9 @@ class _ReferenceTracer(fx.Tracer):
             sides = [_compared_dtype(arg) for arg in node.args]
             if None not in sides:
                 return (sides[0] == sides[1]) == (node.target is operator.eq)
+        read = _inputs_read(node)
+        if read and not read & self.tensor_inputs:
+            raise _HyperParameterBranch(sorted(read), node.meta.get(LINE_KEY))
         return super().to_bool(obj)
 
     def create_args_for_root(self, root_fn, is_module, concrete_args=None):
@@ -206,6 +218,22 @@ class _ReferenceTracer(fx.Tracer):
             placeholder = self.input_names.get(name, name)
             self.traced_module.__dict__[name] = self.create_proxy("placeholder", placeholder, (value,), {})
         return root_fn, args
+
+
+def _inputs_read(node: fx.Node) -> set[str]:
+    """The placeholders ``node`` is computed from; empty where it also reads the module's parameters."""
+    seen, stack, read = set(), [node], set()
+    while stack:
+        current = stack.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        if current.op == "get_attr":
+            return set()
+        if current.op == "placeholder":
+            read.add(str(current.target))
+        stack += current.all_input_nodes
+    return read
 
 
 def trace_reference(loaded: LoadedReference, overrides: dict[str, Any] | None = None) -> TracedReference:
@@ -281,6 +309,7 @@ def _trace_function(loaded: LoadedReference, overrides: dict[str, Any]) -> Trace
     tensors, hypers, concrete, order = _split_signature(loaded, loaded.obj, skip_self=False)
     concrete.update({name: value for name, value in overrides.items() if name in concrete})
     tracer = _ReferenceTracer(loaded.filename)
+    tracer.tensor_inputs = set(tensors)
     graph = _run_tracer(loaded, lambda: tracer.trace(loaded.obj, concrete_args=concrete or None), concrete)
     graph_module = fx.GraphModule(tracer.root, graph, loaded.entry)
     hidden = int(loaded.hints.get("init_args", {}).get("hidden_size", DEFAULT_HIDDEN))
@@ -360,6 +389,7 @@ def _trace_module(loaded: LoadedReference, overrides: dict[str, Any], probed=Non
     taken = {*tensors, *(h.name for h in hypers), *concrete}
     input_names = _constructor_names(loaded, attributes, init_params, built_with, taken)
     tracer = _ReferenceTracer(loaded.filename, attributes, module, input_names)
+    tracer.tensor_inputs = set(tensors)
     try:
         graph = _run_tracer(loaded, lambda: tracer.trace(module, concrete_args=concrete or None), concrete)
     finally:
@@ -622,6 +652,14 @@ def _run_tracer(loaded: LoadedReference, trace, concrete: dict[str, Any]) -> fx.
         return trace()
     except AnalyzeError:
         raise
+    except _HyperParameterBranch as branch:
+        listed = ", ".join(f"'{name}'" for name in branch.names)
+        raise AnalyzeError(
+            f"Python control flow on the hyper-parameter {listed}, which the kernel takes at run time: compute both "
+            "sides with torch.where, or decide it by a bool or str argument (the kernel is then specialised on its value)",
+            origin=loaded.origin,
+            line=branch.line,
+        ) from None
     except Exception as error:  # noqa: BLE001 - fx and user code raise anything
         text = str(error).split("\n")[0]
         if "control flow" in text or "iterated" in text or "len(" in text:
