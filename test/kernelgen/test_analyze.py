@@ -248,6 +248,88 @@ def test_ambiguous_file_asks_for_a_symbol(tmp_path):
     assert f"{path}:first" in message
 
 
+def test_helpers_the_entry_calls_are_not_candidates(tmp_path):
+    """A public helper function, a lambda and a module class that the entry reads by name leave it the one entry."""
+    path = write(
+        tmp_path,
+        "helpers.py",
+        """
+        import torch
+        import torch.nn as nn
+
+        swish = lambda t, beta=1.0: t * torch.sigmoid(beta * t)
+
+
+        def scaled_tanh(t):
+            return 2.0 * torch.tanh(t)
+
+
+        class Gate(nn.Module):
+            @staticmethod
+            def act(t):
+                return scaled_tanh(t) + swish(t)
+
+            def forward(self, x, y):
+                return self.act(x) * y
+        """,
+    )
+    assert analyze(str(path)).reference.entry == "Gate"
+
+
+def test_arguments_defaulting_to_none_are_inputs_where_read_as_tensors(tmp_path):
+    """HF's gated norms take gate=None and read it as a tensor: an input. An argument only passed on by keyword (an
+    option of the call) or never read (position_ids=None) keeps its default."""
+    path = write(
+        tmp_path,
+        "gated.py",
+        """
+        import torch
+        import torch.nn.functional as F
+
+
+        def gated(x, gate=None, position_ids=None, weight=None):
+            if gate is not None:
+                x = x * F.silu(gate.to(torch.float32))
+            return F.layer_norm(x, (x.shape[-1],), weight=weight)
+        """,
+    )
+    assert [t.name for t in analyze(str(path)).inputs] == ["x", "gate"]
+
+
+def test_an_argument_defaulting_to_none_that_the_trace_fails_on_is_named(tmp_path):
+    path = write(
+        tmp_path,
+        "optional.py",
+        """
+        import torch.nn.functional as F
+
+
+        def scaled(x, weight=None):
+            return F.layer_norm(x, (x.shape[-1],), weight=weight) * weight.sum()
+        """,
+    )
+    message = analyze_error(str(path))
+    assert message.startswith(f"{path}:5: tracing failed: AttributeError")
+    assert "'weight' defaults to None and is traced so; a tensor input takes no default" in message
+
+
+def test_a_detach_that_stops_a_gradient_is_refused_by_line(tmp_path):
+    """A detach that changes the gradients is refused (one whose stopped gradient is 0 is dropped: test_rows)."""
+    path = write(
+        tmp_path,
+        "stopped.py",
+        """
+        import torch
+
+
+        def scaled(x):
+            return x / x.abs().amax(-1, keepdim=True).detach()
+        """,
+    )
+    message = analyze_error(str(path))
+    assert message.startswith(f"{path}:5: `.detach()` stops a gradient the outputs depend on")
+
+
 def test_file_without_candidates(tmp_path):
     path = write(tmp_path, "empty.py", "SCALE = 2.0\n")
     with pytest.raises(AnalyzeError, match="defines no public function"):
@@ -290,6 +372,23 @@ def test_data_dependent_control_flow_names_line(tmp_path):
     )
     message = analyze_error(str(path))
     assert message.startswith(f"{path}:5: data-dependent Python control flow")
+    assert "torch.where" in message
+
+
+def test_control_flow_on_a_run_time_hyper_parameter_names_it(tmp_path):
+    path = write(
+        tmp_path,
+        "hyper_branch.py",
+        """
+        import torch
+
+
+        def leaky_gate(x, y, alpha: float = 0.1):
+            return torch.sigmoid(x) * y if alpha == 0 else torch.sigmoid(x) * y + alpha * x
+        """,
+    )
+    message = analyze_error(str(path))
+    assert message.startswith(f"{path}:5: Python control flow on the hyper-parameter 'alpha'")
     assert "torch.where" in message
 
 

@@ -132,6 +132,18 @@ LOGADDEXP = (
     "    return torch.logaddexp(a, 2.0 * b) + a.logaddexp2(c) * torch.sigmoid(c) - torch.logaddexp2(b, c)\n"
 )
 LOGADDEXP_NAME = "log_add_gate"
+# Helpers of the entry's own: a lambda and a public function it calls are not entries (the file names none); torch's
+# shrink activations (tanhshrink, softshrink with a hyper-parameter, hardshrink); erfc, sinh, cosh, log2, log10.
+HELPER_CALLS = (
+    "import math\n\nimport torch\nimport torch.nn.functional as F\n\n"
+    "squash = lambda t: t * torch.sigmoid(1.702 * t)\n\n\n"
+    "def gelu_tanh(t):\n    return 0.5 * t * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (t + 0.044715 * t**3)))\n\n\n"
+    "def helper_gate(x, y, lambd: float = 0.4):\n"
+    "    a = gelu_tanh(x) * squash(y) + F.tanhshrink(x) + F.softshrink(y, lambd) - F.hardshrink(x, 0.3)\n"
+    "    b = torch.erfc(0.5 * y) + torch.sinh(0.1 * x) - torch.cosh(0.1 * y)\n"
+    "    return a + b + torch.log2(x * x + 1) + torch.log10(y * y + 1)\n"
+)
+HELPER_CALLS_NAME = "helper_calls_gate"
 WRITTEN_REFERENCES = [
     (SIZED, SIZED_MODULE, "SizedGate"),
     (HELD, HELD_MODULE, None),
@@ -143,6 +155,7 @@ WRITTEN_REFERENCES = [
     (POINTWISE_LOSSES_NAME, POINTWISE_LOSSES, None),
     (POWERS_NAME, POWERS, None),
     (LOGADDEXP_NAME, LOGADDEXP, None),
+    (HELPER_CALLS_NAME, HELPER_CALLS, None),
 ]
 
 

@@ -34,7 +34,8 @@ GROUPS = Path(__file__).parent / "fixtures" / "groups"
 # has only a per-row output (its split passes combine per-row values and touch no columns).
 # HeldEpsNorm's test sets its eps on the built module and passes forward's own hyper-parameter; mean_by_size reads
 # the row length (an integer in the kernel) inside a square root; WideWeightRMSNorm holds its weight as (1, 1, H);
-# CosineGate gives one value per row from two inputs; DtypeBranchNorm branches on its weight's dtype.
+# CosineGate gives one value per row from two inputs; DtypeBranchNorm branches on its weight's dtype; cosine_logits
+# rounds to the input's dtype in its forward only.
 STYLE_KERNELS = [
     "WrappedLayerNorm",
     "NormWithRstd",
@@ -50,6 +51,7 @@ STYLE_KERNELS = [
     "logaddexp_rms",
     "PolyNorm",
     "IndexedPolyNorm",
+    "cosine_logits",
 ]
 
 

@@ -239,6 +239,66 @@ STYLES = textwrap.dedent(
         def forward(self, x):
             variance = x.float().pow(2).mean(-1, keepdim=True)
             return (x.float() * torch.rsqrt(variance + self.eps)).to(x.dtype) * self.weight
+
+
+    def detached_shift_log_softmax(x):
+        # the max shift detached, as numerically careful code writes it: it stops no gradient that counts
+        x = x - x.max(dim=-1, keepdim=True).values.detach()
+        return x - torch.log(torch.exp(x).sum(-1, keepdim=True))
+
+
+    def numpy_keywords_rms(x, eps: float = 1e-6):
+        # NumPy's keyword spellings, which torch's reductions take too
+        return x * (torch.mean(torch.square(x), axis=-1, keepdims=True) + eps) ** -0.5
+
+
+    class SoftminOverNorm(nn.Module):
+        # nn.Softmin of the row over its torch.linalg.norm (a vector norm of one dim)
+        def __init__(self, tau: float = 0.5):
+            super().__init__()
+            self.tau = tau
+            self.softmin = nn.Softmin(dim=-1)
+
+        def forward(self, x):
+            return self.softmin(x / (self.tau * torch.linalg.norm(x, dim=-1, keepdim=True)))
+
+
+    class MambaStyleGatedNorm(nn.Module):
+        # the gate defaults to None and is read as a tensor where given: an input of the kernel
+        def __init__(self, hidden_size, eps=1e-6):
+            super().__init__()
+            self.weight = nn.Parameter(torch.ones(hidden_size))
+            self.variance_epsilon = eps
+
+        def forward(self, hidden_states, gate=None):
+            input_dtype = hidden_states.dtype
+            hidden_states = hidden_states.to(torch.float32)
+            if gate is not None:
+                hidden_states = hidden_states * nn.functional.silu(gate.to(torch.float32))
+            variance = hidden_states.pow(2).mean(-1, keepdim=True)
+            hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
+            return self.weight * hidden_states.to(input_dtype)
+
+
+    class CohereStyleLayerNorm(nn.Module):
+        # the size defaults to None (a model always passes it); the mean's centring written out, no bias
+        def __init__(self, hidden_size=None, eps=1e-5, bias=False):
+            super().__init__()
+            self.weight = nn.Parameter(torch.ones(hidden_size))
+            self.variance_epsilon = eps
+
+        def forward(self, hidden_states):
+            input_dtype = hidden_states.dtype
+            hidden_states = hidden_states.to(torch.float32)
+            mean = hidden_states.mean(-1, keepdim=True)
+            variance = (hidden_states - mean).pow(2).mean(-1, keepdim=True)
+            hidden_states = (hidden_states - mean) * torch.rsqrt(variance + self.variance_epsilon)
+            return (self.weight.to(torch.float32) * hidden_states).to(input_dtype)
+
+
+    def cosine_logits(x, scale: float = 10.0):
+        # rounded back to the input's dtype in the forward only: its backward reads no dtype
+        return scale * F.normalize(x.float(), p=2, dim=-1, eps=1e-12).to(x.dtype)
     """
 )
 STYLE_ENTRIES = [
@@ -266,6 +326,12 @@ STYLE_ENTRIES = [
     "logaddexp_rms",
     "PolyNorm",
     "IndexedPolyNorm",
+    "cosine_logits",
+    "detached_shift_log_softmax",
+    "numpy_keywords_rms",
+    "SoftminOverNorm",
+    "MambaStyleGatedNorm",
+    "CohereStyleLayerNorm",
 ]
 
 
@@ -428,6 +494,8 @@ LIBRARY_AND_BY_HAND = [
         "torch.std_mean(x, -1, keepdim=True)[0] + torch.var_mean(x, -1, keepdim=True)[1]",
         "x.std(-1, keepdim=True) + x.mean(-1, keepdim=True)",
     ),
+    ("F.softmin(x, dim=-1)", "torch.softmax(-x, dim=-1)"),
+    ("x / torch.linalg.norm(x, dim=-1, keepdim=True)", "x / torch.linalg.vector_norm(x, dim=-1, keepdim=True)"),
 ]
 
 

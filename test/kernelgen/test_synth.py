@@ -246,6 +246,14 @@ OP_CASES = [
     OpCase("hardswish", F.hardswish),
     OpCase("hardsigmoid", F.hardsigmoid),
     OpCase("softsign", F.softsign),
+    OpCase("tanhshrink", F.tanhshrink),
+    OpCase("erfc", torch.erfc),
+    OpCase("sinh", torch.sinh),
+    OpCase("cosh", torch.cosh),
+    OpCase("log2", torch.log2, domains=POSITIVE),
+    OpCase("log10", torch.log10, domains=POSITIVE),
+    OpCase("softshrink", lambda x: F.softshrink(x, 0.75), kwargs={"lambd": 0.75}),
+    OpCase("hardshrink", lambda x: F.hardshrink(x, 0.75), kwargs={"lambd": 0.75}),
     OpCase("celu", lambda x: F.celu(x, alpha=0.5), kwargs={"alpha": 0.5}),
     OpCase("selu", F.selu),
     OpCase(
@@ -679,7 +687,7 @@ def test_gradient_formulas_parse_back_to_the_printed_gradients(name):
 # The table documents each gradient convention; the documentation must agree with sympy's derivative.
 # ---------------------------------------------------------------------------------------------------------------
 
-POSITIVE_DOMAIN_OPS = {"log", "log1p", "sqrt", "rsqrt", "div", "reciprocal", "xlogy", "root"}
+POSITIVE_DOMAIN_OPS = {"log", "log1p", "log2", "log10", "sqrt", "rsqrt", "div", "reciprocal", "xlogy", "root"}
 # Ops of probabilities (a binary cross entropy's p): samples mapped into (0, 1), away from its clamped logs.
 UNIT_DOMAIN_OPS = {"bce_pointwise"}
 

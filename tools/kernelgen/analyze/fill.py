@@ -77,7 +77,7 @@ LOSS_CPU_SHAPES = [[3, 127], [6, 509], [2, 20000]]
 LOSS_GPU_SHAPES = [[4096, 32000], [333, 128256]]
 _DOMAIN_OPS = ("log", "log1p", "sqrt", "rsqrt")
 _NONNEGATIVE_OPS = {"exp", "sigmoid", "softplus", "relu", "abs", "square", "sqrt", "rsqrt", "softmax", "var", "std"}
-_NONNEGATIVE_OPS |= {"norm"}
+_NONNEGATIVE_OPS |= {"norm", "softmin"}
 # Hinted names of the reference's own classes: they only apply under its natural name (closest_existing_kernel,
 # hinted, applies under any name).
 _HINTED_IDENTITY = ("function_class_name", "module_class_name", "functional_name")

@@ -133,7 +133,7 @@ def _view_back(loaded, regrouping: fx.Node, first: fx.Node) -> fx.Node | None:
 
 # Reductions a group's statistics may take, by their method or function name.
 _REDUCTIONS = {"mean", "sum", "var", "std", "var_mean", "std_mean", "amax", "amin", "max", "min", "logsumexp", "norm"}
-_REDUCTIONS |= {"softmax", "log_softmax", "prod", "cumsum", "median", "vector_norm"}
+_REDUCTIONS |= {"softmax", "log_softmax", "softmin", "prod", "cumsum", "median", "vector_norm"}
 
 
 def _refuse_other_reductions(loaded, node: fx.Node, regrouping: fx.Node) -> None:

@@ -135,6 +135,7 @@ def _load_source(source: str, origin: str, filename: str, symbol: str | None) ->
     if entry is None:
         if not candidates:
             raise AnalyzeError("defines no public function or nn.Module subclass to analyze", origin=origin)
+        candidates = _uncalled(module, candidates)
         if len(candidates) > 1:
             raise AnalyzeError(
                 f"defines several candidates ({', '.join(candidates)}); pick one with {origin}:{candidates[0]}",
@@ -200,4 +201,25 @@ def _candidates(module: types.ModuleType) -> list[str]:
             continue
         if inspect.isfunction(obj) or (inspect.isclass(obj) and issubclass(obj, nn.Module)):
             names.append(name)
+    return names
+
+
+def _uncalled(module: types.ModuleType, candidates: list[str]) -> list[str]:
+    """``candidates`` less those another candidate reads by name: a helper (a function, a lambda, a module class) that
+    the entry calls is not an entry of its own. All of them when each one is read by another."""
+    read = {name: _names_read(module.__dict__[name]) for name in candidates}
+    roots = [name for name in candidates if not any(name in read[other] for other in candidates if other != name)]
+    return roots or candidates
+
+
+def _names_read(obj: Any) -> set[str]:
+    """The global names that ``obj``'s code (a function's, or each method's of a class) reads, nested code included."""
+    members = [obj] if inspect.isfunction(obj) else [getattr(m, "__func__", m) for m in vars(obj).values()]
+    functions = [f for f in members if inspect.isfunction(f)]
+    codes = [f.__code__ for f in functions]
+    names: set[str] = set()
+    while codes:
+        code = codes.pop()
+        names.update(code.co_names)
+        codes += [const for const in code.co_consts if isinstance(const, types.CodeType)]
     return names

@@ -59,7 +59,7 @@ def _spec(name, family=ELEMENTWISE, params=("input",), operands=1, defaults=None
 _BINARY = ("input", "other")
 _UNARY_NAMES = (
     "neg exp log log1p expm1 sqrt rsqrt abs tanh sigmoid silu relu mish logsigmoid sin cos erf square reciprocal"
-    " sign selu hardsigmoid hardswish softsign exp2 ndtr"
+    " sign selu hardsigmoid hardswish softsign exp2 ndtr tanhshrink erfc sinh cosh log2 log10"
 ).split()
 
 # Specs shared by torch.*, Tensor methods and F.* spellings, keyed by the method / function name.
@@ -90,6 +90,8 @@ _BY_NAME.update(
             "rrelu", params=("input", "lower", "upper", "training"), defaults={"lower": 0.125, "upper": 1.0 / 3.0}
         ),
         "threshold": _spec("threshold", params=("input", "threshold", "value")),
+        "softshrink": _spec("softshrink", params=("input", "lambd"), defaults={"lambd": 0.5}),
+        "hardshrink": _spec("hardshrink", params=("input", "lambd"), defaults={"lambd": 0.5}),
         "_threshold": _spec("threshold", params=("input", "threshold", "value")),
         "special_ndtr": _spec("ndtr"),
         "lerp": _spec("lerp", params=("input", "end", "weight"), operands=3),
@@ -132,6 +134,7 @@ _BY_NAME.update(
             "norm", REDUCTION, ("input", "ord", "dim", "keepdim"), defaults={"dim": None, "keepdim": False}
         ),
         "softmax": _spec("softmax", REDUCTION, ("input", "dim"), defaults={"dim": None}),
+        "softmin": _spec("softmin", REDUCTION, ("input", "dim"), defaults={"dim": None}),
         "log_softmax": _spec("log_softmax", REDUCTION, ("input", "dim"), defaults={"dim": None}),
         "logsumexp": _spec("logsumexp", REDUCTION, ("input", "dim", "keepdim"), defaults={"keepdim": False}),
         "layer_norm": _spec("layer_norm", REDUCTION, ("input", "normalized_shape", "weight", "bias", "eps")),
@@ -249,12 +252,15 @@ _BY_NAME.update(
         "log_sigmoid": _BY_NAME["logsigmoid"],
         "special_expit": _BY_NAME["sigmoid"],
         "special_erf": _BY_NAME["erf"],
+        "special_erfc": _BY_NAME["erfc"],
         "special_expm1": _BY_NAME["expm1"],
         "special_log1p": _BY_NAME["log1p"],
         "special_logsumexp": _BY_NAME["logsumexp"],
         "special_softmax": _BY_NAME["softmax"],
         "special_log_softmax": _BY_NAME["log_softmax"],
         "linalg_vector_norm": _BY_NAME["vector_norm"],
+        # A vector norm where dim names one dim (a pair of dims, a matrix norm, reduces more than the row).
+        "linalg_norm": _BY_NAME["vector_norm"],
     }
 )
 
@@ -300,8 +306,12 @@ _MODULES: dict[type, tuple[OpSpec, tuple[str, ...]]] = {
     nn.Hardswish: (_BY_NAME["hardswish"], ()),
     nn.Softsign: (_BY_NAME["softsign"], ()),
     nn.Threshold: (_BY_NAME["threshold"], ("threshold", "value")),
+    nn.Tanhshrink: (_BY_NAME["tanhshrink"], ()),
+    nn.Softshrink: (_BY_NAME["softshrink"], ("lambd",)),
+    nn.Hardshrink: (_BY_NAME["hardshrink"], ("lambd",)),
     nn.Identity: (_spec("identity", LAYOUT), ()),
     nn.Softmax: (_BY_NAME["softmax"], ("dim",)),
+    nn.Softmin: (_BY_NAME["softmin"], ("dim",)),
     nn.LogSoftmax: (_BY_NAME["log_softmax"], ("dim",)),
     nn.Linear: (_BY_NAME["linear"], ()),
     nn.Embedding: (_BY_NAME["embedding"], ()),

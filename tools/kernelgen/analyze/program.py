@@ -4,7 +4,7 @@ per-row statistics, each statistic one reduction (sum, mean, max, min) along the
 Element-wise ops go through ``apply_op``. Library reductions are written out in those four, so a library call and
 the same math spelled by hand lower to the same program: ``mean`` and ``sum`` are one statistic each, ``var`` and
 ``std`` a mean and a centred sum of squares (torch's correction kept), ``norm`` a sum of powers, ``logsumexp``,
-``softmax`` and ``log_softmax`` a max and a sum of exponentials shifted by it, ``layer_norm`` and ``rms_norm``
+``softmax``, ``softmin`` (of the negated row) and ``log_softmax`` a max and a sum of exponentials shifted by it, ``layer_norm`` and ``rms_norm``
 their means. Casts follow the reference: upcasts are free (the kernel computes in fp32), and a cast from an fp32
 value back to an input's dtype (Llama's ``.to(input_dtype)`` before the weight) rounds there
 (``cast_to_input``); a cast of a whole output is the store's own rounding.
@@ -263,12 +263,13 @@ class ProgramBuilder:
         if name == "norm":
             order = options.get("p", options.get("ord", 2))
             return self._p_norm(x, 2 if order is None or order == "fro" else order, base, call)
-        if name in ("logsumexp", "softmax", "log_softmax"):
+        if name in ("logsumexp", "softmax", "log_softmax", "softmin"):
+            x = -x if name == "softmin" else x
             peak = self.statistic(f"{base}_max", "max", x, node)
             total = self.statistic(f"{base}_sum", "sum", sympy.exp(x - peak), node)
             if name == "logsumexp":
                 return peak + sympy.log(total)
-            if name == "softmax":
+            if name in ("softmax", "softmin"):
                 return sympy.exp(x - peak) / total
             return x - peak - sympy.log(total)
         if name == "layer_norm":

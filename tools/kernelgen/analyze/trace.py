@@ -36,6 +36,7 @@ import torch.nn.functional as F
 
 from torch.fx.passes.shape_prop import ShapeProp
 
+from tools.kernelgen.analyze.detaches import drop_gradient_neutral_detaches
 from tools.kernelgen.analyze.errors import HAND_WRITTEN_PROFILE_HINT
 from tools.kernelgen.analyze.errors import AnalyzeError
 from tools.kernelgen.analyze.groups import regroup_channels
@@ -49,6 +50,7 @@ from tools.kernelgen.analyze.ops import OpCall
 from tools.kernelgen.analyze.ops import UnknownOpError
 from tools.kernelgen.analyze.ops import node_line
 from tools.kernelgen.analyze.ops import normalize
+from tools.kernelgen.analyze.optional_tensors import read_as_tensors
 from tools.kernelgen.analyze.roles import EITHER_TARGET
 from tools.kernelgen.analyze.roles import PROBABILITIES
 from tools.kernelgen.analyze.roles import target_role
@@ -159,6 +161,14 @@ def _compared_dtype(arg: Any) -> torch.dtype | None:
     return _COMPARED_DTYPE if is_dtype_read else None
 
 
+class _HyperParameterBranch(Exception):
+    """Python control flow decided by run-time hyper-parameters alone (``if alpha == 0``)."""
+
+    def __init__(self, names: list[str], line: int | None):
+        super().__init__(", ".join(names))
+        self.names, self.line = names, line
+
+
 class _ReferenceTracer(fx.Tracer):
     """fx tracer that stamps each node with its reference line and can feed module attributes in as inputs."""
 
@@ -174,6 +184,7 @@ class _ReferenceTracer(fx.Tracer):
         self.proxied_attributes = proxied_attributes or {}
         self.traced_module = module
         self.input_names = input_names or {}  # attribute -> the name of the input it is traced as
+        self.tensor_inputs: set[str] = set()  # placeholders that are tensors (the others are hyper-parameters)
 
     def create_node(self, kind, target, args, kwargs, name=None, type_expr=None):
         node = super().create_node(kind, target, args, kwargs, name, type_expr)
@@ -193,6 +204,9 @@ class _ReferenceTracer(fx.Tracer):
             sides = [_compared_dtype(arg) for arg in node.args]
             if None not in sides:
                 return (sides[0] == sides[1]) == (node.target is operator.eq)
+        read = _inputs_read(node)
+        if read and not read & self.tensor_inputs:
+            raise _HyperParameterBranch(sorted(read), node.meta.get(LINE_KEY))
         return super().to_bool(obj)
 
     def create_args_for_root(self, root_fn, is_module, concrete_args=None):
@@ -204,6 +218,22 @@ class _ReferenceTracer(fx.Tracer):
             placeholder = self.input_names.get(name, name)
             self.traced_module.__dict__[name] = self.create_proxy("placeholder", placeholder, (value,), {})
         return root_fn, args
+
+
+def _inputs_read(node: fx.Node) -> set[str]:
+    """The placeholders ``node`` is computed from; empty where it also reads the module's parameters."""
+    seen, stack, read = set(), [node], set()
+    while stack:
+        current = stack.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        if current.op == "get_attr":
+            return set()
+        if current.op == "placeholder":
+            read.add(str(current.target))
+        stack += current.all_input_nodes
+    return read
 
 
 def trace_reference(loaded: LoadedReference, overrides: dict[str, Any] | None = None) -> TracedReference:
@@ -228,6 +258,8 @@ def _split_signature(loaded: LoadedReference, fn, skip_self: bool):
     tensors, hypers, concrete = [], [], {}
     parameters = list(inspect.signature(fn).parameters.values())[1 if skip_self else 0 :]
     order = [parameter.name for parameter in parameters]
+    optional = [parameter.name for parameter in parameters if parameter.default is None]
+    optional_tensors = read_as_tensors(loaded.source, loaded.entry, loaded.kind, optional) if optional else set()
     for parameter in parameters:
         if parameter.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
             raise AnalyzeError(
@@ -250,7 +282,7 @@ def _split_signature(loaded: LoadedReference, fn, skip_self: bool):
                 f"but has no default; a hyper-parameter needs one (tensor inputs take none)",
                 origin=loaded.origin,
             )
-        if default is inspect.Parameter.empty:
+        if default is inspect.Parameter.empty or parameter.name in optional_tensors:
             tensors.append(parameter.name)
         elif isinstance(default, float):
             hypers.append(HyperParameter(name=parameter.name, type="float", default=default))
@@ -277,7 +309,8 @@ def _trace_function(loaded: LoadedReference, overrides: dict[str, Any]) -> Trace
     tensors, hypers, concrete, order = _split_signature(loaded, loaded.obj, skip_self=False)
     concrete.update({name: value for name, value in overrides.items() if name in concrete})
     tracer = _ReferenceTracer(loaded.filename)
-    graph = _run_tracer(loaded, lambda: tracer.trace(loaded.obj, concrete_args=concrete or None))
+    tracer.tensor_inputs = set(tensors)
+    graph = _run_tracer(loaded, lambda: tracer.trace(loaded.obj, concrete_args=concrete or None), concrete)
     graph_module = fx.GraphModule(tracer.root, graph, loaded.entry)
     hidden = int(loaded.hints.get("init_args", {}).get("hidden_size", DEFAULT_HIDDEN))
     return _finish(loaded, graph_module, order, tensors, hypers, concrete, {}, hidden, init_params=list(hypers))
@@ -310,7 +343,7 @@ def _instantiate(
         kind = _scalar_type(value) or "str"
         init_params.append(HyperParameter(name=parameter.name, type=kind, default=default))
     try:
-        module = loaded.obj(**kwargs)
+        module = _build(loaded, kwargs)
     except Exception as error:  # noqa: BLE001 - user code
         raise AnalyzeError(
             f"instantiating {loaded.entry}({', '.join(f'{k}={v!r}' for k, v in kwargs.items())}) failed: "
@@ -319,6 +352,21 @@ def _instantiate(
             line=line_in_traceback(error, loaded.filename),
         ) from None
     return module, init_params, kwargs
+
+
+def _build(loaded: LoadedReference, kwargs: dict[str, Any]) -> nn.Module:
+    """The reference module built with ``kwargs``; a size that defaults to None (``hidden_size=None``, which a model
+    always passes) takes the default hidden size where the module cannot be built without one. ``kwargs`` is
+    updated with what built it."""
+    try:
+        return loaded.obj(**kwargs)
+    except Exception:
+        unset = {name: DEFAULT_HIDDEN for name, value in kwargs.items() if value is None and name in HIDDEN_SIZE_NAMES}
+        if not unset:
+            raise
+    module = loaded.obj(**{**kwargs, **unset})
+    kwargs.update(unset)
+    return module
 
 
 def _trace_module(loaded: LoadedReference, overrides: dict[str, Any], probed=None) -> TracedReference:
@@ -341,8 +389,9 @@ def _trace_module(loaded: LoadedReference, overrides: dict[str, Any], probed=Non
     taken = {*tensors, *(h.name for h in hypers), *concrete}
     input_names = _constructor_names(loaded, attributes, init_params, built_with, taken)
     tracer = _ReferenceTracer(loaded.filename, attributes, module, input_names)
+    tracer.tensor_inputs = set(tensors)
     try:
-        graph = _run_tracer(loaded, lambda: tracer.trace(module, concrete_args=concrete or None))
+        graph = _run_tracer(loaded, lambda: tracer.trace(module, concrete_args=concrete or None), concrete)
     finally:
         # The Proxies must not outlive the trace; a buffer is found in the module's buffers again.
         module.__dict__.update({name: value for name, value in attributes.items() if name not in held_tensors})
@@ -597,11 +646,20 @@ def _as_tensors(value: Any) -> list[torch.Tensor]:
     return [item for item in value if isinstance(item, torch.Tensor)] if isinstance(value, (tuple, list)) else []
 
 
-def _run_tracer(loaded: LoadedReference, trace) -> fx.Graph:
+def _run_tracer(loaded: LoadedReference, trace, concrete: dict[str, Any]) -> fx.Graph:
+    """``concrete``: the arguments traced at their defaults (an argument that defaults to None is traced as None)."""
     try:
         return trace()
     except AnalyzeError:
         raise
+    except _HyperParameterBranch as branch:
+        listed = ", ".join(f"'{name}'" for name in branch.names)
+        raise AnalyzeError(
+            f"Python control flow on the hyper-parameter {listed}, which the kernel takes at run time: compute both "
+            "sides with torch.where, or decide it by a bool or str argument (the kernel is then specialised on its value)",
+            origin=loaded.origin,
+            line=branch.line,
+        ) from None
     except Exception as error:  # noqa: BLE001 - fx and user code raise anything
         text = str(error).split("\n")[0]
         if "control flow" in text or "iterated" in text or "len(" in text:
@@ -614,6 +672,14 @@ def _run_tracer(loaded: LoadedReference, trace) -> fx.Graph:
                 "the number itself (math.sqrt(eps), eps ** 0.5) "
             )
             why += HAND_WRITTEN_PROFILE_HINT
+        elif "NoneType" in text and (absent := [name for name, value in concrete.items() if value is None]):
+            # An optional tensor (gate=None) the forward uses anyway: the trace ran it as None.
+            listed = ", ".join(f"'{name}'" for name in absent)
+            verb = "defaults" if len(absent) == 1 else "default"
+            why = (
+                f"tracing failed: {type(error).__name__}: {text}: {listed} {verb} to None and is traced so; a tensor "
+                "input takes no default"
+            )
         else:
             why = f"tracing failed: {type(error).__name__}: {text}"
         raise AnalyzeError(why, origin=loaded.origin, line=line_in_traceback(error, loaded.filename)) from None
@@ -652,6 +718,17 @@ def _functionalize_in_place_ops(loaded: LoadedReference, graph: fx.Graph) -> Non
             if user is not node and order[user] > order[node]:
                 user.replace_input_with(base, node)
         node.target = name[:-1]
+
+
+# NumPy's spellings that torch's reductions also take (torch.mean(x, axis=-1, keepdims=True)).
+_NUMPY_KEYWORDS = {"axis": "dim", "keepdims": "keepdim"}
+
+
+def _numpy_keywords_as_torch(graph: fx.Graph) -> None:
+    """Each call's NumPy-style keywords under torch's names, which every later reading of a call's dims uses."""
+    for node in graph.nodes:
+        if node.op in ("call_function", "call_method") and any(key in _NUMPY_KEYWORDS for key in node.kwargs):
+            node.kwargs = {_NUMPY_KEYWORDS.get(key, key): value for key, value in node.kwargs.items()}
 
 
 def _reachable(graph: fx.Graph) -> set[fx.Node]:
@@ -716,6 +793,9 @@ def _finish(
     loaded, graph_module, order, tensors, hypers, concrete, attributes, hidden, init_params, module=None, arguments=None
 ):
     _functionalize_in_place_ops(loaded, graph_module.graph)
+    _numpy_keywords_as_torch(graph_module.graph)
+    probe_values = {**{h.name: h.default for h in hypers}, **concrete, **attributes}
+    drop_gradient_neutral_detaches(loaded.origin, graph_module, order, tensors, probe_values, hidden)
     _weighted_loss_modules_as_calls(graph_module)
     # Statistics over groups of channels: the graph rewritten as the row program over a group (analyze/groups.py).
     argument_values = {**{h.name: h.default for h in [*init_params, *hypers]}, **concrete}

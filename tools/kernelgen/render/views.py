@@ -1238,6 +1238,9 @@ def _row_program_ops(profile: KernelProfile) -> RowProgramOpsView:
     keepdim = {t.name: t.keepdim for t in profile.outputs}
     statements = math.forward + math.backward
     uses_cast = _rounds_to_input(statements)
+    # Each kernel reads the inputs' dtype only where its own lines round to it (a forward's cast can be gone from a
+    # derived backward).
+    forward_casts, backward_casts = _rounds_to_input(math.forward), _rounds_to_input(math.backward)
     element_outputs = [name for name in outputs if name not in math.row_outputs]
     backward_element_grads = [
         f"grad_{name}" for name in outputs if f"grad_{name}" in reads and name not in math.row_outputs
@@ -1271,7 +1274,7 @@ def _row_program_ops(profile: KernelProfile) -> RowProgramOpsView:
             "per-element address arithmetic stays 32-bit, which keeps registers for the row itself.",
         ],
         notes=_precision_note(math.precision_sensitive_ops),
-        dtype_source=inputs[0] if uses_cast else "",
+        dtype_source=inputs[0] if forward_casts else "",
         width="shard_cols" if split_forward else "n_cols",
         has_split_mode=split_forward,
     )
@@ -1287,7 +1290,7 @@ def _row_program_ops(profile: KernelProfile) -> RowProgramOpsView:
         channel_grads=channel_grads,
         scalar_grads=scalar_grads,
         notes=gradient_note,
-        dtype_source=f"grad_{stored_grads[0]}" if uses_cast and stored_grads else "",
+        dtype_source=f"grad_{stored_grads[0]}" if backward_casts and stored_grads else "",
         holds_narrow=True,
         width="shard_cols" if split_backward else "n_cols",
         has_split_mode=split_backward,

@@ -214,6 +214,17 @@ def _hardswish(x):
     return sympy.Piecewise((0, x <= -3), (x, x >= 3), (x * (x + 3) / 6, True))
 
 
+def _softshrink(x, lambd=0.5):
+    # Closed conditions at +-lambd: torch's gradient is 1 only strictly outside [-lambd, lambd].
+    x, lambd = _value(x), _value(lambd)
+    return sympy.Piecewise((x - lambd, x > lambd), (x + lambd, x < -lambd), (0, True))
+
+
+def _hardshrink(x, lambd=0.5):
+    x, lambd = _value(x), _value(lambd)
+    return sympy.Piecewise((x, x > lambd), (x, x < -lambd), (0, True))
+
+
 def _threshold(x, threshold, value):
     x = _value(x)
     return select(x > _value(threshold), x, _value(value))
@@ -392,6 +403,15 @@ _ROWS = (
     OpRule("hardswish", _hardswish, {"x": "where(x <= -3, 0, where(x < 3, x / 3 + 0.5, 1))"}),
     OpRule("softsign", _unary(lambda x: x / (1 + sympy.Abs(x))), {"x": "1 / (1 + abs(x))**2"}),
     OpRule("threshold", _threshold, {"x": "where(x > threshold, 1, 0)"}),
+    OpRule("tanhshrink", _unary(lambda x: x - sympy.tanh(x)), {"x": "tanh(x)**2"}),
+    # erfc as 1 - erf: exact to fp32's absolute rounding (its relative error grows where erfc is below ~1e-7).
+    OpRule("erfc", _unary(lambda x: 1 - sympy.erf(x)), {"x": "-2 / sqrt(pi) * exp(-x**2)"}),
+    OpRule("sinh", _unary(lambda x: (sympy.exp(x) - sympy.exp(-x)) / 2), {"x": "(exp(x) + exp(-x)) / 2"}),
+    OpRule("cosh", _unary(lambda x: (sympy.exp(x) + sympy.exp(-x)) / 2), {"x": "(exp(x) - exp(-x)) / 2"}),
+    OpRule("log2", _unary(lambda x: _log(x) / sympy.log(2)), {"x": "1 / (x * log(2))"}),
+    OpRule("log10", _unary(lambda x: _log(x) / sympy.log(10)), {"x": "1 / (x * log(10))"}),
+    OpRule("softshrink", _softshrink, {"x": "where(abs(x) > 0.5, 1, 0)"}),
+    OpRule("hardshrink", _hardshrink, {"x": "where(abs(x) > 0.5, 1, 0)"}),
     OpRule("exp2", _unary(lambda x: sympy.exp(x * sympy.log(2))), {"x": "log(2) * exp2(x)"}),
     OpRule("ndtr", _unary(lambda x: (1 + sympy.erf(x / sympy.sqrt(2))) / 2), {"x": "exp(-x**2 / 2) / sqrt(2 * pi)"}),
     OpRule("lerp", lambda input, end, weight: _value(input) + _value(weight) * (_value(end) - _value(input))),

@@ -1,0 +1,36 @@
+"""Arguments that default to None but that the entry reads as tensors (``gate=None`` then ``gate.to(torch.float32)``
+or ``hidden * F.silu(gate)``): HF's gated norms take their gate so, and a model always passes it. Such an argument is
+a tensor input; one the entry only passes on by keyword (``weight=weight``: an option of the call) or never reads
+(HF's ``position_ids=None``) keeps its default."""
+
+from __future__ import annotations
+
+import ast
+
+from tools.kernelgen.analyze.written import entry_function
+
+
+def read_as_tensors(source: str, entry: str, kind: str, names: list[str]) -> set[str]:
+    """The ``names`` that the entry function (a module's ``forward``) reads as a tensor: a method's or attribute's
+    receiver, an arithmetic operand or a call's positional argument, and never a keyword's value."""
+    try:
+        function = entry_function(ast.parse(source), entry, kind)
+    except SyntaxError:
+        return set()
+    if function is None:
+        return set()
+    parents = {child: node for node in ast.walk(function) for child in ast.iter_child_nodes(node)}
+    as_tensor, as_option = set(), set()
+    for node in ast.walk(function):
+        if not (isinstance(node, ast.Name) and node.id in names and isinstance(node.ctx, ast.Load)):
+            continue
+        parent = parents.get(node)
+        if isinstance(parent, ast.keyword):
+            as_option.add(node.id)
+        elif (
+            (isinstance(parent, ast.Attribute) and parent.value is node)
+            or isinstance(parent, (ast.BinOp, ast.UnaryOp))
+            or (isinstance(parent, ast.Call) and node in parent.args)
+        ):
+            as_tensor.add(node.id)
+    return as_tensor - as_option
