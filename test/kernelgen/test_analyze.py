@@ -305,6 +305,13 @@ def test_a_power_with_a_tensor_exponent_is_element_wise(tmp_path):
     assert profile.tier == 1 and profile.math.outputs["y"] == "2.0 ** x"
 
 
+def test_an_input_read_only_through_detach_takes_no_gradient(tmp_path):
+    source = "import torch\n\n\ndef gate(x, y):\n    return x * torch.sigmoid(y).detach()\n"
+    profile = analyze(str(write(tmp_path, "gate.py", source)))
+    assert [(t.name, t.requires_grad) for t in profile.inputs] == [("x", True), ("y", False)]
+    assert profile.math.outputs["y_out"] == "x * detach(sigmoid(y))"
+
+
 def test_module_needing_unknown_init_argument(tmp_path):
     path = write(
         tmp_path,

@@ -195,6 +195,20 @@ class _ReferenceTracer(fx.Tracer):
                 return (sides[0] == sides[1]) == (node.target is operator.eq)
         return super().to_bool(obj)
 
+    def call_module(self, m, forward, args, kwargs):
+        """A module built inside the traced code (``nn.KLDivLoss(reduction="batchmean")(a, b)``) is no submodule fx
+        can name: one without parameters or buffers is traced through its forward, as its functional call."""
+        try:
+            self.path_of_module(m)
+        except NameError:
+            if next(m.parameters(), None) is None and next(m.buffers(), None) is None:
+                return forward(*args, **kwargs)
+            raise NameError(
+                f"nn.{type(m).__name__} is built inside the traced code with parameters or buffers of its own; "
+                f"build it in __init__ (self.name = nn.{type(m).__name__}(...))"
+            ) from None
+        return super().call_module(m, forward, args, kwargs)
+
     def create_args_for_root(self, root_fn, is_module, concrete_args=None):
         root_fn, args = super().create_args_for_root(root_fn, is_module, concrete_args)
         # Extra placeholders after forward's own arguments; the module reads them back as self.<name>. Each defaults
@@ -365,7 +379,7 @@ def _trace_module(loaded: LoadedReference, overrides: dict[str, Any], probed=Non
     init_names = {ip.name for ip in init_params}
     traced.module_switches = {
         name: value
-        for name, value in vars(module).items()
+        for name, value in {**_held_loss_options(module, built_with), **vars(module)}.items()
         if name in init_names and name not in HIDDEN_SIZE_NAMES and _scalar_type(value) in ("str", "bool", "int")
     }
     sizes = [ip.name for ip in init_params if ip.name in HIDDEN_SIZE_NAMES]
@@ -377,6 +391,19 @@ def _trace_module(loaded: LoadedReference, overrides: dict[str, Any], probed=Non
     if used != set(arguments):  # a tensor argument the loss does not read as class weights: traced as it defaults
         return _trace_module(loaded, overrides, used)
     return traced
+
+
+def _held_loss_options(module: nn.Module, built_with: dict[str, Any]) -> dict[str, Any]:
+    """Constructor arguments a held torch loss module keeps under the same name with the same value
+    (``self.ce = nn.CrossEntropyLoss(ignore_index=ignore_index)``): switches of the reference as if it kept them."""
+    found = {}
+    for held in module.modules():
+        if held is module or not isinstance(held, nn.modules.loss._Loss):
+            continue
+        for name, value in vars(held).items():
+            if name in built_with and type(built_with[name]) is type(value) and built_with[name] == value:
+                found.setdefault(name, value)
+    return found
 
 
 def _read_by_constant_indices(graph: fx.Graph) -> set[str]:
