@@ -226,6 +226,18 @@ STYLES = textwrap.dedent(
         return F.kl_div(student, teacher, reduction="batchmean") * temperature * temperature
 
 
+    def smoothed_kl(logits, target, eps: float = 0.1):
+        # KL to a smoothed one-hot row: xlogy's zero test of a target chosen per column is a choice of conditions
+        logp = F.log_softmax(logits, -1)
+        soft = torch.full_like(logp, eps / logits.size(-1)).scatter(1, target[:, None], 1 - eps + eps / logits.size(-1))
+        return F.kl_div(logp, soft, reduction="batchmean")
+
+
+    def sum_over_len(logits, target):
+        # len() of a traced tensor: its size(0)
+        return F.cross_entropy(logits, target, reduction="sum") / len(target)
+
+
     class HeldSwitchedCE(nn.Module):
         # the switches given to a held torch loss module, not kept by the module itself
         def __init__(self, ignore_index: int = -1, reduction: str = "mean"):
@@ -263,6 +275,8 @@ STYLE_ENTRIES = [
     "entr_bonus",
     "detached_focal",
     "detached_teacher_kl",
+    "smoothed_kl",
+    "sum_over_len",
     "HeldSwitchedCE",
 ]
 

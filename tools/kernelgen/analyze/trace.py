@@ -17,6 +17,7 @@ alike and across torch versions.
 from __future__ import annotations
 
 import ast
+import builtins
 import contextlib
 import copy
 import inspect
@@ -624,9 +625,30 @@ def _as_tensors(value: Any) -> list[torch.Tensor]:
     return [item for item in value if isinstance(item, torch.Tensor)] if isinstance(value, (tuple, list)) else []
 
 
+@contextlib.contextmanager
+def _len_as_size(loaded: LoadedReference):
+    """``len(x)`` of a traced tensor as ``x.size(0)`` (fx cannot record ``len``): while tracing, the reference's
+    module namespace holds a ``len`` that records the size for a traced value."""
+    function = loaded.obj.forward if loaded.kind == "module" else loaded.obj
+    namespace = getattr(function, "__globals__", None)
+    if namespace is None or "len" in namespace:
+        yield
+        return
+
+    def traced_len(value):
+        return value.size(0) if isinstance(value, fx.Proxy) else builtins.len(value)
+
+    namespace["len"] = traced_len
+    try:
+        yield
+    finally:
+        del namespace["len"]
+
+
 def _run_tracer(loaded: LoadedReference, trace) -> fx.Graph:
     try:
-        return trace()
+        with _len_as_size(loaded):
+            return trace()
     except AnalyzeError:
         raise
     except Exception as error:  # noqa: BLE001 - fx and user code raise anything

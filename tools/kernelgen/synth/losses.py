@@ -139,6 +139,8 @@ def synthesize_loss(
                 new = list(dict.fromkeys(missing.operands))
                 if any(operand == known for operand in new for _, _, known in statistics):
                     raise
+                if any(symbol.name not in program.symbols for operand in new for symbol in operand.free_symbols):
+                    raise  # a sum over values the schedule makes of its own (a recomputed maximum's)
                 # Row sums only the gradient reads (TVD over softmaxes: sum(p * sign(p - q))): more statistics,
                 # each summed in the pass after those its operand reads.
                 for operand in new:

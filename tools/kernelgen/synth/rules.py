@@ -285,6 +285,8 @@ def _equality(relation, a, b):
 
 
 def _where(condition, x, y):
+    if is_condition(x) and is_condition(y):  # a choice between conditions (sympy's form of one on a piecewise side)
+        return sympy.ITE(_condition(condition), x, y)
     return select(_condition(condition), _value(x), _value(y))
 
 
