@@ -238,6 +238,12 @@ STYLES = textwrap.dedent(
         return F.cross_entropy(logits, target, reduction="sum") / len(target)
 
 
+    def soft_kl_with_eps(logits, target_probs):
+        # the target under a log kept off 0 by a constant: drawn positive, as under a plain log
+        logp = F.log_softmax(logits, -1)
+        return torch.sum(target_probs * (torch.log(target_probs + 1e-9) - logp), dim=-1).mean()
+
+
     class HeldSwitchedCE(nn.Module):
         # the switches given to a held torch loss module, not kept by the module itself
         def __init__(self, ignore_index: int = -1, reduction: str = "mean"):
@@ -277,6 +283,7 @@ STYLE_ENTRIES = [
     "detached_teacher_kl",
     "smoothed_kl",
     "sum_over_len",
+    "soft_kl_with_eps",
     "HeldSwitchedCE",
 ]
 

@@ -521,8 +521,10 @@ def _log_domain_inputs(lowered: LoweredLoss, traced: TracedReference) -> set[str
         for node in sympy.preorder_traversal(expr):
             limited = isinstance(node, sympy.log) or (isinstance(node, sympy.Pow) and not node.exp.is_Integer)
             if limited:
-                # The input itself or a multiple of it (log(target), sqrt(2 * x)), not a softmax of it.
-                for factor in sympy.Mul.make_args(node.args[0]):
+                # The input itself or a multiple of it (log(target), sqrt(2 * x)), not a softmax of it; also kept
+                # off 0 by a constant (log(target + 1e-9)).
+                terms = [t for t in sympy.Add.make_args(node.args[0]) if not (t.is_number and t.is_nonnegative)]
+                for factor in sympy.Mul.make_args(terms[0]) if len(terms) == 1 else ():
                     if isinstance(factor, sympy.Symbol) and factor.name in traced.tensor_inputs:
                         found.add(factor.name)
     return found
