@@ -313,23 +313,6 @@ def test_an_argument_defaulting_to_none_that_the_trace_fails_on_is_named(tmp_pat
     assert "'weight' defaults to None and is traced so; a tensor input takes no default" in message
 
 
-def test_a_detach_that_stops_a_gradient_is_refused_by_line(tmp_path):
-    """A detach that changes the gradients is refused (one whose stopped gradient is 0 is dropped: test_rows)."""
-    path = write(
-        tmp_path,
-        "stopped.py",
-        """
-        import torch
-
-
-        def scaled(x):
-            return x / x.abs().amax(-1, keepdim=True).detach()
-        """,
-    )
-    message = analyze_error(str(path))
-    assert message.startswith(f"{path}:5: `.detach()` stops a gradient the outputs depend on")
-
-
 def test_file_without_candidates(tmp_path):
     path = write(tmp_path, "empty.py", "SCALE = 2.0\n")
     with pytest.raises(AnalyzeError, match="defines no public function"):
@@ -402,6 +385,13 @@ def test_a_power_with_a_tensor_exponent_is_element_wise(tmp_path):
     path = write(tmp_path, "powx.py", "import torch\n\n\ndef pow_x(x):\n    return torch.pow(2.0, x)\n")
     profile = analyze(str(path))
     assert profile.tier == 1 and profile.math.outputs["y"] == "2.0 ** x"
+
+
+def test_an_input_read_only_through_detach_takes_no_gradient(tmp_path):
+    source = "import torch\n\n\ndef gate(x, y):\n    return x * torch.sigmoid(y).detach()\n"
+    profile = analyze(str(write(tmp_path, "gate.py", source)))
+    assert [(t.name, t.requires_grad) for t in profile.inputs] == [("x", True), ("y", False)]
+    assert profile.math.outputs["y_out"] == "x * detach(sigmoid(y))"
 
 
 def test_module_needing_unknown_init_argument(tmp_path):

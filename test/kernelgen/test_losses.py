@@ -186,6 +186,72 @@ STYLES = textwrap.dedent(
     def capped_nll(logits, target, cap: float = 5.0):
         logp = F.log_softmax(logits, -1).gather(1, target[:, None])[:, 0]
         return torch.clamp(-logp, max=cap).mean()
+
+
+    def arange_picked_nll(logits, target):
+        # the picked log-probability by advanced indexing, rows by torch.arange
+        logp = F.log_softmax(logits, dim=1)
+        return -logp[torch.arange(logits.shape[0]), target].mean()
+
+
+    def scattered_smoothing(logits, target, eps: float = 0.1):
+        # the smoothed target row written into a full_like in place
+        logp = logits.log_softmax(dim=-1)
+        soft = torch.full_like(logp, eps / (logits.size(-1) - 1))
+        soft.scatter_(1, target.unsqueeze(1), 1.0 - eps)
+        return torch.sum(-soft * logp, dim=-1).mean()
+
+
+    def kl_div_module_inline(student_logits, teacher_probs):
+        # a loss module built inside the function; the gradient needs the row sum of the teacher's probabilities
+        return nn.KLDivLoss(reduction="batchmean")(F.log_softmax(student_logits, -1), teacher_probs)
+
+
+    def entr_bonus(logits, target, beta: float = 0.01):
+        ce = F.cross_entropy(logits, target, reduction="none")
+        return (ce - beta * torch.special.entr(logits.softmax(-1)).sum(-1)).mean()
+
+
+    def detached_focal(logits, target, gamma: float = 2.0):
+        # the focal weight through no gradient, and a detached extra output
+        logp = F.log_softmax(logits, -1).gather(-1, target[:, None]).squeeze(-1)
+        weight = (1 - logp.exp()).pow(gamma).detach()
+        return -(weight * logp).mean(), torch.logsumexp(logits, -1).detach().mean()
+
+
+    def detached_teacher_kl(student_logits, teacher_logits, temperature: float = 2.0):
+        # the teacher read through .detach() only: it takes no gradient, as torch gives it none
+        teacher = F.softmax(teacher_logits.detach() / temperature, -1)
+        student = F.log_softmax(student_logits / temperature, -1)
+        return F.kl_div(student, teacher, reduction="batchmean") * temperature * temperature
+
+
+    def smoothed_kl(logits, target, eps: float = 0.1):
+        # KL to a smoothed one-hot row: xlogy's zero test of a target chosen per column is a choice of conditions
+        logp = F.log_softmax(logits, -1)
+        soft = torch.full_like(logp, eps / logits.size(-1)).scatter(1, target[:, None], 1 - eps + eps / logits.size(-1))
+        return F.kl_div(logp, soft, reduction="batchmean")
+
+
+    def sum_over_len(logits, target):
+        # len() of a traced tensor: its size(0)
+        return F.cross_entropy(logits, target, reduction="sum") / len(target)
+
+
+    def soft_kl_with_eps(logits, target_probs):
+        # the target under a log kept off 0 by a constant: drawn positive, as under a plain log
+        logp = F.log_softmax(logits, -1)
+        return torch.sum(target_probs * (torch.log(target_probs + 1e-9) - logp), dim=-1).mean()
+
+
+    class HeldSwitchedCE(nn.Module):
+        # the switches given to a held torch loss module, not kept by the module itself
+        def __init__(self, ignore_index: int = -1, reduction: str = "mean"):
+            super().__init__()
+            self.loss_fn = nn.CrossEntropyLoss(ignore_index=ignore_index, reduction=reduction)
+
+        def forward(self, logits, target):
+            return self.loss_fn(logits, target)
     """
 )
 STYLE_ENTRIES = [
@@ -209,6 +275,16 @@ STYLE_ENTRIES = [
     "generalized_jsd_distillation",
     "clipped_ratio_loss",
     "capped_nll",
+    "arange_picked_nll",
+    "scattered_smoothing",
+    "kl_div_module_inline",
+    "entr_bonus",
+    "detached_focal",
+    "detached_teacher_kl",
+    "smoothed_kl",
+    "sum_over_len",
+    "soft_kl_with_eps",
+    "HeldSwitchedCE",
 ]
 
 
@@ -436,6 +512,19 @@ def test_schedules_read_each_row_as_few_times_as_the_math_allows(styles_path, re
     assert (math.gradient_pass is not None) == fused
 
 
+def test_a_row_sum_only_the_gradient_reads_becomes_a_statistic(styles_path):
+    """KL to probabilities from logits: the gradient reads the row sum of the target probabilities, which the loss
+    never sums; it is summed beside the softmax's statistics, and the gradient written in the pass after."""
+    math = loss_math(analyze(f"{styles_path}:kl_div_module_inline"))
+    assert len(math.passes) == 2 and math.gradient_pass == 1
+    assert "gradient_sum = gradient_sum + gradient_sum_chunk" in math.passes[0]
+
+
+def test_switches_given_to_a_held_loss_module_are_hyper_parameters(styles_path):
+    hypers = {hp.name: hp.default for hp in analyze(f"{styles_path}:HeldSwitchedCE").hyperparameters}
+    assert hypers == {"reduction": "mean", "ignore_index": -1}
+
+
 def test_a_chunk_of_minus_infinity_adds_nothing_to_the_online_softmax():
     """A row whose first chunks are all -inf (masked vocabulary): the running max stays -inf there, and the shift
     that replaces it by 0 keeps exp(-inf - -inf) = nan out of the running sum."""
@@ -509,6 +598,9 @@ def test_an_input_whose_gradient_cannot_be_derived_takes_none_and_says_why(tmp_p
         ("return F.cross_entropy(x, t, weight=w[t])", r"`F\.cross_entropy`: its weight must be one value per class", 6),
         ("return F.cross_entropy(x @ w, t)", r"matrix product|matmul", 6),
         ("return F.cross_entropy(x, t, reduction='none').max()", r"over rows: a loss sums or averages", 6),
+        # torch.arange read otherwise than as the rows of x[torch.arange(rows), t]
+        ("return (x * torch.arange(x.shape[-1])).sum()", r"`torch\.arange` makes indices", 6),
+        ("return F.cross_entropy(x.scatter(1, t[:, None], x), t)", r"`\.scatter\(\)` scatters a \[rows, classes\]", 6),
         # nll_loss's mean counts the rows whose target is kept; .mean() counts every row.
         (
             "return F.cross_entropy(x, t) - 0.1 * x.logsumexp(-1).mean()",

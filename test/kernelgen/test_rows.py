@@ -247,6 +247,11 @@ STYLES = textwrap.dedent(
         return x - torch.log(torch.exp(x).sum(-1, keepdim=True))
 
 
+    def max_abs_scaled_stopped(x):
+        # a scale detached where its gradient does not cancel: it is a constant of the gradient, as autograd has it
+        return x / x.abs().amax(-1, keepdim=True).detach()
+
+
     def numpy_keywords_rms(x, eps: float = 1e-6):
         # NumPy's keyword spellings, which torch's reductions take too
         return x * (torch.mean(torch.square(x), axis=-1, keepdims=True) + eps) ** -0.5
@@ -328,6 +333,7 @@ STYLE_ENTRIES = [
     "IndexedPolyNorm",
     "cosine_logits",
     "detached_shift_log_softmax",
+    "max_abs_scaled_stopped",
     "numpy_keywords_rms",
     "SoftminOverNorm",
     "MambaStyleGatedNorm",

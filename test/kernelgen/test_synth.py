@@ -240,6 +240,7 @@ OP_CASES = [
     OpCase("maximum", torch.maximum, names=("a", "b")),
     OpCase("minimum", torch.minimum, names=("a", "b")),
     OpCase("xlogy", torch.xlogy, names=("a", "b"), domains={"a": "positive", "b": "positive"}),
+    OpCase("entr", torch.special.entr, domains={"x": "positive"}),
     OpCase("sin", torch.sin),
     OpCase("cos", torch.cos),
     OpCase("erf", torch.erf),
@@ -310,6 +311,7 @@ def test_every_op_of_the_table_is_exercised():
     exercised |= {"logical_not", "logical_and", "logical_or", "masked_fill", "bool"}  # test_masks_...
     exercised |= {"zeros_like", "ones_like", "full_like"}  # test_constants_shaped_like_a_tensor
     exercised |= {"take"}  # test_take_...; the losses of test_class_weights.py
+    exercised |= {"detach"}  # its gradient, 0: test_documented_derivatives_...; the detached styles of test_losses.py
     assert exercised == SUPPORTED_OPS
 
 
@@ -687,7 +689,7 @@ def test_gradient_formulas_parse_back_to_the_printed_gradients(name):
 # The table documents each gradient convention; the documentation must agree with sympy's derivative.
 # ---------------------------------------------------------------------------------------------------------------
 
-POSITIVE_DOMAIN_OPS = {"log", "log1p", "log2", "log10", "sqrt", "rsqrt", "div", "reciprocal", "xlogy", "root"}
+POSITIVE_DOMAIN_OPS = {"log", "log1p", "log2", "log10", "sqrt", "rsqrt", "div", "reciprocal", "xlogy", "root", "entr"}
 # Ops of probabilities (a binary cross entropy's p): samples mapped into (0, 1), away from its clamped logs.
 UNIT_DOMAIN_OPS = {"bce_pointwise"}
 

@@ -1,10 +1,11 @@
-"""``.detach()`` in a reference: kept only where it changes no gradient, and then dropped from the traced graph.
+"""``.detach()`` in a reference: dropped from the traced graph where it changes no gradient.
 
 kernelgen derives every gradient through the ops as written, and its formulas have no stop-gradient. A detach is
 most often written where it stops nothing that matters: a softmax's max shift (``x - x.amax(-1,
 keepdim=True).detach()``), whose gradient through the shift sums to exactly 0. Such a detach is the identity for the
 math, so the graph is checked on a probe input, with the detach and without it: where the outputs and every gradient
-(inputs and learnable parameters) agree, the detach is dropped; where they differ it is refused by line.
+(inputs and learnable parameters) agree, the detach is dropped (the kernel then computes the shift's gradient terms
+as written, which cancel); where they differ it stays, an op whose derivative is 0.
 """
 
 from __future__ import annotations
@@ -16,10 +17,6 @@ from typing import Any
 import torch
 import torch.fx as fx
 
-from tools.kernelgen.analyze.errors import HAND_WRITTEN_PROFILE_HINT
-from tools.kernelgen.analyze.errors import AnalyzeError
-from tools.kernelgen.analyze.ops import node_line
-
 _PROBE_ROWS = 3
 
 
@@ -30,12 +27,12 @@ def _is_detach(node: fx.Node) -> bool:
 
 
 def drop_gradient_neutral_detaches(
-    origin: str, graph_module: fx.GraphModule, order: list[str], tensors: list[str], values: dict[str, Any], hidden: int
+    graph_module: fx.GraphModule, order: list[str], tensors: list[str], values: dict[str, Any], hidden: int
 ) -> None:
     """Drop each ``.detach()`` of ``graph_module`` when, all dropped, the outputs and gradients on a probe input are
-    those of the graph as traced; refuse the first one otherwise. ``values``: what the placeholders that are no
+    those of the graph as traced; keep them otherwise. ``values``: what the placeholders that are no
     tensor inputs take (hyper-parameters' defaults, specialised arguments). A graph the probe cannot run is left as
-    it is (the detach is then refused as an op without a derivative rule)."""
+    it is."""
     detaches = [node for node in graph_module.graph.nodes if _is_detach(node)]
     if not detaches:
         return
@@ -60,13 +57,7 @@ def drop_gradient_neutral_detaches(
             graph_module.graph.erase_node(node)
         graph_module.recompile()
         return
-    raise AnalyzeError(
-        "`.detach()` stops a gradient the outputs depend on, and kernelgen derives every gradient through the ops "
-        "written (it drops only a detach that changes no gradient, such as a softmax's max shift); drop the detach "
-        + HAND_WRITTEN_PROFILE_HINT,
-        origin=origin,
-        line=node_line(detaches[0]),
-    )
+    # It stops a gradient the outputs depend on: kept, a stop-gradient op (derivative 0, synth/rules.py).
 
 
 def _outputs_and_gradients(

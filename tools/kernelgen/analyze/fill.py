@@ -289,7 +289,7 @@ def _fill_loss(profile: KernelProfile, traced: TracedReference, lowered: Lowered
     # Every [rows, classes] input takes a gradient, as autograd gives one to each input that asks (a distillation
     # loss's teacher, a soft target); the kernel writes one only where its input requires grad at run time.
     hinted = hints.get("grad_inputs")
-    wanted = hinted or [t.name for t in element]
+    wanted = hinted or [t.name for t in element if t.name not in detached_inputs(traced)]
     per_class = sorted(set(wanted) & set(traced.class_inputs))
     if per_class:
         raise AnalyzeError(
@@ -521,8 +521,10 @@ def _log_domain_inputs(lowered: LoweredLoss, traced: TracedReference) -> set[str
         for node in sympy.preorder_traversal(expr):
             limited = isinstance(node, sympy.log) or (isinstance(node, sympy.Pow) and not node.exp.is_Integer)
             if limited:
-                # The input itself or a multiple of it (log(target), sqrt(2 * x)), not a softmax of it.
-                for factor in sympy.Mul.make_args(node.args[0]):
+                # The input itself or a multiple of it (log(target), sqrt(2 * x)), not a softmax of it; also kept
+                # off 0 by a constant (log(target + 1e-9)).
+                terms = [t for t in sympy.Add.make_args(node.args[0]) if not (t.is_number and t.is_nonnegative)]
+                for factor in sympy.Mul.make_args(terms[0]) if len(terms) == 1 else ():
                     if isinstance(factor, sympy.Symbol) and factor.name in traced.tensor_inputs:
                         found.add(factor.name)
     return found
@@ -576,6 +578,22 @@ def integer_annotations(loaded) -> dict[str, str]:
     return found
 
 
+def detached_inputs(traced: TracedReference) -> set[str]:
+    """Tensor inputs every path of which to the outputs passes a ``.detach()`` (a distillation's teacher): no
+    gradient reaches them, as torch gives them none."""
+    reached, stack = set(), list(traced.outputs)
+    while stack:
+        node = stack.pop()
+        if node in reached:
+            continue
+        reached.add(node)
+        call = traced.calls.get(node)
+        if call is None or call.name != "detach":
+            stack.extend(node.all_input_nodes)
+    names = {traced.placeholder_names.get(node, str(node.target)) for node in reached if node.op == "placeholder"}
+    return set(traced.tensor_inputs) - names
+
+
 def _inputs(traced: TracedReference) -> list[TensorSpec]:
     integers = integer_annotations(traced.loaded)
     distributions = _distribution_inputs(traced)  # an element-wise KL's or binary cross entropy's operands
@@ -584,7 +602,7 @@ def _inputs(traced: TracedReference) -> list[TensorSpec]:
         for name, dim in written_unsqueeze_dims(traced).items()
         if any(h.name == dim and h.type == "int" for h in traced.hyperparameters)
     }
-    specs = []
+    specs, detached = [], detached_inputs(traced)
     for name in traced.tensor_inputs:
         if name in traced.index_inputs:
             specs.append(TensorSpec(name=name, dtype="int64", requires_grad=False))
@@ -606,6 +624,7 @@ def _inputs(traced: TracedReference) -> list[TensorSpec]:
         else:
             broadcast = traced.broadcast_inputs.get(name, "")
             spec = TensorSpec(name=name, domain=distributions.get(name, ""), broadcast=broadcast)
+            spec.requires_grad = name not in detached
             spec.unsqueeze = unsqueezed.get(name, "")
             specs.append(spec)
     return specs

@@ -231,6 +231,8 @@ class LossBuilder(ProgramBuilder):
             return self._class_pick(call)
         if call.name == "one_hot":
             return indicator(_without_piecewise(self.col, self.value(call.index_operands[0])))
+        if call.name == "scatter":
+            return self._scatter(call)
         if call.name in ("cross_entropy", "nll_loss"):
             return self._class_loss(call)
         if call.name in ("getitem", "slice") and call.operands:
@@ -250,12 +252,37 @@ class LossBuilder(ProgramBuilder):
         shape = self.traced.shape(call.operands[0])
         if dim is not None and shape is not None and dim % len(shape) != len(shape) - 1:
             raise self._error(f"`{call.label}` gathers along dim {dim}; a loss picks along its classes (dim -1)", node)
+        rows = call.options.get("rows")  # x[torch.arange(n), t]: n must be the rows of x
+        if rows is not None and (shape is None or len(shape) != 2 or self.traced.shape(rows) != shape[:1]):
+            raise self._error(f"`{call.label}` must pick one class per row of a [rows, classes] value", node)
         index = self.value(call.index_operands[0])
         if dim is not None and dim % len(shape or (1,)) == 0 and self._class_valued(source):
             return self._take(source, index, node)  # w.gather(0, target): a class weight per row
         if self.per_element(index) or not self.per_element(source):
             raise self._error(f"`{call.label}` must pick one class per row of a [rows, classes] value", node)
         return self._picked(source, index, node)
+
+    def _scatter(self, call: OpCall) -> sympy.Expr:
+        """``x.scatter(-1, target[:, None], v)``: ``v`` at each row's class index, ``x`` elsewhere (a one-hot row
+        by ``zeros_like(x).scatter_(1, t[:, None], 1)``, a smoothed one by ``full_like``); ``v`` one value per row."""
+        node = call.node
+        source = self.value(call.operands[0])
+        shape = self.traced.shape(call.operands[0])
+        dim = call.options.get("dim")
+        src = call.options.get("src", call.options.get("value"))
+        src = self.value(src) if isinstance(src, fx.Node) else src
+        along_classes = isinstance(dim, int) and shape is not None and len(shape) == 2 and dim % 2 == 1
+        index = self.value(call.index_operands[0]) if call.index_operands else None
+        plain = call.options.get("reduce") is None and isinstance(src, (int, float, sympy.Basic))
+        if not (along_classes and plain and index is not None and not self.per_element(index)):
+            raise self._error(
+                f"`{call.label}` must write one value per row at one class index per row of a [rows, classes] value "
+                f"(x.scatter(-1, target[:, None], value))",
+                node,
+            )
+        if isinstance(src, sympy.Basic) and self.per_element(src):
+            raise self._error(f"`{call.label}` scatters a [rows, classes] value; scatter one value per row", node)
+        return select(_without_piecewise(self.col, index), src, source)
 
     def _class_pick(self, call: OpCall) -> sympy.Expr:
         """``w[target]``, ``torch.take(w, target)``, ``w.index_select(0, target)``: per-class values picked by class

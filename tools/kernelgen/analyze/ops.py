@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from dataclasses import field
 from typing import Any
 
+import torch
 import torch.fx as fx
 import torch.nn as nn
 
@@ -172,8 +173,11 @@ _BY_NAME.update(
         "one_hot": _spec("one_hot", STRUCTURAL, ("input", "num_classes"), 0, index_params=("input",)),
         "xlogy": _spec("xlogy", params=_BINARY, operands=2),
         "special_xlogy": _spec("xlogy", params=_BINARY, operands=2),
+        "special_entr": _spec("entr"),
+        "detach": _spec("detach"),
         "gather": _spec("gather", STRUCTURAL, ("input", "dim", "index"), index_params=("index",)),
         "take_along_dim": _spec("gather", STRUCTURAL, ("input", "indices", "dim"), index_params=("indices",)),
+        "scatter": _spec("scatter", STRUCTURAL, ("input", "dim", "index", "src", "reduce"), index_params=("index",)),
         "index_select": _spec("index_select", STRUCTURAL, ("input", "dim", "index"), index_params=("index",)),
         "take": _spec("take", STRUCTURAL, ("input", "index"), index_params=("index",)),
         "embedding": _spec("embedding", STRUCTURAL, ("input", "weight"), index_params=("input",)),
@@ -317,6 +321,7 @@ _MODULES: dict[type, tuple[OpSpec, tuple[str, ...]]] = {
     nn.Embedding: (_BY_NAME["embedding"], ()),
     nn.CrossEntropyLoss: (_BY_NAME["cross_entropy"], ("ignore_index", "label_smoothing", "reduction")),
     nn.NLLLoss: (_BY_NAME["nll_loss"], ("ignore_index", "reduction")),
+    nn.KLDivLoss: (_BY_NAME["kl_div"], ("reduction", "log_target")),
     nn.BCELoss: (_BY_NAME["binary_cross_entropy"], ("weight", "reduction")),
     nn.BCEWithLogitsLoss: (_BY_NAME["binary_cross_entropy_with_logits"], ("weight", "reduction", "pos_weight")),
     nn.MSELoss: (_BY_NAME["mse_loss"], ("reduction",)),
@@ -430,6 +435,9 @@ _SIZE_ARITHMETIC = {operator.floordiv: "//", operator.mod: "%"}
 
 
 def _normalize_call(node: fx.Node, target: Any, name: str, args: list[Any], kwargs: dict[str, Any]) -> OpCall:
+    if target is torch.arange and len(args) == 1 and not {"start", "step", "end"} & set(kwargs):
+        # a sequence of indices, read only as the row index of ``x[torch.arange(rows), t]``
+        return OpCall(node, "arange", META, [], {}, "torch.arange", node_line(node))
     if target in _SIZE_ARITHMETIC and all(_is_meta(arg) or isinstance(arg, int) for arg in args):
         return OpCall(node, "size_arithmetic", META, [], {}, f"{_label(node)} of a size", node_line(node))
     if target in _OPERATORS:
@@ -484,6 +492,12 @@ def _normalize_getitem(node: fx.Node, args: list[Any]) -> OpCall:
     source, index = args[0], args[1]
     if _is_meta(source):
         return OpCall(node, "getitem", META, [], {}, "[...]", node_line(node))
+    rows = index[0] if isinstance(index, tuple) and len(index) == 2 else None
+    if isinstance(rows, fx.Node) and _is_meta(rows) and rows.target is torch.arange and isinstance(index[1], fx.Node):
+        # x[torch.arange(rows), t]: the element of each row at its own class index, a gather along the last dim
+        label = f"{_operand_text(source)}[torch.arange(...), {_operand_text(index[1])}]"
+        options = {"dim": -1, "rows": rows}
+        return OpCall(node, "gather", STRUCTURAL, [source], options, label, node_line(node), [index[1]])
     broadcast = all(item is None or item is Ellipsis or item == slice(None) for item in _flatten(index))
     if broadcast and any(item is None for item in _flatten(index)):
         # x[..., None] / x.mean(-1)[:, None]: adds broadcast dims only (a tuple result is indexed by an int instead).

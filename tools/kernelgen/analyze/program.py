@@ -150,6 +150,11 @@ class ProgramBuilder:
             )
         if call.name in ("shape", "size", "getitem", "numel", "dim", "ndim"):
             raise self._error(f"`{call.label}` ({call.name}): only the last dim's size is part of a row's math", node)
+        if call.name == "arange":
+            raise self._error(
+                f"`{call.label}` makes indices, which kernelgen reads only as the rows of x[torch.arange(rows), target]",
+                node,
+            )
         return None
 
     def _dim_size(self, tensor: fx.Node, dim: int, call: OpCall) -> Any:

@@ -17,6 +17,7 @@ alike and across torch versions.
 from __future__ import annotations
 
 import ast
+import builtins
 import contextlib
 import copy
 import inspect
@@ -208,6 +209,20 @@ class _ReferenceTracer(fx.Tracer):
         if read and not read & self.tensor_inputs:
             raise _HyperParameterBranch(sorted(read), node.meta.get(LINE_KEY))
         return super().to_bool(obj)
+
+    def call_module(self, m, forward, args, kwargs):
+        """A module built inside the traced code (``nn.KLDivLoss(reduction="batchmean")(a, b)``) is no submodule fx
+        can name: one without parameters or buffers is traced through its forward, as its functional call."""
+        try:
+            self.path_of_module(m)
+        except NameError:
+            if next(m.parameters(), None) is None and next(m.buffers(), None) is None:
+                return forward(*args, **kwargs)
+            raise NameError(
+                f"nn.{type(m).__name__} is built inside the traced code with parameters or buffers of its own; "
+                f"build it in __init__ (self.name = nn.{type(m).__name__}(...))"
+            ) from None
+        return super().call_module(m, forward, args, kwargs)
 
     def create_args_for_root(self, root_fn, is_module, concrete_args=None):
         root_fn, args = super().create_args_for_root(root_fn, is_module, concrete_args)
@@ -414,7 +429,7 @@ def _trace_module(loaded: LoadedReference, overrides: dict[str, Any], probed=Non
     init_names = {ip.name for ip in init_params}
     traced.module_switches = {
         name: value
-        for name, value in vars(module).items()
+        for name, value in {**_held_loss_options(module, built_with), **vars(module)}.items()
         if name in init_names and name not in HIDDEN_SIZE_NAMES and _scalar_type(value) in ("str", "bool", "int")
     }
     sizes = [ip.name for ip in init_params if ip.name in HIDDEN_SIZE_NAMES]
@@ -426,6 +441,19 @@ def _trace_module(loaded: LoadedReference, overrides: dict[str, Any], probed=Non
     if used != set(arguments):  # a tensor argument the loss does not read as class weights: traced as it defaults
         return _trace_module(loaded, overrides, used)
     return traced
+
+
+def _held_loss_options(module: nn.Module, built_with: dict[str, Any]) -> dict[str, Any]:
+    """Constructor arguments a held torch loss module keeps under the same name with the same value
+    (``self.ce = nn.CrossEntropyLoss(ignore_index=ignore_index)``): switches of the reference as if it kept them."""
+    found = {}
+    for held in module.modules():
+        if held is module or not isinstance(held, nn.modules.loss._Loss):
+            continue
+        for name, value in vars(held).items():
+            if name in built_with and type(built_with[name]) is type(value) and built_with[name] == value:
+                found.setdefault(name, value)
+    return found
 
 
 def _read_by_constant_indices(graph: fx.Graph) -> set[str]:
@@ -646,10 +674,31 @@ def _as_tensors(value: Any) -> list[torch.Tensor]:
     return [item for item in value if isinstance(item, torch.Tensor)] if isinstance(value, (tuple, list)) else []
 
 
+@contextlib.contextmanager
+def _len_as_size(loaded: LoadedReference):
+    """``len(x)`` of a traced tensor as ``x.size(0)`` (fx cannot record ``len``): while tracing, the reference's
+    module namespace holds a ``len`` that records the size for a traced value."""
+    function = loaded.obj.forward if loaded.kind == "module" else loaded.obj
+    namespace = getattr(function, "__globals__", None)
+    if namespace is None or "len" in namespace:
+        yield
+        return
+
+    def traced_len(value):
+        return value.size(0) if isinstance(value, fx.Proxy) else builtins.len(value)
+
+    namespace["len"] = traced_len
+    try:
+        yield
+    finally:
+        del namespace["len"]
+
+
 def _run_tracer(loaded: LoadedReference, trace, concrete: dict[str, Any]) -> fx.Graph:
     """``concrete``: the arguments traced at their defaults (an argument that defaults to None is traced as None)."""
     try:
-        return trace()
+        with _len_as_size(loaded):
+            return trace()
     except AnalyzeError:
         raise
     except _HyperParameterBranch as branch:
@@ -795,7 +844,7 @@ def _finish(
     _functionalize_in_place_ops(loaded, graph_module.graph)
     _numpy_keywords_as_torch(graph_module.graph)
     probe_values = {**{h.name: h.default for h in hypers}, **concrete, **attributes}
-    drop_gradient_neutral_detaches(loaded.origin, graph_module, order, tensors, probe_values, hidden)
+    drop_gradient_neutral_detaches(graph_module, order, tensors, probe_values, hidden)
     _weighted_loss_modules_as_calls(graph_module)
     # Statistics over groups of channels: the graph rewritten as the row program over a group (analyze/groups.py).
     argument_values = {**{h.name: h.default for h in [*init_params, *hypers]}, **concrete}

@@ -306,6 +306,27 @@ class CastToInput(ElementwiseFunction):
         return self.args[0]
 
 
+class Detached(ElementwiseFunction):
+    """``x.detach()``: the value itself, through which no gradient flows (torch's stop-gradient)."""
+
+    op_name = "detach"
+    nargs = 1
+
+    @classmethod
+    def eval(cls, x):
+        if x.is_number or isinstance(x, Detached):
+            return x
+        return None
+
+    def fdiff(self, argindex=1):
+        if argindex != 1:
+            raise sympy.ArgumentIndexError(self, argindex)
+        return sympy.S.Zero
+
+    def as_builtin(self):
+        return self.args[0]
+
+
 class _Extremum(ElementwiseFunction):
     """Element-wise max/min of two arguments; torch splits the gradient half/half where ``a == b``."""
 
@@ -385,6 +406,7 @@ class TensorPower(sympy.Function):
 
 __all__ = [
     "CastToInput",
+    "Detached",
     "ElementwiseFunction",
     "LogAddExp",
     "LogSigmoid",

@@ -127,14 +127,30 @@ def synthesize_loss(
     # A sequence stage reads every token's statistics (an ignored token's too): no row is skipped.
     gate, outputs = (None, outputs) if staged else split_gate(outputs, {*row_inputs, *row_values, *hyperparameters})
     statistics, outputs = split_statistics(statistics, outputs, {*inputs, *constants})
-    program = _Program(statistics, outputs, inputs, {}, hyperparameters, constants, [*row_inputs, *row_values])
-    not_per_row = [name for name in program.outputs if name not in program.row_outputs]
-    if not_per_row:
-        raise RowProgramError(f"outputs {not_per_row} vary along the row; a loss gives one value per row")
-    with integer_symbols({COL, *row_inputs, *integer_hyperparameters}):
-        math = _LossSchedule(program, gate, staged).derive()
-        math.picks = [(name, values, print_triton_index(index)) for name, values, index in picks]
-    return math
+    for _ in range(_MAX_BACKWARD_SUMS + 1):
+        program = _Program(statistics, outputs, inputs, {}, hyperparameters, constants, [*row_inputs, *row_values])
+        not_per_row = [name for name in program.outputs if name not in program.row_outputs]
+        if not_per_row:
+            raise RowProgramError(f"outputs {not_per_row} vary along the row; a loss gives one value per row")
+        with integer_symbols({COL, *row_inputs, *integer_hyperparameters}):
+            try:
+                math = _LossSchedule(program, gate, staged).derive()
+            except _MissingRowSum as missing:
+                new = list(dict.fromkeys(missing.operands))
+                if any(operand == known for operand in new for _, _, known in statistics):
+                    raise
+                if any(symbol.name not in program.symbols for operand in new for symbol in operand.free_symbols):
+                    raise  # a sum over values the schedule makes of its own (a recomputed maximum's)
+                # Row sums only the gradient reads (TVD over softmaxes: sum(p * sign(p - q))): more statistics,
+                # each summed in the pass after those its operand reads.
+                for operand in new:
+                    taken = {*taken, *(name for name, _, _ in statistics)}
+                    statistics = [*statistics, (_fresh("gradient_sum", taken), "sum", operand)]
+                refused = missing
+                continue
+            math.picks = [(name, values, print_triton_index(index)) for name, values, index in picks]
+        return math
+    raise refused
 
 
 def split_picks(statistics, outputs, class_inputs: list[str], element_names: set[str], taken: set[str]):
@@ -298,9 +314,21 @@ def _gated(expr: sympy.Expr, row_names: set[str]) -> tuple[sympy.Basic, sympy.Ex
     return None
 
 
+class _MissingRowSum(RowProgramError):
+    """Row sums the gradient reads that no statistic defines; ``operands``: what they sum (statistics by name)."""
+
+    def __init__(self, message: str, operands: list[sympy.Expr]):
+        super().__init__(message)
+        self.operands = operands
+
+
+_MAX_BACKWARD_SUMS = 3  # rounds of statistics added for the gradient alone, before the loss is refused
+
+
 class _LossSchedule:
     def __init__(self, program: _Program, gate, staged: bool = False):
         self.program = program
+        self.unshifted: dict[sympy.Symbol, sympy.Symbol] = {}
         self.gate = gate
         self.staged = staged
         self.symbols = program.symbols
@@ -333,10 +361,12 @@ class _LossSchedule:
             level = max(after.values(), default=0)
             for symbol in reads:
                 earlier = self.stats[symbol.name]
-                k = self._online_shift(statistic, earlier)
                 others = [pass_ for name, pass_ in after.items() if name != earlier.name]
                 followed = max([passes[earlier.name], *others])
-                if k is not None and followed < level:
+                if followed >= level:
+                    continue  # no earlier pass online (and no costly look for its shift)
+                k = self._online_shift(statistic, earlier)
+                if k is not None:
                     online[statistic.name] = (earlier.name, k)
                     level = followed
             passes[statistic.name] = level
@@ -351,6 +381,7 @@ class _LossSchedule:
         safe = {}  # a maximum as the exponents read it: -inf replaced by 0
         for name, (peak, _) in online.items():
             safe[peak] = sympy.Symbol(_fresh(f"{peak}_shift", taken), real=True)
+        self.unshifted = {shift: self.symbols[peak] for peak, shift in safe.items()}
         shifts = {self.symbols[peak]: shift for peak, shift in safe.items()}
         shift_pass = {shift.name: passes[peak] for peak, shift in safe.items()}
         n_passes = max(passes.values(), default=-1) + 1
@@ -431,17 +462,29 @@ class _LossSchedule:
                 adjoint_items.append(
                     (adjoint_symbol(statistic.name).name, "value", adjoints[statistic.name].xreplace(silent))
                 )
-        gradient_items, formulas = [], {}
+        gradient_items, formulas, raw, missing = [], {}, [], []
         for name in program.inputs:
             gradient = tidy_derivative(program._gradient(name, adjoints, per_row=False).xreplace(silent))
             formulas[f"grad_{name}"] = format_formula(gradient)
             gradient = gradient.xreplace({self.symbols[p]: s for p, s in safe.items()})
-            gradient_items.append((f"grad_{name}", "value", sympy.factor_terms(self._rows_only(gradient))))
+            raw.append(gradient)
+            try:
+                gradient_items.append((f"grad_{name}", "value", sympy.factor_terms(self._rows_only(gradient))))
+            except _MissingRowSum as error:  # every missing sum at once: one more derivation only
+                missing.append(error)
         # Only the adjoints a gradient reads (directly or through a later statistic's adjoint) are computed.
-        needed = {s.name for _, _, expr in gradient_items for s in expr.free_symbols}
+        needed = {s.name for expr in raw if missing for s in expr.free_symbols}
+        needed |= {s.name for _, _, expr in gradient_items if not missing for s in expr.free_symbols}
         for name, _, expr in reversed(adjoint_items):
             if name in needed:
                 needed |= {s.name for s in expr.free_symbols}
+        if missing:
+            for _, _, expr in (item for item in adjoint_items if item[0] in needed):
+                try:
+                    self._rows_only(expr)
+                except _MissingRowSum as error:
+                    missing.append(error)
+            raise _MissingRowSum(str(missing[0]), [operand for error in missing for operand in error.operands])
         adjoint_items = [(n, k, _factored(self._rows_only(e))) for n, k, e in adjoint_items if n in needed]
         return adjoint_items, gradient_items, formulas
 
@@ -488,9 +531,10 @@ class _LossSchedule:
                 return self.program.n * constant
             known = self.program._known_sum(varying)
             if known is None:
-                raise RowProgramError(
+                raise _MissingRowSum(
                     f"the gradient needs the row sum of {format_formula(varying)}, which is no statistic of the loss; "
-                    f"add it as a statistic"
+                    f"add it as a statistic",
+                    [varying.xreplace(self.unshifted)],
                 )
             return constant * known
 

@@ -193,6 +193,9 @@ class _KernelPrinter(_ConditionPrinting, StrPrinter):
 
     _print_Function = _print_Basic
 
+    def _print_Detached(self, expr):  # a stop-gradient: the value itself
+        return self._print(expr.args[0])
+
     # sympy looks a Function subclass's printing up by its own class name only (not its bases').
     def _print_TanhOfLog1p(self, expr):
         return self._print(expr.kernel_form())
@@ -571,6 +574,9 @@ class TorchPrinter(FormulaPrinter):
 
     def _print_Abs(self, expr):
         return f"torch.abs({self._print(expr.args[0])})"
+
+    def _print_Detached(self, expr):
+        return self._print(expr.args[0])
 
     def _print_Take(self, expr):
         return f"{TAKE_HELPER}({self._print(expr.args[0])}, {_IndexPrinting.of(TorchPrinter).doprint(expr.args[1])})"

@@ -239,8 +239,10 @@ class _Program:
                 chain = self.grad_symbols[name] * tidy_derivative(chain_derivative(expr, symbol))
                 terms.append((term, term, chain if name in self.row_outputs else RowSum(chain)))
             for later in self.statistics[index + 1 :]:
+                if full[later.name] == 0:  # (a sum only the gradient reads: its operand need not be differentiable)
+                    continue
                 derivative = tidy_derivative(sympy.diff(later.operand, symbol))
-                if full[later.name] == 0 or derivative == 0:
+                if derivative == 0:
                     continue
                 passed = RowSum(self._weight(later) * derivative)
                 named = adjoint_symbol(later.name) * passed
@@ -274,8 +276,10 @@ class _Program:
             contribution = self.grad_symbols[output] * derivative
             terms.append(RowSum(contribution) if per_row and output not in self.row_outputs else contribution)
         for statistic in self.statistics:
+            if adjoints[statistic.name] == 0:
+                continue
             derivative = tidy_derivative(sympy.diff(statistic.operand, symbol))
-            if adjoints[statistic.name] == 0 or derivative == 0:
+            if derivative == 0:
                 continue
             contribution = self._weight(statistic) * derivative
             terms.append(adjoint_symbol(statistic.name) * (RowSum(contribution) if per_row else contribution))

@@ -34,6 +34,7 @@ from sympy.logic.boolalg import BooleanAtom
 from sympy.logic.boolalg import BooleanFunction
 
 from tools.kernelgen.synth.functions import CastToInput
+from tools.kernelgen.synth.functions import Detached
 from tools.kernelgen.synth.functions import LogAddExp
 from tools.kernelgen.synth.functions import LogSigmoid
 from tools.kernelgen.synth.functions import Maximum
@@ -295,6 +296,8 @@ def _equality(relation, a, b):
 
 
 def _where(condition, x, y):
+    if is_condition(x) and is_condition(y):  # a choice between conditions (sympy's form of one on a piecewise side)
+        return sympy.ITE(_condition(condition), x, y)
     return select(_condition(condition), _value(x), _value(y))
 
 
@@ -394,8 +397,11 @@ _ROWS = (
     OpRule("cos", _unary(sympy.cos), {"x": "-sin(x)"}),
     OpRule("erf", _unary(sympy.erf), {"x": "2 / sqrt(pi) * exp(-x**2)"}),
     OpRule("cast_to_input", _unary(CastToInput), {"x": "1"}),
+    OpRule("detach", _unary(Detached), {"x": "0"}),
     OpRule("take", _take),
     OpRule("xlogy", _xlogy, {"a": "where(a == 0, 0, log(b))", "b": "where(a == 0, 0, a / b)"}),
+    # torch.special.entr: -x * log(x), 0 at x = 0 (of probabilities; torch gives -inf below 0)
+    OpRule("entr", lambda x: -_xlogy(x, x), {"x": "where(x == 0, 0, -log(x) - 1)"}),
     OpRule("root", lambda v, p=2: Root(_value(v), _value(p)), {"v": "where(v == 0, 0, 0.5 * rsqrt(v))"}),
     OpRule("celu", _celu, {"x": "where(x > 0, 1, exp(x))"}),
     OpRule("selu", _selu, {"x": "1.0507009873554805 * where(x > 0, 1, 1.6732632423543772 * exp(x))"}),
