@@ -272,7 +272,6 @@ STYLE_ENTRIES = [
     "SwitchedCrossEntropy",
     "jsd_from_logits",
     "jsd_logaddexp",
-    "generalized_jsd_distillation",
     "clipped_ratio_loss",
     "capped_nll",
     "arange_picked_nll",
