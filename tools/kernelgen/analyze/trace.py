@@ -37,7 +37,6 @@ import torch.nn.functional as F
 
 from torch.fx.passes.shape_prop import ShapeProp
 
-from tools.kernelgen.analyze.detaches import drop_gradient_neutral_detaches
 from tools.kernelgen.analyze.errors import HAND_WRITTEN_PROFILE_HINT
 from tools.kernelgen.analyze.errors import AnalyzeError
 from tools.kernelgen.analyze.groups import regroup_channels
@@ -843,8 +842,6 @@ def _finish(
 ):
     _functionalize_in_place_ops(loaded, graph_module.graph)
     _numpy_keywords_as_torch(graph_module.graph)
-    probe_values = {**{h.name: h.default for h in hypers}, **concrete, **attributes}
-    drop_gradient_neutral_detaches(graph_module, order, tensors, probe_values, hidden)
     _weighted_loss_modules_as_calls(graph_module)
     # Statistics over groups of channels: the graph rewritten as the row program over a group (analyze/groups.py).
     argument_values = {**{h.name: h.default for h in [*init_params, *hypers]}, **concrete}
