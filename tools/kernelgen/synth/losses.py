@@ -515,7 +515,7 @@ class _LossSchedule:
             if step is None:
                 break
             merged = step
-        return None if merged is None else sympy.factor_terms(_collected_row_sums(merged))
+        return None if merged is None else sympy.factor_terms(merged)
 
     def _each_row_sum_known(self, expr: sympy.Expr) -> sympy.Expr:
 
@@ -575,19 +575,6 @@ def _factored(expr: sympy.Expr) -> sympy.Expr:
     except sympy.PolynomialError:
         return expr
     return factored if sympy.count_ops(factored) <= sympy.count_ops(expr) else expr
-
-
-def _collected_row_sums(expr: sympy.Expr) -> sympy.Expr:
-    """``expr`` (linear in its row sums) with each row sum's coefficients added up and cancelled: merging sums over
-    a shared divisor leaves the same sum under several symbolic coefficients (``beta**2 * S - 2 * beta * S + ...``),
-    which sympy does not combine, and whose total may be 0 (a sum the gradient then does not need)."""
-    expanded = sympy.expand(expr)
-    sums = sorted(expanded.atoms(RowSum), key=sympy.default_sort_key)
-    coefficients = [expanded.coeff(row_sum) for row_sum in sums]
-    if any(c.has(RowSum) for c in coefficients):
-        return expr  # not linear in its row sums: left as it is
-    rest = sympy.expand(expanded - sum(c * row_sum for c, row_sum in zip(coefficients, sums)))
-    return rest + sum(sympy.cancel(c) * row_sum for c, row_sum in zip(coefficients, sums))
 
 
 __all__ = ["COL", "LossMath", "split_gate", "split_picks", "synthesize_loss"]

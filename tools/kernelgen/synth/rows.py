@@ -419,7 +419,7 @@ class _Program:
                 continue  # nothing cancelled over the shared sum
             rest = expanded - sum(c * a for c, a in zip(coefficients, atoms))
             try:
-                return self._substitute(rest + self._linear_sum(combined), self._definitions())
+                return _collected_row_sums(self._substitute(rest + self._linear_sum(combined), self._definitions()))
             except _TooLarge:
                 return None
         return None
@@ -825,6 +825,19 @@ def _statement(name: str, kind: str, expr: sympy.Expr, masked_by_fill: bool = Fa
     operand = print_triton(expr) if masked_by_fill else f"tl.where(mask, {print_triton(expr)}, {_IDENTITY[kind]})"
     reduction = f"{_TL_REDUCE[kind]}({operand}, axis=1, keep_dims=True)"
     return f"{name} = {reduction} / {N_COLS}" if kind == "mean" else f"{name} = {reduction}"
+
+
+def _collected_row_sums(expr: sympy.Expr) -> sympy.Expr:
+    """``expr`` (linear in its row sums) with each row sum's coefficients added up and cancelled: merging sums over a
+    shared divisor leaves the same sum under several symbolic coefficients (``beta**2 * S - 2 * beta * S + ...``),
+    which sympy does not combine, and whose total may be 0 (a sum the gradient then does not need)."""
+    expanded = sympy.expand(expr)
+    sums = sorted(expanded.atoms(RowSum), key=sympy.default_sort_key)
+    coefficients = [expanded.coeff(row_sum) for row_sum in sums]
+    if any(c.has(RowSum) for c in coefficients):
+        return expr  # not linear in its row sums: left as it is
+    rest = sympy.expand(expanded - sum(c * row_sum for c, row_sum in zip(coefficients, sums)))
+    return rest + sum(sympy.cancel(c) * row_sum for c, row_sum in zip(coefficients, sums))
 
 
 __all__ = ["REDUCE_KINDS", "RowMath", "RowPass", "RowProgramError", "RowSum", "synthesize_rows"]
