@@ -284,47 +284,44 @@ class SigmoidOfLog(KernelForm):
         return _guarded(w, w / (w + 1))
 
 
-class CastToInput(ElementwiseFunction):
-    """The value rounded to the first input's dtype and back (``.to(x.dtype)`` in a reference that computes in fp32,
-    as Llama's RMSNorm does before the weight). Rounding passes the gradient through unchanged, as torch's cast."""
+class _SameValue(ElementwiseFunction):
+    """An op whose value is its argument's (as sympy computes): only its derivative, ``DERIVATIVE``, says what it
+    does to a gradient. Applied twice, it is applied once."""
 
-    op_name = "cast_to_input"
     nargs = 1
+    DERIVATIVE = sympy.S.One
 
     @classmethod
     def eval(cls, x):
-        if isinstance(x, CastToInput):
-            return x  # rounding twice is rounding once
-        return None
-
-    def fdiff(self, argindex=1):
-        if argindex != 1:
-            raise sympy.ArgumentIndexError(self, argindex)
-        return sympy.S.One
-
-    def as_builtin(self):
-        return self.args[0]
-
-
-class Detached(ElementwiseFunction):
-    """``x.detach()``: the value itself, through which no gradient flows (torch's stop-gradient)."""
-
-    op_name = "detach"
-    nargs = 1
-
-    @classmethod
-    def eval(cls, x):
-        if x.is_number or isinstance(x, Detached):
+        if isinstance(x, cls):
             return x
         return None
 
     def fdiff(self, argindex=1):
         if argindex != 1:
             raise sympy.ArgumentIndexError(self, argindex)
-        return sympy.S.Zero
+        return self.DERIVATIVE
 
     def as_builtin(self):
         return self.args[0]
+
+
+class CastToInput(_SameValue):
+    """The value rounded to the first input's dtype and back (``.to(x.dtype)`` in a reference that computes in fp32,
+    as Llama's RMSNorm does before the weight). Rounding passes the gradient through unchanged, as torch's cast."""
+
+    op_name = "cast_to_input"
+
+
+class Detached(_SameValue):
+    """``x.detach()``: the value itself, through which no gradient flows (torch's stop-gradient)."""
+
+    op_name = "detach"
+    DERIVATIVE = sympy.S.Zero
+
+    @classmethod
+    def eval(cls, x):
+        return x if x.is_number else super().eval(x)
 
 
 class _Extremum(ElementwiseFunction):
