@@ -75,6 +75,7 @@ class FusedLinearOpsView:
     all_grad_names: list[str]
     apply_returns: list[str]
     takes_grad: list[bool]
+    logits_positions: list[tuple[int, int, int]]  # tests: each logits' hidden, weight and bias in the inputs
     hyper_cases: list[dict]
     hyper_values: list[str]
     ignored: dict[str, str]
@@ -187,6 +188,7 @@ def fused_linear_views(profile: KernelProfile) -> KernelViews:
         apply_returns=[f"grad_{name}" if name in kernel.grad_inputs else "None" for name in kernel.inputs]
         + ["None"] * (len(hypers) + 1),
         takes_grad=takes_grad,
+        logits_positions=[(2 * i, 2 * i + 1, len(signature_tensors) + i) for i in range(len(tensors))],
         hyper_cases=cases,
         hyper_values=[f"hyper[{hp.name!r}]" for hp in hypers],
         ignored=dict(ops.ignored),
