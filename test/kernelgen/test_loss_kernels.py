@@ -37,6 +37,7 @@ from tools.kernelgen.analyze import analyze
 from tools.kernelgen.generate import plan_new
 from tools.kernelgen.layout import kernel_paths
 from tools.kernelgen.profile import load_profile
+from tools.kernelgen.pyrun import run_python
 from tools.kernelgen.repo import LigerRepo
 from tools.kernelgen.writer import write_all
 
@@ -263,13 +264,7 @@ def test_an_int_argument_the_loss_was_traced_with_is_refused_at_other_values(tmp
     (tmp_path / "nll.py").write_text(NLL_OVER_DIM)
     profile = analyze(f"{tmp_path / 'nll.py'}:nll_over_dim", name="nll_over_dim")
     write_all(root, plan_new(LigerRepo.open(root), profile).changes)
-    result = subprocess.run(
-        [sys.executable, "-c", REFUSED_DIM],
-        cwd=root,
-        env={**os.environ, "PYTHONPATH": "src"},
-        capture_output=True,
-        text=True,
-    )
+    result = run_python(["-c", REFUSED_DIM], cwd=root, env={**os.environ, "PYTHONPATH": "src"})
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == ["True", "nll_over_dim: generated for dim in [-1], got 0"]
 

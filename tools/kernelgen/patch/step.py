@@ -47,12 +47,7 @@ class _Run:
     def __init__(self, source, apply, patched: bool, size: str, dtype, batch: int, length: int, device: str):
         import torch
 
-        from tools.kernelgen.patch.restore_transformers import transformers_restored
-
         self.source, self.apply, self.patched, self.device = source, apply, patched, device
-        self._restored = lambda: transformers_restored(
-            self.source.module(), getattr(self.source.module(), source.causal_lm)
-        )
         with self.context():
             self.model, config = _model(source, size, dtype, device)
             self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=1e-5)
@@ -80,18 +75,17 @@ class _Run:
         resident = sum(t.numel() * t.element_size() for t in [*self.model.parameters(), *state])
         self.peak = (torch.cuda.max_memory_allocated() - before + resident) / 2**30
 
+    @contextlib.contextmanager
     def context(self):
         if not self.patched:
-            return contextlib.nullcontext()
-        restored = self._restored()
+            yield
+            return
+        from tools.kernelgen.patch.restore_transformers import transformers_restored
 
-        @contextlib.contextmanager
-        def patched():
-            with restored:
-                self.apply()
-                yield
-
-        return patched()
+        module = self.source.module()
+        with transformers_restored(module, getattr(module, self.source.causal_lm)):
+            self.apply()
+            yield
 
     def step(self):
         self.optimizer.zero_grad(set_to_none=True)
