@@ -45,19 +45,46 @@ def test_as_rows_views_evenly_spaced_rows_and_copies_strided_columns():
     assert copied.stride(-1) == 1 and torch.equal(copied, transposed)
 
 
+class _Verdict(torch.autograd.Function):
+    """The identity, whose backward records reusable_gradient's verdict on the gradient autograd hands it."""
+
+    seen = []
+
+    @staticmethod
+    def forward(ctx, x, dtype):
+        ctx.dtype = dtype
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        _Verdict.seen.append(reusable_gradient(grad, ctx.dtype))
+        return grad, None
+
+
+def _verdict(step, dtype=torch.float32, gradient=None):
+    """reusable_gradient's verdict inside the backward of ``step`` (a function of the identity's output)."""
+    x = torch.randn(4, 8, requires_grad=True)
+    step(_Verdict.apply(x, dtype)).backward(gradient)
+    return _Verdict.seen.pop()
+
+
 def test_a_gradient_buffer_is_reusable_only_where_nothing_else_refers_to_it():
-    assert reusable_gradient(torch.randn(4, 8), torch.float32)
-    assert not reusable_gradient(torch.randn(4, 8), torch.bfloat16)  # the input's gradient has another dtype
-    assert not reusable_gradient(torch.randn(8, 4).t(), torch.float32)  # not contiguous
-    assert not reusable_gradient(torch.randn(4, 8, requires_grad=True), torch.float32)  # builds a graph
+    # Inside a backward: autograd's own buffer (mul's backward makes it), also as a view whose base only it refers
+    # to; not the caller's gradient, one an add also hands to a branch that reads it later, nor one of another dtype.
+    assert _verdict(lambda y: (y * 2).sum())
+    assert _verdict(lambda y: (y.view(-1) * 2).sum())
+    assert not _verdict(lambda y: y, gradient=torch.randn(4, 8))
+    # The residual branch's op is older than the identity: autograd runs its backward after the identity's.
+    residual = torch.randn(4, 8, requires_grad=True) * 1
+    assert not _verdict(lambda y: ((y + residual) * 2).sum())
+    assert not _verdict(lambda y: (y * 2).sum(), torch.bfloat16)
+    # Anywhere: a tensor that is not contiguous, builds a graph, or shares its storage with another referred to.
+    assert not reusable_gradient(torch.randn(8, 4).t(), torch.float32)
+    assert not reusable_gradient(torch.randn(4, 8, requires_grad=True), torch.float32)
     held = torch.randn(4, 8)
     also = held.view(4, 8)  # another tensor on the storage (its base) and another reference to held
     assert not reusable_gradient(held, torch.float32)
     assert not reusable_gradient(also, torch.float32)  # its base is held by name too
-    # Made apart from the asserts: pytest's rewritten asserts keep the intermediate base alive.
-    view, rows = torch.randn(2, 16).view(4, 8), torch.randn(5, 8)[1:]
-    assert reusable_gradient(view, torch.float32)  # a view whose base only it refers to
-    assert reusable_gradient(rows, torch.float32)  # rows of such a base
     detached = torch.randn(4, 8)
     alias = detached.detach()  # shares the storage without being a view of it
     assert not reusable_gradient(detached, torch.float32) and not reusable_gradient(alias, torch.float32)

@@ -414,18 +414,50 @@ def own_buffer(x: torch.Tensor, n_rows: int, n_cols: int) -> torch.Tensor:
 _COUNTS_REFERENCES = hasattr(torch.Tensor, "_use_count") and hasattr(torch._C, "_storage_Use_Count")
 
 
+class _CountGradientUses(torch.autograd.Function):
+    """The identity, whose backward records the use count of a gradient that autograd alone holds."""
+
+    uses = []
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        _CountGradientUses.uses.append(grad._use_count())
+        return grad
+
+
+def _uses_of_autograds_gradient() -> int:
+    """The use count, inside a backward, of a gradient nothing but autograd holds: the engine keeps a reference of
+    its own during the call in some torch versions (2.11) and not in others (2.13)."""
+    if not _COUNTS_REFERENCES:
+        return 0
+    with torch.enable_grad():
+        x = torch.zeros(2, requires_grad=True)
+        (_CountGradientUses.apply(x) * 2.0).sum().backward()  # mul's backward makes a new buffer: autograd's alone
+    return _CountGradientUses.uses.pop()
+
+
+_AUTOGRAD_GRADIENT_USES = _uses_of_autograds_gradient()
+
+
 def reusable_gradient(grad: torch.Tensor, dtype: torch.dtype) -> bool:
-    """Whether a backward that reads each tile of ``grad`` (an output's gradient) before it writes the same tile of
-    an input's gradient may write that gradient over ``grad``: a contiguous ``dtype`` buffer that only autograd
-    holds. That is autograd's own test before it reuses a gradient buffer (AccumulateGrad): nothing but this call
-    refers to the tensor, and no other tensor shares its storage except the base it is a view of, itself referred
-    to by that view alone. A gradient the caller passed to ``backward``, one that another branch of the graph also
-    receives (an output added to a residual) and one that builds a graph (``create_graph``) are left intact;
-    under torch.compile the compiler plans the buffers. As for AccumulateGrad, a Python hook that keeps the very
-    tensor it was handed is not seen (the count has one reference for every Python one)."""
+    """Whether a backward that reads each tile of ``grad`` (the output gradient autograd handed it) before it writes
+    the same tile of an input's gradient may write that gradient over ``grad``: a contiguous ``dtype`` buffer that
+    only autograd holds. That is autograd's own test before it reuses a gradient buffer (AccumulateGrad): nothing
+    but autograd refers to the tensor, and no other tensor shares its storage except the base it is a view of,
+    itself referred to by that view alone. A gradient the caller passed to ``backward``, one that another branch of
+    the graph also receives (an output added to a residual) and one that builds a graph (``create_graph``) are left
+    intact; under torch.compile the compiler plans the buffers. As for AccumulateGrad, a Python hook that keeps the
+    very tensor it was handed is not seen (the count has one reference for every Python one). Call it from a
+    backward: autograd's own reference is counted as a backward sees it."""
     if not _COUNTS_REFERENCES or torch.compiler.is_compiling():
         return False
-    if grad.dtype != dtype or grad.requires_grad or not grad.is_contiguous() or grad._use_count() != 1:
+    if grad.dtype != dtype or grad.requires_grad or not grad.is_contiguous():
+        return False
+    if grad._use_count() != _AUTOGRAD_GRADIENT_USES:
         return False
     # A base only the view refers to (and, as a tensor, the one Python object that asking for it makes).
     is_view = grad._base is not None
