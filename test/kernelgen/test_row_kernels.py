@@ -35,7 +35,8 @@ GROUPS = Path(__file__).parent / "fixtures" / "groups"
 # HeldEpsNorm's test sets its eps on the built module and passes forward's own hyper-parameter; mean_by_size reads
 # the row length (an integer in the kernel) inside a square root; WideWeightRMSNorm holds its weight as (1, 1, H);
 # CosineGate gives one value per row from two inputs; DtypeBranchNorm branches on its weight's dtype; cosine_logits
-# rounds to the input's dtype in its forward only.
+# rounds to the input's dtype in its forward only; ClipLayerNorm runs torch's LayerNorm on a float32 copy (its
+# test's float64 reference keeps float64 there).
 STYLE_KERNELS = [
     "WrappedLayerNorm",
     "NormWithRstd",
@@ -52,6 +53,7 @@ STYLE_KERNELS = [
     "PolyNorm",
     "IndexedPolyNorm",
     "cosine_logits",
+    "ClipLayerNorm",
 ]
 
 

@@ -21,6 +21,7 @@ from tools.kernelgen.profile import validate_profile
 from tools.kernelgen.synth import parse_formula
 from tools.kernelgen.synth.rows import RowProgramError
 from tools.kernelgen.synth.rows import synthesize_rows
+from tools.kernelgen.validate.float64_casts import kept_float64
 
 # References in the styles people write, beside the built-ins: functions and modules, torch.* / F.* / methods,
 # library calls and the same math by hand, Llama-style casts, extra per-row outputs, scalar parameters.
@@ -304,6 +305,14 @@ STYLES = textwrap.dedent(
     def cosine_logits(x, scale: float = 10.0):
         # rounded back to the input's dtype in the forward only: its backward reads no dtype
         return scale * F.normalize(x.float(), p=2, dim=-1, eps=1e-12).to(x.dtype)
+
+
+    class ClipLayerNorm(nn.LayerNorm):
+        # CLIP's: torch's LayerNorm on an fp32 copy, the result cast back (parameters of the module's own dtype)
+        def forward(self, x: torch.Tensor):
+            orig_type = x.dtype
+            ret = super().forward(x.type(torch.float32))
+            return ret.type(orig_type)
     """
 )
 STYLE_ENTRIES = [
@@ -338,6 +347,7 @@ STYLE_ENTRIES = [
     "SoftminOverNorm",
     "MambaStyleGatedNorm",
     "CohereStyleLayerNorm",
+    "ClipLayerNorm",
 ]
 
 
@@ -377,8 +387,7 @@ def _reference_call(profile, params: dict[str, torch.Tensor], cols: int):
 def _check_against_autograd(profile, rows=5, cols=37, seed=0, degenerate=False):
     """``degenerate``: the first row all zeros and the second constant (a zero norm, a zero deviation)."""
     math = row_math(profile)
-    # A reference that casts to float32 on purpose (Llama, Gemma) computes in fp32 even on float64 inputs.
-    rtol, atol = (1e-5, 1e-6) if profile.notes.casts else (1e-9, 1e-10)
+    rtol, atol = 1e-9, 1e-10
     generator = torch.Generator().manual_seed(seed)
     inputs = {t.name: torch.randn(rows, cols, generator=generator, dtype=torch.float64) for t in profile.inputs}
     if degenerate:
@@ -392,7 +401,9 @@ def _check_against_autograd(profile, rows=5, cols=37, seed=0, degenerate=False):
     leaves = {name: value.clone().requires_grad_() for name, value in inputs.items()}
     reference = _reference_call(profile, params, cols)
     args = [leaves[t.name] for t in profile.inputs]
-    expected = reference(*args, **hypers) if profile.reference.kind != "module" else reference(*args)
+    # A reference that casts to float32 on purpose (Llama, Gemma, CLIP) keeps float64 there.
+    with kept_float64(torch.float64):
+        expected = reference(*args, **hypers) if profile.reference.kind != "module" else reference(*args)
     expected = expected if isinstance(expected, tuple) else (expected,)
     grads = [torch.randn(out.shape, generator=generator, dtype=torch.float64) for out in expected]
     differentiable = [leaves[t.name] for t in profile.inputs] + list(params.values())

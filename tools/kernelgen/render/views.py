@@ -692,6 +692,8 @@ class TestView:
     input_shapes: dict[str, str]
     long_rows_shapes: str  # the split-path test's shapes of rows over three column blocks
     whole_tile_shapes: str  # tier 1: shapes the tiles divide (unmasked loads and stores)
+    # The reference casts and has parameters: its float64 run keeps its float32 casts at float64 (_KeepFloat64)
+    keeps_float64: bool
 
 
 @dataclass(frozen=True)
@@ -2001,6 +2003,7 @@ def test_view(profile: KernelProfile) -> TestView:
         | _group_input_shapes(profile),
         long_rows_shapes=long_rows,
         whole_tile_shapes=whole_tiles,
+        keeps_float64=bool(profile.notes.casts) and bool(params),
     )
 
 

@@ -35,6 +35,7 @@ from tools.kernelgen.record import read_record
 from tools.kernelgen.render.reference_hypers import reference_hypers
 from tools.kernelgen.render.vectors import hold_vectors_whole
 from tools.kernelgen.render.vectors import parameter_shape
+from tools.kernelgen.validate.float64_casts import kept_float64
 
 
 @dataclass
@@ -204,7 +205,9 @@ class ReferenceRunner:
         # nn.Parameter leaves: a module reference adopts these very objects, so gradients land on them.
         params = [torch.nn.Parameter(p.detach().to(dtype).clone()) for p in case.params]
         callable_ = self.reference_callable(self.parameter_size(inputs[0].shape), case.hyper, dtype, params)
-        outputs = _tensors(callable_(*inputs, *([] if self.owns_params else params), **self.forward_hypers(case.hyper)))
+        with kept_float64(dtype):
+            outputs = callable_(*inputs, *([] if self.owns_params else params), **self.forward_hypers(case.hyper))
+        outputs = _tensors(outputs)
         return self._finish(outputs, inputs, params, case.seed, backward)
 
     @property
