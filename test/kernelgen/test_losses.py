@@ -252,6 +252,19 @@ STYLES = textwrap.dedent(
 
         def forward(self, logits, target):
             return self.loss_fn(logits, target)
+
+
+    def masked_where_cross_entropy(logits, target, keep):
+        # keep: a boolean mask of the rows that count, selected by torch.where
+        per_row = F.cross_entropy(logits, target, reduction="none")
+        return torch.where(keep, per_row, 0.0).sum() / keep.sum()
+
+
+    def padded_cross_entropy(logits, target, pad):
+        # pad: a boolean mask of the rows that do not count, negated
+        per_row = F.cross_entropy(logits, target, reduction="none")
+        keep = ~pad
+        return (per_row * keep).sum() / keep.sum()
     """
 )
 STYLE_ENTRIES = [

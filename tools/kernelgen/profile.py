@@ -883,18 +883,20 @@ def _validate_loss(profile: KernelProfile, problems: list[str]) -> None:
     ):
         problems.append("inputs: tier 3 needs a per-element input (the logits or a distribution)")
     for index, tensor in enumerate(profile.inputs):
-        if tensor.dtype not in ("same", "int64") and not (tensor.dtype == "bool" and tensor.sequence_shape):
+        if tensor.dtype not in ("same", "int64") and not (
+            tensor.dtype == "bool" and (tensor.sequence_shape or tensor.per_row)
+        ):
             problems.append(
-                f"inputs[{index}].dtype: {tensor.dtype!r}: tier 3 takes rows ('same'), class indices and, read by the "
-                f"sequence stage alone, booleans"
+                f"inputs[{index}].dtype: {tensor.dtype!r}: tier 3 takes rows ('same'), class indices and booleans "
+                f"(a mask of the rows, or read by the sequence stage alone)"
             )
         if tensor.dtype == "int64" and tensor.requires_grad:
             problems.append(f"inputs[{index}].requires_grad: class indices have no gradient")
         if tensor.per_class and tensor.dtype != "same":
             problems.append(f"inputs[{index}].per_class: per-class values are numbers of the first input's dtype")
-        if tensor.per_row and (tensor.dtype != "same" or tensor.per_class):
+        if tensor.per_row and (tensor.dtype not in ("same", "bool") or tensor.per_class):
             problems.append(
-                f"inputs[{index}].per_row: per-row values are numbers of the first input's dtype, one per row (not "
+                f"inputs[{index}].per_row: per-row values are numbers of the first input's dtype or booleans, one per row (not "
                 f"class indices, not per-class values)"
             )
         if tensor.per_row and tensor.requires_grad:

@@ -128,6 +128,8 @@ def _inputs(profile: KernelProfile, generator: torch.Generator) -> tuple[list[to
             value = torch.randint(0, cols, (ROWS,), generator=generator)
         elif spec.per_class:
             value = torch.rand(cols, generator=generator) + 0.1
+        elif spec.per_row and spec.dtype == "bool":
+            value = torch.rand(ROWS, generator=generator) < 0.7  # a mask of the rows that count
         elif spec.per_row:
             value = torch.randn(ROWS, generator=generator) * scale
             value = value.abs() + 0.1 if domain == "positive" else value

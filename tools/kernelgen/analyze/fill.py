@@ -35,6 +35,7 @@ from tools.kernelgen.analyze.stages import StagedLoss
 from tools.kernelgen.analyze.stages import split_stages
 from tools.kernelgen.analyze.trace import TracedReference
 from tools.kernelgen.analyze.trace import changes_the_output
+from tools.kernelgen.analyze.trace import condition_inputs
 from tools.kernelgen.analyze.trace import trace_reference
 from tools.kernelgen.analyze.unsqueezes import written_unsqueeze_dims
 from tools.kernelgen.analyze.written import written_computation
@@ -314,6 +315,11 @@ def _fill_loss(profile: KernelProfile, traced: TracedReference, lowered: Lowered
                 f"KERNELGEN hint 'domains': {tensor.domain!r} is not one of {INPUT_DOMAINS[1:]}",
                 origin=traced.loaded.origin,
             )
+    # A per-row input the reference selects by (``torch.where(mask, ...)``) is a boolean mask.
+    conditions = condition_inputs(traced.graph_module.graph, traced.placeholder_names)
+    for tensor in per_row:
+        if tensor.name in conditions:
+            tensor.dtype, tensor.domain = "bool", "real"
     unknown = sorted(set(wanted) - {t.name for t in element})
     if unknown:
         raise AnalyzeError(

@@ -33,6 +33,7 @@ from torch.fx.passes.shape_prop import ShapeProp
 from tools.kernelgen.analyze.errors import AnalyzeError
 from tools.kernelgen.analyze.ops import node_line
 from tools.kernelgen.analyze.trace import TracedReference
+from tools.kernelgen.analyze.trace import condition_inputs
 from tools.kernelgen.profile import SEQUENCE_SHAPES
 from tools.kernelgen.profile import shape_of
 
@@ -75,7 +76,7 @@ class _Probe:
             self.values[name] = torch.randint(0, _V, (_B, _T), generator=generator)
         self.values.update({hp.name: hp.default for hp in traced.hyperparameters})
         self.floats = [n for n in traced.tensor_inputs[1:] if n not in traced.index_inputs]
-        self.conditions = _conditions(self.graph, self.names)
+        self.conditions = condition_inputs(self.graph, self.names)
 
     def run(self, shapes: dict[str, str], record: bool = False) -> Any:
         generator = torch.Generator().manual_seed(1)
@@ -473,24 +474,6 @@ def _function_source(graph: fx.Graph, name: str, traced: TracedReference) -> str
     text = re.sub(r";  [^;\n]*= None$", "", text, flags=re.M)  # fx frees values early; a small function need not
     text = text.replace("def forward(self, ", f"def {name}(", 1).replace("def forward(self)", f"def {name}()", 1)
     return "\n".join(line.rstrip() for line in text.splitlines() if line.strip()) + "\n"
-
-
-def _conditions(graph: fx.Graph, names: dict[fx.Node, str]) -> list[str]:
-    """Inputs the reference selects by: the condition of ``torch.where`` / ``x.where``, a ``masked_fill``'s mask or
-    the operand of a logical not (``~desirable``)."""
-    found = []
-    for node in graph.nodes:
-        operands = []
-        if node.op == "call_function" and node.target is torch.where and node.args:
-            operands = [node.args[0]]
-        elif node.op == "call_method" and node.target in ("where", "masked_fill") and len(node.args) > 1:
-            operands = [node.args[1]]
-        elif node.target in (operator.invert, torch.logical_not, "logical_not"):
-            operands = [node.args[0]]
-        for operand in operands:
-            if isinstance(operand, fx.Node) and operand.op == "placeholder" and names[operand] not in found:
-                found.append(names[operand])
-    return found
 
 
 def _public_names(text: str, names: dict[str, Any]) -> str:

@@ -952,7 +952,8 @@ def _finish(
     shaped.update({name: shape_for(p, rows_shape + (hidden,)) for name, p in broadcast_inputs.items()})
     shaped.update({name: (hidden,) for name in grouped_inputs})
     example = (graph_module, order, tensors, index_inputs, shaped, rows_shape, calls, hypers, concrete)
-    example += (attributes, hidden)
+    conditions = condition_inputs(graph_module.graph, {node: name for name, node in placeholders.items()})
+    example += (attributes, hidden, conditions)
     loss_like = bool(index_inputs) or _reduces_rows_to_a_loss(calls)
     # A loss's input that the reference unsqueezes into [rows, 1] (``w.unsqueeze(-1)``) holds one value per row.
     unsqueezed_rows = [n for n in broadcast_inputs if loss_like and shaped[n] == rows_shape] if rows_shape else []
@@ -1379,6 +1380,24 @@ def _learnable(name: str, tensor: torch.Tensor, hidden: int) -> LearnableParamet
     )
 
 
+def condition_inputs(graph: fx.Graph, names: dict[fx.Node, str]) -> list[str]:
+    """Inputs the reference selects by: the condition of ``torch.where`` / ``x.where``, a ``masked_fill``'s mask or
+    the operand of a logical not (``~desirable``)."""
+    found = []
+    for node in graph.nodes:
+        operands = []
+        if node.op == "call_function" and node.target is torch.where and node.args:
+            operands = [node.args[0]]
+        elif node.op == "call_method" and node.target in ("where", "masked_fill") and len(node.args) > 1:
+            operands = [node.args[1]]
+        elif node.target in (operator.invert, torch.logical_not, "logical_not"):
+            operands = [node.args[0]]
+        for operand in operands:
+            if isinstance(operand, fx.Node) and operand.op == "placeholder" and names[operand] not in found:
+                found.append(names[operand])
+    return found
+
+
 def _per_row_inputs(
     loaded, example: tuple, shaped_apart: list[str], loss_like: bool, found: list[str] = ()
 ) -> list[str]:
@@ -1423,6 +1442,7 @@ def _propagate_shapes(
     concrete,
     attributes,
     hidden,
+    conditions,
     row_inputs=(),
     record=True,
 ) -> bool:
@@ -1448,6 +1468,8 @@ def _propagate_shapes(
             values[name] = torch.rand(rows_shape, generator=generator) + 0.5
         else:
             values[name] = torch.rand(rows_shape + (hidden,), generator=generator) + 0.5
+        if name in conditions:
+            values[name] = values[name] > 1.0  # a mask the reference selects by (``torch.where(mask, ...)``)
     values.update({h.name: h.default for h in hypers})
     values.update(concrete)
     values.update(attributes)
@@ -1464,4 +1486,4 @@ def _propagate_shapes(
     return True
 
 
-__all__ = ["TracedReference", "changes_the_output", "trace_reference"]
+__all__ = ["TracedReference", "changes_the_output", "condition_inputs", "trace_reference"]

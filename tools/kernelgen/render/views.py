@@ -550,6 +550,7 @@ class LossOpsView:
     element_inputs: list[str]  # [rows, n_cols] tensors
     row_inputs: list[str]  # one class index per row
     row_values: list[str]  # one float per row ([rows] / [B, T]: a per-token weight), no gradient
+    row_masks: list[str]  # of those, booleans the reference selects rows by (``torch.where(mask, ...)``)
     class_inputs: list[str]  # [n_cols] tensors shared by every row (class weights; None: 1 for every class)
     picks: list[LossPickView]  # per-class values at a class index, loaded once per row
     kernel_hypers: list[str]  # the numbers the formulas read
@@ -1583,6 +1584,7 @@ def _loss_ops(profile: KernelProfile) -> LossOpsView:
         element_inputs=element,
         row_inputs=[t.name for t in profile.inputs if t.dtype == "int64"],
         row_values=[t.name for t in profile.inputs if t.per_row],
+        row_masks=[t.name for t in profile.inputs if t.per_row and t.dtype == "bool"],
         class_inputs=per_class,
         picks=picks,
         kernel_hypers=[name for name in profile.formula_hyperparameters if _any_reads(kernel_lines, name)],
