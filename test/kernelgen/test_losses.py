@@ -456,8 +456,8 @@ def check_against_autograd(profile, rows=6, cols=300, block=64, seed=0, ignore_r
             **per_class,
         }
         per_row = eval(print_torch(sympy.sympify(parse_formula(denominator, names))), scope)
-        total = per_row.sum() if torch.is_tensor(per_row) else per_row * rows
-        weight = 1.0 / float(total)
+        total = float(per_row.sum() if torch.is_tensor(per_row) else per_row * rows)
+        weight = 1.0 / max(total, loss.denominator_min or 0.0)
     element = {t.name: values[t.name] for t in profile.inputs if t.dtype != "int64" and not t.per_row}
     got = run_loss(math, element, row_inputs, hypers, cols, block, weight)
 
@@ -628,6 +628,27 @@ def test_losses_kernelgen_cannot_write_name_the_op_and_line(tmp_path, body, mess
         analyze(str(path))
     assert f"ref.py:{line}:" in str(caught.value)
     assert "\n" not in str(caught.value)
+
+
+def test_a_clamped_denominator_keeps_its_floor(tmp_path):
+    """``(loss * w).sum() / w.sum().clamp(min=m)``: a sum of fractional per-row weights below m divides by m (the
+    six weights here sum to about 4 < 6); a clamp's max, or a clamped sum as the loss itself, is refused."""
+    path = tmp_path / "weighted.py"
+    source = "import torch\nimport torch.nn.functional as F\n\n\ndef weighted(x, t, w):\n"
+    path.write_text(
+        source + "    return (F.cross_entropy(x, t, reduction='none') * w).sum() / w.sum().clamp(min=6.0)\n"
+    )
+    profile = analyze(str(path))
+    assert profile.math.loss.denominator_min == 6.0
+    check_against_autograd(profile, adjust=lambda values: values["w"].clamp_(max=1.0))
+    for body in (
+        "w.sum().clamp(min=1.0, max=9.0)",
+        "w.sum()) * 0 + F.cross_entropy(x, t, reduction='sum').clamp(min=0.0",
+    ):
+        path.write_text(source + f"    return (F.cross_entropy(x, t, reduction='none') * w).sum() / ({body})\n")
+        with pytest.raises(AnalyzeError, match=r"clamp") as caught:
+            analyze(str(path))
+        assert "weighted.py:6:" in str(caught.value)
 
 
 @pytest.mark.parametrize("reference", ["gathered_nll", "cross_entropy_entropy_bonus"])

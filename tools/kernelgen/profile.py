@@ -295,6 +295,8 @@ class LossSpec:
 
     reduction: str = "mean"
     denominator: str = "1"
+    # The mean's denominator summed over rows is taken at least this (``mask.sum().clamp(min=1)``); None: as summed.
+    denominator_min: float | None = None
     choices: list[LossChoice] = field(default_factory=list)
     sequence: str = ""
     sequence_groups: str = ""

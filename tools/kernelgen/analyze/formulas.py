@@ -69,7 +69,7 @@ def loss_profile_math(traced: TracedReference, lowered: LoweredLoss) -> Math:
         names.append(name)
     outputs = {name: _written(expr, names, traced) for name, expr in lowered.outputs.items()}
     denominator = _written(lowered.denominator, [*names, BATCH_SHARE], traced)
-    loss = LossSpec(reduction=lowered.reduction, denominator=denominator)
+    loss = LossSpec(reduction=lowered.reduction, denominator=denominator, denominator_min=lowered.denominator_floor)
     return Math(statistics=statistics, outputs=outputs, loss=loss)
 
 

@@ -56,10 +56,13 @@ from tools.kernelgen.synth.rules import is_condition
 
 @dataclass(frozen=True)
 class OverRows:
-    """The sum over rows of the per-row ``value``, divided by the sum over rows of ``divisor`` (None: a sum)."""
+    """The sum over rows of the per-row ``value``, divided by the sum over rows of ``divisor`` (None: a sum).
+    ``floor``: that sum (of ``value`` for a sum, of ``divisor`` for a mean) taken at least this (``.clamp(min=...)``
+    of a mean's denominator)."""
 
     value: sympy.Expr
     divisor: sympy.Expr | None = None
+    floor: float | None = None
 
 
 def _divisor_text(over: OverRows) -> str:
@@ -91,6 +94,7 @@ class LoweredLoss:
     reduction: str  # mean, sum or none
     denominator: sympy.Expr
     int_hyperparameters: list[str]  # int hyper-parameters the math reads
+    denominator_floor: float | None = None  # a mean's denominator summed over rows is taken at least this
 
 
 class LossBuilder(ProgramBuilder):
@@ -435,11 +439,19 @@ class LossBuilder(ProgramBuilder):
         name = call.name
         first, second = (operands + [None])[:2]
         if name in ("clamp",) and isinstance(first, OverRows) and first.divisor is None:
-            return first  # a denominator kept away from 0: the kernel's mean over no counted row is 0 anyway
+            # A denominator kept at least ``min`` (a mask's count at 1): a sum of fractional weights may be below it.
+            low, high = call.options.get("min"), call.options.get("max")
+            if high is not None or not isinstance(low, (int, float)) or first.floor is not None:
+                raise self._error(f"`{call.label}` of a sum over rows: only a number as its min is read", node)
+            return OverRows(first.value, None, float(low))
         if name in ("float", "double", "to", "type_as", "contiguous", "view", "reshape", "squeeze", "unsqueeze"):
             return first
+        if isinstance(first, OverRows) and first.floor is not None and first.divisor is None:
+            raise self._error(
+                f"`{call.label}` of a clamped sum over rows: a clamp is read on a mean's denominator", node
+            )
         if name == "neg" and isinstance(first, OverRows):
-            return OverRows(-first.value, first.divisor)
+            return OverRows(-first.value, first.divisor, first.floor)
         if name == "mul" and isinstance(first, RowCount) and isinstance(second, RowCount):
             raise self._error(f"`{call.label}` multiplies two row counts", node)
         if name == "mul" and isinstance(second, RowCount) and isinstance(first, sympy.Basic):
@@ -448,18 +460,18 @@ class LossBuilder(ProgramBuilder):
             return RowCount(first.factor * second)
         if name in ("mul", "div") and isinstance(first, OverRows) and self._scalar(second):
             factor = second if name == "mul" else 1 / second
-            return OverRows(first.value * factor, first.divisor)
+            return OverRows(first.value * factor, first.divisor, first.floor)
         if name == "mul" and isinstance(second, OverRows) and self._scalar(first):
-            return OverRows(second.value * first, second.divisor)
+            return OverRows(second.value * first, second.divisor, second.floor)
         if name == "div" and isinstance(first, OverRows) and first.divisor is None:
             if isinstance(second, RowCount):
                 return OverRows(first.value, second.factor)
             if isinstance(second, OverRows) and second.divisor is None and not self.per_element(second.value):
-                return OverRows(first.value, second.value)
+                return OverRows(first.value, second.value, second.floor)
         if name in ("add", "sub") and isinstance(first, OverRows) and isinstance(second, OverRows):
-            if first.divisor == second.divisor:
+            if first.divisor == second.divisor and first.floor == second.floor:
                 sign = 1 if name == "add" else -1
-                return OverRows(first.value + sign * second.value, first.divisor)
+                return OverRows(first.value + sign * second.value, first.divisor, first.floor)
             raise self._error(
                 f"`{call.label}` combines two means over different rows: one divides by {_divisor_text(first)}, the "
                 f"other by {_divisor_text(second)} (a mean of a loss with ignore_index counts only the rows it keeps); "
@@ -530,10 +542,14 @@ def lower_loss(traced: TracedReference) -> LoweredLoss:
     for name, node in zip(traced.output_names, traced.outputs):
         value = builder.value(node)
         if isinstance(value, OverRows):
-            kinds.add(("sum", None) if value.divisor is None else ("mean", value.divisor))
+            if value.divisor is None and value.floor is not None:
+                raise builder._error(
+                    f"output '{name}' is a clamped sum over rows; a clamp is read on a mean's denominator", node
+                )
+            kinds.add(("sum", None, None) if value.divisor is None else ("mean", value.divisor, value.floor))
             value = value.value
         elif isinstance(value, sympy.Basic) and not builder.per_element(value):
-            kinds.add(("none", None))
+            kinds.add(("none", None, None))
         else:
             error = builder._error(
                 f"output '{name}' has a value per element; a loss returns one value per row or reduces its rows", node
@@ -544,7 +560,7 @@ def lower_loss(traced: TracedReference) -> LoweredLoss:
         raise builder._error(
             "the outputs are reduced over rows in different ways; reduce them alike", traced.outputs[0]
         )
-    ((reduction, divisor),) = kinds
+    ((reduction, divisor, floor),) = kinds
     takes = dict(builder.picks)  # each picked class value as the formulas spell it
     return LoweredLoss(
         statistics=[(name, reduce, operand.xreplace(takes)) for name, reduce, operand in builder.program.statistics],
@@ -552,6 +568,7 @@ def lower_loss(traced: TracedReference) -> LoweredLoss:
         reduction=reduction,
         denominator=sympy.sympify(divisor if divisor is not None else 1).xreplace(takes),
         int_hyperparameters=list(builder.int_used),
+        denominator_floor=floor,
     )
 
 

@@ -142,10 +142,7 @@ def fused_linear_views(profile: KernelProfile) -> KernelViews:
     ops = loss.ops
     chooser = ops.chooser
     means = [r for r in loss_reductions(profile, renames, flat=True) if r.kind == "mean"]
-    mean_views = [
-        FusedMeanView(r.value, f"({r.denominator}).sum()" if r.row_formula else f"n_rows * {r.denominator}")
-        for r in means
-    ]
+    mean_views = [FusedMeanView(r.value, r.over_rows) for r in means]
     values = [r.value for r in ops.reductions if r.kind != "none"]
     cases = [case for case in loss.test.hyper_cases if not chooser or case[chooser] in values]
     by_name = {t.name: t for t in tensors}

@@ -541,6 +541,16 @@ class LossReductionView:
     denominator: str
     row_formula: bool
     reads_batch_share: bool = False  # the denominator counts the batch (batch_share: size(0) / rows)
+    floor: float | None = None  # the denominator over rows is taken at least this (``.clamp(min=...)``)
+
+    @property
+    def over_rows(self) -> str:
+        """The denominator over every row as host code (``n_rows``: the rows' count)."""
+        if self.row_formula:
+            total = f"({self.denominator}).sum()"
+            return total if self.floor is None else f"{total}.clamp(min={self.floor!r})"
+        total = f"n_rows * {self.denominator}"
+        return total if self.floor is None else f"max({total}, {self.floor!r})"
 
 
 @dataclass(frozen=True)
@@ -1616,9 +1626,7 @@ def _loss_ops(profile: KernelProfile) -> LossOpsView:
         checked_choices=[hp for hp in profile.hyperparameters if hp.choices and hp.name != profile.math.loss.reduction],
         batch_share=any(r.reads_batch_share for r in reductions),
         mean_value=mean.value if mean else None,
-        mean_denominator=(f"({mean.denominator}).sum()" if mean.row_formula else f"n_rows * {mean.denominator}")
-        if mean
-        else "",
+        mean_denominator=mean.over_rows if mean else "",
         ignored=_ignored(profile, math),
         domains=[
             (t.name, "class indices" if t.dtype == "int64" else t.domain or profile.test.input_domain)
@@ -1707,6 +1715,7 @@ def loss_reductions(
                 denominator=print_torch(expr),
                 row_formula=any(symbol.name in row_inputs for symbol in expr.free_symbols),
                 reads_batch_share=reads_batch_share,
+                floor=loss.denominator_min if kind == "mean" else None,
             )
         )
     return views
