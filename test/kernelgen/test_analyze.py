@@ -1021,21 +1021,26 @@ def test_a_torchscript_or_compiled_function_is_traced_as_its_python(tmp_path):
 
 def test_losses_of_each_element_are_element_wise_and_their_row_sums_losses(tmp_path):
     """reduction="none" leaves a binary cross entropy (or a KL, a squared error) per element: tier 1; summed over
-    each row and averaged over rows it is a loss over the class dim (multi-label BCE): tier 3. Targets torch
-    checks are in [0, 1] are drawn as probabilities."""
+    each row and averaged over rows it is a loss over the class dim (multi-label BCE): tier 3, as the same loss
+    reduced by torch over every element is (a mean over rows * columns). Targets torch checks are in [0, 1] are
+    drawn as probabilities. A weighted one stays the loss, refused."""
     path = tmp_path / "bce.py"
     path.write_text(
         "import torch.nn.functional as F\n\n\ndef bce_each(x, y):\n"
         '    return F.binary_cross_entropy_with_logits(x, y, reduction="none")\n\n\n'
         'def multilabel(x, y):\n    return F.binary_cross_entropy_with_logits(x, y, reduction="none").sum(-1).mean()\n\n\n'
-        "def whole(x, y):\n    return F.binary_cross_entropy_with_logits(x, y)\n"
+        "def whole(x, y):\n    return F.binary_cross_entropy_with_logits(x, y)\n\n\n"
+        "def weighted(x, y):\n    return F.binary_cross_entropy_with_logits(x, y, pos_weight=y)\n"
     )
     each = analyze(f"{path}:bce_each")
     assert each.tier == 1 and [t.domain for t in each.inputs] == ["", "probabilities"]
     multilabel = analyze(f"{path}:multilabel")
     assert multilabel.tier == 3 and multilabel.math.loss.reduction == "mean"
-    with pytest.raises(AnalyzeError, match=r"bce.py:13: .* is a loss that reduces the whole tensor"):
-        analyze(f"{path}:whole")
+    whole = analyze(f"{path}:whole")
+    assert whole.tier == 3 and (whole.math.loss.reduction, whole.math.loss.denominator) == ("mean", "n_cols")
+    assert [t.domain for t in whole.inputs] == ["real", "probabilities"]
+    with pytest.raises(AnalyzeError, match=r"bce.py:17: .* is a loss that reduces the whole tensor"):
+        analyze(f"{path}:weighted")
 
 
 def test_a_per_channel_buffer_is_named_as_a_buffer(tmp_path):

@@ -260,6 +260,19 @@ STYLES = textwrap.dedent(
         return torch.where(keep, per_row, 0.0).sum() / keep.sum()
 
 
+    def whole_tensor_bce(logits, labels):
+        # torch's mean over every element of a multi-label binary cross entropy
+        return F.binary_cross_entropy_with_logits(logits, labels)
+
+
+    def mse_of_softmaxes(student, teacher):
+        return F.mse_loss(F.softmax(student, -1), F.softmax(teacher, -1))
+
+
+    def l1_sum(x, y):
+        return F.l1_loss(x, y, reduction="sum")
+
+
     def padded_cross_entropy(logits, target, pad):
         # pad: a boolean mask of the rows that do not count, negated
         per_row = F.cross_entropy(logits, target, reduction="none")
@@ -297,6 +310,9 @@ STYLE_ENTRIES = [
     "sum_over_len",
     "soft_kl_with_eps",
     "HeldSwitchedCE",
+    "whole_tensor_bce",
+    "mse_of_softmaxes",
+    "l1_sum",
 ]
 
 

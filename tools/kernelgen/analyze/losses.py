@@ -40,6 +40,7 @@ from tools.kernelgen.analyze.ops import META
 from tools.kernelgen.analyze.ops import REDUCTION
 from tools.kernelgen.analyze.ops import STRUCTURAL
 from tools.kernelgen.analyze.ops import OpCall
+from tools.kernelgen.analyze.ops import pointwise_loss
 from tools.kernelgen.analyze.ops import reduced_dims
 from tools.kernelgen.analyze.program import ProgramBuilder
 from tools.kernelgen.analyze.trace import TracedReference
@@ -243,8 +244,8 @@ class LossBuilder(ProgramBuilder):
             value = self.value(call.operands[0])
             if isinstance(value, sympy.Basic) and not self.per_element(value):
                 return value  # [:, 0] of a per-row value kept as [rows, 1]
-        if call.name == "kl_div":
-            return self._kl_div(call)
+        if pointwise_loss(call) is not None:
+            return self._whole_tensor_loss(call)
         # Not a loss's pick by class index: say what the op does (a matrix product, a sort), as classification did.
         why = structural_reason(dataclasses.replace(call, line=None))
         raise self._error(f"{why}; a loss kernel picks classes by index only (gather, one_hot, take)", node)
@@ -362,14 +363,18 @@ class LossBuilder(ProgramBuilder):
         dot = self.statistic("target_dot", "sum", weighted * x, node)
         return self._reduced((peak + sympy.log(total)) * mass - dot, sympy.S.One, call)
 
-    def _kl_div(self, call: OpCall) -> Any:
-        # reduction="none" never gets here: ops.normalize makes it the element-wise kl_div_pointwise
-        x = self.value(call.operands[0])
-        target = self.value(call.operands[1])
-        pointwise = apply_op("kl_div_pointwise", x, target, log_target=bool(call.options.get("log_target")))
+    def _whole_tensor_loss(self, call: OpCall) -> Any:
+        """``F.kl_div``, ``F.mse_loss``, ``F.l1_loss``, ``F.binary_cross_entropy(_with_logits)``: the element-wise
+        terms summed along each row, then summed or averaged over every element (kl_div's batchmean: over rows).
+        reduction="none" never gets here: ops.normalize makes it the element-wise op."""
+        name, options = pointwise_loss(call)
+        terms = apply_op(name, *(self.value(operand) for operand in call.operands[:2]), **options)
         reduction = call.options.get("reduction", "mean")
-        row = self.statistic(self._assigned_name(call.node) or "kl", "sum", pointwise, call.node)
-        divisor = {"sum": None, "mean": self.n, "batchmean": _batch_share()}.get(reduction, "?")
+        short = "kl" if call.name == "kl_div" else call.name.removesuffix("_loss")
+        row = self.statistic(self._assigned_name(call.node) or short, "sum", terms, call.node)
+        divisor = {"sum": None, "mean": self.n, "batchmean": _batch_share() if call.name == "kl_div" else "?"}.get(
+            reduction, "?"
+        )
         if divisor == "?":
             raise self._error(f"`{call.label}` with reduction={reduction!r}", call.node)
         return OverRows(row, divisor)

@@ -216,6 +216,17 @@ _POINTWISE_LOSSES = {
 }
 # Options that weight or reduce the elements otherwise: such a call stays the loss (refused as one).
 _WEIGHTING_OPTIONS = ("weight", "pos_weight", "size_average", "reduce")
+
+
+def pointwise_loss(call: OpCall) -> tuple[str, dict] | None:
+    """A loss of the whole tensor as the element-wise op of its terms and the options that op keeps (``F.mse_loss``
+    -> ``mse_pointwise``), None for any other call or one weighted otherwise (``weight=``, ``pos_weight=``)."""
+    if call.name not in _POINTWISE_LOSSES or any(call.options.get(k) is not None for k in _WEIGHTING_OPTIONS):
+        return None
+    name, kept = _POINTWISE_LOSSES[call.name]
+    return name, {key: call.options[key] for key in kept if key in call.options}
+
+
 for _name in ("cat", "stack", "chunk", "split", "narrow", "transpose", "permute", "t", "flip", "roll", "topk", "sort"):
     _BY_NAME[_name] = _spec(_name, STRUCTURAL)
 for _name in ("argmax", "argmin", "cumsum", "cumprod", "masked_select", "nonzero", "unfold", "diff"):
@@ -352,11 +363,9 @@ def normalize(node: fx.Node, root: nn.Module) -> OpCall | None:
         call = _normalize_module(node, root.get_submodule(node.target))
     else:
         return None
-    weighted = any(call.options.get(k) is not None for k in _WEIGHTING_OPTIONS)
-    if call.name in _POINTWISE_LOSSES and call.options.get("reduction") == "none" and not weighted:
-        name, kept = _POINTWISE_LOSSES[call.name]
-        options = {key: call.options[key] for key in kept if key in call.options}
-        return OpCall(node, name, ELEMENTWISE, call.operands, options, call.label, call.line)
+    pointwise = pointwise_loss(call)
+    if pointwise is not None and call.options.get("reduction") == "none":
+        return OpCall(node, pointwise[0], ELEMENTWISE, call.operands, pointwise[1], call.label, call.line)
     shape = call.options.get("normalized_shape")
     if call.name in ("layer_norm", "rms_norm") and isinstance(shape, fx.Node):
         call.options["normalized_shape"] = (None,) * _shape_length(shape, root, call)
