@@ -625,6 +625,8 @@ def test_an_input_whose_gradient_cannot_be_derived_takes_none_and_says_why(tmp_p
         # A weight per row, not per class (w[t] picks one per row): torch would refuse it too.
         ("return F.cross_entropy(x, t, weight=w[t])", r"`F\.cross_entropy`: its weight must be one value per class", 6),
         ("return F.cross_entropy(x @ w, t)", r"matrix product|matmul", 6),
+        # A causal LM's shift slices the rows: the kernel reads rows aligned with their targets.
+        ("return F.cross_entropy(x[:-1, :], t[1:])", r"`x\[:-1, :\]` slices the rows \(the sequence", 6),
         ("return F.cross_entropy(x, t, reduction='none').max()", r"over rows: a loss sums or averages", 6),
         # torch.arange read otherwise than as the rows of x[torch.arange(rows), t]
         ("return (x * torch.arange(x.shape[-1])).sum()", r"`torch\.arange` makes indices", 6),

@@ -57,6 +57,11 @@ def structural_reason(call: OpCall) -> str:
             "indexing of a parameter vector), which kernelgen reads from a module's parameters only: hold it as an "
             f"nn.Parameter and index it there (self.{call.operands[0].name}[0])"
         )
+    if call.name == "slice" and _slices_leading_dims(call):
+        return (
+            f"{_at(call)} slices the rows (the sequence, as a causal LM's shift logits[..., :-1, :] does), which "
+            "kernelgen's kernels read aligned: slice before the kernel and pass it the sliced tensors"
+        )
     if call.name == "slice":
         return (
             f"{_at(call)} reads other positions of the row (an index map within the row: halves, interleaves, "
@@ -65,6 +70,14 @@ def structural_reason(call: OpCall) -> str:
     return (
         f"{_at(call)} ({call.name}) moves elements between positions, which element-wise and row kernels cannot express"
     )
+
+
+def _slices_leading_dims(call: OpCall) -> bool:
+    """``x[..., :-1, :]``: a partial slice of a dim before the last, the last taken whole."""
+    index = call.options.get("index")
+    if not isinstance(index, tuple) or len(index) < 2 or index[-1] != slice(None):
+        return False
+    return any(isinstance(part, slice) and part != slice(None) for part in index[:-1])
 
 
 def indexes_an_argument(call: OpCall) -> bool:
