@@ -912,16 +912,11 @@ def _normal_draw(scale: float) -> str:
 
 
 def _gradient_note(formulas: dict[str, str]) -> list[str]:
-    """The gradients the backward computes, as formulas a reader can check against the reference (the statements
-    below them are the same math after common subexpressions are shared), wrapped for comment lines."""
+    """The comment above the backward math: where it comes from, in a sentence (the formulas themselves are the
+    statements below it; the profile's ``notes.gradient_formulas`` keeps them whole)."""
     if not formulas:
         return []
-    lines = ["Derived from the reference (chain rule, simplified); forward values are recomputed, not saved:"]
-    for name, formula in formulas.items():
-        lines += textwrap.wrap(
-            f"{name} = {formula}", width=100, initial_indent="  ", subsequent_indent="      ", break_on_hyphens=False
-        )
-    return lines
+    return ["Derived from the reference by the chain rule; forward values are recomputed, not saved."]
 
 
 def _calls_sin_or_cos(statements: list[str]) -> bool:
