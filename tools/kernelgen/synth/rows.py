@@ -52,6 +52,7 @@ from tools.kernelgen.synth.naming import hoist
 from tools.kernelgen.synth.printer import ROW_LENGTH
 from tools.kernelgen.synth.printer import format_formula
 from tools.kernelgen.synth.printer import print_triton
+from tools.kernelgen.synth.renaming import RenamingMemo
 from tools.kernelgen.synth.simplify import simplify_bounded
 from tools.kernelgen.synth.symbols import make_symbols
 
@@ -66,6 +67,8 @@ _FILL_LITERALS = {sympy.S.Zero: "0.0", -sympy.oo: 'float("-inf")'}
 # Expansions larger than this skip the exact-zero check (the term is then computed, which is correct, only slower).
 _MAX_LINEAR_TERMS = 400
 _MAX_CANCEL_OPS = 400  # the largest candidate zero put over a common denominator
+# Adjoints by program (each a few kilobytes), kept for the programs a process derives again over other names.
+_ADJOINTS = RenamingMemo(kept=1024)
 
 
 class RowSum(sympy.Function):
@@ -219,7 +222,20 @@ class _Program:
     def _adjoints(self) -> tuple[dict[str, sympy.Expr], list[str]]:
         """Each statistic's adjoint (a per-row value), latest statistic first. In the returned expressions a later
         statistic's adjoint appears as the symbol ``adjoint_symbol(name)``; exact zeros are tested on the written-out
-        form, because cancellations (the max of a softmax) happen between a term and a later adjoint."""
+        form, because cancellations (the max of a softmax) happen between a term and a later adjoint. Taken from an
+        earlier derivation of the same program over other names where there is one (``synth/renaming.py``)."""
+        program = (
+            tuple((s.name, s.reduce, s.operand) for s in self.statistics),
+            tuple(self.outputs.items()),
+            frozenset(self.element),
+            frozenset(self.channel),
+            frozenset(self.row_inputs),
+        )
+        symbolic, zeros, written = _ADJOINTS(program, self._derived_adjoints)
+        self.written_adjoints = dict(written)  # each adjoint written out (losses merge row sums over it)
+        return dict(symbolic), list(zeros)
+
+    def _derived_adjoints(self) -> tuple[dict[str, sympy.Expr], list[str], dict[str, sympy.Expr]]:
         full: dict[str, sympy.Expr] = {}
         symbolic: dict[str, sympy.Expr] = {}
         # Written out as ``full`` but differentiated by the chain rule through piecewise math (``chain_derivative``):
@@ -262,8 +278,7 @@ class _Program:
                 full[statistic.name] = written_total
                 symbolic[statistic.name] = sympy.Add(*(named for _, named, _ in terms))
                 chained[statistic.name] = chained_total
-        self.written_adjoints = full  # each adjoint written out (losses merge row sums over it)
-        return symbolic, sorted(zeros)
+        return symbolic, sorted(zeros), full
 
     def _gradient(self, name: str, adjoints: dict[str, sympy.Expr], per_row: bool) -> sympy.Expr:
         """d(loss)/d(name): per element (inputs, channel parameters) or per row (scalar parameters)."""
