@@ -267,9 +267,10 @@ class _Program:
             terms = [term for term in terms if not self._is_zero(term[0])]
             written_total = sympy.Add(*(written for written, _, _ in terms))
             chained_total = sympy.Add(*(chain for _, _, chain in terms))
+            # A single term is its own total, just shown not to be 0.
             if (
                 not terms
-                or self._is_zero(written_total)
+                or (len(terms) > 1 and self._is_zero(written_total))
                 or (chained_total != written_total and self._is_zero(chained_total))
             ):
                 zeros.append(statistic.name)
