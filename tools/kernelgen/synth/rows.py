@@ -53,6 +53,7 @@ from tools.kernelgen.synth.printer import ROW_LENGTH
 from tools.kernelgen.synth.printer import format_formula
 from tools.kernelgen.synth.printer import print_triton
 from tools.kernelgen.synth.renaming import RenamingMemo
+from tools.kernelgen.synth.row_witness import RowWitness
 from tools.kernelgen.synth.simplify import simplify_bounded
 from tools.kernelgen.synth.symbols import make_symbols
 
@@ -215,7 +216,7 @@ class _Program:
         if statistic.reduce == "mean":
             return 1 / self.n
         # Recomputed in the backward from the same operand, so the equality is exact there.
-        extremum = sympy.Symbol(f"{statistic.name}_recomputed", real=True)
+        extremum = recomputed_symbol(statistic.name)
         hit = indicator(sympy.Eq(statistic.operand, extremum))
         return hit / RowSum(hit)
 
@@ -390,6 +391,9 @@ class _Program:
         reduced = sympy.expand(sympy.powsimp(sympy.expand(linear, power_exp=True)))
         if reduced == 0:
             return True
+        witness = self._witness()
+        if witness is not None and witness.shows_nonzero(reduced):  # every check below would fail
+            return False
         size = sympy.count_ops(reduced)
         # Over a common denominator: the terms of a softmax's shift that cancel through a power or a quotient of the
         # loss (a focal loss's (1 - p) ** gamma) cancel there; simplify is the slower last resort for small ones.
@@ -399,6 +403,20 @@ class _Program:
             return True
         merged = self.merge_over_shared_divisors(reduced)
         return merged is not None and self._is_zero(merged)
+
+    def _witness(self) -> RowWitness | None:
+        """Random rows of this program (``row_witness.py``), drawn once; None where a recomputed extremum's name is
+        one of the program's own (its value would be ambiguous)."""
+        if not hasattr(self, "_rows_drawn"):
+            equal = {
+                recomputed_symbol(s.name): self.symbols[s.name] for s in self.statistics if s.reduce in ("max", "min")
+            }
+            per_row = {s for s in [*self.symbols.values(), *self.grad_symbols.values()] if s not in self.varying}
+            per_row -= self.stat_symbols | {self.n}
+            statistics = [(self.symbols[s.name], s.reduce, s.operand) for s in self.statistics]
+            clash = equal.keys() & {*self.symbols.values(), *self.grad_symbols.values()}
+            self._rows_drawn = None if clash else RowWitness(statistics, self.varying, per_row, self.n, equal, RowSum)
+        return self._rows_drawn
 
     def _same_up_to_row_constant(self, a: sympy.Expr, b: sympy.Expr) -> bool:
         """Whether per-element sums ``a`` and ``b`` differ by a row-constant factor only."""
@@ -631,7 +649,7 @@ class _Program:
         formulas: dict[str, str] = {}
         for statistic in self.statistics:
             if statistic.reduce in ("max", "min") and adjoints[statistic.name] != 0:
-                items.append((f"{statistic.name}_recomputed", statistic.reduce, statistic.operand))
+                items.append((recomputed_symbol(statistic.name).name, statistic.reduce, statistic.operand))
         sums: dict[sympy.Expr, sympy.Symbol] = {}
 
         def name_sums(expr: sympy.Expr) -> sympy.Expr:
@@ -740,6 +758,11 @@ def chain_derivative(expr: sympy.Expr, symbol: sympy.Symbol) -> sympy.Expr:
         )
     except (TypeError, ValueError):  # a part under a node sympy differentiates only in its own argument (Abs)
         return sympy.diff(expr, symbol)
+
+
+def recomputed_symbol(statistic: str) -> sympy.Symbol:
+    """The backward's maximum or minimum, recomputed from the same operand (equal to the statistic)."""
+    return sympy.Symbol(f"{statistic}_recomputed", real=True)
 
 
 def adjoint_symbol(statistic: str) -> sympy.Symbol:
