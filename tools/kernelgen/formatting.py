@@ -44,7 +44,7 @@ CONFIGURATION_FILES = ("pyproject.toml", "ruff.toml", ".ruff.toml")
 # Ruff's answers by (arguments, text, file and the settings that govern it), the latest kept: kernels registered one
 # after another lint each registration file's text twice, as one kernel's new text and the next one's original.
 _ANSWERS: OrderedDict[tuple, subprocess.CompletedProcess] = OrderedDict()
-_ANSWERS_KEPT = 256
+_ANSWERS_KEPT = 64
 
 
 def _ruff(args: list[str], source: str, repo_root: Path, relative_path: str) -> subprocess.CompletedProcess:
