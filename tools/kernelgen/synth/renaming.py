@@ -2,11 +2,10 @@
 
 The ops file's name check (``render/hygiene.py``) renders a kernel again with every user name replaced by a probe:
 its row or loss program is the one just derived with its names renamed, and sympy would take as long again to
-simplify it (a second or more for a loss). Inside ``renamed_names(mapping)`` a memoized step (``RenamingMemo``) whose
-arguments, renamed back, are those of a step taken before returns that step's result renamed by ``mapping``: the
-same math over the new names (``grad_{name}`` follows its name, as the profile's renaming has it). Arguments that
-are no exact renaming (a name of the renamed program that is also one of the originals) are derived anew, and so
-is everything outside the context.
+simplify it. Inside ``renamed_names(mapping)`` a memoized step (``RenamingMemo``) whose arguments, renamed back, are
+those of a step taken before returns that step's result renamed by ``mapping``: the same math over the new names
+(``grad_{name}`` follows its name, as the profile's renaming has it). Arguments that are no exact renaming (a name of
+the renamed program that is also one of the originals) are derived anew, and so is everything outside the context.
 """
 
 from __future__ import annotations
