@@ -32,6 +32,7 @@ from tools.kernelgen.insert import import_order_problems
 from tools.kernelgen.insert import imports_are_sorted
 from tools.kernelgen.insert import is_line_subsequence
 from tools.kernelgen.insert import register_kernel
+from tools.kernelgen.insert.ordering import NaturalText
 from tools.kernelgen.insert.ordering import from_import_key
 from tools.kernelgen.insert.ordering import natural_compare
 
@@ -76,6 +77,13 @@ def test_natural_compare_orders_digit_runs_by_value():
     assert natural_compare("a09", "a9") < 0  # leading zero: compared like a decimal fraction
     assert natural_compare("a1", "a1") == 0
     assert natural_compare("alpha.beta", "alpha1") < 0
+
+
+@given(st.text(alphabet="aB_.9 01", max_size=6), st.text(alphabet="aB_.9 01", max_size=6))
+def test_natural_text_orders_and_equals_as_natural_compare(a, b):
+    """Texts without digits or blanks take Python's own comparison: the same answers as the natural walk."""
+    assert (NaturalText(a) < NaturalText(b)) == (natural_compare(a, b) < 0)
+    assert (NaturalText(a) == NaturalText(b)) == (natural_compare(a, b) == 0)
 
 
 def test_member_types_order_constants_classes_then_rest():

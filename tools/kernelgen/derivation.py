@@ -28,6 +28,7 @@ from tools.kernelgen.synth.losses import COL
 from tools.kernelgen.synth.losses import LossMath
 from tools.kernelgen.synth.losses import synthesize_loss
 from tools.kernelgen.synth.printer import PRINTERS
+from tools.kernelgen.synth.renaming import renamed_names
 from tools.kernelgen.synth.rows import N_COLS
 from tools.kernelgen.synth.rows import RowMath
 from tools.kernelgen.synth.rows import RowProgramError
@@ -92,9 +93,15 @@ def derived_by_renaming(profile: KernelProfile, renamed: KernelProfile, mapping:
     """Inside: the tier-1 math of ``renamed`` (``profile`` with its names renamed by ``mapping``; ``grad_{name}``
     follows its name) is ``profile``'s derivation with its symbols renamed, printed anew. The same expressions over
     other names simplify to the same math, but sympy would take as long again to find it; the printed statements
-    may order operands otherwise (sympy sorts them by name), with the same names."""
-    if profile.template != "elementwise" or profile.math.triton is not None or renamed is profile:
+    may order operands otherwise (sympy sorts them by name), with the same names. A row or loss program is derived
+    again over the new names, its slowest steps (simplified outputs, adjoints) taken from ``profile``'s derivation
+    renamed (``synth/renaming.py``)."""
+    if profile.math.triton is not None or renamed is profile:
         yield
+        return
+    if profile.template != "elementwise":
+        with renamed_names(mapping):
+            yield
         return
     key = _elementwise_key(renamed)
     _RENAMED[key] = (_elementwise_key(profile), dict(mapping))

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import functools
+import os
 import shutil
 import subprocess
 import sys
 
+from collections import OrderedDict
 from pathlib import Path
 
 
@@ -37,13 +39,48 @@ def ruff_available() -> bool:
     return _ruff_binary() is not None
 
 
+# Files ruff takes its settings from, in the linted file's folder and each one above it.
+CONFIGURATION_FILES = ("pyproject.toml", "ruff.toml", ".ruff.toml")
+# Ruff's answers by (arguments, text, file and the settings that govern it), the latest kept: kernels registered one
+# after another lint each registration file's text twice, as one kernel's new text and the next one's original.
+_ANSWERS: OrderedDict[tuple, subprocess.CompletedProcess] = OrderedDict()
+_ANSWERS_KEPT = 64
+
+
 def _ruff(args: list[str], source: str, repo_root: Path, relative_path: str) -> subprocess.CompletedProcess:
+    settings = _settings(repo_root, relative_path)
+    key = None if settings is None else (tuple(args), source, str(repo_root.resolve()), relative_path, settings)
+    if key in _ANSWERS:
+        _ANSWERS.move_to_end(key)
+        return _ANSWERS[key]
     # --stdin-filename makes ruff pick the configuration that governs that path in the target checkout.
     command = [*_ruff_executable(), *args, "--stdin-filename", relative_path, "-"]
     try:
-        return subprocess.run(command, input=source, capture_output=True, text=True, cwd=repo_root, check=False)
+        answer = subprocess.run(command, input=source, capture_output=True, text=True, cwd=repo_root, check=False)
     except FileNotFoundError as error:  # pragma: no cover - python itself missing
         raise FormatError(f"cannot run ruff: {error}") from None
+    if key is not None:
+        _ANSWERS[key] = answer
+        if len(_ANSWERS) > _ANSWERS_KEPT:
+            _ANSWERS.popitem(last=False)
+    return answer
+
+
+def _settings(repo_root: Path, relative_path: str) -> tuple | None:
+    """What ruff's answer for ``relative_path`` depends on besides the text: the contents of every configuration
+    file from its folder up, and ruff's environment variables; None (no answer kept) where none is found (ruff's user
+    configuration applies) or one extends another file."""
+    found = []
+    folder = (repo_root / relative_path).resolve().parent
+    for directory in (folder, *folder.parents):
+        for name in CONFIGURATION_FILES:
+            path = directory / name
+            if path.is_file():
+                found.append((str(path), path.read_bytes()))
+    if not found or any(b"extend" in content for _, content in found):
+        return None
+    environment = tuple(sorted((name, value) for name, value in os.environ.items() if name.startswith("RUFF_")))
+    return tuple(found), environment
 
 
 def format_source(source: str, repo_root: Path, relative_path: str) -> str:

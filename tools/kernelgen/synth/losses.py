@@ -45,6 +45,7 @@ from tools.kernelgen.synth.printer import format_formula
 from tools.kernelgen.synth.printer import integer_symbols
 from tools.kernelgen.synth.printer import print_triton
 from tools.kernelgen.synth.printer import print_triton_index
+from tools.kernelgen.synth.renaming import RenamingMemo
 from tools.kernelgen.synth.rows import RowProgramError
 from tools.kernelgen.synth.rows import RowSum
 from tools.kernelgen.synth.rows import _fresh
@@ -323,6 +324,8 @@ class _MissingRowSum(RowProgramError):
 
 
 _MAX_BACKWARD_SUMS = 3  # rounds of statistics added for the gradient alone, before the loss is refused
+# Online shifts by (sum's operand, maximum), kept for the losses a process derives again over other names.
+_SHIFTS = RenamingMemo(kept=1024)
 
 
 class _LossSchedule:
@@ -340,12 +343,7 @@ class _LossSchedule:
         if statistic.reduce != "sum" or peak.reduce != "max":
             return None
         symbol = self.symbols[peak.name]
-        step = sympy.Symbol("_step", real=True)
-        ratio = sympy.simplify(statistic.operand.subs(symbol, symbol + step) / statistic.operand)
-        exponent = sympy.simplify(sympy.log(ratio) / step) if ratio.has(sympy.exp) else None
-        if exponent is None or exponent.free_symbols or not exponent.is_number or exponent == 0:
-            return None
-        return -exponent
+        return _SHIFTS((statistic.operand, symbol), lambda: _shift_exponent(statistic.operand, symbol))
 
     def _assign_passes(self) -> tuple[dict[str, int], dict[str, tuple[str, sympy.Expr]]]:
         """Each statistic's pass over the row: the pass after every statistic it reads, except that a sum reading a
@@ -559,6 +557,16 @@ class _LossSchedule:
             else:
                 lines.append(f"{name} = {name} + {chunk}")
         return lines
+
+
+def _shift_exponent(operand: sympy.Expr, peak: sympy.Symbol) -> sympy.Expr | None:
+    """k when ``operand`` depends on ``peak`` only through a factor ``exp(-k * peak)``, else None."""
+    step = sympy.Symbol("_step", real=True)
+    ratio = sympy.simplify(operand.subs(peak, peak + step) / operand)
+    exponent = sympy.simplify(sympy.log(ratio) / step) if ratio.has(sympy.exp) else None
+    if exponent is None or exponent.free_symbols or not exponent.is_number or exponent == 0:
+        return None
+    return -exponent
 
 
 _FACTOR_OPS_LIMIT = 400  # larger adjoints are left expanded: factoring them costs seconds of sympy

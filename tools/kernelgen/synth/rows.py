@@ -52,6 +52,8 @@ from tools.kernelgen.synth.naming import hoist
 from tools.kernelgen.synth.printer import ROW_LENGTH
 from tools.kernelgen.synth.printer import format_formula
 from tools.kernelgen.synth.printer import print_triton
+from tools.kernelgen.synth.renaming import RenamingMemo
+from tools.kernelgen.synth.row_witness import RowWitness
 from tools.kernelgen.synth.simplify import simplify_bounded
 from tools.kernelgen.synth.symbols import make_symbols
 
@@ -66,6 +68,8 @@ _FILL_LITERALS = {sympy.S.Zero: "0.0", -sympy.oo: 'float("-inf")'}
 # Expansions larger than this skip the exact-zero check (the term is then computed, which is correct, only slower).
 _MAX_LINEAR_TERMS = 400
 _MAX_CANCEL_OPS = 400  # the largest candidate zero put over a common denominator
+# Adjoints by program (each a few kilobytes), kept for the programs a process derives again over other names.
+_ADJOINTS = RenamingMemo(kept=1024)
 
 
 class RowSum(sympy.Function):
@@ -212,14 +216,27 @@ class _Program:
         if statistic.reduce == "mean":
             return 1 / self.n
         # Recomputed in the backward from the same operand, so the equality is exact there.
-        extremum = sympy.Symbol(f"{statistic.name}_recomputed", real=True)
+        extremum = recomputed_symbol(statistic.name)
         hit = indicator(sympy.Eq(statistic.operand, extremum))
         return hit / RowSum(hit)
 
     def _adjoints(self) -> tuple[dict[str, sympy.Expr], list[str]]:
         """Each statistic's adjoint (a per-row value), latest statistic first. In the returned expressions a later
         statistic's adjoint appears as the symbol ``adjoint_symbol(name)``; exact zeros are tested on the written-out
-        form, because cancellations (the max of a softmax) happen between a term and a later adjoint."""
+        form, because cancellations (the max of a softmax) happen between a term and a later adjoint. Taken from an
+        earlier derivation of the same program over other names where there is one (``synth/renaming.py``)."""
+        program = (
+            tuple((s.name, s.reduce, s.operand) for s in self.statistics),
+            tuple(self.outputs.items()),
+            frozenset(self.element),
+            frozenset(self.channel),
+            frozenset(self.row_inputs),
+        )
+        symbolic, zeros, written = _ADJOINTS(program, self._derived_adjoints)
+        self.written_adjoints = dict(written)  # each adjoint written out (losses merge row sums over it)
+        return dict(symbolic), list(zeros)
+
+    def _derived_adjoints(self) -> tuple[dict[str, sympy.Expr], list[str], dict[str, sympy.Expr]]:
         full: dict[str, sympy.Expr] = {}
         symbolic: dict[str, sympy.Expr] = {}
         # Written out as ``full`` but differentiated by the chain rule through piecewise math (``chain_derivative``):
@@ -251,9 +268,10 @@ class _Program:
             terms = [term for term in terms if not self._is_zero(term[0])]
             written_total = sympy.Add(*(written for written, _, _ in terms))
             chained_total = sympy.Add(*(chain for _, _, chain in terms))
+            # A single term is its own total, just shown not to be 0.
             if (
                 not terms
-                or self._is_zero(written_total)
+                or (len(terms) > 1 and self._is_zero(written_total))
                 or (chained_total != written_total and self._is_zero(chained_total))
             ):
                 zeros.append(statistic.name)
@@ -262,8 +280,7 @@ class _Program:
                 full[statistic.name] = written_total
                 symbolic[statistic.name] = sympy.Add(*(named for _, named, _ in terms))
                 chained[statistic.name] = chained_total
-        self.written_adjoints = full  # each adjoint written out (losses merge row sums over it)
-        return symbolic, sorted(zeros)
+        return symbolic, sorted(zeros), full
 
     def _gradient(self, name: str, adjoints: dict[str, sympy.Expr], per_row: bool) -> sympy.Expr:
         """d(loss)/d(name): per element (inputs, channel parameters) or per row (scalar parameters)."""
@@ -374,6 +391,9 @@ class _Program:
         reduced = sympy.expand(sympy.powsimp(sympy.expand(linear, power_exp=True)))
         if reduced == 0:
             return True
+        witness = self._witness()
+        if witness is not None and witness.shows_nonzero(reduced):  # every check below would fail
+            return False
         size = sympy.count_ops(reduced)
         # Over a common denominator: the terms of a softmax's shift that cancel through a power or a quotient of the
         # loss (a focal loss's (1 - p) ** gamma) cancel there; simplify is the slower last resort for small ones.
@@ -383,6 +403,20 @@ class _Program:
             return True
         merged = self.merge_over_shared_divisors(reduced)
         return merged is not None and self._is_zero(merged)
+
+    def _witness(self) -> RowWitness | None:
+        """Random rows of this program (``row_witness.py``), drawn once; None where a recomputed extremum's name is
+        one of the program's own (its value would be ambiguous)."""
+        if not hasattr(self, "_rows_drawn"):
+            equal = {
+                recomputed_symbol(s.name): self.symbols[s.name] for s in self.statistics if s.reduce in ("max", "min")
+            }
+            per_row = {s for s in [*self.symbols.values(), *self.grad_symbols.values()] if s not in self.varying}
+            per_row -= self.stat_symbols | {self.n}
+            statistics = [(self.symbols[s.name], s.reduce, s.operand) for s in self.statistics]
+            clash = equal.keys() & {*self.symbols.values(), *self.grad_symbols.values()}
+            self._rows_drawn = None if clash else RowWitness(statistics, self.varying, per_row, self.n, equal, RowSum)
+        return self._rows_drawn
 
     def _same_up_to_row_constant(self, a: sympy.Expr, b: sympy.Expr) -> bool:
         """Whether per-element sums ``a`` and ``b`` differ by a row-constant factor only."""
@@ -615,7 +649,7 @@ class _Program:
         formulas: dict[str, str] = {}
         for statistic in self.statistics:
             if statistic.reduce in ("max", "min") and adjoints[statistic.name] != 0:
-                items.append((f"{statistic.name}_recomputed", statistic.reduce, statistic.operand))
+                items.append((recomputed_symbol(statistic.name).name, statistic.reduce, statistic.operand))
         sums: dict[sympy.Expr, sympy.Symbol] = {}
 
         def name_sums(expr: sympy.Expr) -> sympy.Expr:
@@ -724,6 +758,11 @@ def chain_derivative(expr: sympy.Expr, symbol: sympy.Symbol) -> sympy.Expr:
         )
     except (TypeError, ValueError):  # a part under a node sympy differentiates only in its own argument (Abs)
         return sympy.diff(expr, symbol)
+
+
+def recomputed_symbol(statistic: str) -> sympy.Symbol:
+    """The backward's maximum or minimum, recomputed from the same operand (equal to the statistic)."""
+    return sympy.Symbol(f"{statistic}_recomputed", real=True)
 
 
 def adjoint_symbol(statistic: str) -> sympy.Symbol:

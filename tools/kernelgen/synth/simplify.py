@@ -22,10 +22,14 @@ import sympy
 from sympy.core.function import Function
 from sympy.functions.elementary.miscellaneous import MinMaxBase
 
+from tools.kernelgen.synth.renaming import RenamingMemo
+
 # sympy.simplify runs only up to this many operations; the cheap rewrites up to the second limit.
 FULL_SIMPLIFY_MAX_OPS = 20
 REWRITE_MAX_OPS = 400
 SIMPLIFY_TIME_LIMIT_S = 10.0
+# Simplified expressions by expression, kept for the derivations a process repeats (over other names too).
+_SIMPLIFIED = RenamingMemo(kept=4096)
 
 
 class _OutOfTime(Exception):
@@ -88,7 +92,12 @@ def _candidates(expr: sympy.Expr, size: int):
 
 
 def simplify_bounded(expr: sympy.Expr) -> sympy.Expr:
-    """The cheapest safe rewrite of ``expr`` among a fixed set of candidates (see the module docstring)."""
+    """The cheapest safe rewrite of ``expr`` among a fixed set of candidates (see the module docstring); the same
+    expression (or one over renamed names, ``synth/renaming.py``) simplified before gives that result."""
+    return _SIMPLIFIED((expr,), lambda: _simplified(expr))
+
+
+def _simplified(expr: sympy.Expr) -> sympy.Expr:
     allowed = _function_kinds(expr)
     divisors = _divisors(expr)
     best, best_key = expr, None
