@@ -312,6 +312,7 @@ EDITS = {
     "module.function": ("hf_rope", _set("module.function", "liger_rotary_pos_emb"), "files"),
     "math.loss.reduction": ("cross_entropy", _set_reduction_sum, "files"),
     "math.loss.denominator": ("cross_entropy", _set("math.loss.denominator", "1"), "files"),
+    "math.loss.denominator_min": ("cross_entropy", _set("math.loss.denominator_min", 1.0), "files"),
     "math.loss.choices[].value": ("kl_div", _set("math.loss.choices.0.value", "per_row"), "validation"),
     "math.loss.choices[].reduction": ("kl_div", _set("math.loss.choices.0.reduction", "sum"), "files"),
     "math.loss.choices[].denominator": ("kl_div", _set("math.loss.choices.0.denominator", "2"), "files"),

@@ -956,6 +956,11 @@ def _validate_loss(profile: KernelProfile, problems: list[str]) -> None:
     elif loss.choices:
         problems.append("math.loss.choices: only for a reduction picked by a hyper-parameter")
     _check_formula(problems, "math.loss.denominator", loss.denominator, row_names)
+    floor = loss.denominator_min
+    if floor is not None and (isinstance(floor, bool) or not isinstance(floor, (int, float)) or not floor > 0):
+        problems.append(
+            f"math.loss.denominator_min: {floor!r}: a positive number (the mean's least denominator) or null"
+        )
 
 
 def _validate_sequence_stage(profile: KernelProfile, problems: list[str]) -> None:
