@@ -11,7 +11,9 @@ per-row values lower as in tier 2 (``program.py``), with ``col`` (the column ind
 - ``v.sum()``/``v.mean()`` over every dim reduce rows (a per-element ``v`` is first summed along its row);
   ``sum / x.shape[0]`` (batchmean), ``sum / x.numel()``, ``sum / mask.sum()`` (mean over the rows that count) make a
   mean with that per-row denominator (batchmean's is ``batch_share``, size(0) / rows of the inputs as passed);
-  ``.clamp(min=...)`` of a denominator is dropped: the kernel's mean over no counted row is 0;
+  ``.clamp(min=...)`` of a denominator is its floor (``OverRows.floor``); a mean over no counted row is 0;
+- ``F.kl_div``, ``F.mse_loss``, ``F.l1_loss``, ``F.binary_cross_entropy(_with_logits)`` reduced by torch: their
+  element-wise terms summed along each row, then over rows (a mean: over every element);
 - an integer compared with class indices, or given as ``ignore_index``, is the int hyper-parameter with that
   default (the trace sees only its value);
 - class weights (an input of one value per class, ``trace.py`` finds them): read along the row as a per-element
