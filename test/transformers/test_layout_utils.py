@@ -4,6 +4,8 @@ DTensor layouts, checked on the CPU against what each promises (DTensor on a one
 import itertools
 import os
 import socket
+import subprocess
+import sys
 
 from types import SimpleNamespace
 
@@ -88,6 +90,18 @@ def test_a_gradient_buffer_is_reusable_only_where_nothing_else_refers_to_it():
     detached = torch.randn(4, 8)
     alias = detached.detach()  # shares the storage without being a view of it
     assert not reusable_gradient(detached, torch.float32) and not reusable_gradient(alias, torch.float32)
+
+
+def test_autograds_own_count_is_measured_when_imported_under_inference_mode():
+    """The count reusable_gradient compares with is measured by a backward at import: an import under
+    inference_mode (or no_grad) measures it in grad mode rather than failing."""
+    code = (
+        "import torch\n"
+        "with torch.inference_mode():\n"
+        "    from liger_kernel.ops import layout_utils\n"
+        "assert layout_utils._AUTOGRAD_GRADIENT_USES is not None\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, env={**os.environ, "TRITON_INTERPRET": "1"})
 
 
 def test_an_input_takes_its_own_gradient_where_contiguous_and_not_under_torch_compile(monkeypatch):

@@ -429,15 +429,20 @@ class _CountGradientUses(torch.autograd.Function):
         return grad
 
 
-def _uses_of_autograds_gradient() -> int:
+def _uses_of_autograds_gradient() -> int | None:
     """The use count, inside a backward, of a gradient nothing but autograd holds: the engine keeps a reference of
-    its own during the call in some torch versions (2.11) and not in others (2.13)."""
+    its own during the call in some torch versions (2.11) and not in others (2.13). None where it cannot be measured
+    (then no gradient buffer is reused)."""
     if not _COUNTS_REFERENCES:
-        return 0
-    with torch.enable_grad():
-        x = torch.zeros(2, requires_grad=True)
-        (_CountGradientUses.apply(x) * 2.0).sum().backward()  # mul's backward makes a new buffer: autograd's alone
-    return _CountGradientUses.uses.pop()
+        return None
+    try:
+        # Measured in grad mode even where this module is imported under no_grad or inference_mode.
+        with torch.inference_mode(False), torch.enable_grad():
+            x = torch.zeros(2, requires_grad=True)
+            (_CountGradientUses.apply(x) * 2.0).sum().backward()  # mul's backward makes a new buffer: autograd's alone
+        return _CountGradientUses.uses.pop()
+    except (RuntimeError, IndexError):
+        return None
 
 
 _AUTOGRAD_GRADIENT_USES = _uses_of_autograds_gradient()
@@ -453,7 +458,7 @@ def reusable_gradient(grad: torch.Tensor, dtype: torch.dtype) -> bool:
     intact; under torch.compile the compiler plans the buffers. As for AccumulateGrad, a Python hook that keeps the
     very tensor it was handed is not seen (the count has one reference for every Python one). Call it from a
     backward: autograd's own reference is counted as a backward sees it."""
-    if not _COUNTS_REFERENCES or torch.compiler.is_compiling():
+    if _AUTOGRAD_GRADIENT_USES is None or torch.compiler.is_compiling():
         return False
     if grad.dtype != dtype or grad.requires_grad or not grad.is_contiguous():
         return False
