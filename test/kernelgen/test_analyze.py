@@ -1109,3 +1109,18 @@ def test_a_module_whose_forward_chunks_its_input_takes_the_two_halves(tmp_path):
     assert profile.reference.kind == "module" and [t.name for t in profile.inputs] == ["x", "gate"]
     assert [h.name for h in profile.hyperparameters] == ["beta"] and profile.tier == 1
     assert "    def forward(self, x, gate):\n" in profile.reference.source
+
+
+def test_an_input_read_only_through_comparisons_takes_no_gradient_and_a_boolean_one_is_refused(tmp_path):
+    """``torch.where(mask != 0, ...)``: torch gives the mask no gradient (a comparison carries none), so neither
+    does the kernel; an element-wise or row kernel refuses a mask the reference selects by as a boolean, saying how
+    to pass it as numbers."""
+    path = tmp_path / "masked.py"
+    path.write_text(
+        "import torch\n\n\ndef by_float(x, mask):\n    return torch.where(mask != 0, torch.relu(x), x * 0.1)\n\n\n"
+        "def by_bool(x, mask):\n    return torch.where(mask, torch.relu(x), x * 0.1)\n"
+    )
+    profile = analyze(f"{path}:by_float")
+    assert profile.tier == 1 and [t.requires_grad for t in profile.inputs] == [True, False]
+    with pytest.raises(AnalyzeError, match=r"input 'mask' is a boolean mask .* select by 'mask != 0'"):
+        analyze(f"{path}:by_bool")

@@ -167,6 +167,7 @@ def build_profile(
                 )
                 param.enabled_by = ""
     if classification.tier in (1, 2):
+        _refuse_boolean_inputs(traced)
         # An int the host reads to insert a broadcast input's dim (``unsqueeze_dim``) takes any value at run time.
         host_read = {t.unsqueeze for t in profile.inputs if t.unsqueeze}
         for hp in profile.hyperparameters:
@@ -584,9 +585,13 @@ def integer_annotations(loaded) -> dict[str, str]:
     return found
 
 
+# Ops whose result carries no gradient: a detach, and comparisons and masks (booleans, as torch makes them).
+_GRADIENT_STOPS = {"detach", "gt", "ge", "lt", "le", "eq", "ne", "logical_not", "logical_and", "logical_or", "bool"}
+
+
 def detached_inputs(traced: TracedReference) -> set[str]:
-    """Tensor inputs every path of which to the outputs passes a ``.detach()`` (a distillation's teacher): no
-    gradient reaches them, as torch gives them none."""
+    """Tensor inputs every path of which to the outputs passes a ``.detach()`` (a distillation's teacher) or a
+    comparison (``torch.where(mask != 0, ...)``): no gradient reaches them, as torch gives them none."""
     reached, stack = set(), list(traced.outputs)
     while stack:
         node = stack.pop()
@@ -594,7 +599,7 @@ def detached_inputs(traced: TracedReference) -> set[str]:
             continue
         reached.add(node)
         call = traced.calls.get(node)
-        if call is None or call.name != "detach":
+        if call is None or call.name not in _GRADIENT_STOPS:
             stack.extend(node.all_input_nodes)
     names = {traced.placeholder_names.get(node, str(node.target)) for node in reached if node.op == "placeholder"}
     return set(traced.tensor_inputs) - names
@@ -634,6 +639,19 @@ def _inputs(traced: TracedReference) -> list[TensorSpec]:
             spec.unsqueeze = unsqueezed.get(name, "")
             specs.append(spec)
     return specs
+
+
+def _refuse_boolean_inputs(traced: TracedReference) -> None:
+    """Element-wise and row kernels take floating-point tensors: an input the reference selects by
+    (``torch.where(mask, ...)``, ``masked_fill(pad, ...)``, ``~pad``) is refused, saying how to pass it as numbers."""
+    conditions = condition_inputs(traced.graph_module.graph, traced.placeholder_names)
+    if conditions:
+        name = conditions[0]
+        raise AnalyzeError(
+            f"input '{name}' is a boolean mask the reference selects by; element-wise and row kernels take "
+            f"floating-point tensors: take it as a float mask and select by '{name} != 0'",
+            origin=traced.loaded.origin,
+        )
 
 
 def _outputs(traced: TracedReference) -> list[OutputSpec]:
