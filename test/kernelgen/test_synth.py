@@ -289,6 +289,7 @@ OP_CASES = [
     OpCase("exp2", torch.exp2),
     OpCase("logaddexp", torch.logaddexp, names=("a", "b")),
     OpCase("logaddexp2", torch.logaddexp2, names=("a", "b")),
+    OpCase("hypot", torch.hypot, names=("a", "b")),
     OpCase("ndtr", torch.special.ndtr),
     OpCase("lerp", lambda a, b: torch.lerp(a, b, 0.25), args=(0.25,), names=("a", "b")),
     OpCase("addcmul", lambda a, b, c: torch.addcmul(a, b, c, value=0.5), kwargs={"value": 0.5}, names=("a", "b", "c")),

@@ -81,6 +81,7 @@ _BY_NAME.update(
         "pow": _spec("pow", params=("input", "exponent"), operands=2),
         "logaddexp": _spec("logaddexp", params=_BINARY, operands=2),
         "logaddexp2": _spec("logaddexp2", params=_BINARY, operands=2),
+        "hypot": _spec("hypot", params=_BINARY, operands=2),
         "absolute": _spec("abs"),
         "expit": _spec("sigmoid"),
         "gelu": _spec("gelu", params=("input", "approximate"), defaults={"approximate": "none"}),

@@ -377,6 +377,7 @@ _ROWS = (
     OpRule("logsigmoid", _unary(LogSigmoid), {"x": "1 - sigmoid(x)"}),
     OpRule("logaddexp", _binary(LogAddExp), {"a": "sigmoid(a - b)", "b": "sigmoid(b - a)"}),
     OpRule("logaddexp2", _logaddexp2, {"a": "sigmoid(log(2) * (a - b))", "b": "sigmoid(log(2) * (b - a))"}),
+    OpRule("hypot", _binary(lambda a, b: sympy.sqrt(a * a + b * b))),
     OpRule("hardtanh", _hardtanh, {"x": "where((x > -1) & (x < 1), 1, 0)"}),
     OpRule("clamp", _clamp),
     OpRule("where", _where, {"x": "where(condition, 1, 0)", "y": "where(condition, 0, 1)"}),
