@@ -283,6 +283,18 @@ OP_CASES = [
     ),
     OpCase("mse_pointwise", lambda a, b: F.mse_loss(a, b, reduction="none"), names=("a", "b")),
     OpCase("l1_pointwise", lambda a, b: F.l1_loss(a, b, reduction="none"), names=("a", "b")),
+    OpCase(
+        "smooth_l1_pointwise",
+        lambda a, b: F.smooth_l1_loss(a, b, reduction="none", beta=0.5),
+        kwargs={"beta": 0.5},
+        names=("a", "b"),
+    ),
+    OpCase(
+        "huber_pointwise",
+        lambda a, b: F.huber_loss(a, b, reduction="none", delta=0.7),
+        kwargs={"delta": 0.7},
+        names=("a", "b"),
+    ),
     OpCase("rrelu", lambda x: F.rrelu(x, 0.1, 0.3, training=False), args=(0.1, 0.3)),
     OpCase("rrelu", lambda x: F.rrelu(x, training=False)),
     OpCase("threshold", lambda x: F.threshold(x, 0.1, -2.0), args=(0.1, -2.0)),

@@ -203,6 +203,8 @@ _WHOLE_TENSOR_LOSSES = {
     ),
     "mse_loss": ("input", "target", "size_average", "reduce", "reduction", "weight"),
     "l1_loss": ("input", "target", "size_average", "reduce", "reduction"),
+    "smooth_l1_loss": ("input", "target", "size_average", "reduce", "reduction", "beta"),
+    "huber_loss": ("input", "target", "reduction", "delta"),
 }
 for _loss, _params in _WHOLE_TENSOR_LOSSES.items():
     _BY_NAME[_loss] = _spec(_loss, STRUCTURAL, _params, 2, defaults={"reduction": "mean"})
@@ -214,6 +216,8 @@ _POINTWISE_LOSSES = {
     "binary_cross_entropy_with_logits": ("bce_with_logits_pointwise", ()),
     "mse_loss": ("mse_pointwise", ()),
     "l1_loss": ("l1_pointwise", ()),
+    "smooth_l1_loss": ("smooth_l1_pointwise", ("beta",)),
+    "huber_loss": ("huber_pointwise", ("delta",)),
 }
 # Options that weight or reduce the elements otherwise: such a call stays the loss (refused as one).
 _WEIGHTING_OPTIONS = ("weight", "pos_weight", "size_average", "reduce")
@@ -338,6 +342,8 @@ _MODULES: dict[type, tuple[OpSpec, tuple[str, ...]]] = {
     nn.BCEWithLogitsLoss: (_BY_NAME["binary_cross_entropy_with_logits"], ("weight", "reduction", "pos_weight")),
     nn.MSELoss: (_BY_NAME["mse_loss"], ("reduction",)),
     nn.L1Loss: (_BY_NAME["l1_loss"], ("reduction",)),
+    nn.SmoothL1Loss: (_BY_NAME["smooth_l1_loss"], ("reduction", "beta")),
+    nn.HuberLoss: (_BY_NAME["huber_loss"], ("reduction", "delta")),
 }
 _NORM_MODULES = (nn.LayerNorm, nn.RMSNorm) if hasattr(nn, "RMSNorm") else (nn.LayerNorm,)
 

@@ -183,6 +183,22 @@ def _bce_pointwise(p, y):
     return -(y * _clamp(_log(p), min=-100) + (1 - y) * _clamp(_log(1 - p), min=-100))
 
 
+def _smooth_l1_pointwise(a, b, beta=1.0):
+    """F.smooth_l1_loss(a, b, reduction="none", beta=beta): ``0.5 d**2 / beta`` where ``|d| < beta``, else
+    ``|d| - 0.5 beta`` (d = a - b; beta 0 is the l1 loss, as torch has it)."""
+    d, beta = _value(a) - _value(b), _value(beta)
+    if beta == 0:
+        return sympy.Abs(d)
+    return select(sympy.Abs(d) < beta, d * d / (2 * beta), sympy.Abs(d) - beta / 2)
+
+
+def _huber_pointwise(a, b, delta=1.0):
+    """F.huber_loss(a, b, reduction="none", delta=delta): ``0.5 d**2`` where ``|d| < delta``, else
+    ``delta (|d| - 0.5 delta)`` (d = a - b)."""
+    d, delta = _value(a) - _value(b), _value(delta)
+    return select(sympy.Abs(d) < delta, d * d / 2, delta * (sympy.Abs(d) - delta / 2))
+
+
 def _elu(x, alpha=1.0):
     x = _value(x)
     return select(x > 0, x, _value(alpha) * (sympy.exp(x) - 1))
@@ -366,6 +382,8 @@ _ROWS = (
     OpRule("bce_pointwise", _bce_pointwise, {"p": "(p - y) / (p * (1 - p))", "y": "log(1 - p) - log(p)"}),
     OpRule("mse_pointwise", _binary(lambda a, b: (a - b) ** 2), {"a": "2 * (a - b)", "b": "-2 * (a - b)"}),
     OpRule("l1_pointwise", _binary(lambda a, b: sympy.Abs(a - b)), {"a": "sign(a - b)", "b": "-sign(a - b)"}),
+    OpRule("smooth_l1_pointwise", _smooth_l1_pointwise),
+    OpRule("huber_pointwise", _huber_pointwise),
     OpRule("rrelu", _rrelu, {"x": "where(x > 0, 1, (0.125 + 1 / 3) / 2)"}),
     OpRule("elu", _elu, {"x": "where(x > 0, 1, exp(x))"}),
     OpRule("softplus", _softplus, {"x": "where(x > 20, 1, sigmoid(x))"}),
