@@ -1122,5 +1122,5 @@ def test_an_input_read_only_through_comparisons_takes_no_gradient_and_a_boolean_
     )
     profile = analyze(f"{path}:by_float")
     assert profile.tier == 1 and [t.requires_grad for t in profile.inputs] == [True, False]
-    with pytest.raises(AnalyzeError, match=r"input 'mask' is a boolean mask .* select by 'mask != 0'"):
+    with pytest.raises(AnalyzeError, match=r"masked.py:9: input 'mask' is a boolean mask .* select by 'mask != 0'"):
         analyze(f"{path}:by_bool")

@@ -647,10 +647,13 @@ def _refuse_boolean_inputs(traced: TracedReference) -> None:
     conditions = condition_inputs(traced.graph_module.graph, traced.placeholder_names)
     if conditions:
         name = conditions[0]
+        placeholder = next(node for node, known in traced.placeholder_names.items() if known == name)
+        lines = [node_line(user) for user in placeholder.users if node_line(user) is not None]
         raise AnalyzeError(
             f"input '{name}' is a boolean mask the reference selects by; element-wise and row kernels take "
             f"floating-point tensors: take it as a float mask and select by '{name} != 0'",
             origin=traced.loaded.origin,
+            line=min(lines) if lines else None,
         )
 
 
