@@ -76,6 +76,7 @@ from tools.kernelgen.synth.printer import TAKE_HELPER
 from tools.kernelgen.synth.printer import TAKE_HELPER_SOURCE
 from tools.kernelgen.synth.printer import jit_helpers_called
 from tools.kernelgen.synth.printer import print_torch
+from tools.kernelgen.validate.float64_casts import KEEP_FLOAT64_SOURCE
 
 # An MLP's (hidden, intermediate) sizes when benchmark.fixed_config leaves them out (Llama 2 7B's).
 DEFAULT_MLP_SIZES = (4096, 11008)
@@ -703,8 +704,9 @@ class TestView:
     input_shapes: dict[str, str]
     long_rows_shapes: str  # the split-path test's shapes of rows over three column blocks
     whole_tile_shapes: str  # tier 1: shapes the tiles divide (unmasked loads and stores)
-    # The reference casts and has parameters: its float64 run keeps its float32 casts at float64 (_KeepFloat64)
-    keeps_float64: bool
+    # The reference casts and has parameters: the class under which its float64 run keeps its float32 casts at
+    # float64 (validate/float64_casts.py), else empty
+    keep_float64_source: str
 
 
 @dataclass(frozen=True)
@@ -2009,7 +2011,7 @@ def test_view(profile: KernelProfile) -> TestView:
         | _group_input_shapes(profile),
         long_rows_shapes=long_rows,
         whole_tile_shapes=whole_tiles,
-        keeps_float64=bool(profile.notes.casts) and bool(params),
+        keep_float64_source=KEEP_FLOAT64_SOURCE if profile.notes.casts and params else "",
     )
 
 
