@@ -35,7 +35,6 @@ from tools.kernelgen.analyze.stages import StagedLoss
 from tools.kernelgen.analyze.stages import split_stages
 from tools.kernelgen.analyze.trace import TracedReference
 from tools.kernelgen.analyze.trace import changes_the_output
-from tools.kernelgen.analyze.trace import condition_inputs
 from tools.kernelgen.analyze.trace import trace_reference
 from tools.kernelgen.analyze.unsqueezes import written_unsqueeze_dims
 from tools.kernelgen.analyze.written import written_computation
@@ -317,9 +316,8 @@ def _fill_loss(profile: KernelProfile, traced: TracedReference, lowered: Lowered
                 origin=traced.loaded.origin,
             )
     # A per-row input the reference selects by (``torch.where(mask, ...)``) is a boolean mask.
-    conditions = condition_inputs(traced.graph_module.graph, traced.placeholder_names)
     for tensor in per_row:
-        if tensor.name in conditions:
+        if tensor.name in traced.conditions:
             tensor.dtype, tensor.domain = "bool", "real"
     unknown = sorted(set(wanted) - {t.name for t in element})
     if unknown:
@@ -644,9 +642,8 @@ def _inputs(traced: TracedReference) -> list[TensorSpec]:
 def _refuse_boolean_inputs(traced: TracedReference) -> None:
     """Element-wise and row kernels take floating-point tensors: an input the reference selects by
     (``torch.where(mask, ...)``, ``masked_fill(pad, ...)``, ``~pad``) is refused, saying how to pass it as numbers."""
-    conditions = condition_inputs(traced.graph_module.graph, traced.placeholder_names)
-    if conditions:
-        name = conditions[0]
+    if traced.conditions:
+        name = traced.conditions[0]
         placeholder = next(node for node, known in traced.placeholder_names.items() if known == name)
         lines = [node_line(user) for user in placeholder.users if node_line(user) is not None]
         raise AnalyzeError(

@@ -33,7 +33,6 @@ from torch.fx.passes.shape_prop import ShapeProp
 from tools.kernelgen.analyze.errors import AnalyzeError
 from tools.kernelgen.analyze.ops import node_line
 from tools.kernelgen.analyze.trace import TracedReference
-from tools.kernelgen.analyze.trace import condition_inputs
 from tools.kernelgen.profile import SEQUENCE_SHAPES
 from tools.kernelgen.profile import shape_of
 
@@ -76,7 +75,7 @@ class _Probe:
             self.values[name] = torch.randint(0, _V, (_B, _T), generator=generator)
         self.values.update({hp.name: hp.default for hp in traced.hyperparameters})
         self.floats = [n for n in traced.tensor_inputs[1:] if n not in traced.index_inputs]
-        self.conditions = condition_inputs(self.graph, self.names)
+        self.conditions = traced.conditions
 
     def run(self, shapes: dict[str, str], record: bool = False) -> Any:
         generator = torch.Generator().manual_seed(1)

@@ -126,6 +126,8 @@ class TracedReference:
     # Float tensor inputs of one value per row ([rows] / [B, T]: a per-token weight, an old policy's log-prob),
     # found by the shapes the reference runs with (``_per_row_inputs``) or named by the hint ``per_row``.
     row_inputs: list[str] = field(default_factory=list)
+    # Inputs the reference selects by (``torch.where(mask, ...)``, ``masked_fill(pad, ...)``, ``~pad``): booleans.
+    conditions: list[str] = field(default_factory=list)
     # Statistics over groups of channels: what analyze/groups.py rewrote the graph for (None: no groups).
     channel_groups: Any = None
 
@@ -952,7 +954,7 @@ def _finish(
     shaped.update({name: shape_for(p, rows_shape + (hidden,)) for name, p in broadcast_inputs.items()})
     shaped.update({name: (hidden,) for name in grouped_inputs})
     example = (graph_module, order, tensors, index_inputs, shaped, rows_shape, calls, hypers, concrete)
-    conditions = condition_inputs(graph_module.graph, {node: name for name, node in placeholders.items()})
+    conditions = _condition_inputs(graph_module.graph, {node: name for name, node in placeholders.items()})
     example += (attributes, hidden, conditions)
     loss_like = bool(index_inputs) or _reduces_rows_to_a_loss(calls)
     # A loss's input that the reference unsqueezes into [rows, 1] (``w.unsqueeze(-1)``) holds one value per row.
@@ -985,6 +987,7 @@ def _finish(
         attribute_inputs=attribute_inputs,
         broadcast_inputs=broadcast_inputs,
         row_inputs=row_inputs,
+        conditions=conditions,
         channel_groups=channel_groups,
     )
     traced.notes.extend(decision.remark(call.name) for call, decision in decisions)
@@ -1380,7 +1383,7 @@ def _learnable(name: str, tensor: torch.Tensor, hidden: int) -> LearnableParamet
     )
 
 
-def condition_inputs(graph: fx.Graph, names: dict[fx.Node, str]) -> list[str]:
+def _condition_inputs(graph: fx.Graph, names: dict[fx.Node, str]) -> list[str]:
     """Inputs the reference selects by: the condition of ``torch.where`` / ``x.where``, a ``masked_fill``'s mask or
     the operand of a logical not (``~desirable``)."""
     found = []
@@ -1486,4 +1489,4 @@ def _propagate_shapes(
     return True
 
 
-__all__ = ["TracedReference", "changes_the_output", "condition_inputs", "trace_reference"]
+__all__ = ["TracedReference", "changes_the_output", "trace_reference"]
