@@ -95,7 +95,9 @@ class ProgramBuilder:
 
     def _node(self, node: fx.Node) -> Any:
         if node.op == "placeholder":
-            return self.symbols[self.traced.placeholder_names[node]]
+            name = self.traced.placeholder_names[node]
+            # A boolean input the reference selects by is the condition of its non-zero values.
+            return sympy.Ne(self.symbols[name], 0) if name in self.traced.conditions else self.symbols[name]
         if node.op == "get_attr":
             return self._parameter(node.target, node)
         call = self.traced.calls[node]

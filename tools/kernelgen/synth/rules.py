@@ -322,13 +322,11 @@ def _masked_fill(x, mask, value):
 
 
 def _mask(arg):
-    """A mask operand of ``~``, ``&``, ``|``: a comparison (or a combination), or an input the reference reads as a
-    boolean mask (``~pad``: as ``pad != 0``); integers' bitwise ops of computed values are not masks."""
+    """A mask operand of ``~``, ``&``, ``|``: a comparison (or a combination; a boolean input is its ``!= 0``, see
+    ``analyze/program.py``); integers' bitwise ops are not masks."""
     arg = to_sympy_number(arg)
-    if isinstance(arg, sympy.Symbol):
-        return sympy.Ne(arg, 0)
     if not is_condition(arg):
-        raise ValueError(f"~, & and | combine masks (comparison results) or boolean inputs; got {arg}")
+        raise ValueError(f"~, & and | combine masks (comparison results); got {arg}")
     return arg
 
 
