@@ -129,7 +129,10 @@ def _inputs(profile: KernelProfile, generator: torch.Generator) -> tuple[list[to
         elif spec.per_class:
             value = torch.rand(cols, generator=generator) + 0.1
         elif spec.per_row and spec.dtype == "bool":
-            value = torch.rand(ROWS, generator=generator) < 0.7  # a mask of the rows that count
+            # A mask of rows, true and false at least once each (as the generated tests draw it): a row counts
+            # under either polarity (mask, ~mask).
+            value = torch.rand(ROWS, generator=generator) < 0.7
+            value[:2] = torch.tensor([True, False])
         elif spec.per_row:
             value = torch.randn(ROWS, generator=generator) * scale
             value = value.abs() + 0.1 if domain == "positive" else value
