@@ -17,11 +17,11 @@ from test.kernelgen.torch_tl import run_statements
 from tools.kernelgen.analyze import AnalyzeError
 from tools.kernelgen.analyze import analyze
 from tools.kernelgen.derivation import row_math
+from tools.kernelgen.float64_casts import kept_float64
 from tools.kernelgen.profile import validate_profile
 from tools.kernelgen.synth import parse_formula
 from tools.kernelgen.synth.rows import RowProgramError
 from tools.kernelgen.synth.rows import synthesize_rows
-from tools.kernelgen.validate.float64_casts import kept_float64
 
 # References in the styles people write, beside the built-ins: functions and modules, torch.* / F.* / methods,
 # library calls and the same math by hand, Llama-style casts, extra per-row outputs, scalar parameters.

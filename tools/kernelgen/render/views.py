@@ -30,6 +30,7 @@ from tools.kernelgen.broadcast import shape_for
 from tools.kernelgen.derivation import elementwise_math
 from tools.kernelgen.derivation import loss_math
 from tools.kernelgen.derivation import row_math
+from tools.kernelgen.float64_casts import KEEP_FLOAT64_SOURCE
 from tools.kernelgen.lane_maps import parse_lane
 from tools.kernelgen.layout import kernel_paths
 from tools.kernelgen.profile import BATCH_SHARE
@@ -76,7 +77,6 @@ from tools.kernelgen.synth.printer import TAKE_HELPER
 from tools.kernelgen.synth.printer import TAKE_HELPER_SOURCE
 from tools.kernelgen.synth.printer import jit_helpers_called
 from tools.kernelgen.synth.printer import print_torch
-from tools.kernelgen.validate.float64_casts import KEEP_FLOAT64_SOURCE
 
 # An MLP's (hidden, intermediate) sizes when benchmark.fixed_config leaves them out (Llama 2 7B's).
 DEFAULT_MLP_SIZES = (4096, 11008)
@@ -705,7 +705,7 @@ class TestView:
     long_rows_shapes: str  # the split-path test's shapes of rows over three column blocks
     whole_tile_shapes: str  # tier 1: shapes the tiles divide (unmasked loads and stores)
     # The reference casts and has parameters: the class under which its float64 run keeps its float32 casts at
-    # float64 (validate/float64_casts.py), else empty
+    # float64 (float64_casts.py), else empty
     keep_float64_source: str
 
 

@@ -28,6 +28,7 @@ import torch
 from tools.kernelgen.analyze.load import remember_source
 from tools.kernelgen.broadcast import first_input_dims
 from tools.kernelgen.broadcast import shape_for
+from tools.kernelgen.float64_casts import kept_float64
 from tools.kernelgen.profile import KernelProfile
 from tools.kernelgen.profile import group_count
 from tools.kernelgen.profile import load_yaml
@@ -35,7 +36,6 @@ from tools.kernelgen.record import read_record
 from tools.kernelgen.render.reference_hypers import reference_hypers
 from tools.kernelgen.render.vectors import hold_vectors_whole
 from tools.kernelgen.render.vectors import parameter_shape
-from tools.kernelgen.validate.float64_casts import kept_float64
 
 
 @dataclass
