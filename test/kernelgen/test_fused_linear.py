@@ -3,9 +3,11 @@
 
 The generated test of the fused kernel compares the loss and the gradients of the hidden states, the weight and the
 bias with torch.autograd of the embedded reference on the whole logits (float64), over chunks of three rows and the
-default chunk rule, with and without a bias, every reduction that reduces rows and ignored rows. Two losses: cross
-entropy (one weight) and a distillation loss of student and teacher logits (two hidden states and two weights,
-only the student differentiated).
+default chunk rule, with and without a bias, every reduction that reduces rows and ignored rows. Four losses: cross
+entropy (one weight), a distillation loss of student and teacher logits (two hidden states and two weights,
+only the student differentiated), and cross entropies of rows weighted per token and selected by a boolean mask
+(inputs of one value per row, sliced with the chunk's rows; the per-token ``weight`` is ``row_weight`` beside the
+lm_head's).
 """
 
 import ast
@@ -36,11 +38,31 @@ DISTILLATION = textwrap.dedent(
 )
 
 
+PER_ROW = textwrap.dedent(
+    """
+    import torch
+    import torch.nn.functional as F
+
+
+    def token_weighted_ce(logits, target, weight):
+        per_token = F.cross_entropy(logits, target, reduction="none")
+        return (per_token * weight).sum() / weight.sum()
+
+
+    def kept_ce(logits, target, keep):
+        per_token = F.cross_entropy(logits, target, reduction="none")
+        return torch.where(keep, per_token, 0.0).sum() / keep.sum()
+    """
+)
+
+
 @pytest.fixture(scope="module")
 def fused_checkout(tmp_path_factory):
     root = copy_checkout(tmp_path_factory.mktemp("fused") / "liger")
     (root / "distillation.py").write_text(DISTILLATION)
+    (root / "per_row.py").write_text(PER_ROW)
     profiles = [analyze("cross_entropy", name="cross_entropy_gen"), analyze(f"{root / 'distillation.py'}")]
+    profiles += [analyze(f"{root / 'per_row.py'}:{name}") for name in ("token_weighted_ce", "kept_ce")]
     for profile in profiles:
         profile.fused_linear.enabled = True
         assert validate_profile(profile) == []
@@ -50,8 +72,22 @@ def fused_checkout(tmp_path_factory):
 
 def test_the_fused_kernels_match_the_reference_loss_of_the_whole_logits(fused_checkout):
     root, names = fused_checkout
-    assert names == ["fused_linear_cross_entropy_gen", "fused_linear_distillation"]
-    assert_generated_tests_pass(root, names, at_least_per_kernel=12)
+    assert names == [
+        "fused_linear_cross_entropy_gen",
+        "fused_linear_distillation",
+        "fused_linear_token_weighted_ce",
+        "fused_linear_kept_ce",
+    ]
+    assert_generated_tests_pass(root, names, at_least_per_kernel=9)
+
+
+def test_a_per_row_input_is_sliced_with_the_chunk_and_named_apart_from_the_lm_head(fused_checkout):
+    root, _ = fused_checkout
+    functional = (root / "src/liger_kernel/transformers/functional.py").read_text()
+    assert "def liger_fused_linear_token_weighted_ce(hidden, weight, target, row_weight, bias=None" in functional
+    assert "def liger_fused_linear_kept_ce(hidden, weight, target, keep, bias=None" in functional
+    ops = (root / "src/liger_kernel/ops/fused_linear_kept_ce.py").read_text()
+    assert "keep = keep.reshape(-1)" in ops and "keep[rows]," in ops
 
 
 def test_the_fused_kernel_is_registered_beside_its_loss(fused_checkout):

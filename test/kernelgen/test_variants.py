@@ -320,3 +320,36 @@ def test_a_reference_of_many_inputs_is_matched_in_a_bounded_number_of_orders(tmp
     mappings = _map_tensors(profile, [Param(f"p{i}") for i in range(12)], set())
     assert 1 <= len(mappings) <= MAX_TENSOR_ORDERS
     assert mappings[0] == {name: f"p{i}" for i, name in enumerate(names)}
+
+
+CLAMPED_WEIGHTED_CE = """
+import torch.nn.functional as F
+
+
+def clamped_weighted_ce(logits, target, weight):
+    per_token = F.cross_entropy(logits, target, reduction="none")
+    return (per_token * weight).sum() / weight.sum().clamp(min=1)
+"""
+
+WEIGHTED_CE = """
+import torch.nn.functional as F
+
+
+def weighted_ce(scores, labels, token_weight):
+    return (F.cross_entropy(scores, labels, reduction="none") * token_weight).sum() / token_weight.sum()
+"""
+
+
+def test_a_clamped_mean_is_no_variant_of_the_plain_one_but_of_itself(tmp_path):
+    """Per-row weights summing to more than 1 hide the clamp: the probe also draws weights summing below it."""
+    from tools.kernelgen.generate import plan_new
+    from tools.kernelgen.writer import write_all
+
+    root = copy_checkout(tmp_path / "liger")
+    clamped = analyze(_file(tmp_path, "clamped_weighted_ce", CLAMPED_WEIGHTED_CE), name="clamped_weighted_ce")
+    write_all(root, plan_new(LigerRepo.open(root), clamped).changes)
+    repo = LigerRepo.open(root)
+    assert find_variant(repo, analyze(_file(tmp_path, "weighted_ce", WEIGHTED_CE), name="weighted_ce")) is None
+    again = analyze(_file(tmp_path, "clamped_again", CLAMPED_WEIGHTED_CE), name="clamped_again")
+    found = find_variant(repo, again)
+    assert found is not None and "clamped_weighted_ce" in str(found)

@@ -1006,10 +1006,10 @@ def _validate_fused_linear(profile: KernelProfile, problems: list[str]) -> None:
     if fused.chunk_size is not None and (not isinstance(fused.chunk_size, int) or fused.chunk_size < 1):
         problems.append(f"fused_linear.chunk_size: {fused.chunk_size!r} is not a positive integer")
     per_row = [t.name for t in profile.inputs if t.per_row]
-    if per_row:
+    if per_row and profile.math.loss is not None and profile.math.loss.sequence:
         problems.append(
-            f"fused_linear.enabled: {per_row[0]} holds one value per row, which the fused linear kernel does not take "
-            f"yet (generate the loss without --fused-linear)"
+            f"fused_linear.enabled: {per_row[0]} holds one value per row, which a fused loss in two stages does not "
+            f"take yet (generate it without --fused-linear)"
         )
     bounded = [
         t.name

@@ -59,6 +59,7 @@ class FusedLinearOpsView:
     loss_grad_count: int  # gradients the loss kernel's backward takes
     tensors: list[FusedTensorView]
     row_inputs: list[str]
+    row_kinds: dict[str, str]  # each row input's draw in tests: class indices, mask, positive, log_probabilities, real
     class_inputs: list[str]  # per-class inputs (class weights) under their names here, after the biases
     outputs: list[str]
     chunk_outputs: list[str]
@@ -106,9 +107,9 @@ def fused_linear_views(profile: KernelProfile) -> KernelViews:
     """The views of ``profile.fused_linear_name`` (``profile`` is the loss, validated, with ``fused_linear.enabled``)."""
     loss = build_views(profile)
     tensors = _tensors(profile)
-    row_inputs = [t.name for t in profile.inputs if t.dtype == "int64"]
-    renames = _class_names(profile, tensors)
-    class_inputs = list(renames.values())
+    renames = _input_names(profile, tensors)
+    row_inputs = [renames.get(t.name, t.name) for t in profile.inputs if t.dtype == "int64" or t.per_row]
+    class_inputs = [renames[t.name] for t in profile.inputs if t.per_class]
     hypers = profile.hyperparameters
     function_class, module_class, functional = profile.fused_linear_classes
     signature_tensors = [name for t in tensors for name in (t.hidden, t.weight)] + row_inputs
@@ -147,7 +148,8 @@ def fused_linear_views(profile: KernelProfile) -> KernelViews:
     cases = [case for case in loss.test.hyper_cases if not chooser or case[chooser] in values]
     by_name = {t.name: t for t in tensors}
     loss_call = [
-        t.name if t.name in by_name else renames[t.name] if t.per_class else f"{t.name}[rows]" for t in profile.inputs
+        t.name if t.name in by_name else renames[t.name] if t.per_class else f"{renames.get(t.name, t.name)}[rows]"
+        for t in profile.inputs
     ]
     module = dataclasses.replace(
         module_view(profile, renames),
@@ -162,6 +164,7 @@ def fused_linear_views(profile: KernelProfile) -> KernelViews:
         loss_grad_count=len(ops.grad_inputs),
         tensors=tensors,
         row_inputs=row_inputs,
+        row_kinds=_row_kinds(profile, renames),
         class_inputs=class_inputs,
         outputs=list(ops.outputs),
         chunk_outputs=[f"chunk_{name}" for name in ops.outputs],
@@ -197,19 +200,36 @@ def fused_linear_views(profile: KernelProfile) -> KernelViews:
     return KernelViews(kernel=kernel, ops=fused, module=module, test=loss.test, bench=loss.bench)
 
 
-def _class_names(profile: KernelProfile, tensors: list[FusedTensorView]) -> dict[str, str]:
-    """Each per-class input's name in the fused kernel: its own, or ``class_NAME`` where a linear layer's tensor or
-    another input has that name."""
-    taken = {name for t in tensors for name in (t.hidden, t.weight, t.bias)} | {t.name for t in profile.inputs}
+def _input_names(profile: KernelProfile, tensors: list[FusedTensorView]) -> dict[str, str]:
+    """Each per-class and per-row input's name in the fused kernel: its own, or ``class_NAME`` / ``row_NAME`` where a
+    linear layer's tensor or another input has that name (a per-token ``weight`` beside the lm_head's)."""
+    linear = {name for t in tensors for name in (t.hidden, t.weight, t.bias)}
+    taken = linear | {t.name for t in profile.inputs}
     renames = {}
     for tensor in profile.inputs:
-        if tensor.per_class:
-            clashes = tensor.name in {name for t in tensors for name in (t.hidden, t.weight, t.bias)}
-            name = f"class_{tensor.name}" if clashes else tensor.name
+        if tensor.per_class or tensor.per_row:
+            prefix = "class_" if tensor.per_class else "row_"
+            clashes = tensor.name in linear
+            name = f"{prefix}{tensor.name}" if clashes else tensor.name
             while clashes and name in taken:
-                name = f"class_{name}"
+                name = f"{prefix}{name}"
+            taken.add(name)
             renames[tensor.name] = name
     return renames
+
+
+def _row_kinds(profile: KernelProfile, renames: dict[str, str]) -> dict[str, str]:
+    """What tests and benchmarks draw for each row input: class indices, a boolean mask, or one value per row of the
+    input's domain (positive: a weight a mean divides by the sum of)."""
+    kinds = {}
+    for t in profile.inputs:
+        if t.dtype == "int64":
+            kinds[t.name] = "class indices"
+        elif t.per_row:
+            domain = t.domain or profile.test.input_domain
+            kind = "mask" if t.dtype == "bool" else domain if domain in ("positive", "log_probabilities") else "real"
+            kinds[renames.get(t.name, t.name)] = kind
+    return kinds
 
 
 def _module_call(module_class: str, inputs: list[str], class_inputs: list[str], hypers) -> str:
@@ -221,7 +241,7 @@ def _module_call(module_class: str, inputs: list[str], class_inputs: list[str], 
 
 
 def _tensors(profile: KernelProfile) -> list[FusedTensorView]:
-    element = [t for t in profile.inputs if t.dtype != "int64" and not t.per_class]
+    element = [t for t in profile.inputs if t.dtype != "int64" and not t.per_class and not t.per_row]
     benchmarked = benchmark_grad_inputs(profile.tier, profile.inputs)
     views = []
     for tensor in element:

@@ -64,7 +64,9 @@ class Probe(ReferenceRunner):
         self._truth: dict[tuple, RunResult] = {}
 
     # Data: every input the profile describes, as the generated tests draw it --------------------------------
-    def case(self, rows: int, cols: int, seed: int, hyper: dict | None = None, scale: float = 1.0) -> Case:
+    def case(
+        self, rows: int, cols: int, seed: int, hyper: dict | None = None, scale: float = 1.0, row_scale: float = 1.0
+    ) -> Case:
         generator = torch.Generator().manual_seed(seed)
         hyper = dict(self.defaults if hyper is None else hyper)
         inputs = []
@@ -79,7 +81,7 @@ class Probe(ReferenceRunner):
                 value = torch.rand(cols, generator=generator) + 0.5
             elif spec.per_row:
                 value = torch.randn(rows, generator=generator)
-                value = value.abs() + 0.1 if domain == "positive" else value
+                value = (value.abs() + 0.1 if domain == "positive" else value) * row_scale
             elif domain in ("probabilities", "log_probabilities"):
                 value = torch.randn(rows, cols, generator=generator).log_softmax(-1)
                 value = value if domain == "log_probabilities" else value.exp()
@@ -266,6 +268,9 @@ class KernelSearch:
         ]
         if self.probe.tier in (1, 2):
             cases.append((self.probe.case(4, 37, 21, scale=0.01), ("small", 21)))
+        if any(spec.per_row for spec in self.probe.profile.inputs):
+            # Per-row weights summing below 1: where a clamped denominator (``.clamp(min=1)``) and a plain one part.
+            cases.append((self.probe.case(4, 33, 23, row_scale=0.01), ("small rows", 23)))
         for hp in self.probe.profile.hyperparameters:
             for index, value in enumerate(moved_values(hp)):
                 hyper = {**self.probe.defaults, hp.name: value}
