@@ -24,8 +24,16 @@ def per_op(rows):
     dh = torch.empty_like(h)
     dw = torch.empty_like(w)
     ce = lambda: cross_entropy_gen_forward(  # noqa: E731
-        logits.clone(), t, -100, 0.0, 0.0, "mean", gradients=(True,), denominator=torch.tensor(BT, device="cuda"),
-        output_dtype=torch.float32)
+        logits.clone(),
+        t,
+        -100,
+        0.0,
+        0.0,
+        "mean",
+        gradients=(True,),
+        denominator=torch.tensor(BT, device="cuda"),
+        output_dtype=torch.float32,
+    )
     clone = lambda: logits.clone()  # noqa: E731
     tf = 2 * rows * H * V / 1e9
     ms = {
@@ -35,8 +43,13 @@ def per_op(rows):
         "dH": triton.testing.do_bench(lambda: torch.mm(logits, w, out=dh), rep=200, return_mode="median"),
         "dW+=": triton.testing.do_bench(lambda: dw.addmm_(logits.t(), h), rep=200, return_mode="median"),
     }
-    print(f"R={rows} " + " | ".join(f"{k} {v:.3f} ms" + (f" {tf / v:.0f} TF/s" if k in ("logits", "dH", "dW+=") else "")
-                                   for k, v in ms.items()), flush=True)
+    print(
+        f"R={rows} "
+        + " | ".join(
+            f"{k} {v:.3f} ms" + (f" {tf / v:.0f} TF/s" if k in ("logits", "dH", "dW+=") else "") for k, v in ms.items()
+        ),
+        flush=True,
+    )
 
 
 def step_streams(h, w, t, rows, dw_fn):
@@ -84,7 +97,6 @@ def main():
     dst = torch.empty_like(src)
     ms = triton.testing.do_bench(lambda: dst.copy_(src), rep=200, return_mode="median")
     print(f"copy rate {2 * src.numel() / ms / 1e9:.2f} TB/s", flush=True)
-    del src, dst
     for lib in ("default", "cublaslt"):
         if lib == "cublaslt":
             torch.backends.cuda.preferred_blas_library("cublaslt")
@@ -109,19 +121,28 @@ def main():
         check = (ref_loss / BT, ref_dh, ref_dw)
         del hf, wf
     for round_ in range(2):
-        d.measure("generated (template today)",
-                  lambda: LigerFusedLinearCrossEntropyGenFunction.apply(hidden, weight, target), check)
+        d.measure(
+            "generated (template today)",
+            lambda: LigerFusedLinearCrossEntropyGenFunction.apply(hidden, weight, target),
+            check,
+        )
         for rows in (640, 704):
             d.measure(f"seq R={rows}", lambda rows=rows: d.Step.apply(hidden, weight, target, rows, d.cublas), check)
-            d.measure(f"dH||dW R={rows}",
-                      lambda rows=rows: StepStreams.apply(hidden, weight, target, rows, d.cublas), check)
+            d.measure(
+                f"dH||dW R={rows}", lambda rows=rows: StepStreams.apply(hidden, weight, target, rows, d.cublas), check
+            )
         torch.backends.cuda.preferred_blas_library("cublaslt")
-        d.measure("generated, cublaslt", lambda: LigerFusedLinearCrossEntropyGenFunction.apply(hidden, weight, target),
-                  check)
+        d.measure(
+            "generated, cublaslt", lambda: LigerFusedLinearCrossEntropyGenFunction.apply(hidden, weight, target), check
+        )
         torch.backends.cuda.preferred_blas_library("cublas")
-        d.measure("upstream 0.8.5",
-                  lambda: d.up.ops.LigerFusedLinearCrossEntropyFunction.apply(hidden, weight, target)[0], check)
+        d.measure(
+            "upstream 0.8.5",
+            lambda: d.up.ops.LigerFusedLinearCrossEntropyFunction.apply(hidden, weight, target)[0],
+            check,
+        )
         if round_ == 0:
+
             def f(h, w, t):
                 return torch.nn.functional.cross_entropy((h @ w.t()).float(), t)
 

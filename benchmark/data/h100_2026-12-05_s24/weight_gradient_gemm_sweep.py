@@ -41,8 +41,21 @@ def _tile_of(tile, tiles_m, tiles_n, GROUP: tl.constexpr):
 
 
 @triton.jit
-def dw_persistent(g_desc, h_desc, w_desc, M, N, K, ACCUMULATE: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
-                  BK: tl.constexpr, GROUP: tl.constexpr, SMS: tl.constexpr, FLATTEN: tl.constexpr):
+def dw_persistent(
+    g_desc,
+    h_desc,
+    w_desc,
+    M,
+    N,
+    K,
+    ACCUMULATE: tl.constexpr,
+    BM: tl.constexpr,
+    BN: tl.constexpr,
+    BK: tl.constexpr,
+    GROUP: tl.constexpr,
+    SMS: tl.constexpr,
+    FLATTEN: tl.constexpr,
+):
     tiles_m = tl.cdiv(M, BM)
     tiles_n = tl.cdiv(N, BN)
     k_steps = tl.cdiv(K, BK)
@@ -61,8 +74,19 @@ def dw_persistent(g_desc, h_desc, w_desc, M, N, K, ACCUMULATE: tl.constexpr, BM:
 
 
 @triton.jit
-def dw_prefetch(g_ptr, h_ptr, w_ptr, M, N, K, ACCUMULATE: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
-                BK: tl.constexpr, GROUP: tl.constexpr):
+def dw_prefetch(
+    g_ptr,
+    h_ptr,
+    w_ptr,
+    M,
+    N,
+    K,
+    ACCUMULATE: tl.constexpr,
+    BM: tl.constexpr,
+    BN: tl.constexpr,
+    BK: tl.constexpr,
+    GROUP: tl.constexpr,
+):
     pid_m, pid_n = _tile_of(tl.program_id(0).to(tl.int64), tl.cdiv(M, BM), tl.cdiv(N, BN), GROUP)
     rm = pid_m * BM + tl.arange(0, BM)
     rn = pid_n * BN + tl.arange(0, BN)
@@ -89,9 +113,22 @@ def run_persistent(cfg):
         n = h.shape[1]
         grid = (min(NUM_SMS, triton.cdiv(m, bm) * triton.cdiv(n, bn)),)
         dw_persistent[grid](
-            TensorDescriptor.from_tensor(g, [bk, bm]), TensorDescriptor.from_tensor(h, [bk, bn]),
-            TensorDescriptor.from_tensor(dw, [bm, bn]), m, n, k, accumulate, bm, bn, bk, group, NUM_SMS, flatten,
-            num_stages=stages, num_warps=warps)
+            TensorDescriptor.from_tensor(g, [bk, bm]),
+            TensorDescriptor.from_tensor(h, [bk, bn]),
+            TensorDescriptor.from_tensor(dw, [bm, bn]),
+            m,
+            n,
+            k,
+            accumulate,
+            bm,
+            bn,
+            bk,
+            group,
+            NUM_SMS,
+            flatten,
+            num_stages=stages,
+            num_warps=warps,
+        )
 
     return f
 
@@ -145,8 +182,11 @@ def sweep(rows):
             print(f"K={rows} {name:48s} failed: {type(e).__name__}: {str(e)[:120]}", flush=True)
             continue
         results.append((ms_acc, name, fn))
-        print(f"K={rows} {name:48s} +=: {ms_acc:.3f} ms {tflop / ms_acc:4.0f} TF/s | =: {ms_set:.3f} ms "
-              f"{tflop / ms_set:4.0f} TF/s | rel err {err:.1e}", flush=True)
+        print(
+            f"K={rows} {name:48s} +=: {ms_acc:.3f} ms {tflop / ms_acc:4.0f} TF/s | =: {ms_set:.3f} ms "
+            f"{tflop / ms_set:4.0f} TF/s | rel err {err:.1e}",
+            flush=True,
+        )
     results.sort(key=lambda r: r[0])
     print(f"K={rows} best: " + " | ".join(f"{n} {t:.3f}" for t, n, _ in results[:5]), flush=True)
     return results
@@ -220,8 +260,10 @@ def measure(name, step, check):
         ((weight.grad.float() - ref_dw).norm() / ref_dw.norm()).item(),
     )
     ms = gpu_ms(step)
-    print(f"{name:44s} GPU {ms:8.3f} ms {3 * 2 * BT * H * V / ms / 1e9:4.0f} TF/s | peak {peak:7.1f} MiB | {err}",
-          flush=True)
+    print(
+        f"{name:44s} GPU {ms:8.3f} ms {3 * 2 * BT * H * V / ms / 1e9:4.0f} TF/s | peak {peak:7.1f} MiB | {err}",
+        flush=True,
+    )
 
 
 def main():
@@ -231,7 +273,6 @@ def main():
     dst = torch.empty_like(src)
     ms = triton.testing.do_bench(lambda: dst.copy_(src), rep=200, return_mode="median")
     print(f"copy rate {2 * src.numel() / ms / 1e9:.2f} TB/s")
-    del src, dst
     best = {}
     for rows in (640, 1024):
         best[rows] = sweep(rows)
@@ -258,15 +299,21 @@ def main():
             del lg, p
         check = (ref_loss / BT, ref_dh, ref_dw)
         del hf, wf
-    measure("generated (template today)", lambda: LigerFusedLinearCrossEntropyGenFunction.apply(hidden, weight, target),
-            check)
+    measure(
+        "generated (template today)",
+        lambda: LigerFusedLinearCrossEntropyGenFunction.apply(hidden, weight, target),
+        check,
+    )
     for rows in (640, 1024):
         measure(f"cublas addmm_ R={rows}", lambda rows=rows: Step.apply(hidden, weight, target, rows, cublas), check)
         for _, name, fn in best[rows][:3]:
             if name != "cublas":
-                measure(f"{name} R={rows}", lambda rows=rows, fn=fn: Step.apply(hidden, weight, target, rows, fn),
-                        check)
-    measure("upstream 0.8.5", lambda: up.ops.LigerFusedLinearCrossEntropyFunction.apply(hidden, weight, target)[0], check)
+                measure(
+                    f"{name} R={rows}", lambda rows=rows, fn=fn: Step.apply(hidden, weight, target, rows, fn), check
+                )
+    measure(
+        "upstream 0.8.5", lambda: up.ops.LigerFusedLinearCrossEntropyFunction.apply(hidden, weight, target)[0], check
+    )
 
     def f(h, w, t):
         return torch.nn.functional.cross_entropy((h @ w.t()).float(), t)
