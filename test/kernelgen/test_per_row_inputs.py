@@ -189,3 +189,19 @@ def test_a_loss_written_for_b_t_v_logits_is_traced_and_tested_so(references):
     assert profile.tier == 3 and validate_profile(profile) == []
     assert _per_row(profile) == ["old_per_token_logps", "advantages", "completion_mask"]
     assert {len(shape) for shape in profile.test.cpu_shapes + profile.test.gpu_shapes} == {3}
+
+
+def test_a_per_row_input_whose_name_is_part_of_the_denominators_code_renders_clean(tmp_path):
+    """The split-mean test reads the inputs its denominator names, by whole name: ``w`` is no part of ``n_rows``."""
+    from tools.kernelgen.generate import render_formatted
+    from tools.kernelgen.repo import LigerRepo
+
+    source = tmp_path / "short_names.py"
+    source.write_text(
+        "import torch.nn.functional as F\n\n\n"
+        "def weighted_mean_ce(logits, target, w):\n"
+        '    return (F.cross_entropy(logits, target, reduction="none") * w).mean()\n'
+    )
+    files, _ = render_formatted(LigerRepo.open(None), analyze(f"{source}:weighted_mean_ce", name="weighted_mean_ce"))
+    test = files["test/transformers/test_weighted_mean_ce.py"]
+    assert "denominator = n_rows * 1.0" in test and "w = flat[" not in test

@@ -589,6 +589,7 @@ class LossOpsView:
     batch_share: bool  # a mean's denominator reads batch_share (size(0) / rows of the inputs as passed)
     mean_value: str | None  # a value of the reduction that is a mean (tests give it a denominator)
     mean_denominator: str  # ... and that mean's denominator over the whole batch, as test code
+    mean_denominator_names: list[str]  # the names that code reads (inputs, hyper-parameters, n_rows, n_cols)
     ignored: dict[str, str]  # class-index input -> the hyper-parameter whose value marks a row that does not count
     domains: list[tuple[str, str]]  # every input with what tests draw for it
     apply_returns: list[str]
@@ -1624,6 +1625,7 @@ def _loss_ops(profile: KernelProfile) -> LossOpsView:
         batch_share=any(r.reads_batch_share for r in reductions),
         mean_value=mean.value if mean else None,
         mean_denominator=mean.over_rows if mean else "",
+        mean_denominator_names=sorted(set(re.findall(r"(?<![\w.])[A-Za-z_]\w*", mean.over_rows))) if mean else [],
         ignored=_ignored(profile, math),
         domains=[
             (t.name, "class indices" if t.dtype == "int64" else t.domain or profile.test.input_domain)
