@@ -3,17 +3,18 @@
 
 The generated test of the fused kernel compares the loss and the gradients of the hidden states, the weight and the
 bias with torch.autograd of the embedded reference on the whole logits (float64), over chunks of three rows and the
-default chunk rule, with and without a bias, every reduction that reduces rows and ignored rows. Four losses: cross
+default chunk rule, with and without a bias, every reduction that reduces rows and ignored rows. Five losses: cross
 entropy (one weight), a distillation loss of student and teacher logits (two hidden states and two weights,
 only the student differentiated), and cross entropies of rows weighted per token and selected by a boolean mask
 (inputs of one value per row, sliced with the chunk's rows; the per-token ``weight`` is ``row_weight`` beside the
-lm_head's).
+lm_head's), and TRL's GRPO written for [B, T, V] logits (its tests call the reference on one sequence of the rows).
 """
 
 import ast
 import textwrap
 
 import pytest
+import torch
 
 from test.kernelgen.conftest import assert_generated_tests_pass
 from test.kernelgen.conftest import copy_checkout
@@ -52,6 +53,15 @@ PER_ROW = textwrap.dedent(
     def kept_ce(logits, target, keep):
         per_token = F.cross_entropy(logits, target, reduction="none")
         return torch.where(keep, per_token, 0.0).sum() / keep.sum()
+
+
+    def sequence_grpo(logits, input_ids, old_logps, advantages, completion_mask, epsilon: float = 0.2):
+        # TRL's layout: [B, T, V] logits, [B, T] per-token inputs, the gather along dim 2
+        logps = torch.gather(logits.log_softmax(-1), dim=2, index=input_ids.unsqueeze(-1)).squeeze(-1)
+        ratio = torch.exp(logps - old_logps)
+        clipped = torch.clamp(ratio, 1 - epsilon, 1 + epsilon)
+        per_token = -torch.min(ratio * advantages, clipped * advantages)
+        return (per_token * completion_mask).sum() / completion_mask.sum()
     """
 )
 
@@ -62,7 +72,8 @@ def fused_checkout(tmp_path_factory):
     (root / "distillation.py").write_text(DISTILLATION)
     (root / "per_row.py").write_text(PER_ROW)
     profiles = [analyze("cross_entropy", name="cross_entropy_gen"), analyze(f"{root / 'distillation.py'}")]
-    profiles += [analyze(f"{root / 'per_row.py'}:{name}") for name in ("token_weighted_ce", "kept_ce")]
+    per_row = ("token_weighted_ce", "kept_ce", "sequence_grpo")
+    profiles += [analyze(f"{root / 'per_row.py'}:{name}") for name in per_row]
     for profile in profiles:
         profile.fused_linear.enabled = True
         assert validate_profile(profile) == []
@@ -77,6 +88,7 @@ def test_the_fused_kernels_match_the_reference_loss_of_the_whole_logits(fused_ch
         "fused_linear_distillation",
         "fused_linear_token_weighted_ce",
         "fused_linear_kept_ce",
+        "fused_linear_sequence_grpo",
     ]
     assert_generated_tests_pass(root, names, at_least_per_kernel=9)
 
@@ -159,3 +171,14 @@ def test_force_regenerates_the_fused_kernel_under_its_loss_record_unless_edited(
             plan_new(repo, profile, force=True)
     finally:
         fused_ops.write_text(original)
+
+
+def test_the_smoke_run_draws_a_loss_written_for_b_t_v_logits_in_that_shape(fused_checkout):
+    from tools.kernelgen.smoke import LOSS_COLS
+    from tools.kernelgen.smoke import ROWS
+    from tools.kernelgen.smoke import _inputs
+
+    root, _ = fused_checkout
+    profile = analyze(f"{root / 'per_row.py'}:sequence_grpo")
+    inputs, _ = _inputs(profile, torch.Generator().manual_seed(0))
+    assert [tuple(x.shape) for x in inputs] == [(2, ROWS, LOSS_COLS)] + [(2, ROWS)] * 4

@@ -120,24 +120,29 @@ def _inputs(profile: KernelProfile, generator: torch.Generator) -> tuple[list[to
     full = first_input_dims([spec.broadcast for spec in profile.inputs if spec.broadcast], ROWS, cols)
     if profile.math.groups:  # [batch, channels, rest], two channels a group
         full = (ROWS, 2 * group_count(profile), cols)
+    # A loss written for [B, T, V] logits (its tests draw 3-d ones: TRL gathers along dim 2) runs on two sequences;
+    # its class indices and per-row inputs are [B, T].
+    rows = (2, ROWS) if profile.tier == 3 and {len(s) for s in profile.test.cpu_shapes} == {3} else (ROWS,)
+    if len(rows) == 2:
+        full = (*rows, cols)
     drawn = []
     for spec in profile.inputs:
         domain = spec.domain or profile.test.input_domain
         shape = shape_for(spec.broadcast, full) if spec.broadcast else full
         if spec.dtype == "int64":
-            value = torch.randint(0, cols, (ROWS,), generator=generator)
+            value = torch.randint(0, cols, rows, generator=generator)
         elif spec.per_class:
             value = torch.rand(cols, generator=generator) + 0.1
         elif spec.per_row and spec.dtype == "bool":
             # A mask of rows, true and false at least once each (as the generated tests draw it): a row counts
             # under either polarity (mask, ~mask).
-            value = torch.rand(ROWS, generator=generator) < 0.7
-            value[:2] = torch.tensor([True, False])
+            value = torch.rand(rows, generator=generator) < 0.7
+            value.view(-1)[:2] = torch.tensor([True, False])
         elif spec.per_row:
-            value = torch.randn(ROWS, generator=generator) * scale
+            value = torch.randn(rows, generator=generator) * scale
             value = value.abs() + 0.1 if domain == "positive" else value
         elif domain in ("probabilities", "log_probabilities"):
-            value = torch.randn(ROWS, cols, generator=generator).log_softmax(-1)
+            value = torch.randn(*rows, cols, generator=generator).log_softmax(-1)
             value = value.exp() if domain == "probabilities" else value
         elif domain == "positive":
             value = torch.rand(shape, generator=generator) * scale + 0.1

@@ -60,6 +60,7 @@ class FusedLinearOpsView:
     tensors: list[FusedTensorView]
     row_inputs: list[str]
     row_kinds: dict[str, str]  # each row input's draw in tests: class indices, mask, positive, log_probabilities, real
+    sequence_reference: bool  # the reference is written for [B, T, V] logits: tests call it on one sequence of rows
     class_inputs: list[str]  # per-class inputs (class weights) under their names here, after the biases
     outputs: list[str]
     chunk_outputs: list[str]
@@ -165,6 +166,7 @@ def fused_linear_views(profile: KernelProfile) -> KernelViews:
         tensors=tensors,
         row_inputs=row_inputs,
         row_kinds=_row_kinds(profile, renames),
+        sequence_reference={len(shape) for shape in profile.test.cpu_shapes} == {3},
         class_inputs=class_inputs,
         outputs=list(ops.outputs),
         chunk_outputs=[f"chunk_{name}" for name in ops.outputs],
