@@ -5,9 +5,9 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import dw_gemm as d  # noqa: E402
 import torch  # noqa: E402
 import triton  # noqa: E402
+import weight_gradient_gemm_sweep as d  # noqa: E402
 
 from liger_kernel.ops.cross_entropy_gen import cross_entropy_gen_forward  # noqa: E402
 from liger_kernel.ops.fused_linear_cross_entropy_gen import LigerFusedLinearCrossEntropyGenFunction  # noqa: E402
@@ -104,22 +104,7 @@ def main():
         for rows in (640, 704, 1024):
             per_op(rows)
     torch.backends.cuda.preferred_blas_library("cublas")
-    with torch.no_grad():
-        hf, wf = hidden.float(), weight.float()
-        ref_dh = torch.zeros_like(hf)
-        ref_dw = torch.zeros_like(wf)
-        ref_loss = 0.0
-        for s in range(0, BT, 1024):
-            lg = hf[s : s + 1024] @ wf.t()
-            p = torch.softmax(lg, -1)
-            ref_loss += torch.nn.functional.cross_entropy(lg, target[s : s + 1024], reduction="sum").item()
-            p[torch.arange(p.shape[0]), target[s : s + 1024]] -= 1
-            p /= BT
-            ref_dh[s : s + 1024] = p @ wf
-            ref_dw += p.t() @ hf[s : s + 1024]
-            del lg, p
-        check = (ref_loss / BT, ref_dh, ref_dw)
-        del hf, wf
+    check = d.reference_gradients(hidden, weight, target)
     for round_ in range(2):
         d.measure(
             "generated (template today)",
