@@ -97,6 +97,7 @@ def test_a_per_row_input_is_sliced_with_the_chunk_and_named_apart_from_the_lm_he
     root, _ = fused_checkout
     functional = (root / "src/liger_kernel/transformers/functional.py").read_text()
     assert "def liger_fused_linear_token_weighted_ce(hidden, weight, target, row_weight, bias=None" in functional
+    assert "* row_weight" in functional.split("def liger_fused_linear_token_weighted_ce")[1].split("def ")[0]
     assert "def liger_fused_linear_kept_ce(hidden, weight, target, keep, bias=None" in functional
     ops = (root / "src/liger_kernel/ops/fused_linear_kept_ce.py").read_text()
     assert "keep = keep.reshape(-1)" in ops and "keep[rows]," in ops

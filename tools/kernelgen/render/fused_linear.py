@@ -12,6 +12,7 @@ reuse the module and functional templates with these names.
 from __future__ import annotations
 
 import dataclasses
+import re
 
 from dataclasses import dataclass
 
@@ -124,7 +125,7 @@ def fused_linear_views(profile: KernelProfile) -> KernelViews:
     ]
     takes_grad = [t.grad for t in tensors for _ in (0, 1)] + [False] * len(row_inputs) + [t.grad for t in tensors]
     takes_grad += [False] * len(class_inputs)
-    formula = profile.forward_computation or profile.operation_name
+    formula = _renamed_in_text(profile.forward_computation or profile.operation_name, renames)
     origin = profile.reference.origin or "a profile"
     kernel = fused_kernel_view(
         profile,
@@ -218,6 +219,15 @@ def _input_names(profile: KernelProfile, tensors: list[FusedTensorView]) -> dict
             taken.add(name)
             renames[tensor.name] = name
     return renames
+
+
+def _renamed_in_text(formula: str, renames: dict[str, str]) -> str:
+    """``formula`` with the inputs renamed here under their names here (a per-token ``weight`` is ``row_weight``
+    beside the lm_head's ``weight``); keyword names (``weight=``) stay."""
+    for old, new in renames.items():
+        if old != new:
+            formula = re.sub(rf"(?<![\w.]){re.escape(old)}(?!\w|\s*=(?!=))", new, formula)
+    return formula
 
 
 def _row_kinds(profile: KernelProfile, renames: dict[str, str]) -> dict[str, str]:
