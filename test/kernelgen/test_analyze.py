@@ -812,6 +812,13 @@ def test_a_sort_s_values_name_the_sort_and_its_line(tmp_path):
     assert "a loss returns" not in message
 
 
+def test_a_reference_without_an_input_of_rows_is_one_line(tmp_path):
+    """``x[idx]`` reads x only at the indices (a value per class taken at a class index): no input holds rows."""
+    path = write(tmp_path, "picked.py", "import torch\n\n\ndef f(x, idx):\n    return x[idx]\n")
+    message = analyze_error(str(path))
+    assert message.startswith(f"{path}: no input holds rows of values: x, idx are read only as indices or at them")
+
+
 def test_one_value_tensors_a_module_holds_are_hyper_parameters(tmp_path):
     path = write(
         tmp_path,

@@ -938,8 +938,14 @@ def _finish(
     # of k + 1 dims ([B, T, V]): its rows span k dims.
     named = _highest_named_dim(calls)
     rows_shape = (6,) if flat and named < 2 else (2,) * (max(named, 2) - 1) + (3,)
-    broadcast_inputs = declared_broadcasts(loaded, tensors, index_inputs + class_inputs)
     rows = [name for name in tensors if name not in index_inputs + class_inputs]
+    if tensors and not rows:
+        raise AnalyzeError(
+            f"no input holds rows of values: {', '.join(tensors)} are read only as indices or at them (a value per "
+            f"class taken at a class index); kernelgen's kernels compute over the rows of a floating-point input",
+            origin=loaded.origin,
+        )
+    broadcast_inputs = declared_broadcasts(loaded, tensors, index_inputs + class_inputs)
     first_rank = max(len(rows_shape) + 1, _declared_rank(loaded.hints.get("shapes", {}).get(rows[0] if rows else "")))
     broadcast_inputs.update(_unsqueezed_inputs(placeholders, calls, rows, broadcast_inputs, first_rank))
     broadcast_inputs.update(_affine_inputs(placeholders, calls, rows, broadcast_inputs))
