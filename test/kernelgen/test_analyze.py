@@ -819,6 +819,13 @@ def test_a_reference_without_an_input_of_rows_is_one_line(tmp_path):
     assert message.startswith(f"{path}: no input holds rows of values: x, idx are read only as indices or at them")
 
 
+def test_a_reference_that_flattens_its_input_is_named_by_its_shape_not_as_a_loss(tmp_path):
+    path = write(tmp_path, "flat.py", "import torch\n\n\ndef f(x):\n    return x.view(-1)\n")
+    message = analyze_error(str(path))
+    assert message.startswith(f"{path}:5: `return x.view(-1)`: it returns an output of shape [")
+    assert "neither a row nor one value per row" in message and "a loss returns" not in message
+
+
 def test_one_value_tensors_a_module_holds_are_hyper_parameters(tmp_path):
     path = write(
         tmp_path,

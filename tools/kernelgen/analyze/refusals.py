@@ -14,6 +14,7 @@ from tools.kernelgen.analyze.errors import HAND_WRITTEN_PROFILE_HINT
 from tools.kernelgen.analyze.errors import AnalyzeError
 from tools.kernelgen.analyze.losses import PerElementOutputError
 from tools.kernelgen.analyze.losses import lower_loss
+from tools.kernelgen.analyze.ops import node_line
 from tools.kernelgen.analyze.trace import TracedReference
 
 
@@ -42,7 +43,10 @@ def _line_text(traced: TracedReference, line: int | None) -> str:
 def refuse_unless_loss(traced: TracedReference, classification: Classification) -> None:
     """Raise, in one line naming the deciding construct and its line, for a tier-3 reference none of whose outputs
     reduces its rows (so not a loss), or one that indexes a tensor argument by constants."""
-    if classification.tier != 3 or classification.call is None:
+    if classification.tier != 3:
+        return
+    if classification.call is None:
+        _refuse_an_odd_shape_unless_loss(traced, classification)
         return
     call = classification.call
     if indexes_an_argument(call):  # refused as such whatever the reference returns
@@ -62,6 +66,27 @@ def refuse_unless_loss(traced: TracedReference, classification: Classification) 
         origin=traced.loaded.origin,
         line=call.line,
     )
+
+
+def _refuse_an_odd_shape_unless_loss(traced: TracedReference, classification: Classification) -> None:
+    """A reference made tier 3 by an output's shape alone (``x.view(-1)``: neither a row nor a value per row) is
+    refused with that shape where the loss lowering finds a value per element, not as a loss that returns one."""
+    try:
+        lower_loss(traced)
+    except PerElementOutputError:
+        lines = [node_line(node) for node in traced.outputs]
+        line = next((line for line in lines if line is not None), None)
+        text = _line_text(traced, line)
+        where = f"`{text}`: " if text else ""
+        raise AnalyzeError(
+            f"{where}{classification.reason.rstrip('.')}; kernelgen synthesizes element-wise ops, reductions along "
+            f"the last dimension and losses over rows, and this reference is none of them; rewrite it with supported "
+            f"ops {HAND_WRITTEN_PROFILE_HINT}",
+            origin=traced.loaded.origin,
+            line=line,
+        ) from None
+    except AnalyzeError:
+        return
 
 
 __all__ = ["refuse_unless_loss"]
