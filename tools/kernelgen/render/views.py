@@ -1588,6 +1588,9 @@ def _loss_ops(profile: KernelProfile) -> LossOpsView:
     reductions = loss_reductions(profile)
     mean = next((r for r in loss_reductions(profile, flat=True) if r.kind == "mean"), None)
     denominators = " ".join(r.denominator for r in reductions)
+    denominator_candidates = (
+        [t.name for t in profile.inputs] + list(profile.formula_hyperparameters) + ["n_rows", "n_cols"]
+    )
     return LossOpsView(
         element_inputs=element,
         row_inputs=[t.name for t in profile.inputs if t.dtype == "int64"],
@@ -1625,7 +1628,7 @@ def _loss_ops(profile: KernelProfile) -> LossOpsView:
         batch_share=any(r.reads_batch_share for r in reductions),
         mean_value=mean.value if mean else None,
         mean_denominator=mean.over_rows if mean else "",
-        mean_denominator_names=sorted(set(re.findall(r"(?<![\w.])[A-Za-z_]\w*", mean.over_rows))) if mean else [],
+        mean_denominator_names=[name for name in denominator_candidates if mean and _reads_name(mean.over_rows, name)],
         ignored=_ignored(profile, math),
         domains=[
             (t.name, "class indices" if t.dtype == "int64" else t.domain or profile.test.input_domain)
