@@ -641,6 +641,12 @@ def per_row_output(profile: KernelProfile, name: str) -> bool:
     return bool(names & {s.name for s in profile.math.statistics}) and not names & varying
 
 
+def written_for_sequences(profile: KernelProfile) -> bool:
+    """Whether the profile is a loss written for [B, T, V] logits (its tests draw 3-d ones: TRL gathers along dim
+    2), whose class indices and per-row inputs are [B, T]."""
+    return profile.tier == 3 and {len(shape) for shape in profile.test.cpu_shapes} == {3}
+
+
 CONDITIONAL_FIELDS = (
     *(f"tiling.{f.name}" for f in dataclasses.fields(Tiling)),
     *(f"fused_linear.{f.name}" for f in dataclasses.fields(FusedLinear)),

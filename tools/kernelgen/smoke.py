@@ -26,6 +26,7 @@ from tools.kernelgen.broadcast import shape_for
 from tools.kernelgen.profile import KernelProfile
 from tools.kernelgen.profile import group_count
 from tools.kernelgen.profile import shape_of
+from tools.kernelgen.profile import written_for_sequences
 from tools.kernelgen.render.vectors import hold_vectors_whole
 from tools.kernelgen.render.vectors import parameter_shape
 from tools.kernelgen.scratch import changed_library_modules
@@ -120,9 +121,8 @@ def _inputs(profile: KernelProfile, generator: torch.Generator) -> tuple[list[to
     full = first_input_dims([spec.broadcast for spec in profile.inputs if spec.broadcast], ROWS, cols)
     if profile.math.groups:  # [batch, channels, rest], two channels a group
         full = (ROWS, 2 * group_count(profile), cols)
-    # A loss written for [B, T, V] logits (its tests draw 3-d ones: TRL gathers along dim 2) runs on two sequences;
-    # its class indices and per-row inputs are [B, T].
-    rows = (2, ROWS) if profile.tier == 3 and {len(s) for s in profile.test.cpu_shapes} == {3} else (ROWS,)
+    # A loss written for [B, T, V] logits runs on two sequences of rows.
+    rows = (2, ROWS) if written_for_sequences(profile) else (ROWS,)
     if len(rows) == 2:
         full = (*rows, cols)
     drawn = []

@@ -12,12 +12,13 @@ reuse the module and functional templates with these names.
 from __future__ import annotations
 
 import dataclasses
-import re
 
 from dataclasses import dataclass
 
 from tools.kernelgen.profile import KernelProfile
 from tools.kernelgen.profile import benchmark_grad_inputs
+from tools.kernelgen.profile import written_for_sequences
+from tools.kernelgen.render.hygiene import renamed_text
 from tools.kernelgen.render.test_shapes import ShapeParams
 from tools.kernelgen.render.test_shapes import fused_linear_shape_params
 from tools.kernelgen.render.text import Defaulted
@@ -61,7 +62,9 @@ class FusedLinearOpsView:
     tensors: list[FusedTensorView]
     row_inputs: list[str]
     row_kinds: dict[str, str]  # each row input's draw in tests: class indices, mask, positive, log_probabilities, real
-    sequence_reference: bool  # the reference is written for [B, T, V] logits: tests call it on one sequence of rows
+    # A reference written for [B, T, V] logits is called on one sequence of the rows: the statement that makes the
+    # logits and row inputs so, else empty
+    sequence_unsqueeze: str
     class_inputs: list[str]  # per-class inputs (class weights) under their names here, after the biases
     outputs: list[str]
     chunk_outputs: list[str]
@@ -86,6 +89,21 @@ class FusedLinearOpsView:
     shapes: ShapeParams
     module_call: str | None  # tests: the module built with the class inputs of ``inputs``, called with the others
     takes_host_helper: bool  # a mean's denominator reads class weights through the loss's _take
+
+    def row_draw(self, name: str, count: str) -> str:
+        """Test and benchmark code drawing row input ``name`` for ``count`` rows (``device``, ``dtype`` and
+        ``n_classes`` in scope), as its kind asks (a mask true for about 70% of the rows)."""
+        kind = self.row_kinds[name]
+        if kind == "class indices":
+            return f"torch.randint(0, n_classes, ({count},), device=device)"
+        if kind == "mask":
+            return f"torch.rand({count}, device=device) < 0.7"
+        if kind == "positive":
+            return f"(torch.rand({count}, device=device) + 0.1).to(dtype)"
+        if kind == "log_probabilities":
+            # near a picked log-probability (about -log(classes) - 0.5): a ratio of the two falls below and above 1
+            return f"(torch.randn({count}, device=device) * 0.5 - 0.5 - torch.tensor(float(n_classes)).log()).to(dtype)"
+        return f"torch.randn({count}, device=device).to(dtype)"
 
 
 def fused_kernel_view(profile: KernelProfile, **fields):
@@ -125,7 +143,7 @@ def fused_linear_views(profile: KernelProfile) -> KernelViews:
     ]
     takes_grad = [t.grad for t in tensors for _ in (0, 1)] + [False] * len(row_inputs) + [t.grad for t in tensors]
     takes_grad += [False] * len(class_inputs)
-    formula = _renamed_in_text(profile.forward_computation or profile.operation_name, renames)
+    formula = renamed_text(profile.forward_computation or profile.operation_name, renames)
     origin = profile.reference.origin or "a profile"
     kernel = fused_kernel_view(
         profile,
@@ -167,7 +185,9 @@ def fused_linear_views(profile: KernelProfile) -> KernelViews:
         tensors=tensors,
         row_inputs=row_inputs,
         row_kinds=_row_kinds(profile, renames),
-        sequence_reference={len(shape) for shape in profile.test.cpu_shapes} == {3},
+        sequence_unsqueeze=_one_sequence([t.name for t in tensors] + row_inputs)
+        if written_for_sequences(profile)
+        else "",
         class_inputs=class_inputs,
         outputs=list(ops.outputs),
         chunk_outputs=[f"chunk_{name}" for name in ops.outputs],
@@ -221,13 +241,9 @@ def _input_names(profile: KernelProfile, tensors: list[FusedTensorView]) -> dict
     return renames
 
 
-def _renamed_in_text(formula: str, renames: dict[str, str]) -> str:
-    """``formula`` with the inputs renamed here under their names here (a per-token ``weight`` is ``row_weight``
-    beside the lm_head's ``weight``); keyword names (``weight=``) stay."""
-    for old, new in renames.items():
-        if old != new:
-            formula = re.sub(rf"(?<![\w.]){re.escape(old)}(?!\w|\s*=(?!=))", new, formula)
-    return formula
+def _one_sequence(names: list[str]) -> str:
+    """The statement that gives each of ``names`` a leading dim of 1: one sequence of every row."""
+    return f"{', '.join(names)}{',' if len(names) == 1 else ''} = {', '.join(f'{n}.unsqueeze(0)' for n in names)}"
 
 
 def _row_kinds(profile: KernelProfile, renames: dict[str, str]) -> dict[str, str]:

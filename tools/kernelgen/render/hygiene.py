@@ -155,10 +155,16 @@ def renamed_profile(profile: KernelProfile, mapping: dict[str, str]) -> KernelPr
     return from_dict(data, source=f"<{profile.operation_name} with kernel-side names>", validate=False)
 
 
+def renamed_text(text: str, mapping: dict[str, str]) -> str:
+    """Every variable of a formula or statement renamed by ``mapping`` (keywords of calls and words inside strings
+    stay)."""
+    return _IDENTIFIER.sub(lambda match: _renamed_match(match, mapping), text)
+
+
 def _renamed(value, mapping: dict[str, str]):
     """Every identifier in the strings of ``value`` (values only, not the keys of its dicts) renamed."""
     if isinstance(value, str):
-        return _IDENTIFIER.sub(lambda match: _renamed_match(match, mapping), value)
+        return renamed_text(value, mapping)
     if isinstance(value, list):
         return [_renamed(item, mapping) for item in value]
     if isinstance(value, dict):
@@ -176,4 +182,4 @@ def _renamed_match(match: re.Match, mapping: dict[str, str]) -> str:
     return match.group(0) if keyword_argument or in_string else renamed_name(match.group(0), mapping)
 
 
-__all__ = ["kernel_side_names", "meeting_names", "renamed_profile", "user_names"]
+__all__ = ["kernel_side_names", "meeting_names", "renamed_profile", "renamed_text", "user_names"]
