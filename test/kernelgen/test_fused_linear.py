@@ -19,6 +19,7 @@ import torch
 from test.kernelgen.conftest import assert_generated_tests_pass
 from test.kernelgen.conftest import copy_checkout
 from test.kernelgen.conftest import run_kernelgen
+from test.kernelgen.test_per_row_inputs import REFERENCES as PER_ROW_REFERENCES
 from tools.kernelgen.analyze import analyze
 from tools.kernelgen.generate import GenerateError
 from tools.kernelgen.generate import plan_new
@@ -53,15 +54,6 @@ PER_ROW = textwrap.dedent(
     def kept_ce(logits, target, keep):
         per_token = F.cross_entropy(logits, target, reduction="none")
         return torch.where(keep, per_token, 0.0).sum() / keep.sum()
-
-
-    def sequence_grpo(logits, input_ids, old_logps, advantages, completion_mask, epsilon: float = 0.2):
-        # TRL's layout: [B, T, V] logits, [B, T] per-token inputs, the gather along dim 2
-        logps = torch.gather(logits.log_softmax(-1), dim=2, index=input_ids.unsqueeze(-1)).squeeze(-1)
-        ratio = torch.exp(logps - old_logps)
-        clipped = torch.clamp(ratio, 1 - epsilon, 1 + epsilon)
-        per_token = -torch.min(ratio * advantages, clipped * advantages)
-        return (per_token * completion_mask).sum() / completion_mask.sum()
     """
 )
 
@@ -72,8 +64,9 @@ def fused_checkout(tmp_path_factory):
     (root / "distillation.py").write_text(DISTILLATION)
     (root / "per_row.py").write_text(PER_ROW)
     profiles = [analyze("cross_entropy", name="cross_entropy_gen"), analyze(f"{root / 'distillation.py'}")]
-    per_row = ("token_weighted_ce", "kept_ce", "sequence_grpo")
-    profiles += [analyze(f"{root / 'per_row.py'}:{name}") for name in per_row]
+    (root / "per_row_references.py").write_text(PER_ROW_REFERENCES)  # TRL's GRPO, written for [B, T, V] logits
+    profiles += [analyze(f"{root / 'per_row.py'}:{name}") for name in ("token_weighted_ce", "kept_ce")]
+    profiles.append(analyze(f"{root / 'per_row_references.py'}:trl_grpo"))
     for profile in profiles:
         profile.fused_linear.enabled = True
         assert validate_profile(profile) == []
@@ -88,7 +81,7 @@ def test_the_fused_kernels_match_the_reference_loss_of_the_whole_logits(fused_ch
         "fused_linear_distillation",
         "fused_linear_token_weighted_ce",
         "fused_linear_kept_ce",
-        "fused_linear_sequence_grpo",
+        "fused_linear_trl_grpo",
     ]
     assert_generated_tests_pass(root, names, at_least_per_kernel=9)
 
@@ -180,6 +173,6 @@ def test_the_smoke_run_draws_a_loss_written_for_b_t_v_logits_in_that_shape(fused
     from tools.kernelgen.smoke import _inputs
 
     root, _ = fused_checkout
-    profile = analyze(f"{root / 'per_row.py'}:sequence_grpo")
+    profile = analyze(f"{root / 'per_row_references.py'}:trl_grpo")
     inputs, _ = _inputs(profile, torch.Generator().manual_seed(0))
     assert [tuple(x.shape) for x in inputs] == [(2, ROWS, LOSS_COLS)] + [(2, ROWS)] * 4
