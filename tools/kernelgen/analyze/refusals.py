@@ -18,11 +18,12 @@ from tools.kernelgen.analyze.ops import node_line
 from tools.kernelgen.analyze.trace import TracedReference
 
 
-def _returns_values_per_element(traced: TracedReference) -> bool:
+def _returns_values_per_element(traced: TracedReference, by_shape: bool = True) -> bool:
     """Whether every output has a value per element of a row (the inputs' rank, a last dim longer than 1); where
-    the shapes are unknown (the example inputs do not fit a regrouping view), as the loss lowering judges it."""
+    the shapes are unknown (the example inputs do not fit a regrouping view), or not ``by_shape`` (an output's shape
+    alone made it tier 3: ``x.view(-1)``), as the loss lowering judges it."""
     shapes = [traced.shape(node) for node in traced.outputs]
-    if shapes and all(shape is not None for shape in shapes):
+    if by_shape and shapes and all(shape is not None for shape in shapes):
         return all(len(shape) >= traced.rank and shape[-1] > 1 for shape in shapes)
     try:
         lower_loss(traced)
@@ -41,52 +42,29 @@ def _line_text(traced: TracedReference, line: int | None) -> str:
 
 
 def refuse_unless_loss(traced: TracedReference, classification: Classification) -> None:
-    """Raise, in one line naming the deciding construct and its line, for a tier-3 reference none of whose outputs
-    reduces its rows (so not a loss), or one that indexes a tensor argument by constants."""
+    """Raise, in one line naming the deciding construct (or output) and its line, for a tier-3 reference none of
+    whose outputs reduces its rows (so not a loss), or one that indexes a tensor argument by constants."""
     if classification.tier != 3:
         return
-    if classification.call is None:
-        _refuse_an_odd_shape_unless_loss(traced, classification)
-        return
     call = classification.call
-    if indexes_an_argument(call):  # refused as such whatever the reference returns
+    if call is not None and indexes_an_argument(call):  # refused as such whatever the reference returns
         why = ""
-    elif traced.outputs and _returns_values_per_element(traced):
+    elif traced.outputs and _returns_values_per_element(traced, by_shape=call is not None):
         why = (
             "; kernelgen synthesizes element-wise ops, reductions along the last dimension and losses over rows, and "
             "this reference returns a value per element, so it is none of them"
         )
     else:
         return
-    text = _line_text(traced, call.line)
+    line = call.line if call is not None else next(filter(None, map(node_line, traced.outputs)), None)
+    text = _line_text(traced, line)
     where = f"`{text}`: " if text else ""
     reason = classification.reason.rstrip(".")
     raise AnalyzeError(
         f"{where}{reason}{why}; rewrite it with supported ops {HAND_WRITTEN_PROFILE_HINT}",
         origin=traced.loaded.origin,
-        line=call.line,
+        line=line,
     )
-
-
-def _refuse_an_odd_shape_unless_loss(traced: TracedReference, classification: Classification) -> None:
-    """A reference made tier 3 by an output's shape alone (``x.view(-1)``: neither a row nor a value per row) is
-    refused with that shape where the loss lowering finds a value per element, not as a loss that returns one."""
-    try:
-        lower_loss(traced)
-    except PerElementOutputError:
-        lines = [node_line(node) for node in traced.outputs]
-        line = next((line for line in lines if line is not None), None)
-        text = _line_text(traced, line)
-        where = f"`{text}`: " if text else ""
-        raise AnalyzeError(
-            f"{where}{classification.reason.rstrip('.')}; kernelgen synthesizes element-wise ops, reductions along "
-            f"the last dimension and losses over rows, and this reference is none of them; rewrite it with supported "
-            f"ops {HAND_WRITTEN_PROFILE_HINT}",
-            origin=traced.loaded.origin,
-            line=line,
-        ) from None
-    except AnalyzeError:
-        return
 
 
 __all__ = ["refuse_unless_loss"]
