@@ -15,6 +15,7 @@ from tools.kernelgen.analyze import analyze
 from tools.kernelgen.hostapi import KernelApi
 from tools.kernelgen.hostapi import Param
 from tools.kernelgen.hostapi import Signature
+from tools.kernelgen.layout import FUNCTIONAL
 from tools.kernelgen.layout import kernel_paths
 from tools.kernelgen.repo import LigerRepo
 from tools.kernelgen.variants import find_variant
@@ -353,3 +354,145 @@ def test_a_clamped_mean_is_no_variant_of_the_plain_one_but_of_itself(tmp_path):
     again = analyze(_file(tmp_path, "clamped_again", CLAMPED_WEIGHTED_CE), name="clamped_again")
     found = find_variant(repo, again)
     assert found is not None and "clamped_weighted_ce" in str(found)
+
+
+# Two hand-written kernels in plain PyTorch (the search runs them as it runs Triton ones): a LayerNorm whose functional
+# requires its eps, and a KL divergence that takes its target as data (no gradient), as Liger's own kl_div does.
+ROW_NORM_OPS = """
+import torch
+
+
+class LigerRowNormFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, X, W, B, eps):
+        ctx.save_for_backward(X, W, B)
+        ctx.eps = eps
+        return torch.nn.functional.layer_norm(X, (X.shape[-1],), W, B, eps)
+
+    @staticmethod
+    def backward(ctx, dY):
+        inputs = [t.detach().requires_grad_() for t in ctx.saved_tensors]
+        with torch.enable_grad():
+            Y = torch.nn.functional.layer_norm(inputs[0], (inputs[0].shape[-1],), inputs[1], inputs[2], ctx.eps)
+        return (*torch.autograd.grad(Y, inputs, dY), None)
+"""
+KL_LOSS_OPS = """
+import torch
+
+
+class LigerKLLossFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, y_pred, y_true, reduction):
+        ctx.save_for_backward(y_pred, y_true)
+        ctx.reduction = reduction
+        loss = y_true * (y_true.clamp(min=1e-10).log() - y_pred)
+        return loss.sum() / (y_pred.shape[0] if reduction == "batchmean" else y_pred.numel())
+
+    @staticmethod
+    def backward(ctx, grad):
+        y_pred, y_true = ctx.saved_tensors
+        scale = y_pred.shape[0] if ctx.reduction == "batchmean" else y_pred.numel()
+        return -y_true * grad / scale, None, None
+"""
+# Forward only on the CPU, as upstream's dyt (its backward sizes buffers by the GPU's multiprocessors).
+GPU_BACKWARD_OPS = """
+import torch
+
+
+class LigerScaledTanhFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, scale):
+        ctx.save_for_backward(x)
+        return scale * torch.tanh(x)
+
+    @staticmethod
+    def backward(ctx, dy):
+        raise RuntimeError("the backward launches on a GPU")
+"""
+TORCH_FUNCTIONALS = """
+
+def liger_scaled_tanh(x, scale: float = 1.0):
+    return LigerScaledTanhFunction.apply(x, scale)
+
+def liger_row_norm(X, W, B, eps):
+    return LigerRowNormFunction.apply(X, W, B, eps)
+
+
+def liger_kl_loss(input, target, reduction: str = "mean"):
+    assert reduction in ("mean", "batchmean")
+    return LigerKLLossFunction.apply(input, target, reduction)
+"""
+LAYER_NORM_WRITTEN_EPS = """
+import torch.nn.functional as F
+
+
+def no_eps_argument(x):
+    return x * 2.0
+
+
+def plain_layer_norm(x, weight, bias):
+    return F.layer_norm(x, (x.shape[-1],), weight, bias, eps=1e-5)
+"""
+KL_BATCHMEAN = """
+import torch.nn.functional as F
+
+
+def kl_batchmean(log_q, p):
+    return F.kl_div(log_q, p, reduction="batchmean")
+"""
+
+
+@pytest.fixture(scope="module")
+def torch_kernels(tmp_path_factory):
+    root = copy_checkout(tmp_path_factory.mktemp("torch_kernels") / "liger")
+    ops = root / kernel_paths("row_norm")["ops"]
+    ops.write_text(ROW_NORM_OPS.lstrip())
+    ops.with_name("kl_loss.py").write_text(KL_LOSS_OPS.lstrip())
+    ops.with_name("scaled_tanh.py").write_text(GPU_BACKWARD_OPS.lstrip())
+    functional = root / FUNCTIONAL
+    imports = "from liger_kernel.ops.kl_loss import LigerKLLossFunction\n"
+    imports += "from liger_kernel.ops.row_norm import LigerRowNormFunction\n"
+    imports += "from liger_kernel.ops.scaled_tanh import LigerScaledTanhFunction\n"
+    functional.write_text(imports + functional.read_text() + TORCH_FUNCTIONALS)
+    return root
+
+
+def test_a_number_written_in_the_reference_fills_a_required_option(torch_kernels, tmp_path):
+    """``F.layer_norm(..., eps=1e-5)`` against ``liger_row_norm(X, W, B, eps)``: the written eps (the entry's own
+    number before the file's others) fills the option no hyper-parameter names; the weight and bias broadcast."""
+    reference = _file(tmp_path, "plain_layer_norm", LAYER_NORM_WRITTEN_EPS) + ":plain_layer_norm"
+    line = one_line_error(
+        run_kernelgen("new", "plain_layer_norm", "--reference", reference, "--repo", str(torch_kernels))
+    )
+    assert "the existing kernel 'row_norm' computes it: liger_row_norm(X, W, B, eps=1e-05);" in line, line
+
+
+def test_a_soft_target_the_kernel_takes_as_data_is_said_in_the_line(torch_kernels, tmp_path):
+    """A loss between two distributions goes onto a kernel's ``target``; that the kernel gives it no gradient (a
+    teacher's distribution is data) is the one difference, and the line says it."""
+    reference = _file(tmp_path, "kl_batchmean", KL_BATCHMEAN)
+    line = one_line_error(run_kernelgen("new", "kl_batchmean", "--reference", reference, "--repo", str(torch_kernels)))
+    assert (
+        "the existing kernel 'kl_loss' computes it: "
+        'liger_kl_loss(input, target, reduction="batchmean"), with no gradient for target (p);' in line
+    ), line
+
+
+def test_the_entrys_own_numbers_come_first():
+    assert reference_literals(LAYER_NORM_WRITTEN_EPS, "plain_layer_norm") == [1e-5, 2.0]
+    assert reference_literals(LAYER_NORM_WRITTEN_EPS) == [2.0, 1e-5]
+
+
+def test_a_kernel_whose_backward_cannot_run_here_is_named_from_its_forward(torch_kernels, tmp_path):
+    """A function equal to the reference's has its gradient: the forward decides, and the line says the backward
+    went unchecked."""
+    reference = _file(
+        tmp_path, "tanh_times_three", "import torch\n\n\ndef tanh_times_three(x):\n    return torch.tanh(x) * 3.0\n"
+    )
+    line = one_line_error(
+        run_kernelgen("new", "tanh_times_three", "--reference", reference, "--repo", str(torch_kernels))
+    )
+    assert (
+        "the existing kernel 'scaled_tanh' computes it: liger_scaled_tanh(x, scale=3.0) (forward compared; its backward "
+        "does not run on this machine);" in line
+    ), line

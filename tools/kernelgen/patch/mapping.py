@@ -141,8 +141,11 @@ def search(repo: LigerRepo, text: str, entry: str, name: str):
     found = matching_options(repo.root, profile, plans) if plans else None
     if found is None:
         return None, None, ""
-    plan, values = found
-    return plan, values, call_text(plan, values, {hp.name: hp.default for hp in profile.hyperparameters})
+    return (
+        found.plan,
+        found.values,
+        call_text(found.plan, found.values, {hp.name: hp.default for hp in profile.hyperparameters}),
+    )
 
 
 # Whether a Liger module stands in for the model's ----------------------------------------------------------------

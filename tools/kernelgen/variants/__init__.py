@@ -35,8 +35,12 @@ def find_variant(repo: LigerRepo, profile: KernelProfile) -> str | None:
     found = matching_options(repo.root, profile, plans)
     if found is None:
         return None
-    plan, values = found
-    return f"the existing kernel '{plan.name}' computes it: {call_text(plan, values, {hp.name: hp.default for hp in profile.hyperparameters})}"
+    call = call_text(found.plan, found.values, {hp.name: hp.default for hp in profile.hyperparameters})
+    # A soft target the kernel takes as data (a teacher's distribution): the one difference, said in the line.
+    named = {name: param if param == name else f"{param} ({name})" for name, param in found.plan.tensors.items()}
+    data = "".join(f", with no gradient for {named[name]}" for name in sorted(found.without_gradient))
+    data += " (forward compared; its backward does not run on this machine)" if found.backward_unchecked else ""
+    return f"the existing kernel '{found.plan.name}' computes it: {call}{data}"
 
 
 def existing_option(repo: LigerRepo, name: str, profile: KernelProfile) -> str | None:
@@ -56,15 +60,14 @@ def existing_option(repo: LigerRepo, name: str, profile: KernelProfile) -> str |
     # an option bound to a hyper-parameter would bring its output no closer there.
     hypers = [dataclasses.replace(hp, default=(moved_values(hp) or [hp.default])[0]) for hp in profile.hyperparameters]
     moved = dataclasses.replace(profile, hyperparameters=hypers)
-    literals = reference_literals(profile.reference.source)
+    literals = reference_literals(profile.reference.source, profile.reference.entry)
     for through_function in (False, True):
         plans = call_plans_of(repo, name, moved, literals, through_function=through_function)
         found = matching_options(repo.root, moved, plans) if plans else None
         # A match that binds none of the reference's hyper-parameters to an option is the kernel as it is: the
         # hyper-parameters change nothing it computes, which modify says on its own.
-        if found is not None and any(isinstance(value, Bound) for value in found[1].values()):
-            plan, values = found
-            return call_text(plan, values, {hp.name: hp.default for hp in profile.hyperparameters})
+        if found is not None and any(isinstance(value, Bound) for value in found.values.values()):
+            return call_text(found.plan, found.values, {hp.name: hp.default for hp in profile.hyperparameters})
     return None
 
 

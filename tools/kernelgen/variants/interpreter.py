@@ -4,8 +4,9 @@ Compiled Triton passes a Python float argument to a kernel as an fp32 scalar (ke
 and takes a scalar's integer value wherever Python wants an index (``range(0, n_cols, BLOCK_SIZE)``). The
 interpreter passes floats through as Python floats, reads a scalar as a one-element array, which current NumPy
 refuses to turn into an int, and cannot call libdevice functions (``rsqrt``, ``tanh`` imported from
-``triton.language.extra``): ``triton.language.math`` has interpreted twins of most, ``tanh`` is written here. ``compiled_scalars`` makes the interpreter do what the compiler does, for the time of
-a ``with`` block, so that a target's hand-written kernels (upstream's among them) run on the CPU.
+``triton.language.extra``): ``triton.language.math`` has interpreted twins of most, ``tanh`` is written here. Autotuners time their configurations on a GPU. ``compiled_scalars``
+makes the interpreter do what the compiler does (and autotuners take their first configuration), for the time of a
+``with`` block, so that a target's hand-written kernels (upstream's among them) run on the CPU.
 
 Run as a script from a checkout's root, it is pytest there with those kernels interpreted so:
 ``python3 PATH/TO/interpreter.py test/transformers/test_geglu.py -q``.
@@ -33,6 +34,7 @@ def compiled_scalars() -> Iterator[None]:
     import numpy as np
     import triton.language as tl
 
+    from triton.runtime import autotuner
     from triton.runtime import interpreter
 
     convert, patch_tensor, patch_lang = (
@@ -79,10 +81,15 @@ def compiled_scalars() -> Iterator[None]:
         patch_with_index,
         patch_with_math,
     )
+    bench = autotuner.Autotuner._bench
+    # Autotuned kernels (upstream's dyt) time their configurations on a GPU; interpreted, every one ties and the
+    # first runs: the configurations differ in speed, not in what they compute.
+    autotuner.Autotuner._bench = lambda self, *args, config, **meta: [0.0, 0.0, 0.0]
     try:
         yield
     finally:
         interpreter._implicit_cvt, interpreter._patch_lang_tensor, interpreter._patch_lang = originals
+        autotuner.Autotuner._bench = bench
 
 
 def main(argv: list[str]) -> int:

@@ -2,9 +2,10 @@
 
 ``call_plans`` pairs a reference profile with every kernel of the checkout whose entry (functional, else
 ``Function.apply``) can take the reference's tensors: tensors by name (``hostapi``'s synonyms), then in order onto
-the entry's required parameters; an integer input (class targets) only onto a target-like parameter and back;
-hyper-parameters by name. Whatever the entry has beyond that is an option: a parameter with a default, or a
-required one the reference does not name (a hyper-parameter of the reference's by another name may fill it).
+the entry's required parameters; an integer input (class targets) only onto a target-like parameter and back, a
+float one too where a loss compares two distributions; hyper-parameters by name. Whatever the entry has beyond that
+is an option: a parameter with a default, or a required one the reference does not name (a hyper-parameter of the
+reference's by another name, or a number written in it, may fill it).
 Each option gets the values worth trying: the reference's hyper-parameters of a compatible type (passed through),
 the numeric literals of the reference's source, the other value of a bool, and the strings the kernel's own code
 lists or compares beside a string default (casting modes, reductions).
@@ -77,6 +78,12 @@ class CallPlan:
     def name(self) -> str:
         return self.api.name
 
+    @property
+    def soft_targets(self) -> frozenset[str]:
+        """Reference tensors that go to a target parameter without being class indices: a kernel may take them
+        as data (no gradient), as Liger's distillation losses take the teacher's distribution."""
+        return frozenset(name for name, param in self.tensors.items() if _target_like(param))
+
 
 def kernel_names(repo: LigerRepo) -> list[str]:
     """Every ``ops/NAME.py`` of the checkout but the package's own and shared modules (a module without an autograd
@@ -135,16 +142,18 @@ def _structural(tree: ast.AST) -> set[int]:
     return {id(inner) for root in roots for inner in ast.walk(root)}
 
 
-def reference_literals(source: str) -> list[float]:
-    """Numbers written in the reference's code, in order, once each: a sign counts, dimensions, indices, shapes
-    and the ``KERNELGEN`` hints do not."""
+def reference_literals(source: str, entry: str = "") -> list[float]:
+    """Numbers written in the reference's code, once each: those of the ``entry`` function or class first (a file
+    may hold other references), then the rest in order; a sign counts, dimensions, indices, shapes and the
+    ``KERNELGEN`` hints do not."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
         return []
     skipped = _structural(tree)
+    own = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name == entry.split(".")[0]]
     found: list[float] = []
-    for node in ast.walk(tree):
+    for node in itertools.chain(*map(ast.walk, own), ast.walk(tree)):
         if id(node) in skipped:
             continue
         value = None
@@ -256,6 +265,8 @@ def _map_tensors(profile: KernelProfile, params: list[Param], taken: set[str]) -
     first ``MAX_TENSOR_ORDERS`` orders of the float inputs placed so; an integer input (class targets) only onto a
     target-like parameter."""
     integer = {t.name for t in profile.inputs if t.dtype.startswith("int")}
+    # A loss without class indices compares two distributions: its second one is the target (kl_div's, jsd's).
+    soft_targets = profile.tier == 3 and not integer
     references = [t.name for t in profile.inputs] + [p.name for p in profile.parameters]
     free = [p.name for p in params if p.name not in taken]
     named: dict[str, str] = {}
@@ -278,9 +289,19 @@ def _map_tensors(profile: KernelProfile, params: list[Param], taken: set[str]) -
             arranged[index] = placed[source]
         placed_at = {**named, **dict(zip(arranged, slots))}
         mapping = {name: placed_at[name] for name in references}  # in the reference's order
-        if all((name in integer) == _target_like(param) or name == param for name, param in mapping.items()):
+        if all(_may_take(name, param, integer, soft_targets) for name, param in mapping.items()):
             mappings.append(mapping)
     return mappings
+
+
+def _may_take(name: str, param: str, integer: set[str], soft_targets: bool) -> bool:
+    """Whether reference tensor ``name`` may go to entry parameter ``param``: class indices only to a target, a
+    target only class indices unless the reference's targets are distributions (``soft_targets``)."""
+    if name == param:
+        return True
+    if name in integer:
+        return _target_like(param)
+    return soft_targets or not _target_like(param)
 
 
 def call_plans_of(
@@ -318,15 +339,15 @@ def call_plans_of(
             continue  # a default that is not a literal: left to the kernel
         candidates = _candidates(param, default, loose, literals, sources)
         if default is _REQUIRED:
-            # A required argument only the reference's own hyper-parameters can give (an eps named otherwise).
-            candidates = [value for value in candidates if isinstance(value, Bound)]
+            # A required argument the tensors left: a hyper-parameter of the reference's (an eps named otherwise),
+            # else a number written in it (``F.layer_norm(..., eps=1e-5)`` against ``liger_layer_norm(X, W, B, eps)``).
+            bound = [value for value in candidates if isinstance(value, Bound)]
+            candidates = [*bound, *dict.fromkeys(literals)]
             if not candidates:
                 return []
             options.append(Option(param.name, None, candidates, required=True))
         else:
             options.append(Option(param.name, default, candidates))
-    if sum(option.required for option in options) > len(loose):
-        return []  # more required arguments than hyper-parameters to give them
     modules = _module_inits(repo, api)
     return [CallPlan(api, mapping, fixed, options, defaults, modules) for mapping in mappings]
 
@@ -334,7 +355,7 @@ def call_plans_of(
 def call_plans(repo: LigerRepo, profile: KernelProfile) -> list[CallPlan]:
     """Plans for every kernel of ``repo`` that can take ``profile``'s arguments (the kernel of the profile's own
     name left out: regenerating it is not a duplicate)."""
-    literals = reference_literals(profile.reference.source or "")
+    literals = reference_literals(profile.reference.source or "", profile.reference.entry or "")
     plans = []
     for name in kernel_names(repo):
         if name != profile.operation_name:

@@ -23,9 +23,12 @@ import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from typing import NamedTuple
 
 import torch
 
+from tools.kernelgen.broadcast import first_input_dims
+from tools.kernelgen.broadcast import shape_for
 from tools.kernelgen.profile import KernelProfile
 from tools.kernelgen.scratch import library_imports_from
 from tools.kernelgen.validate.harness import Case
@@ -69,6 +72,8 @@ class Probe(ReferenceRunner):
     ) -> Case:
         generator = torch.Generator().manual_seed(seed)
         hyper = dict(self.defaults if hyper is None else hyper)
+        # Inputs that broadcast (a per-column weight passed as an argument) take their own shape against the first's.
+        first = first_input_dims([spec.broadcast for spec in self.profile.inputs if spec.broadcast], rows, cols)
         inputs = []
         for spec in self.profile.inputs:
             domain = spec.domain or self.profile.test.input_domain
@@ -82,20 +87,24 @@ class Probe(ReferenceRunner):
             elif spec.per_row:
                 value = torch.randn(rows, generator=generator)
                 value = (value.abs() + 0.1 if domain == "positive" else value) * row_scale
-            elif domain in ("probabilities", "log_probabilities"):
-                value = torch.randn(rows, cols, generator=generator).log_softmax(-1)
-                value = value if domain == "log_probabilities" else value.exp()
-            elif domain == "positive":
-                value = torch.rand(rows, cols, generator=generator) * self.profile.test.input_scale + 0.1
             else:
-                spread = 4.0 if self.tier == 3 else float(self.profile.test.input_scale)
-                value = torch.randn(rows, cols, generator=generator) * spread * scale
+                shape = shape_for(spec.broadcast, first) if spec.broadcast else first
+                value = self._floats(shape, domain, generator, scale)
             inputs.append(value)
         params = [
             torch.rand((cols,) if p.shape == "channel" else (), generator=generator) + 0.5
             for p in self.profile.parameters
         ]
         return Case(inputs, params, hyper, seed)
+
+    def _floats(self, shape: tuple[int, ...], domain: str, generator: torch.Generator, scale: float) -> torch.Tensor:
+        if domain in ("probabilities", "log_probabilities"):
+            value = torch.randn(shape, generator=generator).log_softmax(-1)
+            return value if domain == "log_probabilities" else value.exp()
+        if domain == "positive":
+            return torch.rand(shape, generator=generator) * self.profile.test.input_scale + 0.1
+        spread = 4.0 if self.tier == 3 else float(self.profile.test.input_scale)
+        return torch.randn(shape, generator=generator) * spread * scale
 
     def truth(self, case: Case, key: tuple, backward: bool, dtype=torch.float64) -> RunResult:
         if (key, backward, dtype) not in self._truth:
@@ -123,7 +132,11 @@ class Probe(ReferenceRunner):
             result = entry(*[kwargs[n] if n in kwargs else plan.defaults[n] for n in order[: last + 1]])
         values_out = result if isinstance(result, (tuple, list)) else (result,)
         outputs = [v for v in values_out if isinstance(v, torch.Tensor)]
-        return self._finish(outputs, inputs, params, case.seed, backward)
+        run = self._finish(outputs, inputs, params, case.seed, backward)
+        for name, leaf in zip(names, inputs):
+            if name in run.grads and name in plan.soft_targets and leaf.grad is None:
+                run.grads[name] = None  # the kernel leaves its target without a gradient (zeros would hide it)
+        return run
 
 
 def _key(values: dict[str, Any]) -> tuple:
@@ -139,12 +152,18 @@ def _entry(plan: CallPlan):
     return value
 
 
-def _compare(kernel: RunResult, reference: RunResult, *, backward: bool) -> None:
+def _compare(kernel: RunResult, reference: RunResult, *, backward: bool, ungraded: frozenset = frozenset()) -> None:
+    """Raise ``Mismatch`` unless the kernel's outputs (and gradients) are the reference's; an input of ``ungraded``
+    may have none (a soft target the kernel does not differentiate)."""
     pairs = list(zip(kernel.outputs, reference.outputs))
     if len(kernel.outputs) < len(reference.outputs):
         raise Mismatch("fewer outputs")
     if backward:
-        pairs += [(kernel.grads.get(name), grad) for name, grad in reference.grads.items()]
+        pairs += [
+            (kernel.grads.get(name), grad)
+            for name, grad in reference.grads.items()
+            if not (name in ungraded and kernel.grads.get(name) is None)
+        ]
     for got, want in pairs:
         if got is None or tuple(got.shape) != tuple(want.shape):
             raise Mismatch("shape")
@@ -182,6 +201,11 @@ class KernelSearch:
         self.entry = _entry(plan)
         self.base = {o.name: (o.candidates[0] if o.required else o.default) for o in plan.options}
         self.evaluations = 0
+        self.without_gradient: set[str] = set()
+        self.backward_unchecked = False
+        self.probe_case = probe.case(*PROBE_SHAPE, seed=7)
+        self.probe_truth = probe.truth(self.probe_case, ("probe",), False)
+        self.runs: dict[tuple, RunResult | None] = {}
 
     def _run(self, values, case, dtype=torch.float32, backward=False) -> RunResult | None:
         self.evaluations += 1
@@ -193,21 +217,29 @@ class KernelSearch:
 
     def _matches(self, values, case, key, backward=False) -> bool:
         result = self._run(values, case, backward=backward)
+        if result is None and backward and self._matches(values, case, key):
+            # A backward that cannot run on the CPU (upstream's dyt sizes its buffers by the GPU's SMs): a function
+            # equal to the reference's has its gradient; the line says the backward went unchecked.
+            self.backward_unchecked = True
+            return True
         if result is None:
             return False
         try:
-            _compare(result, self.probe.truth(case, key, backward), backward=backward)
+            _compare(result, self.probe.truth(case, key, backward), backward=backward, ungraded=self.plan.soft_targets)
         except Mismatch:
             return False
+        self.without_gradient |= {name for name, grad in result.grads.items() if grad is None}
         return True
+
+    def base_distance(self) -> float:
+        """How far the kernel at its defaults is from the reference on the probe case (infinite: it fails, or its
+        outputs are of another number or shape)."""
+        return self._score(self.base)
 
     def search(self) -> dict[str, Any] | None:
         """Best first from the defaults: each step moves one more option of the closest arrangement not yet
         expanded (an option moved once stays), until one computes the reference on the probe and then on every
         check, or the budget is spent."""
-        self.probe_case = self.probe.case(*PROBE_SHAPE, seed=7)
-        self.probe_truth = self.probe.truth(self.probe_case, ("probe",), False)
-        self.runs: dict[tuple, RunResult | None] = {}
         base_run = self._probe_run(self.base)
         pools: dict[str, list] = {}
         self.inert: dict[str, list] = {}
@@ -315,7 +347,17 @@ def moved_values(hp) -> list:
     return []
 
 
-def matching_options(root: Path, profile: KernelProfile, plans: list[CallPlan]) -> tuple[CallPlan, dict] | None:
+class Match(NamedTuple):
+    """A kernel that computes the reference: its plan, the option values, and the reference's inputs it gives no
+    gradient (soft targets it treats as data), and whether its backward could not run here."""
+
+    plan: CallPlan
+    values: dict[str, Any]
+    without_gradient: frozenset[str]
+    backward_unchecked: bool
+
+
+def matching_options(root: Path, profile: KernelProfile, plans: list[CallPlan]) -> Match | None:
     """The first plan (kernel) whose options make it compute ``profile``'s reference, with those option values."""
     try:
         probe = Probe(profile)
@@ -324,19 +366,25 @@ def matching_options(root: Path, profile: KernelProfile, plans: list[CallPlan]) 
         return None
     with checkout_kernels(root), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # deprecations the candidate values provoke are not the user's
-        spent = 0
-        for plan in plans:
-            if spent > TOTAL_EVALUATIONS:
-                break
+        searches = []
+        for index, plan in enumerate(plans):
             try:
                 search = KernelSearch(probe, plan)
             except Exception:  # noqa: BLE001 - a kernel that does not import is no variant's home
                 continue
+            searches.append((search.base_distance(), index, search))
+        # Closest at its defaults first: the shared budget goes to the kernels (and tensor orders) likeliest to
+        # compute the reference, not to those that come first in the alphabet.
+        spent = sum(search.evaluations for _, _, search in searches)
+        for _, _, search in sorted(searches, key=lambda item: item[:2]):
+            if spent > TOTAL_EVALUATIONS:
+                break
+            before = search.evaluations
             values = search.search()
-            spent += search.evaluations
+            spent += search.evaluations - before
             if values is not None:
-                return plan, values
+                return Match(search.plan, values, frozenset(search.without_gradient), search.backward_unchecked)
     return None
 
 
-__all__ = ["checkout_kernels", "matching_options", "moved_values"]
+__all__ = ["Match", "checkout_kernels", "matching_options", "moved_values"]
