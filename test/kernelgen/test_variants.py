@@ -96,6 +96,14 @@ def per_row_ce(logits, target):
     logp = torch.log_softmax(logits.float(), dim=-1)
     return -logp.gather(-1, target.unsqueeze(-1)).squeeze(-1)
 """
+# A class ignored by a number written in the call: the probe draws that class, which random targets rarely hit.
+IGNORED_SEVEN_CE = """
+import torch.nn.functional as F
+
+
+def ignored_seven_ce(logits, target):
+    return F.cross_entropy(logits, target, ignore_index=7)
+"""
 # Negatives: each differs from an existing kernel at every option value.
 EPS_OUTSIDE_NORM = """
 import torch
@@ -179,6 +187,11 @@ def checkout(tmp_path_factory):
             "summed_ce",
             SUMMED_CE,
             'computes it: liger_cross_entropy(input, target, reduction="sum") / LigerCrossEntropyLoss(reduction="sum")',
+        ),
+        (
+            "ignored_seven_ce",
+            IGNORED_SEVEN_CE,
+            "liger_cross_entropy(input, target, ignore_index=7) / LigerCrossEntropyLoss(ignore_index=7)",
         ),
         (
             "per_row_ce",

@@ -37,6 +37,7 @@ from tools.kernelgen.validate.harness import RunResult
 from tools.kernelgen.variants.interpreter import compiled_scalars
 from tools.kernelgen.variants.options import Bound
 from tools.kernelgen.variants.options import CallPlan
+from tools.kernelgen.variants.options import reference_literals
 
 PROBE_SHAPE = (3, 37)
 CHECK_SHAPES = ((4, 37), (2, 64), (1, 1), (5, 129))
@@ -65,6 +66,11 @@ class Probe(ReferenceRunner):
     def __init__(self, profile: KernelProfile):
         super().__init__(profile, "cpu")
         self._truth: dict[tuple, RunResult] = {}
+        # Whole numbers the reference writes (``ignore_index=7``): some class targets take them, so that a class the
+        # reference treats apart is drawn (at random, one of 37 classes rarely is).
+        source = profile.reference.source or ""
+        literals = reference_literals(source, profile.reference.entry or "") if source else []
+        self.written_classes = [v for v in literals if isinstance(v, int)]
 
     # Data: every input the profile describes, as the generated tests draw it --------------------------------
     def case(
@@ -82,6 +88,8 @@ class Probe(ReferenceRunner):
                 ignore_index = hyper.get("ignore_index")
                 if isinstance(ignore_index, int) and not isinstance(ignore_index, bool) and rows >= 3:
                     value[1::3] = ignore_index
+                for row, written in zip(range(2, rows, 3), itertools.cycle(self.written_classes)):
+                    value[row] = written if written < cols else value[row]
             elif spec.per_class:
                 value = torch.rand(cols, generator=generator) + 0.5
             elif spec.per_row:
@@ -362,8 +370,13 @@ def matching_options(root: Path, profile: KernelProfile, plans: list[CallPlan]) 
     try:
         probe = Probe(profile)
         probe.truth(probe.case(*PROBE_SHAPE, seed=7), ("probe",), False)
-    except Exception:  # noqa: BLE001 - a reference that does not run on the probe's data cannot be compared
-        return None
+    except Exception:  # noqa: BLE001 - a number written in it is no class the reference takes: drawn without
+        try:
+            probe = Probe(profile)
+            probe.written_classes = []
+            probe.truth(probe.case(*PROBE_SHAPE, seed=7), ("probe",), False)
+        except Exception:  # noqa: BLE001 - a reference that does not run on the probe's data cannot be compared
+            return None
     with checkout_kernels(root), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # deprecations the candidate values provoke are not the user's
         searches = []
