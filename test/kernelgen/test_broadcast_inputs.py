@@ -127,6 +127,54 @@ def test_the_weight_and_bias_of_a_functional_norm_are_one_value_per_column(body,
     assert profile.tier == 2 and validate_profile(profile) == []
 
 
+@pytest.mark.parametrize(
+    "signature, body, per_column",
+    [
+        # A norm written out, its weight an argument: one value per column, as callers pass a norm's weight.
+        (
+            "x, w",
+            "v = x.float().pow(2).mean(-1, keepdim=True)\n    return (x.float() * torch.rsqrt(v + 1e-6)).to(x.dtype) * w",
+            {"w": "*"},
+        ),
+        (
+            "x, gamma, beta",
+            "m = x - x.mean(-1, keepdim=True)\n    return m / m.std(-1, keepdim=True) * gamma + beta",
+            {
+                "gamma": "*",
+                "beta": "*",
+            },
+        ),
+        # The weight is reduced with x (inside the statistic): whole, as written.
+        ("x, weight", "h = x * weight\n    return h / h.pow(2).mean(-1, keepdim=True).sqrt()", {"weight": ""}),
+        # No reduction: an element-wise product keeps both whole.
+        ("x, w", "return torch.tanh(x) * w", {"w": ""}),
+        # Named otherwise: whole.
+        ("x, mask", "return torch.softmax(x, -1) * mask", {"mask": ""}),
+    ],
+)
+def test_a_norms_weight_passed_as_an_argument_is_one_value_per_column(signature, body, per_column, tmp_path):
+    """A row reduction's input named as a norm's weight or bias (weight, w, gamma, beta, bias) that no reduction
+    reads is ``[hidden]``: callers pass a norm's weight so, and a kernel of full-shape inputs refused it. ``new``
+    says so in a ``shape:`` line; a ``shapes`` hint declares a whole one."""
+    reference = tmp_path / "written_norm.py"
+    reference.write_text(f"import torch\n\n\ndef written_norm({signature}):\n    {body}\n")
+    profile = analyze(str(reference))
+    assert {t.name: t.broadcast for t in profile.inputs} == {"x": "", **per_column}
+    decided = [remark for remark in profile.notes.remarks if remark.startswith("shape: ")]
+    assert len(decided) == sum(bool(pattern) for pattern in per_column.values())
+    assert validate_profile(profile) == []
+
+
+def test_a_norms_weight_declared_whole_stays_whole(tmp_path):
+    reference = tmp_path / "whole_weight_norm.py"
+    hint = 'KERNELGEN = {"shapes": {"x": "batch seq hidden", "w": "batch seq hidden"}}'
+    body = "return x / x.pow(2).mean(-1, keepdim=True).sqrt() * w"
+    reference.write_text(f"{hint}\n\n\ndef whole_weight_norm(x, w):\n    {body}\n")
+    profile = analyze(str(reference))
+    assert {t.name: t.broadcast for t in profile.inputs} == {"x": "", "w": ""}
+    assert not [remark for remark in profile.notes.remarks if remark.startswith("shape: ")]
+
+
 @pytest.fixture(scope="module")
 def broadcast_checkout(tmp_path_factory) -> Path:
     """A checkout with the three references generated through the CLI (smoke run included)."""

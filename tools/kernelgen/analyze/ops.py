@@ -422,6 +422,17 @@ def _label(node: fx.Node) -> str:
 _MODULE_ALIASES = {"torch.nn.functional": "F", "torch._C._nn": "F", "torch._C._VariableFunctions": "torch"}
 
 
+def descendants(start: fx.Node) -> set[fx.Node]:
+    """Every node computed from ``start``, through any number of ops."""
+    seen, pending = set(), [start]
+    while pending:
+        for user in pending.pop().users:
+            if user not in seen:
+                seen.add(user)
+                pending.append(user)
+    return seen
+
+
 def node_line(node: fx.Node) -> int | None:
     """The reference line that created ``node`` (stamped by the tracer under ``LINE_KEY``), if known."""
     return node.meta.get(LINE_KEY)

@@ -31,6 +31,7 @@ import torch.fx as fx
 from torch.fx.passes.shape_prop import ShapeProp
 
 from tools.kernelgen.analyze.errors import AnalyzeError
+from tools.kernelgen.analyze.ops import descendants
 from tools.kernelgen.analyze.ops import node_line
 from tools.kernelgen.analyze.trace import TracedReference
 from tools.kernelgen.profile import SEQUENCE_SHAPES
@@ -165,8 +166,8 @@ def _meets_the_logits(probe: _Probe, shapes: dict[str, str], second: fx.Node) ->
         probe.run(shapes, record=True)
     except Exception:  # noqa: BLE001 - a reference that does not run at these shapes meets nothing here
         return False
-    from_logits = _descendants(probe.logits) | {probe.logits}
-    from_second = _descendants(second) | {second}
+    from_logits = descendants(probe.logits) | {probe.logits}
+    from_second = descendants(second) | {second}
     logits_shaped = {node for node in from_logits | from_second if _shape(node) == (_B, _T, _V)}
     for node in from_logits & from_second:
         operands = set(node.all_input_nodes) & logits_shaped
@@ -177,16 +178,6 @@ def _meets_the_logits(probe: _Probe, shapes: dict[str, str], second: fx.Node) ->
         ):
             return True
     return False
-
-
-def _descendants(start: fx.Node) -> set[fx.Node]:
-    seen, pending = set(), [start]
-    while pending:
-        for user in pending.pop().users:
-            if user not in seen:
-                seen.add(user)
-                pending.append(user)
-    return seen
 
 
 def _is_meta(node: fx.Node) -> bool:

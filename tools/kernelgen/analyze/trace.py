@@ -46,8 +46,10 @@ from tools.kernelgen.analyze.ops import CAST
 from tools.kernelgen.analyze.ops import ELEMENTWISE
 from tools.kernelgen.analyze.ops import LAYOUT
 from tools.kernelgen.analyze.ops import LINE_KEY
+from tools.kernelgen.analyze.ops import REDUCTION
 from tools.kernelgen.analyze.ops import OpCall
 from tools.kernelgen.analyze.ops import UnknownOpError
+from tools.kernelgen.analyze.ops import descendants
 from tools.kernelgen.analyze.ops import node_line
 from tools.kernelgen.analyze.ops import normalize
 from tools.kernelgen.analyze.optional_tensors import read_as_tensors
@@ -949,6 +951,10 @@ def _finish(
     first_rank = max(len(rows_shape) + 1, _declared_rank(loaded.hints.get("shapes", {}).get(rows[0] if rows else "")))
     broadcast_inputs.update(_unsqueezed_inputs(placeholders, calls, rows, broadcast_inputs, first_rank))
     broadcast_inputs.update(_affine_inputs(placeholders, calls, rows, broadcast_inputs))
+    loss_like = bool(index_inputs) or _reduces_rows_to_a_loss(calls)
+    hinted = {**loaded.hints.get("shapes", {}), **broadcast_inputs}  # a whole shape declared is no pattern
+    per_column = _per_column_inputs(placeholders, calls, rows, hinted, loss_like)
+    broadcast_inputs.update(per_column)
     # A per-channel input of grouped rows: [channels] against [batch, channels, rest] (read at each element's channel);
     # the rewritten graph reads it as one value per column of its example rows.
     grouped_inputs = sorted(channel_groups.inputs) if channel_groups is not None else []
@@ -962,7 +968,6 @@ def _finish(
     example = (graph_module, order, tensors, index_inputs, shaped, rows_shape, calls, hypers, concrete)
     conditions = _condition_inputs(graph_module.graph, {node: name for name, node in placeholders.items()})
     example += (attributes, hidden, conditions)
-    loss_like = bool(index_inputs) or _reduces_rows_to_a_loss(calls)
     # A loss's input that the reference unsqueezes into [rows, 1] (``w.unsqueeze(-1)``) holds one value per row.
     unsqueezed_rows = [n for n in broadcast_inputs if loss_like and shaped[n] == rows_shape] if rows_shape else []
     for name in unsqueezed_rows:
@@ -997,6 +1002,11 @@ def _finish(
         channel_groups=channel_groups,
     )
     traced.notes.extend(decision.remark(call.name) for call, decision in decisions)
+    traced.notes.extend(
+        f"shape: {name} is one value per column ([hidden]), as a norm's {name} is; "
+        f'KERNELGEN = {{"shapes": {{"{name}": "batch seq hidden"}}}} if it is whole'
+        for name in per_column
+    )
     if not shapes_known:
         traced.notes.append("running the reference on example inputs failed; dims were read from the arguments")
     return traced
@@ -1085,6 +1095,28 @@ def _affine_inputs(placeholders: dict[str, fx.Node], calls: dict, rows: list[str
             operand = call.options.get(key)
             if isinstance(operand, fx.Node) and operand in nodes:
                 found[nodes[operand]] = KEPT
+    return found
+
+
+# What a norm's per-column weight and bias are called.
+PER_COLUMN_NAMES = ("weight", "w", "gamma", "beta", "bias")
+
+
+def _per_column_inputs(
+    placeholders: dict[str, fx.Node], calls: dict, rows: list[str], declared: dict[str, str], loss_like: bool
+) -> dict:
+    """Inputs of a row reduction (a norm) named as a norm's weight or bias that no reduction reads, directly or
+    through other values: one value per column (pattern ``*``). Torch broadcasts either shape; the reference's
+    callers pass a norm's weight as ``[hidden]``, which a kernel of full-shape inputs would refuse."""
+    if loss_like or not any(call.family == REDUCTION for call in calls.values()):
+        return {}
+    found = {}
+    for name in rows[1:]:
+        if name in declared or name.lower() not in PER_COLUMN_NAMES or name not in placeholders:
+            continue
+        reduced = any(user in calls and calls[user].family == REDUCTION for user in descendants(placeholders[name]))
+        if not reduced:
+            found[name] = KEPT
     return found
 
 
