@@ -307,3 +307,37 @@ def test_the_smoke_run_of_new_draws_a_staged_loss_inputs_in_their_own_shapes(gen
     smoke._compare(profile, import_generated_ops(root, "tempered_dpo").LigerTemperedDpoFunction)
     kto = analyze(f"{root / 'staged.py'}:kto_sigmoid")
     assert smoke._inputs(kto, torch.Generator().manual_seed(0))[0][-1].dtype == torch.bool  # desirable
+
+
+LOGITS_BUFFER_SCRIPT = """
+import os
+import sys
+
+os.environ["TRITON_INTERPRET"] = "1"
+sys.path.insert(0, "src")
+import torch
+
+from liger_kernel.ops.cross_entropy_gen import cross_entropy_gen_forward
+
+logits, target = torch.randn(4, 37), torch.randint(0, 37, (4,))
+kept = logits.clone()
+_, eager = cross_entropy_gen_forward(logits.clone(), target)
+_, grad = cross_entropy_gen_forward(logits, target)
+print("eager", grad.data_ptr() == logits.data_ptr())
+torch.compiler.is_compiling = lambda: True
+logits = kept.clone()
+_, compiled = cross_entropy_gen_forward(logits, target)
+print("compiling", compiled.data_ptr() == logits.data_ptr(), torch.equal(logits, kept), torch.equal(compiled, eager))
+"""
+
+
+def test_the_logits_buffer_takes_their_gradient_outside_torch_compile_only(generated_checkout, tmp_path):
+    """Eager, the dead logits hold their gradient (one [rows, V] tensor less, as Liger's cross entropy); under
+    torch.compile the gradient has a buffer of its own: a graph that writes its inputs is no CUDA graph
+    (``mode="reduce-overhead"`` skipped it)."""
+    root, _ = generated_checkout
+    script = tmp_path / "logits_buffer.py"
+    script.write_text(LOGITS_BUFFER_SCRIPT)
+    result = run_python([str(script)], cwd=root)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split("\n")[:2] == ["eager True", "compiling False True True"]

@@ -402,9 +402,10 @@ def _shared_memory_bytes(device: int) -> int:
 
 
 def own_buffer(x: torch.Tensor, n_rows: int, n_cols: int) -> torch.Tensor:
-    """``x``'s own buffer for its gradient ([n_rows, n_cols] rows of it) when it is contiguous: a backward that reads
+    """``x``'s own buffer for its gradient ([n_rows, n_cols] rows of it) when it is contiguous: a kernel that reads
     each tile of ``x`` before it writes the tile's gradient needs no other; a strided view's buffer holds more than
-    ``x``, and under torch.compile the compiler plans the graph's buffers (a saved input is not written)."""
+    ``x``, and under torch.compile the compiler plans the graph's buffers (a graph that writes its inputs is not
+    captured as a CUDA graph)."""
     if x.is_contiguous() and not torch.compiler.is_compiling():
         return x
     return torch.empty((n_rows, n_cols), dtype=x.dtype, device=x.device)
