@@ -51,6 +51,14 @@ def compiled_forward(forward, mode: str):
     return step
 
 
+def cudagraph_skips() -> int:
+    """How many graphs inductor has declined to capture as CUDA graphs in this process (a graph that writes its
+    inputs, for one)."""
+    from torch._dynamo.utils import counters
+
+    return counters["inductor"]["cudagraph_skips"]
+
+
 def _root_cause(error: BaseException) -> str:
     """The innermost exception of a failed compilation, in one line (the backend's wrapper says only which backend)."""
     while error.__cause__ is not None:
@@ -135,12 +143,16 @@ def main(argv=None) -> None:
                 inputs, forward = steps["liger"]
                 expected = gradients(forward, inputs)
                 for provider, mode in COMPILE_MODES.items():
+                    skipped = cudagraph_skips()
                     try:
                         step = compiled_forward(forward, mode)
                         got = gradients(step, inputs)
                     except Exception as error:  # a graph break under fullgraph=True, or a failed compilation
                         notes[provider] = f"does not compile: {type(error).__name__}: {_root_cause(error)}"
                         continue
+                    if mode == "reduce-overhead" and cudagraph_skips() > skipped:
+                        # It ran, but as plain compiled code: inductor skipped the CUDA graph (its log says why).
+                        notes[provider] = "ran without a CUDA graph (inductor skipped it)"
                     # Relative to the gradient's largest value: weight gradients summed over thousands of bf16 rows
                     # are large, and a compiled graph rounds its matmuls' casts in its own order.
                     diff = max(
