@@ -422,7 +422,31 @@ class LigerScaledTanhFunction(torch.autograd.Function):
     def backward(ctx, dy):
         raise RuntimeError("the backward launches on a GPU")
 """
+# A vector parameter read element by element (PolyNorm's weight) by a row kernel: one argument of three values.
+MEAN_MIX_OPS = """
+import torch
+
+
+def _mix(X, W):
+    return W[0] * X + W[1] * X.mean(-1, keepdim=True) + W[2]
+
+
+class LigerMeanMixFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, X, W):
+        ctx.save_for_backward(X, W)
+        return _mix(X, W)
+
+    @staticmethod
+    def backward(ctx, dY):
+        inputs = [t.detach().requires_grad_() for t in ctx.saved_tensors]
+        with torch.enable_grad():
+            return torch.autograd.grad(_mix(*inputs), inputs, dY)
+"""
 TORCH_FUNCTIONALS = """
+
+def liger_mean_mix(X, W):
+    return LigerMeanMixFunction.apply(X, W)
 
 def liger_scaled_tanh(x, scale: float = 1.0):
     return LigerScaledTanhFunction.apply(x, scale)
@@ -462,8 +486,10 @@ def torch_kernels(tmp_path_factory):
     ops.write_text(ROW_NORM_OPS.lstrip())
     ops.with_name("kl_loss.py").write_text(KL_LOSS_OPS.lstrip())
     ops.with_name("scaled_tanh.py").write_text(GPU_BACKWARD_OPS.lstrip())
+    ops.with_name("mean_mix.py").write_text(MEAN_MIX_OPS.lstrip())
     functional = root / FUNCTIONAL
     imports = "from liger_kernel.ops.kl_loss import LigerKLLossFunction\n"
+    imports += "from liger_kernel.ops.mean_mix import LigerMeanMixFunction\n"
     imports += "from liger_kernel.ops.row_norm import LigerRowNormFunction\n"
     imports += "from liger_kernel.ops.scaled_tanh import LigerScaledTanhFunction\n"
     functional.write_text(imports + functional.read_text() + TORCH_FUNCTIONALS)
@@ -509,3 +535,26 @@ def test_a_kernel_whose_backward_cannot_run_here_is_named_from_its_forward(torch
         "the existing kernel 'scaled_tanh' computes it: liger_scaled_tanh(x, scale=3.0) (forward compared; its backward "
         "does not run on this machine);" in line
     ), line
+
+
+POWER_MIX = """
+import torch
+import torch.nn as nn
+
+
+class PowerMix(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.coefficients = nn.Parameter(torch.ones(3) / 3)
+
+    def forward(self, h):
+        c = self.coefficients
+        return c[0] * h + c[1] * h.mean(dim=-1, keepdim=True) + c[2]
+"""
+
+
+def test_a_vector_parameter_read_by_element_is_one_argument(torch_kernels, tmp_path):
+    """The profile holds ``coefficients[0..2]`` as three scalars; a row kernel takes the vector whole."""
+    reference = _file(tmp_path, "power_mix", POWER_MIX)
+    line = one_line_error(run_kernelgen("new", "power_mix", "--reference", reference, "--repo", str(torch_kernels)))
+    assert "the existing kernel 'mean_mix' computes it: liger_mean_mix(X, W);" in line, line

@@ -34,6 +34,7 @@ from tools.kernelgen.layout import LAYOUT_UTILS
 from tools.kernelgen.layout import OPS_UTILS
 from tools.kernelgen.layout import kernel_paths
 from tools.kernelgen.profile import KernelProfile
+from tools.kernelgen.render.vectors import hold_vectors_whole
 from tools.kernelgen.repo import LigerRepo
 
 # A parameter the reference's integer input (class targets) goes to, and no float tensor does.
@@ -316,6 +317,7 @@ def call_plans_of(
         return []
     if through_function:
         api = dataclasses.replace(api, functional=None)
+    profile = hold_vectors_whole(profile)  # a held vector (PolyNorm's weight) is one argument, as the probe draws it
     params = api.entry.params
     names = {p.name for p in params}
     fixed = {hp.name: Bound(hp.name) for hp in profile.hyperparameters if hp.name in names}

@@ -30,6 +30,7 @@ import torch
 from tools.kernelgen.broadcast import first_input_dims
 from tools.kernelgen.broadcast import shape_for
 from tools.kernelgen.profile import KernelProfile
+from tools.kernelgen.render.vectors import parameter_shape
 from tools.kernelgen.scratch import library_imports_from
 from tools.kernelgen.validate.harness import Case
 from tools.kernelgen.validate.harness import ReferenceRunner
@@ -99,10 +100,7 @@ class Probe(ReferenceRunner):
                 shape = shape_for(spec.broadcast, first) if spec.broadcast else first
                 value = self._floats(shape, domain, generator, scale)
             inputs.append(value)
-        params = [
-            torch.rand((cols,) if p.shape == "channel" else (), generator=generator) + 0.5
-            for p in self.profile.parameters
-        ]
+        params = [torch.rand(parameter_shape(p, cols)[-1:], generator=generator) + 0.5 for p in self.profile.parameters]
         return Case(inputs, params, hyper, seed)
 
     def _floats(self, shape: tuple[int, ...], domain: str, generator: torch.Generator, scale: float) -> torch.Tensor:
