@@ -10,6 +10,12 @@ shapes (non-power-of-2 columns, one column), forward and backward, and with each
 reference moved off its default (which a different eps placement or smoothing formula does not survive). Options
 that made no difference in float32 (casting modes, in-place flags) are last chosen by float16: the value whose
 float16 output is closest to the reference's own float16 output, the default on a tie.
+
+The data follows the profile: inputs that broadcast in their own shapes, held vectors whole, and class targets that
+include the whole numbers the reference writes (an ``ignore_index=7``). Two differences are allowed and said in the
+line ``new`` prints: a soft target (a teacher's distribution passed as a kernel's ``target``) the kernel gives no
+gradient, and a backward that cannot run on the CPU (the forward then decides: equal functions have equal gradients).
+The kernels closest to the reference at their defaults are searched first, within one budget of runs.
 """
 
 from __future__ import annotations
