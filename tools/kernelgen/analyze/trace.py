@@ -1004,7 +1004,7 @@ def _finish(
     traced.notes.extend(decision.remark(call.name) for call, decision in decisions)
     traced.notes.extend(
         f"shape: {name} is one value per column ([hidden]), as a norm's {name} is; "
-        f'KERNELGEN = {{"shapes": {{"{name}": "batch seq hidden"}}}} if it is whole'
+        f'KERNELGEN = {{"shapes": {{"{rows[0]}": "batch seq hidden", "{name}": "batch seq hidden"}}}} if it is whole'
         for name in per_column
     )
     if not shapes_known:
