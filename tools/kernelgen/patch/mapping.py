@@ -130,7 +130,6 @@ def search(repo: LigerRepo, text: str, entry: str, name: str):
     from tools.kernelgen.analyze import AnalyzeError
     from tools.kernelgen.analyze import analyze
     from tools.kernelgen.variants.options import call_plans
-    from tools.kernelgen.variants.options import call_text
     from tools.kernelgen.variants.probe import matching_options
 
     try:
@@ -141,11 +140,7 @@ def search(repo: LigerRepo, text: str, entry: str, name: str):
     found = matching_options(repo.root, profile, plans) if plans else None
     if found is None:
         return None, None, ""
-    return (
-        found.plan,
-        found.values,
-        call_text(found.plan, found.values, {hp.name: hp.default for hp in profile.hyperparameters}),
-    )
+    return found.plan, found.values, found.call(profile)
 
 
 # Whether a Liger module stands in for the model's ----------------------------------------------------------------

@@ -25,7 +25,6 @@ def find_variant(repo: LigerRepo, profile: KernelProfile) -> str | None:
     if not profile.reference.source or not profile.reference.entry:
         return None
     from tools.kernelgen.variants.options import call_plans
-    from tools.kernelgen.variants.options import call_text
 
     plans = call_plans(repo, profile)
     if not plans:
@@ -35,7 +34,7 @@ def find_variant(repo: LigerRepo, profile: KernelProfile) -> str | None:
     found = matching_options(repo.root, profile, plans)
     if found is None:
         return None
-    call = call_text(found.plan, found.values, {hp.name: hp.default for hp in profile.hyperparameters})
+    call = found.call(profile)
     # A soft target the kernel takes as data (a teacher's distribution): the one difference, said in the line.
     named = {name: param if param == name else f"{param} ({name})" for name, param in found.plan.tensors.items()}
     data = "".join(f", with no gradient for {named[name]}" for name in sorted(found.without_gradient))
@@ -51,7 +50,6 @@ def existing_option(repo: LigerRepo, name: str, profile: KernelProfile) -> str |
         return None
     from tools.kernelgen.variants.options import Bound
     from tools.kernelgen.variants.options import call_plans_of
-    from tools.kernelgen.variants.options import call_text
     from tools.kernelgen.variants.options import reference_literals
     from tools.kernelgen.variants.probe import matching_options
     from tools.kernelgen.variants.probe import moved_values
@@ -67,7 +65,7 @@ def existing_option(repo: LigerRepo, name: str, profile: KernelProfile) -> str |
         # A match that binds none of the reference's hyper-parameters to an option is the kernel as it is: the
         # hyper-parameters change nothing it computes, which modify says on its own.
         if found is not None and any(isinstance(value, Bound) for value in found.values.values()):
-            return call_text(found.plan, found.values, {hp.name: hp.default for hp in profile.hyperparameters})
+            return found.call(profile)
     return None
 
 

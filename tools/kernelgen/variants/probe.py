@@ -44,6 +44,7 @@ from tools.kernelgen.validate.harness import RunResult
 from tools.kernelgen.variants.interpreter import compiled_scalars
 from tools.kernelgen.variants.options import Bound
 from tools.kernelgen.variants.options import CallPlan
+from tools.kernelgen.variants.options import call_text
 from tools.kernelgen.variants.options import reference_literals
 
 PROBE_SHAPE = (3, 37)
@@ -367,6 +368,10 @@ class Match(NamedTuple):
     values: dict[str, Any]
     without_gradient: frozenset[str]
     backward_unchecked: bool
+
+    def call(self, profile: KernelProfile) -> str:
+        """The call of the kernel at these values, naming the reference's hyper-parameters where they go."""
+        return call_text(self.plan, self.values, {hp.name: hp.default for hp in profile.hyperparameters})
 
 
 def matching_options(root: Path, profile: KernelProfile, plans: list[CallPlan]) -> Match | None:
