@@ -802,28 +802,30 @@ def test_the_row_length_makes_a_row_kernel_and_other_sizes_are_one_line(tmp_path
     assert message.startswith(f"{rows}:5: `[...]`: dim 0 of a 3-d tensor; a row kernel's math reads only the last dim")
 
 
-def test_a_sort_s_values_name_the_sort_and_its_line(tmp_path):
-    """fx makes the node of ``.values`` when the return uses it, outside the reference: the line is the sort's."""
-    path = write(tmp_path, "sorted_rows.py", "import torch\n\n\ndef f(x):\n    return torch.sort(x).values\n")
+@pytest.mark.parametrize(
+    "body, starts, contains",
+    [
+        # fx makes the node of ``.values`` when the return uses it, outside the reference: the line is the sort's.
+        (
+            "return torch.sort(x).values",
+            ":5: `return torch.sort(x).values`: `torch.sort` (line 5) (sort) moves elements between positions",
+            "",
+        ),
+        # ``x[idx]`` reads x only at the indices (a value per class taken at a class index): no input holds rows.
+        ("return x[idx]", ": no input holds rows of values: x, idx are read only as indices or at them", ""),
+        (
+            "return x.view(-1)",
+            ":5: `return x.view(-1)`: it returns an output of shape [",
+            "neither a row nor one value",
+        ),
+    ],
+)
+def test_a_refused_reference_is_named_by_what_it_does_not_as_a_loss(tmp_path, body, starts, contains):
+    arguments = "x, idx" if "idx" in body else "x"
+    path = write(tmp_path, "refused.py", f"import torch\n\n\ndef f({arguments}):\n    {body}\n")
     message = analyze_error(str(path))
-    assert message.startswith(
-        f"{path}:5: `return torch.sort(x).values`: `torch.sort` (line 5) (sort) moves elements between positions"
-    )
-    assert "a loss returns" not in message
-
-
-def test_a_reference_without_an_input_of_rows_is_one_line(tmp_path):
-    """``x[idx]`` reads x only at the indices (a value per class taken at a class index): no input holds rows."""
-    path = write(tmp_path, "picked.py", "import torch\n\n\ndef f(x, idx):\n    return x[idx]\n")
-    message = analyze_error(str(path))
-    assert message.startswith(f"{path}: no input holds rows of values: x, idx are read only as indices or at them")
-
-
-def test_a_reference_that_flattens_its_input_is_named_by_its_shape_not_as_a_loss(tmp_path):
-    path = write(tmp_path, "flat.py", "import torch\n\n\ndef f(x):\n    return x.view(-1)\n")
-    message = analyze_error(str(path))
-    assert message.startswith(f"{path}:5: `return x.view(-1)`: it returns an output of shape [")
-    assert "neither a row nor one value per row" in message and "a loss returns" not in message
+    assert message.startswith(f"{path}{starts}"), message
+    assert contains in message and "a loss returns" not in message
 
 
 def test_one_value_tensors_a_module_holds_are_hyper_parameters(tmp_path):
