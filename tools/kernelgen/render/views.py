@@ -543,12 +543,14 @@ class LossReductionView:
     row_formula: bool
     reads_batch_share: bool = False  # the denominator counts the batch (batch_share: size(0) / rows)
     floor: float | None = None  # the denominator over rows is taken at least this (``.clamp(min=...)``)
+    # a row formula that is 1 where a condition holds, else 0: the condition (its rows are counted)
+    counted: str | None = None
 
     @property
     def over_rows(self) -> str:
         """The denominator over every row as host code (``n_rows``: the rows' count)."""
         if self.row_formula:
-            total = f"({self.denominator}).sum()"
+            total = f"({self.counted if self.counted else self.denominator}).sum()"
             return total if self.floor is None else f"{total}.clamp(min={self.floor!r})"
         total = f"n_rows * {self.denominator}"
         return total if self.floor is None else f"max({total}, {self.floor!r})"
@@ -585,7 +587,8 @@ class LossOpsView:
     chooser: str | None  # the str hyper-parameter that picks the reduction
     checked_choices: list[HyperParameter]  # other hyper-parameters the math was derived for some values of
     reductions: list[LossReductionView]
-    reduction_kinds: list[tuple[str, list[str]]]  # each kind with the values that pick it (none, sum, mean)
+    # none / sum (a mean's rows come divided by its denominator: summed too), each with the values that pick it
+    reduction_kinds: list[tuple[str, list[str]]]
     batch_share: bool  # a mean's denominator reads batch_share (size(0) / rows of the inputs as passed)
     mean_value: str | None  # a value of the reduction that is a mean (tests give it a denominator)
     mean_denominator: str  # ... and that mean's denominator over the whole batch, as test code
@@ -1636,9 +1639,9 @@ def _loss_ops(profile: KernelProfile) -> LossOpsView:
         ],
         module_call=_loss_module_call(profile) if per_class else None,
         reduction_kinds=[
-            (kind, [r.value for r in reductions if r.kind == kind])
-            for kind in ("none", "sum", "mean")
-            if any(r.kind == kind for r in reductions)
+            (kind, [r.value for r in reductions if (r.kind == "none") == (kind == "none")])
+            for kind in ("none", "sum")
+            if any((r.kind == "none") == (kind == "none") for r in reductions)
         ],
         apply_returns=[f"grad_{name}" if name in grad_inputs else "None" for name in [t.name for t in profile.inputs]]
         + ["None"] * len(profile.hyperparameters),
@@ -1716,11 +1719,22 @@ def loss_reductions(
                 kind=kind,
                 denominator=print_torch(expr),
                 row_formula=any(symbol.name in row_inputs for symbol in expr.free_symbols),
+                counted=_counted(expr),
                 reads_batch_share=reads_batch_share,
                 floor=loss.denominator_min if kind == "mean" else None,
             )
         )
     return views
+
+
+def _counted(expr: sympy.Basic) -> str | None:
+    """The condition of an indicator (1 where it holds, else 0) as torch code: summing it counts rows in one launch
+    fewer than summing the 1.0 / 0.0 it selects."""
+    if isinstance(expr, sympy.Piecewise) and len(expr.args) == 2:
+        (then, condition), (otherwise, rest) = expr.args
+        if then == 1 and otherwise == 0 and rest == sympy.true:
+            return print_torch(condition)
+    return None
 
 
 # Module ----------------------------------------------------------------------------------------------------
