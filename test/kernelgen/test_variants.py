@@ -129,6 +129,15 @@ def other_smoothing_ce(logits, target, smoothing: float = 0.1):
     others = -(logp.sum(-1) - picked) / (logits.shape[-1] - 1)
     return ((1 - smoothing) * -picked + smoothing * others).mean()
 """
+# F.cross_entropy's default ignore_index, written nowhere: divided by the batch, not by the rows that count, it is
+# the kernel's mean only while no row is ignored (the probe draws ignored rows from the traced math).
+PER_BATCH_CE = """
+import torch.nn.functional as F
+
+
+def per_batch_ce(x, y):
+    return F.cross_entropy(x, y, reduction="sum") / x.shape[0]
+"""
 GELU_GATE = """
 import torch.nn.functional as F
 
@@ -236,6 +245,7 @@ def test_the_builtin_gemma_rms_norm_is_the_hosts_rms_norm_and_force_new_writes_i
     [
         ("eps_outside_norm", EPS_OUTSIDE_NORM, "rms_norm"),
         ("other_smoothing_ce", OTHER_SMOOTHING_CE, "cross_entropy"),
+        ("per_batch_ce", PER_BATCH_CE, "cross_entropy"),
         ("gelu_gate", GELU_GATE, "swiglu"),
     ],
 )

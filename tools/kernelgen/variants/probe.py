@@ -24,6 +24,7 @@ import contextlib
 import heapq
 import importlib
 import itertools
+import re
 import warnings
 
 from collections.abc import Iterator
@@ -68,6 +69,24 @@ def checkout_kernels(root: Path) -> Iterator[None]:
         yield
 
 
+def compared_classes(profile: KernelProfile) -> list[int]:
+    """Whole numbers the traced math compares a class input with: ``y != -100`` where the reference leaves
+    F.cross_entropy's ignore_index at its default, a class it treats apart that its code never writes."""
+    found: list[int] = []
+    formulas = [*profile.math.outputs.values(), *(statistic.of for statistic in profile.math.statistics)]
+    for spec in profile.inputs:
+        if not spec.dtype.startswith("int"):
+            continue
+        name = re.escape(spec.name)
+        comparison = re.compile(rf"\b{name}\s*[!=]=\s*(-?\d+)\b|(?<![\w.])(-?\d+)\s*[!=]=\s*{name}\b")
+        for formula in formulas:
+            for match in comparison.finditer(formula):
+                value = int(match.group(1) or match.group(2))
+                if value not in found:
+                    found.append(value)
+    return found
+
+
 class Probe(ReferenceRunner):
     """The reference of a profile beside kernels of a checkout, on the CPU."""
 
@@ -78,7 +97,8 @@ class Probe(ReferenceRunner):
         # reference treats apart is drawn (at random, one of 37 classes rarely is).
         source = profile.reference.source or ""
         literals = reference_literals(source, profile.reference.entry or "") if source else []
-        self.written_classes = [v for v in literals if isinstance(v, int)]
+        compared = compared_classes(profile)
+        self.written_classes = compared + [v for v in literals if isinstance(v, int) and v not in compared]
 
     # Data: every input the profile describes, as the generated tests draw it --------------------------------
     def case(
