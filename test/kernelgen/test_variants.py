@@ -145,6 +145,15 @@ import torch.nn.functional as F
 def gelu_gate(a, b):
     return F.gelu(a) * b
 """
+# One argument split into its halves: the call names the halves, and the line says where they come from.
+CHUNKED_SWIGLU = """
+import torch.nn.functional as F
+
+
+def chunked_swiglu(x):
+    gate, up = x.chunk(2, dim=-1)
+    return F.silu(gate) * up
+"""
 SWAPPED_SWIGLU = """
 import torch
 
@@ -187,6 +196,11 @@ def checkout(tmp_path_factory):
             "LigerCrossEntropyLoss(label_smoothing=smoothing)",
         ),
         ("up_times_silu", SWAPPED_SWIGLU, "swiglu' computes it: liger_swiglu(a=gate, b=up)"),
+        (
+            "chunked_swiglu",
+            CHUNKED_SWIGLU,
+            "liger_swiglu(a=gate, b=up) / LigerSwiGLUMLP(config), where gate, up = x.chunk(2",
+        ),
         (
             "llama_offset_norm",
             LLAMA_OFFSET_NORM,

@@ -455,9 +455,9 @@ def cmd_new(args) -> int:
 
 
 def role_remarks(profile) -> list[str]:
-    """The profile's remarks on roles and shapes the analysis decided (a loss target's class indices or
-    probabilities, a norm's weight of one value per column)."""
-    return [remark for remark in profile.notes.remarks if remark.startswith(("role: ", "shape: "))]
+    """The profile's remarks on roles, shapes and the interface the analysis decided (a loss target's class indices
+    or probabilities, a norm's weight of one value per column, one argument taken as its two halves)."""
+    return [remark for remark in profile.notes.remarks if remark.startswith(("role: ", "shape: ", "interface: "))]
 
 
 def _smoke(repo, profile, changes: dict[str, str]) -> None:

@@ -11,6 +11,7 @@ read by the split only (or, after it, as the half that took its name).
 from __future__ import annotations
 
 import ast
+import re
 
 from tools.kernelgen.analyze.load import LoadedReference
 from tools.kernelgen.analyze.load import reload_source
@@ -170,7 +171,22 @@ def split_into_halves(loaded: LoadedReference) -> tuple[LoadedReference, str] | 
             lines[index] = note if index == statement.lineno - 1 else blank
     rewritten = reload_source("".join(lines), loaded)
     remark = (
-        f"{argument}.chunk(2, dim=-1) is taken as two inputs, {' and '.join(halves)}: call the kernel with "
+        f"{INTERFACE}{argument}.chunk(2, dim=-1) is taken as two inputs, {' and '.join(halves)}: call the kernel with "
         f"*{argument}.chunk(2, dim=-1) (each half is read in place, as a view with the row stride of {argument})"
     )
     return rewritten, remark
+
+
+# How the remark of a split starts: ``new`` prints it beside the roles the analysis decided.
+INTERFACE = "interface: "
+_SPLIT_REMARK = re.compile(rf"^{INTERFACE}(\w+)\.chunk\(2, dim=-1\) is taken as two inputs, (\w+) and (\w+):")
+
+
+def split_of(remarks: list[str]) -> str | None:
+    """``a, b = x.chunk(2, dim=-1)`` when a profile's remarks say its two inputs are halves of one argument."""
+    for remark in remarks:
+        found = _SPLIT_REMARK.match(remark)
+        if found:
+            argument, first, second = found.groups()
+            return f"{first}, {second} = {argument}.chunk(2, dim=-1)"
+    return None

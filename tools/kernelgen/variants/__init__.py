@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from tools.kernelgen.analyze.halves import split_of
 from tools.kernelgen.profile import KernelProfile
 from tools.kernelgen.repo import LigerRepo
 
@@ -39,6 +40,9 @@ def find_variant(repo: LigerRepo, profile: KernelProfile) -> str | None:
     named = {name: param if param == name else f"{param} ({name})" for name, param in found.plan.tensors.items()}
     data = "".join(f", with no gradient for {named[name]}" for name in sorted(found.without_gradient))
     data += " (forward compared; its backward does not run on this machine)" if found.backward_unchecked else ""
+    # Inputs that are halves of the reference's one argument: the call names the halves, so say where they come from.
+    split = split_of(profile.notes.remarks)
+    data += f", where {split}" if split else ""
     return f"the existing kernel '{found.plan.name}' computes it: {call}{data}"
 
 

@@ -374,12 +374,16 @@ def _value_text(value: Any) -> str:
     return repr(value)
 
 
-def call_text(plan: CallPlan, chosen: dict[str, Any], reference_defaults: dict[str, Any] | None = None) -> str:
+def call_text(
+    plan: CallPlan, chosen: dict[str, Any], reference_defaults: dict[str, Any] | None = None, name_tensors: bool = False
+) -> str:
     """``liger_rms_norm(X, W, eps, offset=1.0, casting_mode="gemma")`` and, when a module of the kernel takes the
     same options, `` / LigerRMSNorm(hidden_size, offset=1.0, casting_mode="gemma")``: the entry's required
     parameters by name, then what differs from its defaults (options moved, a tensor given to an optional parameter,
     a hyper-parameter of the same name whose default in the reference is another). ``Function.apply`` takes
-    positions only: every value up to the last one given."""
+    positions only: every value up to the last one given. ``name_tensors``: each tensor parameter says which of the
+    reference's tensors it takes even where they come in its order (names the caller has not written, such as the
+    halves of a split argument)."""
     reference_defaults = reference_defaults or {}
     given = {param: tensor for tensor, param in plan.tensors.items()}
     changed: dict[str, str] = {}
@@ -396,7 +400,8 @@ def call_text(plan: CallPlan, chosen: dict[str, Any], reference_defaults: dict[s
             if default != plan.defaults[name]:
                 changed[name] = _value_text(default)
     in_order = [p.name for p in plan.api.entry.params if p.name in plan.tensors.values()]
-    renamed = in_order != list(plan.tensors.values())  # the reference's tensors go in another order: say where
+    # The reference's tensors go in another order, or by names the kernel does not use: say where each goes.
+    renamed = name_tensors or in_order != list(plan.tensors.values())
     if not plan.api.entry_is_functional:
         order = plan.api.entry.params
         last = max([i for i, p in enumerate(order) if p.name in changed or p.default is None], default=-1)

@@ -34,6 +34,7 @@ from typing import NamedTuple
 
 import torch
 
+from tools.kernelgen.analyze.halves import split_of
 from tools.kernelgen.broadcast import first_input_dims
 from tools.kernelgen.broadcast import shape_for
 from tools.kernelgen.profile import KernelProfile
@@ -391,7 +392,8 @@ class Match(NamedTuple):
 
     def call(self, profile: KernelProfile) -> str:
         """The call of the kernel at these values, naming the reference's hyper-parameters where they go."""
-        return call_text(self.plan, self.values, {hp.name: hp.default for hp in profile.hyperparameters})
+        defaults = {hp.name: hp.default for hp in profile.hyperparameters}
+        return call_text(self.plan, self.values, defaults, name_tensors=split_of(profile.notes.remarks) is not None)
 
 
 def matching_options(root: Path, profile: KernelProfile, plans: list[CallPlan]) -> Match | None:
