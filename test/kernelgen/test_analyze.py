@@ -1140,3 +1140,21 @@ def test_an_input_read_only_through_comparisons_takes_no_gradient_and_a_boolean_
     assert profile.tier == 1 and [t.requires_grad for t in profile.inputs] == [True, False]
     with pytest.raises(AnalyzeError, match=r"masked.py:9: input 'mask' is a boolean mask .* select by 'mask != 0'"):
         analyze(f"{path}:by_bool")
+
+
+@pytest.mark.parametrize(
+    "body, rank",
+    [
+        ("return F.normalize(x)", 2),  # dim=1 by default: the row of [rows, columns] only
+        ("return torch.softmax(x, dim=1)", 2),
+        ("return torch.softmax(x, dim=-1)", 0),
+        ("return x / x.norm(dim=-1, keepdim=True)", 0),
+    ],
+)
+def test_a_row_kernel_whose_reference_reduces_dim_1_takes_two_dim_inputs_only(tmp_path, body, rank):
+    source = f"import torch\nimport torch.nn.functional as F\n\n\ndef rows(x):\n    {body}\n"
+    profile = analyze(str(write(tmp_path, "rows.py", source)))
+    assert profile.tier == 2 and profile.math.input_rank == rank
+    said = [remark for remark in profile.notes.remarks if remark.startswith("shape: x is [rows, columns]")]
+    assert len(said) == (1 if rank else 0)
+    assert all(len(shape) == 2 for shape in profile.test.cpu_shapes) == bool(rank)

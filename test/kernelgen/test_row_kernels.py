@@ -36,7 +36,8 @@ GROUPS = Path(__file__).parent / "fixtures" / "groups"
 # the row length (an integer in the kernel) inside a square root; WideWeightRMSNorm holds its weight as (1, 1, H);
 # CosineGate gives one value per row from two inputs; DtypeBranchNorm branches on its weight's dtype; cosine_logits
 # rounds to the input's dtype in its forward only; ClipLayerNorm runs torch's LayerNorm on a float32 copy (its
-# test's float64 reference keeps float64 there).
+# test's float64 reference keeps float64 there); CosineRows normalizes dim 1, 2-d inputs only (its test checks that
+# a 3-d one is refused).
 STYLE_KERNELS = [
     "WrappedLayerNorm",
     "NormWithRstd",
@@ -54,6 +55,7 @@ STYLE_KERNELS = [
     "IndexedPolyNorm",
     "cosine_logits",
     "ClipLayerNorm",
+    "CosineRows",
 ]
 
 

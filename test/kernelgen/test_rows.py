@@ -313,6 +313,16 @@ STYLES = textwrap.dedent(
             orig_type = x.dtype
             ret = super().forward(x.type(torch.float32))
             return ret.type(orig_type)
+
+
+    class CosineRows(nn.Module):
+        # F.normalize at its default dim=1, written for [rows, columns]: the kernel takes 2-d inputs only
+        def __init__(self, hidden_size):
+            super().__init__()
+            self.weight = nn.Parameter(torch.ones(hidden_size))
+
+        def forward(self, x):
+            return F.normalize(x) * self.weight
     """
 )
 STYLE_ENTRIES = [
@@ -348,6 +358,7 @@ STYLE_ENTRIES = [
     "MambaStyleGatedNorm",
     "CohereStyleLayerNorm",
     "ClipLayerNorm",
+    "CosineRows",
 ]
 
 

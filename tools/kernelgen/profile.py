@@ -321,6 +321,10 @@ class Math:
     # of the kernel is then one group of a sample, its channels' elements in order (``x.view(b, groups, -1)``), and
     # inputs that broadcast (``group`` parameters included) are laid out against ``[batch, channels, rest]``.
     groups: str = ""
+    # Tier 2: the rank the first input must have where the reference names a dim that is the row's only at that rank
+    # (``softmax(x, dim=1)``, ``F.normalize(x)``: dim 1 of ``[rows, columns]``); the kernel refuses other ranks, on
+    # which the reference reduces another dim. 0: any rank, rows over the leading dims.
+    input_rank: int = 0
 
 
 @dataclass
@@ -740,6 +744,7 @@ def _validate_math(profile: KernelProfile, problems: list[str]) -> None:
         _validate_lanes(profile, problems)
         return
     _validate_groups(profile, problems)
+    _validate_input_rank(profile, problems)
     output_names = [t.name for t in profile.outputs]
     if not math.outputs:
         problems.append("math.outputs: a formula for every output is required (or hand-written math.triton)")
@@ -786,6 +791,19 @@ def _validate_groups(profile: KernelProfile, problems: list[str]) -> None:
     short = [shape for shape in profile.test.cpu_shapes + profile.test.gpu_shapes if len(shape) < 3]
     if short:
         problems.append(f"test shapes: {short[0]} has fewer than the 3 dims of [batch, channels, rest] groups take")
+
+
+def _validate_input_rank(profile: KernelProfile, problems: list[str]) -> None:
+    """``math.input_rank``: 0, or a row kernel's (tier 2) rank of at least 2 that every test shape has."""
+    rank = profile.math.input_rank
+    if not rank:
+        return
+    if profile.tier != 2 or rank < 2:
+        problems.append(f"math.input_rank: {rank!r} is not 0 or a row kernel's (tier 2) rank of 2 or more")
+        return
+    other = [shape for shape in profile.test.cpu_shapes + profile.test.gpu_shapes if len(shape) != rank]
+    if other:
+        problems.append(f"test shapes: {other[0]} has not the {rank} dims math.input_rank gives the first input")
 
 
 def _validate_broadcast(profile: KernelProfile, index: int, tensor: TensorSpec, problems: list[str]) -> None:

@@ -35,6 +35,7 @@ from tools.kernelgen.analyze.stages import StagedLoss
 from tools.kernelgen.analyze.stages import split_stages
 from tools.kernelgen.analyze.trace import TracedReference
 from tools.kernelgen.analyze.trace import changes_the_output
+from tools.kernelgen.analyze.trace import names_dim_one
 from tools.kernelgen.analyze.trace import trace_reference
 from tools.kernelgen.analyze.unsqueezes import written_unsqueeze_dims
 from tools.kernelgen.analyze.written import written_computation
@@ -187,6 +188,13 @@ def build_profile(
         _fill_loss(profile, traced, lowered or lower_loss(traced))
     if traced.channel_groups is not None:
         _fill_groups(profile, traced, classification)
+    elif classification.tier == 2 and traced.rank == 2 and names_dim_one(traced.calls):
+        first = traced.tensor_inputs[0]
+        profile.math.input_rank = 2
+        profile.notes.remarks.append(
+            f"shape: {first} is [rows, columns]: the reference reduces its dim 1, the row only at 2 dims (on more, "
+            f"another dim); the kernel refuses other ranks"
+        )
     profile.module.fixed = _fixed_arguments(profile, traced)
     return profile
 

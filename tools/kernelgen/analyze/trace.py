@@ -935,7 +935,7 @@ def _finish(
     # Example inputs: rows of ``hidden`` values; a class target or gather index is one per row, so inputs
     # that come with one are a flat (6, hidden) batch, as are the inputs of a loss over rows (``x.shape[0]`` is
     # then the row count); others (2, 3, hidden).
-    flat = index_inputs or _reduces_rows_to_a_loss(calls) or _names_dim_one(calls)
+    flat = index_inputs or _reduces_rows_to_a_loss(calls) or names_dim_one(calls)
     # A reference that names dim k >= 2 (TRL's ``logits.log_softmax(-1).gather(dim=2, ...)``) is written for inputs
     # of k + 1 dims ([B, T, V]): its rows span k dims.
     named = _highest_named_dim(calls)
@@ -1360,7 +1360,7 @@ def _highest_named_dim(calls: dict[fx.Node, OpCall]) -> int:
     return highest
 
 
-def _names_dim_one(calls: dict[fx.Node, OpCall]) -> bool:
+def names_dim_one(calls: dict[fx.Node, OpCall]) -> bool:
     """A reduction along ``dim=1`` (``x.pow(2).mean(dim=1, keepdim=True)``): the reference is written for
     [rows, columns] inputs, where dim 1 is the row; traced on 3-d examples it would reduce another dim."""
     for call in calls.values():

@@ -126,6 +126,7 @@ class KernelView:
     broadcast: dict[str, str]  # inputs whose shape broadcasts against the first input's -> pattern (broadcast.py)
     broadcast_inserted: dict[str, str]  # ... those the reference unsqueezes -> the dims, as broadcast_rows takes them
     groups: str = ""  # tier 2: the int hyper-parameter whose groups of channels are the rows (profile math.groups)
+    input_rank: int = 0  # tier 2: the only rank the first input may have (profile math.input_rank; 0: any)
 
 
 @dataclass(frozen=True)
@@ -829,6 +830,7 @@ def kernel_view(profile: KernelProfile) -> KernelView:
             if t.broadcast and inserted_dims(t.broadcast)
         },
         groups=profile.math.groups,
+        input_rank=profile.math.input_rank,
     )
 
 
