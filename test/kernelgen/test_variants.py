@@ -582,3 +582,33 @@ def test_a_vector_parameter_read_by_element_is_one_argument(torch_kernels, tmp_p
     reference = _file(tmp_path, "power_mix", POWER_MIX)
     line = one_line_error(run_kernelgen("new", "power_mix", "--reference", reference, "--repo", str(torch_kernels)))
     assert "the existing kernel 'mean_mix' computes it: liger_mean_mix(X, W);" in line, line
+
+
+TOKEN_WEIGHTED_NLL = """
+import torch
+
+
+def token_weighted_nll(logits, target, token_weight):
+    logp = torch.log_softmax(logits.float(), dim=-1)
+    nll = -logp.gather(-1, target.unsqueeze(-1)).squeeze(-1)
+    return (nll * token_weight).sum() / token_weight.sum()
+"""
+
+
+def test_a_variant_asked_with_its_fused_linear_form_says_whether_the_kernel_has_one(tmp_path):
+    root = copy_checkout(tmp_path / "liger")
+    smoothed = _file(tmp_path, "smoothed_ce", SMOOTHED_CE)
+    line = one_line_error(
+        run_kernelgen("new", "smoothed", "--reference", smoothed, "--fused-linear", "--repo", str(root))
+    )
+    assert "computes it: liger_cross_entropy(" in line and "but 'cross_entropy' has no fused linear form" in line
+    assert line.endswith("nothing written")
+    weighted = _file(tmp_path, "token_weighted_nll", TOKEN_WEIGHTED_NLL)
+    made = run_kernelgen("new", "tw_nll", "--reference", weighted, "--fused-linear", "--repo", str(root))
+    assert made.returncode == 0, made.stderr
+    line = one_line_error(
+        run_kernelgen("new", "tw_again", "--reference", weighted, "--fused-linear", "--repo", str(root))
+    )
+    assert (
+        "the existing kernel 'tw_nll' computes it" in line and "its fused linear form is 'fused_linear_tw_nll'" in line
+    )

@@ -423,7 +423,7 @@ def cmd_new(args) -> int:
     if not args.force_new:
         from tools.kernelgen.variants import check_not_variant
 
-        check_not_variant(repo, profile)
+        check_not_variant(repo, profile, fused_linear=args.fused_linear)
     if args.fused_linear:
         if profile.tier != 3:
             raise CliError(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 
 from tools.kernelgen.analyze.halves import split_of
+from tools.kernelgen.layout import kernel_paths
 from tools.kernelgen.profile import KernelProfile
 from tools.kernelgen.repo import LigerRepo
 
@@ -23,6 +24,12 @@ def find_variant(repo: LigerRepo, profile: KernelProfile) -> str | None:
     """``KERNEL computes it: CALL`` when an existing kernel of ``repo`` computes ``profile``'s reference, else None.
 
     A profile without its reference's source (hand-written math) is never a variant: there is nothing to run."""
+    found = _variant(repo, profile)
+    return found[1] if found else None
+
+
+def _variant(repo: LigerRepo, profile: KernelProfile) -> tuple[str, str] | None:
+    """(the existing kernel's name, ``KERNEL computes it: CALL``) for ``find_variant``."""
     if not profile.reference.source or not profile.reference.entry:
         return None
     from tools.kernelgen.variants.options import call_plans
@@ -43,7 +50,7 @@ def find_variant(repo: LigerRepo, profile: KernelProfile) -> str | None:
     # Inputs that are halves of the reference's one argument: the call names the halves, so say where they come from.
     split = split_of(profile.notes.remarks)
     data += f", where {split}" if split else ""
-    return f"the existing kernel '{found.plan.name}' computes it: {call}{data}"
+    return found.plan.name, f"the existing kernel '{found.plan.name}' computes it: {call}{data}"
 
 
 def existing_option(repo: LigerRepo, name: str, profile: KernelProfile) -> str | None:
@@ -73,14 +80,26 @@ def existing_option(repo: LigerRepo, name: str, profile: KernelProfile) -> str |
     return None
 
 
-def check_not_variant(repo: LigerRepo, profile: KernelProfile) -> None:
-    """Raise ``VariantError`` when ``new`` would duplicate an existing kernel (``--force-new`` skips this)."""
-    found = find_variant(repo, profile)
-    if found:
+def check_not_variant(repo: LigerRepo, profile: KernelProfile, fused_linear: bool = False) -> None:
+    """Raise ``VariantError`` when ``new`` would duplicate an existing kernel (``--force-new`` skips this). With
+    ``fused_linear`` (the loss asked for with its fused linear form), the line also says whether that kernel has one
+    (``fused_linear_KERNEL``): only a kernel generated with it does."""
+    found = _variant(repo, profile)
+    if not found:
+        return
+    name, line = found
+    fused = f"fused_linear_{name}"
+    if fused_linear and not repo.exists(kernel_paths(fused)["ops"]):
         raise VariantError(
-            f"'{profile.operation_name}' is a variant: {found}; use it, or pass --force-new to generate a new "
-            f"kernel anyway; nothing written"
+            f"'{profile.operation_name}' is a variant: {line}, but '{name}' has no fused linear form; pass "
+            f"--force-new to generate the loss (a copy of '{name}') and its fused linear form anyway; nothing written"
         )
+    if fused_linear:
+        line += f"; its fused linear form is '{fused}'"
+    raise VariantError(
+        f"'{profile.operation_name}' is a variant: {line}; use it, or pass --force-new to generate a new kernel "
+        f"anyway; nothing written"
+    )
 
 
 __all__ = ["VariantError", "check_not_variant", "existing_option", "find_variant"]
