@@ -12,6 +12,7 @@ from test.kernelgen.conftest import EXAMPLES
 from test.kernelgen.conftest import REPO_ROOT
 from test.kernelgen.conftest import WITHOUT_DTENSOR
 from test.kernelgen.conftest import copy_checkout
+from test.kernelgen.conftest import generated_geglu
 from test.kernelgen.conftest import run_kernelgen
 from test.kernelgen.conftest import run_pytest
 from test.kernelgen.conftest import snapshot
@@ -362,3 +363,33 @@ def test_a_side_for_a_file_the_merge_does_not_touch_is_a_user_error(docstring_ed
     profile = profile_for_modify(repo, "act", reference=_write_reference(tmp_path, WITH_BETA))
     with pytest.raises(ModifyError, match="--ours/--theirs src/nope.py: not a file this --modify merges"):
         plan_modify(repo, "act", profile, sides={"src/nope.py": "ours"})
+
+
+CLAMPED_GEGLU = """
+import torch.nn.functional as F
+
+
+def geglu(a, b, limit: float = 10.0):
+    return F.gelu(a, approximate="tanh") * b.clamp(-limit, limit)
+"""
+
+
+def test_modify_of_the_readme_geglu_with_a_function_reference_keeps_its_names_and_mlp_module(tmp_path):
+    """The new reference is a bare function: the names callers import (LigerGELUMulFunction, LigerGEGLUMLP,
+    liger_geglu) and the MLP module built from a config stay as recorded; only the math and its option change."""
+    root = generated_geglu(tmp_path)
+    ops = root / "src/liger_kernel/ops/geglu.py"
+    ops.write_text(ops.read_text().replace("\ndef geglu_forward(", "\n# Kept by hand.\ndef geglu_forward(", 1))
+    reference = tmp_path / "clamped.py"
+    reference.write_text(CLAMPED_GEGLU)
+    result = run_kernelgen("modify", "geglu", "--reference", str(reference), "--repo", str(root))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "# Kept by hand.\ndef geglu_forward(a, b, limit=10.0):" in ops.read_text()
+    module = (root / "src/liger_kernel/transformers/geglu.py").read_text()
+    assert "class LigerGEGLUMLP(nn.Module):" in module and 'getattr(config, "limit", 10.0)' in module
+    functional = (root / FUNCTIONAL).read_text()
+    assert (
+        "def liger_geglu(a, b, limit=10.0):" in functional and "LigerGELUMulFunction.apply(a, b, limit)" in functional
+    )
+    tests = run_pytest(root, "test/transformers/test_geglu.py", *WITHOUT_DTENSOR)
+    assert tests.returncode == 0, tests.stdout[-3000:]

@@ -26,6 +26,7 @@ Everything is computed in memory; otherwise one all-or-nothing ``writer.write_al
 from __future__ import annotations
 
 import ast
+import copy
 import re
 
 from dataclasses import dataclass
@@ -592,6 +593,18 @@ def verify_plan(repo: LigerRepo, plan: ModifyPlan) -> None:
     raise ModifyError(f"the change, tried in a scratch copy, fails: {problem}; nothing written")
 
 
+def keep_identity(profile: KernelProfile, recorded: KernelProfile) -> None:
+    """What callers import stays as recorded when a new reference changes the math: the kernel language, the names
+    of the Function, module and functional, and an MLP module (its config-built form) where the new reference is
+    the bare activation."""
+    profile.backend = recorded.backend
+    profile.function_class_name = recorded.function_class_name
+    profile.module_class_name = recorded.module_class_name
+    profile.functional_name = recorded.functional_name
+    if recorded.module.kind == "mlp" and profile.module.kind == "elementwise":
+        profile.module = copy.deepcopy(recorded.module)
+
+
 def profile_for_modify(
     repo: LigerRepo, name: str, *, profile_path: str | None = None, reference: str | None = None
 ) -> KernelProfile:
@@ -608,7 +621,7 @@ def profile_for_modify(
     if reference or (builtin and (recorded is None or recorded.reference.origin == f"builtin:{name}")):
         profile = analyze_for_checkout(reference or name, name=name, repo_root=repo.root)
         if recorded is not None:
-            profile.backend = recorded.backend
+            keep_identity(profile, recorded)
         return profile
     if recorded is not None:
         return recorded
