@@ -393,3 +393,14 @@ def test_modify_of_the_readme_geglu_with_a_function_reference_keeps_its_names_an
     )
     tests = run_pytest(root, "test/transformers/test_geglu.py", *WITHOUT_DTENSOR)
     assert tests.returncode == 0, tests.stdout[-3000:]
+
+
+def test_modify_with_a_reference_of_another_tier_is_refused_and_writes_nothing(geglu_checkout, tmp_path):
+    reference = tmp_path / "rows.py"
+    reference.write_text("import torch.nn.functional as F\n\n\ndef rows(x):\n    return F.normalize(x, dim=-1)\n")
+    before = snapshot(geglu_checkout)
+    result = run_kernelgen("modify", "geglu", "--reference", str(reference), "--repo", str(geglu_checkout))
+    assert result.returncode != 0
+    line = result.stderr.strip()
+    assert "'geglu' is a tier-1 kernel and" in line and "is tier 2" in line and "new generates" in line, line
+    assert snapshot(geglu_checkout) == before

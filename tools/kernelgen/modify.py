@@ -601,7 +601,8 @@ def keep_identity(profile: KernelProfile, recorded: KernelProfile) -> None:
     profile.function_class_name = recorded.function_class_name
     profile.module_class_name = recorded.module_class_name
     profile.functional_name = recorded.functional_name
-    if recorded.module.kind == "mlp" and profile.module.kind == "elementwise":
+    same_inputs = len(profile.inputs) == len(recorded.inputs)
+    if recorded.module.kind == "mlp" and profile.module.kind == "elementwise" and same_inputs:
         profile.module = copy.deepcopy(recorded.module)
 
 
@@ -621,6 +622,12 @@ def profile_for_modify(
     if reference or (builtin and (recorded is None or recorded.reference.origin == f"builtin:{name}")):
         profile = analyze_for_checkout(reference or name, name=name, repo_root=repo.root)
         if recorded is not None:
+            if profile.tier != recorded.tier:
+                raise ModifyError(
+                    f"'{name}' is a tier-{recorded.tier} kernel and {reference or name} is tier {profile.tier} "
+                    f"({profile.notes.tier_reason.rstrip('.')}): another kind of kernel, which new generates under a "
+                    f"name of its own"
+                )
             keep_identity(profile, recorded)
         return profile
     if recorded is not None:
