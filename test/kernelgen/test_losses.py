@@ -278,9 +278,17 @@ STYLES = textwrap.dedent(
         per_row = F.cross_entropy(logits, target, reduction="none")
         keep = ~pad
         return (per_row * keep).sum() / keep.sum()
+
+
+    def poly1_cross_entropy(logits, target, epsilon: float = 1.0):
+        # the probability at the target class: a softmax picked at one column, online beside the softmax's sum
+        ce = F.cross_entropy(logits, target, reduction="none")
+        pt = torch.softmax(logits.float(), dim=-1).gather(-1, target.unsqueeze(-1)).squeeze(-1)
+        return (ce + epsilon * (1.0 - pt)).mean()
     """
 )
 STYLE_ENTRIES = [
+    "poly1_cross_entropy",
     "gathered_nll",
     "nll_of_log_softmax",
     "one_hot_smoothing",
@@ -531,6 +539,8 @@ def test_every_builtin_hyper_parameter_case_matches_autograd():
         ("tvd", 1, True),
         # The entropy term sum(softmax * log_softmax) is online too: still one sweep before the gradient.
         ("cross_entropy_entropy_bonus", 1, False),
+        # The softmax at the target follows the maximum online, rescaled as it grows: no sweep after the sum.
+        ("poly1_cross_entropy", 1, False),
     ],
 )
 def test_schedules_read_each_row_as_few_times_as_the_math_allows(styles_path, reference, passes, fused):

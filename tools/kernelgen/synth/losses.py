@@ -377,8 +377,9 @@ class _LossSchedule:
         taken = {str(s) for s in program.symbols} | set(program.outputs) | {COL, "mask", "start", "row"}
         taken |= {f"grad_{name}" for name in program.outputs} | {f"grad_{name}" for name in program.inputs}
         safe = {}  # a maximum as the exponents read it: -inf replaced by 0
-        for name, (peak, _) in online.items():
-            safe[peak] = sympy.Symbol(_fresh(f"{peak}_shift", taken), real=True)
+        for peak, _ in online.values():
+            if peak not in safe:  # one shift per maximum, however many sums follow it
+                safe[peak] = sympy.Symbol(_fresh(f"{peak}_shift", taken), real=True)
         self.unshifted = {shift: self.symbols[peak] for peak, shift in safe.items()}
         shifts = {self.symbols[peak]: shift for peak, shift in safe.items()}
         shift_pass = {shift.name: passes[peak] for peak, shift in safe.items()}
@@ -560,7 +561,14 @@ class _LossSchedule:
 
 
 def _shift_exponent(operand: sympy.Expr, peak: sympy.Symbol) -> sympy.Expr | None:
-    """k when ``operand`` depends on ``peak`` only through a factor ``exp(-k * peak)``, else None."""
+    """k when ``operand`` depends on ``peak`` only through a factor ``exp(-k * peak)``, else None. A ``where`` whose
+    conditions do not read ``peak`` has that factor when every branch but the zeros has it with the same k (the
+    probability at a picked class, ``where(col == t, exp(x - m), 0)``)."""
+    if isinstance(operand, sympy.Piecewise):
+        if any(branch.cond.has(peak) for branch in operand.args):
+            return None
+        shifts = {_shift_exponent(branch.expr, peak) for branch in operand.args if branch.expr != 0}
+        return shifts.pop() if len(shifts) == 1 else None
     step = sympy.Symbol("_step", real=True)
     ratio = sympy.simplify(operand.subs(peak, peak + step) / operand)
     exponent = sympy.simplify(sympy.log(ratio) / step) if ratio.has(sympy.exp) else None
