@@ -17,6 +17,7 @@ from tools.kernelgen.analyze import analyze
 from tools.kernelgen.analyze import list_builtin_references
 from tools.kernelgen.analyze.classify import classify
 from tools.kernelgen.analyze.closest import _op_names
+from tools.kernelgen.analyze.load import _without_no_grad
 from tools.kernelgen.analyze.load import load_reference
 from tools.kernelgen.analyze.trace import trace_reference
 from tools.kernelgen.derivation import elementwise_math
@@ -1158,3 +1159,21 @@ def test_a_row_kernel_whose_reference_reduces_dim_1_takes_two_dim_inputs_only(tm
     said = [remark for remark in profile.notes.remarks if remark.startswith("shape: x is [rows, columns]")]
     assert len(said) == (1 if rank else 0)
     assert all(len(shape) == 2 for shape in profile.test.cpu_shapes) == bool(rank)
+
+
+def test_a_no_grad_block_of_assignments_is_traced_as_detached_values_and_others_are_left_as_written():
+    source = textwrap.dedent(
+        """
+        def f(x):
+            with torch.no_grad():
+                s = x.abs().amax(-1, keepdim=True)  # the scale
+            with torch.no_grad():
+                x.mul_(2)
+            return x / s
+        """
+    )
+    rewritten = _without_no_grad(source).splitlines()
+    assert rewritten[2].startswith("    if True:  # kernelgen: traced as .detach()")
+    assert rewritten[3] == "        s = (x.abs().amax(-1, keepdim=True)).detach()  # the scale"
+    assert rewritten[4:6] == ["    with torch.no_grad():", "        x.mul_(2)"]  # not only assignments: as written
+    assert len(rewritten) == len(source.splitlines())  # line numbers kept for messages

@@ -315,6 +315,13 @@ STYLES = textwrap.dedent(
             return ret.type(orig_type)
 
 
+    def no_grad_absmax(x):
+        # a scale computed without gradient: a constant of the math, as .detach() makes it
+        with torch.no_grad():
+            scale = x.abs().amax(dim=-1, keepdim=True)
+        return x / scale
+
+
     class CosineRows(nn.Module):
         # F.normalize at its default dim=1, written for [rows, columns]: the kernel takes 2-d inputs only
         def __init__(self, hidden_size):
@@ -359,6 +366,7 @@ STYLE_ENTRIES = [
     "CohereStyleLayerNorm",
     "ClipLayerNorm",
     "CosineRows",
+    "no_grad_absmax",
 ]
 
 

@@ -125,8 +125,47 @@ def _without_compiling_decorators(source: str) -> str:
     return "".join(lines)
 
 
+_NO_GRAD = {"torch.no_grad", "no_grad"}
+
+
+def _without_no_grad(source: str) -> str:
+    """``source`` with each ``with torch.no_grad():`` block whose statements all assign one name traced as those
+    values ``.detach()``-ed (line numbers kept): the trace does not see grad mode, and a value computed without
+    gradient is a constant of the math, as ``.detach()`` makes it. Other blocks are left as written."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return source  # _execute reports it
+    lines = source.splitlines(keepends=True)
+    edits: list[tuple[int, int, str]] = []  # (line index, column, text inserted there)
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.With) or len(node.items) != 1:
+            continue
+        context = node.items[0].context_expr
+        if not (isinstance(context, ast.Call) and ast.unparse(context.func) in _NO_GRAD and not context.args):
+            continue
+        assigns = [statement for statement in node.body if isinstance(statement, ast.Assign)]
+        if len(assigns) != len(node.body) or any(
+            len(a.targets) != 1 or not isinstance(a.targets[0], ast.Name) for a in assigns
+        ):
+            continue
+        with_line = lines[node.lineno - 1]
+        start = len(with_line) - len(with_line.lstrip())
+        edits.append((node.lineno - 1, start, "if True:  # kernelgen: traced as .detach() of each value; "))
+        for assign in assigns:
+            value = assign.value
+            edits.append((value.end_lineno - 1, value.end_col_offset, ").detach()"))
+            edits.append((value.lineno - 1, value.col_offset, "("))
+    # From the end of the source back, so each edit's offsets still hold.
+    for index, column, text in sorted(edits, key=lambda e: (e[0], e[1]), reverse=True):
+        line = lines[index]
+        offset = len(line.encode("utf-8")[:column].decode("utf-8", errors="ignore"))  # ast columns count bytes
+        lines[index] = line[:offset] + text + line[offset:]
+    return "".join(lines)
+
+
 def _load_source(source: str, origin: str, filename: str, symbol: str | None) -> LoadedReference:
-    module = _execute(_without_compiling_decorators(source), origin, filename)
+    module = _execute(_without_no_grad(_without_compiling_decorators(source)), origin, filename)
     hints = module.__dict__.get(HINTS_NAME, {})
     if not isinstance(hints, dict):
         raise AnalyzeError(f"{HINTS_NAME} must be a dict of hints, got {type(hints).__name__}", origin=origin)
