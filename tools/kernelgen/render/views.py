@@ -606,6 +606,17 @@ class LossOpsView:
     # Tests: the module built with the per-class inputs (``arguments``: the inputs) and called with the others
     module_call: str | None
 
+    @property
+    def means(self) -> list[LossReductionView]:
+        """The reductions that are means: the kernel divides each row by their denominator."""
+        return [r for r in self.reductions if r.kind == "mean"]
+
+    @property
+    def mean_optional(self) -> bool:
+        """Some values of the reduction are means and some are not: the kernel takes MEAN, the host a None
+        denominator for the others."""
+        return 0 < len(self.means) < len(self.reductions)
+
 
 @dataclass(frozen=True)
 class LossPickView:
@@ -1641,9 +1652,12 @@ def _loss_ops(profile: KernelProfile) -> LossOpsView:
         ],
         module_call=_loss_module_call(profile) if per_class else None,
         reduction_kinds=[
-            (kind, [r.value for r in reductions if (r.kind == "none") == (kind == "none")])
-            for kind in ("none", "sum")
-            if any((r.kind == "none") == (kind == "none") for r in reductions)
+            (kind, values)
+            for kind, values in (
+                ("none", [r.value for r in reductions if r.kind == "none"]),
+                ("sum", [r.value for r in reductions if r.kind != "none"]),
+            )
+            if values
         ],
         apply_returns=[f"grad_{name}" if name in grad_inputs else "None" for name in [t.name for t in profile.inputs]]
         + ["None"] * len(profile.hyperparameters),

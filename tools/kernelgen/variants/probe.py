@@ -20,11 +20,11 @@ The kernels closest to the reference at their defaults are searched first, withi
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import heapq
 import importlib
 import itertools
-import re
 import warnings
 
 from collections.abc import Iterator
@@ -73,18 +73,26 @@ def checkout_kernels(root: Path) -> Iterator[None]:
 def compared_classes(profile: KernelProfile) -> list[int]:
     """Whole numbers the traced math compares a class input with: ``y != -100`` where the reference leaves
     F.cross_entropy's ignore_index at its default, a class it treats apart that its code never writes."""
+    classes = {spec.name for spec in profile.inputs if spec.dtype.startswith("int")}
     found: list[int] = []
-    formulas = [*profile.math.outputs.values(), *(statistic.of for statistic in profile.math.statistics)]
-    for spec in profile.inputs:
-        if not spec.dtype.startswith("int"):
-            continue
-        name = re.escape(spec.name)
-        comparison = re.compile(rf"\b{name}\s*[!=]=\s*(-?\d+)\b|(?<![\w.])(-?\d+)\s*[!=]=\s*{name}\b")
-        for formula in formulas:
-            for match in comparison.finditer(formula):
-                value = int(match.group(1) or match.group(2))
-                if value not in found:
-                    found.append(value)
+    for formula in [*profile.math.outputs.values(), *(statistic.of for statistic in profile.math.statistics)]:
+        for node in ast.walk(ast.parse(formula, mode="eval")):
+            if not (
+                isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], (ast.Eq, ast.NotEq))
+            ):
+                continue
+            sides = [node.left, node.comparators[0]]
+            if not any(isinstance(side, ast.Name) and side.id in classes for side in sides):
+                continue
+            for side in sides:
+                try:
+                    value = ast.literal_eval(side)
+                except ValueError:
+                    continue
+                # Formulas may print a class as a float (``target != -1.0``): a whole number all the same.
+                whole = isinstance(value, (int, float)) and not isinstance(value, bool) and float(value).is_integer()
+                if whole and int(value) not in found:
+                    found.append(int(value))
     return found
 
 
