@@ -149,6 +149,10 @@ FUSED_PREFIX = "fused_linear_"  # a fused linear kernel, generated beside the lo
 # entropy: the logits twice (statistics, then the gradient, which needs the row's final sum), the gradient once.
 # KL, JSD, TVD: both inputs once (the gradient needs no statistic of the row), the gradient once.
 BYTES_MODEL = {"default": 5, "fused_add_rms_norm": 9, "cross_entropy": 3, "kl_div": 3, "jsd": 3, "tvd": 3}
+# A loss with no upstream key is counted as cross entropy is: its logits read for the row's statistics and again for
+# the gradient, the gradient written once (a generated poly-1 loss was counted as a norm's 5 passes, over 100% of
+# the copy rate).
+LOSS_PASSES = 3
 # A fused linear loss is bound by its matmuls (2 * 3 * BT * H * V flops), not by memory: no TB/s.
 BYTES_MODEL["fused_linear_cross_entropy"] = 0
 # Losses without an upstream kernel, by the generated kernel's reference: cross entropy minus an entropy bonus
@@ -612,7 +616,7 @@ def main(argv=None) -> None:
             record_name = name.removeprefix(FUSED_PREFIX)
             reference = load_record(record_name)["reference"]["origin"].removeprefix("builtin:")
             record = load_record(record_name)
-            default = elementwise_passes(record) if record["tier"] == 1 else BYTES_MODEL["default"]
+            default = {1: elementwise_passes(record), 3: LOSS_PASSES}.get(record["tier"], BYTES_MODEL["default"])
             units = BYTES_MODEL.get(upstream_key, BYTES_MODEL_BY_REFERENCE.get(reference, default))
             if name.startswith(FUSED_PREFIX):
                 units = 0
