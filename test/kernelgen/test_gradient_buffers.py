@@ -198,13 +198,20 @@ def _backward_buffers(ops, outputs, scales=None, upstream=None):
 
 
 def _split_or_not(ops, monkeypatch, split):
-    if split:  # rows too long to hold beside the parameter gradients' sums: the split path's passes
-        if not hasattr(ops, "backward_schedule"):
-            pytest.skip("no parameter gradients: one device's backward never splits the rows")
-        monkeypatch.setattr(ops, "backward_schedule", lambda *_: (True, False))
+    """``split``: "fused", "split" (rows too long to hold beside the parameter gradients' sums: the split path's
+    passes) or "sweep" (the same rows on one device swept whole by neighbouring programs, where its loads fit)."""
+    if split == "fused":
+        return
+    if not hasattr(ops, "backward_schedule"):
+        pytest.skip("no parameter gradients: one device's backward never splits the rows")
+    if split == "sweep" and not hasattr(ops, "sweep_settings"):
+        pytest.skip("its row sums are not all swept (or it takes no sweep): the split path's passes")
+    monkeypatch.setattr(ops, "backward_schedule", lambda *_: (True, False))
+    if split == "split" and hasattr(ops, "sweep_settings"):
+        monkeypatch.setattr(ops, "sweep_settings", lambda *_: None)
 
 
-@pytest.mark.parametrize("split", [False, True], ids=["fused", "split"])
+@pytest.mark.parametrize("split", ["fused", "split"])
 @pytest.mark.parametrize("entry", KERNELS)
 def test_the_backward_allocates_no_row_tensor_where_it_takes_the_output_gradient(generated, entry, split, monkeypatch):
     """bf16, as on the GPU: no d(x) of its own, no fp32 copy of a row, no [rows, columns] partial sums; the
@@ -221,7 +228,25 @@ def test_the_backward_allocates_no_row_tensor_where_it_takes_the_output_gradient
         torch.testing.assert_close(got.grad, want)
 
 
-@pytest.mark.parametrize("split", [False, True], ids=["fused", "split"])
+@pytest.mark.parametrize("entry", KERNELS)
+def test_the_sweep_gives_d_x_a_buffer_of_its_own(generated, entry, monkeypatch):
+    """The sweep does not write d(x) into d(y)'s buffer even where autograd alone holds it: a program's neighbours
+    may still be reading a row whole for their sums when it writes its block. d(x) is the one [rows, columns]
+    tensor it allocates (upstream's peak), and its gradients are those of a fresh buffer."""
+    *_, ops = generated[entry]
+    _split_or_not(ops, monkeypatch, "sweep")
+    function, inputs, params = _inputs(entry, generated, torch.bfloat16)
+    outputs = function.apply(*inputs, *params)
+    outputs = outputs if isinstance(outputs, tuple) else (outputs,)
+    scales = [torch.randn_like(y) for y in outputs]
+    created = _backward_buffers(ops, outputs, scales)
+    assert [(shape, dtype) for _, shape, dtype in created] == [(tuple(inputs[0].shape), torch.bfloat16)]
+    expected = _reference_grads(function, inputs, params, scales)
+    for got, want in zip(inputs + params, expected):
+        torch.testing.assert_close(got.grad, want)
+
+
+@pytest.mark.parametrize("split", ["fused", "split", "sweep"])
 @pytest.mark.parametrize("entry", KERNELS)
 def test_a_caller_s_gradient_costs_the_input_gradient_alone(generated, entry, split, monkeypatch):
     """Where the caller holds d(y), d(x) is the one [rows, columns] tensor the backward allocates (the count above

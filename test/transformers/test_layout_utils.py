@@ -29,6 +29,7 @@ from liger_kernel.ops.layout_utils import own_buffer
 from liger_kernel.ops.layout_utils import persistent_programs
 from liger_kernel.ops.layout_utils import reusable_gradient
 from liger_kernel.ops.layout_utils import row_tile_settings
+from liger_kernel.ops.layout_utils import sweep_settings
 from liger_kernel.ops.layout_utils import tile_launch
 from liger_kernel.ops.layout_utils import tile_of_program
 from liger_kernel.ops.layout_utils import tile_settings
@@ -149,6 +150,23 @@ def test_the_backward_schedule_splits_spilling_rows_and_pipelines_small_ones(mon
     assert backward_schedule(4096, 8, 4, 4) == (False, True)
     assert backward_schedule(8192, 8, 4, 3) == (False, False)  # 96 live registers: fused, not pipelined
     assert backward_schedule(16384, 32, 8, 3) == (False, False)  # two fp32 tiles of loads exceed shared memory
+
+
+def test_the_sweep_takes_rows_whose_three_stages_of_loads_fit_shared_memory(monkeypatch):
+    """(block_cols, col_blocks, num_warps, pipeline_loads): blocks of at most 8192 columns, one program each; three
+    stages of the row's loads (x and d(y): load_bytes an element) beside its parameters in shared memory, or no sweep.
+    The interpreter plans with an H100's / H200's 227 KB and runs the walk unpipelined."""
+    assert sweep_settings(14336, 4, 2) == (8192, 2, 8, False)  # bf16: 3 x 64 KB + 32 KB
+    assert sweep_settings(9000, 4, 2) == (8192, 2, 8, False)
+    assert sweep_settings(14336, 8, 4) is None  # fp32: 3 x 128 KB
+    assert sweep_settings(32768, 4, 2) is None  # four blocks: 3 x 128 KB
+    assert sweep_settings(4096, 4, 0) == (4096, 1, 8, False)
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(layout_utils, "_shared_memory_bytes", lambda device: 232448)
+    assert sweep_settings(14336, 4, 2) == (8192, 2, 8, True)
+    monkeypatch.setattr(layout_utils, "_shared_memory_bytes", lambda device: 101376)  # a program's 99 KB elsewhere
+    assert sweep_settings(14336, 4, 2) is None
 
 
 def test_the_shared_memory_query_is_a_constant_of_a_compiled_graph(monkeypatch):

@@ -477,6 +477,39 @@ class RowProgramOpsView:
         """The bytes a backward tile loads per element, as wrapper code (``x.element_size() + ...``)."""
         return " + ".join(f"{name}.element_size()" for name in self.backward_inputs + self.backward_element_grads)
 
+    @property
+    def sweep(self) -> RowKernelView | None:
+        """The backward's row-sum pass where one device may run the split path as a sweep (``_sweep_gradient.j2``):
+        each program sums its rows whole, block by block, then writes the gradients of one column block. Only for a
+        single pass of sums no statement of it reads, whose sums are what the fused backward's SPLIT mode loads, with
+        per-column parameter gradients at most (None otherwise: the split path's passes run)."""
+        if self.split is None or self.group_kernels is not None or len(self.split.backward_passes) != 1:
+            return None
+        sums = self.split.backward_passes[0].kernel
+        reductions = [m for line in sums.lines if (m := _REDUCTION_STATEMENT.match(line))]
+        fused = self.backward_kernel
+        if (
+            any(m.group(2) != "sum" for m in reductions)
+            or any(_any_reads([line.split(" = ", 1)[-1] for line in sums.lines], m.group(1)) for m in reductions)
+            or sorted(m.group(1) for m in reductions) != sorted(fused.split_loads)
+            or sums.element_stores
+            or sums.row_output_stores
+            or fused.scalar_grads
+            or self.vectors
+            or not set(sums.element_loads) <= {*fused.element_args, *fused.input_args}
+            or not set(sums.row_loads) <= set(fused.row_loads)
+            or not {prm.name for prm in sums.param_loads} <= {prm.name for prm in fused.param_loads}
+            or any(prm.enabled_by or prm.shape != "channel" for prm in fused.param_loads)
+        ):
+            return None
+        return sums
+
+    @property
+    def sweep_param_bytes(self) -> str:
+        """The bytes of the parameters a sweep loads per element, as wrapper code (0 without any)."""
+        names = [prm.name for prm in self.sweep.param_loads] if self.sweep else []
+        return " + ".join(f"{name}.element_size()" for name in names) or "0"
+
 
 @dataclass(frozen=True)
 class SplitPassView:
