@@ -23,4 +23,6 @@ for cols in (4096, 9000, 14336):
         with Patched(module, variant=variant):
             function.apply(x, w, b, 1e-5).backward(dy.clone())
         errors = [float((t.grad.float() - g).abs().max() / g.abs().max()) for t, g in zip((x, w, b), truth)]
-        print(cols, variant or "generated", "max error / max |truth| (dx, dw, db):", " ".join(f"{e:.2e}" for e in errors))
+        print(
+            cols, variant or "generated", "max error / max |truth| (dx, dw, db):", " ".join(f"{e:.2e}" for e in errors)
+        )
