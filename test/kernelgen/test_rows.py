@@ -737,3 +737,17 @@ def test_a_zero_row_s_norm_and_a_constant_row_s_std_have_torch_s_gradients(tmp_p
     path = tmp_path / "degenerate.py"
     path.write_text(DEGENERATE_ROWS)
     _check_against_autograd(analyze(f"{path}:{entry}"), degenerate=True)
+
+
+@pytest.mark.parametrize("name", ["layer_norm", "rms_norm", "softmax", "fused_add_rms_norm"])
+def test_the_split_backward_reduces_without_masks_its_zero_filled_loads_make_redundant(name):
+    """The split backward's row sums (and the one-device sweep, whose sums they are) drop the tl.where the fused
+    backward drops: each summand carries a d(y) loaded as 0 in masked lanes. The forward's split passes, whose loads
+    may fill otherwise, keep theirs."""
+    math = row_math(analyze(name))
+    backward_sums = [line for step in math.split_backward for line in step.lines if " = tl.sum(" in line]
+    assert backward_sums and not any("tl.where(mask" in line for line in backward_sums)
+    forward_sums = [
+        line for step in math.split_forward for line in step.lines if re.match(r"\w+ = tl\.(sum|max)", line)
+    ]
+    assert forward_sums and all("tl.where(mask" in line for line in forward_sums)

@@ -498,7 +498,9 @@ class _Program:
             reused_outputs=reused,
             forward_fills={symbol.name: _FILL_LITERALS[fill] for symbol, fill in fills.items() if fill != 0},
             split_forward=self._split(forward_items, forward_taken),
-            split_backward=self._split(backward_items, backward_taken),
+            # The split backward's passes load as the fused backward does (0 in masked lanes): the same proof drops
+            # their reductions' tl.where (the sweep's row sums are these passes' statements).
+            split_backward=self._split(backward_items, backward_taken, masked=backward_masked),
         )
 
     def _forward_fills(self) -> dict[sympy.Symbol, sympy.Expr]:
@@ -517,10 +519,11 @@ class _Program:
                 best, best_count = fills, count
         return best
 
-    def _split(self, items, taken: set[str]) -> list[RowPass]:
+    def _split(self, items, taken: set[str], masked: dict | None = None) -> list[RowPass]:
         """``items`` as passes for columns split over ranks: a reduction goes into the pass after the last
         all-reduce its operand waits for (through the values it reads too); every value item into the last pass,
-        each pass recomputing the element-wise values it needs from the inputs."""
+        each pass recomputing the element-wise values it needs from the inputs. ``masked``: what the passes' loads
+        read in masked lanes, as ``_schedule`` takes it."""
         kinds = {name: kind for name, kind, _ in items}
         exprs = {name: expr for name, _, expr in items}
         waits: dict[str, int] = {}  # name -> how many all-reduces must finish before it can be computed
@@ -544,15 +547,15 @@ class _Program:
                         needed.add(read)
                         stack.append(read)
             pass_items = [item for item in items if item[0] in needed]
-            passes.append(self._pass(pass_items, set(taken), [(name, kinds[name]) for name in chosen]))
+            passes.append(self._pass(pass_items, set(taken), [(name, kinds[name]) for name in chosen], masked))
         values = [item for item in items if item[1] not in REDUCE_KINDS]
-        passes.append(self._pass(values, set(taken), []))
+        passes.append(self._pass(values, set(taken), [], masked))
         return passes
 
-    def _pass(self, items, taken: set[str], reductions: list[tuple[str, str]]) -> RowPass:
+    def _pass(self, items, taken: set[str], reductions: list[tuple[str, str]], masked=None) -> RowPass:
         defined = {name for name, _, _ in items}
         read = {s.name for _, _, expr in items for s in expr.free_symbols} - defined - {N_COLS}
-        return RowPass(_schedule(self._hoisted(items, taken), taken), sorted(read), reductions)
+        return RowPass(_schedule(self._hoisted(items, taken), taken, masked=masked), sorted(read), reductions)
 
     def _hoisted(self, items, taken: set[str]):
         """``items`` with the per-row factors of per-element products gathered into one per-row value each:
