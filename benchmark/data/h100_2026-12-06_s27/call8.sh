@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 27 (scratch): the generated sweep backward (6851f46) against the hand-written variant it was modeled on
+# Session 27 (scratch): the generated sweep backward (4df9c5a, 3d1b806) against the hand-written variant it was modeled on
 # (P_1_8_3), LayerNorm 16384 x 14336 bf16, and the 8192-column fused path beside it.
 set -u
 nvidia-smi --query-gpu=name --format=csv,noheader
@@ -10,8 +10,8 @@ export PYTHONPATH=src:.
 H=$(cd ../.whl && pwd)
 timeout 90 python3 -m pytest -q -n 4 -p no:cacheprovider test/transformers/test_layer_norm_gen.py \
   test/transformers/test_fused_add_rms_norm_gen.py test/transformers/test_add_rms_norm_gen.py \
-  test/transformers/test_mean_square_layer_norm_gen.py test/transformers/test_rms_norm_gen.py > $OUT/sweep_tests_8a80f21.log 2>&1
-echo "tests: $? at $((SECONDS-t0)) s"; tail -2 $OUT/sweep_tests_8a80f21.log
+  test/transformers/test_mean_square_layer_norm_gen.py test/transformers/test_rms_norm_gen.py > $OUT/sweep_tests_call8.log 2>&1
+echo "tests: $? at $((SECONDS-t0)) s"; tail -2 $OUT/sweep_tests_call8.log
 timeout 100 python3 benchmark/scripts/sweep_launch_settings.py --upstream /tmp/up --helper-dir $H \
   --kernel layer_norm_gen=layer_norm --sizes 8192 14336 --no-compile --variant $H/var/layer_norm_gen_P_1_8_3.py > $OUT/ln_generated_sweep.log 2>&1
 echo "sweep: $? at $((SECONDS-t0)) s"; grep "^| layer\|copy\|Error" $OUT/ln_generated_sweep.log | tail -8
