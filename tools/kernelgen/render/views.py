@@ -449,6 +449,8 @@ class RowProgramOpsView:
     # Parameter vectors the interface takes whole (vector -> the kernels' element parameters): the host wrappers
     # take the vector, hand the kernels its elements and sum their partial gradients from one buffer.
     vectors: dict[str, list[str]] = field(default_factory=dict)
+    # Rows the fused backward cannot hold, on one device: swept whole by neighbouring programs (_sweep_gradient.j2)
+    sweep: SweepView | None = None
     # Grouped rows without per-column or scalar parameters: the forward and backward kernels that walk each group in
     # one program (render/group_walk.py), in place of the fused kernels and the split path.
     group_kernels: tuple[GroupKernelView, GroupKernelView] | None = None
@@ -477,38 +479,20 @@ class RowProgramOpsView:
         """The bytes a backward tile loads per element, as wrapper code (``x.element_size() + ...``)."""
         return " + ".join(f"{name}.element_size()" for name in self.backward_inputs + self.backward_element_grads)
 
-    @property
-    def sweep(self) -> RowKernelView | None:
-        """The backward's row-sum pass where one device may run the split path as a sweep (``_sweep_gradient.j2``):
-        each program sums its rows whole, block by block, then writes the gradients of one column block. Only for a
-        single pass of sums no statement of it reads, whose sums are what the fused backward's SPLIT mode loads, with
-        per-column parameter gradients at most (None otherwise: the split path's passes run)."""
-        if self.split is None or self.group_kernels is not None or len(self.split.backward_passes) != 1:
-            return None
-        sums = self.split.backward_passes[0].kernel
-        reductions = [m for line in sums.lines if (m := _REDUCTION_STATEMENT.match(line))]
-        fused = self.backward_kernel
-        if (
-            any(m.group(2) != "sum" for m in reductions)
-            or any(_any_reads([line.split(" = ", 1)[-1] for line in sums.lines], m.group(1)) for m in reductions)
-            or sorted(m.group(1) for m in reductions) != sorted(fused.split_loads)
-            or sums.element_stores
-            or sums.row_output_stores
-            or fused.scalar_grads
-            or self.vectors
-            or not set(sums.element_loads) <= {*fused.element_args, *fused.input_args}
-            or not set(sums.row_loads) <= set(fused.row_loads)
-            or not {prm.name for prm in sums.param_loads} <= {prm.name for prm in fused.param_loads}
-            or any(prm.enabled_by or prm.shape != "channel" for prm in fused.param_loads)
-        ):
-            return None
-        return sums
 
-    @property
-    def sweep_param_bytes(self) -> str:
-        """The bytes of the parameters a sweep loads per element, as wrapper code (0 without any)."""
-        names = [prm.name for prm in self.sweep.param_loads] if self.sweep else []
-        return " + ".join(f"{name}.element_size()" for name in names) or "0"
+@dataclass(frozen=True)
+class SweepView:
+    """Tier 2: the backward of rows too long for the fused kernel, on one device, as a sweep
+    (``_sweep_gradient.j2``): neighbouring programs walk the same rows, each summing every row whole, block by block
+    (the split path's row-sum pass), then writing the gradients of its own block (the fused backward's statements
+    after those sums). Each step is the parameters first read there, loaded before it, and the statement."""
+
+    name: str  # the sweep kernel's
+    sums: RowKernelView  # the split path's row-sum pass: its loads
+    sum_steps: list[tuple[list[LearnableParameter], str]]  # its statements, each sum added to its running total
+    gradient_steps: list[tuple[list[LearnableParameter], str]]  # the fused backward's, its sums left out
+    hypers: list[str]  # the hyper-parameters either reads
+    param_bytes: str  # the bytes of the parameters a sweep loads per element, as wrapper code
 
 
 @dataclass(frozen=True)
@@ -1383,6 +1367,7 @@ def _row_program_ops(profile: KernelProfile) -> RowProgramOpsView:
     backward_hypers = _hypers_read(
         profile, backward_kernels, {dim for name, dim in unsqueezed.items() if name in backward_inputs}
     )
+    rows_held = len(channel_grads) + len(backward_element_grads) + len(backward_inputs)
     return RowProgramOpsView(
         forward=math.forward,
         backward=math.backward,
@@ -1438,7 +1423,7 @@ def _row_program_ops(profile: KernelProfile) -> RowProgramOpsView:
         block_elements=profile.tiling.block_elements,
         programs_per_sm=profile.tiling.programs_per_sm,
         num_warps=profile.tiling.num_warps,
-        backward_rows_held=len(channel_grads) + len(backward_element_grads) + len(backward_inputs),
+        backward_rows_held=rows_held,
         dtensor=None
         if refusal
         else dtensor_view(interface, grad_inputs, [f"grad_{name}" for name in outputs], tuple(math.row_outputs)),
@@ -1447,6 +1432,7 @@ def _row_program_ops(profile: KernelProfile) -> RowProgramOpsView:
         backward_kernel=backward_kernel,
         split=split,
         vectors=vectors_taken_whole(profile),
+        sweep=_sweep(profile, split, backward_kernel, rows_held, walks_groups),
         group_kernels=group_kernels(
             {"forward_kernel": forward_kernel, "backward_kernel": backward_kernel, "split": split},
             {t.name for t in profile.inputs if t.broadcast},
@@ -1454,6 +1440,53 @@ def _row_program_ops(profile: KernelProfile) -> RowProgramOpsView:
         )
         if walks_groups
         else None,
+    )
+
+
+def _sweep(profile: KernelProfile, split, fused: RowKernelView, rows_held: int, walks_groups: bool):
+    """The sweep of the fused backward's too-long rows, where one applies: per-column parameter gradients (no scalar
+    ones, no vectors, none optional), no inputs that broadcast or groups, a fused backward holding over three tiles
+    (with three it splits only past 16384 columns, where three stages of a sweep's loads do not fit shared memory),
+    and a split backward of one pass of sums that none of its statements reads, which are what the fused backward's
+    SPLIT mode loads. None otherwise: the split path's passes run."""
+    if split is None or walks_groups or profile.math.groups or any(t.broadcast for t in profile.inputs):
+        return None
+    if rows_held <= 3 or not fused.channel_grads or fused.scalar_grads or vectors_taken_whole(profile):
+        return None
+    if len(split.backward_passes) != 1 or any(prm.enabled_by or prm.shape != "channel" for prm in fused.param_loads):
+        return None
+    sums = split.backward_passes[0].kernel
+    reductions = {m.group(1): m.group(2) for line in sums.lines if (m := _REDUCTION_STATEMENT.match(line))}
+    right_sides = [line.split(" = ", 1)[1] for line in sums.lines]
+    if (
+        set(reductions.values()) != {"sum"}
+        or any(_any_reads(right_sides, name) for name in reductions)
+        or sorted(reductions) != sorted(fused.split_loads)
+        or sums.element_stores
+        or sums.row_output_stores
+        or not set(sums.element_loads) <= {*fused.element_args, *fused.input_args}
+        or not set(sums.row_loads) <= set(fused.row_loads)
+        or not {prm.name for prm in sums.param_loads} <= {prm.name for prm in fused.param_loads}
+    ):
+        return None
+    swept = {prm.name for prm in sums.param_loads}
+    sum_steps = [
+        (params, f"{target} += {value}" if target in reductions else line)
+        for params, line in zip(sums.param_loads_by_line, sums.lines)
+        for target, value in [line.split(" = ", 1)]
+    ]
+    gradient_steps = [
+        ([prm for prm in params if prm.name not in swept], line)
+        for params, line in zip(fused.param_loads_by_line, fused.lines)
+        if line.split(" = ", 1)[0] not in reductions
+    ]
+    return SweepView(
+        name=fused.name.replace("_backward_kernel", "_sweep_backward_kernel"),
+        sums=sums,
+        sum_steps=sum_steps,
+        gradient_steps=gradient_steps,
+        hypers=[hp.name for hp in profile.hyperparameters if fused.reads(hp.name) or sums.reads(hp.name)],
+        param_bytes=" + ".join(f"{name}.element_size()" for name in sorted(swept)) or "0",
     )
 
 
