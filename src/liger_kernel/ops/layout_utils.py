@@ -396,8 +396,8 @@ def sweep_settings(n_cols: int, load_bytes: int, param_bytes: int) -> tuple[int,
     """(block_cols, col_blocks, num_warps, pipeline_loads) of a row backward that sweeps each row whole for its sums
     (programs side by side owning one column block each of 8192 columns at most), or None where its walk cannot be
     pipelined: three stages of a row's loads (``load_bytes`` an element) and the row's parameters (``param_bytes``)
-    must fit in shared memory; unpipelined, the split path is as fast. At 16384 x 14336 bf16 on an H100 LayerNorm's
-    backward ran 565 us so against the split path's 800 (benchmark/data/h100_2026-12-06_s27)."""
+    must fit in shared memory. Unpipelined, the walk waits on each row's loads and gains little over the split path,
+    which leaves d(y)'s buffer free for d(x)."""
     block_cols = min(_next_power_of_2(n_cols), 8192)
     col_blocks = -(-n_cols // block_cols)
     tile = col_blocks * block_cols
