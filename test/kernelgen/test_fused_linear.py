@@ -15,9 +15,11 @@ import textwrap
 
 import pytest
 import torch
+import triton
 
 from test.kernelgen.conftest import assert_generated_tests_pass
 from test.kernelgen.conftest import copy_checkout
+from test.kernelgen.conftest import import_generated_ops
 from test.kernelgen.conftest import run_kernelgen
 from test.kernelgen.test_per_row_inputs import REFERENCES as PER_ROW_REFERENCES
 from tools.kernelgen.analyze import analyze
@@ -120,6 +122,48 @@ def test_the_fused_kernel_is_registered_beside_its_loss(fused_checkout):
     ]
     assert "if teacher_logits_weight.requires_grad:" in source
     assert "if teacher_logits_hidden.requires_grad else None" in source
+
+
+def _chunk_rule(root, name):
+    """The generated ``_chunk_rows`` of fused kernel ``name`` (its module imports the loss of that checkout)."""
+    source = (root / f"src/liger_kernel/ops/{name}.py").read_text()
+    rule = next(node for node in ast.parse(source).body if getattr(node, "name", "") == "_chunk_rows")
+    namespace = {"triton": triton}
+    exec(compile(ast.Module([rule], type_ignores=[]), name, "exec"), namespace)
+    return namespace["_chunk_rows"]
+
+
+def test_a_distillation_chunk_holds_d_weight_s_size_of_logits(fused_checkout):
+    root, _ = fused_checkout
+    single = _chunk_rule(root, "fused_linear_cross_entropy_gen")
+    distillation = _chunk_rule(root, "fused_linear_distillation")
+    # Llama-3-8B's head over 8192 rows: upstream's 256 rows widened by a tenth of the weight for one logits tensor;
+    # a student's and a teacher's logits of hidden / 2 rows each (d(weight)'s bytes in all).
+    assert single(8192, 4096, 128256) == 256 + 384
+    assert distillation(8192, 4096, 128256) == 2048
+    assert distillation(8192, 8192, 128256) == 4096
+    # A small vocabulary makes the single rule's chunk the wider one: it stands.
+    assert distillation(65536, 4096, 32000) == single(65536, 4096, 32000) == 8192 + 384
+
+
+def test_a_fused_distillation_writes_the_logits_gradients_over_its_chunk_s_logits(fused_checkout):
+    root, _ = fused_checkout
+    loss = import_generated_ops(root, "distillation")
+    torch.manual_seed(0)
+    student, teacher = torch.randn(3, 300, dtype=torch.float64), torch.randn(3, 300, dtype=torch.float64)
+    kept = student.clone(), teacher.clone()
+    expected = loss.distillation_forward(student, teacher)
+    # Called as a user calls it, the loss leaves its inputs alone.
+    torch.testing.assert_close((student, teacher), kept, rtol=0, atol=0)
+    assert all(grad.data_ptr() not in (student.data_ptr(), teacher.data_ptr()) for grad in expected[1:])
+    # The fused kernel's chunk of logits is its own product, dead after the loss: the gradients take its buffers.
+    value, grad_student, grad_teacher = loss.distillation_forward(student, teacher, overwrite_inputs=True)
+    assert grad_student.data_ptr() == student.data_ptr() and grad_teacher.data_ptr() == teacher.data_ptr()
+    torch.testing.assert_close((value, grad_student, grad_teacher), expected)
+    fused = (root / "src/liger_kernel/ops/fused_linear_distillation.py").read_text()
+    assert "overwrite_inputs=True," in fused
+    # A loss of class indices writes over the logits already (as Liger's cross entropy): it takes no keyword.
+    assert "overwrite_inputs" not in (root / "src/liger_kernel/ops/cross_entropy_gen.py").read_text()
 
 
 def test_the_names_follow_the_loss_module(tmp_path):

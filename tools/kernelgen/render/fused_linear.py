@@ -71,6 +71,7 @@ class FusedLinearOpsView:
     chunk_grads: list[str]
     chunk_temporaries: list[str]  # every per-chunk tensor, deleted at the end of the chunk
     loss_call: list[str]  # the loss forward's positional arguments for one chunk
+    overwrite_inputs: bool  # the loss takes overwrite_inputs: its gradients may take the chunk's logits' buffers
     reference_call: list[str]  # the reference loss's tensor arguments
     reference_attributes: list[tuple[str, str]]  # (attribute, tensor): what a module reference holds itself
     signature_tensors: list[str]  # hidden states, weights, class indices (the biases follow with defaults)
@@ -200,6 +201,7 @@ def fused_linear_views(profile: KernelProfile) -> KernelViews:
             )
         ),
         loss_call=loss_call + [hp.name for hp in hypers],
+        overwrite_inputs=bool(ops.overwritable),
         reference_call=[renames.get(t.name, t.name) for t in profile.inputs if not t.attribute],
         reference_attributes=[(t.attribute, renames.get(t.name, t.name)) for t in profile.inputs if t.attribute],
         signature_tensors=signature_tensors,

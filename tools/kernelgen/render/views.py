@@ -590,6 +590,9 @@ class LossOpsView:
     # (index, name) of the float inputs without a derived gradient: the Function refuses them requiring grad
     gradient_free: list[tuple[int, str]]
     in_place: str | None  # the input whose buffer takes its own gradient
+    # inputs whose buffers take their gradients when the caller says they are dead (``overwrite_inputs``: a fused
+    # linear loss's chunk of logits, which it made itself); empty: the loss takes no such keyword
+    overwritable: list[str]
     outputs: list[str]
     loss: str
     init: list[str]
@@ -879,6 +882,16 @@ def _initial_value(prm: LearnableParameter) -> float:
 
 
 # Ops -------------------------------------------------------------------------------------------------------
+def _overwritable(profile: KernelProfile, element: list[str], grad_inputs: list[str], in_place: bool) -> list[str]:
+    """The element inputs a fused linear loss may let take their gradients: each chunk's logits are the fused
+    kernel's own product, dead after the loss, and the kernel reads each tile before it writes the tile's gradient
+    (the gradient is written in the row's last pass). Only a loss generated with its fused kernel takes the keyword."""
+    if not profile.fused_linear.enabled:
+        return []
+    taken = grad_inputs[:1] if in_place else []
+    return [name for name in grad_inputs if name in element and name not in taken]
+
+
 def _in_place_gradients(profile: KernelProfile) -> bool:
     """Gradients overwrite the saved inputs only where the inputs are dead: by default when the module itself
     made them (the gate/up projections of an MLP), as Liger's swiglu does; never for user-owned tensors."""
@@ -1689,6 +1702,7 @@ def _loss_ops(profile: KernelProfile) -> LossOpsView:
             if t.dtype != "int64" and t.name not in grad_inputs
         ],
         in_place=grad_inputs[0] if in_place and grad_inputs else None,
+        overwritable=_overwritable(profile, element, grad_inputs, in_place),
         outputs=[t.name for t in profile.outputs],
         loss=profile.outputs[0].name,
         init=math.init,
