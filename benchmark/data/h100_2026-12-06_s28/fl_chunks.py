@@ -12,10 +12,10 @@ sys.path.insert(0, "benchmark/scripts")
 from upstream_liger import load_upstream  # noqa: E402
 
 up = load_upstream(sys.argv[1], modules=("ops", "transformers.functional", "ops.backends._triton.jsd"))
+import compare_with_upstream as cwu  # noqa: E402
 import torch  # noqa: E402
 import triton  # noqa: E402
 
-import compare_with_upstream as cwu  # noqa: E402
 from utils import run_memory_benchmark  # noqa: E402
 
 from liger_kernel.ops.fused_linear_cross_entropy_gen import LigerFusedLinearCrossEntropyGenFunction  # noqa: E402
@@ -114,11 +114,16 @@ import inspect  # noqa: E402
 _ce_parameters = list(inspect.signature(LigerFusedLinearCrossEntropyGenFunction.forward).parameters.values())[5:-1]
 CE_DEFAULTS = [p.default for p in _ce_parameters]
 print(torch.cuda.get_device_name(), "CE defaults after bias:", [p.name for p in _ce_parameters], flush=True)
-a = torch.randn(BT, H, device="cuda", dtype=torch.bfloat16)
-b = torch.randn(H, V, device="cuda", dtype=torch.bfloat16)
-ms = triton.testing.do_bench(lambda: a @ b, warmup=50, rep=500)
+
+
+def matmul_ms():
+    a = torch.randn(BT, H, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(H, V, device="cuda", dtype=torch.bfloat16)
+    return triton.testing.do_bench(lambda: a @ b, warmup=50, rep=500)
+
+
+ms = matmul_ms()
 print(f"matmul [{BT},{H}]x[{H},{V}] bf16: {ms:.3f} ms = {2 * BT * H * V / ms / 1e9:.0f} TFLOP/s")
-del a, b
 print(f"copy rate {cwu.copy_rate_tb_s():.2f} TB/s", flush=True)
 torch.cuda.empty_cache()
 one = 2 * BT * H * V
