@@ -751,3 +751,18 @@ def test_the_split_backward_reduces_without_masks_its_zero_filled_loads_make_red
         line for step in math.split_forward for line in step.lines if re.match(r"\w+ = tl\.(sum|max)", line)
     ]
     assert forward_sums and all("tl.where(mask" in line for line in forward_sums)
+
+
+@pytest.mark.parametrize("name", ["layer_norm", "rms_norm"])
+def test_a_norm_s_backward_multiplies_by_its_rsqrt_instead_of_dividing_by_its_variance(name):
+    """1 / (var + eps) beside the rsqrt(var + eps) the backward names anyway is that rsqrt squared: no division
+    between a row's sums and its gradients, in the fused backward and the split passes alike."""
+    math = row_math(analyze(name))
+    for lines in [math.backward] + [step.lines for step in math.split_backward]:
+        text = "\n".join(lines)
+        root = re.search(r"^(\w+) = tl\.rsqrt\((\w+)\)$", text, re.M)
+        if root is None:
+            continue
+        assert f"{root.group(1)} * {root.group(1)}" in text
+        assert f"/ {root.group(2)}" not in text
+    assert any(re.search(r"= tl\.rsqrt\(", line) for line in math.backward)

@@ -823,6 +823,7 @@ def _schedule(
     named, hoisted, reduced = hoist([expr for _, _, expr in items], set(taken) | {name for name, _, _ in items})
     if constants is not None:
         constants.update(named)
+    hoisted, reduced = _by_named_roots(hoisted, reduced)
     definitions = {symbol: (symbol.name, "value", expr) for symbol, expr in hoisted}
     order = []
     for (name, kind, _), expr in zip(items, reduced):
@@ -856,6 +857,30 @@ def _schedule(
     for symbol in order:
         emit(symbol)
     return (constant_lines(named) if constants is None else []) + lines
+
+
+def _by_named_roots(hoisted: list[tuple], reduced: list[sympy.Expr]) -> tuple[list[tuple], list[sympy.Expr]]:
+    """Other negative powers of a value whose rsqrt is a named temporary, as powers of that temporary: 1 / v as
+    rsqrt(v) * rsqrt(v), v**-1.5 as its cube. A norm's 1 / (var + eps) beside its rsqrt is then two multiplies
+    instead of a division, which sat between a row's sums and its gradients (LayerNorm's sweep backward at 16384 x
+    14336 columns: benchmark/data/h100_2026-12-06_s28)."""
+    roots = {value.base: symbol for symbol, value in hoisted if value.is_Pow and value.exp == -sympy.S.Half}
+    if not roots:
+        return hoisted, reduced
+
+    def is_other_power(node) -> bool:
+        if not node.is_Pow or node.base not in roots:
+            return False
+        exponent = node.exp
+        return exponent.is_Rational and exponent.is_negative and exponent.q in (1, 2) and exponent != -sympy.S.Half
+
+    def rewrite(expr: sympy.Expr) -> sympy.Expr:
+        return expr.replace(is_other_power, lambda node: roots[node.base] ** int(-2 * node.exp))
+
+    hoisted = [
+        (symbol, value if value.is_Pow and value.exp == -sympy.S.Half else rewrite(value)) for symbol, value in hoisted
+    ]
+    return hoisted, [rewrite(expr) for expr in reduced]
 
 
 def _statement(name: str, kind: str, expr: sympy.Expr, masked_by_fill: bool = False) -> str:
