@@ -41,7 +41,7 @@ from benchmark.scripts.utils import SingleBenchmarkRunInput
 _TANH_FDIV = """@triton.jit
 def _tanh_fdiv(x):
     x2 = x * x
-    series = x * (1.0 + x2 * (-1.0 / 3.0 + x2 * (2.0 / 15.0 + x2 * (-17.0 / 315.0 + x2 * (62.0 / 2835.0)))))
+    series = x * (1.0 + x2 * (-1.0 / 3.0 + x2 * (2.0 / 15.0 + x2 * (-17.0 / 315.0))))
     e = tl.exp(-2.0 * tl.abs(x))
     magnitude = tl.fdiv(1.0 - e, 1.0 + e)
     return tl.where(tl.abs(x) < 0.1, series, tl.where(x < 0.0, -magnitude, magnitude))

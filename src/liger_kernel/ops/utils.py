@@ -137,11 +137,12 @@ def log1p_unit(v):
 
 @triton.jit
 def tanh_from_exp(x):
-    # tanh from one exponential: an odd Taylor polynomial near 0 (where 1 - exp(-2|x|) would cancel) and the
-    # overflow-free exponential form elsewhere. Kernels with other transcendentals call it instead of libdevice's
-    # tanh, which takes registers they need.
+    # tanh from one exponential: an odd Taylor polynomial near 0 (where 1 - exp(-2|x|) would cancel; below
+    # |x| = 0.1 the first term left out, 62 x^9 / 2835, is under 3e-10 of tanh) and the overflow-free exponential
+    # form elsewhere. Kernels with other transcendentals call it instead of libdevice's tanh, which takes registers
+    # they need.
     x2 = x * x
-    series = x * (1.0 + x2 * (-1.0 / 3.0 + x2 * (2.0 / 15.0 + x2 * (-17.0 / 315.0 + x2 * (62.0 / 2835.0)))))
+    series = x * (1.0 + x2 * (-1.0 / 3.0 + x2 * (2.0 / 15.0 + x2 * (-17.0 / 315.0))))
     e = tl.exp(-2.0 * tl.abs(x))
     magnitude = (1.0 - e) / (1.0 + e)
     return tl.where(tl.abs(x) < 0.1, series, tl.where(x < 0.0, -magnitude, magnitude))
