@@ -5,9 +5,10 @@ upstream Liger's kernel and torch.compile of the reference, in one process.
         --kernel rms_norm_gen=rms_norm --sizes 4096 14336 --warps 8 16 32 --programs 1 2 4 \
         --variant libdevice_tanh
 
-Each setting patches the generated ops module in place: ``_tile_settings`` returns the template's tile with
-another warp count, ``get_num_sms`` scales the persistent backward grid (programs per SM), and a ``--variant``
-swaps the module's Triton kernels for ones compiled from an edited copy of its source (``VARIANTS``). Times are
+Each setting patches the generated ops module in place: its tile helper (``tile_settings``, ``row_tile_settings``
+and the like) returns another tile or warp count, ``get_num_sms`` scales the persistent backward grid (programs per
+SM), and a ``--variant`` swaps the module's Triton kernels and host functions for ones from an edited copy of its
+source (``VARIANTS``), whose host functions see the other settings too. Times are
 medians of CUDA events with a GPU-side wait queued before each timed region, so they are GPU time, not host time.
 Bytes for TB/s: the forward reads every input and writes every output once; the backward reads grad_out and the
 inputs and writes each input gradient once (one-input norms: 2 and 3 passes of ``[BT, H]``).
@@ -128,8 +129,10 @@ class Patched:
     """Launch settings and kernels of one generated ops module, restored on exit."""
 
     def __init__(self, module, warps=None, programs=None, variant=None, tile=None):
-        self.module, self.saved = module, {}
-        self.changes = {}
+        self.module, self.saved = module, []
+        # Launch settings (tile helpers, the SM count) and swapped code (a variant's kernels and host functions).
+        self.settings, self.changes = {}, {}
+        self.namespaces = [module]
 
         def patched(original, cols_at):
             def tiles(*arguments, **keywords):
@@ -141,20 +144,29 @@ class Patched:
 
             return tiles
 
-        # Both passes' tiles: a backward that calls sin or cos has its own (_backward_tile_settings); row kernels
-        # call the shared row_tile_settings (kernel, n_rows, n_cols, ...).
-        for name, cols_at in (("_tile_settings", 1), ("_backward_tile_settings", 1), ("row_tile_settings", 2)):
+        # Both passes' tiles: element-wise kernels call layout_utils' tile_settings (trig_tile_settings for a
+        # backward that calls sin or cos; older files their own _tile_settings and _backward_tile_settings); row
+        # kernels call the shared row_tile_settings (kernel, n_rows, n_cols, ...).
+        tile_helpers = (
+            ("tile_settings", 1),
+            ("trig_tile_settings", 1),
+            ("_tile_settings", 1),
+            ("_backward_tile_settings", 1),
+            ("row_tile_settings", 2),
+        )
+        for name, cols_at in tile_helpers:
             if (warps is not None or tile is not None) and hasattr(module, name):
-                self.changes[name] = patched(getattr(module, name), cols_at)
+                self.settings[name] = patched(getattr(module, name), cols_at)
         source = Path(module.__file__).read_text()
         match = re.search(r"(\d+) \* get_num_sms\(\)", source) or re.search(r"get_num_sms\(\), (\d+)", source)
         if programs is not None and match and hasattr(module, "get_num_sms"):
             base, sms = int(match.group(1)), module.get_num_sms()
-            self.changes["get_num_sms"] = lambda: max(1, sms * programs // base)
+            self.settings["get_num_sms"] = lambda: max(1, sms * programs // base)
         if variant is not None:
             edited = load_variant(module, variant)
+            # The edited copy's host functions read its own globals: the launch settings go there too.
+            self.namespaces.append(edited)
             for name, value in vars(edited).items():
-                # JITFunction compiled, InterpretedFunction under TRITON_INTERPRET=1
                 # JITFunction compiled, InterpretedFunction under TRITON_INTERPRET=1; an edited copy's host
                 # functions too (a variant may launch its kernels otherwise)
                 kernel = type(value).__name__ in ("JITFunction", "InterpretedFunction")
@@ -163,13 +175,20 @@ class Patched:
                     self.changes[name] = value
 
     def __enter__(self):
+        for namespace in self.namespaces:
+            for name, value in self.settings.items():
+                if hasattr(namespace, name):
+                    self.saved.append((namespace, name, getattr(namespace, name)))
+                    setattr(namespace, name, value)
         for name, value in self.changes.items():
-            self.saved[name] = getattr(self.module, name)
+            self.saved.append((self.module, name, getattr(self.module, name)))
             setattr(self.module, name, value)
+        return self
 
     def __exit__(self, *exc):
-        for name, value in self.saved.items():
-            setattr(self.module, name, value)
+        for namespace, name, value in reversed(self.saved):
+            setattr(namespace, name, value)
+        self.saved = []
 
 
 def registers(module) -> str:
