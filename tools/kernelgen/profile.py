@@ -442,7 +442,9 @@ class Reference:
 
 @dataclass
 class TestSpec:
-    cpu_shapes: list[list[int]] = field(default_factory=lambda: [[2, 3, 31], [1, 5, 64], [3, 127]])
+    # Masked tiles (31, 127 columns; 3 and 6 rows) and whole ones (8 rows of 64 columns: no lane masked), the two
+    # code paths of the tiled kernels.
+    cpu_shapes: list[list[int]] = field(default_factory=lambda: [[2, 3, 31], [2, 4, 64], [3, 127]])
     gpu_shapes: list[list[int]] = field(default_factory=lambda: [[2, 512, 4096], [1, 256, 14336], [4, 333, 1023]])
     tolerances: dict[str, list[float]] = field(
         default_factory=lambda: {"float32": [1e-5, 1e-5], "bfloat16": [1e-2, 1e-2]}
