@@ -375,6 +375,12 @@ def persistent_programs(
     return max(1, min(-(-n_rows // block_rows), max(1, programs_per_sm * num_sms // col_blocks)))
 
 
+def _interpreted() -> bool:
+    """Kernels run under Triton's CPU interpreter (``TRITON_INTERPRET=1``), which has no device to ask and runs no
+    pipelined loop with a runtime bound."""
+    return os.environ.get("TRITON_INTERPRET", "0") == "1"
+
+
 def backward_schedule(tile: int, num_warps: int, load_bytes: int, rows_held: int) -> tuple[bool, bool]:
     """(split, pipeline_loads) for a fused row backward of ``tile`` elements per program that keeps ``rows_held``
     full tiles live, each element loading ``load_bytes``: past 96 live registers a thread it spills and the split
@@ -382,7 +388,7 @@ def backward_schedule(tile: int, num_warps: int, load_bytes: int, rows_held: int
     memory and which Triton's interpreter (TRITON_INTERPRET=1) cannot run."""
     live = rows_held * tile // (32 * num_warps)
     split = live > 96
-    if split or live > 64 or os.environ.get("TRITON_INTERPRET", "0") == "1":
+    if split or live > 64 or _interpreted():
         return split, False
     return False, 2 * tile * load_bytes <= _shared_memory_bytes(torch.cuda.current_device())
 
@@ -401,7 +407,7 @@ def sweep_settings(n_cols: int, load_bytes: int, param_bytes: int) -> tuple[int,
     block_cols = min(_next_power_of_2(n_cols), 8192)
     col_blocks = -(-n_cols // block_cols)
     tile = col_blocks * block_cols
-    interpreted = os.environ.get("TRITON_INTERPRET", "0") == "1"
+    interpreted = _interpreted()
     shared = _HOPPER_SHARED_MEMORY_BYTES if interpreted else _shared_memory_bytes(torch.cuda.current_device())
     if 3 * tile * load_bytes + tile * param_bytes + 1024 > shared:
         return None
