@@ -637,6 +637,15 @@ class LossOpsView:
         denominator for the others."""
         return 0 < len(self.means) < len(self.reductions)
 
+    @property
+    def overwrite_note(self) -> str:
+        """The forward docstring's clause on ``overwrite_inputs`` (empty when the loss takes no such keyword)."""
+        if not self.overwritable:
+            return ""
+        takes = "its buffer takes its gradient" if len(self.overwritable) == 1 else "their buffers take their gradients"
+        names = " and ".join(self.overwritable)
+        return f"; ``overwrite_inputs``: {names} are dead after the loss (the fused\n    linear loss's chunk of logits): {takes}"
+
 
 @dataclass(frozen=True)
 class LossPickView:
