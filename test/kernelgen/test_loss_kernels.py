@@ -151,6 +151,36 @@ def test_generated_losses_match_torch_autograd(generated_checkout):
     assert_generated_tests_pass(root, names + fused, at_least_per_kernel=8)
 
 
+def _module_functions(path, *names):
+    """Functions ``names`` of a generated module, run without its imports (it imports the loss of that checkout)."""
+    import ast
+
+    import triton
+
+    body = [node for node in ast.parse(path.read_text()).body if getattr(node, "name", "") in names]
+    namespace = {"triton": triton}
+    exec(compile(ast.Module(body, type_ignores=[]), str(path), "exec"), namespace)
+    return [namespace[name] for name in names]
+
+
+def test_a_chunk_of_whole_groups_holds_up_to_d_weight_s_size_of_logits(generated_checkout):
+    """Llama-3-8B's head (hidden 4096, 128256 classes), 8 sequences: a DPO's chunk takes whole pairs up to hidden
+    rows of logits, d(weight)'s bytes (upstream's chunked losses keep each chunk's own d(weight) beside the sum), so
+    two pairs at 1024 tokens, the whole batch at 128, and still one pair where a pair alone is longer. A loss whose
+    chunks are rows (a ranking over the batch, its logits recomputed in the backward) keeps the plain rule."""
+    root, _ = generated_checkout
+    ops = root / kernel_paths("fused_linear_tempered_dpo")["ops"]
+    rule, chunks = _module_functions(ops, "_chunk_rows", "_fused_linear_tempered_dpo_chunks")
+    assert rule(8 * 1024, 4096, 128256) == 4096
+    assert list(chunks(8, 1024, rule(8 * 1024, 4096, 128256))) == [[(0, 2), (4, 6)], [(2, 4), (6, 8)]]
+    assert list(chunks(8, 128, rule(8 * 128, 4096, 128256))) == [[(0, 4), (4, 8)]]
+    assert len(list(chunks(8, 4096, rule(8 * 4096, 4096, 128256)))) == 4
+    # A small vocabulary: upstream's rule gives the wider chunk, and it stands.
+    assert rule(65536, 4096, 32000) == 8192 + 384
+    (ranking_rule,) = _module_functions(root / kernel_paths("fused_linear_listwise_ranking")["ops"], "_chunk_rows")
+    assert ranking_rule(8 * 1024, 4096, 128256) == 256 + 384
+
+
 def test_a_per_row_input_is_read_once_per_row(generated_checkout):
     root, _ = generated_checkout
     source = (root / kernel_paths("grpo_token")["ops"]).read_text()
