@@ -158,7 +158,7 @@ def _module_functions(path, *names):
     import triton
 
     body = [node for node in ast.parse(path.read_text()).body if getattr(node, "name", "") in names]
-    namespace = {"triton": triton}
+    namespace = {"torch": torch, "triton": triton}
     exec(compile(ast.Module(body, type_ignores=[]), str(path), "exec"), namespace)
     return [namespace[name] for name in names]
 
@@ -179,6 +179,36 @@ def test_a_chunk_of_whole_groups_holds_up_to_d_weight_s_size_of_logits(generated
     assert rule(65536, 4096, 32000) == 8192 + 384
     (ranking_rule,) = _module_functions(root / kernel_paths("fused_linear_listwise_ranking")["ops"], "_chunk_rows")
     assert ranking_rule(8 * 1024, 4096, 128256) == 256 + 384
+
+
+def test_a_fused_two_stage_loss_scales_its_gradients_only_when_grad_output_is_not_1(generated_checkout):
+    """The fused kernel forms its gradients in the forward for a grad_output of 1: loss.backward() hands them over
+    as they are (no pass over d(weight)), any other grad_output scales them in place."""
+    root, _ = generated_checkout
+    ops = root / kernel_paths("fused_linear_tempered_dpo")["ops"]
+    (backward,) = _module_functions(ops, "fused_linear_tempered_dpo_backward")
+    grads = [torch.full((2, 3), 0.5), None, torch.full((3,), -2.0)]
+    kept = [grads[0].clone(), None, grads[2].clone()]
+
+    class Calls(torch.overrides.TorchFunctionMode):
+        def __init__(self):
+            super().__init__()
+            self.names = []
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            self.names.append(getattr(func, "__name__", str(func)))
+            return func(*args, **(kwargs or {}))
+
+    with Calls() as calls:
+        handed = backward(torch.ones(()), grads)
+    assert handed[0] is grads[0] and handed[1] is None and handed[2] is grads[2]
+    assert not [name for name in calls.names if name.startswith("mul")], calls.names
+    torch.testing.assert_close(handed[0], kept[0], rtol=0, atol=0)
+    with Calls() as calls:
+        scaled = backward(torch.tensor(3.0), grads)
+    assert [name for name in calls.names if name == "mul_"] == ["mul_", "mul_"]
+    torch.testing.assert_close(scaled[0], kept[0] * 3, rtol=0, atol=0)
+    torch.testing.assert_close(scaled[2], kept[2] * 3, rtol=0, atol=0)
 
 
 def test_a_per_row_input_is_read_once_per_row(generated_checkout):

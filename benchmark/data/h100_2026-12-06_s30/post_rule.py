@@ -47,8 +47,9 @@ for T in tokens:
         template_groups = next(iter(chunks(B, T, template_rule(B * T, H, V))))[0]
         template_groups = template_groups[1] - template_groups[0]
         steps = {}
-        inputs, forward = cpt.setup(name, key, up, Run("liger_upstream"), B, T, H, V)
-        steps["upstream"] = (forward, inputs)
+        if key not in os.environ.get("NO_UPSTREAM", "").split(","):
+            inputs, forward = cpt.setup(name, key, up, Run("liger_upstream"), B, T, H, V)
+            steps["upstream"] = (forward, inputs)
 
         def ours(g):
             inputs, forward = cpt.setup(name, key, up, Run("liger"), B, T, H, V)
