@@ -56,6 +56,42 @@ class FusedMeanView:
 
 
 @dataclass(frozen=True)
+class ChunkFloor:
+    """Rows a fused kernel's chunk takes at least, beyond upstream's rule (``_chunk_rows``): an expression of
+    ``hidden_size``, and the comment lines that say why its peak stays within upstream's."""
+
+    rows: str
+    why: list[str]
+
+
+def chunk_floor(n_logits: int, whole_groups: bool) -> ChunkFloor | None:
+    """A distillation's logits tensors together, or a two-stage loss's chunk of whole groups of sequences, may hold
+    d(weight)'s size of logits; a single loss over rows keeps upstream's rule (None)."""
+    if n_logits > 1:
+        return ChunkFloor(
+            f"hidden_size // {n_logits} // 128 * 128",
+            [
+                f"A distillation loss's {n_logits} logits tensors may take d(weight)'s size per chunk (hidden / "
+                f"{n_logits} rows): its step",
+                f"holds {n_logits} weights already, and fewer chunks read and write d(weight) fewer times in longer "
+                "products.",
+            ],
+        )
+    if whole_groups:
+        return ChunkFloor(
+            "hidden_size",
+            [
+                "A chunk of whole groups of sequences may hold d(weight)'s size of logits (hidden rows): upstream's "
+                "chunked",
+                "losses keep each chunk's own d(weight) beside the sum, so the peak stays under theirs, and fewer "
+                "chunks read",
+                "and write d(weight) fewer times in longer products.",
+            ],
+        )
+    return None
+
+
+@dataclass(frozen=True)
 class FusedLinearOpsView:
     loss: str  # the loss kernel (liger_kernel.ops.<loss>)
     loss_grad_count: int  # gradients the loss kernel's backward takes
@@ -90,6 +126,7 @@ class FusedLinearOpsView:
     shapes: ShapeParams
     module_call: str | None  # tests: the module built with the class inputs of ``inputs``, called with the others
     takes_host_helper: bool  # a mean's denominator reads class weights through the loss's _take
+    chunk_floor: ChunkFloor | None  # the chunk's least rows beyond upstream's rule
 
     def row_draw(self, name: str, count: str) -> str:
         """Test and benchmark code drawing row input ``name`` for ``count`` rows (``device``, ``dtype`` and
@@ -221,6 +258,7 @@ def fused_linear_views(profile: KernelProfile) -> KernelViews:
         shapes=fused_linear_shape_params(CPU_SHAPES, GPU_SHAPES),
         module_call=_module_call(module_class, kernel.inputs, class_inputs, hypers) if class_inputs else None,
         takes_host_helper=any(TAKE_HELPER + "(" in view.code for view in mean_views),
+        chunk_floor=chunk_floor(len(tensors), whole_groups=False),
     )
     return KernelViews(kernel=kernel, ops=fused, module=module, test=loss.test, bench=loss.bench)
 

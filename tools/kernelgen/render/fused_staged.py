@@ -19,6 +19,8 @@ import dataclasses
 from dataclasses import dataclass
 
 from tools.kernelgen.profile import KernelProfile
+from tools.kernelgen.render.fused_linear import ChunkFloor
+from tools.kernelgen.render.fused_linear import chunk_floor
 from tools.kernelgen.render.fused_linear import fused_kernel_view
 from tools.kernelgen.render.staged import StagedLossOpsView
 from tools.kernelgen.render.test_shapes import ShapeParams
@@ -45,6 +47,7 @@ class FusedStagedOpsView:
     bias: str
     signature_tensors: list[str]  # hidden, weight, then the loss's inputs after its logits
     groups: str  # math.loss.sequence_groups: chunks of whole groups form d(logits) in the forward
+    chunk_floor: ChunkFloor | None  # the chunk's least rows beyond upstream's rule
     apply_returns: list[str]
     shapes: ShapeParams
     tol: dict[str, list[float]]
@@ -91,6 +94,7 @@ def fused_staged_views(profile: KernelProfile) -> KernelViews:
         bias=bias,
         signature_tensors=tensors,
         groups=profile.math.loss.sequence_groups,
+        chunk_floor=chunk_floor(1, whole_groups=bool(profile.math.loss.sequence_groups)),
         apply_returns=[f"grad_{hidden}", f"grad_{weight}"]
         + ["None"] * len(others)
         + [f"grad_{bias}"]
