@@ -170,6 +170,22 @@ def import_generated_ops(checkout: Path, name: str):
     return module
 
 
+def generated_functions(checkout: Path, name: str, *functions: str) -> list:
+    """Top-level ``functions`` of kernel ``name``'s generated ops module, run without the module's imports (they would
+    import the loss of that checkout, not this library's): torch, triton and triton.language are theirs."""
+    import ast
+
+    import torch
+    import triton
+    import triton.language as tl
+
+    path = checkout / kernel_paths(name)["ops"]
+    body = [node for node in ast.parse(path.read_text()).body if getattr(node, "name", "") in functions]
+    namespace = {"torch": torch, "triton": triton, "tl": tl}
+    exec(compile(ast.Module(body, type_ignores=[]), str(path), "exec"), namespace)
+    return [namespace[function] for function in functions]
+
+
 def run_pytest(checkout: Path, *paths: str) -> subprocess.CompletedProcess:
     plugin = (
         ["-p", "test.kernelgen.fork_ranks"] if (checkout / "test" / "kernelgen" / "fork_ranks.py").is_file() else []

@@ -15,10 +15,10 @@ import textwrap
 
 import pytest
 import torch
-import triton
 
 from test.kernelgen.conftest import assert_generated_tests_pass
 from test.kernelgen.conftest import copy_checkout
+from test.kernelgen.conftest import generated_functions
 from test.kernelgen.conftest import import_generated_ops
 from test.kernelgen.conftest import run_kernelgen
 from test.kernelgen.test_per_row_inputs import REFERENCES as PER_ROW_REFERENCES
@@ -124,19 +124,10 @@ def test_the_fused_kernel_is_registered_beside_its_loss(fused_checkout):
     assert "if teacher_logits_hidden.requires_grad else None" in source
 
 
-def _chunk_rule(root, name):
-    """The generated ``_chunk_rows`` of fused kernel ``name`` (its module imports the loss of that checkout)."""
-    source = (root / f"src/liger_kernel/ops/{name}.py").read_text()
-    rule = next(node for node in ast.parse(source).body if getattr(node, "name", "") == "_chunk_rows")
-    namespace = {"triton": triton}
-    exec(compile(ast.Module([rule], type_ignores=[]), name, "exec"), namespace)
-    return namespace["_chunk_rows"]
-
-
 def test_a_distillation_chunk_holds_d_weight_s_size_of_logits(fused_checkout):
     root, _ = fused_checkout
-    single = _chunk_rule(root, "fused_linear_cross_entropy_gen")
-    distillation = _chunk_rule(root, "fused_linear_distillation")
+    (single,) = generated_functions(root, "fused_linear_cross_entropy_gen", "_chunk_rows")
+    (distillation,) = generated_functions(root, "fused_linear_distillation", "_chunk_rows")
     # Llama-3-8B's head over 8192 rows: upstream's 256 rows widened by a tenth of the weight for one logits tensor;
     # a student's and a teacher's logits of hidden / 2 rows each (d(weight)'s bytes in all).
     assert single(8192, 4096, 128256) == 256 + 384

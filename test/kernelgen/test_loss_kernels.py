@@ -21,6 +21,7 @@ import torch
 from test.kernelgen.conftest import EXAMPLES
 from test.kernelgen.conftest import assert_generated_tests_pass
 from test.kernelgen.conftest import copy_checkout
+from test.kernelgen.conftest import generated_functions
 from test.kernelgen.conftest import import_generated_ops
 from test.kernelgen.conftest import run_pytest
 from test.kernelgen.test_class_weights import WEIGHTED_STYLES
@@ -151,33 +152,22 @@ def test_generated_losses_match_torch_autograd(generated_checkout):
     assert_generated_tests_pass(root, names + fused, at_least_per_kernel=8)
 
 
-def _module_functions(path, *names):
-    """Functions ``names`` of a generated module, run without its imports (it imports the loss of that checkout)."""
-    import ast
-
-    import triton
-
-    body = [node for node in ast.parse(path.read_text()).body if getattr(node, "name", "") in names]
-    namespace = {"torch": torch, "triton": triton}
-    exec(compile(ast.Module(body, type_ignores=[]), str(path), "exec"), namespace)
-    return [namespace[name] for name in names]
-
-
 def test_a_chunk_of_whole_groups_holds_up_to_d_weight_s_size_of_logits(generated_checkout):
     """Llama-3-8B's head (hidden 4096, 128256 classes), 8 sequences: a DPO's chunk takes whole pairs up to hidden
     rows of logits, d(weight)'s bytes (upstream's chunked losses keep each chunk's own d(weight) beside the sum), so
     two pairs at 1024 tokens, the whole batch at 128, and still one pair where a pair alone is longer. A loss whose
     chunks are rows (a ranking over the batch, its logits recomputed in the backward) keeps the plain rule."""
     root, _ = generated_checkout
-    ops = root / kernel_paths("fused_linear_tempered_dpo")["ops"]
-    rule, chunks = _module_functions(ops, "_chunk_rows", "_fused_linear_tempered_dpo_chunks")
+    rule, chunks = generated_functions(
+        root, "fused_linear_tempered_dpo", "_chunk_rows", "_fused_linear_tempered_dpo_chunks"
+    )
     assert rule(8 * 1024, 4096, 128256) == 4096
     assert list(chunks(8, 1024, rule(8 * 1024, 4096, 128256))) == [[(0, 2), (4, 6)], [(2, 4), (6, 8)]]
     assert list(chunks(8, 128, rule(8 * 128, 4096, 128256))) == [[(0, 4), (4, 8)]]
     assert len(list(chunks(8, 4096, rule(8 * 4096, 4096, 128256)))) == 4
     # A small vocabulary: upstream's rule gives the wider chunk, and it stands.
     assert rule(65536, 4096, 32000) == 8192 + 384
-    (ranking_rule,) = _module_functions(root / kernel_paths("fused_linear_listwise_ranking")["ops"], "_chunk_rows")
+    (ranking_rule,) = generated_functions(root, "fused_linear_listwise_ranking", "_chunk_rows")
     assert ranking_rule(8 * 1024, 4096, 128256) == 256 + 384
 
 
@@ -185,8 +175,7 @@ def test_a_fused_two_stage_loss_scales_its_gradients_only_when_grad_output_is_no
     """The fused kernel forms its gradients in the forward for a grad_output of 1: loss.backward() hands them over
     as they are (no pass over d(weight)), any other grad_output scales them in place."""
     root, _ = generated_checkout
-    ops = root / kernel_paths("fused_linear_tempered_dpo")["ops"]
-    (backward,) = _module_functions(ops, "fused_linear_tempered_dpo_backward")
+    (backward,) = generated_functions(root, "fused_linear_tempered_dpo", "fused_linear_tempered_dpo_backward")
     grads = [torch.full((2, 3), 0.5), None, torch.full((3,), -2.0)]
     kept = [grads[0].clone(), None, grads[2].clone()]
 
