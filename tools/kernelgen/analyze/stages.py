@@ -33,6 +33,8 @@ from torch.fx.passes.shape_prop import ShapeProp
 from tools.kernelgen.analyze.errors import AnalyzeError
 from tools.kernelgen.analyze.ops import descendants
 from tools.kernelgen.analyze.ops import node_line
+from tools.kernelgen.analyze.sequence_text import readable_function
+from tools.kernelgen.analyze.sequence_text import reference_names
 from tools.kernelgen.analyze.trace import TracedReference
 from tools.kernelgen.profile import SEQUENCE_SHAPES
 from tools.kernelgen.profile import shape_of
@@ -246,7 +248,8 @@ def split_stages(traced: TracedReference) -> StagedLoss:
         names.append(name)
     sequence, parameters = _sequence_graph(probe, frontier, names, over_vocabulary)
     vocabulary = _vocabulary_reference(traced, frontier, names)
-    source = _function_source(sequence, "sequence_stage", traced)
+    traced_source = _function_source(sequence, "sequence_stage", traced)
+    source = _as_written(traced_source, sequence, traced)
     read = set(parameters)
     sequence_inputs = {name: words for name, words in shapes.items() if name in read}
     for name in probe.floats:
@@ -261,7 +264,13 @@ def split_stages(traced: TracedReference) -> StagedLoss:
         log_probability_inputs=_log_probability_inputs(sequence, names, set(sequence_inputs)),
         conditions=[name for name in probe.conditions if name in sequence_inputs],
     )
-    _check_against_the_reference(probe, staged, shapes)
+    try:
+        _check_against_the_reference(probe, staged, shapes)
+    except Exception:  # the rewrite's text fails or differs: fx's own text, one statement per op, is the graph
+        if source == traced_source:
+            raise
+        staged.sequence_source = traced_source
+        _check_against_the_reference(probe, staged, shapes)
     staged.groups = _sequence_groups(probe, staged)
     return staged
 
@@ -464,6 +473,15 @@ def _function_source(graph: fx.Graph, name: str, traced: TracedReference) -> str
     text = re.sub(r";  [^;\n]*= None$", "", text, flags=re.M)  # fx frees values early; a small function need not
     text = text.replace("def forward(self, ", f"def {name}(", 1).replace("def forward(self)", f"def {name}()", 1)
     return "\n".join(line.rstrip() for line in text.splitlines() if line.strip()) + "\n"
+
+
+def _as_written(text: str, graph: fx.Graph, traced: TracedReference) -> str:
+    """``text`` with the reference's names and expressions (``sequence_text.py``); ``text`` itself where that
+    rewrite fails on a construct it does not know (the caller checks either against the reference)."""
+    try:
+        return readable_function(text, *reference_names(graph, traced.loaded.source))
+    except (SyntaxError, ValueError, TypeError, AttributeError, IndexError):
+        return text
 
 
 def _public_names(text: str, names: dict[str, Any]) -> str:

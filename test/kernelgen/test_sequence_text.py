@@ -1,0 +1,125 @@
+"""The sequence stage's source reads as the reference wrote it: the reference's names, single-use temporaries
+inlined, tuple assignments, arguments at their defaults dropped (tools/kernelgen/analyze/sequence_text.py)."""
+
+import textwrap
+
+import pytest
+import torch
+
+from test.kernelgen.test_per_row_inputs import _analyzed
+from test.kernelgen.test_sequence_stages import REFERENCES
+from tools.kernelgen.analyze.sequence_text import readable_function
+
+FX_ORPO = textwrap.dedent(
+    """
+    def sequence_stage(logp, labels, beta):
+        ne = labels.ne(-100)
+        mul = logp * ne
+        sum_1 = mul.sum(dim = 1)
+        sum_2 = ne.sum(dim = 1)
+        truediv = sum_1 / sum_2
+        getattr_1 = labels.shape
+        getitem = getattr_1[0]
+        floordiv = getitem // 2
+        getitem_1 = truediv[slice(None, floordiv, None)]
+        getitem_2 = truediv[slice(floordiv, None, None)]
+        sub = getitem_1 - getitem_2
+        exp = getitem_1.exp()
+        neg = -exp
+        log1p = torch.log1p(neg)
+        sub_1 = sub - log1p
+        log_sigmoid = torch.nn.functional.logsigmoid(sub_1)
+        mean = log_sigmoid.mean()
+        mul_1 = beta * mean
+        return mul_1
+    """
+)
+
+
+def _run(source, *args):
+    namespace = {"torch": torch}
+    exec(compile(source, "<sequence>", "exec"), namespace)  # noqa: S102
+    return namespace["sequence_stage"](*args)
+
+
+def test_named_values_keep_their_statement_and_temporaries_are_written_where_they_are_read():
+    names = {"ne": "keep", "truediv": "average", "floordiv": "half", "getitem_1": "chosen", "getitem_2": "rejected"}
+    source = readable_function(FX_ORPO, names, [["getitem_1", "getitem_2"]])
+    assert source.splitlines() == [
+        "def sequence_stage(logp, labels, beta):",
+        "    keep = labels.ne(-100)",
+        "    average = (logp * keep).sum(dim=1) / keep.sum(dim=1)",
+        "    half = labels.shape[0] // 2",
+        "    chosen = average[:half]",
+        "    rejected = average[half:]",
+        "    return beta * torch.nn.functional.logsigmoid(chosen - rejected - torch.log1p(-chosen.exp())).mean()",
+    ]
+    logp, labels = torch.randn(4, 5) - 3, torch.randint(-1, 3, (4, 5)) * 50
+    torch.testing.assert_close(_run(source, logp, labels, 0.5), _run(FX_ORPO, logp, labels, 0.5), rtol=0, atol=0)
+
+
+def test_a_value_read_by_an_in_place_op_is_not_moved_past_it():
+    fx_text = textwrap.dedent(
+        """
+        def sequence_stage(x):
+            mul = x * 2
+            add_ = x.add_(1)
+            sum_1 = mul.sum()
+            return sum_1
+        """
+    )
+    source = readable_function(fx_text, {}, [])
+    assert "mul = x * 2" in source and "add_ = x.add_(1)" in source
+    torch.testing.assert_close(_run(source, torch.ones(3)), torch.tensor(6.0))
+
+
+def test_a_reassigned_name_is_reused_only_where_the_earlier_value_is_read_no_more():
+    fx_text = textwrap.dedent(
+        """
+        def sequence_stage(x):
+            exp = x.exp()
+            add = exp + 1
+            mul = add * exp
+            return mul
+        """
+    )
+    # The reference's ``loss = x.exp()`` then ``loss = loss + 1`` then ``loss = loss * <the first loss>``: the first
+    # value is read after the second assignment, so the second keeps another name.
+    source = readable_function(fx_text, {"exp": "loss", "add": "loss", "mul": "loss"}, [])
+    assert source.splitlines()[1:] == [
+        "    loss = x.exp()",
+        "    loss_1 = loss + 1",
+        "    loss = loss_1 * loss",
+        "    return loss",
+    ]
+    torch.testing.assert_close(_run(source, torch.zeros(2)), torch.full((2,), 2.0))
+
+
+@pytest.fixture(scope="module")
+def references(tmp_path_factory):
+    path = tmp_path_factory.mktemp("sequence_text") / "refs.py"
+    path.write_text(REFERENCES)
+    return path
+
+
+def test_a_reference_s_own_statements_come_back(references):
+    simpo = _analyzed(f"{references}:SimPOLoss").math.loss.sequence
+    assert "    chosen, rejected = average.chunk(2)\n" in simpo
+    grpo = _analyzed(f"{references}:GRPOLoss").math.loss.sequence
+    assert "    per_token_loss = per_token_loss + beta * (torch.exp(delta) - delta - 1)\n" in grpo
+    ranking = _analyzed(f"{references}:listwise_ranking").math.loss.sequence
+    assert "torch.nn.functional.softmax(rewards, dim=0)" in ranking and "_stacklevel" not in ranking
+    for entry in ("dpo_sigmoid", "GRPOLoss", "orpo", "SimPOLoss", "kto_sigmoid", "listwise_ranking"):
+        source = _analyzed(f"{references}:{entry}").math.loss.sequence
+        assert not [line for line in source.splitlines() if "getattr_" in line or "getitem" in line], source
+
+
+def test_a_rewrite_that_computes_another_value_leaves_fx_s_own_text(references, monkeypatch):
+    """The analysis checks the sequence stage against the reference; where the rewritten text fails that check, the
+    one fx printed (one statement per op, its names) is what the profile keeps."""
+    from tools.kernelgen.analyze import analyze
+    from tools.kernelgen.analyze import stages
+
+    monkeypatch.setattr(stages, "readable_function", lambda text, *_: text.replace("return ", "return 2 * ", 1))
+    source = analyze(f"{references}:SimPOLoss").math.loss.sequence
+    assert "chunk = " in source and "2 * " not in source
