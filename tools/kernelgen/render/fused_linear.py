@@ -19,6 +19,7 @@ from tools.kernelgen.profile import KernelProfile
 from tools.kernelgen.profile import benchmark_grad_inputs
 from tools.kernelgen.profile import written_for_sequences
 from tools.kernelgen.render.hygiene import renamed_text
+from tools.kernelgen.render.staged import docstring_formula
 from tools.kernelgen.render.test_shapes import ShapeParams
 from tools.kernelgen.render.test_shapes import fused_linear_shape_params
 from tools.kernelgen.render.text import Defaulted
@@ -181,7 +182,7 @@ def fused_linear_views(profile: KernelProfile) -> KernelViews:
     ]
     takes_grad = [t.grad for t in tensors for _ in (0, 1)] + [False] * len(row_inputs) + [t.grad for t in tensors]
     takes_grad += [False] * len(class_inputs)
-    formula = renamed_text(profile.forward_computation or profile.operation_name, renames)
+    formula = renamed_text(docstring_formula(profile), renames)
     origin = profile.reference.origin or "a profile"
     kernel = fused_kernel_view(
         profile,

@@ -57,6 +57,7 @@ from tools.kernelgen.render.lanes import LaneOpsView
 from tools.kernelgen.render.lanes import lane_ops
 from tools.kernelgen.render.reference_hypers import reference_hypers
 from tools.kernelgen.render.staged import StagedLossOpsView
+from tools.kernelgen.render.staged import docstring_formula
 from tools.kernelgen.render.staged import is_staged
 from tools.kernelgen.render.staged import staged_loss_ops
 from tools.kernelgen.render.test_shapes import MODEL_SIZED
@@ -822,8 +823,13 @@ def kernel_view(profile: KernelProfile) -> KernelView:
     inputs = [t.name for t in profile.inputs]
     params = hold_vectors_whole(profile).parameters  # the interface's: a held vector whole
     hyper_names = [hp.name for hp in profile.hyperparameters]
-    formula = profile.forward_computation or profile.operation_name
+    formula = docstring_formula(profile)
     origin = profile.reference.origin or "a profile"
+    computed = (
+        f"from {origin}"
+        if is_staged(profile)
+        else f"forward and backward in {BACKEND_NAMES[profile.backend]}, from {origin}"
+    )
     optional = {prm.name: repr(_initial_value(prm)) for prm in params if prm.enabled_by}
     return KernelView(
         name=profile.operation_name,
@@ -850,9 +856,7 @@ def kernel_view(profile: KernelProfile) -> KernelView:
         hyper_names=hyper_names,
         signature=signature(_tensor_arguments(profile) + [prm.name for prm in params] + profile.hyperparameters),
         call_args=inputs + [prm.name for prm in params] + hyper_names,
-        docstring=wrap_docstring(
-            f"{formula}: forward and backward in {BACKEND_NAMES[profile.backend]}, from {origin}."
-        ),
+        docstring=wrap_docstring(f"{formula}; {computed}." if is_staged(profile) else f"{formula}: {computed}."),
         functional_docstring=wrap_docstring(f"{formula}; see ``{profile.function_class_name}``."),
         reference_imports=imports,
         reference_body=body,
@@ -1927,8 +1931,7 @@ def module_view(profile: KernelProfile, renames: dict[str, str] | None = None) -
         traced_at=_traced_at(profile),
         repr_fields=fstring_chunks([f"{name}={{self.{name}}}" for name in fields]),
         docstring=wrap_docstring(
-            f"{profile.forward_computation or profile.operation_name} as a module, computed by "
-            f"``{profile.function_class_name}``."
+            f"{docstring_formula(profile)} as a module, computed by ``{profile.function_class_name}``."
         ),
         variants=list(profile.module.variants),
         held=_held_names(profile),
