@@ -1,15 +1,19 @@
 """The sequence stage's source as the reference wrote it, not as fx prints a graph.
 
 fx prints one statement per op under the op's name (``getattr_1 = labels.shape``, ``getitem = getattr_1[0]``,
-``floordiv = getitem // 2``). Two passes over that text make it read like the reference:
+``floordiv = getitem // 2``). Rewritten on the printed function's syntax tree (``ast.unparse`` sets every
+parenthesis), it reads like the reference:
 
-- **names**: a value the reference assigns (``half = labels.shape[0] // 2``) takes the reference's name; the node
-  that is the statement's value is the statement's last op whose result leaves the statement (one per target of a
-  tuple assignment, in order);
-- **inlining**: a value nobody named and only one op reads is written into that op (``labels.shape[0] // 2``), as the
-  reference had it. Skipped where the function mutates anything in place: moving a read past a write changes it.
+- **names**: a value the reference assigns (``half = labels.shape[0] // 2``) takes the reference's name: the
+  statement's last op whose result leaves the statement (one per target of a tuple assignment, in order). A name
+  the reference reassigns is reused where the earlier value is read no more (``loss = loss + penalty``);
+- **inlining**: a value nobody named and only one op reads is written into that op (``labels.shape[0] // 2``), as
+  the reference had it; skipped where the function mutates anything in place (moving a read past a write changes
+  it). ``x.chunk(2)`` read as ``[0]`` and ``[1]`` into the names of a tuple assignment is written as one;
+- **arguments**: fx's ``x[slice(None, n, None)]`` as ``x[:n]``; keyword arguments left at a torch function's
+  defaults dropped (fx prints all that ``F.softmax`` binds, ``_stacklevel=3`` included).
 
-Both passes work on the printed function's syntax tree, so ``ast.unparse`` sets every parenthesis.
+``analyze/stages.py`` checks the result against the reference and keeps fx's text where it does not check out.
 """
 
 from __future__ import annotations
