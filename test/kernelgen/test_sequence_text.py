@@ -123,3 +123,31 @@ def test_a_rewrite_that_computes_another_value_leaves_fx_s_own_text(references, 
     monkeypatch.setattr(stages, "readable_function", lambda text, *_: text.replace("return ", "return 2 * ", 1))
     source = analyze(f"{references}:SimPOLoss").math.loss.sequence
     assert "chunk = " in source and "2 * " not in source
+
+
+def test_a_formula_names_a_shared_value_as_the_reference_does(tmp_path):
+    """forward_computation (the docstrings' formula) writes a value read twice under the reference's name for it;
+    a name the reference also gives an input keeps fx's, which cannot be mistaken for the input."""
+    from tools.kernelgen.analyze import analyze
+
+    path = tmp_path / "refs.py"
+    path.write_text(
+        textwrap.dedent(
+            """
+            import torch
+
+
+            def centered_scale(x, eps: float = 1e-5):
+                centered = x - x.mean(-1, keepdim=True)
+                return centered * torch.rsqrt((centered * centered).mean(-1, keepdim=True) + eps)
+
+
+            def rebinds_input(x, eps: float = 1e-5):
+                x = x - x.mean(-1, keepdim=True)
+                return x * torch.rsqrt((x * x).mean(-1, keepdim=True) + eps)
+            """
+        )
+    )
+    assert analyze(f"{path}:centered_scale").forward_computation.startswith("centered = x - mean(x, dim=-1")
+    rebound = analyze(f"{path}:rebinds_input").forward_computation
+    assert rebound.startswith("sub = x - mean(x, dim=-1") and "x = x -" not in rebound

@@ -14,6 +14,7 @@ from tools.kernelgen.analyze.ops import CAST
 from tools.kernelgen.analyze.ops import LAYOUT
 from tools.kernelgen.analyze.ops import META
 from tools.kernelgen.analyze.ops import OpCall
+from tools.kernelgen.analyze.sequence_text import reference_names
 from tools.kernelgen.analyze.trace import TracedReference
 
 _INFIX = {"add": ("+", 1), "sub": ("-", 1), "mul": ("*", 2), "div": ("/", 2), "pow": ("**", 4)}
@@ -130,16 +131,24 @@ def _wrap(text: str, precedence: int, needed: int) -> str:
 
 
 def forward_computation(traced: TracedReference) -> str:
-    """``y = ...`` per output; an intermediate read more than once is written out first under its fx name."""
+    """``y = ...`` per output; an intermediate read more than once is written out first under the name the
+    reference's assignment gives it (``logp = ...``), else its fx name (``getitem_1``)."""
     shared = []
     for node, call in traced.calls.items():
         readers = [user for user in node.users if user in traced.calls or user.op == "output"]
         if call.family not in (CAST, LAYOUT) and len(readers) > 1 and node not in traced.outputs:
             shared.append(node)
     describer = Describer(traced)
+    written, _ = reference_names(traced.graph_module.graph, traced.loaded.source)
+    taken = {*traced.tensor_inputs, *(hp.name for hp in traced.hyperparameters), *traced.output_names}
+    taken |= {node.name for node in shared}
     statements = []
     for node in shared:
-        statements.append(f"{node.name} = {describer.text(node)}")
-        describer.named[node] = node.name
+        name = written.get(node.name, node.name)
+        if name != node.name and name in taken:
+            name = node.name  # an input's, an output's or another value's name: the fx name says it is another
+        taken.add(name)
+        statements.append(f"{name} = {describer.text(node)}")
+        describer.named[node] = name
     statements += [f"{name} = {describer.text(node)}" for name, node in zip(traced.output_names, traced.outputs)]
     return "; ".join(statements)
