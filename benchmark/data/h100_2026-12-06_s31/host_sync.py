@@ -55,6 +55,9 @@ for name in sys.argv[1].split(","):
         frees = (after.get("num_device_free", 0) - before.get("num_device_free", 0)) / 5
         host.sort()
         gpu.sort()
-        print(f"| {name} | {provider} | {host[2]:.2f} | {gpu[2]:.2f} | {syncs / 5:.1f} | {mallocs:.1f} / {frees:.1f} |", flush=True)
+        print(
+            f"| {name} | {provider} | {host[2]:.2f} | {gpu[2]:.2f} | {syncs / 5:.1f} | {mallocs:.1f} / {frees:.1f} |",
+            flush=True,
+        )
         inputs = forward = None
         torch.cuda.empty_cache()
