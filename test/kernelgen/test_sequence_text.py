@@ -151,3 +151,13 @@ def test_a_formula_names_a_shared_value_as_the_reference_does(tmp_path):
     assert analyze(f"{path}:centered_scale").forward_computation.startswith("centered = x - mean(x, dim=-1")
     rebound = analyze(f"{path}:rebinds_input").forward_computation
     assert rebound.startswith("sub = x - mean(x, dim=-1") and "x = x -" not in rebound
+
+
+def test_a_formula_writes_subscripts_and_size_arithmetic_as_python_does(references):
+    """``all_logps[:logits.shape[0] // 2]``, not ``getitem(all_logps, index=slice(None, floordiv, None))``."""
+    dpo = _analyzed(f"{references}:dpo_sigmoid").forward_computation
+    assert "all_logps[:logits.shape[0] // 2]" in dpo and "all_logps[logits.shape[0] // 2:]" in dpo
+    grpo = _analyzed(f"{references}:GRPOLoss").forward_computation
+    assert "[..., 0]" in grpo or "[:, :, 0]" in grpo
+    for formula in (dpo, grpo):
+        assert not [word for word in ("slice(", "getitem", "size_arithmetic", "floordiv") if word in formula], formula

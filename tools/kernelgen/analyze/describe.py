@@ -6,6 +6,8 @@ and ``backward.recompute`` and quote ops in messages.
 
 from __future__ import annotations
 
+import operator
+
 from typing import Any
 
 import torch.fx as fx
@@ -96,6 +98,8 @@ class Describer:
             return f"{self.text(operands[0])} {_COMPARISONS[call.name]} {self.text(operands[1])}", 0
         if call.family == META:
             return self._meta(call)
+        if call.name in ("slice", "getitem") and "index" in call.options and not self.formula:
+            return f"{self.value(operands[0])[0]}[{self._index(call.options['index'])}]", _ATOM
         if call.name == "neg":
             inner, precedence = self.value(operands[0])
             return f"-{_wrap(inner, precedence, 3)}", 3
@@ -114,10 +118,24 @@ class Describer:
             arguments.append(f"{key}={self.text(value)}")
         return f"{name}({', '.join(arguments)})", _ATOM
 
+    def _index(self, index: Any) -> str:
+        """A subscript as Python writes it: ``:, 0``, ``:half``, ``..., ::2``."""
+        parts = []
+        for item in index if isinstance(index, tuple) else (index,):
+            if isinstance(item, slice):
+                bounds = ["" if b is None else self.text(b) for b in (item.start, item.stop)]
+                parts.append(":".join(bounds) + ("" if item.step is None else f":{self.text(item.step)}"))
+            else:
+                parts.append("..." if item is Ellipsis else self.text(item))
+        return ", ".join(parts)
+
     def _meta(self, call: OpCall) -> tuple[str, int]:
-        """``x.shape[0]``, ``x.size(-1)``, ``x.numel()`` as written."""
+        """``x.shape[0]``, ``x.size(-1)``, ``x.numel()``, ``x.shape[0] // 2`` as written."""
         node = call.node
         args = node.args
+        if call.name == "size_arithmetic":
+            symbol = {operator.floordiv: "//", operator.mod: "%"}[node.target]
+            return f"{self.text(args[0])} {symbol} {self.text(args[1])}", 2
         if call.name == "getitem" and isinstance(args[0], fx.Node):
             return f"{self.text(args[0])}[{self.text(args[1])}]", _ATOM
         if call.name in ("shape", "dtype", "device", "ndim"):
