@@ -73,7 +73,9 @@ def is_staged(profile: KernelProfile) -> bool:
 
 
 # Names fx gives what a reference left unnamed: a formula that shows them reads as a trace, not as math.
-_TRACED_NAMES = re.compile(r"\b(?:getitem|getattr|floordiv|sum|mul|sub|add|truediv)_\d+\b|\bsize_arithmetic\b|\bindex=")
+_TRACED_NAMES = re.compile(
+    r"\b(?:getitem|getattr|floordiv|sum|mul|sub|add|truediv)_\d+\b|\bsize_arithmetic\b|\bslice\("
+)
 
 
 def docstring_formula(profile: KernelProfile) -> str:
