@@ -133,7 +133,7 @@ class Describer:
         """``x.shape[0]``, ``x.size(-1)``, ``x.numel()``, ``x.shape[0] // 2`` as written."""
         node = call.node
         args = node.args
-        if call.name == "size_arithmetic":
+        if call.name == "size_arithmetic" and not self.formula:
             symbol = {operator.floordiv: "//", operator.mod: "%"}[node.target]
             return f"{self.text(args[0])} {symbol} {self.text(args[1])}", 2
         if call.name == "getitem" and isinstance(args[0], fx.Node):
