@@ -19,7 +19,6 @@ from tools.kernelgen.profile import KernelProfile
 from tools.kernelgen.profile import benchmark_grad_inputs
 from tools.kernelgen.profile import written_for_sequences
 from tools.kernelgen.render.hygiene import renamed_text
-from tools.kernelgen.render.staged import docstring_formula
 from tools.kernelgen.render.test_shapes import ShapeParams
 from tools.kernelgen.render.test_shapes import fused_linear_shape_params
 from tools.kernelgen.render.text import Defaulted
@@ -27,6 +26,7 @@ from tools.kernelgen.render.text import signature
 from tools.kernelgen.render.text import wrap_docstring
 from tools.kernelgen.render.views import KernelViews
 from tools.kernelgen.render.views import build_views
+from tools.kernelgen.render.views import docstring_formula
 from tools.kernelgen.render.views import kernel_view
 from tools.kernelgen.render.views import loss_reductions
 from tools.kernelgen.render.views import module_view

@@ -23,7 +23,6 @@ from tools.kernelgen.render.fused_linear import ChunkFloor
 from tools.kernelgen.render.fused_linear import chunk_floor
 from tools.kernelgen.render.fused_linear import fused_kernel_view
 from tools.kernelgen.render.staged import StagedLossOpsView
-from tools.kernelgen.render.staged import docstring_formula
 from tools.kernelgen.render.test_shapes import ShapeParams
 from tools.kernelgen.render.test_shapes import fused_linear_shape_params
 from tools.kernelgen.render.text import Defaulted
@@ -31,6 +30,7 @@ from tools.kernelgen.render.text import signature
 from tools.kernelgen.render.text import wrap_docstring
 from tools.kernelgen.render.views import KernelViews
 from tools.kernelgen.render.views import build_views
+from tools.kernelgen.render.views import docstring_formula
 from tools.kernelgen.render.views import module_view
 
 # (B, T, H, V): B of four pairs (chunks of two pairs, two chunks), a vocabulary that masks a block; GPU: the

@@ -72,26 +72,6 @@ def is_staged(profile: KernelProfile) -> bool:
     return profile.tier == 3 and profile.math.loss is not None and bool(profile.math.loss.sequence)
 
 
-# Names fx gives what a reference left unnamed: a formula that shows them reads as a trace, not as math.
-_TRACED_NAMES = re.compile(
-    r"\b(?:getitem|getattr|floordiv|sum|mul|sub|add|truediv)_\d+\b|\bsize_arithmetic\b|\bslice\("
-)
-
-
-def docstring_formula(profile: KernelProfile) -> str:
-    """What the generated docstrings say a kernel computes: the reference's formula where it reads as math; else
-    the reference's name, and for a loss in two stages where each stage runs."""
-    entry = f"``{profile.reference.entry or profile.operation_name}``"
-    if is_staged(profile):
-        statistics = ", ".join(t.name for t in profile.outputs)
-        return (
-            f"{entry} in two stages: the per-token {statistics} in Triton, the rest in "
-            f"``_{profile.operation_name}_sequence`` (the reference's own PyTorch)"
-        )
-    formula = profile.forward_computation or profile.operation_name
-    return entry if _TRACED_NAMES.search(formula) else formula
-
-
 def sequence_parameters(source: str) -> list[str]:
     """The parameters of ``sequence_stage`` in ``source``."""
     for node in ast.parse(source).body:

@@ -57,7 +57,6 @@ from tools.kernelgen.render.lanes import LaneOpsView
 from tools.kernelgen.render.lanes import lane_ops
 from tools.kernelgen.render.reference_hypers import reference_hypers
 from tools.kernelgen.render.staged import StagedLossOpsView
-from tools.kernelgen.render.staged import docstring_formula
 from tools.kernelgen.render.staged import is_staged
 from tools.kernelgen.render.staged import staged_loss_ops
 from tools.kernelgen.render.test_shapes import MODEL_SIZED
@@ -818,6 +817,26 @@ def group_parameters_as_inputs(profile: KernelProfile) -> KernelProfile:
     return dataclasses.replace(profile, inputs=inputs, parameters=parameters)
 
 
+# Names fx gives what a reference left unnamed: a formula that shows them reads as a trace, not as math.
+_TRACED_NAMES = re.compile(
+    r"\b(?:getitem|getattr|floordiv|sum|mul|sub|add|truediv)_\d+\b|\bsize_arithmetic\b|\bslice\("
+)
+
+
+def docstring_formula(profile: KernelProfile) -> str:
+    """What the generated docstrings say a kernel computes: the reference's formula where it reads as math; else
+    the reference's name, and for a loss in two stages where each stage runs."""
+    entry = f"``{profile.reference.entry or profile.operation_name}``"
+    if is_staged(profile):
+        statistics = ", ".join(t.name for t in profile.outputs)
+        return (
+            f"{entry} in two stages: the per-token {statistics} in Triton, the rest in "
+            f"``_{profile.operation_name}_sequence`` (the reference's own PyTorch)"
+        )
+    formula = profile.forward_computation or profile.operation_name
+    return entry if _TRACED_NAMES.search(formula) else formula
+
+
 def kernel_view(profile: KernelProfile) -> KernelView:
     imports, body = split_reference(profile.reference.source, profile.reference.entry)
     inputs = [t.name for t in profile.inputs]
@@ -825,11 +844,10 @@ def kernel_view(profile: KernelProfile) -> KernelView:
     hyper_names = [hp.name for hp in profile.hyperparameters]
     formula = docstring_formula(profile)
     origin = profile.reference.origin or "a profile"
-    computed = (
-        f"from {origin}"
-        if is_staged(profile)
-        else f"forward and backward in {BACKEND_NAMES[profile.backend]}, from {origin}"
-    )
+    if is_staged(profile):  # the formula says where each stage runs
+        docstring = f"{formula}; from {origin}."
+    else:
+        docstring = f"{formula}: forward and backward in {BACKEND_NAMES[profile.backend]}, from {origin}."
     optional = {prm.name: repr(_initial_value(prm)) for prm in params if prm.enabled_by}
     return KernelView(
         name=profile.operation_name,
@@ -856,7 +874,7 @@ def kernel_view(profile: KernelProfile) -> KernelView:
         hyper_names=hyper_names,
         signature=signature(_tensor_arguments(profile) + [prm.name for prm in params] + profile.hyperparameters),
         call_args=inputs + [prm.name for prm in params] + hyper_names,
-        docstring=wrap_docstring(f"{formula}; {computed}." if is_staged(profile) else f"{formula}: {computed}."),
+        docstring=wrap_docstring(docstring),
         functional_docstring=wrap_docstring(f"{formula}; see ``{profile.function_class_name}``."),
         reference_imports=imports,
         reference_body=body,
