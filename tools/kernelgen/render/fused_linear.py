@@ -12,6 +12,7 @@ reuse the module and functional templates with these names.
 from __future__ import annotations
 
 import dataclasses
+import textwrap
 
 from dataclasses import dataclass
 
@@ -59,35 +60,31 @@ class FusedMeanView:
 @dataclass(frozen=True)
 class ChunkFloor:
     """Rows a fused kernel's chunk takes at least, beyond upstream's rule (``_chunk_rows``): an expression of
-    ``hidden_size``, and the comment lines that say why its peak stays within upstream's."""
+    ``hidden_size``, and why its peak stays within upstream's (the comment above it, ``comment_lines``)."""
 
     rows: str
-    why: list[str]
+    why: str
+
+    @property
+    def comment_lines(self) -> list[str]:
+        return textwrap.wrap(self.why, width=114)  # "    # " before each, 120 columns
 
 
 def chunk_floor(n_logits: int, whole_groups: bool) -> ChunkFloor | None:
     """A distillation's logits tensors together, or a two-stage loss's chunk of whole groups of sequences, may hold
     d(weight)'s size of logits; a single loss over rows keeps upstream's rule (None)."""
+    fewer_chunks = "and fewer chunks read and write d(weight) fewer times in longer products."
     if n_logits > 1:
         return ChunkFloor(
             f"hidden_size // {n_logits} // 128 * 128",
-            [
-                f"A distillation loss's {n_logits} logits tensors may take d(weight)'s size per chunk (hidden / "
-                f"{n_logits} rows): its step",
-                f"holds {n_logits} weights already, and fewer chunks read and write d(weight) fewer times in longer "
-                "products.",
-            ],
+            f"A distillation loss's {n_logits} logits tensors may take d(weight)'s size per chunk (hidden / {n_logits} "
+            f"rows): its step holds {n_logits} weights already, {fewer_chunks}",
         )
     if whole_groups:
         return ChunkFloor(
             "hidden_size",
-            [
-                "A chunk of whole groups of sequences may hold d(weight)'s size of logits (hidden rows): upstream's "
-                "chunked",
-                "losses keep each chunk's own d(weight) beside the sum, so the peak stays under theirs, and fewer "
-                "chunks read",
-                "and write d(weight) fewer times in longer products.",
-            ],
+            "A chunk of whole groups of sequences may hold d(weight)'s size of logits (hidden rows): upstream's "
+            f"chunked losses keep each chunk's own d(weight) beside the sum, so the peak stays under theirs, {fewer_chunks}",
         )
     return None
 
