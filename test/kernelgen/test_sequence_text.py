@@ -161,3 +161,36 @@ def test_a_formula_writes_subscripts_and_size_arithmetic_as_python_does(referenc
     assert "[..., 0]" in grpo or "[:, :, 0]" in grpo
     for formula in (dpo, grpo):
         assert not [word for word in ("slice(", "getitem", "size_arithmetic", "floordiv") if word in formula], formula
+
+
+def test_a_mask_cast_to_the_logits_dtype_stays_in_the_sequence_stage(tmp_path):
+    """``mask = (labels != -100).to(logits.dtype)``, Llama-style, reads the logits' dtype only: the loss still splits
+    into two stages, its sequence stage casting to the statistics' dtype, and ``torch.chunk`` reads as written."""
+    from tools.kernelgen.analyze import analyze
+
+    path = tmp_path / "refs.py"
+    path.write_text(
+        textwrap.dedent(
+            """
+            import torch
+            import torch.nn as nn
+
+
+            class CastIPO(nn.Module):
+                def __init__(self, tau: float = 0.1):
+                    super().__init__()
+                    self.tau = tau
+
+                def forward(self, logits, labels):
+                    logits = logits.to(torch.float32)
+                    mask = (labels != -100).to(logits.dtype)
+                    token_logps = torch.log_softmax(logits, dim=-1).gather(-1, labels.clamp(min=0).unsqueeze(-1)).squeeze(-1)
+                    seq = torch.sum(token_logps * mask, dim=-1) / torch.clamp(mask.sum(-1), min=1.0)
+                    chosen, rejected = torch.chunk(seq, 2, dim=0)
+                    return torch.mean((chosen - rejected - 1.0 / (2.0 * self.tau)) ** 2)
+            """
+        )
+    )
+    source = analyze(f"{path}:CastIPO").math.loss.sequence
+    assert "    mask = (labels != -100).to(token_logps.dtype)\n" in source
+    assert "    chosen, rejected = torch.chunk(seq, 2, dim=0)\n" in source

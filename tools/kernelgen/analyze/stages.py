@@ -41,7 +41,10 @@ from tools.kernelgen.profile import shape_of
 
 # Example sizes of the probe: all different, so a broadcast of a wrong guess fails; B even for halves of a batch.
 _B, _T, _V = 4, 5, 11
-_META = {"size", "dim", "shape"}
+_META = {"size", "dim", "shape", "dtype", "device"}
+# What the logits' dtype and device are to the sequence stage: the statistics' (fp32, on the logits' device), as a
+# Llama-style ``mask.to(logits.dtype)`` reads them there.
+_KIND = {"dtype", "device"}
 # The shapes the probe tries: a second [B, T, V] input too, to name it in the refusal (chosen and rejected logits as
 # two tensors).
 _LOGITS = "B, T, V"
@@ -395,7 +398,8 @@ def _sequence_graph(probe: _Probe, frontier, names, over_vocabulary) -> tuple[fx
             continue
         if _is_meta(node) and node.args[0] in over_vocabulary:
             # The logits' leading dims are the statistics': ``logits.shape[0]`` reads the batch from them.
-            _refuse_the_vocabulary_size(probe.traced, node)
+            if not (node.target is getattr and node.args[1] in _KIND):
+                _refuse_the_vocabulary_size(probe.traced, node)
             env[node] = graph.node_copy(node, lambda n: statistics[0] if n in over_vocabulary else env[n])
             continue
         if any(a in over_vocabulary for a in node.all_input_nodes):
