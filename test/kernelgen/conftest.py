@@ -170,9 +170,10 @@ def import_generated_ops(checkout: Path, name: str):
     return module
 
 
-def generated_functions(checkout: Path, name: str, *functions: str) -> list:
+def generated_functions(checkout: Path, name: str, *functions: str, **names) -> list:
     """Top-level ``functions`` of kernel ``name``'s generated ops module, run without the module's imports (they would
-    import the loss of that checkout, not this library's): torch, triton and triton.language are theirs."""
+    import the loss of that checkout, not this library's): torch, triton and triton.language are theirs, and
+    ``names`` (what else they read, such as helpers of ``liger_kernel.ops.utils``)."""
     import ast
 
     import torch
@@ -181,7 +182,7 @@ def generated_functions(checkout: Path, name: str, *functions: str) -> list:
 
     path = checkout / kernel_paths(name)["ops"]
     body = [node for node in ast.parse(path.read_text()).body if getattr(node, "name", "") in functions]
-    namespace = {"torch": torch, "triton": triton, "tl": tl}
+    namespace = {"torch": torch, "triton": triton, "tl": tl, **names}
     exec(compile(ast.Module(body, type_ignores=[]), str(path), "exec"), namespace)
     return [namespace[function] for function in functions]
 

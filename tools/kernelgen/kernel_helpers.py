@@ -14,6 +14,8 @@ a target lacks (an upstream Liger-Kernel checkout has none of them).
   ``backward_math``, and forwards whose only transcendental is tanh);
 - ``log1p_unit``: ``log(1 + v)`` for ``v`` in [0, 1], which the printer emits for softplus's ``log(1 + exp(-|u|))``
   and other arguments it can show lie there, core ``tl`` ops compiled and interpreted alike;
+- ``scale_by_grad_output_kernel``: the backward of losses whose forward stores their gradients (tier 3, fused
+  linear): each row times grad_output in place, skipped on the device when grad_output is exactly 1;
 - ``tanh_from_exp``: the tanh the printer emits (``synth/printer.py``), core ``tl`` ops compiled and interpreted
   alike (libdevice's tanh costs generated backward kernels registers they need);
 - ``widen_to_fp32``: a loaded bf16 value widened to fp32 by bits (tier-2 backwards hold their rows in 16 bits
@@ -112,7 +114,8 @@ def tanh(x):
 """,
 }
 JIT_MATH = tuple(sorted(INTERPRETED_SOURCES))
-# Jit math that is one formula of core ``tl`` ops compiled and interpreted alike (added as a plain function).
+# Jit code of core ``tl`` ops, compiled and interpreted alike (added as a plain function): math, and the kernel that
+# scales stored gradients.
 CORE_SOURCES = {
     "log1p_unit": """
 @triton.jit
@@ -129,6 +132,25 @@ def log1p_unit(v):
     p = p * v - 0.4999949336051941
     p = p * v + 0.9999999403953552
     return p * v
+""",
+    "scale_by_grad_output_kernel": """
+@triton.jit
+def scale_by_grad_output_kernel(
+    grad_ptr, grad_row_stride, grad_output_ptr, grad_output_stride, n_cols: tl.constexpr, BLOCK_SIZE: tl.constexpr
+):
+    # Row ``program_id`` of a gradient the forward stored for a grad_output of 1, times the real grad_output in place
+    # (one scalar: stride 0, or one value a row). A loss that is the last op gets exactly 1: every program returns
+    # at once, with no pass over the gradient and no host sync to find that out.
+    row = tl.program_id(0).to(tl.int64)
+    scale = tl.load(grad_output_ptr + row * grad_output_stride).to(tl.float32)
+    if scale == 1.0:
+        return
+    grad_ptr += row * grad_row_stride
+    for start in range(0, n_cols, BLOCK_SIZE):
+        cols = start + tl.arange(0, BLOCK_SIZE)
+        mask = cols < n_cols
+        grad = tl.load(grad_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+        tl.store(grad_ptr + cols, (grad * scale).to(grad_ptr.dtype.element_ty), mask=mask)
 """,
     "tanh_from_exp": """
 @triton.jit
