@@ -57,18 +57,20 @@ NATIVE_LAUNCH = "src/liger_kernel/ops/native_launch.py"
 def without_kernel_helpers(utils: str) -> str:
     """This host's ``ops/utils.py`` without the helpers kernelgen adds to a target that lacks them and the host's own
     kernels do not import (``get_num_sms``, ``tanh_from_exp``, the host integer helpers; ``calculate_settings`` calls
-    ``triton.next_power_of_2`` again, as upstream's does); its jit math block stays (cross entropy's softcap reads
+    ``triton.next_power_of_2`` again, as upstream's does; ``scale_by_grad_output_kernel``); its jit math block stays (cross entropy's softcap reads
     its ``tanh``)."""
     num_sms = re.search(r"\n\n\ndef get_num_sms\(.*?(?=\n\n\n)", utils, flags=re.S).group(0)
     tanh_from_exp = "\n\n\n" + CORE_SOURCES["tanh_from_exp"].strip("\n")
+    scale_kernel = "\n\n\n" + CORE_SOURCES["scale_by_grad_output_kernel"].strip("\n")
     host = ["\n\n\n" + HOST_SOURCES[name].strip("\n") for name in sorted(HOST_SOURCES)]
     assert jit_math_block(list(JIT_MATH), "is_triton_interpreter()") in utils and tanh_from_exp in utils
+    assert scale_kernel in utils
     assert all(text in utils for text in host) and "block_size = next_power_of_2(n)" in utils
-    stripped = utils.replace(num_sms, "").replace(tanh_from_exp, "")
+    stripped = utils.replace(num_sms, "").replace(tanh_from_exp, "").replace(scale_kernel, "")
     for text in host:
         stripped = stripped.replace(text, "")
     stripped = stripped.replace("block_size = next_power_of_2(n)", "block_size = triton.next_power_of_2(n)")
-    names = "|".join(["get_num_sms", "tanh_from_exp", *HOST_SOURCES])
+    names = "|".join(["get_num_sms", "tanh_from_exp", "scale_by_grad_output_kernel", *HOST_SOURCES])
     return re.sub(rf'    "({names})",\n', "", stripped)
 
 
@@ -138,6 +140,25 @@ def test_the_helpers_the_kernels_import_were_added_to_its_utils(upstream_checkou
             "from liger_kernel.ops.utils import tanh_from_exp\n"
             in (upstream_checkout / kernel_paths(name)["ops"]).read_text()
         )
+
+
+def test_losses_share_the_scale_kernel_they_add_to_its_utils(upstream_checkout):
+    """Tier-3 losses scale their stored gradients in the backward with ``scale_by_grad_output_kernel``, which
+    upstream's utils lacks: the first loss adds it, the second finds it; both pass their tests there."""
+    root = upstream_checkout
+    assert "scale_by_grad_output_kernel" not in defined_names((root / OPS_UTILS).read_text())
+    for name in ("kl_div", "tvd"):
+        result = run_kernelgen("new", name, "--repo", str(root))
+        assert result.returncode == 0, result.stderr
+        assert "from liger_kernel.ops.utils import scale_by_grad_output_kernel\n" in (
+            (root / kernel_paths(name)["ops"]).read_text()
+        )
+        assert "def _" + name + "_scale_kernel(" not in (root / kernel_paths(name)["ops"]).read_text()
+    utils = (root / OPS_UTILS).read_text()
+    assert utils.count("def scale_by_grad_output_kernel(") == 1
+    assert lint_findings(utils, root, OPS_UTILS) == []
+    result = run_pytest(root, kernel_paths("kl_div")["test"], kernel_paths("tvd")["test"])
+    assert result.returncode == 0, result.stdout[-2000:]
 
 
 def test_the_shared_layout_module_is_added_once(upstream_checkout):
