@@ -11,6 +11,8 @@ import sys
 from collections import OrderedDict
 from pathlib import Path
 
+from tools.kernelgen.long_lines import wrap_long_lines
+
 
 class FormatError(ValueError):
     """Generated code that ruff cannot format or that still has findings after formatting."""
@@ -83,18 +85,53 @@ def _settings(repo_root: Path, relative_path: str) -> tuple | None:
     return tuple(found), environment
 
 
+def line_length(repo_root: Path, relative_path: str) -> int | None:
+    """The line length ruff keeps ``relative_path`` to: ``line-length`` of the nearest configuration file that
+    configures ruff (ruff's default, 88, where it leaves it out); None where no file does, or it cannot be read."""
+    try:
+        import tomllib
+    except ImportError:  # Python < 3.11
+        return None
+    folder = (repo_root / relative_path).resolve().parent
+    for directory in (folder, *folder.parents):
+        for name in CONFIGURATION_FILES:
+            path = directory / name
+            if not path.is_file():
+                continue
+            try:
+                settings = tomllib.loads(path.read_text(encoding="utf-8"))
+            except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+                return None
+            if name == "pyproject.toml":
+                settings = settings.get("tool", {}).get("ruff")
+                if settings is None:
+                    continue
+            value = settings.get("line-length", 88)
+            return value if isinstance(value, int) else None
+    return None
+
+
 def format_source(source: str, repo_root: Path, relative_path: str) -> str:
-    """isort-style fixes (``ruff check --fix``) then ``ruff format``; raises if findings remain."""
+    """isort-style fixes (``ruff check --fix``) then ``ruff format``, docstrings and lone string literals wrapped at
+    the line length (ruff leaves them long, ``long_lines.py``); raises if findings remain."""
     fixed = _ruff(["check", "--fix", "--quiet", "--exit-zero"], source, repo_root, relative_path)
     if fixed.returncode != 0:
         raise FormatError(f"{relative_path}: ruff check --fix failed: {_first_line(fixed.stderr)}")
     formatted = _ruff(["format", "--quiet"], fixed.stdout, repo_root, relative_path)
     if formatted.returncode != 0:
         raise FormatError(f"{relative_path}: ruff format failed: {_first_line(formatted.stderr)}")
-    findings = _check_findings(formatted.stdout, repo_root, relative_path)  # formatted just now: no format check
+    text = formatted.stdout
+    width = line_length(repo_root, relative_path)
+    wrapped = text if width is None else wrap_long_lines(text, width)
+    if wrapped != text:  # a split string's parts may sit better after ruff lays the call out again
+        formatted = _ruff(["format", "--quiet"], wrapped, repo_root, relative_path)
+        if formatted.returncode != 0:
+            raise FormatError(f"{relative_path}: ruff format failed: {_first_line(formatted.stderr)}")
+        text = formatted.stdout
+    findings = _check_findings(text, repo_root, relative_path)  # formatted just now: no format check
     if findings:
         raise FormatError(f"{relative_path}: generated code has ruff findings: {findings[0]}")
-    return formatted.stdout
+    return text
 
 
 def sort_imports(source: str, repo_root: Path, relative_path: str) -> str:
