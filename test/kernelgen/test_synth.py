@@ -1017,6 +1017,24 @@ def test_constants_keep_their_exact_values():
     assert float(apply_op("mul", x, 0.7978845608028654).args[0]) == 0.7978845608028654
 
 
+def test_a_derivative_s_multiple_of_a_written_constant_prints_as_that_multiple():
+    """d/dx of 0.044715 * x ** 3 is 3 * 0.044715 * x ** 2 as a reader derives it, not 0.134145 * x ** 2; the forward's
+    own numbers, and multiples of short ones such as 0.5, print as literals."""
+    formula = parse_formula("tanh(0.044715 * x ** 3 + x) + 0.5 * w ** 3", ["x", "w"])
+    math = synthesize_elementwise({"y": formula}, ["x", "w"], {}, [])
+    backward = "\n".join(math.backward)
+    assert "3 * 0.044715 * x * x" in backward and "0.134145" not in backward
+    assert "1.5" in backward and "3 * 0.5" not in backward
+    assert "0.044715 * x * x * x" in "\n".join(math.forward)
+    x = torch.linspace(-2.0, 2.0, 9, dtype=torch.float64)
+    namespace = {"tl": TorchTL(torch.float64), "x": x, "w": x.flip(0), "grad_y": torch.ones_like(x)}
+    namespace.update(tanh_from_exp=torch.tanh, tanh=torch.tanh)
+    exec(compile("\n".join(math.backward), "<synthesized>", "exec"), namespace)
+    inner = 0.044715 * x**3 + x
+    torch.testing.assert_close(namespace["grad_x"], (1 - torch.tanh(inner) ** 2) * (3 * 0.044715 * x**2 + 1))
+    torch.testing.assert_close(namespace["grad_w"], 1.5 * x.flip(0) ** 2)
+
+
 def _bf16_silu_mul(round_each_op: tuple[str, ...]) -> tuple[torch.Tensor, torch.Tensor]:
     """The synthesized ``silu(a) * b`` on bf16 values (computed in fp32, stored as bf16) and eager bf16's result."""
     a = (torch.randn(4096) * 3).to(torch.bfloat16)

@@ -32,7 +32,9 @@ from tools.kernelgen.synth.naming import hoist
 from tools.kernelgen.synth.naming import renamed_name
 from tools.kernelgen.synth.printer import TritonPrinter
 from tools.kernelgen.synth.printer import format_formula
+from tools.kernelgen.synth.printer import printing_written_constants
 from tools.kernelgen.synth.printer import uniform_symbols
+from tools.kernelgen.synth.printer import written_constants
 from tools.kernelgen.synth.rules import is_condition
 from tools.kernelgen.synth.simplify import simplify_bounded
 from tools.kernelgen.synth.symbols import make_symbols
@@ -64,11 +66,16 @@ _ROOTS = {sympy.S.Half: "sqrt", -sympy.S.Half: "rsqrt"}
 
 
 def _statements(
-    assignments: dict[str, sympy.Expr], taken: set[str], printer, uniform: frozenset[str] = frozenset()
+    assignments: dict[str, sympy.Expr],
+    taken: set[str],
+    printer,
+    uniform: frozenset[str] = frozenset(),
+    written: frozenset = frozenset(),
 ) -> tuple[list[str], list[str]]:
     """The named constants ``assignments`` read (where the language names them) and the reciprocals of the
     kernel-uniform values they divide by, then ``name = expr`` lines for them, common subexpressions first as
-    temporaries named by role (``naming.py``)."""
+    temporaries named by role (``naming.py``). ``written``: the forward's own decimals, whose multiples print as such
+    (``printer.written_constants``)."""
     names = list(assignments)
     taken = set(taken)
     exprs = [assignments[name] for name in names]
@@ -78,7 +85,7 @@ def _statements(
     if printer.named_constants:
         exprs, reciprocals = _uniform_reciprocals(exprs, uniform, taken)
     constants, definitions, reduced = hoist(exprs, taken, name_constants=printer.named_constants)
-    with uniform_symbols(uniform):
+    with uniform_symbols(uniform), printing_written_constants(written):
         lines = [f"{symbol.name} = {printer.doprint(value)}" for symbol, value in definitions]
         lines += [f"{name} = {printer.doprint(expr)}" for name, expr in zip(names, reduced)]
     reciprocal_lines = [f"{symbol.name} = {printer.reciprocal(base)}" for symbol, base in reciprocals]
@@ -421,13 +428,14 @@ def print_elementwise(
     light = _tanh_is_the_only_transcendental(forward_exprs.values())
     forward_printer = _pass_printer(printer_class, forward_math, light)
     uniform = derivation.uniform
+    written = written_constants(forward_exprs.values())
     forward_constants, forward = _statements(
-        _with_log1p(forward_exprs, forward_printer), taken, forward_printer, uniform
+        _with_log1p(forward_exprs, forward_printer), taken, forward_printer, uniform, written
     )
     nonzero = {name: expr for name, expr in gradients.items() if expr != 0}
     printed_gradients = _with_log1p(nonzero, backward_printer)
     backward_constants, backward = (
-        _statements(printed_gradients, taken, backward_printer, uniform) if nonzero else ([], [])
+        _statements(printed_gradients, taken, backward_printer, uniform, written) if nonzero else ([], [])
     )
     # A gradient that is identically zero still has to be a value the template can store.
     backward += [

@@ -141,6 +141,52 @@ def uniform_symbols(names):
         _UNIFORM_NAMES.reset(token)
 
 
+# The written constants of the expressions being printed (the reference's ``0.044715``): a derivative's coefficient
+# that is a small whole multiple of one prints as that multiple (``3 * 0.044715``, not ``0.134145``).
+_WRITTEN_CONSTANTS: contextvars.ContextVar[frozenset] = contextvars.ContextVar("written_constants", default=frozenset())
+# Multiples a coefficient is tried as, and the significant digits a constant needs to count as written (0.5 does not:
+# 1.5 reads better than 3 * 0.5).
+_MULTIPLES = range(2, 13)
+_WRITTEN_DIGITS = 3
+
+
+def written_constants(exprs) -> frozenset:
+    """The exact decimals of ``exprs`` with at least ``_WRITTEN_DIGITS`` significant digits (numbers a reference
+    wrote, such as gelu's 0.044715, kept exact by ``rules.to_sympy_number``)."""
+    found = set()
+    for expr in exprs:
+        for number in expr.atoms(sympy.Rational):
+            q = number.q
+            while q % 2 == 0:
+                q //= 2
+            while q % 5 == 0:
+                q //= 5
+            digits = len(str(abs(number.p)).strip("0"))
+            if number.q > 1 and q == 1 and digits >= _WRITTEN_DIGITS:
+                found.add(abs(number))
+    return frozenset(found)
+
+
+@contextlib.contextmanager
+def printing_written_constants(constants):
+    """Inside: a coefficient that is 2 to 12 times one of ``constants`` prints as that product."""
+    token = _WRITTEN_CONSTANTS.set(frozenset(constants))
+    try:
+        yield
+    finally:
+        _WRITTEN_CONSTANTS.reset(token)
+
+
+def _coefficient_literal(coefficient) -> str:
+    """A positive coefficient as a literal, or as ``k * constant`` of a written constant (``written_constants``)."""
+    constants = _WRITTEN_CONSTANTS.get()
+    if coefficient.is_Rational and coefficient not in constants:
+        for multiple in _MULTIPLES:
+            if coefficient / multiple in constants:
+                return f"{multiple} * {float_literal(coefficient / multiple)}"
+    return float_literal(coefficient)
+
+
 # The functions a kernel printer names by role (``_KernelPrinter.names``).
 _ROLES = ("exp", "log", "sin", "cos", "erf", "abs", "sigmoid", "sqrt", "rsqrt", "exp2", "log2", "max", "min")
 
@@ -239,7 +285,7 @@ class _KernelPrinter(_ConditionPrinting, StrPrinter):
         if coefficient.is_negative:
             sign, coefficient = "-", -coefficient
         if coefficient != 1 or not numerator:
-            numerator.insert(0, float_literal(coefficient))
+            numerator.insert(0, _coefficient_literal(coefficient))
         text = sign + " * ".join(numerator)
         for divisor in denominator:
             text += f" / {divisor}"
@@ -634,7 +680,9 @@ __all__ = [
     "TorchPrinter",
     "TritonPrinter",
     "float_literal",
+    "printing_written_constants",
     "uniform_symbols",
+    "written_constants",
     "format_formula",
     "print_tilelang",
     "print_torch",
