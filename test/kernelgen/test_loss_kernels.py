@@ -18,8 +18,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from liger_kernel.ops.utils import next_power_of_2
-from liger_kernel.ops.utils import scale_by_grad_output_kernel
+from liger_kernel.ops.utils import scale_by_grad_output
 from test.kernelgen.conftest import EXAMPLES
 from test.kernelgen.conftest import assert_generated_tests_pass
 from test.kernelgen.conftest import copy_checkout
@@ -182,8 +181,7 @@ def test_a_fused_two_stage_loss_scales_its_gradients_only_when_grad_output_is_no
         root,
         "fused_linear_tempered_dpo",
         "fused_linear_tempered_dpo_backward",
-        next_power_of_2=next_power_of_2,
-        scale_by_grad_output_kernel=scale_by_grad_output_kernel,
+        scale_by_grad_output=scale_by_grad_output,
     )
     grads = [torch.full((2, 3), 0.5), None, torch.full((3,), -2.0)]
     kept = [grads[0].clone(), None, grads[2].clone()]

@@ -143,19 +143,19 @@ def test_the_helpers_the_kernels_import_were_added_to_its_utils(upstream_checkou
 
 
 def test_losses_share_the_scale_kernel_they_add_to_its_utils(upstream_checkout):
-    """Tier-3 losses scale their stored gradients in the backward with ``scale_by_grad_output_kernel``, which
-    upstream's utils lacks: the first loss adds it, the second finds it; both pass their tests there."""
+    """Tier-3 losses scale their stored gradients in the backward with ``scale_by_grad_output``, which upstream's
+    utils lacks, as it lacks the kernel that function launches: the first loss adds both, the second finds them; both
+    pass their tests there."""
     root = upstream_checkout
-    assert "scale_by_grad_output_kernel" not in defined_names((root / OPS_UTILS).read_text())
+    assert not {"scale_by_grad_output", "scale_by_grad_output_kernel"} & defined_names((root / OPS_UTILS).read_text())
     for name in ("kl_div", "tvd"):
         result = run_kernelgen("new", name, "--repo", str(root))
         assert result.returncode == 0, result.stderr
-        assert "from liger_kernel.ops.utils import scale_by_grad_output_kernel\n" in (
-            (root / kernel_paths(name)["ops"]).read_text()
-        )
-        assert "def _" + name + "_scale_kernel(" not in (root / kernel_paths(name)["ops"]).read_text()
+        ops = (root / kernel_paths(name)["ops"]).read_text()
+        assert "from liger_kernel.ops.utils import scale_by_grad_output\n" in ops
+        assert "_scale_kernel(" not in ops and "scale_by_grad_output_kernel" not in ops
     utils = (root / OPS_UTILS).read_text()
-    assert utils.count("def scale_by_grad_output_kernel(") == 1
+    assert utils.count("def scale_by_grad_output(") == utils.count("def scale_by_grad_output_kernel(") == 1
     assert lint_findings(utils, root, OPS_UTILS) == []
     result = run_pytest(root, kernel_paths("kl_div")["test"], kernel_paths("tvd")["test"])
     assert result.returncode == 0, result.stdout[-2000:]

@@ -14,8 +14,9 @@ a target lacks (an upstream Liger-Kernel checkout has none of them).
   ``backward_math``, and forwards whose only transcendental is tanh);
 - ``log1p_unit``: ``log(1 + v)`` for ``v`` in [0, 1], which the printer emits for softplus's ``log(1 + exp(-|u|))``
   and other arguments it can show lie there, core ``tl`` ops compiled and interpreted alike;
-- ``scale_by_grad_output_kernel``: the backward of losses whose forward stores their gradients (tier 3, fused
-  linear): each row times grad_output in place, skipped on the device when grad_output is exactly 1;
+- ``scale_by_grad_output`` and its ``scale_by_grad_output_kernel``: the backward of losses whose forward stores
+  their gradients (tier 3, fused linear): each row times grad_output in place, skipped on the device when
+  grad_output is exactly 1;
 - ``tanh_from_exp``: the tanh the printer emits (``synth/printer.py``), core ``tl`` ops compiled and interpreted
   alike (libdevice's tanh costs generated backward kernels registers they need);
 - ``widen_to_fp32``: a loaded bf16 value widened to fp32 by bits (tier-2 backwards hold their rows in 16 bits
@@ -46,7 +47,8 @@ from tools.kernelgen.layout import OPS_UTILS
 
 UTILS_MODULE = "liger_kernel.ops.utils"
 
-# Plain host functions (no imports), each added at its alphabetical place among the target's functions.
+# Plain host functions (no imports; what they call of the file: NEEDS), each added at its alphabetical place among the
+# target's functions.
 HOST_SOURCES = {
     "ceil_div": '''
 def ceil_div(n: int, d: int) -> int:
@@ -59,7 +61,32 @@ def next_power_of_2(n: int) -> int:
     a plain function, cheaper to call on the host than a ConstexprFunction."""
     return 1 << max(n - 1, 0).bit_length()
 ''',
+    "scale_by_grad_output": '''
+def scale_by_grad_output(grad, grad_output):
+    """``grad``, stored by a forward for a grad_output of 1, times ``grad_output`` in place on the device (one scalar,
+    or one value per row of ``grad``'s last dim); returns ``grad``."""
+    rows = grad.view(-1, grad.shape[-1])
+    if rows.numel() == 0:
+        return grad
+    grad_output = grad_output.reshape(-1).contiguous()
+    block_size = min(4096, 1 << (rows.shape[1] - 1).bit_length())
+    # At most 1024 programs, each walking rows: when grad_output is 1 they return at once, where one program a row
+    # would launch as many as the vocabulary has classes (d(weight) of a fused linear loss).
+    scale_by_grad_output_kernel[(min(rows.shape[0], 1024),)](
+        rows,
+        rows.stride(0),
+        grad_output,
+        rows.shape[0],
+        rows.shape[1],
+        PER_ROW=grad_output.numel() != 1,
+        BLOCK_SIZE=block_size,
+        num_warps=8 if block_size >= 2048 else 4,
+    )
+    return grad
+''',
 }
+# Helpers that call others (added with them).
+NEEDS = {"scale_by_grad_output": ("scale_by_grad_output_kernel",)}
 
 GET_NUM_SMS_SOURCE = '''
 def get_num_sms() -> int:
@@ -136,21 +163,33 @@ def log1p_unit(v):
     "scale_by_grad_output_kernel": """
 @triton.jit
 def scale_by_grad_output_kernel(
-    grad_ptr, grad_row_stride, grad_output_ptr, grad_output_stride, n_cols: tl.constexpr, BLOCK_SIZE: tl.constexpr
+    grad_ptr,
+    grad_row_stride,
+    grad_output_ptr,
+    n_rows,
+    n_cols: tl.constexpr,
+    PER_ROW: tl.constexpr,
+    BLOCK_SIZE: tl.constexpr,
 ):
-    # Row ``program_id`` of a gradient the forward stored for a grad_output of 1, times the real grad_output in place
-    # (one scalar: stride 0, or one value a row). A loss that is the last op gets exactly 1: every program returns
-    # at once, with no pass over the gradient and no host sync to find that out.
+    # Rows program_id, program_id + num_programs, ... of a gradient the forward stored for a grad_output of 1, times
+    # the real grad_output in place: one scalar, or one value a row (PER_ROW). A loss that is the last op gets a
+    # scalar of exactly 1: every program returns at once, with no pass over the gradient and no host sync.
+    if not PER_ROW:
+        if tl.load(grad_output_ptr).to(tl.float32) == 1.0:
+            return
     row = tl.program_id(0).to(tl.int64)
-    scale = tl.load(grad_output_ptr + row * grad_output_stride).to(tl.float32)
-    if scale == 1.0:
-        return
-    grad_ptr += row * grad_row_stride
-    for start in range(0, n_cols, BLOCK_SIZE):
-        cols = start + tl.arange(0, BLOCK_SIZE)
-        mask = cols < n_cols
-        grad = tl.load(grad_ptr + cols, mask=mask, other=0.0).to(tl.float32)
-        tl.store(grad_ptr + cols, (grad * scale).to(grad_ptr.dtype.element_ty), mask=mask)
+    # A while loop: Triton's CPU interpreter takes no runtime bound in range().
+    while row < n_rows:
+        if PER_ROW:
+            scale = tl.load(grad_output_ptr + row).to(tl.float32)
+        else:
+            scale = tl.load(grad_output_ptr).to(tl.float32)
+        for start in range(0, n_cols, BLOCK_SIZE):
+            cols = start + tl.arange(0, BLOCK_SIZE)
+            mask = cols < n_cols
+            grad = tl.load(grad_ptr + row * grad_row_stride + cols, mask=mask, other=0.0).to(tl.float32)
+            tl.store(grad_ptr + row * grad_row_stride + cols, (grad * scale).to(grad_ptr.dtype.element_ty), mask=mask)
+        row += tl.num_programs(0)
 """,
     "tanh_from_exp": """
 @triton.jit
@@ -230,6 +269,7 @@ def jit_math_block(names: list[str], interpreter_test: str) -> str:
 def missing_helpers(utils_source: str, used: set[str]) -> list[str]:
     """The helpers among ``used`` that the target's ``ops/utils.py`` does not define, in ``HELPERS`` order."""
     defined = defined_names(utils_source)
+    used = set(used) | {needed for name in used for needed in NEEDS.get(name, ())}
     return [name for name in HELPERS if name in used and name not in defined]
 
 

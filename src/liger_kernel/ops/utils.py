@@ -28,23 +28,58 @@ def next_power_of_2(n: int) -> int:
     return 1 << max(n - 1, 0).bit_length()
 
 
+def scale_by_grad_output(grad, grad_output):
+    """``grad``, stored by a forward for a grad_output of 1, times ``grad_output`` in place on the device (one scalar,
+    or one value per row of ``grad``'s last dim); returns ``grad``."""
+    rows = grad.view(-1, grad.shape[-1])
+    if rows.numel() == 0:
+        return grad
+    grad_output = grad_output.reshape(-1).contiguous()
+    block_size = min(4096, 1 << (rows.shape[1] - 1).bit_length())
+    # At most 1024 programs, each walking rows: when grad_output is 1 they return at once, where one program a row
+    # would launch as many as the vocabulary has classes (d(weight) of a fused linear loss).
+    scale_by_grad_output_kernel[(min(rows.shape[0], 1024),)](
+        rows,
+        rows.stride(0),
+        grad_output,
+        rows.shape[0],
+        rows.shape[1],
+        PER_ROW=grad_output.numel() != 1,
+        BLOCK_SIZE=block_size,
+        num_warps=8 if block_size >= 2048 else 4,
+    )
+    return grad
+
+
 @triton.jit
 def scale_by_grad_output_kernel(
-    grad_ptr, grad_row_stride, grad_output_ptr, grad_output_stride, n_cols: tl.constexpr, BLOCK_SIZE: tl.constexpr
+    grad_ptr,
+    grad_row_stride,
+    grad_output_ptr,
+    n_rows,
+    n_cols: tl.constexpr,
+    PER_ROW: tl.constexpr,
+    BLOCK_SIZE: tl.constexpr,
 ):
-    # Row ``program_id`` of a gradient the forward stored for a grad_output of 1, times the real grad_output in place
-    # (one scalar: stride 0, or one value a row). A loss that is the last op gets exactly 1: every program returns
-    # at once, with no pass over the gradient and no host sync to find that out.
+    # Rows program_id, program_id + num_programs, ... of a gradient the forward stored for a grad_output of 1, times
+    # the real grad_output in place: one scalar, or one value a row (PER_ROW). A loss that is the last op gets a
+    # scalar of exactly 1: every program returns at once, with no pass over the gradient and no host sync.
+    if not PER_ROW:
+        if tl.load(grad_output_ptr).to(tl.float32) == 1.0:
+            return
     row = tl.program_id(0).to(tl.int64)
-    scale = tl.load(grad_output_ptr + row * grad_output_stride).to(tl.float32)
-    if scale == 1.0:
-        return
-    grad_ptr += row * grad_row_stride
-    for start in range(0, n_cols, BLOCK_SIZE):
-        cols = start + tl.arange(0, BLOCK_SIZE)
-        mask = cols < n_cols
-        grad = tl.load(grad_ptr + cols, mask=mask, other=0.0).to(tl.float32)
-        tl.store(grad_ptr + cols, (grad * scale).to(grad_ptr.dtype.element_ty), mask=mask)
+    # A while loop: Triton's CPU interpreter takes no runtime bound in range().
+    while row < n_rows:
+        if PER_ROW:
+            scale = tl.load(grad_output_ptr + row).to(tl.float32)
+        else:
+            scale = tl.load(grad_output_ptr).to(tl.float32)
+        for start in range(0, n_cols, BLOCK_SIZE):
+            cols = start + tl.arange(0, BLOCK_SIZE)
+            mask = cols < n_cols
+            grad = tl.load(grad_ptr + row * grad_row_stride + cols, mask=mask, other=0.0).to(tl.float32)
+            tl.store(grad_ptr + row * grad_row_stride + cols, (grad * scale).to(grad_ptr.dtype.element_ty), mask=mask)
+        row += tl.num_programs(0)
 
 
 def is_hip() -> bool:
@@ -241,6 +276,7 @@ __all__ = [
     "log1p_unit",
     "next_power_of_2",
     "pow",
+    "scale_by_grad_output",
     "scale_by_grad_output_kernel",
     "tanh",
     "tanh_from_exp",

@@ -1772,9 +1772,7 @@ def _loss_ops(profile: KernelProfile) -> LossOpsView:
         ],
         apply_returns=[f"grad_{name}" if name in grad_inputs else "None" for name in [t.name for t in profile.inputs]]
         + ["None"] * len(profile.hyperparameters),
-        utils_imports=_utils_imports(
-            statements, ["ensure_contiguous", "next_power_of_2", "scale_by_grad_output_kernel"]
-        ),
+        utils_imports=_utils_imports(statements, ["ensure_contiguous", "next_power_of_2", "scale_by_grad_output"]),
         host_helpers=[TAKE_HELPER_SOURCE] if f"{TAKE_HELPER}(" in denominators else [],
         precision_note=_precision_note(math.precision_sensitive_ops),
         gradient_note=_gradient_note(math.gradient_formulas),
