@@ -68,17 +68,22 @@ def _ruff(args: list[str], source: str, repo_root: Path, relative_path: str) -> 
     return answer
 
 
+def _configuration_files(repo_root: Path, relative_path: str) -> list[Path]:
+    """The configuration files ruff may read for ``relative_path``: in its folder and each one above, nearest first."""
+    folder = (repo_root / relative_path).resolve().parent
+    return [
+        directory / name
+        for directory in (folder, *folder.parents)
+        for name in CONFIGURATION_FILES
+        if (directory / name).is_file()
+    ]
+
+
 def _settings(repo_root: Path, relative_path: str) -> tuple | None:
     """What ruff's answer for ``relative_path`` depends on besides the text: the contents of every configuration
     file from its folder up, and ruff's environment variables; None (no answer kept) where none is found (ruff's user
     configuration applies) or one extends another file."""
-    found = []
-    folder = (repo_root / relative_path).resolve().parent
-    for directory in (folder, *folder.parents):
-        for name in CONFIGURATION_FILES:
-            path = directory / name
-            if path.is_file():
-                found.append((str(path), path.read_bytes()))
+    found = [(str(path), path.read_bytes()) for path in _configuration_files(repo_root, relative_path)]
     if not found or any(b"extend" in content for _, content in found):
         return None
     environment = tuple(sorted((name, value) for name, value in os.environ.items() if name.startswith("RUFF_")))
@@ -92,22 +97,17 @@ def line_length(repo_root: Path, relative_path: str) -> int | None:
         import tomllib
     except ImportError:  # Python < 3.11
         return None
-    folder = (repo_root / relative_path).resolve().parent
-    for directory in (folder, *folder.parents):
-        for name in CONFIGURATION_FILES:
-            path = directory / name
-            if not path.is_file():
+    for path in _configuration_files(repo_root, relative_path):
+        try:
+            settings = tomllib.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+            return None
+        if path.name == "pyproject.toml":
+            settings = settings.get("tool", {}).get("ruff")
+            if settings is None:
                 continue
-            try:
-                settings = tomllib.loads(path.read_text(encoding="utf-8"))
-            except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
-                return None
-            if name == "pyproject.toml":
-                settings = settings.get("tool", {}).get("ruff")
-                if settings is None:
-                    continue
-            value = settings.get("line-length", 88)
-            return value if isinstance(value, int) else None
+        value = settings.get("line-length", 88)
+        return value if isinstance(value, int) else None
     return None
 
 
