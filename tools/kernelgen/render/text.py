@@ -59,6 +59,15 @@ def wrap_docstring(text: str, indent: int = 4) -> str:
     return "\n".join([lines[0]] + [pad + line if line else "" for line in lines[1:]]) + "\n" + pad
 
 
+# The width of the generated files' section banners (Liger's line length).
+BANNER_WIDTH = 120
+
+
+def banner(title: str) -> str:
+    """A section banner comment, ``# --- title ---...``, padded with dashes to ``BANNER_WIDTH``."""
+    return f"# --- {title} ".ljust(BANNER_WIDTH, "-")
+
+
 def fstring_chunks(fields: list[str]) -> str:
     """``f"a={self.a}, b={self.b}"`` split into implicitly concatenated f-strings of at most ~90 columns."""
     if not fields:

@@ -64,6 +64,7 @@ from tools.kernelgen.render.test_shapes import ShapeParams
 from tools.kernelgen.render.test_shapes import loss_shape_params
 from tools.kernelgen.render.test_shapes import row_shape_params
 from tools.kernelgen.render.text import Defaulted
+from tools.kernelgen.render.text import banner
 from tools.kernelgen.render.text import fstring_chunks
 from tools.kernelgen.render.text import signature
 from tools.kernelgen.render.text import split_reference
@@ -119,6 +120,7 @@ class KernelView:
     reference_imports: list[str]
     reference_body: str
     reference_origin: str
+    reference_banner: str  # the comment above the reference in tests and benchmarks
     reference_entry: str
     reference_kind: str
     reference_inputs: list[str]  # the inputs the reference is called with
@@ -879,6 +881,7 @@ def kernel_view(profile: KernelProfile) -> KernelView:
         reference_imports=imports,
         reference_body=body,
         reference_origin=profile.reference.origin,
+        reference_banner=banner(f"PyTorch reference ({profile.reference.origin or 'profile'})"),
         reference_entry=profile.reference.entry,
         reference_kind=profile.reference.kind,
         reference_inputs=[t.name for t in profile.inputs if not t.attribute],
