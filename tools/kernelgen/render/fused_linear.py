@@ -92,7 +92,6 @@ def chunk_floor(n_logits: int, whole_groups: bool) -> ChunkFloor | None:
 @dataclass(frozen=True)
 class FusedLinearOpsView:
     loss: str  # the loss kernel (liger_kernel.ops.<loss>)
-    loss_grad_count: int  # gradients the loss kernel's backward takes
     tensors: list[FusedTensorView]
     row_inputs: list[str]
     row_kinds: dict[str, str]  # each row input's draw in tests: class indices, mask, positive, log_probabilities, real
@@ -217,7 +216,6 @@ def fused_linear_views(profile: KernelProfile) -> KernelViews:
     )
     fused = FusedLinearOpsView(
         loss=profile.operation_name,
-        loss_grad_count=len(ops.grad_inputs),
         tensors=tensors,
         row_inputs=row_inputs,
         row_kinds=_row_kinds(profile, renames),
