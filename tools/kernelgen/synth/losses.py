@@ -83,14 +83,6 @@ class LossMath:
     skipped: str | None = None  # the gate's negation, printed: the row does not count (``target == ignore_index``)
 
 
-def _chunk_statements(lines: list[str]) -> list[str]:
-    """``rows.py`` prints constant tiles for [BLOCK_ROWS, BLOCK_COLS]; a loss program's tile is one chunk of a row."""
-    return [
-        line.replace("(BLOCK_ROWS, BLOCK_COLS)", "(1, BLOCK_SIZE)").replace("(BLOCK_ROWS, 1)", "(1, 1)")
-        for line in lines
-    ]
-
-
 def synthesize_loss(
     statistics: list[tuple[str, str, sympy.Expr]],
     outputs: dict[str, sympy.Expr],
@@ -397,13 +389,9 @@ class _LossSchedule:
         )
         gradient_pass = n_passes - 1 if latest < n_passes - 1 and not self.staged else None
 
-        init = []
-        for statistic in program.statistics:
-            if statistic.reduce in ("max", "min"):
-                init.append(f"{statistic.name} = tl.full((1, 1), {_IDENTITY[statistic.reduce]}, tl.float32)")
-            else:
-                init.append(f"{statistic.name} = tl.zeros((1, 1), dtype=tl.float32)")
-        init += [f"{shift} = tl.zeros((1, 1), dtype=tl.float32)" for shift in safe.values()]
+        # One row a program: its running statistics are scalars.
+        init = [f"{statistic.name} = {_IDENTITY[statistic.reduce]}" for statistic in program.statistics]
+        init += [f"{shift} = 0.0" for shift in safe.values()]
         pass_lines, pass_reads = [], []
         constants: dict[str, str] = {}  # named constants of every statement, defined once above the passes
         for level in range(n_passes):
@@ -417,26 +405,26 @@ class _LossSchedule:
                 items = [(f"{s.name}_chunk", s.reduce, s.operand.xreplace(shifts)) for s in group]
                 if group is rest and level == gradient_pass:
                     items += gradient_items  # one schedule: the exponentials both need are computed once
-                lines += _schedule(items, set(taken), constants)
+                lines += _schedule(items, set(taken), constants, one_row=True)
                 reads |= {symbol.name for _, _, expr in items for symbol in expr.free_symbols}
                 lines += self._combine(group, online, safe)
             pass_lines.append(lines)
             pass_reads.append(sorted(reads - adjoint_names))
 
         outputs = [(name, "value", expr) for name, expr in program.outputs.items()]
-        outputs_block = _schedule(outputs, set(taken), constants)
+        outputs_block = _schedule(outputs, set(taken), constants, one_row=True)
         every = [s.operand for s in program.statistics] + [e for _, _, e in adjoint_items + gradient_items]
         every += list(program.outputs.values())
         gate_reads = sorted(s.name for s in self.gate.free_symbols) if self.gate is not None else []
-        adjoints = _schedule(adjoint_items, set(taken), constants)
-        gradient = _schedule(gradient_items, set(taken), constants) if gradient_pass is None else []
+        adjoints = _schedule(adjoint_items, set(taken), constants, one_row=True)
+        gradient = _schedule(gradient_items, set(taken), constants, one_row=True) if gradient_pass is None else []
         return LossMath(
             init=constant_lines(constants) + init,
-            passes=[_chunk_statements(lines) for lines in pass_lines],
+            passes=pass_lines,
             pass_reads=pass_reads,
-            outputs_block=_chunk_statements(outputs_block),
-            adjoints=_chunk_statements(adjoints),
-            gradient=_chunk_statements(gradient),
+            outputs_block=outputs_block,
+            adjoints=adjoints,
+            gradient=gradient,
             gradient_reads=gradient_reads,
             gradient_pass=gradient_pass,
             gate=print_triton(self.gate) if self.gate is not None else None,

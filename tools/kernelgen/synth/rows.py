@@ -27,7 +27,8 @@ last pass the outputs (or gradients) from the all-reduced values; the backward's
 Printed statements follow the tier-2 template's conventions: a tile is ``[BLOCK_ROWS, BLOCK_COLS]`` with ``mask``
 marking the real elements; a reduction is ``tl.sum(tl.where(mask, operand, 0.0), axis=1, keep_dims=True)`` (the
 identity of the reduction, not the load's padding, fills the masked lanes: -inf for max, +inf for min), so
-per-row values are ``[BLOCK_ROWS, 1]`` and broadcast against the tile. The fused kernels drop the ``tl.where`` of a
+per-row values are ``[BLOCK_ROWS, 1]`` and broadcast against the tile (a loss program walks one row in 1-D chunks
+of ``BLOCK_SIZE``: its reductions are scalars, ``one_row``). The fused kernels drop the ``tl.where`` of a
 reduction whose operand is shown (by substitution) to be its identity at the values the loads give masked lanes,
 and the forward's loads give an input the fill (0 or -inf) that does this for most of its statistics: a softmax
 loads x with -inf, and its max of x and sum of exp(x - max) need no ``tl.where`` (on an H200, 258 -> 250 us at
@@ -806,12 +807,14 @@ def _schedule(
     taken: set[str],
     constants: dict[str, str] | None = None,
     masked: dict[sympy.Symbol, sympy.Expr] | None = None,
+    one_row: bool = False,
 ) -> list[str]:
     """Statements for ``items`` (name, kind, expr): named constants and common subexpressions of all of them hoisted
     into temporaries named by role (``naming.py``), each statement emitted right after the values it reads. The
     constants come first, or go into ``constants`` (name -> literal) for a kernel that defines them above its loops.
     ``masked``: what the kernel's loads read in masked lanes; a reduction whose operand is then its identity there
-    (``_identity_when_masked``) reduces without a ``tl.where`` (without ``masked``, every reduction has one)."""
+    (``_identity_when_masked``) reduces without a ``tl.where`` (without ``masked``, every reduction has one).
+    ``one_row``: statements of a program that walks one row in 1-D chunks (a loss's), whose per-row values are scalars."""
     if not items:
         return []
     # Derived: a norm's or std's root (its gradient masked at 0) is the power it computes from here on, named and
@@ -852,7 +855,7 @@ def _schedule(
         for dependency in sorted(expr.free_symbols, key=lambda s: s.name):
             emit(dependency)
         filled = masked is not None and kind in REDUCE_KINDS and _identity_when_masked(unfolded(expr), kind, masked)
-        lines.append(_statement(name, kind, expr, masked_by_fill=filled))
+        lines.append(_statement(name, kind, expr, masked_by_fill=filled, one_row=one_row))
 
     for symbol in order:
         emit(symbol)
@@ -883,14 +886,16 @@ def _by_named_roots(hoisted: list[tuple], reduced: list[sympy.Expr]) -> tuple[li
     return hoisted, [rewrite(expr) for expr in reduced]
 
 
-def _statement(name: str, kind: str, expr: sympy.Expr, masked_by_fill: bool = False) -> str:
+def _statement(name: str, kind: str, expr: sympy.Expr, masked_by_fill: bool = False, one_row: bool = False) -> str:
     if kind in ("value", "row_value"):
-        if expr == 0:
-            shape = "(BLOCK_ROWS, BLOCK_COLS)" if kind == "value" else "(BLOCK_ROWS, 1)"
-            return f"{name} = tl.zeros({shape}, dtype=tl.float32)"
-        return f"{name} = {print_triton(expr)}"
+        if expr != 0:
+            return f"{name} = {print_triton(expr)}"
+        if one_row:  # a chunk of one row: a 1-D tile, scalar row values
+            return f"{name} = 0.0" if kind == "row_value" else f"{name} = tl.zeros((BLOCK_SIZE,), dtype=tl.float32)"
+        shape = "(BLOCK_ROWS, BLOCK_COLS)" if kind == "value" else "(BLOCK_ROWS, 1)"
+        return f"{name} = tl.zeros({shape}, dtype=tl.float32)"
     operand = print_triton(expr) if masked_by_fill else f"tl.where(mask, {print_triton(expr)}, {_IDENTITY[kind]})"
-    reduction = f"{_TL_REDUCE[kind]}({operand}, axis=1, keep_dims=True)"
+    reduction = f"{_TL_REDUCE[kind]}({operand}{'' if one_row else ', axis=1, keep_dims=True'})"
     return f"{name} = {reduction} / {N_COLS}" if kind == "mean" else f"{name} = {reduction}"
 
 
