@@ -24,15 +24,17 @@ GENERATED = [
     ("kto_sigmoid", "kto_sigmoid"),
     ("listwise_ranking", "listwise_ranking"),
     ("tempered_dpo", "tempered_dpo"),
+    ("entropy_regularized_nll", "entropy_regularized_nll"),
 ]
 # Of those, the ones whose fused linear kernel (fused_linear_NAME) the CPU suite generates too (each costs seconds of
 # the interpreter); the GPU checkout fuses all of them.
 # The kernels the CPU suite generates and tests (the GPU checkout: all of them): DPO, ORPO, SimPO and KTO stream the
 # same statistic as the tempered DPO at temperature 1 (their sequence stages are checked against their references
 # below, without kernels). A tempered DPO's fused chunks hold whole pairs and form d(logits) in the forward (its temperature a kernel argument, its
-# unmasked sums adjoints that autograd expands); a ranking over the batch recomputes the logits in the backward.
-ON_CPU = ["grpo_kl", "listwise_ranking", "tempered_dpo"]
-FUSED_ON_CPU = ["tempered_dpo", "listwise_ranking"]
+# unmasked sums adjoints that autograd expands); a ranking over the batch recomputes the logits in the backward; an
+# entropy-regularized NLL has two statistics a token and no hyper-parameter.
+ON_CPU = ["grpo_kl", "listwise_ranking", "tempered_dpo", "entropy_regularized_nll"]
+FUSED_ON_CPU = ["tempered_dpo", "listwise_ranking", "entropy_regularized_nll"]
 
 REFERENCES = textwrap.dedent(
     """
@@ -125,6 +127,16 @@ REFERENCES = textwrap.dedent(
         return -F.logsigmoid(beta * ((chosen - ref_chosen) - (rejected - ref_rejected))).mean()
 
 
+    def entropy_regularized_nll(logits, labels):
+        # Two statistics a token (the label's log-probability, the entropy), no hyper-parameter: NLL less an entropy
+        # bonus, a masked mean per sequence
+        logp = logits.log_softmax(-1)
+        nll = -logp.gather(-1, labels.clamp(min=0).unsqueeze(-1)).squeeze(-1)
+        entropy = -(logp.exp() * logp).sum(-1)
+        mask = (labels != -100).float()
+        return (((nll - 0.01 * entropy) * mask).sum(1) / mask.sum(1).clamp(min=1)).mean()
+
+
     def reduces_tokens_and_classes_at_once(logits, labels, w):
         logp = logits.log_softmax(-1).gather(-1, labels[..., None])[..., 0]
         return -(logp.sum(-1) * w).mean() + logits.log_softmax(-1).mean(dim=(1, 2)).sum()
@@ -196,8 +208,11 @@ def test_log_probabilities_beside_a_statistic_are_drawn_as_such(references):
     }
 
 
-# Their statistic is the picked log-probability of the logits as they are (tempered_dpo's: of logits / temperature).
-@pytest.mark.parametrize("entry", [entry for entry, _ in GENERATED if entry != "tempered_dpo"])
+# Their statistic is the picked log-probability of the logits as they are (tempered_dpo's: of logits / temperature;
+# entropy_regularized_nll has an entropy beside it).
+@pytest.mark.parametrize(
+    "entry", [entry for entry, _ in GENERATED if entry not in ("tempered_dpo", "entropy_regularized_nll")]
+)
 def test_the_sequence_stage_on_the_statistics_is_the_reference(references, entry):
     """On other shapes than the analysis probed (B 6, T 7), in float64: the profile's sequence stage applied to
     torch's own per-token log-probabilities gives the reference's loss and, through autograd, its gradient."""

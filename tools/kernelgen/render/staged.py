@@ -80,6 +80,14 @@ def sequence_parameters(source: str) -> list[str]:
     raise ValueError(f"math.loss.sequence defines no function {SEQUENCE_FUNCTION}")
 
 
+def sequence_returns_tuple(source: str) -> bool:
+    """Whether ``sequence_stage`` in ``source`` returns a tuple (the loss and other values) rather than the loss."""
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.FunctionDef) and node.name == SEQUENCE_FUNCTION:
+            return any(isinstance(n, ast.Return) and isinstance(n.value, ast.Tuple) for n in ast.walk(node))
+    raise ValueError(f"math.loss.sequence defines no function {SEQUENCE_FUNCTION}")
+
+
 def staged_loss_ops(
     profile: KernelProfile, precision_note: Callable[[list[str]], list[str]], gradient_note: Callable[[dict], list[str]]
 ) -> StagedLossOpsView:

@@ -58,6 +58,7 @@ from tools.kernelgen.render.lanes import lane_ops
 from tools.kernelgen.render.reference_hypers import reference_hypers
 from tools.kernelgen.render.staged import StagedLossOpsView
 from tools.kernelgen.render.staged import is_staged
+from tools.kernelgen.render.staged import sequence_returns_tuple
 from tools.kernelgen.render.staged import staged_loss_ops
 from tools.kernelgen.render.test_shapes import MODEL_SIZED
 from tools.kernelgen.render.test_shapes import ShapeParams
@@ -2042,7 +2043,8 @@ def test_view(profile: KernelProfile) -> TestView:
     hypers = bool(hyper_names)
     hyper_param = ", hyper" if hypers else ""
     switches = ", **switches" if any(p.enabled_by for p in params) else ""
-    single = len(profile.outputs) == 1
+    # A loss in two stages returns what its sequence stage returns, not one value per statistic (profile.outputs).
+    single = not sequence_returns_tuple(profile.math.loss.sequence) if is_staged(profile) else len(profile.outputs) == 1
     entry = profile.reference.entry
     # Every hyper-parameter an argument of the constructor: built with **hyper, as the reference takes them.
     all_in_constructor = not places.forward and not places.held
