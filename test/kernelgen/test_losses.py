@@ -80,6 +80,18 @@ STYLES = textwrap.dedent(
             return (teacher * (teacher.log() - student)).sum(-1).mean() * t * t
 
 
+    class HintonDistillation(nn.Module):
+        # F.kl_div of temperature-softened distributions: near uniform at T 8, the KL is small against log(V)
+        def __init__(self, T: float = 4.0):
+            super().__init__()
+            self.T = T
+
+        def forward(self, y_s, y_t):
+            p_s = F.log_softmax(y_s / self.T, dim=1)
+            p_t = F.softmax(y_t / self.T, dim=1)
+            return F.kl_div(p_s, p_t, reduction="batchmean") * (self.T**2)
+
+
     def cross_entropy_and_z_loss(logits, target, z_weight: float = 1e-4):
         lse = torch.logsumexp(logits, dim=-1)
         picked = logits.gather(-1, target[:, None])[:, 0]

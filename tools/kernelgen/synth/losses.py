@@ -194,6 +194,17 @@ def split_statistics(statistics, outputs, element_names: set[str]):
         if groups is None or list(groups.items()) == [(operand, sympy.S.One)]:
             split.append((name, reduce, operand))
             continue
+        # A part that still reads a statistic other than a softmax's shift (a max) runs in a pass after it anyway:
+        # the split saves no pass, and sums that cancel (a KL's cross entropy less the entropy, each ~log(V) for a
+        # difference near 0) lose what fp32 keeps of the difference taken element by element.
+        shifts = {other for other, kind, _ in split if kind == "max"}
+        if any(
+            symbol.name in names and symbol.name not in shifts
+            for varying in groups
+            for symbol in sympy.sympify(varying).free_symbols
+        ):
+            split.append((name, reduce, operand))
+            continue
         total = sympy.S.Zero
         for index, (varying, coefficient) in enumerate(groups.items()):
             if varying == 1:
