@@ -949,6 +949,16 @@ def test_a_tensor_made_from_an_argument_names_the_fix_and_line(tmp_path):
     assert analyze(str(path)).tier == 1
 
 
+def test_an_item_assignment_names_the_out_of_place_form_and_line(tmp_path):
+    """TRL's get_batch_logps writes ``labels[labels == -100] = 0``: fx's proxies take no item assignment."""
+    path = tmp_path / "relu_gate.py"
+    path.write_text("import torch\n\n\ndef relu_gate(x, g):\n    g = g.clone()\n    g[g < 0] = 0.0\n    return x * g\n")
+    with pytest.raises(AnalyzeError, match=r"relu_gate.py:6: an item assignment .* torch.where\(mask, value, x\)"):
+        analyze(str(path))
+    path.write_text("import torch\n\n\ndef relu_gate(x, g):\n    return x * torch.where(g < 0, 0.0, g)\n")
+    assert analyze(str(path)).tier == 1
+
+
 CHUNKED_GLUS = """import torch
 import torch.nn.functional as F
 

@@ -724,6 +724,13 @@ def _run_tracer(loaded: LoadedReference, trace, concrete: dict[str, Any]) -> fx.
                 "the number itself (math.sqrt(eps), eps ** 0.5) "
             )
             why += HAND_WRITTEN_PROFILE_HINT
+        elif "does not support item assignment" in text:
+            # ``labels[labels == -100] = 0`` (TRL's get_batch_logps): fx proxies take no __setitem__.
+            why = (
+                "an item assignment (`x[mask] = value`) cannot be traced; write it out of place: "
+                "`x = torch.where(mask, value, x)` (`labels = torch.where(labels == -100, 0, labels)`) "
+            )
+            why += HAND_WRITTEN_PROFILE_HINT
         elif "NoneType" in text and (absent := [name for name, value in concrete.items() if value is None]):
             # An optional tensor (gate=None) the forward uses anyway: the trace ran it as None.
             listed = ", ".join(f"'{name}'" for name in absent)
