@@ -25,6 +25,7 @@ GENERATED = [
     ("listwise_ranking", "listwise_ranking"),
     ("tempered_dpo", "tempered_dpo"),
     ("entropy_regularized_nll", "entropy_regularized_nll"),
+    ("DAPOLoss", "dapo_token_mean"),
 ]
 # Of those, the ones whose fused linear kernel (fused_linear_NAME) the CPU suite generates too (each costs seconds of
 # the interpreter); the GPU checkout fuses all of them.
@@ -33,7 +34,7 @@ GENERATED = [
 # below, without kernels). A tempered DPO's fused chunks hold whole pairs and form d(logits) in the forward (its temperature a kernel argument, its
 # unmasked sums adjoints that autograd expands); a ranking over the batch recomputes the logits in the backward; an
 # entropy-regularized NLL has two statistics a token and no hyper-parameter.
-ON_CPU = ["grpo_kl", "listwise_ranking", "tempered_dpo", "entropy_regularized_nll"]
+ON_CPU = ["grpo_kl", "listwise_ranking", "tempered_dpo", "entropy_regularized_nll", "dapo_token_mean"]
 FUSED_ON_CPU = ["tempered_dpo", "listwise_ranking", "entropy_regularized_nll"]
 
 REFERENCES = textwrap.dedent(
@@ -127,6 +128,22 @@ REFERENCES = textwrap.dedent(
         return -F.logsigmoid(beta * ((chosen - ref_chosen) - (rejected - ref_rejected))).mean()
 
 
+    class DAPOLoss(nn.Module):
+        # TRL's loss_type="dapo": clip-higher, a token-level mean over the whole batch; nothing names the token dim,
+        # only advantages.unsqueeze(1) shows the rows are [B, T]
+        def __init__(self, epsilon_low: float = 0.2, epsilon_high: float = 0.28):
+            super().__init__()
+            self.epsilon_low, self.epsilon_high = epsilon_low, epsilon_high
+
+        def forward(self, logits, completion_ids, old_per_token_logps, advantages, completion_mask):
+            picked = torch.gather(logits, dim=-1, index=completion_ids.unsqueeze(-1)).squeeze(-1)
+            per_token_logps = picked - torch.logsumexp(logits, dim=-1)
+            coef_1 = torch.exp(per_token_logps - old_per_token_logps)
+            coef_2 = torch.clamp(coef_1, 1 - self.epsilon_low, 1 + self.epsilon_high)
+            per_token_loss = -torch.min(coef_1 * advantages.unsqueeze(1), coef_2 * advantages.unsqueeze(1))
+            return (per_token_loss * completion_mask).sum() / completion_mask.sum().clamp(min=1.0)
+
+
     def entropy_regularized_nll(logits, labels):
         # Two statistics a token (the label's log-probability, the entropy), no hyper-parameter: NLL less an entropy
         # bonus, a masked mean per sequence
@@ -184,6 +201,11 @@ def _profile(references, entry):
         ("SimPOLoss", ["token_logps"], {}),
         ("kto_sigmoid", ["token_logps"], {"reference_logps": "B", "kl": "B", "desirable": "B"}),
         ("listwise_ranking", ["logp"], {"rewards": "B"}),
+        (
+            "DAPOLoss",
+            ["picked", "per_token_logps_logsumexp"],
+            {"old_per_token_logps": "B, T", "advantages": "B", "completion_mask": "B, T"},
+        ),
     ],
 )
 def test_the_split_finds_the_statistics_and_the_shapes_of_the_sequence_inputs(references, entry, statistics, shapes):
@@ -194,7 +216,7 @@ def test_the_split_finds_the_statistics_and_the_shapes_of_the_sequence_inputs(re
     assert [t.name for t in profile.inputs if t.requires_grad] == ["logits"]
     assert profile.math.loss.reduction == "none" and "def sequence_stage(" in profile.math.loss.sequence
     # The vocabulary stage streams the logits for the picked log-probability alone: a maximum, a sum and the pick.
-    assert [s.reduce for s in profile.math.statistics] == ["max", "sum", "sum"]
+    assert sorted(s.reduce for s in profile.math.statistics) == ["max", "sum", "sum"]
     assert "logits" not in profile.math.loss.sequence  # nothing over the vocabulary is left to PyTorch
 
 
@@ -209,9 +231,9 @@ def test_log_probabilities_beside_a_statistic_are_drawn_as_such(references):
 
 
 # Their statistic is the picked log-probability of the logits as they are (tempered_dpo's: of logits / temperature;
-# entropy_regularized_nll has an entropy beside it).
+# entropy_regularized_nll has an entropy beside it, DAPOLoss the pick and the logsumexp apart).
 @pytest.mark.parametrize(
-    "entry", [entry for entry, _ in GENERATED if entry not in ("tempered_dpo", "entropy_regularized_nll")]
+    "entry", [entry for entry, _ in GENERATED if entry not in ("tempered_dpo", "entropy_regularized_nll", "DAPOLoss")]
 )
 def test_the_sequence_stage_on_the_statistics_is_the_reference(references, entry):
     """On other shapes than the analysis probed (B 6, T 7), in float64: the profile's sequence stage applied to

@@ -20,6 +20,7 @@ import ast
 import builtins
 import contextlib
 import copy
+import dataclasses
 import inspect
 import io
 import itertools
@@ -254,12 +255,34 @@ def _inputs_read(node: fx.Node) -> set[str]:
     return read
 
 
+class _ValuesPerSequence(Exception):
+    """Inputs taken as one value per row met the per-row values as columns: the rows are [batch, tokens]."""
+
+    def __init__(self, first: str, names: list[str]):
+        super().__init__(first, names)
+        self.first, self.names = first, names
+
+
 def trace_reference(loaded: LoadedReference, overrides: dict[str, Any] | None = None) -> TracedReference:
     """``overrides``: other values for specialised (bool/str/int) arguments than their defaults, to trace the
     reference as it runs with them (the profile keeps the defaults)."""
-    if loaded.kind == "module":
-        return _trace_module(loaded, overrides or {})
-    return _trace_function(loaded, overrides or {})
+    trace = _trace_module if loaded.kind == "module" else _trace_function
+    try:
+        return trace(loaded, overrides or {})
+    except _ValuesPerSequence as found:
+        # TRL's ``advantages.unsqueeze(1)`` against per-token values reduced with ``.sum()`` alone: nothing names the
+        # token dim, so the rows were taken flat and the [B] input as one value per token (an outer product when
+        # run). Traced again as the shapes hint would have it: [B, T, V] rows, one value per sequence.
+        listed = ", ".join(repr(name) for name in found.names)
+        if "shapes" in loaded.hints:
+            raise AnalyzeError(
+                f"{listed} meet per-token values as a column ([rows, 1] against [rows]): declare the shapes of "
+                f"{found.first!r} and {listed} in the KERNELGEN 'shapes' hint so that they line up",
+                origin=loaded.origin,
+            ) from None
+        shapes = {found.first: "batch seq vocab", **{name: "batch" for name in found.names}}
+        hinted = dataclasses.replace(loaded, hints={**loaded.hints, "shapes": shapes})
+        return trace(hinted, overrides or {})
 
 
 def _scalar_type(value: Any) -> str | None:
@@ -982,6 +1005,9 @@ def _finish(
     shaped_apart = [*index_inputs, *class_inputs, *broadcast_inputs]
     row_inputs = _per_row_inputs(loaded, example, shaped_apart, loss_like, unsqueezed_rows)
     shapes_known = _propagate_shapes(*example, row_inputs=row_inputs)
+    per_sequence = [name for name in unsqueezed_rows if name in row_inputs]
+    if shapes_known and per_sequence and len(rows_shape) == 1 and _crosses_rows(graph_module, rows_shape):
+        raise _ValuesPerSequence(rows[0], per_sequence)
     specialized = {name: value for name, value in concrete.items() if _scalar_type(value) is not None}
     traced = TracedReference(
         loaded=loaded,
@@ -1017,6 +1043,14 @@ def _finish(
     if not shapes_known:
         traced.notes.append("running the reference on example inputs failed; dims were read from the arguments")
     return traced
+
+
+def _crosses_rows(graph_module: fx.GraphModule, rows_shape: tuple[int, ...]) -> bool:
+    """Whether a value of the graph, as ``_propagate_shapes`` recorded it, holds rows x rows elements."""
+    crossed = tuple(rows_shape) * 2
+    return any(
+        tuple(getattr(node.meta.get("tensor_meta"), "shape", ())) == crossed for node in graph_module.graph.nodes
+    )
 
 
 def declared_broadcasts(loaded: LoadedReference, tensors: list[str], not_rows: list[str]) -> dict[str, str]:
