@@ -237,6 +237,8 @@ OP_CASES = [
     OpCase("clamp", lambda x: torch.clamp(x, min=-0.7), kwargs={"min": -0.7}),
     OpCase("clamp", lambda x: torch.clamp(x, max=1.2), kwargs={"max": 1.2}),
     OpCase("clamp", lambda x: torch.clamp(x, -1.5, 0.25), args=(-1.5, 0.25)),
+    # Tensor bounds, drawn independently: where lo > hi torch gives hi (its gradient too).
+    OpCase("clamp", lambda x, lo, hi: torch.clamp(x, lo, hi), names=("x", "lo", "hi")),
     OpCase("maximum", torch.maximum, names=("a", "b")),
     OpCase("minimum", torch.minimum, names=("a", "b")),
     OpCase("xlogy", torch.xlogy, names=("a", "b"), domains={"a": "positive", "b": "positive"}),
