@@ -249,6 +249,13 @@ def test_ambiguous_file_asks_for_a_symbol(tmp_path):
     assert f"{path}:first" in message
 
 
+def test_several_candidates_on_stdin_name_the_option_that_picks_one():
+    """``--reference -:first`` would read as an option: the hint spells it with ``=``."""
+    source = "import torch\n\n\ndef first(x):\n    return torch.exp(x)\n\n\ndef second(x):\n    return x * 2.0\n"
+    with pytest.raises(AnalyzeError, match=r"several candidates \(first, second\); pick one with --reference=-:first"):
+        analyze("-", stdin_source=source)
+
+
 def test_helpers_the_entry_calls_are_not_candidates(tmp_path):
     """A public helper function, a lambda and a module class that the entry reads by name leave it the one entry."""
     path = write(
@@ -957,6 +964,23 @@ def test_an_item_assignment_names_the_out_of_place_form_and_line(tmp_path):
         analyze(str(path))
     path.write_text("import torch\n\n\ndef relu_gate(x, g):\n    return x * torch.where(g < 0, 0.0, g)\n")
     assert analyze(str(path)).tier == 1
+
+
+def test_an_augmented_assignment_to_an_input_is_refused_and_one_to_a_new_tensor_is_not(tmp_path):
+    """``x += y`` writes into the caller's tensor (fx traces it as ``x + y``): refused as ``x.add_(y)`` is."""
+    path = tmp_path / "iadd.py"
+    path.write_text("import torch\n\n\ndef iadd(x, y):\n    x += y\n    return torch.tanh(x)\n")
+    assert analyze_error(str(path)).endswith(
+        "iadd.py:5: `x += ...` writes in place into input 'x'; compute a new tensor instead (x = x + ...)"
+    )
+    path.write_text("import torch\n\n\ndef iadd(x, y):\n    x = x * 2.0\n    x += y\n    return torch.tanh(x)\n")
+    assert analyze(str(path)).tier == 1
+
+
+def test_a_dict_of_outputs_is_refused_naming_its_keys(tmp_path):
+    path = tmp_path / "dict_out.py"
+    path.write_text("import torch\n\n\ndef dict_out(x):\n    return {'y': torch.sigmoid(x), 'z': x * 2.0}\n")
+    assert "'dict_out' returns a dict (y, z); return its tensors instead (`return y, z`)" in analyze_error(str(path))
 
 
 CHUNKED_GLUS = """import torch

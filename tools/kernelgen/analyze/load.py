@@ -177,7 +177,8 @@ def _load_source(source: str, origin: str, filename: str, symbol: str | None) ->
         candidates = _uncalled(module, candidates)
         if len(candidates) > 1:
             raise AnalyzeError(
-                f"defines several candidates ({', '.join(candidates)}); pick one with {origin}:{candidates[0]}",
+                f"defines several candidates ({', '.join(candidates)}); pick one with "
+                + (f"--reference=-:{candidates[0]}" if origin == "<stdin>" else f"{origin}:{candidates[0]}"),
                 origin=origin,
             )
         entry = candidates[0]

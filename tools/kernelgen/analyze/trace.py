@@ -802,6 +802,39 @@ def _functionalize_in_place_ops(loaded: LoadedReference, graph: fx.Graph) -> Non
         node.target = name[:-1]
 
 
+def _refuse_augmented_assignments_to_inputs(loaded: LoadedReference, tensors) -> None:
+    """``x += y`` on a tensor input ``x`` writes into the caller's tensor (torch's ``__iadd__``), which fx traces as an
+    out-of-place ``x + y``: refused as ``x.add_(y)`` is, before a leaf input that requires grad makes the reference
+    itself fail where it runs."""
+    try:
+        function = entry_function(ast.parse(loaded.source), loaded.entry, loaded.kind)
+    except SyntaxError:
+        return
+    if function is None:
+        return
+    inputs = set(tensors)
+    rebound = set()
+    statements = sorted(
+        (n for n in ast.walk(function) if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign))),
+        key=lambda n: (n.lineno, n.col_offset),
+    )
+    for statement in statements:
+        if isinstance(statement, ast.AugAssign):
+            target = statement.target
+            if isinstance(target, ast.Name) and target.id in inputs and target.id not in rebound:
+                op = ast.unparse(ast.AugAssign(target=target, op=statement.op, value=ast.Name("y"))).split()[1]
+                raise AnalyzeError(
+                    f"`{target.id} {op} ...` writes in place into input '{target.id}'; compute a new tensor instead "
+                    f"({target.id} = {target.id} {op[:-1]} ...)",
+                    origin=loaded.origin,
+                    line=statement.lineno,
+                )
+            continue
+        targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+        for target in targets:
+            rebound.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
+
+
 # NumPy's spellings that torch's reductions also take (torch.mean(x, axis=-1, keepdims=True)).
 _NUMPY_KEYWORDS = {"axis": "dim", "keepdims": "keepdim"}
 
@@ -849,7 +882,12 @@ def _output_nodes(graph_module: fx.GraphModule, loaded: LoadedReference) -> tupl
     output = next(node for node in graph_module.graph.nodes if node.op == "output")
     value = output.args[0]
     if isinstance(value, dict):
-        return list(value.values()), [str(key) for key in value]
+        # The generated Function, module and tests return tensors as a tuple: a dict would be another API.
+        raise AnalyzeError(
+            f"'{loaded.entry}' returns a dict ({', '.join(map(str, value))}); return its tensors instead "
+            f"(`return {', '.join(map(str, value))}`)",
+            origin=loaded.origin,
+        )
     if isinstance(value, (tuple, list)):
         names = _returned_names(loaded, len(value)) or [f"y{index + 1}" for index in range(len(value))]
         return list(value), names
@@ -875,6 +913,7 @@ def _finish(
     loaded, graph_module, order, tensors, hypers, concrete, attributes, hidden, init_params, module=None, arguments=None
 ):
     _functionalize_in_place_ops(loaded, graph_module.graph)
+    _refuse_augmented_assignments_to_inputs(loaded, tensors)
     _numpy_keywords_as_torch(graph_module.graph)
     _weighted_loss_modules_as_calls(graph_module)
     # Statistics over groups of channels: the graph rewritten as the row program over a group (analyze/groups.py).
