@@ -347,6 +347,27 @@ def test_unknown_op_names_op_and_line(tmp_path):
     assert "--profile" in message
 
 
+@pytest.mark.parametrize(
+    "body, expected",
+    [
+        # an argument that defaults to None is an optional tensor input: `or` on it is control flow on a tensor
+        (
+            "def scale(x, eps=None):\n    eps = eps or 1e-6\n",
+            "on 'eps', which defaults to None and is traced as an optional tensor input",
+        ),
+        # HF's default epsilon
+        ("def scale(x):\n    eps = torch.finfo(x.dtype).eps\n", "torch.finfo(x.dtype) cannot be traced"),
+        # a shape unpacked into a view (QK-norm over heads)
+        ("def scale(x):\n    x = x.view(*x.shape[:-1], 2, -1)\n    eps = 1e-6\n", "a traced value cannot be unpacked"),
+    ],
+)
+def test_what_tracing_cannot_take_is_named_with_its_fix(tmp_path, body, expected):
+    path = tmp_path / "scale.py"
+    path.write_text(f"import torch\n\n\n{body}    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)\n")
+    message = analyze_error(str(path))
+    assert message.startswith(f"{path}:5: ") and expected in message, message
+
+
 def test_data_dependent_control_flow_names_line(tmp_path):
     path = write(
         tmp_path,

@@ -737,8 +737,30 @@ def _run_tracer(loaded: LoadedReference, trace, concrete: dict[str, Any]) -> fx.
         ) from None
     except Exception as error:  # noqa: BLE001 - fx and user code raise anything
         text = str(error).split("\n")[0]
-        if "control flow" in text or "iterated" in text or "len(" in text:
+        optional = _none_defaults(loaded)
+        if "control flow" in text and optional:
+            # ``eps = eps or 1e-6``: an argument that defaults to None is traced as an optional tensor input.
+            listed = ", ".join(f"'{name}'" for name in optional)
+            why = (
+                f"Python control flow on {listed}, which defaults to None and is traced as an optional tensor input; "
+                f"give a hyper-parameter a number default (eps: float = 1e-6)"
+            )
+        elif "iterated" in text:
+            # ``x.view(*x.shape[:-1], heads, -1)``: unpacking a traced shape.
+            why = (
+                "a traced value cannot be unpacked or iterated (`*x.shape[:-1]`, `for d in x.shape`); index it "
+                "(x.shape[-1]) or reshape with -1 "
+            )
+            why += HAND_WRITTEN_PROFILE_HINT
+        elif "control flow" in text or "len(" in text:
             why = f"data-dependent Python control flow cannot be traced ({text}); use torch.where "
+            why += HAND_WRITTEN_PROFILE_HINT
+        elif "finfo" in text:
+            # ``torch.finfo(x.dtype).eps`` (an HF RMSNorm's default): the traced dtype is no floating-point type.
+            why = (
+                "torch.finfo(x.dtype) cannot be traced (the traced dtype is no floating-point type); take eps as a "
+                "float hyper-parameter (eps: float = 1e-6) "
+            )
             why += HAND_WRITTEN_PROFILE_HINT
         elif "__cuda_array_interface__" in text or "__array" in text:
             # torch.tensor(eps) / torch.as_tensor of an argument: torch reads the traced value as array data
@@ -765,6 +787,21 @@ def _run_tracer(loaded: LoadedReference, trace, concrete: dict[str, Any]) -> fx.
         else:
             why = f"tracing failed: {type(error).__name__}: {text}"
         raise AnalyzeError(why, origin=loaded.origin, line=line_in_traceback(error, loaded.filename)) from None
+
+
+def _none_defaults(loaded: LoadedReference) -> list[str]:
+    """The entry's arguments (a module's forward's) that default to None."""
+    try:
+        function = entry_function(ast.parse(loaded.source), loaded.entry, loaded.kind)
+    except SyntaxError:
+        return []
+    if function is None:
+        return []
+    arguments = function.args
+    positional = arguments.posonlyargs + arguments.args
+    pairs = list(zip(positional[len(positional) - len(arguments.defaults) :], arguments.defaults))
+    pairs += [(argument, default) for argument, default in zip(arguments.kwonlyargs, arguments.kw_defaults) if default]
+    return [a.arg for a, d in pairs if isinstance(d, ast.Constant) and d.value is None]
 
 
 _VIEWS = {"view", "reshape", "transpose", "permute", "expand", "narrow", "select", "squeeze", "unsqueeze", "flatten"}
