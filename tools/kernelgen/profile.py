@@ -114,7 +114,9 @@ class ProfileError(ValueError):
     def __init__(self, source: str, problems: list[str]):
         self.source = source
         self.problems = problems
-        super().__init__(f"invalid profile {source}: " + "; ".join(problems))
+        # A profile analysed from a reference: what it cannot take is the reference's, not a YAML file's.
+        what = "the profile analysed from" if str(source).endswith(".py") else "invalid profile"
+        super().__init__(f"{what} {source}: " + "; ".join(problems))
 
 
 def pascal_case(snake: str) -> str:

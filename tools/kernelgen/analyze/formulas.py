@@ -26,6 +26,7 @@ from tools.kernelgen.profile import Statistic
 from tools.kernelgen.synth import format_formula
 from tools.kernelgen.synth import parse_formula
 from tools.kernelgen.synth.rows import N_COLS
+from tools.kernelgen.synth.rules import is_condition
 
 
 def profile_math(traced: TracedReference) -> tuple[Math, LoweredProgram]:
@@ -78,6 +79,8 @@ def _reads_back(text: str, names: list[str], expr: sympy.Expr) -> bool:
         parsed = parse_formula(text, names)
     except (ValueError, TypeError):
         return False
+    if is_condition(parsed) or is_condition(expr):  # a comparison reads back as itself, not as its 0/1 value
+        return parsed == expr
     return parsed == expr or sympy.simplify(parsed - expr) == 0
 
 

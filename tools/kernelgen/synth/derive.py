@@ -224,7 +224,10 @@ def _bind_symbols(expr, symbols: dict[str, sympy.Symbol], output: str) -> sympy.
     """``expr`` over our real symbols (a caller's plain ``Symbol("x")`` is the same variable); unknown names raise."""
     expr = sympy.sympify(expr)
     if is_condition(expr):
-        raise ValueError(f"output {output!r} is a condition ({expr}), not a number; wrap it in where(...)")
+        raise ValueError(
+            f"output {output!r} is a condition ({expr}), not a number: a kernel's outputs are numbers (compare "
+            "outside the kernel, or write where(...) in a profile)"
+        )
     unknown = sorted(symbol.name for symbol in expr.free_symbols if symbol.name not in symbols)
     if unknown:
         raise ValueError(f"output {output!r} uses undeclared names {unknown}; declared: {sorted(symbols)}")
