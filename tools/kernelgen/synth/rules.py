@@ -274,12 +274,15 @@ def _clamp(x, min=None, max=None):
     high = None if max is None or max == math.inf else _value(max)
     if low is None and high is None:
         raise ValueError("clamp: at least one of min and max must be given")
-    # Strict conditions: torch's gradient is 1 for min <= x <= max, bounds included. Where min > max torch gives max
-    # (min(max(x, min), max)), which tensor bounds can be anywhere: max wins there, as its gradient does in torch.
+    # Strict conditions: torch's gradient is 1 for min <= x <= max, bounds included.
+    if low is not None and high is not None and not (low.is_number and high.is_number):
+        # Bounds that are not numbers may cross (random tensor bounds): torch's min(max(x, min), max) gives max
+        # there, and max takes the gradient.
+        raised = sympy.Piecewise((low, x < low), (x, True))
+        return sympy.Piecewise((high, raised > high), (raised, True))
     branches = []
     if high is not None:
-        crossed = low is not None and not (low.is_number and high.is_number)
-        branches.append((high, sympy.Or(x > high, low > high) if crossed else x > high))
+        branches.append((high, x > high))
     if low is not None:
         branches.append((low, x < low))
     return sympy.Piecewise(*branches, (x, True))
