@@ -275,9 +275,10 @@ def _clamp(x, min=None, max=None):
     if low is None and high is None:
         raise ValueError("clamp: at least one of min and max must be given")
     # Strict conditions: torch's gradient is 1 for min <= x <= max, bounds included.
-    if low is not None and high is not None and not (low.is_number and high.is_number):
-        # Bounds that are not numbers may cross (random tensor bounds): torch's min(max(x, min), max) gives max
-        # there, and max takes the gradient.
+    crossing = low is not None and high is not None and not (low.is_number and high.is_number)
+    if crossing and sympy.simplify(low + high) != 0:
+        # Bounds that are not numbers may cross (tensor bounds): torch's min(max(x, min), max) gives max there, and
+        # max takes the gradient. A symmetric clamp (-limit, limit: gpt-oss's SwiGLU) keeps one select a bound.
         raised = sympy.Piecewise((low, x < low), (x, True))
         return sympy.Piecewise((high, raised > high), (raised, True))
     branches = []
