@@ -354,7 +354,7 @@ def test_unknown_op_names_op_and_line(tmp_path):
         # an argument that defaults to None is an optional tensor input: `or` on it is control flow on a tensor
         (
             "def scale(x, eps=None):\n    eps = eps or 1e-6\n",
-            "on 'eps', which defaults to None and is traced as an optional tensor input",
+            "'eps' defaults to None and is traced as an optional tensor input",
         ),
         # HF's default epsilon
         ("def scale(x):\n    eps = torch.finfo(x.dtype).eps\n", "torch.finfo(x.dtype) cannot be traced"),

@@ -742,8 +742,8 @@ def _run_tracer(loaded: LoadedReference, trace, concrete: dict[str, Any]) -> fx.
             # ``eps = eps or 1e-6``: an argument that defaults to None is traced as an optional tensor input.
             listed = ", ".join(f"'{name}'" for name in optional)
             why = (
-                f"Python control flow on {listed}, which defaults to None and is traced as an optional tensor input; "
-                f"give a hyper-parameter a number default (eps: float = 1e-6)"
+                f"Python control flow on a traced value: {listed} defaults to None and is traced as an optional tensor "
+                f"input (a hyper-parameter needs a number default, eps: float = 1e-6; a branch on values, torch.where)"
             )
         elif "iterated" in text:
             # ``x.view(*x.shape[:-1], heads, -1)``: unpacking a traced shape.
