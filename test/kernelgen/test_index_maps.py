@@ -341,6 +341,20 @@ def test_outputs_computed_differently_are_no_row_groups(profiles):
     assert analyze(f"{FUNCTIONAL}:gate_one_rotate_other").math.lanes.groups == []
 
 
+def test_rope_whose_unsqueeze_dim_defaults_to_2_reads_cos_per_position(tmp_path):
+    """unsqueeze(2) is written for [batch, seq, heads, dim] inputs: traced at rank 3 it would insert the last dim
+    (cos one value per row), which the rotation's lanes cannot take."""
+    reference = tmp_path / "rope_seq_first.py"
+    reference.write_text(
+        "import torch\n\n\ndef rotate_half(x):\n    x1, x2 = x.chunk(2, dim=-1)\n    return torch.cat((-x2, x1), dim=-1)\n"
+        "\n\ndef apply_rope(q, k, cos, sin, unsqueeze_dim: int = 2):\n    cos = cos.unsqueeze(unsqueeze_dim)\n"
+        "    sin = sin.unsqueeze(unsqueeze_dim)\n    return q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin\n"
+    )
+    profile = analyze(f"{reference}:apply_rope")
+    assert profile.tier == 1 and profile.math.lanes.groups == [{"q": "k", "y1": "y2"}]
+    assert [t.unsqueeze for t in profile.inputs] == ["", "", "unsqueeze_dim", "unsqueeze_dim"]
+
+
 def test_the_module_file_takes_the_references_own_arguments(generated_checkout):
     """The hint module_function names a function of the module file with HF's signature (upstream's
     liger_rotary_pos_emb); position_ids, which the kernel does not take, is refused at other values than None."""

@@ -1055,6 +1055,9 @@ def _finish(
         )
     broadcast_inputs = declared_broadcasts(loaded, tensors, index_inputs + class_inputs)
     first_rank = max(len(rows_shape) + 1, _declared_rank(loaded.hints.get("shapes", {}).get(rows[0] if rows else "")))
+    # ``cos.unsqueeze(2)`` is written for a first input of at least 4 dims ([batch, seq, heads, dim]): at rank 3 the
+    # inserted dim would be the last one (one value per row).
+    first_rank = max(first_rank, _highest_unsqueeze_dim(calls) + 2)
     broadcast_inputs.update(_unsqueezed_inputs(placeholders, calls, rows, broadcast_inputs, first_rank))
     broadcast_inputs.update(_affine_inputs(placeholders, calls, rows, broadcast_inputs))
     loss_like = bool(index_inputs) or _reduces_rows_to_a_loss(calls)
@@ -1464,6 +1467,18 @@ def _reduces_rows_to_a_loss(calls: dict[fx.Node, OpCall]) -> bool:
         if call.name in ("sum", "mean") and call.options.get("dim") in (None, (), []):
             return True
     return False
+
+
+def _highest_unsqueeze_dim(calls: dict[fx.Node, OpCall]) -> int:
+    """The highest non-negative dim an ``unsqueeze`` inserts at (-1 when none does)."""
+    highest = -1
+    for node, call in calls.items():
+        if call.name != "unsqueeze":
+            continue
+        dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim")
+        if isinstance(dim, int) and not isinstance(dim, bool):
+            highest = max(highest, dim)
+    return highest
 
 
 def _highest_named_dim(calls: dict[fx.Node, OpCall]) -> int:
