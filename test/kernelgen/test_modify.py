@@ -187,6 +187,7 @@ def test_dry_run_prints_the_diff_and_writes_nothing(edited, tmp_path):
     assert result.returncode == 0, result.stderr
     assert f"+++ b/{OPS}" in result.stdout
     assert "+    y = b * tl.sigmoid(a * beta)" in result.stdout
+    assert reference not in result.stdout and "act_new.py" in result.stdout  # quoted as new quotes it
     assert "dry run, nothing written" in result.stderr
     assert snapshot(edited) == before
 
