@@ -46,7 +46,15 @@ def test_force_never_touches_a_hand_written_kernel(checkout):
     assert snapshot(checkout) == before
 
 
-@pytest.mark.parametrize("name, shared", [("utils", "src/liger_kernel/ops/utils.py"), ("functional", FUNCTIONAL)])
+@pytest.mark.parametrize(
+    "name, shared",
+    [
+        ("utils", "src/liger_kernel/ops/utils.py"),
+        ("functional", FUNCTIONAL),
+        ("layout_utils", "src/liger_kernel/ops/layout_utils.py"),
+        ("monkey_patch", "src/liger_kernel/transformers/monkey_patch.py"),
+    ],
+)
 def test_a_kernel_name_of_a_shared_file_is_refused(checkout, tmp_path, name, shared):
     reference = tmp_path / "act.py"
     reference.write_text(ACT)

@@ -36,7 +36,8 @@ class KernelNameError(ValueError):
     """A kernel name that cannot name files and Python modules."""
 
 
-SHARED_FILES = (*REGISTRATION_FILES, OPS_UTILS)
+NATIVE_LAUNCH = "src/liger_kernel/ops/native_launch.py"  # this repository's host library only
+SHARED_FILES = (*REGISTRATION_FILES, OPS_UTILS, LAYOUT_UTILS, NATIVE_LAUNCH, MONKEY_PATCH)
 
 
 def check_kernel_name(name: str) -> None:
