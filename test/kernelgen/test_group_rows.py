@@ -167,6 +167,42 @@ def test_a_vector_read_by_index_is_held_and_taken_whole():
     assert "return grad_x, grad_weight, grad_bias, None" in ops
 
 
+def test_a_group_norm_of_images_runs_at_its_own_rank(tmp_path):
+    """``B, C, H, W = x.shape`` and ``weight.view(1, -1, 1, 1)``: the reference says its input has 4 dims; its tests and
+    the kernel take [batch, channels, height, width], the affine read per channel."""
+    reference = tmp_path / "image_group_norm.py"
+    reference.write_text(
+        "import torch\nimport torch.nn as nn\n\n\nclass ImageGroupNorm(nn.Module):\n"
+        "    def __init__(self, num_channels, num_groups=4, eps=1e-5):\n"
+        "        super().__init__()\n        self.num_groups, self.eps = num_groups, eps\n"
+        "        self.weight = nn.Parameter(torch.ones(num_channels))\n"
+        "        self.bias = nn.Parameter(torch.zeros(num_channels))\n\n"
+        "    def forward(self, x):\n        B, C, H, W = x.shape\n        xg = x.view(B, self.num_groups, -1)\n"
+        "        mean = xg.mean(dim=-1, keepdim=True)\n        var = ((xg - mean) ** 2).mean(dim=-1, keepdim=True)\n"
+        "        x = ((xg - mean) * torch.rsqrt(var + self.eps)).view(B, C, H, W)\n"
+        "        return x * self.weight.view(1, -1, 1, 1) + self.bias[None, :, None, None]\n"
+    )
+    profile = analyze(str(reference))
+    assert {p.name: p.shape for p in profile.parameters} == {"weight": "group", "bias": "group"}
+    assert all(len(shape) == 4 for shape in profile.test.cpu_shapes + profile.test.gpu_shapes)
+    ops_file = tmp_path / "image_group_norm_ops.py"
+    ops_file.write_text(render_kernel(profile).files[kernel_paths(profile.operation_name)["ops"]])
+    spec = importlib.util.spec_from_file_location("image_group_norm_ops", ops_file)
+    ops = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ops)
+    torch.manual_seed(0)
+    x = torch.randn(2, 8, 3, 5, requires_grad=True)
+    weight, bias = (torch.rand(8) + 0.5).requires_grad_(), torch.randn(8).requires_grad_()
+    y = ops.LigerImageGroupNormFunction.apply(x, weight, bias, 4, 1e-5)
+    y.backward(grad := torch.randn_like(y))
+    leaves = [t.detach().double().requires_grad_() for t in (x, weight, bias)]
+    expected = torch.nn.functional.group_norm(leaves[0], 4, leaves[1], leaves[2], 1e-5)
+    expected.backward(grad.double())
+    torch.testing.assert_close(y.double(), expected, atol=1e-5, rtol=1e-5)
+    for ours, theirs in zip((x, weight, bias), leaves):
+        torch.testing.assert_close(ours.grad.double(), theirs.grad, atol=1e-4, rtol=1e-4)
+
+
 def test_a_grouped_max_and_sum_walked_over_tiles_match_torch(tmp_path):
     """A softmax over each group (a max, then a sum that reads it): each program walks its group once per statistic,
     the tiles' parts combined by max and by sum, then once to write; groups of several column blocks (5000-element

@@ -120,7 +120,8 @@ def _inputs(profile: KernelProfile, generator: torch.Generator) -> tuple[list[to
     # many dims as their patterns name (each leading one over 1, so that every broadcast dim repeats).
     full = first_input_dims([spec.broadcast for spec in profile.inputs if spec.broadcast], ROWS, cols)
     if profile.math.groups:  # [batch, channels, rest], two channels a group
-        full = (ROWS, 2 * group_count(profile), cols)
+        extra = max(0, len(profile.test.cpu_shapes[0]) - 3) if profile.test.cpu_shapes else 0
+        full = (ROWS, 2 * group_count(profile), *[2] * extra, cols)
     # A loss written for [B, T, V] logits runs on two sequences of rows.
     rows = (2, ROWS) if written_for_sequences(profile) else (ROWS,)
     if len(rows) == 2:

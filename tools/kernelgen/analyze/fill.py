@@ -230,8 +230,14 @@ def _fill_groups(profile: KernelProfile, traced: TracedReference, classification
             param.shape, param.rank = "group", None
     count = groups.count
     if "test" not in traced.loaded.hints:
-        profile.test.cpu_shapes = [[2, 2 * count, 5], [1, count, 33], [3, 3 * count, 7]]
-        profile.test.gpu_shapes = [[4, 8 * count, 4096], [2, 16 * count, 1023]]
+        # A reference written for [batch, channels, height, width] (``B, C, H, W = x.shape``) runs at its rank.
+        extra = max(0, traced.rank - 3)
+        profile.test.cpu_shapes = [
+            [2, 2 * count, *[3] * extra, 5],
+            [1, count, *[1] * extra, 33],
+            [3, 3 * count, *[2] * extra, 7],
+        ]
+        profile.test.gpu_shapes = [[4, 8 * count, *[1] * extra, 4096], [2, 16 * count, *[4] * extra, 1023]]
 
 
 def _fixed_arguments(profile: KernelProfile, traced: TracedReference) -> list[str]:

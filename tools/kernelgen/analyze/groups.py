@@ -186,15 +186,22 @@ def _groups_hyper(loaded, count, node: fx.Node, hypers) -> str:
 
 
 def _channel_view(node: fx.Node) -> bool:
-    """``t[:, None]``, ``t[None, :, None]``, ``t.view(-1, 1)``, ``t.view(1, -1, 1)``, ``t.unsqueeze(-1)``: a
-    [channels] tensor put against the channels of ``[batch, channels, rest]``."""
+    """``t[:, None]``, ``t[None, :, None]``, ``t.view(-1, 1)``, ``t.view(1, -1, 1)``, ``t.unsqueeze(-1)``, and with
+    more trailing unit dims (``t.view(1, -1, 1, 1)``, ``t[None, :, None, None]`` for images): a [channels] tensor put
+    against the channels of ``[batch, channels, rest...]``."""
     if node.op == "call_function" and node.target is operator.getitem:
         index = node.args[1]
-        return isinstance(index, tuple) and list(index) in ([slice(None), None], [None, slice(None), None])
+        if not isinstance(index, tuple) or len(index) < 2:
+            return False
+        lead = 1 if index[0] is None else 0
+        return index[lead] == slice(None) and len(index) > lead + 1 and all(i is None for i in index[lead + 1 :])
     if node.op == "call_method" and node.target == "unsqueeze":
         return node.args[1:] in ((-1,), (1,))
     dims = _reshaped_dims(node)
-    return dims is not None and (len(dims) == 2 and dims[1] == 1 or len(dims) == 3 and dims[::2] == (1, 1))
+    if dims is None or len(dims) < 2:
+        return False
+    lead = 1 if dims[0] == 1 and len(dims) > 2 else 0
+    return all(d == 1 for d in dims[lead + 1 :]) and (lead == 0 or dims[0] == 1)
 
 
 def _read_channel_tensors(graph: fx.Graph, groups: ChannelGroups, placeholders: dict[str, fx.Node], first) -> None:

@@ -1058,6 +1058,8 @@ def _finish(
     # ``cos.unsqueeze(2)`` is written for a first input of at least 4 dims ([batch, seq, heads, dim]): at rank 3 the
     # inserted dim would be the last one (one value per row).
     first_rank = max(first_rank, _highest_unsqueeze_dim(calls) + 2)
+    # ``B, C, H, W = x.shape``: the reference says how many dims its first input has.
+    first_rank = max(first_rank, _unpacked_rank(loaded, rows[0]) if rows else 0)
     broadcast_inputs.update(_unsqueezed_inputs(placeholders, calls, rows, broadcast_inputs, first_rank))
     broadcast_inputs.update(_affine_inputs(placeholders, calls, rows, broadcast_inputs))
     loss_like = bool(index_inputs) or _reduces_rows_to_a_loss(calls)
@@ -1068,7 +1070,7 @@ def _finish(
     # the rewritten graph reads it as one value per column of its example rows.
     grouped_inputs = sorted(channel_groups.inputs) if channel_groups is not None else []
     broadcast_inputs.update({name: with_inserted_dims([KEPT], [1]) for name in grouped_inputs})
-    deepest = max([first_rank, *map(pattern_rank, broadcast_inputs.values())]) if broadcast_inputs else 0
+    deepest = max([first_rank, *map(pattern_rank, broadcast_inputs.values())])
     rows_shape = (2,) * (deepest - 1 - len(rows_shape)) + rows_shape  # each broadcast pattern fits the examples
     # Example shapes other than rows of ``hidden`` values: per-class inputs, inputs that broadcast against the rows.
     shaped = {name: (hidden,) for name in class_inputs}
@@ -1467,6 +1469,26 @@ def _reduces_rows_to_a_loss(calls: dict[fx.Node, OpCall]) -> bool:
         if call.name in ("sum", "mean") and call.options.get("dim") in (None, (), []):
             return True
     return False
+
+
+def _unpacked_rank(loaded: LoadedReference, name: str) -> int:
+    """The number of names ``name``'s shape is unpacked into (``B, C, H, W = x.shape`` or ``x.size()``), else 0."""
+    try:
+        function = entry_function(ast.parse(loaded.source), loaded.entry, loaded.kind)
+    except SyntaxError:
+        return 0
+    if function is None:
+        return 0
+    for node in ast.walk(function):
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Tuple)):
+            continue
+        value = node.value
+        if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr == "size":
+            value = value.func if not value.args else None
+        if isinstance(value, ast.Attribute) and value.attr in ("shape", "size"):
+            if isinstance(value.value, ast.Name) and value.value.id == name:
+                return len(node.targets[0].elts)
+    return 0
 
 
 def _highest_unsqueeze_dim(calls: dict[fx.Node, OpCall]) -> int:
