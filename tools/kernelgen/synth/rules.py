@@ -277,10 +277,15 @@ def _clamp(x, min=None, max=None):
     # Strict conditions: torch's gradient is 1 for min <= x <= max, bounds included.
     crossing = low is not None and high is not None and not (low.is_number and high.is_number)
     if crossing and sympy.simplify(low + high) != 0:
-        # Bounds that are not numbers may cross (tensor bounds): torch's min(max(x, min), max) gives max there, and
-        # max takes the gradient. A symmetric clamp (-limit, limit: gpt-oss's SwiGLU) keeps one select a bound.
-        raised = sympy.Piecewise((low, x < low), (x, True))
-        return sympy.Piecewise((high, raised > high), (raised, True))
+        # Bounds that are not numbers may cross or tie (tensor bounds): torch's value min(max(x, min), max), and its
+        # gradients: x's where min <= x <= max, min's where x < min < max, max's where x > max or max < min, and
+        # nobody's where x < min == max. A symmetric clamp (-limit, limit: gpt-oss's SwiGLU) keeps the plain form.
+        return sympy.Piecewise(
+            (high, sympy.Or(x > high, high < low)),
+            (low, sympy.And(x < low, low < high)),
+            (x, sympy.And(x >= low, x <= high)),
+            (Detached(low), True),
+        )
     branches = []
     if high is not None:
         branches.append((high, x > high))
