@@ -1058,8 +1058,10 @@ def _finish(
     # ``cos.unsqueeze(2)`` is written for a first input of at least 4 dims ([batch, seq, heads, dim]): at rank 3 the
     # inserted dim would be the last one (one value per row).
     first_rank = max(first_rank, _highest_unsqueeze_dim(calls) + 2)
-    # ``B, C, H, W = x.shape``: the reference says how many dims its first input has.
-    first_rank = max(first_rank, _unpacked_rank(loaded, rows[0]) if rows else 0)
+    # A GroupNorm of images (``B, C, H, W = x.shape``): the reference says how many dims its first input has, and its
+    # examples take them (its rows are the groups, whatever the dims after the channels).
+    grouped_rank = _unpacked_rank(loaded, rows[0]) if rows and channel_groups is not None else 0
+    first_rank = max(first_rank, grouped_rank)
     broadcast_inputs.update(_unsqueezed_inputs(placeholders, calls, rows, broadcast_inputs, first_rank))
     broadcast_inputs.update(_affine_inputs(placeholders, calls, rows, broadcast_inputs))
     loss_like = bool(index_inputs) or _reduces_rows_to_a_loss(calls)
@@ -1070,7 +1072,7 @@ def _finish(
     # the rewritten graph reads it as one value per column of its example rows.
     grouped_inputs = sorted(channel_groups.inputs) if channel_groups is not None else []
     broadcast_inputs.update({name: with_inserted_dims([KEPT], [1]) for name in grouped_inputs})
-    deepest = max([first_rank, *map(pattern_rank, broadcast_inputs.values())])
+    deepest = max([first_rank, *map(pattern_rank, broadcast_inputs.values())]) if broadcast_inputs else grouped_rank
     rows_shape = (2,) * (deepest - 1 - len(rows_shape)) + rows_shape  # each broadcast pattern fits the examples
     # Example shapes other than rows of ``hidden`` values: per-class inputs, inputs that broadcast against the rows.
     shaped = {name: (hidden,) for name in class_inputs}
