@@ -1,4 +1,3 @@
-import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
@@ -13,5 +12,5 @@ class DistillKL(nn.Module):
     def forward(self, y_s, y_t):
         p_s = F.log_softmax(y_s / self.T, dim=1)
         p_t = F.softmax(y_t / self.T, dim=1)
-        loss = F.kl_div(p_s, p_t, reduction="batchmean") * (self.T ** 2)
+        loss = F.kl_div(p_s, p_t, reduction="batchmean") * (self.T**2)
         return loss
