@@ -353,6 +353,9 @@ def test_rope_whose_unsqueeze_dim_defaults_to_2_reads_cos_per_position(tmp_path)
     profile = analyze(f"{reference}:apply_rope")
     assert profile.tier == 1 and profile.math.lanes.groups == [{"q": "k", "y1": "y2"}]
     assert [t.unsqueeze for t in profile.inputs] == ["", "", "unsqueeze_dim", "unsqueeze_dim"]
+    # cos's gradient sums over the heads: the model-sized tests keep a model's few heads, the long dim the sequence
+    assert [shape[-2] for shape in profile.test.gpu_shapes] == [4, 2, 3]
+    assert [shape[-3] for shape in profile.test.gpu_shapes] == [512, 256, 333]
 
 
 def test_the_module_file_takes_the_references_own_arguments(generated_checkout):

@@ -39,6 +39,7 @@ from tools.kernelgen.analyze.trace import names_dim_one
 from tools.kernelgen.analyze.trace import trace_reference
 from tools.kernelgen.analyze.unsqueezes import written_unsqueeze_dims
 from tools.kernelgen.analyze.written import written_computation
+from tools.kernelgen.broadcast import BROADCAST
 from tools.kernelgen.broadcast import INSERTED
 from tools.kernelgen.broadcast import pattern_rank
 from tools.kernelgen.broadcast import pattern_tokens
@@ -727,7 +728,8 @@ def _test_spec(traced: TracedReference, hints: dict[str, Any], tier: int, lanes:
         spec.tolerances["bfloat16"] = [2e-2, 2e-2]
     rank = max(map(pattern_rank, traced.broadcast_inputs.values()), default=0)
     if rank:
-        spec.cpu_shapes, spec.gpu_shapes = _broadcast_test_shapes(rank, tier)
+        patterns = list(traced.broadcast_inputs.values())
+        spec.cpu_shapes, spec.gpu_shapes = _broadcast_test_shapes(rank, tier, patterns)
     if lanes > 1:  # rows of whole lanes, odd lane lengths kept odd (masked tiles)
         for shapes in (spec.cpu_shapes, spec.gpu_shapes):
             for shape in shapes:
@@ -735,12 +737,17 @@ def _test_spec(traced: TracedReference, hints: dict[str, Any], tier: int, lanes:
     return _apply_hints(spec, hints.get("test", {}), "test", traced.loaded.origin)
 
 
-def _broadcast_test_shapes(rank: int, tier: int) -> tuple[list[list[int]], list[list[int]]]:
+def _broadcast_test_shapes(rank: int, tier: int, patterns: list[str] = ()) -> tuple[list[list[int]], list[list[int]]]:
     """Test shapes of at least ``rank`` dims (a broadcast input's pattern needs them), every leading dim above 1 in
     the first shapes so that each broadcast one repeats; a row kernel's rows of one column last."""
     lead = max(rank, 3) - 1
     cpu = [[2] * (lead - 1) + [3, 31], [3] * (lead - 1) + [5, 64], [1] * (lead - 1) + [2, 67]]
     gpu = [[4] * (lead - 1) + [512, 4096], [2] * (lead - 1) + [256, 14336], [3] * (lead - 1) + [333, 1023]]
+    if rank >= 4 and any(pattern_tokens(pattern)[-2] in (INSERTED, BROADCAST) for pattern in patterns):
+        # A dim next to the row that an input broadcasts over (RoPE's heads in [batch, seq, heads, dim]) is summed
+        # for that input's gradient: kept as few as a model's heads, the long dim one further out.
+        for shape in gpu:
+            shape[-3], shape[-2] = shape[-2], shape[-3]
     if tier == 2:
         cpu.append([2] * lead + [1])
         gpu.append([2] * (lead - 1) + [4, 1])
