@@ -789,12 +789,17 @@ def _run_tracer(loaded: LoadedReference, trace, concrete: dict[str, Any]) -> fx.
         raise AnalyzeError(why, origin=loaded.origin, line=line_in_traceback(error, loaded.filename)) from None
 
 
+def _entry_syntax(loaded: LoadedReference) -> ast.FunctionDef | None:
+    """The entry's function (a module's forward) as written, or None where the source does not show it."""
+    try:
+        return entry_function(ast.parse(loaded.source), loaded.entry, loaded.kind)
+    except SyntaxError:
+        return None
+
+
 def _none_defaults(loaded: LoadedReference) -> list[str]:
     """The entry's arguments (a module's forward's) that default to None."""
-    try:
-        function = entry_function(ast.parse(loaded.source), loaded.entry, loaded.kind)
-    except SyntaxError:
-        return []
+    function = _entry_syntax(loaded)
     if function is None:
         return []
     arguments = function.args
@@ -843,10 +848,7 @@ def _refuse_augmented_assignments_to_inputs(loaded: LoadedReference, tensors) ->
     """``x += y`` on a tensor input ``x`` writes into the caller's tensor (torch's ``__iadd__``), which fx traces as an
     out-of-place ``x + y``: refused as ``x.add_(y)`` is, before a leaf input that requires grad makes the reference
     itself fail where it runs."""
-    try:
-        function = entry_function(ast.parse(loaded.source), loaded.entry, loaded.kind)
-    except SyntaxError:
-        return
+    function = _entry_syntax(loaded)
     if function is None:
         return
     inputs = set(tensors)
@@ -933,10 +935,7 @@ def _output_nodes(graph_module: fx.GraphModule, loaded: LoadedReference) -> tupl
 
 def _returned_names(loaded: LoadedReference, count: int) -> list[str] | None:
     """The variable names of ``return a, b`` in the entry (a module's forward), when every returned value is one."""
-    try:
-        function = entry_function(ast.parse(loaded.source), loaded.entry, loaded.kind)
-    except SyntaxError:
-        return None
+    function = _entry_syntax(loaded)
     if function is None:
         return None
     returns = [node for node in ast.walk(function) if isinstance(node, ast.Return)]
@@ -1475,10 +1474,7 @@ def _reduces_rows_to_a_loss(calls: dict[fx.Node, OpCall]) -> bool:
 
 def _unpacked_rank(loaded: LoadedReference, name: str) -> int:
     """The number of names ``name``'s shape is unpacked into (``B, C, H, W = x.shape`` or ``x.size()``), else 0."""
-    try:
-        function = entry_function(ast.parse(loaded.source), loaded.entry, loaded.kind)
-    except SyntaxError:
-        return 0
+    function = _entry_syntax(loaded)
     if function is None:
         return 0
     for node in ast.walk(function):
