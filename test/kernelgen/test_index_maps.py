@@ -40,6 +40,7 @@ FIXTURES = Path(__file__).parent / "fixtures" / "index_maps"
 # The kernels called here run on the GPU where there is one, else under the Triton interpreter.
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 FUNCTIONAL, MODULES = FIXTURES / "functional.py", FIXTURES / "modules.py"
+WRITTEN_RANK = FIXTURES / "written_rank.py"
 
 # kernel name -> (reference, lanes per input row, input lanes as the profile writes them, output lanes)
 GENERATED = {
@@ -87,6 +88,14 @@ GENERATED = {
     ),
     # cos and sin of one batch row, declared by the shapes hint
     "broadcast_rope_map": (f"{FIXTURES / 'broadcast_rope.py'}:rope", 2, ["q[cols]", "sin[cols + n_cols]"], ["[cols]"]),
+    # indexing that spells out 4 dims: GPT-J's x[:, :, :, ::2], cos[:, None, :, :] for the heads
+    "gptj_rope_4d_map": (
+        f"{WRITTEN_RANK}:gptj_rope_4d",
+        2,
+        ["tensor[2 * cols]", "tensor[2 * cols + 1]"],
+        ["[2 * cols]"],
+    ),
+    "indexed_heads_rope_map": (f"{WRITTEN_RANK}:rope_indexed_heads", 2, ["q[cols + n_cols]", "cos[cols]"], ["[cols]"]),
 }
 
 

@@ -138,11 +138,12 @@ def inserted_dims(pattern: str) -> tuple[int, ...]:
     return tuple(position - len(body) for position in reversed(range(len(body))) if body[position] == INSERTED)
 
 
-def first_input_dims(patterns: list[str], rows, cols, group=2) -> tuple:
+def first_input_dims(patterns: list[str], rows, cols, group=2, rank=2) -> tuple:
     """The first input's shape for example data of ``rows`` rows of ``cols`` (numbers or code): as they are, or with
-    the rows grouped in as many more dims of ``group`` as the deepest of ``patterns`` needs (each broadcast dim then
-    repeats); with code (``rows`` a str), the rows are divided by the groups instead."""
-    rank = max(map(pattern_rank, patterns), default=2)
+    the rows grouped in as many more dims of ``group`` as the deepest of ``patterns`` or ``rank`` (the least the
+    reference is written for) needs (each broadcast dim then repeats); with code (``rows`` a str), the rows are
+    divided by the groups instead."""
+    rank = max([rank, *map(pattern_rank, patterns)])
     if rank <= 2:
         return (rows, cols)
     if isinstance(rows, str):

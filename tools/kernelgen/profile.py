@@ -518,6 +518,14 @@ class KernelProfile:
             return "rows_handwritten" if self.math.triton is not None else "rows"
         return {1: "elementwise", 3: "loss"}.get(self.tier, "")
 
+    def written_rank(self) -> int:
+        """The least rank of example data for an element-wise or row reference that no broadcast pattern shapes:
+        its test shapes' fewest dims (4 for one written for [batch, heads, seq, dim], GPT-J's ``x[:, :, :, ::2]``;
+        2 for the defaults, whose last shape is [rows, columns]); 2 otherwise."""
+        if self.tier == 3 or any(spec.broadcast for spec in self.inputs):
+            return 2
+        return min((len(shape) for shape in self.test.cpu_shapes), default=2)
+
     # Names of the rendered artefacts ------------------------------------------------------------------------
     @property
     def forward_wrapper(self) -> str:

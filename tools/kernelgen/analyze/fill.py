@@ -727,6 +727,9 @@ def _test_spec(traced: TracedReference, hints: dict[str, Any], tier: int, lanes:
         spec.gpu_shapes.append([8, 1])
         spec.tolerances["bfloat16"] = [2e-2, 2e-2]
     rank = max(map(pattern_rank, traced.broadcast_inputs.values()), default=0)
+    if tier in (1, 2) and traced.written_rank >= 3:
+        # Written for inputs of that many dims (GPT-J's ``x[:, :, :, ::2]``): every test shape has them.
+        rank = max(rank, traced.written_rank)
     if rank:
         patterns = list(traced.broadcast_inputs.values())
         spec.cpu_shapes, spec.gpu_shapes = _broadcast_test_shapes(rank, tier, patterns)

@@ -133,6 +133,9 @@ class TracedReference:
     conditions: list[str] = field(default_factory=list)
     # Statistics over groups of channels: what analyze/groups.py rewrote the graph for (None: no groups).
     channel_groups: Any = None
+    # The least rank of the first input that the reference's unsqueezes and slices spell out (``x[:, :, :, ::2]``:
+    # 4), 0 when they do not.
+    written_rank: int = 0
 
     @property
     def runtime_hyperparameters(self) -> list[str]:
@@ -1057,6 +1060,9 @@ def _finish(
     # ``cos.unsqueeze(2)`` is written for a first input of at least 4 dims ([batch, seq, heads, dim]): at rank 3 the
     # inserted dim would be the last one (one value per row).
     first_rank = max(first_rank, _highest_unsqueeze_dim(calls) + 2)
+    # Indexing that writes out every dim (GPT-J's ``x[:, :, :, ::2]``) gives the examples that rank, broadcast or not.
+    written_rank = _rank_spelled_out(calls)
+    first_rank = max(first_rank, written_rank)
     # A GroupNorm of images (``B, C, H, W = x.shape``): the reference says how many dims its first input has, and its
     # examples take them (its rows are the groups, whatever the dims after the channels).
     grouped_rank = _unpacked_rank(loaded, rows[0]) if rows and channel_groups is not None else 0
@@ -1071,7 +1077,8 @@ def _finish(
     # the rewritten graph reads it as one value per column of its example rows.
     grouped_inputs = sorted(channel_groups.inputs) if channel_groups is not None else []
     broadcast_inputs.update({name: with_inserted_dims([KEPT], [1]) for name in grouped_inputs})
-    deepest = max([first_rank, *map(pattern_rank, broadcast_inputs.values())]) if broadcast_inputs else grouped_rank
+    broadcast_ranks = list(map(pattern_rank, broadcast_inputs.values()))
+    deepest = max([first_rank, *broadcast_ranks]) if broadcast_ranks else max(grouped_rank, written_rank)
     rows_shape = (2,) * (deepest - 1 - len(rows_shape)) + rows_shape  # each broadcast pattern fits the examples
     # Example shapes other than rows of ``hidden`` values: per-class inputs, inputs that broadcast against the rows.
     shaped = {name: (hidden,) for name in class_inputs}
@@ -1115,6 +1122,7 @@ def _finish(
         row_inputs=row_inputs,
         conditions=conditions,
         channel_groups=channel_groups,
+        written_rank=written_rank,
     )
     traced.notes.extend(decision.remark(call.name) for call, decision in decisions)
     traced.notes.extend(
@@ -1493,12 +1501,27 @@ def _highest_unsqueeze_dim(calls: dict[fx.Node, OpCall]) -> int:
     """The highest non-negative dim an ``unsqueeze`` inserts at (-1 when none does)."""
     highest = -1
     for node, call in calls.items():
-        if call.name != "unsqueeze":
+        if call.name != "unsqueeze" or node.target is operator.getitem:
             continue
         dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim")
         if isinstance(dim, int) and not isinstance(dim, bool):
             highest = max(highest, dim)
     return highest
+
+
+def _rank_spelled_out(calls: dict[fx.Node, OpCall]) -> int:
+    """The rank that the reference's indexing spells out, every dim written (0 when none does): Mistral's
+    ``cos[:, None, :, :]`` makes a 4-dim value, GPT-J's ``x[:, :, :, ::2]`` slices the last of 4 dims."""
+    rank = 0
+    for node, call in calls.items():
+        index = node.args[1] if node.op == "call_function" and node.target is operator.getitem else None
+        if not isinstance(index, tuple) or Ellipsis in index:
+            continue
+        if call.name == "unsqueeze":
+            rank = max(rank, len(index))
+        elif call.name == "slice" and isinstance(index[-1], slice) and all(i == slice(None) for i in index[:-1]):
+            rank = max(rank, len(index))
+    return rank
 
 
 def _highest_named_dim(calls: dict[fx.Node, OpCall]) -> int:

@@ -2090,7 +2090,9 @@ def test_view(profile: KernelProfile) -> TestView:
         for index, name in enumerate(inputs)
         if name in grad_inputs
     ]
-    lead = max(map(pattern_rank, broadcast.values()), default=0) - 1
+    # Dims beyond [rows, cols] that a broadcast pattern needs or the reference is written for (GPT-J's x[:, :, :, ::2]).
+    written = profile.written_rank()
+    lead = max([written if written >= 3 else 0, *map(pattern_rank, broadcast.values())]) - 1
     # Small shapes for every device, model-sized ones skipped on the CPU (as the shape parameters: test_shapes.py).
     cpu_rows, gpu_rows = (3, 4500), (64, 5000)
     cpu_tiles, gpu_tiles = [(8, 256), (4, 2, 512)], [(64, 4096), (2, 32, 2048)]
@@ -2213,13 +2215,14 @@ def _benchmark_input_shapes(profile: KernelProfile) -> dict[str, str]:
     """The benchmark's input shapes when some input broadcasts against the first: the tokens grouped in sequences
     of ``num_tokens // 4`` where a pattern needs more dims, each broadcast input in its own shape."""
     patterns = [t.broadcast for t in profile.inputs if t.broadcast]
+    written = profile.written_rank()  # a reference's own rank where no pattern says (GPT-J's 4)
     if profile.math.groups:
         channels = BENCHMARK_GROUP_CHANNELS * group_count(profile)
         first = (f"max(1, num_tokens // {channels})", str(channels), "size")
-    elif not patterns:
+    elif not patterns and written <= 2:
         return {}
     else:
-        first = first_input_dims(patterns, "num_tokens", "size", group=4)
+        first = first_input_dims(patterns, "num_tokens", "size", group=4, rank=written)
     shapes = {
         t.name: ", ".join(str(d) for d in (shape_for(t.broadcast, first) if t.broadcast else first))
         for t in profile.inputs

@@ -159,7 +159,8 @@ class ReferenceRunner:
             return Case([logits.to(self.device, dtype), target.to(self.device)], [], hyper, seed, label)
         scale = float(self.profile.test.input_scale)
         # Inputs that broadcast against the first one in their own shapes, the rows grouped as their patterns need.
-        full = first_input_dims([t.broadcast for t in self.profile.inputs if t.broadcast], rows, cols)
+        patterns = [t.broadcast for t in self.profile.inputs if t.broadcast]
+        full = first_input_dims(patterns, rows, cols, rank=self.profile.written_rank())
         if self.profile.math.groups:
             # rows samples of three channels a group, cols elements each: a group of a 1 x 1 case is no pair (whose
             # normalized values are +-1 exactly, and their gradients cancel to rounding).

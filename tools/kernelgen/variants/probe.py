@@ -116,7 +116,8 @@ class Probe(ReferenceRunner):
         generator = torch.Generator().manual_seed(seed)
         hyper = dict(self.defaults if hyper is None else hyper)
         # Inputs that broadcast (a per-column weight passed as an argument) take their own shape against the first's.
-        first = first_input_dims([spec.broadcast for spec in self.profile.inputs if spec.broadcast], rows, cols)
+        patterns = [spec.broadcast for spec in self.profile.inputs if spec.broadcast]
+        first = first_input_dims(patterns, rows, cols, rank=self.profile.written_rank())
         inputs = []
         for spec in self.profile.inputs:
             domain = spec.domain or self.profile.test.input_domain
