@@ -783,6 +783,123 @@ def test_a_float_attribute_is_named_after_the_constructor_argument_that_sets_it(
     assert "eps" in profile.math.outputs["y"] and "variance_epsilon" not in profile.math.outputs["y"]
 
 
+LABEL_SMOOTHING_MODULES = """
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class KeepsBoth(nn.Module):
+    def __init__(self, smoothing=0.1):
+        super().__init__()
+        self.smoothing = smoothing
+        self.confidence = 1.0 - smoothing
+
+    def forward(self, x, target):
+        logprobs = F.log_softmax(x, dim=-1)
+        nll = -logprobs.gather(dim=-1, index=target.unsqueeze(1)).squeeze(1)
+        return (self.confidence * nll - self.smoothing * logprobs.mean(dim=-1)).mean()
+
+
+class KeepsDerivedOnly(nn.Module):
+    def __init__(self, smoothing=0.1):
+        super().__init__()
+        self.confidence = 1.0 - smoothing
+        self.spread = smoothing / 4.0
+
+    def forward(self, x, target):
+        logprobs = F.log_softmax(x, dim=-1)
+        nll = -logprobs.gather(dim=-1, index=target.unsqueeze(1)).squeeze(1)
+        return (self.confidence * nll - 4.0 * self.spread * logprobs.mean(dim=-1)).mean()
+
+
+class InverseTemperature(nn.Module):
+    def __init__(self, temperature=2.0):
+        super().__init__()
+        self.inverse = 1.0 / temperature
+
+    def forward(self, x):
+        return x.tanh() * self.inverse
+"""
+
+
+@pytest.mark.parametrize("entry", ["KeepsBoth", "KeepsDerivedOnly"])
+def test_an_attribute_init_computes_from_an_argument_follows_it(tmp_path, entry):
+    """timm's ``self.confidence = 1.0 - smoothing``: one hyper-parameter, smoothing, and the traced math computes
+    confidence from it, so a module built with another smoothing gives the reference's loss (as its own hyper-parameter,
+    confidence kept 0.9 whatever the smoothing)."""
+    reference = write(tmp_path, "smoothing.py", LABEL_SMOOTHING_MODULES)
+    traced = trace_reference(load_reference(f"{reference}:{entry}"))
+    assert [(hp.name, hp.default) for hp in traced.hyperparameters] == [("smoothing", 0.1)]
+    x, target = torch.randn(5, 7), torch.randint(0, 7, (5,))
+    module = load_reference(f"{reference}:{entry}").obj(smoothing=0.35)
+    torch.testing.assert_close(traced.graph_module(x, target, 0.35), module(x, target))
+
+
+def test_an_attribute_init_computes_other_than_on_a_line_is_one_line(tmp_path):
+    reference = write(tmp_path, "smoothing.py", LABEL_SMOOTHING_MODULES)
+    message = analyze_error(f"{reference}:InverseTemperature")
+    expected = "smoothing.py:32: __init__ computes self.inverse from temperature (0.5 at temperature=2.0) other than"
+    assert expected in message
+    assert "keep self.temperature = temperature and compute inverse from it in forward" in message
+
+
+SCALE_NORMS = """
+import torch
+import torch.nn as nn
+
+
+class ScaleNorm(nn.Module):
+    def __init__(self, dim, eps=1e-5):
+        super().__init__()
+        self.eps = eps
+        self.scale = dim**-0.5
+        self.g = nn.Parameter(torch.ones(1))
+
+    def forward(self, x):
+        return x / (torch.norm(x, dim=-1, keepdim=True) * self.scale).clamp(min=self.eps) * self.g
+
+
+class HeadsScaled(nn.Module):
+    def __init__(self, heads=4, eps=1e-5):
+        super().__init__()
+        self.eps = eps
+        self.unused = heads / 2.0
+        self.scale = heads**-0.5
+
+    def forward(self, x):
+        return torch.tanh(x * self.scale)
+"""
+
+
+def test_an_attribute_init_computes_from_a_size_is_one_line(tmp_path):
+    """ScaleNorm's ``self.scale = dim ** -0.5``: a module generated with the traced value would keep it for any dim."""
+    reference = write(tmp_path, "scale_norm.py", SCALE_NORMS)
+    message = analyze_error(f"{reference}:ScaleNorm")
+    assert "scale_norm.py:9: __init__ computes self.scale from dim (" in message
+    assert "the generated module would keep that value for any dim" in message
+
+
+def test_an_attribute_of_an_int_argument_with_a_default_is_held_with_it(tmp_path):
+    """An int argument with a default that changes the output is held at it (``module.fixed``): its attribute stays
+    right; an attribute forward never reads is no reason to refuse."""
+    reference = write(tmp_path, "scale_norm.py", SCALE_NORMS)
+    profile = analyze(f"{reference}:HeadsScaled")
+    assert profile.module.fixed == ["heads"]
+
+
+def test_a_skew_divergence_with_logs_of_its_hyper_parameter_is_analysed(tmp_path):
+    """``logaddexp(s + log(1 - beta), t + log(beta))``: the row checks draw beta above 1 too, where the logs are
+    complex; those draws are no evidence (sympy's Max raised a ValueError out of the analysis before)."""
+    source = (
+        "import math\n\nimport torch.nn.functional as F\n\n\ndef skew(student, teacher, beta: float = 0.5):\n"
+        "    s, t = F.log_softmax(student, dim=-1), F.log_softmax(teacher, dim=-1)\n"
+        "    m = (s + math.log(1 - beta)).logaddexp(t + math.log(beta))\n"
+        "    return (t.exp() * (t - m)).sum(-1).mean()\n"
+    )
+    profile = analyze(str(write(tmp_path, "skew.py", source)))
+    assert profile.tier == 3 and [hp.name for hp in profile.hyperparameters] == ["beta"]
+
+
 def test_a_scalar_argument_without_a_default_is_one_line(tmp_path):
     path = write(tmp_path, "noisy.py", "import torch\n\n\ndef scale(x, n: int):\n    return x * n\n")
     message = analyze_error(str(path))

@@ -3,6 +3,7 @@ for expressions that are not 0, and leaves exact zeros, and what it cannot evalu
 
 import sympy
 
+from tools.kernelgen.synth.functions import LogAddExp
 from tools.kernelgen.synth.functions import Sigmoid
 from tools.kernelgen.synth.functions import indicator
 from tools.kernelgen.synth.row_witness import COLUMNS
@@ -45,3 +46,10 @@ def test_what_it_cannot_evaluate_is_left_undecided():
     assert not rows.shows_nonzero(unknown * RowSum(X))  # a name of no known role
     assert not rows.shows_nonzero(sympy.log(RowSum(X - M)))  # log of a sum <= 0 is no finite real
     assert not rows.shows_nonzero(sympy.Derivative(sympy.Function("f")(X), X) + GRAD)
+
+
+def test_a_function_of_values_that_are_not_real_has_no_value():
+    """A skew JSD's ``logaddexp(x + log(1 - beta), w + log(beta))`` at a drawn beta above 1 has a complex argument,
+    which logaddexp's max cannot compare: no value (the row is no evidence), not a ValueError out of sympy."""
+    value = LogAddExp(sympy.Float(0.5) + sympy.log(-0.5), sympy.Float(1.0)).evalf()
+    assert not value.is_Number

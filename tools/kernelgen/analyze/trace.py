@@ -24,7 +24,9 @@ import dataclasses
 import inspect
 import io
 import itertools
+import math
 import operator
+import re
 import sys
 
 from dataclasses import dataclass
@@ -432,6 +434,7 @@ def _trace_module(loaded: LoadedReference, overrides: dict[str, Any], probed=Non
     attributes.update({name: _as_written(value) for name, value in held_tensors.items()})
     taken = {*tensors, *(h.name for h in hypers), *concrete}
     input_names = _constructor_names(loaded, attributes, init_params, built_with, taken)
+    derived, unfollowed = _derived_attributes(loaded, attributes, init_params, built_with, {*input_names, *taken})
     tracer = _ReferenceTracer(loaded.filename, attributes, module, input_names)
     tracer.tensor_inputs = set(tensors)
     try:
@@ -444,6 +447,8 @@ def _trace_module(loaded: LoadedReference, overrides: dict[str, Any], probed=Non
                 del module.__dict__[name]
             else:
                 module.__dict__[name] = value
+    _refuse_unfollowed(loaded, graph, unfollowed, input_names)
+    _compute_derived_attributes(graph, derived, attributes, input_names, built_with)
     graph_module = fx.GraphModule(module, graph, loaded.entry)
     proxied = {input_names.get(name, name): value for name, value in attributes.items()}
     hypers = hypers + [HyperParameter(name=name, type="float", default=value) for name, value in proxied.items()]
@@ -579,6 +584,124 @@ def _constructor_names(
                 names[attribute] = argument
                 break
     return names
+
+
+def _derived_attributes(
+    loaded: LoadedReference,
+    attributes: dict[str, float],
+    init_params: list[HyperParameter],
+    built_with: dict[str, Any],
+    linked: set[str],
+) -> tuple[dict[str, tuple[str, float, float]], dict[str, str]]:
+    """Float attributes that ``__init__`` computes from a constructor argument, found by building the module again
+    with the argument changed. Traced as a hyper-parameter of its own, such an attribute would keep its default while
+    the argument changed. -> (followed, unfollowed): attribute -> (argument, a, b) where attribute = a * argument + b
+    for a float argument (timm's ``self.confidence = 1.0 - smoothing``), proven at two other values; attribute -> why
+    not, where the relation is no straight line or the argument an int the generated module takes at any value (a
+    size: ScaleNorm's ``self.scale = dim ** -0.5``); an int argument with a default is held at it (``module.fixed``)."""
+    followed: dict[str, tuple[str, float, float]] = {}
+    unfollowed: dict[str, str] = {}
+    init_names = {ip.name for ip in init_params}
+    hinted = set(loaded.hints.get("init_args", {}))
+    defaults = {ip.name: ip.default for ip in init_params}
+    for attribute, value in attributes.items():
+        if attribute in init_names or attribute in linked or not isinstance(value, float):
+            continue
+        for argument, start in built_with.items():
+            is_float = isinstance(start, float)
+            if not is_float and type(start) is not int:
+                continue
+            probes = (start * 2.0 + 0.5, start * 3.0 + 0.25) if is_float else (start * 2 + 1,)
+            points = [(start, value)]
+            for probe in probes:
+                try:
+                    rebuilt, _, _ = _instantiate(loaded, {argument: probe})
+                except AnalyzeError:
+                    break
+                points.append((probe, getattr(rebuilt, attribute, None)))
+            if len(points) <= len(probes) or not all(isinstance(y, float) for _, y in points):
+                continue
+            if points[1][1] == value:
+                continue
+            line = f"__init__ computes self.{attribute} from {argument} ({value:.6g} at {argument}={start})"
+            if not is_float:
+                held = defaults.get(argument) is not None and argument not in {*HIDDEN_SIZE_NAMES, *hinted}
+                if not held:
+                    unfollowed[attribute] = (
+                        f"{line}; the generated module would keep that value for any {argument}: take "
+                        f"{attribute} as a constructor argument (self.{attribute} = {attribute}) or compute it in "
+                        f"forward"
+                    )
+                break
+            (x0, y0), (x1, y1), (x2, y2) = points
+            a = (y1 - y0) / (x1 - x0)
+            b = y0 - a * x0
+            if math.isclose(a * x2 + b, y2, rel_tol=1e-9, abs_tol=1e-12):
+                followed[attribute] = (argument, a, b)
+            else:
+                unfollowed[attribute] = (
+                    f"{line} other than as a * {argument} + b, which kernelgen cannot follow: keep "
+                    f"self.{argument} = {argument} and compute {attribute} from it in forward"
+                )
+            break
+    return followed, unfollowed
+
+
+def _refuse_unfollowed(
+    loaded: LoadedReference, graph: fx.Graph, unfollowed: dict[str, str], input_names: dict[str, str]
+) -> None:
+    """The first attribute of ``unfollowed`` that the traced forward reads, refused in one line."""
+    read = {node.target for node in graph.nodes if node.op == "placeholder" and node.users}
+    for attribute, message in unfollowed.items():
+        if input_names.get(attribute, attribute) in read:
+            raise AnalyzeError(message, origin=loaded.origin, line=_assignment_line(loaded.obj.__init__, attribute))
+
+
+def _assignment_line(function, attribute: str) -> int | None:
+    """The file line of ``self.<attribute> = ...`` in ``function``, or None."""
+    try:
+        lines, start = inspect.getsourcelines(function)
+    except (OSError, TypeError):
+        return None
+    pattern = re.compile(rf"\s*self\.{re.escape(attribute)}\s*(:[^=]*)?=[^=]")
+    return next((start + index for index, text in enumerate(lines) if pattern.match(text)), None)
+
+
+def _compute_derived_attributes(
+    graph: fx.Graph,
+    derived: dict[str, tuple[str, float, float]],
+    attributes: dict[str, float],
+    input_names: dict[str, str],
+    built_with: dict[str, Any],
+) -> None:
+    """Each derived attribute's input replaced by its value computed from the constructor argument's (a * argument +
+    b after the inputs): the argument's own input where the module also keeps it (``self.smoothing``), else the
+    attribute's input renamed to the argument and defaulted to its value. ``attributes`` follows."""
+    placeholders = {node.target: node for node in graph.nodes if node.op == "placeholder"}
+    for attribute, (argument, a, b) in derived.items():
+        own = placeholders[input_names.get(attribute, attribute)]
+        source = placeholders.get(argument)
+        if source is None:
+            own.target, own.args = argument, (built_with[argument],)
+            own._rename(argument)
+            placeholders[argument] = source = own
+        line = next((user.meta.get(LINE_KEY) for user in own.users), None)
+        with graph.inserting_after(list(placeholders.values())[-1]):
+            if a == -1.0:  # 1.0 - smoothing, as written
+                scaled = value = graph.call_function(operator.sub, (b, source))
+            else:
+                scaled = graph.call_function(operator.mul, (source, a)) if a != 1.0 else source
+        if a != -1.0:
+            with graph.inserting_after(scaled):
+                value = graph.call_function(operator.add, (scaled, b)) if b != 0.0 else scaled
+        for node in {scaled, value} - {source}:
+            node.meta[LINE_KEY] = line
+        own.replace_all_uses_with(value, delete_user_cb=lambda user: user is not scaled and user is not value)
+        if source is not own:
+            graph.erase_node(own)
+        del attributes[attribute]
+        attributes.setdefault(argument, built_with[argument])
+        input_names.pop(attribute, None)
 
 
 def _link_constructor_arguments(

@@ -41,7 +41,10 @@ class ElementwiseFunction(sympy.Function):
     def _eval_evalf(self, prec):
         if not all(arg.is_number for arg in self.args):
             return None
-        return sympy.N(self.as_builtin(), prec_to_dps(prec))
+        try:
+            return sympy.N(self.as_builtin(), prec_to_dps(prec))
+        except (TypeError, ValueError):  # complex arguments (log(1 - beta) at beta > 1): Max cannot compare them
+            return None
 
     def _sympystr(self, printer):
         return f"{self.op_name}({', '.join(printer._print(arg) for arg in self.args)})"
