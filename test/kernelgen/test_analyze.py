@@ -305,6 +305,34 @@ def test_arguments_defaulting_to_none_are_inputs_where_read_as_tensors(tmp_path)
     assert [t.name for t in analyze(str(path)).inputs] == ["x", "gate"]
 
 
+MASKED_REVERSE_KL = """
+import torch.nn.functional as F
+
+
+def reverse_kl(student, teacher, labels=None, ignore_index: int = -100):
+    s = F.log_softmax(student, dim=-1)
+    per_token = (s.exp() * (s - F.log_softmax(teacher, dim=-1))).sum(-1)
+    mask = (labels != ignore_index).float()
+    return (per_token * mask).sum() / mask.sum()
+
+
+def labels_last(student, teacher, ignore_index: int = -100, labels=None):
+    return reverse_kl(student, teacher, labels, ignore_index)
+"""
+
+
+def test_an_argument_defaulting_to_none_compared_by_value_is_an_input(tmp_path):
+    """``labels != ignore_index`` reads labels as a tensor (traced as None, the comparison gave a Python bool)."""
+    path = write(tmp_path, "reverse_kl.py", MASKED_REVERSE_KL)
+    assert [t.name for t in analyze(f"{path}:reverse_kl").inputs] == ["student", "teacher", "labels"]
+
+
+def test_an_argument_defaulting_to_none_read_as_a_tensor_after_a_hyper_parameter_is_one_line(tmp_path):
+    path = write(tmp_path, "reverse_kl.py", MASKED_REVERSE_KL)
+    message = analyze_error(f"{path}:labels_last")
+    assert "'labels' defaults to None and is read as a tensor after the hyper-parameter 'ignore_index'" in message
+
+
 def test_an_argument_defaulting_to_none_that_the_trace_fails_on_is_named(tmp_path):
     path = write(
         tmp_path,

@@ -659,6 +659,12 @@ def test_an_input_whose_gradient_cannot_be_derived_takes_none_and_says_why(tmp_p
             r"combines two means over different rows: one divides by the sum over rows of where\(t != -100",
             6,
         ),
+        # Hinton's distillation beside the labels' cross entropy: batchmean divides by the batch, CE by kept rows.
+        (
+            "return F.kl_div(F.log_softmax(x, -1), F.softmax(w, -1), reduction='batchmean') + F.cross_entropy(x, t)",
+            r"one divides by the batch size \(input\.size\(0\), as reduction='batchmean' does\), the other by the sum",
+            6,
+        ),
     ],
 )
 def test_losses_kernelgen_cannot_write_name_the_op_and_line(tmp_path, body, message, line):

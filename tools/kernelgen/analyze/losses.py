@@ -74,6 +74,8 @@ def _divisor_text(over: OverRows) -> str:
         return "1 (a sum)"
     if over.divisor == 1:
         return "the number of rows"
+    if over.divisor == _batch_share():
+        return "the batch size (input.size(0), as reduction='batchmean' does)"
     return f"the sum over rows of {format_formula(over.divisor)}"
 
 

@@ -1,5 +1,5 @@
-"""Arguments that default to None but that the entry reads as tensors (``gate=None`` then ``gate.to(torch.float32)``
-or ``hidden * F.silu(gate)``): HF's gated norms take their gate so, and a model always passes it. Such an argument is
+"""Arguments that default to None but that the entry reads as tensors (``gate=None`` then ``gate.to(torch.float32)``,
+``hidden * F.silu(gate)`` or ``labels != ignore_index``): HF's gated norms take their gate so, and a model always passes it. Such an argument is
 a tensor input; one the entry only passes on by keyword (``weight=weight``: an option of the call) or never reads
 (HF's ``position_ids=None``) keeps its default."""
 
@@ -8,6 +8,11 @@ from __future__ import annotations
 import ast
 
 from tools.kernelgen.analyze.written import entry_function
+
+
+def _compared_by_value(parent: ast.AST) -> bool:
+    """``labels != ignore_index``: a comparison of values, not ``labels is None`` (which asks whether it was given)."""
+    return isinstance(parent, ast.Compare) and not any(isinstance(op, (ast.Is, ast.IsNot)) for op in parent.ops)
 
 
 def read_as_tensors(source: str, entry: str, kind: str, names: list[str]) -> set[str]:
@@ -31,6 +36,7 @@ def read_as_tensors(source: str, entry: str, kind: str, names: list[str]) -> set
             (isinstance(parent, ast.Attribute) and parent.value is node)
             or isinstance(parent, (ast.BinOp, ast.UnaryOp))
             or (isinstance(parent, ast.Call) and node in parent.args)
+            or _compared_by_value(parent)
         ):
             as_tensor.add(node.id)
     return as_tensor - as_option

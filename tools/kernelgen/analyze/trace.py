@@ -329,6 +329,16 @@ def _split_signature(loaded: LoadedReference, fn, skip_self: bool):
                 origin=loaded.origin,
             )
         if default is inspect.Parameter.empty or parameter.name in optional_tensors:
+            before = [name for name in order[: order.index(parameter.name)] if name not in tensors]
+            if before:
+                # The kernel, its tests and the reference's calls pass the tensor inputs first, by position.
+                raise AnalyzeError(
+                    f"'{loaded.entry}': '{parameter.name}' defaults to None and is read as a tensor after the "
+                    f"hyper-parameter '{before[0]}'; put the tensor inputs first "
+                    f"({', '.join([*tensors, parameter.name])}, then {before[0]}=...) and give '{parameter.name}' no "
+                    "default",
+                    origin=loaded.origin,
+                )
             tensors.append(parameter.name)
         elif isinstance(default, float):
             hypers.append(HyperParameter(name=parameter.name, type="float", default=default))
