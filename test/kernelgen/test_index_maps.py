@@ -367,6 +367,17 @@ def test_rope_whose_unsqueeze_dim_defaults_to_2_reads_cos_per_position(tmp_path)
     assert [shape[-3] for shape in profile.test.gpu_shapes] == [512, 256, 333]
 
 
+def test_a_broadcast_inputs_gradient_over_row_groups_is_rounded_once(generated_checkout):
+    """cos's gradient has a part from q's rows and one from k's: summed in fp32 and rounded to cos's dtype once (in bf16
+    each part rounded first lost their sum where the parts cancel: 0.03125 against 7e-5 on an H100)."""
+    ops = (generated_checkout / kernel_paths("hf_rope_map")["ops"]).read_text()
+    summed = (
+        "(broadcast_sum(grad_cos,ctx.cos_shape,torch.float32,(ctx.unsqueeze_dim,))"
+        "+broadcast_sum(grad_cos_1,ctx.cos_shape,torch.float32,(ctx.unsqueeze_dim,))).to(ctx.cos_dtype)"
+    )
+    assert summed in "".join(ops.split())
+
+
 def test_the_module_file_takes_the_references_own_arguments(generated_checkout):
     """The hint module_function names a function of the module file with HF's signature (upstream's
     liger_rotary_pos_emb); position_ids, which the kernel does not take, is refused at other values than None."""

@@ -1577,11 +1577,13 @@ def broadcast_gradients(profile: KernelProfile, gradients: list[str]) -> list[st
             held = tensor.unsqueeze if tensor.unsqueeze.lstrip("-").isdigit() else f"ctx.{tensor.unsqueeze}"
             tail = f", ({held},)" if tensor.unsqueeze else f", {inserted!r}" if inserted else ""
             groups = range(len(profile.math.lanes.groups) if profile.math.lanes is not None else 0)
-            # one per row group (HF RoPE's cos: q's rows and k's read it), added up
-            gradient = " + ".join(
-                f"broadcast_sum({part}, ctx.{tensor.name}_shape, ctx.{tensor.name}_dtype{tail})"
-                for part in [gradient, *(f"{gradient}_{index + 1}" for index in groups)]
-            )
+            # one per row group (HF RoPE's cos: q's rows and k's read it), added up in fp32 and rounded once (each
+            # part rounded to bf16 first loses the sum where q's and k's parts cancel)
+            parts = [gradient, *(f"{gradient}_{index + 1}" for index in groups)]
+            dtype = "torch.float32" if len(parts) > 1 else f"ctx.{tensor.name}_dtype"
+            gradient = " + ".join(f"broadcast_sum({part}, ctx.{tensor.name}_shape, {dtype}{tail})" for part in parts)
+            if len(parts) > 1:
+                gradient = f"({gradient}).to(ctx.{tensor.name}_dtype)"
             if profile.math.lanes is not None:  # the lanes' kernels store it only where autograd asks for it
                 index = [t.name for t in profile.inputs].index(tensor.name)
                 gradient = f"({gradient}) if ctx.needs_input_grad[{index}] else None"
