@@ -45,6 +45,18 @@ class OffsetNorm(nn.Module):
         normed = h32 / torch.sqrt(h32.square().mean(-1, keepdim=True) + self.epsilon)
         return (normed * (1 + self.scale.float())).to(h.dtype)
 """
+# The offset added to the weight in the weight's dtype, the rest in fp32 and one cast at the end: of the two casting
+# modes gemma's rounds as it does nearly everywhere, llama's (normalized rows cast before the weight) in most places
+# by one ulp, and both by one ulp somewhere.
+OFFSET_FUNCTION = """
+import torch
+
+
+def offset_function(hidden, weight, eps: float = 1e-5, offset: float = 1.0):
+    h = hidden.to(torch.float32)
+    h = h / torch.sqrt(torch.mean(h * h, dim=-1, keepdim=True) + eps)
+    return ((offset + weight) * h).to(hidden.dtype)
+"""
 SMOOTHED_CE = """
 import torch.nn.functional as F
 
@@ -182,6 +194,12 @@ def checkout(tmp_path_factory):
             OFFSET_NORM,
             'rms_norm\' computes it: liger_rms_norm(X, W, eps=epsilon, offset=1.0, casting_mode="gemma") / '
             'LigerRMSNorm(hidden_size, eps=epsilon, offset=1.0, casting_mode="gemma")',
+        ),
+        (
+            "offset_function",
+            OFFSET_FUNCTION,
+            'liger_rms_norm(X, W, eps, offset=1.0, casting_mode="gemma") / '
+            'LigerRMSNorm(hidden_size, eps=1e-05, offset=1.0, casting_mode="gemma")',
         ),
         (
             "smoothed_ce",
