@@ -144,6 +144,10 @@ HELPER_CALLS = (
     "    return a + b + torch.log2(x * x + 1) + torch.log10(y * y + 1)\n"
 )
 HELPER_CALLS_NAME = "helper_calls_gate"
+# A second output made of comparisons alone: the reference computes it without a gradient (its backward must not
+# reach it), the kernel's gradient of it is 0.
+WITH_MASK = "import torch\n\n\ndef relu_with_mask(x, y):\n    return torch.relu(x) * y, torch.where(x > 0, 1.0, 0.0)\n"
+WITH_MASK_NAME = "relu_with_mask"
 WRITTEN_REFERENCES = [
     (SIZED, SIZED_MODULE, "SizedGate"),
     (HELD, HELD_MODULE, None),
@@ -156,6 +160,7 @@ WRITTEN_REFERENCES = [
     (POWERS_NAME, POWERS, None),
     (LOGADDEXP_NAME, LOGADDEXP, None),
     (HELPER_CALLS_NAME, HELPER_CALLS, None),
+    (WITH_MASK_NAME, WITH_MASK, None),
 ]
 
 
