@@ -624,6 +624,9 @@ def test_a_variant_asked_with_its_fused_linear_form_says_whether_the_kernel_has_
     weighted = _file(tmp_path, "token_weighted_nll", TOKEN_WEIGHTED_NLL)
     made = run_kernelgen("new", "tw_nll", "--reference", weighted, "--fused-linear", "--repo", str(root))
     assert made.returncode == 0, made.stderr
+    # A copy without the fused linear form, named to come first: the kernel with one is named all the same.
+    copy = run_kernelgen("new", "a_tw_copy", "--reference", weighted, "--force-new", "--repo", str(root))
+    assert copy.returncode == 0, copy.stderr
     line = one_line_error(
         run_kernelgen("new", "tw_again", "--reference", weighted, "--fused-linear", "--repo", str(root))
     )

@@ -28,8 +28,9 @@ def find_variant(repo: LigerRepo, profile: KernelProfile) -> str | None:
     return found[1] if found else None
 
 
-def _variant(repo: LigerRepo, profile: KernelProfile) -> tuple[str, str] | None:
-    """(the existing kernel's name, ``KERNEL computes it: CALL``) for ``find_variant``."""
+def _variant(repo: LigerRepo, profile: KernelProfile, fused_linear: bool = False) -> tuple[str, str] | None:
+    """(the existing kernel's name, ``KERNEL computes it: CALL``) for ``find_variant``; with ``fused_linear``, a
+    kernel that has its fused linear form first."""
     if not profile.reference.source or not profile.reference.entry:
         return None
     from tools.kernelgen.variants.options import call_plans
@@ -39,7 +40,9 @@ def _variant(repo: LigerRepo, profile: KernelProfile) -> tuple[str, str] | None:
         return None
     from tools.kernelgen.variants.probe import matching_options
 
-    found = matching_options(repo.root, profile, plans)
+    fused = [plan for plan in plans if repo.exists(kernel_paths(f"fused_linear_{plan.name}")["ops"])]
+    found = matching_options(repo.root, profile, fused) if fused_linear and fused else None
+    found = found or matching_options(repo.root, profile, plans)
     if found is None:
         return None
     call = found.call(profile)
@@ -84,7 +87,7 @@ def check_not_variant(repo: LigerRepo, profile: KernelProfile, fused_linear: boo
     """Raise ``VariantError`` when ``new`` would duplicate an existing kernel (``--force-new`` skips this). With
     ``fused_linear`` (the loss asked for with its fused linear form), the line also says whether that kernel has one
     (``fused_linear_KERNEL``): only a kernel generated with it does."""
-    found = _variant(repo, profile)
+    found = _variant(repo, profile, fused_linear)
     if not found:
         return
     name, line = found
