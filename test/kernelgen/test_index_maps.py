@@ -96,6 +96,7 @@ GENERATED = {
         ["[2 * cols]"],
     ),
     "indexed_heads_rope_map": (f"{WRITTEN_RANK}:rope_indexed_heads", 2, ["q[cols + n_cols]", "cos[cols]"], ["[cols]"]),
+    "half_tables_rope_map": (f"{WRITTEN_RANK}:rope_half_tables", 1, ["x1[cols]", "cos[cols]"], ["[cols + n_cols]"]),
 }
 
 

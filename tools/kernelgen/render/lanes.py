@@ -27,6 +27,7 @@ class LaneOpsView:
     backward_pointer_moves: list[str]
     host_checks: list[str]  # the forward wrapper's check that rows hold whole lanes, and n_cols
     backward_lane_length: str  # the backward wrapper's n_cols, from the first upstream gradient
+    backward_input_shape: str  # the first input's shape there: the upstream gradient's, or its rows' width in lanes
     output_allocations: list[str]
     grad_output_rows: list[str]
     gradient_buffers: list[str]
@@ -213,6 +214,8 @@ def lane_ops(profile: KernelProfile, forward_reads: set[str], backward_reads: se
             ),
         ],
         backward_lane_length=f"n_cols = shape[-1] // {widths[outputs[0]]}  # the lane length",
+        # An output wider or narrower than the input (two lanes of a row cut into one): the input's own width.
+        backward_input_shape="shape" if widths[outputs[0]] == count else f"(*shape[:-1], {_row_length(count)})",
         output_allocations=[
             f"{name} = torch.empty((n_rows, {_row_length(widths[name])}), dtype={first}.dtype, device={first}.device)"
             for name in outputs
