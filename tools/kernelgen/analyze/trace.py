@@ -443,8 +443,11 @@ def _trace_module(loaded: LoadedReference, overrides: dict[str, Any], probed=Non
     held_tensors = _one_value_tensors(module)
     attributes.update({name: _as_written(value) for name, value in held_tensors.items()})
     taken = {*tensors, *(h.name for h in hypers), *concrete}
-    input_names = _constructor_names(loaded, attributes, init_params, built_with, taken)
-    derived, unfollowed = _derived_attributes(loaded, attributes, init_params, built_with, {*input_names, *taken})
+    rebuilt = _rebuilt_with(loaded)  # both probes below build the module at the same changed arguments: once each
+    input_names = _constructor_names(rebuilt, attributes, init_params, built_with, taken)
+    derived, unfollowed = _derived_attributes(
+        loaded, rebuilt, attributes, init_params, built_with, {*input_names, *taken}
+    )
     tracer = _ReferenceTracer(loaded.filename, attributes, module, input_names)
     tracer.tensor_inputs = set(tensors)
     try:
@@ -565,8 +568,24 @@ def _tensor_arguments(
     return found
 
 
+def _rebuilt_with(loaded: LoadedReference):
+    """``(argument, value) -> module``: the reference module built with one constructor argument changed (None where
+    it cannot be built), each built once."""
+    built: dict[tuple[str, Any], nn.Module | None] = {}
+
+    def rebuilt(argument: str, value: Any) -> nn.Module | None:
+        if (argument, value) not in built:
+            try:
+                built[argument, value] = _instantiate(loaded, {argument: value})[0]
+            except AnalyzeError:
+                built[argument, value] = None
+        return built[argument, value]
+
+    return rebuilt
+
+
 def _constructor_names(
-    loaded: LoadedReference,
+    rebuilt,
     attributes: dict[str, float],
     init_params: list[HyperParameter],
     built_with: dict[str, Any],
@@ -586,11 +605,10 @@ def _constructor_names(
             if argument in names.values():
                 continue
             changed = built_with[argument] * 2.0 + 0.5
-            try:
-                rebuilt, _, _ = _instantiate(loaded, {argument: changed})
-            except AnalyzeError:
+            module = rebuilt(argument, changed)
+            if module is None:
                 continue
-            if getattr(rebuilt, attribute, None) == changed and value == built_with[argument]:
+            if getattr(module, attribute, None) == changed and value == built_with[argument]:
                 names[attribute] = argument
                 break
     return names
@@ -598,6 +616,7 @@ def _constructor_names(
 
 def _derived_attributes(
     loaded: LoadedReference,
+    rebuilt,
     attributes: dict[str, float],
     init_params: list[HyperParameter],
     built_with: dict[str, Any],
@@ -624,11 +643,10 @@ def _derived_attributes(
             probes = (start * 2.0 + 0.5, start * 3.0 + 0.25) if is_float else (start * 2 + 1,)
             points = [(start, value)]
             for probe in probes:
-                try:
-                    rebuilt, _, _ = _instantiate(loaded, {argument: probe})
-                except AnalyzeError:
+                module = rebuilt(argument, probe)
+                if module is None:
                     break
-                points.append((probe, getattr(rebuilt, attribute, None)))
+                points.append((probe, getattr(module, attribute, None)))
             if len(points) <= len(probes) or not all(isinstance(y, float) for _, y in points):
                 continue
             if points[1][1] == value:
