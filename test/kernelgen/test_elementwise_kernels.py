@@ -220,6 +220,30 @@ def test_parameters_held_with_other_ranks_keep_their_shape_in_the_module(generat
     assert "nn.Parameter(torch.full((), 1.5))" in module_source
 
 
+HELD_MODULE_CALLS = """
+import torch
+from liger_kernel.transformers import LigerHeldAttributeSoftsign
+
+x = torch.randn(3, 37)
+module = LigerHeldAttributeSoftsign()
+print(sorted(vars(module)).count("shift"))
+for shift in (0.25, -1.5):
+    got = module(x, shift=shift) if shift != 0.25 else module(x)
+    assert torch.allclose(got, 2.0 * x / (1 + (x - shift).abs()), atol=1e-6), shift
+print("called as the reference")
+"""
+
+
+def test_a_module_reference_s_forward_argument_stays_one_of_the_generated_module_s_forward(generated_checkout):
+    """``forward(self, x, shift: float = 0.25)``: the Liger module is called as the reference is, ``shift`` a forward
+    argument with its default (it was a constructor argument, so ``module(x, shift=...)`` raised a TypeError)."""
+    module_source = (generated_checkout / kernel_paths(HELD)["module"]).read_text()
+    assert "def __init__(self, gain=2.0):" in module_source and "def forward(self, x, shift=0.25):" in module_source
+    result = run_python(["-c", HELD_MODULE_CALLS], cwd=generated_checkout, env={**os.environ, "PYTHONPATH": "src"})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["0", "called as the reference"]
+
+
 def test_parameter_gradients_add_up_the_partials_of_every_program_in_the_parameters_dtype(generated_checkout):
     """The backward's programs each leave fp32 partial sums of the parameter gradients (several programs here: under
     the interpreter get_num_sms is 4, and 70 rows span many tiles), which the host adds up and casts once to each

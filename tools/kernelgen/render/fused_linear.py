@@ -20,6 +20,7 @@ from tools.kernelgen.profile import KernelProfile
 from tools.kernelgen.profile import benchmark_grad_inputs
 from tools.kernelgen.profile import written_for_sequences
 from tools.kernelgen.render.hygiene import renamed_text
+from tools.kernelgen.render.reference_hypers import forward_hypers
 from tools.kernelgen.render.test_shapes import ShapeParams
 from tools.kernelgen.render.test_shapes import fused_linear_shape_params
 from tools.kernelgen.render.text import Defaulted
@@ -206,9 +207,12 @@ def fused_linear_views(profile: KernelProfile) -> KernelViews:
         t.name if t.name in by_name else renames[t.name] if t.per_class else f"{renames.get(t.name, t.name)}[rows]"
         for t in profile.inputs
     ]
+    plain_module = module_view(profile, renames)
     module = dataclasses.replace(
-        module_view(profile, renames),
-        forward_signature=", ".join(signature_tensors + [f"{t.bias}=None" for t in tensors]),
+        plain_module,
+        forward_signature=", ".join(
+            signature_tensors + [f"{t.bias}=None" for t in tensors] + plain_module.forward_keywords
+        ),
         apply_inputs=[f"self.{name}" if name in class_inputs else name for name in kernel.inputs],
         docstring=wrap_docstring(
             f"{profile.operation_name} of hidden @ weight.T + bias as a module, computed by ``{function_class}``."
@@ -252,7 +256,9 @@ def fused_linear_views(profile: KernelProfile) -> KernelViews:
         ignored=dict(ops.ignored),
         tol={**loss.test.tol, "bfloat16": [5e-2, 5e-2]},
         shapes=fused_linear_shape_params(CPU_SHAPES, GPU_SHAPES),
-        module_call=_module_call(module_class, kernel.inputs, class_inputs, hypers) if class_inputs else None,
+        module_call=_module_call(module_class, kernel.inputs, class_inputs, hypers, forward_hypers(profile))
+        if class_inputs
+        else None,
         takes_host_helper=any(TAKE_HELPER + "(" in view.code for view in mean_views),
         chunk_floor=chunk_floor(len(tensors), whole_groups=False),
     )
@@ -296,11 +302,13 @@ def _row_kinds(profile: KernelProfile, renames: dict[str, str]) -> dict[str, str
     return kinds
 
 
-def _module_call(module_class: str, inputs: list[str], class_inputs: list[str], hypers) -> str:
-    """The fused module as tests call it, from a list ``inputs`` of the Function's tensors."""
+def _module_call(module_class: str, inputs: list[str], class_inputs: list[str], hypers, in_forward: list[str]) -> str:
+    """The fused module as tests call it, from a list ``inputs`` of the Function's tensors; ``in_forward``: the
+    hyper-parameters its forward takes, as the reference module's does."""
     init = [f"{name}=inputs[{inputs.index(name)}]" for name in class_inputs]
-    init += [f"{hp.name}=hyper[{hp.name!r}]" for hp in hypers]
+    init += [f"{hp.name}=hyper[{hp.name!r}]" for hp in hypers if hp.name not in in_forward]
     forward = [f"inputs[{index}]" for index, name in enumerate(inputs) if name not in class_inputs]
+    forward += [f"{name}=hyper[{name!r}]" for name in in_forward]
     return f"{module_class}({', '.join(init)})({', '.join(forward)})"
 
 

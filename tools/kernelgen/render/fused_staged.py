@@ -79,9 +79,10 @@ def fused_staged_views(profile: KernelProfile) -> KernelViews:
             f"The loss of {hidden} @ {weight}.T + {bias}: {formula}; see ``{function_class}``."
         ),
     )
+    plain_module = module_view(profile)
     module = dataclasses.replace(
-        module_view(profile),
-        forward_signature=", ".join([*tensors, f"{bias}=None"]),
+        plain_module,
+        forward_signature=", ".join([*tensors, f"{bias}=None", *plain_module.forward_keywords]),
         apply_inputs=[*tensors, bias],
         docstring=wrap_docstring(
             f"{profile.operation_name} of {hidden} @ {weight}.T + {bias} as a module, computed by ``{function_class}``."

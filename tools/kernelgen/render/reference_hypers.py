@@ -39,6 +39,14 @@ def reference_hypers(profile: KernelProfile) -> ReferenceHypers:
     return ReferenceHypers(constructor=constructor, forward=forward, held=held)
 
 
+def forward_hypers(profile: KernelProfile) -> list[str]:
+    """The hyper-parameters the generated module's forward takes, as the reference module's forward does (an MLP's
+    come from its config; a function reference's go to the generated constructor)."""
+    if profile.reference.kind != "module" or profile.module.kind == "mlp":
+        return []
+    return reference_hypers(profile).forward
+
+
 def _forward_arguments(source: str, entry: str) -> set[str]:
     """The argument names of ``entry.forward`` in ``source`` (none where the class or its forward is not there)."""
     try:
@@ -55,4 +63,4 @@ def _forward_arguments(source: str, entry: str) -> set[str]:
     return set()
 
 
-__all__ = ["ReferenceHypers", "reference_hypers"]
+__all__ = ["ReferenceHypers", "forward_hypers", "reference_hypers"]

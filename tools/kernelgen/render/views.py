@@ -55,6 +55,7 @@ from tools.kernelgen.render.group_walk import GroupKernelView
 from tools.kernelgen.render.group_walk import group_kernels
 from tools.kernelgen.render.lanes import LaneOpsView
 from tools.kernelgen.render.lanes import lane_ops
+from tools.kernelgen.render.reference_hypers import forward_hypers
 from tools.kernelgen.render.reference_hypers import reference_hypers
 from tools.kernelgen.render.staged import StagedLossOpsView
 from tools.kernelgen.render.staged import is_staged
@@ -667,7 +668,8 @@ class ModuleView:
     init_signature: str
     attributes: list[str]  # constructor arguments kept as attributes (not a flag named like its parameter)
     buffers: list[str]  # constructor arguments kept as buffers: per-class inputs (class weights), as torch's losses
-    forward_signature: str  # the module's forward arguments (the kernel's tensors)
+    forward_signature: str  # the module's forward arguments (the kernel's tensors, then forward_keywords)
+    forward_keywords: list[str]  # hyper-parameters the reference module's forward takes, with their defaults
     apply_inputs: list[str]  # the kernel's tensors as forward passes them on (a buffer as self.<name>)
     param_init: dict[str, str]  # each parameter the module holds (a vector read by index once) -> its initial value
     self_params: list[str]
@@ -745,6 +747,7 @@ class TestView:
     reference_module: str
     reference_forward_keywords: str
     liger_module_args: str
+    liger_forward_keywords: str  # the generated module's call: the hyper-parameters its forward takes
     hidden_act: str
     mlp_shapes: list[tuple]
     switches_off: str  # constructor arguments that build the reference without its optional parameters
@@ -1798,8 +1801,10 @@ def _loss_module_call(profile: KernelProfile) -> str:
     other inputs to forward, from a list ``arguments`` of every input."""
     positions = {t.name: index for index, t in enumerate(profile.inputs)}
     init = [f"{t.name}=arguments[{positions[t.name]}]" for t in profile.inputs if t.per_class]
-    init += [f"{hp.name}=hyper[{hp.name!r}]" for hp in profile.hyperparameters]
+    in_forward = forward_hypers(profile)
+    init += [f"{hp.name}=hyper[{hp.name!r}]" for hp in profile.hyperparameters if hp.name not in in_forward]
     forward = [f"arguments[{positions[t.name]}]" for t in profile.inputs if not t.per_class]
+    forward += [f"{name}=hyper[{name!r}]" for name in in_forward]
     return f"{profile.module_class_name}({', '.join(init)})({', '.join(forward)})"
 
 
@@ -1924,11 +1929,15 @@ def module_view(profile: KernelProfile, renames: dict[str, str] | None = None) -
     sized = any(p.shape in ("channel", "group") for p in params)  # per-channel parameters: the module needs the size
     if sized and size_param not in init_names:
         init_params.insert(0, InitParameter(name=size_param, default=None))
+    # A module reference's forward arguments stay the forward's (``def forward(self, x, alpha=1.5)``): the module
+    # is called as the reference is. A function reference's go to the constructor, as Liger's modules take them.
+    in_forward = set(forward_hypers(profile))
     for hp in profile.hyperparameters:
-        if hp.name not in init_names and profile.module.kind != "mlp":
+        if hp.name not in init_names | in_forward and profile.module.kind != "mlp":
             init_params.append(hp)
             init_names.add(hp.name)
     hyper_names = [hp.name for hp in profile.hyperparameters]
+    forward_keywords = [f"{hp.name}={hp.default!r}" for hp in profile.hyperparameters if hp.name in in_forward]
     # extra_repr's fields: an MLP's sizes come from its HF config; other modules show their __init__ arguments.
     if profile.module.kind == "mlp":
         fields = ["hidden_size", "intermediate_size"] + hyper_names
@@ -1947,11 +1956,12 @@ def module_view(profile: KernelProfile, renames: dict[str, str] | None = None) -
         init_signature=signature(init_params, frozenset(required)),
         attributes=[ip.name for ip in init_params if ip.name not in {p.name for p in params} | set(per_class)],
         buffers=per_class,
-        forward_signature=", ".join(t.name for t in profile.inputs if not t.per_class),
+        forward_signature=", ".join([t.name for t in profile.inputs if not t.per_class] + forward_keywords),
+        forward_keywords=forward_keywords,
         apply_inputs=[f"self.{t.name}" if t.per_class else t.name for t in profile.inputs],
         param_init=_param_init(profile, size_param),
         self_params=[f"self.{_held_names(profile)[prm.name]}" for prm in hold_vectors_whole(profile).parameters],
-        self_hypers=[f"self.{name}" for name in hyper_names],
+        self_hypers=[name if name in in_forward else f"self.{name}" for name in hyper_names],
         traced_at=_traced_at(profile),
         repr_fields=fstring_chunks([f"{name}={{self.{name}}}" for name in fields]),
         docstring=wrap_docstring(
@@ -2038,7 +2048,7 @@ def test_view(profile: KernelProfile) -> TestView:
     # A grouped kernel's parameters hold one value per channel (dim 1), others one per column.
     size_dim = "1" if profile.math.groups else "-1"
     liger_module_args = [f"{size_param}=shape[{size_dim}]"] if takes_size(profile) else []
-    liger_module_args += [f"{name}=hyper[{name!r}]" for name in hyper_names]
+    liger_module_args += [f"{name}=hyper[{name!r}]" for name in hyper_names if name not in forward_hypers(profile)]
     inputs = [t.name for t in profile.inputs]
     grad_inputs = [t.name for t in profile.inputs if t.requires_grad]
     params = hold_vectors_whole(profile).parameters
@@ -2156,6 +2166,7 @@ def test_view(profile: KernelProfile) -> TestView:
         reference_module=reference_module,
         reference_forward_keywords=forward_keywords,
         liger_module_args=", ".join(liger_module_args),
+        liger_forward_keywords="".join(f", {name}=hyper[{name!r}]" for name in forward_hypers(profile)),
         hidden_act=profile.module.hidden_act or profile.operation_name,
         mlp_shapes=[tuple(int(d) for d in s) for s in profile.test.mlp_shapes],
         switches_off=", ".join(
