@@ -41,6 +41,9 @@ REFERENCES = {
         ("batch 1 hidden", None, "* 1 *"),
         ("hidden", "batch seq hidden", "*"),
         ("batch seq hidden", "batch seq hidden", ""),
+        # Against a first input of any rank, a fixed rank is its trailing dims (it was read as the whole shape).
+        ("hidden", "... hidden", "*"),
+        ("... hidden", "... hidden", ""),
         ("... 1", None, "... 1"),
         ((2, 1, 8), (2, 5, 8), "* 1 *"),
         ((8,), (2, 5, 8), "*"),

@@ -561,6 +561,37 @@ def test_a_library_call_and_the_same_math_by_hand_lower_to_one_program(tmp_path,
     assert _canonical(first) == _canonical(second)
 
 
+UNPACKED = """import torch
+
+
+def flat_rms(x):
+    B, T, H = x.shape
+    h = x.reshape(B * T, H)
+    return (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6)).view(B, T, H)
+
+
+def plain_rms(x):
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)
+
+
+def heads_gate(x, alpha: float = 1.5):
+    B, H, T, D = x.shape
+    return x * torch.sigmoid(alpha * x)
+"""
+
+
+def test_a_shape_unpacked_into_names_gives_the_examples_its_rank_and_a_flatten_of_them_keeps_the_rows(tmp_path):
+    """``B, T, H = x.shape`` then ``x.reshape(B * T, H)``: the leading dims flattened, each row whole (it was refused
+    as a regrouping of the row); ``B, H, T, D = x.shape`` is written for 4 dims, which its tests take (it failed its
+    smoke run on 3)."""
+    path = tmp_path / "unpacked.py"
+    path.write_text(UNPACKED)
+    flat, plain = analyze(f"{path}:flat_rms"), analyze(f"{path}:plain_rms")
+    assert flat.tier == 2 and _canonical(flat) == _canonical(plain)
+    heads = analyze(f"{path}:heads_gate")
+    assert heads.tier == 1 and {len(shape) for shape in heads.test.cpu_shapes} == {4}
+
+
 def test_a_statistic_of_a_per_row_value_is_refused():
     with pytest.raises(RowProgramError, match="does not vary along the row"):
         synthesize_rows(

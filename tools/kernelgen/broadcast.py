@@ -128,7 +128,8 @@ def _named_pattern(declared: str, first: object) -> str:
         return ""
     if first_rank is None:
         raise ValueError("has no broadcast dim ('1'): declare the first input's shape too, to tell its rank")
-    return "" if len(body) == first_rank else pattern
+    # Against a first input of any rank (``"... hidden"``), a fixed rank (``"hidden"``) is the trailing dims only.
+    return "" if len(body) == first_rank and first_tokens[0] != ELLIPSIS else pattern
 
 
 def inserted_dims(pattern: str) -> tuple[int, ...]:
