@@ -28,6 +28,7 @@ from test.kernelgen.conftest import run_pytest
 from test.kernelgen.test_class_weights import WEIGHTED_STYLES
 from test.kernelgen.test_losses import STYLES
 from test.kernelgen.test_losses import TIER3_BUILTINS
+from test.kernelgen.test_losses import UNPACKED_SHAPE_STYLES
 from test.kernelgen.test_per_row_inputs import GENERATED as PER_ROW_KERNELS
 from test.kernelgen.test_per_row_inputs import REFERENCES as PER_ROW_REFERENCES
 from test.kernelgen.test_sequence_stages import FUSED_ON_CPU as STAGED_FUSED_ON_CPU
@@ -63,6 +64,9 @@ STYLE_KERNELS += ["generalized_jsd_distillation", "masked_where_cross_entropy", 
 # A KL of softened distributions kept one sum a row: split into a cross entropy less an entropy (each about log(V)),
 # fp32 loses their small difference at T 8.
 STYLE_KERNELS += ["HintonDistillation"]
+# Written for [B, T, V] logits whose shape they unpack: T reads as a size, labels.view(B * T, 1) as no index of the
+# logits; B * T divides by every row, B by size(0) (both were refused; the ones flattening alone failed the smoke run).
+STYLE_KERNELS += UNPACKED_SHAPE_STYLES
 
 HOST_COMPARISON = textwrap.dedent(
     """

@@ -297,8 +297,44 @@ STYLES = textwrap.dedent(
         ce = F.cross_entropy(logits, target, reduction="none")
         pt = torch.softmax(logits.float(), dim=-1).gather(-1, target.unsqueeze(-1)).squeeze(-1)
         return (ce + epsilon * (1.0 - pt)).mean()
+
+
+    # Written for [B, T, V] logits, their shape unpacked (B, T: sizes, no values of an index or a count apart).
+    def unpacked_cross_entropy(logits, labels):
+        B, T, V = logits.shape
+        loss = F.cross_entropy(logits.reshape(-1, V), labels.reshape(-1), reduction="none")
+        return loss.view(B, T)
+
+
+    def unpacked_focal(logits, labels, gamma: float = 2.0):
+        B, T, V = logits.shape
+        logp = F.log_softmax(logits.view(B * T, V).float(), dim=-1)
+        logpt = logp.gather(1, labels.view(B * T, 1)).squeeze(1)
+        return (-((1.0 - logpt.exp()) ** gamma) * logpt).view(B, T).mean()
+
+
+    def unpacked_kl_per_token(student_logits, teacher_logits, temperature: float = 1.0):
+        B, T, V = student_logits.shape
+        s = F.log_softmax(student_logits.view(-1, V) / temperature, dim=-1)
+        t = F.log_softmax(teacher_logits.view(-1, V) / temperature, dim=-1)
+        return F.kl_div(s, t, reduction="sum", log_target=True) / (B * T)
+
+
+    def unpacked_kl_per_sequence(student_logits, teacher_logits):
+        B, T, V = student_logits.shape
+        s = F.log_softmax(student_logits.reshape(B * T, V), dim=-1)
+        t = F.log_softmax(teacher_logits.reshape(B * T, V), dim=-1)
+        return (t.exp() * (t - s)).sum() / B
     """
 )
+# Written for [B, T, V] logits (``B, T, V = logits.shape``): checked by their generated tests, which draw them so
+# (test_loss_kernels.py); the derivation check here draws [rows, classes].
+UNPACKED_SHAPE_STYLES = [
+    "unpacked_cross_entropy",
+    "unpacked_focal",
+    "unpacked_kl_per_token",
+    "unpacked_kl_per_sequence",
+]
 STYLE_ENTRIES = [
     "poly1_cross_entropy",
     "gathered_nll",

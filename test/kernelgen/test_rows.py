@@ -330,9 +330,15 @@ STYLES = textwrap.dedent(
 
         def forward(self, x):
             return F.normalize(x) * self.weight
+
+
+    def lp_normalize(x, p: float = 3.0, eps: float = 1e-12):
+        # the norm's order a hyper-parameter: |x| ** p summed, its p-th root (it was refused)
+        return F.normalize(x, p=p, dim=-1, eps=eps)
     """
 )
 STYLE_ENTRIES = [
+    "lp_normalize",
     "functional_layer_norm",
     "method_softmax",
     "WrappedLayerNorm",

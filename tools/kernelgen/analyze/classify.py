@@ -9,6 +9,8 @@ no longer the row (``x.sum(-1).sum(-1)``), or outputs of other shapes.
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 
 from tools.kernelgen.analyze.ops import ELEMENTWISE
@@ -107,7 +109,10 @@ def _reduces_rows(traced: TracedReference, call: OpCall) -> bool:
     """Whether the operand's last dim is still the row (the inputs' hidden dim), not what an earlier reduction,
     a flatten or an unsqueeze left there; True when shapes are unknown."""
     shape = traced.shape(call.operands[0]) if call.operands else None
-    return shape is None or (len(shape) >= traced.rank and shape[-1] == traced.hidden)
+    if shape is None:
+        return True
+    # The leading dims flattened (``x.reshape(B * T, H)``) keep every row whole: still one statistic per row.
+    return shape[-1] == traced.hidden and (len(shape) >= traced.rank or math.prod(shape[:-1]) == traced.row_count)
 
 
 def _regrouping_view(traced: TracedReference, call: OpCall) -> OpCall | None:

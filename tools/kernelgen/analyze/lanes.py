@@ -334,7 +334,7 @@ class LaneBuilder(ProgramBuilder):
         if call.name == "chunk":
             count = self.value(amount)
             if not isinstance(count, int) or count <= 0 or width % count:
-                raise _Misfit(f"`{call.label}` makes {count} chunks of a row of {width} lanes", call.node)
+                raise _Misfit(f"`{call.label}` makes {count} chunks of the row", call.node)
             size = width // count
             return tuple(Row(row.lanes[k * size : (k + 1) * size], BLOCKED) for k in range(count))
         sizes = amount if isinstance(amount, (list, tuple)) else None

@@ -92,6 +92,12 @@ class RowCount:
     factor: sympy.Expr
 
 
+@dataclass(frozen=True)
+class TokensPerSequence:
+    """``T`` of ``B, T, V = logits.shape``: the rows are B * T, so only its product with ``B`` (``RowCount`` of
+    ``batch_share``) is a count the loss can divide by."""
+
+
 @dataclass
 class LoweredLoss:
     statistics: list[tuple[str, str, sympy.Expr]]
@@ -194,7 +200,7 @@ class LossBuilder(ProgramBuilder):
         if call.family == STRUCTURAL:
             return self._structural(call)
         operands = [self.value(operand) for operand in call.operands]
-        if any(isinstance(v, (OverRows, RowCount)) for v in operands):
+        if any(isinstance(v, (OverRows, RowCount, TokensPerSequence)) for v in operands):
             return self._over_rows_arithmetic(call, operands)
         if call.family == REDUCTION and operands and self._class_valued(operands[0]):
             return self._over_classes(call, operands[0])
@@ -221,8 +227,11 @@ class LossBuilder(ProgramBuilder):
         if shape is None:
             raise self._error(f"`{call.label}`: the size of a tensor whose shape is unknown", call.node)
         dim %= len(shape)
-        if dim == 0 and len(shape) == 2 and self.per_element(self.value(tensor)):
-            return RowCount(_batch_share())  # x.shape[0] of [rows, classes]: size(0) of the inputs as passed
+        if dim == 0 and len(shape) in (2, 3) and self.per_element(self.value(tensor)):
+            # x.shape[0] of [rows, classes] or [B, T, classes]: size(0) of the inputs as passed
+            return RowCount(_batch_share())
+        if dim == 1 and len(shape) == 3 and self.per_element(self.value(tensor)):
+            return TokensPerSequence()
         if dim == 0 and len(shape) in (1, 2):
             return RowCount(sympy.S.One)
         if dim == len(shape) - 1 and self.per_element(self.value(tensor)):
@@ -461,6 +470,16 @@ class LossBuilder(ProgramBuilder):
             )
         if name == "neg" and isinstance(first, OverRows):
             return OverRows(-first.value, first.divisor, first.floor)
+        if name == "mul" and {type(first), type(second)} == {RowCount, TokensPerSequence}:
+            count = first if isinstance(first, RowCount) else second
+            if count.factor == _batch_share():
+                return RowCount(sympy.S.One)  # B * T: every row
+        if isinstance(first, TokensPerSequence) or isinstance(second, TokensPerSequence):
+            raise self._error(
+                f"`{call.label}` reads T of [B, T, classes] logits apart from B: a loss divides by B * T (every "
+                "row), B (input.size(0)) or a count of rows",
+                node,
+            )
         if name == "mul" and isinstance(first, RowCount) and isinstance(second, RowCount):
             raise self._error(f"`{call.label}` multiplies two row counts", node)
         if name == "mul" and isinstance(second, RowCount) and isinstance(first, sympy.Basic):

@@ -318,7 +318,15 @@ class ProgramBuilder:
         if isinstance(order, (int, float)) and not isinstance(order, bool) and order > 0:
             power = sympy.nsimplify(order)
             return _root(self.statistic(f"{base}_sum_pow", "sum", sympy.Abs(x) ** power, node), power)
-        raise self._error(f"`{call.label}` with p={order!r}", node)
+        if isinstance(order, fx.Node):
+            order = self.value(order)
+        if isinstance(order, sympy.Symbol):
+            # A hyper-parameter's order (``p: float = 3.0``): the sum of magnitudes to the p, its p-th root; 1, 2
+            # and inf are then the same formula's values (inf excepted: pass p=float("inf") written in the call).
+            return _root(self.statistic(f"{base}_sum_pow", "sum", sympy.Abs(x) ** order, node), order)
+        raise self._error(
+            f"`{call.label}` with p={order!r}: the norm's order is a positive number or a float hyper-parameter", node
+        )
 
     def _correction(self, call: OpCall) -> int:
         options = call.options

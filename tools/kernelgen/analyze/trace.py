@@ -49,6 +49,7 @@ from tools.kernelgen.analyze.ops import CAST
 from tools.kernelgen.analyze.ops import ELEMENTWISE
 from tools.kernelgen.analyze.ops import LAYOUT
 from tools.kernelgen.analyze.ops import LINE_KEY
+from tools.kernelgen.analyze.ops import META
 from tools.kernelgen.analyze.ops import REDUCTION
 from tools.kernelgen.analyze.ops import OpCall
 from tools.kernelgen.analyze.ops import UnknownOpError
@@ -148,6 +149,13 @@ class TracedReference:
         meta = node.meta.get("tensor_meta") if isinstance(node, fx.Node) else None
         shape = getattr(meta, "shape", None)
         return tuple(shape) if shape is not None else None
+
+    @property
+    def row_count(self) -> int | None:
+        """How many rows the first input's example holds (its dims before the last multiplied), None unknown."""
+        first = next((n for n, name in self.placeholder_names.items() if name == self.tensor_inputs[0]), None)
+        shape = self.shape(first)
+        return math.prod(shape[:-1]) if shape else None
 
 
 # The dtype a tensor's ``.dtype`` is taken to be where Python control flow compares it (HF's T5LayerNorm: ``if
@@ -1211,13 +1219,17 @@ def _finish(
     # ``cos.unsqueeze(2)`` is written for a first input of at least 4 dims ([batch, seq, heads, dim]): at rank 3 the
     # inserted dim would be the last one (one value per row).
     first_rank = max(first_rank, _highest_unsqueeze_dim(calls) + 2)
-    # Indexing that writes out every dim (GPT-J's ``x[:, :, :, ::2]``) gives the examples that rank, broadcast or not.
-    written_rank = _rank_spelled_out(calls)
+    # Indexing that writes out every dim (GPT-J's ``x[:, :, :, ::2]``) gives the examples that rank, broadcast or not;
+    # so does unpacking the first input's shape (``B, T, V = logits.shape``, a GroupNorm's ``B, C, H, W = x.shape``:
+    # a grouped norm's rows are the groups, whatever the dims after the channels).
+    unpacked_rank = _unpacked_rank(loaded, rows[0]) if rows else 0
+    written_rank = max(_rank_spelled_out(calls), unpacked_rank if unpacked_rank >= 3 else 0)
     first_rank = max(first_rank, written_rank)
-    # A GroupNorm of images (``B, C, H, W = x.shape``): the reference says how many dims its first input has, and its
-    # examples take them (its rows are the groups, whatever the dims after the channels).
-    grouped_rank = _unpacked_rank(loaded, rows[0]) if rows and channel_groups is not None else 0
+    grouped_rank = unpacked_rank if channel_groups is not None else 0
     first_rank = max(first_rank, grouped_rank)
+    if len(rows_shape) == 1 and unpacked_rank >= 3:
+        # A loss written for [B, T, V] logits that flattens them itself: its examples have those dims.
+        rows_shape = (2,) * (unpacked_rank - 2) + (3,)
     broadcast_inputs.update(_unsqueezed_inputs(placeholders, calls, rows, broadcast_inputs, first_rank))
     broadcast_inputs.update(_affine_inputs(placeholders, calls, rows, broadcast_inputs))
     loss_like = bool(index_inputs) or _reduces_rows_to_a_loss(calls)
@@ -1490,8 +1502,15 @@ def _index_inputs(calls: dict[fx.Node, OpCall], tensors: list[str]) -> list[str]
     """Tensor inputs an index operand is computed from (``target``, ``target.unsqueeze(-1)``,
     ``target.clamp(min=0)``)."""
     starts = [operand for call in calls.values() for operand in call.index_operands if isinstance(operand, fx.Node)]
-    names = {node.target for node in _leaves_behind(starts, lambda node: node.all_input_nodes)}
+    # Sizes are no data: ``labels.view(B * T, 1)`` with ``B, T, V = logits.shape`` reads logits' shape, not values.
+    names = {node.target for node in _leaves_behind(starts, lambda node: _values_read(node))}
     return [name for name in tensors if name in names]
+
+
+def _values_read(node: fx.Node) -> list[fx.Node]:
+    """The nodes whose values ``node`` computes with: its inputs but those that read a shape (``x.shape``,
+    ``x.size(0)``, arithmetic on them)."""
+    return [operand for operand in node.all_input_nodes if operand.meta.get("kernelgen_family") != META]
 
 
 def _class_inputs(calls: dict[fx.Node, OpCall], tensors: list[str], index_inputs: list[str]) -> list[str]:

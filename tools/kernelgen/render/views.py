@@ -2074,8 +2074,9 @@ def test_view(profile: KernelProfile) -> TestView:
     else:
         reference_call = f"{entry}(*inputs, **hyper)" if hypers else f"{entry}(*inputs)"
     # 3 rows on 2 ranks and 7 columns on 2 ranks: uneven shards (2 + 1, 4 + 3) along every sharded dim.
+    # A reference written for more dims (``B, H, T, D = x.shape``) gets them: (3, 2, 2, 7).
     matrix = all(len(shape) == 2 for shape in profile.test.cpu_shapes)
-    dtensor_shape = (3, 7) if matrix else (3, 2, 7)
+    dtensor_shape = (3, 7) if matrix else (3,) + (2,) * (max(profile.written_rank(), 3) - 2) + (7,)
     column_shard = f"Shard({len(dtensor_shape) - 1})"
     dtensor_cases = [f"({column_shard}, Shard(0))"] if any(p.shape == "channel" for p in params) else []
     dtensor_cases += [f"(Shard({dim}), Replicate())" for dim in range(len(dtensor_shape))] + [
