@@ -409,8 +409,9 @@ def _reference_call(profile, params: dict[str, torch.Tensor], cols: int):
     return module
 
 
-def _check_against_autograd(profile, rows=5, cols=37, seed=0, degenerate=False):
-    """``degenerate``: the first row all zeros and the second constant (a zero norm, a zero deviation)."""
+def _check_against_autograd(profile, rows=5, cols=37, seed=0, degenerate=False, tied=False):
+    """``degenerate``: the first row all zeros and the second constant (a zero norm, a zero deviation); ``tied``:
+    the first row quantized to a few values, each held by several columns, its maximum and minimum among them."""
     math = row_math(profile)
     rtol, atol = 1e-9, 1e-10
     generator = torch.Generator().manual_seed(seed)
@@ -418,6 +419,9 @@ def _check_against_autograd(profile, rows=5, cols=37, seed=0, degenerate=False):
     if degenerate:
         for value in inputs.values():
             value[0], value[1] = 0.0, 1.5
+    if tied:
+        for value in inputs.values():
+            value[0] = value[0].clamp(-0.5, 0.5).mul(2.0).round()  # -1, 0 and 1, a ReLU'd or quantized row
     params = {}
     for param in profile.parameters:
         shape = (cols,) if param.shape == "channel" else ()
@@ -435,6 +439,7 @@ def _check_against_autograd(profile, rows=5, cols=37, seed=0, degenerate=False):
     expected_grads = torch.autograd.grad(expected, differentiable, grads, allow_unused=True)
 
     tile = {"mask": torch.ones(rows, cols, dtype=torch.bool), "n_cols": cols, "BLOCK_ROWS": rows, "BLOCK_COLS": cols}
+    tile["cols"] = torch.arange(cols).view(1, -1)  # the kernels' column index (x.max(dim).values reads it)
     tile["input_dtype"] = torch.float64  # rounding to the input's dtype: float64 here, so exact
     values = {
         **tile,
@@ -505,6 +510,91 @@ def test_ties_of_a_max_split_the_gradient_evenly():
     (reference - reference.amax(-1, keepdim=True)).backward(torch.ones(1, 4, dtype=torch.float64))
     torch.testing.assert_close(grad["grad_x"], reference.grad)
     assert forward["y"].tolist() == [[-2.0, 0.0, 0.0, -1.0]]
+
+
+MAX_VALUES = textwrap.dedent(
+    """
+    import torch
+
+
+    def min_max_norm(x, eps=0.3):
+        lo = x.min(dim=-1, keepdim=True).values
+        hi = x.max(dim=-1, keepdim=True).values
+        return (x - lo) / (hi - lo + eps)
+
+
+    def getitem_max(x):
+        return x * torch.max(x, dim=-1)[0].unsqueeze(-1)
+
+
+    def positional_min(x):
+        return x * x.min(-1).values[..., None]
+
+
+    def unpacked_max(x):
+        values, _ = x.max(-1, keepdim=True)
+        return x / (values + 2.0)
+
+
+    def max_shifted_softmax(x):
+        e = (x - x.max(dim=-1, keepdim=True).values).exp()
+        return e / e.sum(-1, keepdim=True)
+    """
+)
+
+
+@pytest.mark.parametrize("entry", ["min_max_norm", "getitem_max", "positional_min", "unpacked_max"])
+def test_max_values_give_the_gradient_to_the_first_maximal_column_as_torch_does(tmp_path, entry):
+    # torch.max(x, dim) returns the first index holding the maximum and its values' backward gives that index the
+    # whole gradient; amax splits it between ties. The kernels followed amax: a ReLU'd row got a wrong gradient.
+    path = tmp_path / "max_values.py"
+    path.write_text(MAX_VALUES)
+    profile = analyze(f"{path}:{entry}", name=entry)
+    assert profile.tier == 2 and validate_profile(profile) == []
+    for seed in range(3):
+        _check_against_autograd(profile, seed=seed, tied=True)
+    assert not any("recomputed" in line for line in row_math(profile).backward)  # no even split between ties
+
+
+def test_the_min_max_norm_of_a_tied_row_has_torch_s_gradient(tmp_path):
+    path = tmp_path / "max_values.py"
+    path.write_text(MAX_VALUES)
+    math = row_math(analyze(f"{path}:min_max_norm", name="min_max_norm"))
+    x = torch.tensor([[0.0, 0.0, 1.0, 2.0, 2.0]], dtype=torch.float64)  # two minima, two maxima
+    grad_y = torch.tensor([[1.0, -2.0, 0.5, 3.0, 1.0]], dtype=torch.float64)
+    tile = {"mask": torch.ones(1, 5, dtype=torch.bool), "n_cols": 5, "BLOCK_ROWS": 1, "BLOCK_COLS": 5}
+    values = {**tile, "cols": torch.arange(5).view(1, -1), "input_dtype": torch.float64, "x": x, "eps": 0.3}
+    forward = run_statements(math.forward, dict(values))
+    saved = {name: forward[name] for name in math.saved}
+    grad = run_statements(math.backward, {**values, **saved, "grad_y": grad_y})["grad_x"]
+    reference = x.clone().requires_grad_()
+    lo, hi = reference.min(-1, keepdim=True).values, reference.max(-1, keepdim=True).values
+    ((reference - lo) / (hi - lo + 0.3)).backward(grad_y)
+    torch.testing.assert_close(grad, reference.grad)
+    assert grad[0, 3] != grad[0, 4]  # the first maximum takes the max's part alone, not half of it
+
+
+def test_a_max_values_shift_of_no_gradient_reduces_once_as_amax_does(tmp_path):
+    path = tmp_path / "max_values.py"
+    path.write_text(MAX_VALUES)
+    profile = analyze(f"{path}:max_shifted_softmax", name="max_shifted_softmax")
+    math = _check_against_autograd(profile, tied=True)
+    assert [line for line in math.forward if "tl.max(" in line or "tl.min(" in line] == [
+        "max_1_max = tl.max(x, axis=1, keep_dims=True)"
+    ]
+    assert not any("cols" in line for line in math.forward + math.backward)
+
+
+def test_max_values_of_a_loss_are_one_line(tmp_path):
+    path = tmp_path / "loss.py"
+    path.write_text(
+        "import torch\n\n\ndef peak_loss(x, target):\n"
+        "    return (x.max(-1).values - x.gather(-1, target[:, None]).squeeze(-1)).mean()\n"
+    )
+    with pytest.raises(AnalyzeError) as error:
+        analyze(str(path))
+    assert "`.max()` in a loss: its gradient goes to the first column holding the maximum" in str(error.value)
+    assert f"{path}:5" in str(error.value)
 
 
 def test_the_mean_inside_a_centred_variance_passes_no_gradient_through_the_variance():

@@ -161,7 +161,7 @@ def row_math(profile: KernelProfile, source: str | None = None) -> RowMath:
 
 @functools.lru_cache(maxsize=DERIVATIONS_KEPT)
 def _derive_rows(statistics, formulas, inputs, constants, parameters, hyperparameters) -> RowMath:
-    names = [*inputs, *constants, *(name for name, _ in parameters), *hyperparameters, N_COLS]
+    names = [*inputs, *constants, *(name for name, _ in parameters), *hyperparameters, COL, N_COLS]
     parsed, outputs = _parse_program(statistics, formulas, names)
     try:
         return synthesize_rows(parsed, outputs, list(inputs), dict(parameters), list(hyperparameters), list(constants))

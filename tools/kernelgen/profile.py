@@ -74,8 +74,10 @@ BACKENDS = ("triton", "tilelang")
 DERIVED_NAMES = ("function_class_name", "module_class_name", "functional_name")  # from operation_name
 # Names a formula may use besides the profile's own: the row length and pi.
 FORMULA_CONSTANTS = ("n_cols", "pi")
+# An element's column index: tier 3's class index (class-index targets), tier 2's column (``x.max(dim).values``
+# gives its gradient to the first column holding the maximum).
 COLUMN_INDEX = "col"
-MAX_FORMULA_CHARS = 4000  # longer is no formula a person reviews; its derivative would not fit a kernel either  # tier 3: the class (column) index of an element, for class-index targets
+MAX_FORMULA_CHARS = 4000  # longer is no formula a person reviews; its derivative would not fit a kernel either
 
 # Fields of profile format 1 that moved or went away: such a profile gets one line per field saying where.
 RETIRED_FIELDS = {
@@ -766,7 +768,7 @@ def _validate_math(profile: KernelProfile, problems: list[str]) -> None:
         problems.append("math.statistics: a tier-1 (element-wise) kernel has no row statistics; use tier 2")
     known = {t.name for t in profile.inputs} | {p.name for p in profile.parameters} | set(FORMULA_CONSTANTS)
     known |= set(profile.formula_hyperparameters)
-    if profile.tier == 3:
+    if profile.tier == 3 or (profile.tier == 2 and not math.groups):  # (a group's tiles are a channel's columns)
         known.add(COLUMN_INDEX)
     for index, statistic in enumerate(math.statistics):
         path = f"math.statistics[{index}]"

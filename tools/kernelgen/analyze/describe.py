@@ -109,6 +109,9 @@ class Describer:
             name, options = "gelu_tanh", {}
         elif name == "gelu" and options.get("approximate") == "none":
             options.pop("approximate", None)
+        # x.max(dim=-1).values as written: a max whose gradient goes to the first index holding it, not amax
+        values = bool(options.pop("first_index", False))
+        name = {"amax": "max", "amin": "min"}[name] if values else name
         arguments = [self.text(operand) for operand in operands]
         for key, value in options.items():
             if key in _QUIET_OPTIONS and value == _QUIET_OPTIONS[key]:
@@ -116,7 +119,7 @@ class Describer:
             if value is None and key in ("min", "max"):
                 continue
             arguments.append(f"{key}={self.text(value)}")
-        return f"{name}({', '.join(arguments)})", _ATOM
+        return f"{name}({', '.join(arguments)}){'.values' if values else ''}", _ATOM
 
     def _index(self, index: Any) -> str:
         """A subscript as Python writes it: ``:, 0``, ``:half``, ``..., ::2``."""

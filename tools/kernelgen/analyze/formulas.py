@@ -35,13 +35,15 @@ def profile_math(traced: TracedReference) -> tuple[Math, LoweredProgram]:
     names = [*traced.tensor_inputs, *(p.name for p in traced.parameters), *traced.runtime_hyperparameters]
     statistics = []
     for name, reduce, operand in program.statistics:
-        statistics.append(Statistic(name=name, reduce=reduce, of=_written(operand, [*names, N_COLS], traced)))
+        statistics.append(
+            Statistic(name=name, reduce=reduce, of=_written(operand, [*names, COLUMN_INDEX, N_COLS], traced))
+        )
         names.append(name)
     describer = Describer(traced, formula=True)
     outputs = {}
     for (name, expr), node in zip(program.outputs.items(), traced.outputs):
         own_ops = describer.text(node) if not program.statistics else None
-        outputs[name] = _written(expr, [*names, N_COLS], traced, own_ops)
+        outputs[name] = _written(expr, [*names, COLUMN_INDEX, N_COLS], traced, own_ops)
     return Math(statistics=statistics, outputs=outputs), program
 
 

@@ -48,7 +48,6 @@ from tools.kernelgen.analyze.program import ProgramBuilder
 from tools.kernelgen.analyze.trace import TracedReference
 from tools.kernelgen.profile import BATCH_SHARE
 from tools.kernelgen.synth import apply_op
-from tools.kernelgen.synth import make_symbols
 from tools.kernelgen.synth.functions import Take
 from tools.kernelgen.synth.functions import indicator
 from tools.kernelgen.synth.functions import select
@@ -111,7 +110,6 @@ class LoweredLoss:
 class LossBuilder(ProgramBuilder):
     def __init__(self, traced: TracedReference):
         super().__init__(traced)
-        self.col = make_symbols([COL])[COL]
         self.index_symbols = {self.symbols[name] for name in traced.index_inputs}
         # Float inputs of one value per row (a per-token weight): constants of the row, as class indices are.
         self.row_value_symbols = {self.symbols[name] for name in traced.row_inputs}
@@ -128,6 +126,15 @@ class LossBuilder(ProgramBuilder):
                 self.int_defaults[hp.default] = hp.name
         self.int_used: list[str] = []
         self.taken |= {COL, "loss"}  # a single output becomes "loss"
+
+    def _first_extremum(self, base: str, kind: str, x: sympy.Expr, call: OpCall) -> sympy.Symbol:
+        # A sum at the first column holding the extremum would read as a pick at a class index (x[target]), which
+        # a loss gathers before its row is walked: that column is known only after it.
+        raise self._error(
+            f"`{call.label}` in a loss: its gradient goes to the first column holding the {kind}imum, which a loss "
+            f"kernel does not derive; amax/amin split it evenly between ties",
+            call.node,
+        )
 
     def _plain_error(self, message: str) -> AnalyzeError:
         return AnalyzeError(message, origin=self.traced.loaded.origin)

@@ -489,6 +489,10 @@ def _normalize_call(node: fx.Node, target: Any, name: str, args: list[Any], kwar
         if isinstance(second, fx.Node) and not _is_meta(second):
             return _make(node, _BY_NAME[elementwise], args, kwargs)
         options = {"dim": second, "keepdim": args[2] if len(args) > 2 else kwargs.get("keepdim", False)}
+        if second is not None:
+            # Its values' gradient goes to the one index it returns, the first holding the extremum (torch's
+            # documented tie rule); amax, and max() of every element, split it evenly between ties instead.
+            options["first_index"] = True
         return OpCall(node, reduction, REDUCTION, [args[0]], options, _label(node), node_line(node))
     if name in _BY_NAME and _function_module_ok(target):
         return _make(node, _BY_NAME[name], args, kwargs)

@@ -38,6 +38,8 @@ from tools.kernelgen.synth import apply_op
 from tools.kernelgen.synth import make_symbols
 from tools.kernelgen.synth import to_sympy_number
 from tools.kernelgen.synth.functions import CastToInput
+from tools.kernelgen.synth.functions import select
+from tools.kernelgen.synth.rows import COL
 from tools.kernelgen.synth.rows import N_COLS
 
 _UPCASTS = (torch.float32, torch.float64)
@@ -65,10 +67,11 @@ class ProgramBuilder:
         self.names = traced.tensor_inputs + [p.name for p in traced.parameters] + traced.runtime_hyperparameters
         self.symbols = make_symbols([*self.names, N_COLS])
         self.n = self.symbols[N_COLS]
+        self.col = make_symbols([COL])[COL]  # an element's column: what x.max(dim).values picks
         self.cache: dict[fx.Node, Any] = {}
         self.dtypes: dict[fx.Node, str] = {}
         self.program = LoweredProgram()
-        self.taken = set(self.names) | set(traced.output_names) | {N_COLS}
+        self.taken = set(self.names) | set(traced.output_names) | {N_COLS, COL}
         self.assignments = _single_name_assignments(traced.loaded.source)
 
     # Values ------------------------------------------------------------------------------------------------
@@ -246,6 +249,22 @@ class ProgramBuilder:
         scalars = {self.symbols[p.name] for p in self.traced.parameters if p.shape == "scalar"}
         return hypers | stats | scalars | {self.n}
 
+    def _first_extremum(self, base: str, kind: str, x: sympy.Expr, call: OpCall) -> sympy.Symbol:
+        """``x.max(dim).values`` (``kind`` max) or ``.min``: torch's backward gives the gradient to the one index
+        max(dim) returns, the first column holding the extremum, where amax splits it evenly between ties (a ReLU'd
+        row's zeros, bf16 values). Written as the sum of x at that column: the extremum and the first column are
+        statistics of no gradient, and the sum passes its adjoint to that column alone."""
+        node = call.node
+        if self.traced.channel_groups is not None:
+            raise self._error(
+                f"`{call.label}` over groups of channels: its gradient goes to the first column holding the "
+                f"{kind}imum, which a group's tiles do not number; amax/amin split it evenly between ties",
+                node,
+            )
+        extremum = self.statistic(f"{base}_{kind}", kind, x, node)
+        first = self.statistic(f"{base}_first", "min", select(sympy.Eq(x, extremum), self.col, self.n), node)
+        return self.statistic(base, "sum", select(sympy.Eq(self.col, first), x, sympy.S.Zero), node)
+
     def _reduction(self, call: OpCall) -> sympy.Expr:
         node = call.node
         base = self._assigned_name(node) or node.name
@@ -257,7 +276,10 @@ class ProgramBuilder:
         if name == "mean":
             return self.statistic(base, "mean", x, node)
         if name in ("amax", "amin"):
-            return self.statistic(base, "max" if name == "amax" else "min", x, node)
+            kind = "max" if name == "amax" else "min"
+            if options.get("first_index"):
+                return self._first_extremum(base, kind, x, call)
+            return self.statistic(base, kind, x, node)
         if name in ("var", "std", "var_mean", "std_mean"):
             # Two passes (the mean, then the mean square about it): no cancellation for rows far from 0.
             correction = self._correction(call)

@@ -302,8 +302,8 @@ def _scalar_type(value: Any) -> str | None:
     return _SCALAR_TYPE_NAMES.get(type(value))
 
 
-# Names the profile's formulas give their own symbols: the row length (printer.ROW_LENGTH) and a loss's column index
-# (synth.losses.COL).
+# Names the profile's formulas give their own symbols: the row length (printer.ROW_LENGTH) and the column index
+# (synth.rows.COL).
 FORMULA_SYMBOLS = ("n_cols", "col")
 
 

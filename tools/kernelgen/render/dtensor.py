@@ -3,8 +3,11 @@ back (issue 21); the helpers they call are the target's ``liger_kernel/ops/layou
 kernel whose shards would not compute its math takes no DTensors: its Function refuses them in one line instead, and
 carries no layout code."""
 
+import re
+
 from dataclasses import dataclass
 
+from tools.kernelgen.profile import COLUMN_INDEX
 from tools.kernelgen.profile import KernelProfile
 
 
@@ -32,7 +35,8 @@ class DTensorRefusal:
 def dtensor_refusal(profile: KernelProfile) -> DTensorRefusal | None:
     """None where the kernel computes on DTensors' local shards; else why it cannot. Lanes (an index map) read
     positions across the row, groups of channels span several dims, and an input that broadcasts against the first
-    is sharded unlike the first input's rows: a shard of any would not hold what the kernel reads together."""
+    is sharded unlike the first input's rows, and a row's first maximal column is the whole row's: a shard of any
+    would not hold what the kernel reads together."""
     inputs = [t.name for t in profile.inputs]
     broadcast = [t.name for t in profile.inputs if t.broadcast]
     if profile.math.lanes is not None:
@@ -41,6 +45,9 @@ def dtensor_refusal(profile: KernelProfile) -> DTensorRefusal | None:
         why = f"its rows are groups of {inputs[0]}'s channels, which a shard would cut"
     elif broadcast:
         why = f"{broadcast[0]} broadcasts against {inputs[0]}, whose shards it would not line up with"
+    elif any(re.search(rf"\b{COLUMN_INDEX}\b", s.of) for s in profile.math.statistics if profile.tier == 2):
+        # x.max(dim).values: the first column holding the maximum, which a shard's own column numbers cannot tell
+        why = "its gradient goes to the first column holding a row's maximum or minimum, which a shard cannot tell"
     else:
         return None
     return DTensorRefusal(

@@ -730,6 +730,10 @@ class TestView:
     positive_domain: bool
     # Element-wise inputs drawn as a distribution over each row (a binary cross entropy's target, a KL's operands)
     input_domains: dict[str, str]
+    # Inputs (indices into them) of which one row holds its maximum and its minimum twice each: a kernel taking a
+    # row max or min passes its gradient as torch does at ties (x.max(dim).values to the first, amax split evenly),
+    # which random rows, tie-free, never show
+    tied_inputs: list[int]
     input_scaling: str  # what follows a random draw to scale it: " * 3.0", or nothing for 1.0
     normal_draw: str  # an input drawn from N(0, input_scale**2) in fp32, rounded to the dtype under test
     reference_module_args: str
@@ -2156,6 +2160,7 @@ def test_view(profile: KernelProfile) -> TestView:
         hyper_keywords=[f"{name}=hyper[{name!r}]" for name in hyper_names],
         positive_domain=profile.test.input_domain == "positive",
         input_domains={t.name: t.domain for t in profile.inputs if t.domain in ("probabilities", "log_probabilities")},
+        tied_inputs=_tied_inputs(profile),
         input_scaling=_scaling(float(profile.test.input_scale)),
         normal_draw=_normal_draw(float(profile.test.input_scale)),
         reference_module_args=", ".join(reference_module_args if module_reference else []),
@@ -2179,6 +2184,16 @@ def test_view(profile: KernelProfile) -> TestView:
         whole_tile_shapes=whole_tiles,
         keep_float64_source=KEEP_FLOAT64_SOURCE if profile.notes.casts and params else "",
     )
+
+
+def _tied_inputs(profile: KernelProfile) -> list[int]:
+    """The inputs of a row kernel with a max or min statistic that hold whole rows (not broadcast, not drawn as a
+    distribution), by index; none for other kernels, whose draws stay as they were."""
+    extremes = any(s.reduce in ("max", "min") for s in profile.math.statistics)
+    if profile.tier != 2 or not extremes or profile.math.groups or profile.math.lanes is not None:
+        return []
+    distributions = ("probabilities", "log_probabilities")
+    return [index for index, t in enumerate(profile.inputs) if not t.broadcast and t.domain not in distributions]
 
 
 def _group_input_shapes(profile: KernelProfile) -> dict[str, str]:

@@ -46,6 +46,7 @@ from tools.kernelgen.synth.printer import integer_symbols
 from tools.kernelgen.synth.printer import print_triton
 from tools.kernelgen.synth.printer import print_triton_index
 from tools.kernelgen.synth.renaming import RenamingMemo
+from tools.kernelgen.synth.rows import COL  # the column index of each element of a chunk
 from tools.kernelgen.synth.rows import RowProgramError
 from tools.kernelgen.synth.rows import RowSum
 from tools.kernelgen.synth.rows import _fresh
@@ -54,7 +55,6 @@ from tools.kernelgen.synth.rows import _schedule
 from tools.kernelgen.synth.rows import _TooLarge
 from tools.kernelgen.synth.rows import adjoint_symbol
 
-COL = "col"  # the column index of each element of a chunk
 _IDENTITY = {"sum": "0.0", "mean": "0.0", "max": 'float("-inf")', "min": 'float("inf")'}
 _COMBINE = {"max": "tl.maximum", "min": "tl.minimum"}
 

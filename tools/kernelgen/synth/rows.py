@@ -48,6 +48,7 @@ from tools.kernelgen.synth.derive import _precision_sensitive_ops
 from tools.kernelgen.synth.derive import tidy_derivative
 from tools.kernelgen.synth.functions import Root
 from tools.kernelgen.synth.functions import indicator
+from tools.kernelgen.synth.functions import select
 from tools.kernelgen.synth.naming import constant_lines
 from tools.kernelgen.synth.naming import hoist
 from tools.kernelgen.synth.printer import ROW_LENGTH
@@ -60,6 +61,10 @@ from tools.kernelgen.synth.symbols import make_symbols
 
 REDUCE_KINDS = ("sum", "mean", "max", "min")
 N_COLS = ROW_LENGTH
+# The column index of an element (``col`` in formulas): a tier-2 tile's ``cols``, a loss chunk's ``col``. A row's
+# ``x.max(dim).values`` reads it, whose gradient goes to the first column holding the maximum, as torch's does.
+COL = "col"
+_TILE_COLUMNS = "cols"
 _IDENTITY = {"sum": "0.0", "mean": "0.0", "max": 'float("-inf")', "min": 'float("inf")'}
 _TL_REDUCE = {"sum": "tl.sum", "mean": "tl.sum", "max": "tl.max", "min": "tl.min"}
 _IDENTITY_VALUES = {"sum": sympy.S.Zero, "mean": sympy.S.Zero, "max": -sympy.oo, "min": sympy.oo}
@@ -153,6 +158,8 @@ class _Program:
     def __init__(self, statistics, outputs, inputs, parameters, hyperparameters, constants, row_inputs=()):
         stat_names = [name for name, _, _ in statistics]
         declared = [*inputs, *constants, *row_inputs, *parameters, *hyperparameters, *stat_names, N_COLS]
+        if COL not in declared:  # (a loss declares it among its constants)
+            declared.append(COL)
         self.symbols = make_symbols(declared)
         clashes = sorted(set(outputs) & set(declared))
         if clashes:
@@ -162,6 +169,9 @@ class _Program:
         self.inputs = list(inputs)
         self.parameters = dict(parameters)
         self.element = {self.symbols[name] for name in [*inputs, *constants]}
+        # Varies along the row like an input, but is no tensor: never loaded, and in masked lanes not what a load
+        # gives them, so no proof that a reduction's tl.where can go may assume a value for it there.
+        self.column = self.symbols[COL]
         self.channel = {self.symbols[name] for name, kind in parameters.items() if kind == "channel"}
         self.stat_symbols = {self.symbols[name] for name in stat_names}
         # One value per row given with the inputs (class targets): row-constant, never differentiated.
@@ -186,7 +196,7 @@ class _Program:
         self.grad_symbols = {name: sympy.Symbol(f"grad_{name}", real=True) for name in self.outputs}
         self.row_outputs = [name for name, expr in self.outputs.items() if self.shape_class(expr) == "row"]
         # The backward's per-element values: inputs, channel parameters and the gradients of per-element outputs.
-        self.varying = self.element | self.channel
+        self.varying = self.element | self.channel | {self.column}
         self.varying |= {self.grad_symbols[name] for name in self.outputs if name not in self.row_outputs}
 
     # Classes ------------------------------------------------------------------------------------------------
@@ -199,7 +209,7 @@ class _Program:
 
     def shape_class(self, expr: sympy.Expr) -> str:
         free = expr.free_symbols
-        if free & (self.element | self.channel):
+        if free & (self.element | self.channel | {self.column}):
             return "element"
         if free & (self.stat_symbols | self.row_inputs):
             return "row"
@@ -464,32 +474,33 @@ class _Program:
         adjoints, zeros = self._adjoints()
         taken = {str(s) for s in self.symbols} | set(self.outputs) | {str(s) for s in self.grad_symbols.values()}
         gradient_names = [f"grad_{name}" for name in [*self.inputs, *self.parameters]]
-        taken |= set(gradient_names)
+        taken |= set(gradient_names) | {_TILE_COLUMNS}
 
         forward_items = [(s.name, s.reduce, s.operand) for s in self.statistics]
         forward_items += [(name, "value", expr) for name, expr in self.outputs.items()]
+        forward_items = self._extrema_at_first(forward_items, zeros)
         forward_taken = set(taken)
         fills = self._forward_fills()
         forward_masked = {**fills, **{symbol: sympy.S.Zero for symbol in self.channel}}
-        forward = _schedule(self._hoisted(forward_items, taken), taken, masked=forward_masked)
+        forward = _schedule(self._hoisted(self._in_tile(forward_items), taken), taken, masked=forward_masked)
 
         backward_items, formulas, reused = self._cheapest_backward(adjoints, taken)
         backward_taken = set(taken)
         # The backward loads every per-element value with 0 in masked lanes (inputs, reused outputs, gradients).
-        backward_masked = {symbol: sympy.S.Zero for symbol in self.varying}
-        backward = _schedule(self._hoisted(backward_items, taken), taken, masked=backward_masked)
+        backward_masked = {symbol: sympy.S.Zero for symbol in self.varying - {self.column}}
+        backward = _schedule(self._hoisted(self._in_tile(backward_items), taken), taken, masked=backward_masked)
         defined = {name for name, _, _ in backward_items}
         reads = {s.name for _, _, expr in backward_items for s in expr.free_symbols} - defined
         saved = [s.name for s in self.statistics if s.name in reads]
         forward_reads = {s.name for _, _, expr in forward_items for s in expr.free_symbols}
-        forward_reads -= {s.name for s in self.statistics} | {N_COLS}
+        forward_reads -= {s.name for s in self.statistics} | {N_COLS, COL}
         every = [expr for _, _, expr in forward_items + backward_items]
         return RowMath(
             forward=forward,
             backward=backward,
             saved=saved,
             forward_reads=sorted(forward_reads),
-            backward_reads=sorted(reads - {N_COLS}),
+            backward_reads=sorted(reads - {N_COLS, COL}),
             row_outputs=list(self.row_outputs),
             row_gradients=[f"grad_{name}" for name, kind in self.parameters.items() if kind == "scalar"],
             gradient_formulas=formulas,
@@ -503,6 +514,46 @@ class _Program:
             # their reductions' tl.where (the sweep's row sums are these passes' statements).
             split_backward=self._split(backward_items, backward_taken, masked=backward_masked),
         )
+
+    def _extrema_at_first(self, items, zeros: list[str]):
+        """``items`` (the forward's) with each ``x.max(dim).values`` of no gradient computed as its maximum: the sum
+        of x at the first column holding the maximum is the maximum itself, and only its gradient needs that column
+        (a softmax written with ``x - x.max(-1, keepdim=True).values`` reduces once, as with amax)."""
+        by_name = {s.name: s for s in self.statistics}
+        replaced: dict[str, sympy.Symbol] = {}
+        dropped: set[str] = set()
+        for first in self.statistics:
+            extremum = self._first_of(first, by_name)
+            if extremum is None:
+                continue
+            column = self.symbols[first.name]
+            picked = [
+                select(sympy.Eq(*sides), extremum.operand, 0)
+                for sides in [(self.column, column), (column, self.column)]
+            ]
+            for statistic in self.statistics:
+                if statistic.reduce == "sum" and statistic.name in zeros and statistic.operand in picked:
+                    replaced[statistic.name] = self.symbols[extremum.name]
+                    dropped.add(first.name)
+        if not replaced:
+            return items
+        items = [(item[0], "value", replaced[item[0]]) if item[0] in replaced else item for item in items]
+        read = {s.name for _, _, expr in items for s in expr.free_symbols}
+        return [item for item in items if item[0] not in dropped or item[0] in read]
+
+    def _first_of(self, first: StatisticSpec, by_name: dict[str, StatisticSpec]) -> StatisticSpec | None:
+        """The max or min statistic of which ``first`` is the first column holding it (``min(where(x == m, col,
+        n_cols))``, as analysis writes x.max(dim).values), else None."""
+        if first.reduce != "min" or not isinstance(first.operand, sympy.Piecewise) or len(first.operand.args) != 2:
+            return None
+        (column, condition), (otherwise, always) = first.operand.args
+        if column != self.column or otherwise != self.n or always != sympy.true or not isinstance(condition, sympy.Eq):
+            return None
+        for side, other in (condition.args, condition.args[::-1]):
+            extremum = by_name.get(getattr(side, "name", None))
+            if extremum is not None and extremum.reduce in ("max", "min") and extremum.operand == other:
+                return extremum
+        return None
 
     def _forward_fills(self) -> dict[sympy.Symbol, sympy.Expr]:
         """The value each per-element input reads in masked lanes (the load's ``other``): 0, or -inf where that
@@ -555,8 +606,14 @@ class _Program:
 
     def _pass(self, items, taken: set[str], reductions: list[tuple[str, str]], masked=None) -> RowPass:
         defined = {name for name, _, _ in items}
-        read = {s.name for _, _, expr in items for s in expr.free_symbols} - defined - {N_COLS}
-        return RowPass(_schedule(self._hoisted(items, taken), taken, masked=masked), sorted(read), reductions)
+        read = {s.name for _, _, expr in items for s in expr.free_symbols} - defined - {N_COLS, COL}
+        lines = _schedule(self._hoisted(self._in_tile(items), taken), taken, masked=masked)
+        return RowPass(lines, sorted(read), reductions)
+
+    def _in_tile(self, items):
+        """``items`` with the column index ``col`` written as the tile's ``cols`` (the row kernels' own name)."""
+        tile = {self.column: sympy.Symbol(_TILE_COLUMNS, real=True)}
+        return [(name, kind, expr.xreplace(tile)) for name, kind, expr in items]
 
     def _hoisted(self, items, taken: set[str]):
         """``items`` with the per-row factors of per-element products gathered into one per-row value each:
