@@ -5,6 +5,7 @@ kernel of the statistics) and a sequence stage (the rest of the reference, PyTor
 carries them to the GPU."""
 
 import copy
+import functools
 import textwrap
 
 import pytest
@@ -13,7 +14,10 @@ import torch
 from test.kernelgen.test_per_row_inputs import _analyzed
 from tools.kernelgen.analyze import AnalyzeError
 from tools.kernelgen.analyze import analyze
+from tools.kernelgen.profile import hyper_cases
 from tools.kernelgen.profile import validate_profile
+from tools.kernelgen.render.staged import sequence_parameters
+from tools.kernelgen.render.views import build_views
 
 # Kernels test_loss_kernels.py generates from REFERENCES: (entry, kernel name).
 GENERATED = [
@@ -154,6 +158,38 @@ REFERENCES = textwrap.dedent(
         return (((nll - 0.01 * entropy) * mask).sum(1) / mask.sum(1).clamp(min=1)).mean()
 
 
+    def dpo_ignoring(logits, labels, ref_logps, beta: float = 0.1, ignore_index: int = -100):
+        # DPO with the token marker an argument: fx traces the int at its default
+        mask = labels != ignore_index
+        logp = logits.float().log_softmax(-1).gather(-1, torch.where(mask, labels, 0).unsqueeze(-1)).squeeze(-1)
+        seq = (logp * mask).sum(-1)
+        n = seq.shape[0] // 2
+        return -F.logsigmoid(beta * ((seq[:n] - seq[n:]) - (ref_logps[:n] - ref_logps[n:]))).mean()
+
+
+    class DPOIgnoring(nn.Module):
+        # The same with the marker held by the module, read in the sequence stage only
+        def __init__(self, beta: float = 0.1, ignore_index: int = -100):
+            super().__init__()
+            self.beta, self.ignore_index = beta, ignore_index
+
+        def forward(self, logits, labels, ref_logps):
+            logp = logits.log_softmax(-1).gather(-1, labels.clamp(min=0).unsqueeze(-1)).squeeze(-1)
+            seq = (logp * (labels != self.ignore_index)).sum(-1)
+            chosen, rejected = seq.chunk(2)
+            ref_chosen, ref_rejected = ref_logps.chunk(2)
+            return -F.logsigmoid(self.beta * ((chosen - rejected) - (ref_chosen - ref_rejected))).mean()
+
+
+    def dpo_ignoring_next(logits, labels, ref_logps, ignore_index: int = -100):
+        # A value computed from the int: the graph holds -99, not the argument
+        mask = labels != ignore_index + 1
+        logp = logits.log_softmax(-1).gather(-1, labels.clamp(min=0).unsqueeze(-1)).squeeze(-1)
+        seq = (logp * mask).sum(-1)
+        n = seq.shape[0] // 2
+        return -F.logsigmoid((seq[:n] - seq[n:]) - (ref_logps[:n] - ref_logps[n:])).mean()
+
+
     def reduces_tokens_and_classes_at_once(logits, labels, w):
         logp = logits.log_softmax(-1).gather(-1, labels[..., None])[..., 0]
         return -(logp.sum(-1) * w).mean() + logits.log_softmax(-1).mean(dim=(1, 2)).sum()
@@ -264,6 +300,50 @@ def test_the_sequence_stage_on_the_statistics_is_the_reference(references, entry
     (got_grad,) = torch.autograd.grad(got, logits)
     torch.testing.assert_close(got, expected)
     torch.testing.assert_close(got_grad, expected_grad)
+
+
+@pytest.mark.parametrize("entry", ["dpo_ignoring", "DPOIgnoring"])
+def test_an_int_hyper_parameter_is_a_value_of_the_sequence_stage(references, entry):
+    """fx traces an int argument at its default: the sequence stage had ``labels != -100`` written in, under fx's
+    ``torch._assert`` that failed at any other ignore_index (a module's ``self.ignore_index`` was not even passed:
+    -100 whatever it held). It reads the argument, computes the reference at another value, and the generated tests
+    sweep one (tokens marked by the case's value)."""
+    profile = _profile(references, entry)
+    source = profile.math.loss.sequence
+    assert "labels != ignore_index" in source and "-100" not in source and "_assert" not in source, source
+    ignore_index = next(hp for hp in profile.hyperparameters if hp.name == "ignore_index")
+    assert ignore_index.choices is None and "ignore_index" not in profile.notes.specialized
+    assert [case["ignore_index"] for case in hyper_cases(profile)][-1] == 1
+    assert build_views(profile).ops.ignore_markers == [("labels", 'hyper["ignore_index"]')]
+    namespace = {}
+    exec(compile(REFERENCES, "<references>", "exec"), namespace)
+    exec(compile("import torch\n" + source, "<sequence>", "exec"), namespace)
+    torch.manual_seed(0)
+    B, T, V = 6, 7, 13
+    logits = torch.randn(B, T, V, dtype=torch.float64, requires_grad=True)
+    labels = torch.randint(0, V, (B, T))
+    labels[:, :2] = 3
+    ref_logps = torch.randn(B, dtype=torch.float64)
+    hypers = {"beta": 0.5, "ignore_index": 3}
+    reference = namespace[entry]
+    forward = reference(**hypers) if isinstance(reference, type) else functools.partial(reference, **hypers)
+    expected = forward(logits, labels, ref_logps)
+    (expected_grad,) = torch.autograd.grad(expected, logits)
+    picked = logits.log_softmax(-1).gather(-1, labels.clamp(min=0)[..., None])[..., 0]
+    known = {profile.outputs[0].name: picked, "labels": labels, "ref_logps": ref_logps, **hypers}
+    got = namespace["sequence_stage"](*(known[name] for name in sequence_parameters(source)))
+    (got_grad,) = torch.autograd.grad(got, logits)
+    torch.testing.assert_close(got, expected)
+    torch.testing.assert_close(got_grad, expected_grad)
+
+
+def test_an_int_the_reference_computes_a_value_from_keeps_its_traced_default(references):
+    """``labels != ignore_index + 1``: the graph holds -99, which no argument is; the sequence stage keeps it and
+    fx's guard, and the Function refuses another ignore_index in one line (its choices)."""
+    profile = _profile(references, "dpo_ignoring_next")
+    assert "labels != -99" in profile.math.loss.sequence
+    assert next(hp.choices for hp in profile.hyperparameters if hp.name == "ignore_index") == [-100]
+    assert all(case["ignore_index"] == -100 for case in hyper_cases(profile))
 
 
 @pytest.mark.parametrize(

@@ -586,7 +586,8 @@ class KernelProfile:
 
 def hyper_cases(profile: KernelProfile) -> list[dict]:
     """The hyper-parameter sets tests sweep: the defaults, then each choice, then each runtime float moved off its
-    default (doubled, or 0.5 for a default of 0)."""
+    default (doubled, or 0.5 for a default of 0), and each runtime int of a loss (an ignore_index) moved to class 1
+    (2 where it is 1)."""
     defaults = {hp.name: hp.default for hp in profile.hyperparameters}
     cases = [dict(defaults)]
     for hp in profile.hyperparameters:
@@ -594,6 +595,11 @@ def hyper_cases(profile: KernelProfile) -> list[dict]:
             cases.extend({**defaults, hp.name: choice} for choice in hp.choices if choice != hp.default)
         elif hp.type == "float" and not hp.constexpr:
             cases.append({**defaults, hp.name: float(hp.default) * 2.0 if hp.default else 0.5})
+        elif hp.type == "int" and not hp.constexpr and profile.tier == 3:
+            # A loss reads such an int as a class index (the lowering makes only those runtime): a class every test
+            # vocabulary has, so that its tokens are drawn too, and a kernel that kept the default (a two-stage
+            # loss's sequence stage did, with -100 written in) fails.
+            cases.append({**defaults, hp.name: 1 if hp.default != 1 else 2})
     return cases
 
 

@@ -386,6 +386,13 @@ def _fill_staged_loss(
             tensor.requires_grad = True
             tensor.domain = "real"
     profile.module.kind = "loss"
+    for hp in profile.hyperparameters:
+        vocabulary = hp.name in lowered.int_hyperparameters or hp.name not in staged.vocabulary_ints
+        if hp.name in staged.int_values and vocabulary:
+            hp.constexpr = False  # a value to both stages (ignore_index): any at run time
+            profile.notes.specialized.pop(hp.name, None)
+        elif hp.name in traced.specialized and hp.type in ("int", "bool", "str") and not hp.choices:
+            hp.choices = [hp.default]  # traced with this value only: the Function refuses others in one line
     # The probe ran the reference on inputs of these shapes: the trace's guesses are void.
     profile.notes.remarks = [r for r in profile.notes.remarks if not r.startswith("running the reference on example")]
     profile.test.cpu_shapes = [[2, 3, 127], [2, 2, 20000]]

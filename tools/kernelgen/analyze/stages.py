@@ -11,6 +11,12 @@ pairs of sequences, GRPO's masked mean per sequence) into two stages, from the t
 The graph says nothing of the shapes of the inputs the sequence stage alone reads (``ref_chosen_logps`` is one value
 per chosen sequence): each is tried as ``[B, T]``, ``[B]``, ``[B // 2]`` and ``[B // 2, T]`` on small logits, the
 fewest away from ``[B, T]`` first, until the reference runs without broadcasting anything beyond ``[B, T]``.
+
+An int hyper-parameter is traced at its default (``trace.py``: the vocabulary stage may need it as a number), the
+trace guarded by fx's ``torch._assert(ignore_index == -100, ...)``. The sequence stage is PyTorch, which takes any
+value: the places of the graph that hold the int itself are found by tracing the reference again at another value,
+and read the argument there (``labels != ignore_index``), the guard dropped. An int the graph holds otherwise (a
+value computed from it, a branch it picks) keeps the default and the guard.
 """
 
 from __future__ import annotations
@@ -20,8 +26,10 @@ import io
 import itertools
 import operator
 import re
+import warnings
 
 from dataclasses import dataclass
+from dataclasses import field
 from dataclasses import replace
 from typing import Any
 
@@ -29,6 +37,7 @@ import torch
 import torch.fx as fx
 
 from torch.fx.passes.shape_prop import ShapeProp
+from torch.utils._pytree import tree_leaves
 
 from tools.kernelgen.analyze.errors import AnalyzeError
 from tools.kernelgen.analyze.ops import descendants
@@ -36,6 +45,7 @@ from tools.kernelgen.analyze.ops import node_line
 from tools.kernelgen.analyze.sequence_text import readable_function
 from tools.kernelgen.analyze.sequence_text import reference_names
 from tools.kernelgen.analyze.trace import TracedReference
+from tools.kernelgen.analyze.trace import trace_reference
 from tools.kernelgen.profile import SEQUENCE_SHAPES
 from tools.kernelgen.profile import shape_of
 
@@ -61,6 +71,12 @@ class StagedLoss:
     log_probability_inputs: list[str]  # of those, what is subtracted from or added to a statistic's value
     conditions: list[str]  # of those, what the reference selects by (``torch.where(desirable, ...)``): booleans
     groups: str = ""  # what one sequence's adjoints read (profile.SEQUENCE_GROUPS)
+    # int hyper-parameters the sequence stage takes as values (read where the reference reads them, or not at all),
+    # not at their traced defaults
+    int_values: list[str] = field(default_factory=list)
+    # int hyper-parameters the vocabulary stage holds a constant of (a value to its kernel where the lowering reads
+    # it as a hyper-parameter: ``target != ignore_index``)
+    vocabulary_ints: list[str] = field(default_factory=list)
 
 
 class NoStagesError(AnalyzeError):
@@ -249,7 +265,8 @@ def split_stages(traced: TracedReference) -> StagedLoss:
         while name in taken or name in names:  # an input's name, or two statistics of one line
             name = f"{base}_{len(names)}" if name == base else f"{name}_"
         names.append(name)
-    sequence, parameters = _sequence_graph(probe, frontier, names, over_vocabulary)
+    moved = _moved_traces(traced)
+    sequence, parameters, int_values = _sequence_graph(probe, frontier, names, over_vocabulary, moved)
     vocabulary = _vocabulary_reference(traced, frontier, names)
     traced_source = _function_source(sequence, "sequence_stage", traced)
     source = _as_written(traced_source, sequence, traced)
@@ -266,6 +283,8 @@ def split_stages(traced: TracedReference) -> StagedLoss:
         sequence_inputs=sequence_inputs,
         log_probability_inputs=_log_probability_inputs(sequence, names, set(sequence_inputs)),
         conditions=[name for name in probe.conditions if name in sequence_inputs],
+        int_values=int_values,
+        vocabulary_ints=[m.name for m in moved if any(_holds(node, m) for node in vocabulary.calls)],
     )
     try:
         _check_against_the_reference(probe, staged, shapes)
@@ -377,10 +396,12 @@ def _final_of(node: fx.Node) -> fx.Node:
     return node
 
 
-def _sequence_graph(probe: _Probe, frontier, names, over_vocabulary) -> tuple[fx.Graph, list[str]]:
-    """The reference after the statistics: their values and the other inputs in, the outputs out."""
+def _sequence_graph(probe: _Probe, frontier, names, over_vocabulary, moved) -> tuple[fx.Graph, list[str], list[str]]:
+    """The reference after the statistics: their values and the other inputs in, the outputs out; and the int
+    hyper-parameters of ``moved`` (``_moved_traces``) it takes as values (``_read_as_value``)."""
     graph = fx.Graph()
     env: dict[fx.Node, fx.Node] = {}
+    copies: dict[fx.Node, fx.Node] = {}  # a node of the reference's graph -> its copy
     statistics = [graph.placeholder(name) for name in names]
     for node, placeholder in zip(frontier, statistics):
         env[node] = placeholder
@@ -400,17 +421,138 @@ def _sequence_graph(probe: _Probe, frontier, names, over_vocabulary) -> tuple[fx
             # The logits' leading dims are the statistics': ``logits.shape[0]`` reads the batch from them.
             if not (node.target is getattr and node.args[1] in _KIND):
                 _refuse_the_vocabulary_size(probe.traced, node)
-            env[node] = graph.node_copy(node, lambda n: statistics[0] if n in over_vocabulary else env[n])
+            env[node] = copies[node] = graph.node_copy(
+                node, lambda n: statistics[0] if n in over_vocabulary else env[n]
+            )
             continue
         if any(a in over_vocabulary for a in node.all_input_nodes):
             continue  # feeds the vocabulary stage only
-        env[node] = graph.node_copy(node, lambda n: env[n])
+        env[node] = copies[node] = graph.node_copy(node, lambda n: env[n])
+    int_values = [trace.name for trace in moved if _read_as_value(graph, copies, trace)]
     graph.eliminate_dead_code()
     for placeholder in [n for n in graph.nodes if n.op == "placeholder" and not n.users]:
         if placeholder not in statistics:
             graph.erase_node(placeholder)
     graph.lint()
-    return graph, [n.target for n in graph.nodes if n.op == "placeholder"]
+    return graph, [n.target for n in graph.nodes if n.op == "placeholder"], int_values
+
+
+# What an int hyper-parameter is moved by to find the places that hold it: odd and large, so that a value computed
+# from it (``// 2``, ``% 2``, a sign) moves too and is not taken for a constant of the reference.
+_MOVED_BY = 1009
+
+
+@dataclass
+class _MovedTrace:
+    name: str
+    default: int
+    moved: int
+    twin: dict[fx.Node, fx.Node]  # each node of the reference's graph -> the same node traced at ``moved``
+
+
+class _Derived(Exception):
+    """The graph holds a value computed from the int (``ignore_index + 1``), not the int: it stays specialized."""
+
+
+def _moved_traces(traced: TracedReference) -> list[_MovedTrace]:
+    """The reference traced again with each int hyper-parameter at another value, where the graph is the same but
+    for constants (an int that picks a branch, or a dim the reference cannot take at that value, has none)."""
+    nodes = list(traced.graph_module.graph.nodes)
+    found = []
+    for hp in traced.hyperparameters:
+        default = traced.specialized.get(hp.name)
+        if hp.type != "int" or type(default) is not int:
+            continue
+        moved = default + _MOVED_BY
+        try:
+            with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO()):
+                warnings.simplefilter("ignore")
+                others = list(trace_reference(traced.loaded, {hp.name: moved}).graph_module.graph.nodes)
+        except Exception:  # noqa: BLE001 - the reference fails at that value anywhere: traced at its default only
+            continue
+        if len(others) == len(nodes) and all((a.op, a.target) == (b.op, b.target) for a, b in zip(nodes, others)):
+            found.append(_MovedTrace(hp.name, default, moved, dict(zip(nodes, others))))
+    return found
+
+
+def _read_as_value(graph: fx.Graph, copies: dict[fx.Node, fx.Node], moved: _MovedTrace) -> bool:
+    """Whether the sequence stage (``graph``, ``copies`` of the reference's nodes) takes ``moved.name`` as a value:
+    the constants that moved with it become its placeholder (added where the reference holds it on the module,
+    ``self.ignore_index``) and fx's guard of its traced value goes; False, and the graph as it was, where a constant
+    moved otherwise."""
+    guards = [copy for node, copy in copies.items() if _guards(node, moved.name)]
+    placeholder = next((n for n in graph.nodes if n.op == "placeholder" and n.target == moved.name), None)
+    if placeholder is None:
+        placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+        with graph.inserting_after(placeholders[-1]):
+            placeholder = graph.placeholder(moved.name)
+    conditions = {guard.args[0] for guard in guards}
+    try:
+        rewritten = {
+            copy: (
+                _moved_places(copy.args, moved.twin[node].args, moved, placeholder),
+                _moved_places(copy.kwargs, moved.twin[node].kwargs, moved, placeholder),
+            )
+            for node, copy in copies.items()
+            if copy not in guards and copy not in conditions
+        }
+    except _Derived:
+        if not placeholder.users:
+            graph.erase_node(placeholder)
+        return False
+    for copy, (args, kwargs) in rewritten.items():
+        copy.args, copy.kwargs = args, kwargs
+    for guard in guards:
+        graph.erase_node(guard)
+    for condition in conditions:
+        if isinstance(condition, fx.Node) and not condition.users:
+            graph.erase_node(condition)
+    return True
+
+
+def _holds(node: fx.Node, moved: _MovedTrace) -> bool:
+    """Whether a constant of ``node`` moves with ``moved.name`` (or its arguments differ in kind)."""
+    twin = moved.twin[node]
+    mine, theirs = tree_leaves((node.args, node.kwargs)), tree_leaves((twin.args, twin.kwargs))
+    return len(mine) != len(theirs) or any(not isinstance(a, fx.Node) and a != b for a, b in zip(mine, theirs))
+
+
+def _guards(node: fx.Node, name: str) -> bool:
+    """fx's ``torch._assert(name == default, "name has been specialized ...")`` of an argument traced at a value."""
+    return (
+        node.op == "call_function"
+        and node.target is torch._assert
+        and len(node.args) > 1
+        and isinstance(node.args[1], str)
+        and node.args[1].startswith(f"{name} has been specialized")
+    )
+
+
+def _moved_places(value: Any, twin: Any, moved: _MovedTrace, placeholder: fx.Node) -> Any:
+    """``value`` (a node's arguments) with each int that is ``moved.default`` here and ``moved.moved`` in ``twin``
+    (the same arguments traced at the moved value) as ``placeholder``; raises _Derived where a constant moved
+    otherwise."""
+    if isinstance(value, fx.Node):
+        return value
+    if isinstance(value, (tuple, list)):
+        if not isinstance(twin, (tuple, list)) or len(twin) != len(value):
+            raise _Derived
+        items = [_moved_places(a, b, moved, placeholder) for a, b in zip(value, twin)]
+        return tuple(items) if isinstance(value, tuple) else items
+    if isinstance(value, dict):
+        if not isinstance(twin, dict) or twin.keys() != value.keys():
+            raise _Derived
+        return {key: _moved_places(value[key], twin[key], moved, placeholder) for key in value}
+    if isinstance(value, slice):
+        if not isinstance(twin, slice):
+            raise _Derived
+        parts = zip((value.start, value.stop, value.step), (twin.start, twin.stop, twin.step))
+        return slice(*(_moved_places(a, b, moved, placeholder) for a, b in parts))
+    if type(value) is int and value == moved.default and type(twin) is int and twin == moved.moved:
+        return placeholder
+    if type(value) is type(twin) and (value is twin or value == twin):
+        return value
+    raise _Derived
 
 
 def _refuse_the_vocabulary_size(traced: TracedReference, node: fx.Node) -> None:

@@ -39,7 +39,7 @@ class StagedLossOpsView:
     sequence_source: str  # the sequence stage, defined as ``_{name}_sequence``
     sequence_call: list[str]  # its arguments, by name
     sequence_inputs: list[tuple[str, str]]  # inputs only it reads, with their shapes (B, T words)
-    ignore_markers: list[tuple[str, str]]  # (class-index input, the value that marks a token the loss skips)
+    ignore_markers: list[tuple[str, str]]  # (class-index input, what marks a token the loss skips: the test's text)
     log_probability_inputs: list[str]
     conditions: list[str]  # boolean inputs (what the reference selects by)
     sequence_draws: dict[str, str]  # each sequence input's random draw in the generated tests (before its dtype)
@@ -66,6 +66,18 @@ def _sequence_draw(tensor) -> str:
         per_sequence = "" if re.search(r"\bT\b", words) else " * T"
         return f"torch.randn({words}, device=device) * 0.5 - torch.tensor(float(V)).log(){per_sequence}"
     return f"torch.randn({words}, device=device)"
+
+
+def _ignore_markers(profile: KernelProfile, source: str) -> list[tuple[str, str]]:
+    """(class-index input, what marks a token the loss skips, as the tests write it) for each ``labels != -100`` or
+    ``labels != ignore_index`` of the sequence stage: a number, or the int hyper-parameter of the test's case."""
+    index_inputs = {t.name for t in profile.inputs if t.dtype == "int64"}
+    ints = {hp.name for hp in profile.hyperparameters if hp.type == "int"}
+    markers = []
+    for name, value in re.findall(r"\b(\w+) != (-?\d+|[A-Za-z_]\w*)\b", source):
+        if name in index_inputs and (value in ints or value.lstrip("-").isdigit()):
+            markers.append((name, f'hyper["{value}"]' if value in ints else value))
+    return markers
 
 
 def is_staged(profile: KernelProfile) -> bool:
@@ -99,7 +111,6 @@ def staged_loss_ops(
     read = _words(math.adjoints + math.gradient)
     source = profile.math.loss.sequence
     statements = math.init + [line for lines in math.passes for line in lines] + math.outputs_block + math.gradient
-    index_inputs = [t.name for t in profile.inputs if t.dtype == "int64"]
     return StagedLossOpsView(
         logits=logits,
         row_inputs=[t.name for t in kernel_inputs if t.dtype == "int64"],
@@ -117,9 +128,7 @@ def staged_loss_ops(
         sequence_source=source.replace(f"def {SEQUENCE_FUNCTION}(", f"def _{profile.operation_name}_sequence(", 1),
         sequence_call=sequence_parameters(source),
         sequence_inputs=[(t.name, t.sequence_shape) for t in profile.inputs if t.sequence_shape],
-        ignore_markers=[
-            (name, value) for name, value in re.findall(r"\b(\w+) != (-?\d+)\b", source) if name in index_inputs
-        ],
+        ignore_markers=_ignore_markers(profile, source),
         log_probability_inputs=[t.name for t in profile.inputs if t.domain == "log_probabilities"],
         conditions=[t.name for t in profile.inputs if t.dtype == "bool"],
         sequence_draws={t.name: _sequence_draw(t) for t in profile.inputs if t.sequence_shape},
