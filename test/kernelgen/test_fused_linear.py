@@ -11,6 +11,7 @@ lm_head's), and TRL's GRPO written for [B, T, V] logits (its tests call the refe
 """
 
 import ast
+import os
 import textwrap
 
 import pytest
@@ -26,6 +27,7 @@ from tools.kernelgen.analyze import analyze
 from tools.kernelgen.generate import GenerateError
 from tools.kernelgen.generate import plan_new
 from tools.kernelgen.profile import validate_profile
+from tools.kernelgen.pyrun import run_python
 from tools.kernelgen.repo import LigerRepo
 from tools.kernelgen.writer import write_all
 
@@ -56,6 +58,20 @@ PER_ROW = textwrap.dedent(
     def kept_ce(logits, target, keep):
         per_token = F.cross_entropy(logits, target, reduction="none")
         return torch.where(keep, per_token, 0.0).sum() / keep.sum()
+    """
+)
+
+
+# Divides by the batch (F.kl_div's batchmean: size(0) of the logits it is given), the teacher differentiated too.
+KL_BATCHMEAN = textwrap.dedent(
+    """
+    import torch.nn.functional as F
+
+
+    def kl_batchmean(student_logits, teacher_logits, temperature: float = 2.0):
+        s = F.log_softmax(student_logits / temperature, dim=-1)
+        t = F.log_softmax(teacher_logits / temperature, dim=-1)
+        return F.kl_div(s, t, reduction="batchmean", log_target=True) * temperature**2
     """
 )
 
@@ -211,3 +227,68 @@ def test_the_smoke_run_draws_a_loss_written_for_b_t_v_logits_in_that_shape(fused
     profile = analyze(f"{root / 'per_row_references.py'}:trl_grpo")
     inputs, _ = _inputs(profile, torch.Generator().manual_seed(0))
     assert [tuple(x.shape) for x in inputs] == [(2, ROWS, LOSS_COLS)] + [(2, ROWS)] * 4
+
+
+@pytest.fixture(scope="module")
+def batchmean_checkout(fused_checkout):
+    """``fused_checkout`` with ``fused_linear_kl_batchmean`` besides (the fixture's kernels' tests do not run it)."""
+    root, _ = fused_checkout
+    (root / "kl_batchmean.py").write_text(KL_BATCHMEAN)
+    profile = analyze(f"{root / 'kl_batchmean.py'}")
+    profile.fused_linear.enabled = True
+    assert validate_profile(profile) == []
+    write_all(root, plan_new(LigerRepo.open(root), profile).changes)
+    return root
+
+
+def _run_in(root, code: str) -> str:
+    """``code`` run by a Python of its own on ``root``'s library (the fused kernels import their checkout's losses);
+    its output, after asserting it ran through."""
+    result = run_python(["-c", textwrap.dedent(code)], cwd=root, env={**os.environ, "PYTHONPATH": str(root / "src")})
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout
+
+
+# The reference's loss and gradients of the whole logits in float64, against the fused kernel's (which computes in
+# fp32: its tolerance).
+COMPARE = """
+import torch
+import kl_batchmean as reference
+from liger_kernel.transformers.functional import liger_fused_linear_kl_batchmean
+
+def compare(student_hidden, teacher_hidden, n_classes=37):
+    torch.manual_seed(0)
+    inputs = [
+        student_hidden, torch.randn(n_classes, student_hidden.shape[-1], dtype=torch.float64),
+        teacher_hidden, torch.randn(n_classes, teacher_hidden.shape[-1], dtype=torch.float64),
+    ]
+    ours = [x.clone().requires_grad_() for x in inputs]
+    theirs = [x.clone().requires_grad_() for x in inputs]
+    loss = liger_fused_linear_kl_batchmean(*ours, temperature=1.5)
+    want = reference.kl_batchmean(theirs[0] @ theirs[1].t(), theirs[2] @ theirs[3].t(), 1.5)
+    loss.backward()
+    want.backward()
+    torch.testing.assert_close(loss, want, rtol=1e-5, atol=1e-5)
+    for got, expected in zip(ours, theirs):
+        assert got.grad.shape == expected.grad.shape
+        torch.testing.assert_close(got.grad, expected.grad, rtol=1e-5, atol=1e-5)
+    print(f"{loss.item():.6f}")
+"""
+
+
+def test_a_fused_batchmean_of_b_t_h_hidden_states_divides_by_b(batchmean_checkout):
+    """[B, T, H] hidden states give the reference [B, T, V] logits, which batchmean divides by B: the fused kernel
+    divided by the B * T rows it flattens them to (loss and gradients T times too small)."""
+    batch, tokens = 2, 3
+    out = _run_in(
+        batchmean_checkout,
+        COMPARE
+        + f"""
+student, teacher = (torch.randn({batch}, {tokens}, 8, dtype=torch.float64) for _ in range(2))
+compare(student, teacher)
+# The same rows as [rows, hidden]: the reference divides by all {batch * tokens} of them, and so does the kernel.
+compare(student.reshape(-1, 8), teacher.reshape(-1, 8))
+""",
+    )
+    per_batch, per_row = map(float, out.split())
+    assert per_batch == pytest.approx(per_row * tokens)

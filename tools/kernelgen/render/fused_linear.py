@@ -112,6 +112,9 @@ class FusedLinearOpsView:
     chooser: str | None
     reduction_values: list[str]  # what the chooser may be (no per-row reduction)
     means: list[FusedMeanView]
+    # A mean's denominator counts the batch (batch_share: F.kl_div's batchmean, x.shape[0]): size(0) of the logits
+    # the reference sees, taken from the hidden states before they are flattened to rows
+    batch_share: bool
     grad_names: list[str]
     all_grad_names: list[str]
     apply_returns: list[str]
@@ -198,7 +201,9 @@ def fused_linear_views(profile: KernelProfile) -> KernelViews:
     )
     ops = loss.ops
     chooser = ops.chooser
-    means = [r for r in loss_reductions(profile, renames, flat=True) if r.kind == "mean"]
+    # Not flat: hidden states [B, T, H] give the reference [B, T, V] logits, whose size(0) is B, not the B * T rows
+    # the chunks take (the wrapper sets batch_share from the hidden states' shape).
+    means = [r for r in loss_reductions(profile, renames) if r.kind == "mean"]
     mean_views = [FusedMeanView(r.value, r.over_rows) for r in means]
     values = [r.value for r in ops.reductions if r.kind != "none"]
     cases = [case for case in loss.test.hyper_cases if not chooser or case[chooser] in values]
@@ -245,6 +250,7 @@ def fused_linear_views(profile: KernelProfile) -> KernelViews:
         chooser=chooser,
         reduction_values=values,
         means=mean_views,
+        batch_share=any(r.reads_batch_share for r in means),
         grad_names=grad_names,
         all_grad_names=grad_names,
         apply_returns=[f"grad_{name}" if name in kernel.grad_inputs else "None" for name in kernel.inputs]
