@@ -292,3 +292,16 @@ compare(student.reshape(-1, 8), teacher.reshape(-1, 8))
     )
     per_batch, per_row = map(float, out.split())
     assert per_batch == pytest.approx(per_row * tokens)
+
+
+def test_a_fused_teacher_of_another_hidden_size_takes_its_own_gradient_shape(batchmean_checkout):
+    """Student and teacher hidden sizes differ (each with its own lm_head): the teacher's d(hidden) was viewed as
+    the student's shape (a RuntimeError in the forward)."""
+    _run_in(
+        batchmean_checkout,
+        COMPARE
+        + """
+compare(torch.randn(5, 11, dtype=torch.float64), torch.randn(5, 4, dtype=torch.float64))
+compare(torch.randn(2, 3, 11, dtype=torch.float64), torch.randn(2, 3, 4, dtype=torch.float64))
+""",
+    )
