@@ -28,6 +28,7 @@ from tools.kernelgen.generate import GenerateError
 from tools.kernelgen.generate import plan_new
 from tools.kernelgen.profile import validate_profile
 from tools.kernelgen.pyrun import run_python
+from tools.kernelgen.render import render_fused_linear
 from tools.kernelgen.repo import LigerRepo
 from tools.kernelgen.writer import write_all
 
@@ -305,3 +306,74 @@ compare(torch.randn(5, 11, dtype=torch.float64), torch.randn(5, 4, dtype=torch.f
 compare(torch.randn(2, 3, 11, dtype=torch.float64), torch.randn(2, 3, 4, dtype=torch.float64))
 """,
     )
+
+
+def test_a_fused_input_whose_gradient_the_loss_does_not_derive_is_refused_requiring_grad(fused_checkout):
+    """A per-token weight of a loss that derives no gradient for it requires grad: the fused Function raises what
+    the loss's own does, instead of leaving its ``.grad`` None after ``backward``."""
+    root, _ = fused_checkout
+    out = _run_in(
+        root,
+        """
+        import torch
+        from liger_kernel.transformers.functional import liger_fused_linear_token_weighted_ce
+        from liger_kernel.transformers.functional import liger_token_weighted_ce
+
+        hidden, weight = torch.randn(6, 8, requires_grad=True), torch.randn(37, 8, requires_grad=True)
+        target, row_weight = torch.randint(0, 37, (6,)), torch.rand(6) + 0.1
+        for call in (
+            lambda: liger_token_weighted_ce(hidden @ weight.t(), target, row_weight.requires_grad_()),
+            lambda: liger_fused_linear_token_weighted_ce(hidden, weight, target, row_weight.requires_grad_()),
+        ):
+            try:
+                call()
+            except ValueError as error:
+                print(error)
+        # Detached, it runs and differentiates the hidden states and the weight.
+        liger_fused_linear_token_weighted_ce(hidden, weight, target, row_weight.detach()).backward()
+        print(hidden.grad is not None and weight.grad is not None)
+        """,
+    )
+    assert out.splitlines() == [
+        "LigerTokenWeightedCeFunction derives no gradient for 'weight', which requires grad: pass it detached",
+        "LigerFusedLinearTokenWeightedCeFunction derives no gradient for 'row_weight', which requires grad: pass it "
+        "detached",
+        "True",
+    ]
+
+
+JSD = textwrap.dedent(
+    """
+    import torch
+
+
+    def jsd(student_logits, teacher_logits, beta: float = 0.5):
+        log_s = torch.log_softmax(student_logits, dim=-1)
+        log_t = torch.log_softmax(teacher_logits, dim=-1)
+        log_m = (beta * log_t.exp() + (1 - beta) * log_s.exp()).log()
+        kl_t = (log_t.exp() * (log_t - log_m)).sum(-1)
+        kl_s = (log_s.exp() * (log_s - log_m)).sum(-1)
+        return (beta * kl_t + (1 - beta) * kl_s).sum() / student_logits.shape[0]
+    """
+)
+
+
+def test_a_fused_teacher_the_loss_does_not_differentiate_is_refused_requiring_grad(tmp_path):
+    """A JSD derives the student's gradient alone: the teacher's hidden state, weight and bias requiring grad are
+    refused, as the loss's own Function refuses its logits (their ``.grad`` stayed None)."""
+    (tmp_path / "jsd.py").write_text(JSD)
+    profile = analyze(f"{tmp_path / 'jsd.py'}")
+    assert [t.name for t in profile.inputs if not t.requires_grad] == ["teacher_logits"]
+    profile.fused_linear.enabled = True
+    source = render_fused_linear(profile).files["src/liger_kernel/ops/fused_linear_jsd.py"]
+    forward = source.split("def forward(ctx")[1].split("jsd_forward(")[0]
+    refused = [line.strip() for line in forward.splitlines() if "needs_input_grad" in line or "raise" in line]
+    assert refused == [
+        line
+        for index, name in [(2, "hidden"), (3, "weight"), (5, "bias")]
+        for line in (
+            f"if ctx.needs_input_grad[{index}]:",
+            f"raise ValueError(\"LigerFusedLinearJsdFunction derives no gradient for 'teacher_logits_{name}', which "
+            'requires grad: pass it detached")',
+        )
+    ]

@@ -6,6 +6,8 @@ out. Output is unformatted: the pipeline formats it with the target repository's
 
 from __future__ import annotations
 
+import dataclasses
+
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -115,10 +117,17 @@ def render_fused_linear(profile: KernelProfile, benchmark_style: str = "sweeps")
     suffix = "_staged" if staged else ""
     context = views(profile).context()
     paths = kernel_paths(profile.fused_linear_name)
+
+    def render_ops(kernel_side: KernelProfile) -> str:
+        ops_context = views(kernel_side).context()
+        if not staged:
+            # Its refusals name each input as the functional and the module take it (a per-token weight's
+            # row_weight), not by its kernel-side name in this file (weight_in: see hygiene).
+            ops_context["ops"] = dataclasses.replace(ops_context["ops"], gradient_free=context["ops"].gradient_free)
+        return env.get_template(f"ops_fused_linear{suffix}.py.j2").render(ops_context)
+
     files = {
-        paths["ops"]: _ops_text(
-            profile, lambda p: env.get_template(f"ops_fused_linear{suffix}.py.j2").render(views(p).context())
-        ),
+        paths["ops"]: _ops_text(profile, render_ops),
         paths["module"]: env.get_template("module.py.j2").render(context),
         paths["test"]: env.get_template(f"test_fused_linear{suffix}.py.j2").render(context),
     }

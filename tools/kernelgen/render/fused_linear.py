@@ -119,6 +119,9 @@ class FusedLinearOpsView:
     all_grad_names: list[str]
     apply_returns: list[str]
     takes_grad: list[bool]
+    # (position, name) of each float input the loss derives no gradient for (a teacher's hidden state and weight, a
+    # per-token weight): the Function refuses it requiring grad, as the loss's own does, rather than leave it None
+    gradient_free: list[tuple[int, str]]
     logits_positions: list[tuple[int, int, int]]  # tests: each logits' hidden, weight and bias in the inputs
     hyper_cases: list[dict]
     hyper_values: list[str]
@@ -169,6 +172,7 @@ def fused_linear_views(profile: KernelProfile) -> KernelViews:
     renames = _input_names(profile, tensors)
     row_inputs = [renames.get(t.name, t.name) for t in profile.inputs if t.dtype == "int64" or t.per_row]
     class_inputs = [renames[t.name] for t in profile.inputs if t.per_class]
+    class_indices = {renames.get(t.name, t.name) for t in profile.inputs if t.dtype == "int64"}
     hypers = profile.hyperparameters
     function_class, module_class, functional = profile.fused_linear_classes
     signature_tensors = [name for t in tensors for name in (t.hidden, t.weight)] + row_inputs
@@ -256,6 +260,11 @@ def fused_linear_views(profile: KernelProfile) -> KernelViews:
         apply_returns=[f"grad_{name}" if name in kernel.grad_inputs else "None" for name in kernel.inputs]
         + ["None"] * (len(hypers) + 1),
         takes_grad=takes_grad,
+        gradient_free=[
+            (index, name)
+            for index, name in enumerate(kernel.inputs)
+            if name not in kernel.grad_inputs and name not in class_indices
+        ],
         logits_positions=[(2 * i, 2 * i + 1, len(signature_tensors) + i) for i in range(len(tensors))],
         hyper_cases=cases,
         hyper_values=[f"hyper[{hp.name!r}]" for hp in hypers],
