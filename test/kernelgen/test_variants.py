@@ -290,6 +290,24 @@ def test_a_reference_that_is_no_variant_is_checked_against_the_kernel_like_it_an
     assert find_variant(repo, profile) is None
 
 
+INF_LIMIT = """import torch.nn.functional as F
+
+
+def inf_clamp_swiglu(gate, up, limit: float = float("inf")):
+    return F.silu(gate.clamp(max=limit)) * up.clamp(-limit, limit)
+"""
+
+
+def test_a_hyper_parameter_defaulting_to_inf_is_probed_at_a_bound_the_inputs_reach(checkout, tmp_path):
+    """A clamp whose limit defaults to inf is swiglu at the default only: it was named a variant,
+    ``liger_swiglu(a, b)``, wrong at limit=7 (inf moved as 2 * inf + 0.25 stayed inf). A profile cannot hold an inf
+    default: the refusal names the reference's file."""
+    path = tmp_path / "inf_clamp_swiglu.py"
+    path.write_text(INF_LIMIT)
+    line = one_line_error(run_kernelgen("new", "inf_clamp_swiglu", "--reference", str(path), "--repo", str(checkout)))
+    assert "variant" not in line and f"the profile analysed from {path}" in line and "inf is not a float" in line
+
+
 def test_the_readme_geglu_is_no_variant_of_swiglu_and_generates_without_the_flag(checkout, tmp_path):
     result = run_kernelgen("new", "geglu", "--repo", str(checkout), "--dry-run")
     assert result.returncode == 0, result.stderr

@@ -226,7 +226,9 @@ def plan_new(repo: LigerRepo, profile: KernelProfile, *, force: bool = False) ->
     name = profile.operation_name
     check_kernel_name(name)
     check_new_target(repo, name, force=force)
-    profile.validate(f"profile for {name}")
+    # Analysed from a file: what the profile cannot hold is the reference's (a default of inf), so name the file.
+    analysed = profile.reference.origin if ".py" in profile.reference.origin else ""
+    profile.validate(analysed or f"profile for {name}")
     origin = repo.portable_origin(profile.reference.origin)
     if origin != profile.reference.origin:
         profile = copy.deepcopy(profile)

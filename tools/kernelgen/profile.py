@@ -117,7 +117,7 @@ class ProfileError(ValueError):
         self.source = source
         self.problems = problems
         # A profile analysed from a reference: what it cannot take is the reference's, not a YAML file's.
-        what = "the profile analysed from" if str(source).endswith(".py") else "invalid profile"
+        what = "the profile analysed from" if re.search(r"\.py(:\w+)?$", str(source)) else "invalid profile"
         super().__init__(f"{what} {source}: " + "; ".join(problems))
 
 

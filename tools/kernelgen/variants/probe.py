@@ -26,6 +26,7 @@ import contextlib
 import heapq
 import importlib
 import itertools
+import math
 import warnings
 
 from collections.abc import Iterator
@@ -401,7 +402,10 @@ def moved_values(hp) -> list:
     if hp.choices:
         return [choice for choice in hp.choices if choice != hp.default]
     if hp.type == "float" and isinstance(hp.default, (int, float)) and not isinstance(hp.default, bool):
-        return [float(hp.default) * 2.0 + 0.25]
+        if math.isinf(hp.default):
+            # An unbounded default (a clamp's limit of inf): a bound the example inputs reach (inf moved stays inf).
+            return [math.copysign(1.0, hp.default)]
+        return [float(hp.default) * 2.0 + 0.25] if math.isfinite(hp.default) else []
     return []
 
 
