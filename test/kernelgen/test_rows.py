@@ -673,6 +673,22 @@ def plain_rms(x):
 def heads_gate(x, alpha: float = 1.5):
     B, H, T, D = x.shape
     return x * torch.sigmoid(alpha * x)
+
+
+def flat_rms_weight(x, weight):
+    B, T, H = x.shape
+    h = x.reshape(B * T, H)
+    return (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6) * weight).view(B, T, H)
+"""
+HEADS_BIAS = """import torch
+
+
+def heads_bias(x, bias):
+    B, H, T, D = x.shape
+    return torch.tanh(x.reshape(B * H * T, D) + bias).view(B, H, T, D)
+
+
+KERNELGEN = {"shapes": {"x": "batch heads seq dim", "bias": "dim"}}
 """
 
 
@@ -686,6 +702,12 @@ def test_a_shape_unpacked_into_names_gives_the_examples_its_rank_and_a_flatten_o
     assert flat.tier == 2 and _canonical(flat) == _canonical(plain)
     heads = analyze(f"{path}:heads_gate")
     assert heads.tier == 1 and {len(shape) for shape in heads.test.cpu_shapes} == {4}
+    # Beside an input that broadcasts (a [hidden] weight, a declared [dim] bias): the smoke run's and the probes'
+    # examples take the written rank too (they were 2-d: "not enough values to unpack"; the 4-d hint raised an
+    # IndexError).
+    assert analyze(f"{path}:flat_rms_weight").written_rank() == 3
+    (tmp_path / "heads_bias.py").write_text(HEADS_BIAS)
+    assert analyze(f"{tmp_path / 'heads_bias.py'}:heads_bias").written_rank() == 4
 
 
 def test_a_statistic_of_a_per_row_value_is_refused():

@@ -363,6 +363,25 @@ def test_what_a_loss_selects_by_is_a_boolean(references):
     assert dtypes == {"logits": "same", "labels": "int64", "reference_logps": "same", "kl": "same", "desirable": "bool"}
 
 
+UNUSED_VOCABULARY_SIZE = """import torch
+
+
+def per_sequence_nll(logits, labels, ignore_index: int = -100):
+    B, T, V = logits.shape
+    mask = labels != ignore_index
+    logp = logits.log_softmax(-1).gather(-1, torch.where(mask, labels, 0).unsqueeze(-1)).squeeze(-1)
+    return -((logp * mask).sum(-1) / mask.sum(-1).clamp(min=1)).mean()
+"""
+
+
+def test_a_vocabulary_size_unpacked_but_never_read_is_no_size_the_sequence_stage_reads(tmp_path):
+    """``B, T, V = logits.shape`` with none of them used after: it was refused as reading the vocabulary's size."""
+    path = tmp_path / "unused_size.py"
+    path.write_text(UNUSED_VOCABULARY_SIZE)
+    profile = analyze(f"{path}:per_sequence_nll")
+    assert profile.tier == 3 and profile.math.loss.sequence
+
+
 @pytest.mark.parametrize(
     "entry, written, problem",
     [

@@ -524,8 +524,9 @@ class KernelProfile:
         """The least rank of example data for an element-wise or row reference that no broadcast pattern shapes:
         its test shapes' fewest dims (4 for one written for [batch, heads, seq, dim], GPT-J's ``x[:, :, :, ::2]``;
         2 for the defaults, whose last shape is [rows, columns]); 2 otherwise."""
-        if self.tier == 3 or any(spec.broadcast for spec in self.inputs):
+        if self.tier == 3:
             return 2
+        # With a broadcast input too (``B, T, H = x.shape`` and a [hidden] weight): the shapes take both ranks.
         return min((len(shape) for shape in self.test.cpu_shapes), default=2)
 
     # Names of the rendered artefacts ------------------------------------------------------------------------

@@ -753,7 +753,8 @@ def _broadcast_test_shapes(rank: int, tier: int, patterns: list[str] = ()) -> tu
     lead = max(rank, 3) - 1
     cpu = [[2] * (lead - 1) + [3, 31], [3] * (lead - 1) + [5, 64], [1] * (lead - 1) + [2, 67]]
     gpu = [[4] * (lead - 1) + [512, 4096], [2] * (lead - 1) + [256, 14336], [3] * (lead - 1) + [333, 1023]]
-    if rank >= 4 and any(pattern_tokens(pattern)[-2] in (INSERTED, BROADCAST) for pattern in patterns):
+    beside_row = [pattern_tokens(pattern)[-2] for pattern in patterns if len(pattern_tokens(pattern)) >= 2]
+    if rank >= 4 and any(token in (INSERTED, BROADCAST) for token in beside_row):
         # A dim next to the row that an input broadcasts over (RoPE's heads in [batch, seq, heads, dim]) is summed
         # for that input's gradient: kept as few as a model's heads, the long dim one further out.
         for shape in gpu:

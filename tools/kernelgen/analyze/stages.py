@@ -565,7 +565,8 @@ def _refuse_the_vocabulary_size(traced: TracedReference, node: fx.Node) -> None:
         if any(u.op != "call_function" or u.target is not operator.getitem for u in getters):
             dims = [None]
         else:
-            dims = [u.args[1] for u in getters]
+            # Only the sizes read (``B, T, V = logits.shape`` with V unused reads no vocabulary size).
+            dims = [u.args[1] for u in getters if u.users]
     if node.op == "call_method" and node.target == "dim":
         dims = [None]
     if all(isinstance(dim, int) and -3 <= dim < 2 and dim != -1 for dim in dims):
