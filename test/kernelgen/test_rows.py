@@ -705,9 +705,9 @@ def test_a_shape_unpacked_into_names_gives_the_examples_its_rank_and_a_flatten_o
     # Beside an input that broadcasts (a [hidden] weight, a declared [dim] bias): the smoke run's and the probes'
     # examples take the written rank too (they were 2-d: "not enough values to unpack"; the 4-d hint raised an
     # IndexError).
-    assert analyze(f"{path}:flat_rms_weight").written_rank() == 3
+    assert analyze(f"{path}:flat_rms_weight").example_rank() == 3
     (tmp_path / "heads_bias.py").write_text(HEADS_BIAS)
-    assert analyze(f"{tmp_path / 'heads_bias.py'}:heads_bias").written_rank() == 4
+    assert analyze(f"{tmp_path / 'heads_bias.py'}:heads_bias").example_rank() == 4
 
 
 def test_a_statistic_of_a_per_row_value_is_refused():

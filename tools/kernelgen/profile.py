@@ -524,9 +524,16 @@ class KernelProfile:
         """The least rank of example data for an element-wise or row reference that no broadcast pattern shapes:
         its test shapes' fewest dims (4 for one written for [batch, heads, seq, dim], GPT-J's ``x[:, :, :, ::2]``;
         2 for the defaults, whose last shape is [rows, columns]); 2 otherwise."""
+        if self.tier == 3 or any(spec.broadcast for spec in self.inputs):
+            return 2
+        return self.example_rank()
+
+    def example_rank(self) -> int:
+        """The least rank of the data a tier-1 or tier-2 reference runs on (its test shapes' fewest dims), broadcast
+        inputs or not: a smoke run, a staged check and a test of long rows run the reference at that rank
+        (``B, T, H = x.shape`` beside a [hidden] weight needs 3); 2 for a loss."""
         if self.tier == 3:
             return 2
-        # With a broadcast input too (``B, T, H = x.shape`` and a [hidden] weight): the shapes take both ranks.
         return min((len(shape) for shape in self.test.cpu_shapes), default=2)
 
     # Names of the rendered artefacts ------------------------------------------------------------------------

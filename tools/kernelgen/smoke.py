@@ -119,7 +119,7 @@ def _inputs(profile: KernelProfile, generator: torch.Generator) -> tuple[list[to
     # Inputs that broadcast against the first one are drawn in their own shape, rows of the first one grouped in as
     # many dims as their patterns name (each leading one over 1, so that every broadcast dim repeats).
     patterns = [spec.broadcast for spec in profile.inputs if spec.broadcast]
-    full = first_input_dims(patterns, ROWS, cols, rank=profile.written_rank())
+    full = first_input_dims(patterns, ROWS, cols, rank=profile.example_rank())
     if profile.math.groups:  # [batch, channels, rest], two channels a group
         extra = max(0, len(profile.test.cpu_shapes[0]) - 3) if profile.test.cpu_shapes else 0
         full = (ROWS, 2 * group_count(profile), *[2] * extra, cols)

@@ -2108,7 +2108,7 @@ def test_view(profile: KernelProfile) -> TestView:
         if name in grad_inputs
     ]
     # Dims beyond [rows, cols] that a broadcast pattern needs or the reference is written for (GPT-J's x[:, :, :, ::2]).
-    written = profile.written_rank()
+    written = profile.example_rank()
     lead = max([written if written >= 3 else 0, *map(pattern_rank, broadcast.values())]) - 1
     # Small shapes for every device, model-sized ones skipped on the CPU (as the shape parameters: test_shapes.py).
     cpu_rows, gpu_rows = (3, 4500), (64, 5000)
@@ -2244,7 +2244,7 @@ def _benchmark_input_shapes(profile: KernelProfile) -> dict[str, str]:
     """The benchmark's input shapes when some input broadcasts against the first: the tokens grouped in sequences
     of ``num_tokens // 4`` where a pattern needs more dims, each broadcast input in its own shape."""
     patterns = [t.broadcast for t in profile.inputs if t.broadcast]
-    written = profile.written_rank()  # a reference's own rank where no pattern says (GPT-J's 4)
+    written = profile.example_rank()  # a reference's own rank (GPT-J's 4, B, T, H = x.shape beside a weight: 3)
     if profile.math.groups:
         channels = BENCHMARK_GROUP_CHANNELS * group_count(profile)
         first = (f"max(1, num_tokens // {channels})", str(channels), "size")

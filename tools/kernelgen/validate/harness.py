@@ -160,7 +160,7 @@ class ReferenceRunner:
         scale = float(self.profile.test.input_scale)
         # Inputs that broadcast against the first one in their own shapes, the rows grouped as their patterns need.
         patterns = [t.broadcast for t in self.profile.inputs if t.broadcast]
-        full = first_input_dims(patterns, rows, cols, rank=self.profile.written_rank())
+        full = first_input_dims(patterns, rows, cols, rank=self.profile.example_rank())
         if self.profile.math.groups:
             # rows samples of three channels a group, cols elements each: a group of a 1 x 1 case is no pair (whose
             # normalized values are +-1 exactly, and their gradients cancel to rounding).
