@@ -285,21 +285,41 @@ def test_a_generated_cross_entropy_matches_the_host_kernel(generated_checkout):
     assert "9 passed" in result.stdout
 
 
+def _checkout_generated_from(tmp_path, source: str) -> Path:
+    """A copy of the checkout with the kernel of the reference ``source`` (one function) generated in it."""
+    root = copy_checkout(tmp_path / "liger")
+    reference = tmp_path / "reference.py"
+    reference.write_text(source)
+    write_all(root, plan_new(LigerRepo.open(root), analyze(str(reference))).changes)
+    return root
+
+
 def test_an_input_without_a_derived_gradient_that_requires_one_is_refused(tmp_path):
     """Autograd would give the soft target's gradient None without a word: the Function says it derives none."""
-    root = copy_checkout(tmp_path / "liger")
-    reference = tmp_path / "soft.py"
-    reference.write_text(
+    root = _checkout_generated_from(
+        tmp_path,
         "import torch\n\n\ndef soft_ce(a, b):\n"
-        "    return -(a.log_softmax(-1) * (b - b.amax(-1, keepdim=True)).exp()).sum(-1).mean()\n"
+        "    return -(a.log_softmax(-1) * (b - b.amax(-1, keepdim=True)).exp()).sum(-1).mean()\n",
     )
-    write_all(root, plan_new(LigerRepo.open(root), analyze(str(reference))).changes)
     function = import_generated_ops(root, "soft_ce").LigerSoftCeFunction
     a, b = torch.randn(2, 16, requires_grad=True), torch.randn(2, 16)
     function.apply(a, b).backward()
     assert a.grad is not None
     with pytest.raises(ValueError, match="derives no gradient for 'b', which requires grad: pass it detached"):
         function.apply(a, b.requires_grad_())
+
+
+def test_the_refusal_of_an_input_without_a_gradient_names_it_as_the_functional_does(tmp_path):
+    """``mask`` clashes with a name of the ops file, which renames it ``mask_in`` there: the refusal says ``mask``."""
+    root = _checkout_generated_from(
+        tmp_path,
+        "import torch\n\n\ndef masked_nll(logits, target, mask):\n"
+        "    picked = torch.gather(logits.log_softmax(-1), -1, target.view(-1, 1)).view(-1)\n"
+        "    return -(picked * mask).sum() / mask.sum()\n",
+    )
+    source = (root / kernel_paths("masked_nll")["ops"]).read_text()
+    assert "mask_in" in source  # renamed in the file (hygiene)
+    assert "derives no gradient for 'mask', which requires grad" in source
 
 
 NLL_OVER_DIM = """

@@ -87,11 +87,17 @@ def render_kernel(profile: KernelProfile, benchmark_style: str = "sweeps") -> Re
     paths = kernel_paths(profile.operation_name)
     tier = profile.tier
     staged = is_staged(profile)
+
+    def render_ops(kernel_side: KernelProfile) -> str:
+        ops_context = build_views(group_parameters_as_inputs(kernel_side)).context()
+        if hasattr(ops_context.get("ops"), "gradient_free") and hasattr(context.get("ops"), "gradient_free"):
+            # A loss's refusals name each input as the functional and the module take it (mask), not by its
+            # kernel-side name in this file (mask_in: see hygiene).
+            ops_context["ops"] = dataclasses.replace(ops_context["ops"], gradient_free=context["ops"].gradient_free)
+        return env.get_template(ops_template(kernel_side)).render(ops_context)
+
     files = {
-        paths["ops"]: _ops_text(
-            profile,
-            lambda p: env.get_template(ops_template(p)).render(build_views(group_parameters_as_inputs(p)).context()),
-        ),
+        paths["ops"]: _ops_text(profile, render_ops),
         paths["module"]: env.get_template("module.py.j2").render(context),
         paths["test"]: env.get_template("test_tier3_staged.py.j2" if staged else f"test_tier{tier}.py.j2").render(
             context
