@@ -87,17 +87,13 @@ def render_kernel(profile: KernelProfile, benchmark_style: str = "sweeps") -> Re
     paths = kernel_paths(profile.operation_name)
     tier = profile.tier
     staged = is_staged(profile)
-
-    def render_ops(kernel_side: KernelProfile) -> str:
-        ops_context = build_views(group_parameters_as_inputs(kernel_side)).context()
-        if hasattr(ops_context.get("ops"), "gradient_free") and hasattr(context.get("ops"), "gradient_free"):
-            # A loss's refusals name each input as the functional and the module take it (mask), not by its
-            # kernel-side name in this file (mask_in: see hygiene).
-            ops_context["ops"] = dataclasses.replace(ops_context["ops"], gradient_free=context["ops"].gradient_free)
-        return env.get_template(ops_template(kernel_side)).render(ops_context)
-
     files = {
-        paths["ops"]: _ops_text(profile, render_ops),
+        paths["ops"]: _ops_text(
+            profile,
+            lambda p: env.get_template(ops_template(p)).render(
+                _named_as_the_user_does(build_views(group_parameters_as_inputs(p)).context(), context)
+            ),
+        ),
         paths["module"]: env.get_template("module.py.j2").render(context),
         paths["test"]: env.get_template("test_tier3_staged.py.j2" if staged else f"test_tier{tier}.py.j2").render(
             context
@@ -106,6 +102,15 @@ def render_kernel(profile: KernelProfile, benchmark_style: str = "sweeps") -> Re
     }
     functional = env.get_template("functional.py.j2").render(context)
     return RenderedKernel(files=files, functional_source=functional)
+
+
+def _named_as_the_user_does(ops_context: dict, user_context: dict) -> dict:
+    """The ops file's context (rendered from the kernel-side names, ``hygiene``) with the refusals of inputs that
+    take no gradient naming each input as the functional and the module take it (``mask``, not ``mask_in``)."""
+    user_names = getattr(user_context.get("ops"), "gradient_free", None)
+    if user_names is not None:
+        ops_context["ops"] = dataclasses.replace(ops_context["ops"], gradient_free=user_names)
+    return ops_context
 
 
 def _ops_text(profile: KernelProfile, render_ops) -> str:
@@ -123,17 +128,13 @@ def render_fused_linear(profile: KernelProfile, benchmark_style: str = "sweeps")
     suffix = "_staged" if staged else ""
     context = views(profile).context()
     paths = kernel_paths(profile.fused_linear_name)
-
-    def render_ops(kernel_side: KernelProfile) -> str:
-        ops_context = views(kernel_side).context()
-        if not staged:
-            # Its refusals name each input as the functional and the module take it (a per-token weight's
-            # row_weight), not by its kernel-side name in this file (weight_in: see hygiene).
-            ops_context["ops"] = dataclasses.replace(ops_context["ops"], gradient_free=context["ops"].gradient_free)
-        return env.get_template(f"ops_fused_linear{suffix}.py.j2").render(ops_context)
-
     files = {
-        paths["ops"]: _ops_text(profile, render_ops),
+        paths["ops"]: _ops_text(
+            profile,
+            lambda p: env.get_template(f"ops_fused_linear{suffix}.py.j2").render(
+                _named_as_the_user_does(views(p).context(), context)
+            ),
+        ),
         paths["module"]: env.get_template("module.py.j2").render(context),
         paths["test"]: env.get_template(f"test_fused_linear{suffix}.py.j2").render(context),
     }

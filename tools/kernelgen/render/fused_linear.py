@@ -20,7 +20,7 @@ from tools.kernelgen.profile import KernelProfile
 from tools.kernelgen.profile import benchmark_grad_inputs
 from tools.kernelgen.profile import written_for_sequences
 from tools.kernelgen.render.hygiene import renamed_text
-from tools.kernelgen.render.reference_hypers import forward_hypers
+from tools.kernelgen.render.reference_hypers import module_call_keywords
 from tools.kernelgen.render.test_shapes import ShapeParams
 from tools.kernelgen.render.test_shapes import fused_linear_shape_params
 from tools.kernelgen.render.text import Defaulted
@@ -271,7 +271,7 @@ def fused_linear_views(profile: KernelProfile) -> KernelViews:
         ignored=dict(ops.ignored),
         tol={**loss.test.tol, "bfloat16": [5e-2, 5e-2]},
         shapes=fused_linear_shape_params(CPU_SHAPES, GPU_SHAPES),
-        module_call=_module_call(module_class, kernel.inputs, class_inputs, hypers, forward_hypers(profile))
+        module_call=_module_call(module_class, kernel.inputs, class_inputs, module_call_keywords(profile))
         if class_inputs
         else None,
         takes_host_helper=any(TAKE_HELPER + "(" in view.code for view in mean_views),
@@ -317,13 +317,12 @@ def _row_kinds(profile: KernelProfile, renames: dict[str, str]) -> dict[str, str
     return kinds
 
 
-def _module_call(module_class: str, inputs: list[str], class_inputs: list[str], hypers, in_forward: list[str]) -> str:
-    """The fused module as tests call it, from a list ``inputs`` of the Function's tensors; ``in_forward``: the
-    hyper-parameters its forward takes, as the reference module's does."""
-    init = [f"{name}=inputs[{inputs.index(name)}]" for name in class_inputs]
-    init += [f"{hp.name}=hyper[{hp.name!r}]" for hp in hypers if hp.name not in in_forward]
-    forward = [f"inputs[{index}]" for index, name in enumerate(inputs) if name not in class_inputs]
-    forward += [f"{name}=hyper[{name!r}]" for name in in_forward]
+def _module_call(module_class: str, inputs: list[str], class_inputs: list[str], keywords) -> str:
+    """The fused module as tests call it, from a list ``inputs`` of the Function's tensors; ``keywords``:
+    ``module_call_keywords``'s constructor and forward hyper-parameters."""
+    constructor_keywords, forward_keywords = keywords
+    init = [f"{name}=inputs[{inputs.index(name)}]" for name in class_inputs] + constructor_keywords
+    forward = [f"inputs[{index}]" for index, name in enumerate(inputs) if name not in class_inputs] + forward_keywords
     return f"{module_class}({', '.join(init)})({', '.join(forward)})"
 
 

@@ -47,6 +47,15 @@ def forward_hypers(profile: KernelProfile) -> list[str]:
     return reference_hypers(profile).forward
 
 
+def module_call_keywords(profile: KernelProfile, hyper: str = "hyper") -> tuple[list[str], list[str]]:
+    """The generated module's hyper-parameters as a test passes a case ``hyper`` to it: (constructor keywords,
+    forward keywords), ``name=hyper['name']`` each."""
+    in_forward = forward_hypers(profile)
+    names = [hp.name for hp in profile.hyperparameters]
+    constructor = [f"{name}={hyper}[{name!r}]" for name in names if name not in in_forward]
+    return constructor, [f"{name}={hyper}[{name!r}]" for name in in_forward]
+
+
 def _forward_arguments(source: str, entry: str) -> set[str]:
     """The argument names of ``entry.forward`` in ``source`` (none where the class or its forward is not there)."""
     try:
@@ -63,4 +72,4 @@ def _forward_arguments(source: str, entry: str) -> set[str]:
     return set()
 
 
-__all__ = ["ReferenceHypers", "forward_hypers", "reference_hypers"]
+__all__ = ["ReferenceHypers", "forward_hypers", "module_call_keywords", "reference_hypers"]

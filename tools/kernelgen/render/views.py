@@ -56,6 +56,7 @@ from tools.kernelgen.render.group_walk import group_kernels
 from tools.kernelgen.render.lanes import LaneOpsView
 from tools.kernelgen.render.lanes import lane_ops
 from tools.kernelgen.render.reference_hypers import forward_hypers
+from tools.kernelgen.render.reference_hypers import module_call_keywords
 from tools.kernelgen.render.reference_hypers import reference_hypers
 from tools.kernelgen.render.staged import StagedLossOpsView
 from tools.kernelgen.render.staged import is_staged
@@ -752,6 +753,9 @@ class TestView:
     reference_forward_keywords: str
     liger_module_args: str
     liger_forward_keywords: str  # the generated module's call: the hyper-parameters its forward takes
+    # What runs the reference's backward: one of several outputs may be made of comparisons alone (no gradient), so
+    # those go through the test's _backward_where_differentiable
+    reference_backward: str
     hidden_act: str
     mlp_shapes: list[tuple]
     switches_off: str  # constructor arguments that build the reference without its optional parameters
@@ -1805,10 +1809,9 @@ def _loss_module_call(profile: KernelProfile) -> str:
     other inputs to forward, from a list ``arguments`` of every input."""
     positions = {t.name: index for index, t in enumerate(profile.inputs)}
     init = [f"{t.name}=arguments[{positions[t.name]}]" for t in profile.inputs if t.per_class]
-    in_forward = forward_hypers(profile)
-    init += [f"{hp.name}=hyper[{hp.name!r}]" for hp in profile.hyperparameters if hp.name not in in_forward]
-    forward = [f"arguments[{positions[t.name]}]" for t in profile.inputs if not t.per_class]
-    forward += [f"{name}=hyper[{name!r}]" for name in in_forward]
+    constructor_keywords, forward_keywords = module_call_keywords(profile)
+    init += constructor_keywords
+    forward = [f"arguments[{positions[t.name]}]" for t in profile.inputs if not t.per_class] + forward_keywords
     return f"{profile.module_class_name}({', '.join(init)})({', '.join(forward)})"
 
 
@@ -2052,7 +2055,8 @@ def test_view(profile: KernelProfile) -> TestView:
     # A grouped kernel's parameters hold one value per channel (dim 1), others one per column.
     size_dim = "1" if profile.math.groups else "-1"
     liger_module_args = [f"{size_param}=shape[{size_dim}]"] if takes_size(profile) else []
-    liger_module_args += [f"{name}=hyper[{name!r}]" for name in hyper_names if name not in forward_hypers(profile)]
+    liger_constructor_keywords, liger_forward_keywords = module_call_keywords(profile)
+    liger_module_args += liger_constructor_keywords
     inputs = [t.name for t in profile.inputs]
     grad_inputs = [t.name for t in profile.inputs if t.requires_grad]
     params = hold_vectors_whole(profile).parameters
@@ -2172,7 +2176,8 @@ def test_view(profile: KernelProfile) -> TestView:
         reference_module=reference_module,
         reference_forward_keywords=forward_keywords,
         liger_module_args=", ".join(liger_module_args),
-        liger_forward_keywords="".join(f", {name}=hyper[{name!r}]" for name in forward_hypers(profile)),
+        liger_forward_keywords="".join(f", {keyword}" for keyword in liger_forward_keywords),
+        reference_backward="_backward_where_differentiable" if len(profile.outputs) > 1 else "torch.autograd.backward",
         hidden_act=profile.module.hidden_act or profile.operation_name,
         mlp_shapes=[tuple(int(d) for d in s) for s in profile.test.mlp_shapes],
         switches_off=", ".join(
