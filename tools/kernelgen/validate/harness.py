@@ -116,6 +116,20 @@ def _install_parameters(module: torch.nn.Module, specs: list, leaves: list[torch
         setattr(owner, attribute, torch.stack(values).reshape(held.shape))
 
 
+def _holding_inputs(module: torch.nn.Module, held: dict[int, str]):
+    """A module reference that holds some of the kernel's inputs itself (a class-weight buffer, ``self.loss.weight``)
+    as a callable of all of them, as the kernel takes them: it sets the ones at ``held`` (index: attribute path) on
+    the module and passes it the others."""
+
+    def call(*tensors, **hypers):
+        for index, path in held.items():
+            owner, _, attribute = path.rpartition(".")
+            setattr(module.get_submodule(owner) if owner else module, attribute, tensors[index])
+        return module(*(tensor for index, tensor in enumerate(tensors) if index not in held), **hypers)
+
+    return call
+
+
 def load_reference(profile: KernelProfile):
     """The reference's entry, executed as a registered module (torch.compile looks its globals up by module)."""
     name = f"kernelgen_reference_{profile.operation_name}"
@@ -240,7 +254,8 @@ class ReferenceRunner:
             value = torch.full_like(held, hyper[name]) if torch.is_tensor(held) else hyper[name]
             setattr(module, name, value)
         _install_parameters(module, profile.parameters, params)
-        return module
+        held_inputs = {index: spec.attribute for index, spec in enumerate(profile.inputs) if spec.attribute}
+        return _holding_inputs(module, held_inputs) if held_inputs else module
 
     def forward_hypers(self, hyper: dict) -> dict:
         if self.profile.reference.kind != "module":
@@ -258,7 +273,10 @@ class ReferenceRunner:
         result = RunResult([o.detach().clone() for o in outputs])
         if not backward:
             return result
-        differentiable = [o for o in outputs if o.requires_grad]
+        # A loss's other outputs are reported values, without gradients (as upstream's z_loss): the kernel's Function
+        # marks them non-differentiable, so the gradients compared are the loss's alone.
+        reported = outputs[:1] if self.profile.tier == 3 else outputs
+        differentiable = [o for o in reported if o.requires_grad]
         if differentiable:
             torch.autograd.backward(differentiable, self.grad_outputs(differentiable, seed))
         names = [t.name for t in self.profile.inputs]
