@@ -8,6 +8,7 @@ the reduction the profile records. The generated Triton kernels are tested by th
 """
 
 import functools
+import re
 import textwrap
 
 import pytest
@@ -493,7 +494,9 @@ def check_against_autograd(profile, rows=6, cols=300, block=64, seed=0, ignore_r
     if adjust is not None:
         adjust(values)
     hypers = {h.name: h.default for h in profile.hyperparameters if h.type in ("int", "float")}
-    ignore = [h.name for h in profile.hyperparameters if h.type == "int" and h.name in (math.gate_reads or [])]
+    loss = profile.math.loss
+    counted = [*(math.gate_reads or []), *(name for s in loss.scales for name in re.findall(r"\w+", s.denominator))]
+    ignore = [h.name for h in profile.hyperparameters if h.type == "int" and h.name in counted]
     row_inputs = {t.name: values[t.name] for t in profile.inputs if t.dtype == "int64" or t.per_row}
     if ignore and ignore_rows:
         for target in (values[t.name] for t in profile.inputs if t.dtype == "int64"):
@@ -505,7 +508,6 @@ def check_against_autograd(profile, rows=6, cols=300, block=64, seed=0, ignore_r
     expected = _reference_call(profile)(*[leaves[t.name] for t in profile.inputs])
     expected = expected if isinstance(expected, tuple) else (expected,)
 
-    loss = profile.math.loss
     choice = {c.value: c for c in loss.choices}
     reduction, denominator = loss.reduction, loss.denominator
     if reduction not in ("mean", "sum", "none"):
@@ -513,25 +515,22 @@ def check_against_autograd(profile, rows=6, cols=300, block=64, seed=0, ignore_r
         reduction, denominator = (
             (choice[chosen].reduction, choice[chosen].denominator) if chosen in choice else (chosen, denominator)
         )
-    weight = 1.0
     per_class = {t.name: values[t.name] for t in profile.inputs if t.per_class}
-    if reduction == "mean":
-        names = [*row_inputs, *per_class, *hypers, "n_cols", "batch_share"]
-        # [rows, classes] inputs: size(0) is the rows, a batch's share of a row 1
-        scope = {
-            "torch": torch,
-            "n_cols": cols,
-            "batch_share": 1.0,
-            "_take": _take,
-            **hypers,
-            **row_inputs,
-            **per_class,
-        }
-        per_row = eval(print_torch(sympy.sympify(parse_formula(denominator, names))), scope)
-        total = float(per_row.sum() if torch.is_tensor(per_row) else per_row * rows)
-        weight = 1.0 / max(total, loss.denominator_min or 0.0)
+    names = [*row_inputs, *per_class, *hypers, "n_cols", "batch_share"]
+    # [rows, classes] inputs: size(0) is the rows, a batch's share of a row 1
+    scope = {"torch": torch, "n_cols": cols, "batch_share": 1.0, "_take": _take, **hypers, **row_inputs, **per_class}
+
+    def inverse_count(formula, floor):
+        """1 / the sum over rows of a per-row denominator, at least ``floor`` (0 for a count of nothing)."""
+        per_row = eval(print_torch(sympy.sympify(parse_formula(formula, names))), scope)
+        total = max(float(per_row.sum() if torch.is_tensor(per_row) else per_row * rows), floor or 0.0)
+        return 1.0 / total if total > 0 else 0.0
+
+    weight = inverse_count(denominator, loss.denominator_min) if reduction == "mean" else 1.0
+    # Means over different counts: each count's scale is a number of every row, as a hyper-parameter.
+    scales = {scale.name: inverse_count(scale.denominator, scale.denominator_min) for scale in loss.scales}
     element = {t.name: values[t.name] for t in profile.inputs if t.dtype != "int64" and not t.per_row}
-    got = run_loss(math, element, row_inputs, hypers, cols, block, weight)
+    got = run_loss(math, element, row_inputs, {**hypers, **scales}, cols, block, weight)
 
     # A reference that casts to float32 on purpose computes in fp32 even on float64 inputs.
     rtol, atol = (1e-5, 1e-6) if profile.notes.casts else (1e-9, 1e-10)
@@ -689,16 +688,16 @@ def test_an_input_whose_gradient_cannot_be_derived_takes_none_and_says_why(tmp_p
         # torch.arange read otherwise than as the rows of x[torch.arange(rows), t]
         ("return (x * torch.arange(x.shape[-1])).sum()", r"`torch\.arange` makes indices", 6),
         ("return F.cross_entropy(x.scatter(1, t[:, None], x), t)", r"`\.scatter\(\)` scatters a \[rows, classes\]", 6),
-        # nll_loss's mean counts the rows whose target is kept; .mean() counts every row.
+        # Means over different counts add (each row scaled by 1 / each count), but what adds them is no count: it
+        # is neither clamped nor divided by.
         (
-            "return F.cross_entropy(x, t) - 0.1 * x.logsumexp(-1).mean()",
-            r"combines two means over different rows: one divides by the sum over rows of where\(t != -100",
+            "return (F.cross_entropy(x, t) - 0.1 * x.logsumexp(-1).mean()).clamp(min=1.0)",
+            r"`\.clamp\(\)` clamps or divides by a loss that adds means over different counts",
             6,
         ),
-        # Hinton's distillation beside the labels' cross entropy: batchmean divides by the batch, CE by kept rows.
         (
-            "return F.kl_div(F.log_softmax(x, -1), F.softmax(w, -1), reduction='batchmean') + F.cross_entropy(x, t)",
-            r"one divides by the batch size \(input\.size\(0\), as reduction='batchmean' does\), the other by the sum",
+            "return F.cross_entropy(x, t, reduction='sum') / (F.cross_entropy(x, t) + x.logsumexp(-1).mean())",
+            r"divides by a loss that adds means over different counts; only a count",
             6,
         ),
     ],

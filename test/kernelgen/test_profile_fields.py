@@ -86,7 +86,18 @@ PROFILES = {
     "rotate_half": lambda: _analyze_source(ROTATE_HALF),
     # ... with inputs that broadcast and row groups (HF's RoPE: cos unsqueezed at a hyper-parameter's dim, q and k)
     "hf_rope": lambda: _analyze_source(ROTATE_HALF + HF_ROPE),
+    # tier 3 adding means over different counts (math.loss.scales): Hinton's distillation
+    "hinton": lambda: _analyze_source(HINTON),
 }
+
+HINTON = """import torch.nn.functional as F
+
+
+def hinton(student_logits, teacher_logits, labels, ignore_index: int = -100):
+    ce = F.cross_entropy(student_logits, labels, ignore_index=ignore_index)
+    kl = F.kl_div(F.log_softmax(student_logits, -1), F.softmax(teacher_logits, -1), reduction="batchmean")
+    return ce + kl
+"""
 
 HF_ROPE = """
 
@@ -184,6 +195,11 @@ def _two_dim_rows(profile):
     profile.math.input_rank = 2
     profile.test.cpu_shapes = [shape[-2:] for shape in profile.test.cpu_shapes]
     profile.test.gpu_shapes = [shape[-2:] for shape in profile.test.gpu_shapes]
+
+
+def _rename_scale(profile):
+    profile.math.loss.scales[0].name = "inv_kept"
+    profile.math.outputs["loss"] = profile.math.outputs["loss"].replace("inv_n_kept", "inv_kept")
 
 
 def _set(path: str, value):
@@ -316,6 +332,8 @@ EDITS = {
     ),
     "math.loss.sequence_groups": ("cross_entropy", _set("math.loss.sequence_groups", "pair"), "validation"),
     "inputs[].unsqueeze": ("hf_rope", _set("inputs.2.unsqueeze", ""), "files"),
+    # A causal LM's labels shifted one token left: the Function shifts them before the kernel.
+    "inputs[].shift": ("cross_entropy", _set("inputs.1.shift", "ignore_index"), "files"),
     "math.lanes.groups": ("hf_rope", _set("math.lanes.groups", []), "validation"),
     "module.function": ("hf_rope", _set("module.function", "liger_rotary_pos_emb"), "files"),
     "math.loss.reduction": ("cross_entropy", _set_reduction_sum, "files"),
@@ -324,6 +342,9 @@ EDITS = {
     "math.loss.choices[].value": ("kl_div", _set("math.loss.choices.0.value", "per_row"), "validation"),
     "math.loss.choices[].reduction": ("kl_div", _set("math.loss.choices.0.reduction", "sum"), "files"),
     "math.loss.choices[].denominator": ("kl_div", _set("math.loss.choices.0.denominator", "2"), "files"),
+    "math.loss.scales[].name": ("hinton", _rename_scale, "files"),
+    "math.loss.scales[].denominator": ("hinton", _set("math.loss.scales.0.denominator", "1"), "files"),
+    "math.loss.scales[].denominator_min": ("hinton", _set("math.loss.scales.0.denominator_min", 1.0), "files"),
     "math.lanes.count": ("rotate_half", _set("math.lanes.count", 3), "files"),
     "math.lanes.inputs": (
         "rotate_half",

@@ -4,18 +4,24 @@ kernel of the statistics) and a sequence stage (the rest of the reference, PyTor
 ``GENERATED`` into its checkout and runs their generated tests under the interpreter; .ci/make_gpu_checkout.py
 carries them to the GPU."""
 
+import ast
 import copy
 import functools
+import re
 import textwrap
 
 import pytest
 import torch
 
+from torch.overrides import TorchFunctionMode
+
 from test.kernelgen.test_per_row_inputs import _analyzed
 from tools.kernelgen.analyze import AnalyzeError
 from tools.kernelgen.analyze import analyze
+from tools.kernelgen.layout import kernel_paths
 from tools.kernelgen.profile import hyper_cases
 from tools.kernelgen.profile import validate_profile
+from tools.kernelgen.render import render_kernel
 from tools.kernelgen.render.staged import sequence_parameters
 from tools.kernelgen.render.views import build_views
 
@@ -30,6 +36,7 @@ GENERATED = [
     ("tempered_dpo", "tempered_dpo"),
     ("entropy_regularized_nll", "entropy_regularized_nll"),
     ("DAPOLoss", "dapo_token_mean"),
+    ("dpo_flattened", "dpo_flattened"),
 ]
 # Of those, the ones whose fused linear kernel (fused_linear_NAME) the CPU suite generates too (each costs seconds of
 # the interpreter); the GPU checkout fuses all of them.
@@ -38,8 +45,9 @@ GENERATED = [
 # below, without kernels). A tempered DPO's fused chunks hold whole pairs and form d(logits) in the forward (its temperature a kernel argument, its
 # unmasked sums adjoints that autograd expands); a ranking over the batch recomputes the logits in the backward; an
 # entropy-regularized NLL has two statistics a token and no hyper-parameter.
-ON_CPU = ["grpo_kl", "listwise_ranking", "tempered_dpo", "entropy_regularized_nll", "dapo_token_mean"]
-FUSED_ON_CPU = ["tempered_dpo", "listwise_ranking", "entropy_regularized_nll"]
+# A DPO that flattens the logits to rows itself streams them as [B, T, V] (its fused form: chunks of whole pairs).
+ON_CPU = ["grpo_kl", "listwise_ranking", "tempered_dpo", "entropy_regularized_nll", "dapo_token_mean", "dpo_flattened"]
+FUSED_ON_CPU = ["tempered_dpo", "listwise_ranking", "entropy_regularized_nll", "dpo_flattened"]
 
 REFERENCES = textwrap.dedent(
     """
@@ -158,6 +166,43 @@ REFERENCES = textwrap.dedent(
         return (((nll - 0.01 * entropy) * mask).sum(1) / mask.sum(1).clamp(min=1)).mean()
 
 
+    def dpo_flattened(logits, labels, ref_logps, beta: float = 0.1):
+        # The logits flattened to rows before the statistic, the per-token log-probabilities viewed back to [B, T]
+        B, T, V = logits.shape
+        logp = logits.reshape(B * T, V).log_softmax(-1).gather(-1, labels.reshape(B * T, 1).clamp(min=0)).view(B, T)
+        seq = logp.sum(-1)
+        chosen, rejected = seq[: B // 2], seq[B // 2 :]
+        return -F.logsigmoid(beta * ((chosen - ref_logps[: B // 2]) - (rejected - ref_logps[B // 2 :]))).mean()
+
+
+    def masked_dpo_flattened(logits, labels, ref_logps, beta: float = 0.1):
+        # TRL-style: flattened by logits.size(-1), a loss mask of the flattened labels, viewed back by view_as
+        flat_labels = labels.view(-1)
+        loss_mask = flat_labels != -100
+        flat = logits.view(-1, logits.size(-1))
+        per_token = flat.log_softmax(-1).gather(1, torch.where(loss_mask, flat_labels, 0)[:, None])[:, 0]
+        seq = (per_token * loss_mask).view_as(labels).sum(-1)
+        chosen, rejected = seq.chunk(2)
+        ref_chosen, ref_rejected = ref_logps.chunk(2)
+        return -F.logsigmoid(beta * ((chosen - ref_chosen) - (rejected - ref_rejected))).mean()
+
+
+    class FlattenedSimPO(nn.Module):
+        # The per-token NLL of F.cross_entropy, which takes the classes at dim 1: of the rows, unflattened to [B, T]
+        def __init__(self, beta: float = 2.0, gamma: float = 0.5):
+            super().__init__()
+            self.beta, self.gamma = beta, gamma
+
+        def forward(self, logits, labels):
+            batch, length, vocab = logits.shape
+            nll = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), reduction="none")
+            token_logps = -nll.unflatten(0, (batch, length))
+            mask = (labels != -100).float()
+            average = (token_logps * mask).sum(-1) / mask.sum(-1)
+            chosen, rejected = average.chunk(2)
+            return -F.logsigmoid(self.beta * (chosen - rejected) - self.gamma).mean()
+
+
     def dpo_ignoring(logits, labels, ref_logps, beta: float = 0.1, ignore_index: int = -100):
         # DPO with the token marker an argument: fx traces the int at its default
         mask = labels != ignore_index
@@ -204,6 +249,25 @@ REFERENCES = textwrap.dedent(
     def reads_the_vocabulary_size(logits, labels):
         logp = logits.log_softmax(-1).gather(-1, labels[..., None])[..., 0]
         return -(logp.sum(-1) / logits.shape[-1]).mean()
+
+
+    def flattens_the_tokens_time_major(logits, labels):
+        B, T, V = logits.shape
+        flat = logits.transpose(0, 1).reshape(T * B, V)
+        logp = flat.log_softmax(-1).gather(-1, labels.t().reshape(T * B, 1)).squeeze(-1)
+        return -logp.view(T, B).sum(0).mean()
+
+
+    def reads_the_vocabulary_size_of_the_rows(logits, labels):
+        flat = logits.view(-1, logits.size(-1))
+        logp = flat.log_softmax(-1).gather(-1, labels.view(-1, 1)).view_as(labels)
+        return -(logp.sum(-1) / flat.shape[1]).mean()
+
+
+    def flattens_shifted_logits(logits, labels):
+        B, T, V = logits.shape
+        logp = logits[:, :-1].reshape(-1, V).log_softmax(-1).gather(-1, labels[:, 1:].reshape(-1, 1))
+        return -logp.view(B, -1).sum(-1).mean()
     """
 )
 
@@ -242,6 +306,9 @@ def _profile(references, entry):
             ["picked", "per_token_logps_logsumexp"],
             {"old_per_token_logps": "B, T", "advantages": "B", "completion_mask": "B, T"},
         ),
+        ("dpo_flattened", ["logp"], {"ref_logps": "B"}),
+        ("masked_dpo_flattened", ["per_token"], {"ref_logps": "B"}),
+        ("FlattenedSimPO", ["nll"], {}),
     ],
 )
 def test_the_split_finds_the_statistics_and_the_shapes_of_the_sequence_inputs(references, entry, statistics, shapes):
@@ -269,7 +336,9 @@ def test_log_probabilities_beside_a_statistic_are_drawn_as_such(references):
 # Their statistic is the picked log-probability of the logits as they are (tempered_dpo's: of logits / temperature;
 # entropy_regularized_nll has an entropy beside it, DAPOLoss the pick and the logsumexp apart).
 @pytest.mark.parametrize(
-    "entry", [entry for entry, _ in GENERATED if entry not in ("tempered_dpo", "entropy_regularized_nll", "DAPOLoss")]
+    "entry",
+    [entry for entry, _ in GENERATED if entry not in ("tempered_dpo", "entropy_regularized_nll", "DAPOLoss")]
+    + ["masked_dpo_flattened"],
 )
 def test_the_sequence_stage_on_the_statistics_is_the_reference(references, entry):
     """On other shapes than the analysis probed (B 6, T 7), in float64: the profile's sequence stage applied to
@@ -300,6 +369,32 @@ def test_the_sequence_stage_on_the_statistics_is_the_reference(references, entry
     (got_grad,) = torch.autograd.grad(got, logits)
     torch.testing.assert_close(got, expected)
     torch.testing.assert_close(got_grad, expected_grad)
+
+
+@pytest.mark.parametrize(
+    "entry, twin, written",
+    [
+        ("dpo_flattened", "kto_sigmoid", "    seq = logp.sum(-1)\n"),
+        (
+            "masked_dpo_flattened",
+            "dpo_sigmoid",
+            "    seq = (per_token.reshape(-1) * loss_mask).view_as(labels).sum(-1)\n",
+        ),
+        ("FlattenedSimPO", "", "    token_logps = -nll\n"),
+    ],
+)
+def test_logits_flattened_to_rows_give_the_statistic_per_token(references, entry, twin, written):
+    """``logits.reshape(B * T, V)`` (``view(-1, V)``, ``flatten(0, 1)``) only regroups the tokens: the kernel streams
+    the [B, T, V] logits as it does those of a reference that does not flatten them (``twin``), and the sequence stage
+    takes the [B, T] statistic, viewed back where the reference views it back (``logp.view(B, T)`` is the statistic
+    itself) and flattened where the reference computes on the flattened tokens (a mask of the flattened labels). It
+    was refused as a reduction of the logits to [20, V], the probe's sizes."""
+    profile = _profile(references, entry)
+    assert written in profile.math.loss.sequence, profile.math.loss.sequence
+    if twin:
+        unflattened = _profile(references, twin).math
+        assert [(s.reduce, s.of) for s in profile.math.statistics] == [(s.reduce, s.of) for s in unflattened.statistics]
+        assert list(profile.math.outputs.values()) == list(unflattened.outputs.values())
 
 
 @pytest.mark.parametrize("entry", ["dpo_ignoring", "DPOIgnoring"])
@@ -335,6 +430,27 @@ def test_an_int_hyper_parameter_is_a_value_of_the_sequence_stage(references, ent
     (got_grad,) = torch.autograd.grad(got, logits)
     torch.testing.assert_close(got, expected)
     torch.testing.assert_close(got_grad, expected_grad)
+
+
+@pytest.mark.parametrize(
+    "mask, marker",
+    [
+        ("labels.ne(ignore_index)", 'hyper["ignore_index"]'),
+        ("torch.ne(labels, ignore_index)", 'hyper["ignore_index"]'),
+        ("~(labels == ignore_index)", 'hyper["ignore_index"]'),
+        ("labels.eq(ignore_index).logical_not()", 'hyper["ignore_index"]'),
+        ("ignore_index != labels", 'hyper["ignore_index"]'),
+        ("torch.not_equal(labels, -100)", "-100"),
+        ("~labels.eq(-100)", "-100"),
+    ],
+)
+def test_the_tests_mark_the_skipped_tokens_however_the_mask_is_spelled(references, mask, marker):
+    """The generated tests set a token of each sequence to what the sequence stage compares the labels with: found
+    as the eq or ne op of its fx trace, not only where the text reads ``labels != X``."""
+    profile = _profile(references, "dpo_ignoring")
+    assert "labels != ignore_index" in profile.math.loss.sequence
+    profile.math.loss.sequence = profile.math.loss.sequence.replace("labels != ignore_index", mask)
+    assert build_views(profile).ops.ignore_markers == [("labels", marker)]
 
 
 def test_an_int_the_reference_computes_a_value_from_keeps_its_traced_default(references):
@@ -400,6 +516,22 @@ def test_a_vocabulary_size_unpacked_but_never_read_is_no_size_the_sequence_stage
             "rejected = rejected_logits.log_softmax(-1).gather(-1, rejected_labels[..., None])[..., 0].sum(-1)",
             "",  # the line is quoted after the input's name
         ),
+        (
+            "flattens_the_tokens_time_major",
+            "flat = logits.transpose(0, 1).reshape(T * B, V)",
+            "flattens [T, B, V] into rows: a loss in two stages takes its per-token statistics in the order of the "
+            "[B, T] tokens",
+        ),
+        (
+            "reads_the_vocabulary_size_of_the_rows",
+            "return -(logp.sum(-1) / flat.shape[1]).mean()",
+            "reads a size of logits beyond its leading dim [B*T] (its tokens flattened)",
+        ),
+        (
+            "flattens_shifted_logits",
+            "logp = logits[:, :-1].reshape(-1, V).log_softmax(-1).gather(-1, labels[:, 1:].reshape(-1, 1))",
+            "regroups the [B, T, V] logits as [?, V]; a statistic of the vocabulary is taken over each token's V values",
+        ),
     ],
 )
 def test_what_the_split_cannot_take_is_refused_with_its_line(references, entry, written, problem):
@@ -407,6 +539,8 @@ def test_what_the_split_cannot_take_is_refused_with_its_line(references, entry, 
     with pytest.raises(AnalyzeError) as caught:
         analyze(f"{references}:{entry}")
     message = str(caught.value)
+    # In the words of the logits' dims, never the sizes the split probed them at (B 4, T 5, V 11).
+    assert not re.search(r"\b(4|5|11|16|20)\b", message.split(": ", 1)[1].replace(written, "")), message
     if problem:
         assert message.startswith(f"{references}:{line}: `{written}` {problem}"), message
     else:
@@ -414,3 +548,35 @@ def test_what_the_split_cannot_take_is_refused_with_its_line(references, entry, 
             f"{references}:{line}: rejected_logits is a second [B, T, V] input beside chosen_logits (`{written}`)"
         )
         assert message.startswith(expected) and "chosen and rejected as one batch" in message, message
+
+
+def test_the_generated_tests_float64_truth_keeps_the_references_float32_casts_at_float64(references):
+    """``dpo_ignoring`` widens the logits with ``.float()``: in the generated test's float64 run that cast must keep
+    float64, or the truth is eager fp32 exactly and the fp32 cases' tolerance floor (eager's own error against the
+    truth) is nil, while the per-sequence sums of the kernel's fp32 log-probabilities differ from eager's by their
+    rounding (an H200 run failed a DPO's model-sized case by a relative 6.4e-5 so)."""
+    profile = _profile(references, "dpo_ignoring")
+    text = render_kernel(profile).files[kernel_paths(profile.operation_name)["test"]]
+    wanted = {"dpo_ignoring", "_KeepFloat64", "_reference_forward", "_reference_run"}
+    tree = ast.parse(text)
+    tree.body = [node for node in tree.body if getattr(node, "name", "") in wanted]
+    assert {node.name for node in tree.body} == wanted
+    namespace = {"torch": torch, "F": torch.nn.functional, "TorchFunctionMode": TorchFunctionMode}
+    exec(compile(tree, "<generated test>", "exec"), namespace)
+    torch.manual_seed(0)
+    logits = torch.randn(4, 3, 11, dtype=torch.float64)
+    labels = torch.randint(0, 11, (4, 3))
+    labels[0, 0] = -100
+    inputs = [logits, labels, torch.randn(4, dtype=torch.float64)]
+    hyper = {"beta": 0.1, "ignore_index": -100}
+    ref_inputs, outputs, _ = namespace["_reference_run"](inputs, hyper, torch.float64, grad_scale=torch.ones_like)
+    # The same reference without its cast, in float64 throughout.
+    widened = logits.clone().requires_grad_(True)
+    source = ast.unparse(next(n for n in ast.parse(text).body if getattr(n, "name", "") == "dpo_ignoring"))
+    uncast = {"torch": torch, "F": torch.nn.functional}
+    exec(source.replace("logits.float()", "logits"), uncast)
+    loss = uncast["dpo_ignoring"](widened, labels, inputs[2], **hyper)
+    loss.backward()
+    assert outputs[0].dtype == torch.float64
+    assert torch.equal(outputs[0], loss.detach())
+    assert torch.equal(ref_inputs[0].grad, widened.grad)

@@ -109,7 +109,8 @@ def test_a_reference_s_own_statements_come_back(references):
     assert "    per_token_loss = per_token_loss + beta * (torch.exp(delta) - delta - 1)\n" in grpo
     ranking = _analyzed(f"{references}:listwise_ranking").math.loss.sequence
     assert "torch.nn.functional.softmax(rewards, dim=0)" in ranking and "_stacklevel" not in ranking
-    for entry in ("dpo_sigmoid", "GRPOLoss", "orpo", "SimPOLoss", "kto_sigmoid", "listwise_ranking"):
+    # dpo_flattened unpacks ``B, T, V = logits.shape`` and its sequence stage reads B alone: ``B = logp.shape[0]``.
+    for entry in ("dpo_sigmoid", "GRPOLoss", "orpo", "SimPOLoss", "kto_sigmoid", "listwise_ranking", "dpo_flattened"):
         source = _analyzed(f"{references}:{entry}").math.loss.sequence
         assert not [line for line in source.splitlines() if "getattr_" in line or "getitem" in line], source
 
@@ -194,3 +195,31 @@ def test_a_mask_cast_to_the_logits_dtype_stays_in_the_sequence_stage(tmp_path):
     source = analyze(f"{path}:CastIPO").math.loss.sequence
     assert "    mask = (labels != -100).to(token_logps.dtype)\n" in source
     assert "    chosen, rejected = torch.chunk(seq, 2, dim=0)\n" in source
+
+
+def test_a_shape_read_twice_is_written_where_it_is_read(tmp_path):
+    """``B, T, _ = logits.shape`` with B and T both read by the sequence stage: each from the statistic's shape, not
+    fx's ``getattr_1 = logps.shape`` read twice."""
+    from tools.kernelgen.analyze import analyze
+
+    path = tmp_path / "refs.py"
+    path.write_text(
+        textwrap.dedent(
+            """
+            import torch
+
+
+            def flattened_grpo(logits, input_ids, old_logps, advantages, mask, epsilon: float = 0.2):
+                B, T, _ = logits.shape
+                logps = logits.view(B * T, -1).log_softmax(-1).gather(-1, input_ids.view(-1, 1)).view(-1)
+                ratio = torch.exp(logps - old_logps.view(-1))
+                clipped = torch.clamp(ratio, 1 - epsilon, 1 + epsilon)
+                adv = advantages[:, None].expand(B, T).reshape(-1)
+                per_token = -torch.min(ratio * adv, clipped * adv) * mask.view(-1)
+                return (per_token.view(B, T).sum(1) / mask.sum(1).clamp(min=1.0)).mean()
+            """
+        )
+    )
+    source = analyze(f"{path}:flattened_grpo").math.loss.sequence
+    assert "    B = logps.shape[0]\n    T = logps.shape[1]\n" in source, source
+    assert "getattr" not in source and "    ratio = torch.exp(logps.reshape(-1) - old_logps.view(-1))\n" in source

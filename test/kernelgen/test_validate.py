@@ -303,6 +303,24 @@ def test_purity_rejects_math_in_wrappers(statement, expected):
     assert findings[0].startswith(f"ops.py:{_line_of(body, statement)}: op_forward: {expected}")
 
 
+def test_purity_accepts_a_causal_lm_s_label_shift_and_no_other_pad():
+    """``F.pad(labels, (0, 1), value=...)[..., 1:]`` copies the targets one token left, as Liger's
+    LigerForCausalLMLoss does on the host: no math. Another pad or slice of it is math in the wrapper still."""
+    body = (
+        "\n\n@triton.jit\ndef _k(x_ptr):\n    tl.store(x_ptr, tl.load(x_ptr))\n\n\n"
+        "def op_forward(x, labels, ignore_index=-100):\n    {}\n    _k[(1,)](x, labels)\n    return x\n"
+    )
+    assert _check(body.format("labels = F.pad(labels, (0, 1), value=ignore_index)[..., 1:]")) == []
+    assert _check(body.format("labels = F.pad(labels, (0, 1), value=-100)[..., 1:]")) == []
+    for other in (
+        "labels = F.pad(labels, (0, 2), value=ignore_index)[..., 1:]",
+        "labels = F.pad(labels, (0, 1), value=ignore_index)[..., :-1]",
+        "labels = F.pad(labels, (1, 0), value=ignore_index)",
+        "labels = F.pad(x, (0, 1), mode='reflect', value=0.0)[..., 1:]",
+    ):
+        assert _check(body.format(other)), other
+
+
 def test_purity_follows_tensors_through_calls_and_saved_tensors():
     body = CLEAN_KERNEL + CLEAN_WRAPPERS.replace(
         "        grad_x = op_backward(grad_y, x)\n", "        grad_x = op_backward(grad_y, x) * 2\n"

@@ -116,6 +116,14 @@ import torch.nn.functional as F
 def ignored_seven_ce(logits, target):
     return F.cross_entropy(logits, target, ignore_index=7)
 """
+# A causal LM's loss that flattens [B, T, V] logits itself: the host's cross entropy takes [rows, classes] only.
+FLATTENING_CE = """
+import torch.nn.functional as F
+
+
+def flattening_ce(logits, labels, ignore_index: int = -100):
+    return F.cross_entropy(logits.view(-1, logits.size(-1)).float(), labels.view(-1), ignore_index=ignore_index)
+"""
 # Negatives: each differs from an existing kernel at every option value.
 EPS_OUTSIDE_NORM = """
 import torch
@@ -253,6 +261,20 @@ def test_a_variant_is_refused_naming_the_kernel_and_its_options_and_force_new_ge
     dry = run_kernelgen("new", name, "--reference", reference, "--repo", str(checkout), "--force-new", "--dry-run")
     assert dry.returncode == 0, dry.stderr
     assert f"+++ b/{kernel_paths(name)['ops']}" in dry.stdout
+
+
+def test_a_kernel_of_rows_is_called_on_the_rows_of_a_reference_that_flattens_them_itself(checkout, tmp_path):
+    """The reference takes a model's [B, T, V] logits; liger_cross_entropy refuses them: the line says to flatten
+    them first. A reference of rows only (F.cross_entropy of [B, T, V] is another loss) is told nothing of it."""
+    reference = _file(tmp_path, "flattening_ce", FLATTENING_CE)
+    line = one_line_error(run_kernelgen("new", "flattening_ce", "--reference", reference, "--repo", str(checkout)))
+    assert (
+        "computes it: liger_cross_entropy(input, target) / LigerCrossEntropyLoss(), on [rows, classes]: flatten 3-d "
+        "inputs first, as the reference does: liger_cross_entropy(logits.view(-1, logits.size(-1)), labels.view(-1));"
+    ) in line, line
+    reference = _file(tmp_path, "smoothed_ce", SMOOTHED_CE)
+    line = one_line_error(run_kernelgen("new", "smoothed_ce", "--reference", reference, "--repo", str(checkout)))
+    assert "is a variant" in line and "flatten" not in line, line
 
 
 def test_torchs_deprecated_spellings_of_the_reduction_are_no_options_beside_it(tmp_path):

@@ -174,6 +174,8 @@ def loss_math(profile: KernelProfile, source: str | None = None) -> LossMath:
     kernel_inputs = [t for t in profile.inputs if not t.sequence_shape]  # the others only the sequence stage reads
     element = [t for t in kernel_inputs if t.dtype != "int64" and not t.per_row]
     statistics = tuple((s.name, s.reduce, s.of) for s in profile.math.statistics)
+    # Each count's scale (1 / a mean's count over the batch) is a number of every row, as a hyper-parameter is.
+    scales = tuple(scale.name for scale in profile.math.loss.scales) if profile.math.loss else ()
     try:
         return _derive_loss(
             statistics,
@@ -181,7 +183,7 @@ def loss_math(profile: KernelProfile, source: str | None = None) -> LossMath:
             tuple(t.name for t in element if t.requires_grad),
             tuple(t.name for t in element if not t.requires_grad),
             tuple(t.name for t in kernel_inputs if t.dtype == "int64"),
-            tuple(profile.formula_hyperparameters),
+            (*profile.formula_hyperparameters, *scales),
             tuple(hp.name for hp in profile.hyperparameters if hp.type == "int"),
             tuple(t.name for t in element if t.per_class),
             tuple(t.name for t in kernel_inputs if t.per_row),

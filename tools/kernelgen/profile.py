@@ -143,7 +143,10 @@ class TensorSpec:
     sequence, ``B // 2`` per pair of sequences whose first half is chosen); it takes no gradient.
     ``unsqueeze`` (with a broadcast pattern of one ``_``): the dim the reference unsqueezes it at, an int or the int
     hyper-parameter passed there (HF RoPE's ``cos.unsqueeze(unsqueeze_dim)``): the kernels insert that dim as torch
-    does, at the rank the input comes in, instead of the position the pattern gives."""
+    does, at the rank the input comes in, instead of the position the pattern gives. ``shift`` (tier 3, class
+    indices): the reference shifts this target one token left, as a causal LM's loss does (``F.pad(labels, (0, 1),
+    value=ignore_index)[..., 1:]``), and this is the pad value its last token of each sequence reads: an int or the
+    int hyper-parameter passed there; the Function shifts it so before the kernel."""
 
     name: str
     dtype: str = "same"
@@ -155,6 +158,7 @@ class TensorSpec:
     broadcast: str = ""
     sequence_shape: str = ""
     unsqueeze: str = ""
+    shift: str = ""
     description: str = ""
 
 
@@ -283,6 +287,18 @@ class LossChoice:
 
 
 @dataclass
+class LossScale:
+    """A mean the loss adds to means over other counts (Hinton's distillation: cross entropy over the kept rows plus a
+    batchmean KL): ``name``, read in ``math.outputs``, is 1 / the sum over rows of ``denominator`` (a per-row
+    formula, as ``math.loss.denominator``), taken at least ``denominator_min``; 0 when that sum is 0 (a mean over no
+    row is 0)."""
+
+    name: str
+    denominator: str = "1"
+    denominator_min: float | None = None
+
+
+@dataclass
 class LossSpec:
     """Tier 3: how the per-row values of ``math.outputs`` become the loss. ``reduction``: ``mean`` (their sum over
     the sum of ``denominator``, a per-row formula of class indices, hyper-parameters and ``n_cols``: 1 averages over
@@ -295,13 +311,16 @@ class LossSpec:
     per token, ``reduction: none``), each differentiated through the adjoint autograd gives it. ``sequence_groups``:
     which sequences' statistics the adjoints of one sequence's read, when the first output is one number: ``sequence``
     (its own alone), ``pair`` (sequence i with i + B // 2, the first half of the batch chosen), empty (any: the whole
-    batch). A fused linear kernel forms a chunk's d(logits) in its forward when its chunks hold whole groups."""
+    batch). A fused linear kernel forms a chunk's d(logits) in its forward when its chunks hold whole groups.
+    ``scales``: where the loss adds means over different counts, each count's scale (``LossScale``); the outputs
+    read them and the rows are summed (``reduction: sum``)."""
 
     reduction: str = "mean"
     denominator: str = "1"
     # The mean's denominator summed over rows is taken at least this (``mask.sum().clamp(min=1)``); None: as summed.
     denominator_min: float | None = None
     choices: list[LossChoice] = field(default_factory=list)
+    scales: list[LossScale] = field(default_factory=list)
     sequence: str = ""
     sequence_groups: str = ""
 
@@ -669,7 +688,10 @@ def per_row_output(profile: KernelProfile, name: str) -> bool:
     names = _formula_names(formula) if isinstance(formula, str) else set()
     if isinstance(names, str):
         return False
-    varying = {t.name for t in profile.inputs} | {p.name for p in profile.parameters if p.shape != "scalar"}
+    # Class indices (``where(labels != ignore_index, ...)`` of a per-token NLL) and per-row inputs are one value per
+    # row, as the statistics are.
+    along_the_row = [t for t in profile.inputs if t.dtype != "int64" and not t.per_row and not t.sequence_shape]
+    varying = {t.name for t in along_the_row} | {p.name for p in profile.parameters if p.shape != "scalar"}
     return bool(names & {s.name for s in profile.math.statistics}) and not names & varying
 
 
@@ -791,6 +813,8 @@ def _validate_math(profile: KernelProfile, problems: list[str]) -> None:
             problems.append(f"{path}.reduce: {statistic.reduce!r} is not one of {', '.join(REDUCE_KINDS)}")
         _check_formula(problems, f"{path}.of", statistic.of, known)
         known.add(statistic.name)
+    if profile.tier == 3 and math.loss is not None:
+        known |= {scale.name for scale in math.loss.scales}  # per-row values only: a statistic reads no count
     for name, formula in math.outputs.items():
         _check_formula(problems, f"math.outputs.{name}", formula, known)
 
@@ -800,6 +824,13 @@ def group_count(profile: KernelProfile) -> int:
     defaults = {hp.name: hp.default for hp in profile.hyperparameters}
     value = defaults.get(profile.math.groups)
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 1
+
+
+def shifted_targets(profile: KernelProfile, renames: dict[str, str] | None = None) -> list[tuple[str, str]]:
+    """(class-index input, pad value) of each target the reference shifts one token left (``TensorSpec.shift``),
+    under ``renames`` where a fused linear form names them otherwise."""
+    renames = renames or {}
+    return [(renames.get(t.name, t.name), renames.get(t.shift, t.shift)) for t in profile.inputs if t.shift]
 
 
 def _validate_groups(profile: KernelProfile, problems: list[str]) -> None:
@@ -1008,11 +1039,53 @@ def _validate_loss(profile: KernelProfile, problems: list[str]) -> None:
     elif loss.choices:
         problems.append("math.loss.choices: only for a reduction picked by a hyper-parameter")
     _check_formula(problems, "math.loss.denominator", loss.denominator, row_names)
-    floor = loss.denominator_min
+    _check_floor(problems, "math.loss.denominator_min", loss.denominator_min)
+    _validate_loss_scales(profile, row_names, per_class, problems)
+
+
+def _check_floor(problems: list[str], path: str, floor: Any) -> None:
     if floor is not None and (isinstance(floor, bool) or not isinstance(floor, (int, float)) or not floor > 0):
+        problems.append(f"{path}: {floor!r}: a positive number (the mean's least denominator) or null")
+
+
+def _validate_loss_scales(
+    profile: KernelProfile, row_names: set[str], per_class: set[str], problems: list[str]
+) -> None:
+    """Each count's scale: a fresh name, a denominator of one value per row; the rows are summed (the outputs carry
+    each mean's share), for the one reduction the kernel was derived for."""
+    loss = profile.math.loss
+    if not loss.scales:
+        return
+    if loss.reduction != "sum" or loss.sequence:
         problems.append(
-            f"math.loss.denominator_min: {floor!r}: a positive number (the mean's least denominator) or null"
+            f"math.loss.scales: means over different counts are summed over rows in one kernel (reduction: sum, no "
+            f"sequence stage), not {loss.reduction!r}"
         )
+    taken = {t.name for t in profile.inputs} | {hp.name for hp in profile.hyperparameters} | set(FORMULA_CONSTANTS)
+    taken |= {s.name for s in profile.math.statistics} | {t.name for t in profile.outputs}
+    taken |= {COLUMN_INDEX, "n_cols", "n_rows", BATCH_SHARE}
+    for index, scale in enumerate(loss.scales):
+        path = f"math.loss.scales[{index}]"
+        _check_identifier(problems, f"{path}.name", scale.name)
+        if scale.name in taken:
+            problems.append(f"{path}.name: {scale.name!r} names another value of the profile")
+        taken.add(scale.name)
+        _check_formula(problems, f"{path}.denominator", scale.denominator, row_names)
+        bare = _bare_names(scale.denominator, per_class)
+        if bare:
+            problems.append(
+                f"{path}.denominator: {scale.denominator!r} reads {bare[0]}, one value per class, outside take("
+                f"{bare[0]}, index): a denominator has one value per row"
+            )
+        _check_floor(problems, f"{path}.denominator_min", scale.denominator_min)
+
+
+def _validate_shift(profile: KernelProfile, index: int, tensor: TensorSpec, problems: list[str]) -> None:
+    hyper = next((hp for hp in profile.hyperparameters if hp.name == tensor.shift), None)
+    if profile.tier != 3 or tensor.dtype != "int64":
+        problems.append(f"inputs[{index}].shift: only a loss's class-index target (int64) is shifted")
+    elif re.fullmatch(r"-?[0-9]+", tensor.shift) is None and (hyper is None or hyper.type != "int"):
+        problems.append(f"inputs[{index}].shift: {tensor.shift!r} is no int nor int hyper-parameter")
 
 
 def _validate_sequence_stage(profile: KernelProfile, problems: list[str]) -> None:
@@ -1209,6 +1282,8 @@ def validate_profile(profile: KernelProfile) -> list[str]:
             problems.append(f"inputs[{index}].domain: {tensor.domain!r} is not one of {', '.join(INPUT_DOMAINS[1:])}")
         if tensor.broadcast:
             _validate_broadcast(profile, index, tensor, problems)
+        if tensor.shift:
+            _validate_shift(profile, index, tensor, problems)
         if tensor.unsqueeze:
             hyper = next((hp for hp in profile.hyperparameters if hp.name == tensor.unsqueeze), None)
             literal = re.fullmatch(r"-?[0-9]+", tensor.unsqueeze) is not None
@@ -1320,9 +1395,11 @@ def dump_yaml(profile: KernelProfile) -> str:
     if loss and not loss.get("sequence"):  # a loss in one kernel: no sequence stage to describe
         loss.pop("sequence", None)
         loss.pop("sequence_groups", None)
+    if loss is not None and not loss.get("scales"):  # one count, or none: profiles read as before
+        loss.pop("scales", None)
     # Constructor links and mlp variants only where used: profiles without them read as before.
     for spec in data["inputs"]:
-        for key in ("per_class", "per_row", "attribute", "broadcast", "sequence_shape", "unsqueeze"):
+        for key in ("per_class", "per_row", "attribute", "broadcast", "sequence_shape", "unsqueeze", "shift"):
             if not spec[key]:
                 spec.pop(key)
     for spec in data["parameters"]:

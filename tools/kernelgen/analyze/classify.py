@@ -62,7 +62,9 @@ def structural_reason(call: OpCall) -> str:
     if call.name == "slice" and _slices_leading_dims(call):
         return (
             f"{_at(call)} slices the rows (the sequence, as a causal LM's shift logits[..., :-1, :] does), which "
-            "kernelgen's kernels read aligned: slice before the kernel and pass it the sliced tensors"
+            "kernelgen's kernels read aligned: slice before the kernel and pass it the sliced tensors, or shift the "
+            "labels alone, which kernelgen takes (labels = F.pad(labels, (0, 1), value=ignore_index)[..., 1:], the "
+            "logits whole: the last token of each sequence is then ignored)"
         )
     if call.name == "slice":
         return (

@@ -30,6 +30,7 @@ from tools.kernelgen.analyze.ops import is_fractional_exponent
 from tools.kernelgen.analyze.ops import is_integer_exponent
 from tools.kernelgen.analyze.ops import node_line
 from tools.kernelgen.analyze.refusals import refuse_unless_loss
+from tools.kernelgen.analyze.shifts import Shift
 from tools.kernelgen.analyze.stages import NoStagesError
 from tools.kernelgen.analyze.stages import StagedLoss
 from tools.kernelgen.analyze.stages import split_stages
@@ -83,6 +84,8 @@ _NONNEGATIVE_OPS |= {"norm", "softmin"}
 # Hinted names of the reference's own classes: they only apply under its natural name (closest_existing_kernel,
 # hinted, applies under any name).
 _HINTED_IDENTITY = ("function_class_name", "module_class_name", "functional_name")
+# How far an int hyper-parameter is moved to see whether a shift pads with it (any value but the default).
+_PAD_MOVED_BY = 7
 
 
 def snake_case(name: str) -> str:
@@ -187,6 +190,8 @@ def build_profile(
         _fill_staged_loss(profile, traced, staged, lowered)
     else:
         _fill_loss(profile, traced, lowered or lower_loss(traced))
+    if classification.tier == 3:
+        _shifted_targets(profile, traced)
     if traced.channel_groups is not None:
         _fill_groups(profile, traced, classification)
     elif classification.tier == 2 and traced.rank == 2 and names_dim_one(traced.calls):
@@ -198,6 +203,39 @@ def build_profile(
         )
     profile.module.fixed = _fixed_arguments(profile, traced)
     return profile
+
+
+def _shifted_targets(profile: KernelProfile, traced: TracedReference) -> None:
+    """Each shifted target's pad value (analyze/shifts.py): the int hyper-parameter passed there
+    (``value=ignore_index``), which the host then reads at run time, else the int written (``value=-100``)."""
+    for shift in traced.shifts:
+        spec = next(spec for spec in profile.inputs if spec.name == shift.input)
+        hyper = _padded_with(profile, traced, shift)
+        spec.shift = hyper.name if hyper else str(shift.value)
+        if hyper is not None and hyper.choices == [hyper.default]:
+            hyper.choices = None  # traced at its default, but the host reads it as any value
+            profile.notes.specialized.pop(hyper.name, None)
+        profile.notes.remarks.append(
+            f"interface: {shift.input} is shifted one token left as the reference does (line {shift.line}), the last "
+            f"token of each sequence reading {spec.shift}: pass it unshifted, the Function shifts it before the kernel"
+        )
+        profile.forward_computation += f", {shift.input} shifted one token left (the last token reading {spec.shift})"
+
+
+def _padded_with(profile: KernelProfile, traced: TracedReference, shift: Shift) -> HyperParameter | None:
+    """The int hyper-parameter a shift pads with: fx saw only its value, so the reference is traced again with it
+    moved, where the pad value moves with it (a ``value=-100`` written beside an ``ignore_index=-100`` stays)."""
+    for hp in profile.hyperparameters:
+        if hp.type != "int" or hp.default != shift.value:
+            continue
+        moved = hp.default + _PAD_MOVED_BY
+        try:
+            shifts = trace_reference(traced.loaded, {hp.name: moved}).shifts
+        except Exception:  # noqa: BLE001 - the reference fails at that value: its pad is not read from it
+            continue
+        if any(other.input == shift.input and other.value == moved for other in shifts):
+            return hp
+    return None
 
 
 def _fill_groups(profile: KernelProfile, traced: TracedReference, classification: Classification) -> None:
@@ -316,6 +354,7 @@ def _fill_loss(profile: KernelProfile, traced: TracedReference, lowered: Lowered
     positive = _log_domain_inputs(lowered, traced)
     # A per-row input a mean divides by the sum of (a float token mask): drawn positive, as a mask's count is.
     denominators = [profile.math.loss.denominator] + [c.denominator for c in profile.math.loss.choices]
+    denominators += [scale.denominator for scale in profile.math.loss.scales]
     positive |= {name for name in traced.row_inputs if any(re.search(rf"\b{name}\b", d) for d in denominators)}
     # Class weights are drawn positive: a weighted mean divides by the kept rows' weights.
     domains = {**{name: "positive" for name in traced.class_inputs}, **_distribution_inputs(traced)}
@@ -447,7 +486,11 @@ def _traced_switches(traced: TracedReference) -> list[HyperParameter]:
 
 def _reduction_choices(traced: TracedReference, lowered: LoweredLoss) -> tuple[str | None, dict]:
     """The str hyper-parameter that picks the reduction, and what each of its values does: the reference is traced
-    again with each other reduction name; a value counts when the per-row math stays the same."""
+    again with each other reduction name; a value counts when the per-row math stays the same. A loss adding means
+    over different counts keeps the reduction it was traced with (the kernel refuses the others): its rows carry
+    each count's share, which another reduction would not."""
+    if lowered.scales:
+        return None, {}
     for hp in traced.hyperparameters:
         if hp.type != "str" or hp.name not in traced.specialized or hp.default not in REDUCTION_WORDS:
             continue
@@ -721,7 +764,10 @@ def _test_spec(traced: TracedReference, hints: dict[str, Any], tier: int, lanes:
         if traced.rank >= 3:
             # Written for [B, T, V] logits (a gather or softmax along dim 2): the rows span the leading dims.
             lead = [1] * (traced.rank - 3)
-            spec.cpu_shapes = [lead + shape for shape in ([1, 3, 127], [2, 3, 509], [2, 1, 20000])]
+            # Sequences of one token (T = 1) count none where the labels are shifted (analyze/shifts.py): the last
+            # token of each sequence reads the pad value.
+            tokens = 2 if traced.shifts else 1
+            spec.cpu_shapes = [lead + shape for shape in ([1, 3, 127], [2, 3, 509], [2, tokens, 20000])]
             spec.gpu_shapes = [lead + shape for shape in ([4, 1024, 32000], [1, 333, 128256])]
     if tier in (1, 2) and traced.rank == 2:
         # Written for [rows, columns] (a reduction along dim=1): the reference computes something else on 3-d inputs.

@@ -20,6 +20,7 @@ from tools.kernelgen.analyze.trace import TracedReference
 from tools.kernelgen.profile import BATCH_SHARE
 from tools.kernelgen.profile import COLUMN_INDEX
 from tools.kernelgen.profile import Lanes
+from tools.kernelgen.profile import LossScale
 from tools.kernelgen.profile import LossSpec
 from tools.kernelgen.profile import Math
 from tools.kernelgen.profile import Statistic
@@ -70,9 +71,19 @@ def loss_profile_math(traced: TracedReference, lowered: LoweredLoss) -> Math:
     for name, reduce, operand in lowered.statistics:
         statistics.append(Statistic(name=name, reduce=reduce, of=_written(operand, names, traced)))
         names.append(name)
-    outputs = {name: _written(expr, names, traced) for name, expr in lowered.outputs.items()}
+    scale_names = [scale.name for scale in lowered.scales]
+    outputs = {name: _written(expr, [*names, *scale_names], traced) for name, expr in lowered.outputs.items()}
     denominator = _written(lowered.denominator, [*names, BATCH_SHARE], traced)
-    loss = LossSpec(reduction=lowered.reduction, denominator=denominator, denominator_min=lowered.denominator_floor)
+    scales = [
+        LossScale(scale.name, _written(scale.divisor, [*names, BATCH_SHARE], traced), scale.floor)
+        for scale in lowered.scales
+    ]
+    loss = LossSpec(
+        reduction=lowered.reduction,
+        denominator=denominator,
+        denominator_min=lowered.denominator_floor,
+        scales=scales,
+    )
     return Math(statistics=statistics, outputs=outputs, loss=loss)
 
 

@@ -12,6 +12,9 @@ per-row values lower as in tier 2 (``program.py``), with ``col`` (the column ind
   ``sum / x.shape[0]`` (batchmean), ``sum / x.numel()``, ``sum / mask.sum()`` (mean over the rows that count) make a
   mean with that per-row denominator (batchmean's is ``batch_share``, size(0) / rows of the inputs as passed);
   ``.clamp(min=...)`` of a denominator is its floor (``OverRows.floor``); a mean over no counted row is 0;
+- means over different counts added (Hinton's distillation: cross entropy over the kept rows plus a batchmean KL):
+  each becomes a sum whose rows are scaled by ``inv_<count>``, 1 / its count over the whole batch (``scales``, known
+  once the class indices are), and the loss is their sum over rows;
 - ``F.kl_div``, ``F.mse_loss``, ``F.l1_loss``, ``F.binary_cross_entropy(_with_logits)`` reduced by torch: their
   element-wise terms summed along each row, then over rows (a mean: over every element);
 - an integer compared with class indices, or given as ``ignore_index``, is the int hyper-parameter with that
@@ -52,7 +55,6 @@ from tools.kernelgen.synth.functions import Take
 from tools.kernelgen.synth.functions import indicator
 from tools.kernelgen.synth.functions import select
 from tools.kernelgen.synth.losses import COL
-from tools.kernelgen.synth.printer import format_formula
 from tools.kernelgen.synth.rules import is_condition
 
 
@@ -65,17 +67,6 @@ class OverRows:
     value: sympy.Expr
     divisor: sympy.Expr | None = None
     floor: float | None = None
-
-
-def _divisor_text(over: OverRows) -> str:
-    """What a mean over rows divides its sum by, in a refusal's words."""
-    if over.divisor is None:
-        return "1 (a sum)"
-    if over.divisor == 1:
-        return "the number of rows"
-    if over.divisor == _batch_share():
-        return "the batch size (input.size(0), as reduction='batchmean' does)"
-    return f"the sum over rows of {format_formula(over.divisor)}"
 
 
 def _batch_share() -> sympy.Symbol:
@@ -97,6 +88,16 @@ class TokensPerSequence:
     ``batch_share``) is a count the loss can divide by."""
 
 
+@dataclass(frozen=True)
+class CountScale:
+    """``name`` in the per-row values: 1 / the sum over rows of ``divisor`` (at least ``floor``), one mean's share of
+    each row where the loss adds means over different counts."""
+
+    name: str
+    divisor: sympy.Expr
+    floor: float | None = None
+
+
 @dataclass
 class LoweredLoss:
     statistics: list[tuple[str, str, sympy.Expr]]
@@ -105,6 +106,7 @@ class LoweredLoss:
     denominator: sympy.Expr
     int_hyperparameters: list[str]  # int hyper-parameters the math reads
     denominator_floor: float | None = None  # a mean's denominator summed over rows is taken at least this
+    scales: list[CountScale] = dataclasses.field(default_factory=list)  # what the outputs' inv_<count> names are
 
 
 class LossBuilder(ProgramBuilder):
@@ -126,6 +128,8 @@ class LossBuilder(ProgramBuilder):
                 self.int_defaults[hp.default] = hp.name
         self.int_used: list[str] = []
         self.taken |= {COL, "loss"}  # a single output becomes "loss"
+        # Means over different counts: each count's (divisor, floor) -> the symbol of 1 / it (CountScale).
+        self.scales: dict[tuple[sympy.Expr, float | None], sympy.Symbol] = {}
 
     def _first_extremum(self, base: str, kind: str, x: sympy.Expr, call: OpCall) -> sympy.Symbol:
         # A sum at the first column holding the extremum would read as a pick at a class index (x[target]), which
@@ -463,6 +467,13 @@ class LossBuilder(ProgramBuilder):
         node = call.node
         name = call.name
         first, second = (operands + [None])[:2]
+        scaled = [v for v in (first, second) if isinstance(v, OverRows) and self._scaled(v)]
+        if scaled and (name == "clamp" or (name == "div" and scaled[-1] is second)):
+            raise self._error(
+                f"`{call.label}` clamps or divides by a loss that adds means over different counts; only a count (a "
+                f"mask's sum, x.shape[0]) is clamped or divided by",
+                node,
+            )
         if name in ("clamp",) and isinstance(first, OverRows) and first.divisor is None:
             # A denominator kept at least ``min`` (a mask's count at 1): a sum of fractional weights may be below it.
             low, high = call.options.get("min"), call.options.get("max")
@@ -471,7 +482,9 @@ class LossBuilder(ProgramBuilder):
             return OverRows(first.value, None, float(low))
         if name in ("float", "double", "to", "type_as", "contiguous", "view", "reshape", "squeeze", "unsqueeze"):
             return first
-        if isinstance(first, OverRows) and first.floor is not None and first.divisor is None:
+        # A clamped sum is a count: a denominator (the second operand of a division), never a term of the loss.
+        counts = [first] if name == "div" else [first, second]
+        if any(isinstance(v, OverRows) and v.floor is not None and v.divisor is None for v in counts):
             raise self._error(
                 f"`{call.label}` of a clamped sum over rows: a clamp is read on a mean's denominator", node
             )
@@ -499,25 +512,49 @@ class LossBuilder(ProgramBuilder):
         if name == "mul" and isinstance(second, OverRows) and self._scalar(first):
             return OverRows(second.value * first, second.divisor, second.floor)
         if name == "div" and isinstance(first, OverRows) and first.divisor is None:
+            mean = None
             if isinstance(second, RowCount):
-                return OverRows(first.value, second.factor)
-            if isinstance(second, OverRows) and second.divisor is None and not self.per_element(second.value):
-                return OverRows(first.value, second.value, second.floor)
+                mean = OverRows(first.value, second.factor)
+            elif isinstance(second, OverRows) and second.divisor is None and not self.per_element(second.value):
+                mean = OverRows(first.value, second.value, second.floor)
+            if mean is not None:
+                # Means already scaled by their counts, averaged again: a sum scaled by this count too.
+                return self._as_scaled_sum(mean) if scaled else mean
         if name in ("add", "sub") and isinstance(first, OverRows) and isinstance(second, OverRows):
+            sign = 1 if name == "add" else -1
             if first.divisor == second.divisor and first.floor == second.floor:
-                sign = 1 if name == "add" else -1
                 return OverRows(first.value + sign * second.value, first.divisor, first.floor)
-            raise self._error(
-                f"`{call.label}` combines two means over different rows: one divides by {_divisor_text(first)}, the "
-                f"other by {_divisor_text(second)} (a mean of a loss with ignore_index counts only the rows it keeps); "
-                f"divide both sums by the same count",
-                node,
-            )
+            # Means over different counts (a cross entropy over the kept rows plus a batchmean KL): each row's share
+            # of each, summed over rows.
+            return OverRows(self._as_scaled_sum(first).value + sign * self._as_scaled_sum(second).value)
         raise self._error(
             f"`{call.label}` on a value summed over rows: a loss is a sum or a mean of per-row values (divide a sum "
             f"by x.shape[0], x.numel() or the sum of a per-row mask)",
             node,
         )
+
+    def _as_scaled_sum(self, over: OverRows) -> OverRows:
+        """A mean as the sum over rows of each row's value times 1 / the mean's count; a sum as it is."""
+        if over.divisor is None:
+            return over
+        return OverRows(over.value * self._count_scale(over.divisor, over.floor))
+
+    def _scaled(self, over: OverRows) -> bool:
+        """Whether ``over`` adds means over different counts (its rows read a count's scale)."""
+        return bool(sympy.sympify(over.value).free_symbols & set(self.scales.values()))
+
+    def _count_scale(self, divisor: sympy.Expr, floor: float | None) -> sympy.Symbol:
+        """The symbol of 1 / the sum over rows of ``divisor`` (at least ``floor``), one per count."""
+        key = (sympy.sympify(divisor), floor)
+        if key not in self.scales:
+            base = _count_name(key[0], self.n)
+            name, count = base, 0
+            while name in self.taken:
+                count += 1
+                name = f"{base}_{count}"
+            self.taken.add(name)
+            self.scales[key] = sympy.Symbol(name, real=True)
+        return self.scales[key]
 
     def _scalar(self, value: Any) -> bool:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -527,6 +564,26 @@ class LossBuilder(ProgramBuilder):
 
     def _hyper_symbols(self) -> set[sympy.Symbol]:
         return {self.symbols[name] for name in self.traced.runtime_hyperparameters} | {self.n}
+
+
+def _count_name(divisor: sympy.Expr, n_cols: sympy.Symbol) -> str:
+    """The name of 1 / a count over rows, after what it counts: the rows, the batch (batchmean), every element, the
+    rows a condition keeps (``target != ignore_index``), a per-row value's sum (kept or not: a token weight, a class
+    weight at the target), or a denominator of another kind."""
+    kept = divisor
+    if isinstance(divisor, sympy.Piecewise) and len(divisor.args) == 2 and divisor.args[1].expr == 0:
+        kept = divisor.args[0].expr
+    if divisor == 1:
+        return "inv_n_rows"
+    if divisor == _batch_share():
+        return "inv_batch_size"
+    if divisor == n_cols:
+        return "inv_n_elements"
+    if kept is not divisor and kept == 1:
+        return "inv_n_kept"
+    if isinstance(kept, sympy.Symbol):
+        return f"inv_{kept.name}_sum"
+    return "inv_denominator"
 
 
 def _every_dim(call: OpCall) -> bool:
@@ -574,8 +631,12 @@ def lower_loss(traced: TracedReference) -> LoweredLoss:
     builder = LossBuilder(traced)
     outputs: dict[str, sympy.Expr] = {}
     kinds = set()
-    for name, node in zip(traced.output_names, traced.outputs):
-        value = builder.value(node)
+    values = [builder.value(node) for node in traced.outputs]
+    reduced = [value for value in values if isinstance(value, OverRows)]
+    if len(reduced) == len(values) and len({(v.divisor, v.floor) for v in reduced}) > 1:
+        # Outputs averaged over different counts (a loss and an extra of its own count): sums of scaled rows alike.
+        values = [builder._as_scaled_sum(value) for value in values]
+    for name, node, value in zip(traced.output_names, traced.outputs, values):
         if isinstance(value, OverRows):
             if value.divisor is None and value.floor is not None:
                 raise builder._error(
@@ -604,7 +665,12 @@ def lower_loss(traced: TracedReference) -> LoweredLoss:
         denominator=sympy.sympify(divisor if divisor is not None else 1).xreplace(takes),
         int_hyperparameters=list(builder.int_used),
         denominator_floor=floor,
+        scales=[
+            CountScale(symbol.name, divisor.xreplace(takes), floor)
+            for (divisor, floor), symbol in builder.scales.items()
+            if any(symbol in expr.free_symbols for expr in outputs.values())
+        ],
     )
 
 
-__all__ = ["LoweredLoss", "PerElementOutputError", "lower_loss"]
+__all__ = ["CountScale", "LoweredLoss", "PerElementOutputError", "lower_loss"]

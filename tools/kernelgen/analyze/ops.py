@@ -236,9 +236,9 @@ for _name in ("cat", "stack", "chunk", "split", "narrow", "transpose", "permute"
     _BY_NAME[_name] = _spec(_name, STRUCTURAL)
 for _name in ("argmax", "argmin", "cumsum", "cumprod", "masked_select", "nonzero", "unfold", "diff"):
     _BY_NAME[_name] = _spec(_name, STRUCTURAL)
-for _name in ("view", "reshape", "flatten", "contiguous", "clone", "expand", "expand_as", "view_as", "reshape_as"):
+for _name in ("view", "reshape", "flatten", "unflatten", "contiguous", "clone", "expand", "expand_as", "view_as"):
     _BY_NAME[_name] = _spec(_name, LAYOUT)
-for _name in ("unsqueeze", "squeeze"):
+for _name in ("reshape_as", "unsqueeze", "squeeze"):
     _BY_NAME[_name] = _spec(_name, LAYOUT)
 for _name in ("float", "double", "half", "bfloat16", "to", "type", "type_as"):
     _BY_NAME[_name] = _spec(_name, CAST)

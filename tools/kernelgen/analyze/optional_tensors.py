@@ -40,3 +40,28 @@ def read_as_tensors(source: str, entry: str, kind: str, names: list[str]) -> set
         ):
             as_tensor.add(node.id)
     return as_tensor - as_option
+
+
+def divisor_when_given(source: str, entry: str, kind: str, names: list[str]) -> tuple[str, int] | None:
+    """(name, line) of the first of ``names`` that the entry asks whether it was given (``x is not None``) and divides
+    by: Transformers' ``num_items_in_batch``, which turns a mean into a sum over the tokens of every micro-batch
+    divided by their count when given."""
+    try:
+        function = entry_function(ast.parse(source), entry, kind)
+    except SyntaxError:
+        return None
+    if function is None:
+        return None
+    checked = {
+        operand.id
+        for node in ast.walk(function)
+        if isinstance(node, ast.Compare) and any(isinstance(op, (ast.Is, ast.IsNot)) for op in node.ops)
+        for operand in [node.left, *node.comparators]
+        if isinstance(operand, ast.Name)
+    }
+    for node in sorted(ast.walk(function), key=lambda n: getattr(n, "lineno", 0)):
+        divisor = node.right if isinstance(node, ast.BinOp) else node.value if isinstance(node, ast.AugAssign) else None
+        if isinstance(getattr(node, "op", None), ast.Div) and isinstance(divisor, ast.Name):
+            if divisor.id in names and divisor.id in checked:
+                return divisor.id, node.lineno
+    return None

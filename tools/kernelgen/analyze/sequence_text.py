@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import operator
 
 import torch
 import torch.fx as fx
@@ -40,6 +41,7 @@ def reference_names(graph: fx.Graph, source: str) -> tuple[dict[str, str], list[
         if span is not None:
             groups.setdefault(span[:2], []).append(node)
     targets = {span[:2]: span[2] for span in statements}
+    one_value = {span[:2] for span in statements if span[3]}
     names: dict[str, str] = {}
     unpacked: list[list[str]] = []
     for span, nodes in groups.items():
@@ -50,11 +52,25 @@ def reference_names(graph: fx.Graph, source: str) -> tuple[dict[str, str], list[
         elif len(wanted) > 1 and len(leaving) == len(wanted):
             names.update((node.name, name) for node, name in zip(leaving, wanted))
             unpacked.append([node.name for node in leaving])
+        elif span in one_value:
+            names.update(_items_read(leaving, wanted))
     return names, unpacked
 
 
-def _assignments(source: str) -> list[tuple[int, int, list[str]]]:
-    """(first line, last line, target names) of each assignment to plain names in ``source``."""
+def _items_read(leaving: list[fx.Node], wanted: list[str]) -> dict[str, str]:
+    """fx name -> target name of the items read of one value unpacked into ``wanted`` (``B, T, V = logits.shape``
+    with B alone read after it: ``shape[0]`` is B); empty where a value leaving is no item of that value."""
+    items = [n.args for n in leaving if n.op == "call_function" and n.target is operator.getitem]
+    if len(items) != len(leaving) or len({source for source, _ in items}) != 1:
+        return {}
+    if not all(type(index) is int and 0 <= index < len(wanted) for _, index in items):
+        return {}
+    return {node.name: wanted[index] for node, (_, index) in zip(leaving, items)}
+
+
+def _assignments(source: str) -> list[tuple[int, int, list[str], bool]]:
+    """(first line, last line, target names, whether one value is unpacked into them) of each assignment to plain
+    names in ``source`` (``B, T, V = logits.shape`` unpacks one value, ``a, b = x[0], x[1]`` two)."""
     found = []
     for statement in ast.walk(ast.parse(source)):
         if isinstance(statement, ast.Assign) and len(statement.targets) == 1:
@@ -65,7 +81,8 @@ def _assignments(source: str) -> list[tuple[int, int, list[str]]]:
             continue
         elements = target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]
         if all(isinstance(e, ast.Name) for e in elements):
-            found.append((statement.lineno, statement.end_lineno, [e.id for e in elements]))
+            one_value = len(elements) > 1 and not isinstance(statement.value, (ast.Tuple, ast.List))
+            found.append((statement.lineno, statement.end_lineno, [e.id for e in elements], one_value))
     return found
 
 
@@ -94,7 +111,7 @@ def readable_function(text: str, names: dict[str, str], unpacked: list[list[str]
     for statement in function.body:
         name = _assigned_name(statement)
         statement = _Substitute(values, renamed).visit(statement)
-        if inline and name is not None and name not in renamed and loads.get(name) == 1:
+        if inline and name is not None and name not in renamed and (loads.get(name) == 1 or _is_a_shape(statement)):
             values[name] = statement.value
             continue
         body.append(statement)
@@ -172,6 +189,13 @@ def _assigned_name(statement: ast.stmt) -> str | None:
     if isinstance(statement, ast.Assign) and len(statement.targets) == 1 and isinstance(statement.targets[0], ast.Name):
         return statement.targets[0].id
     return None
+
+
+def _is_a_shape(statement: ast.stmt) -> bool:
+    """``getattr_1 = logp.shape``: written where it is read, however often (``B = logp.shape[0]``), as references
+    unpack or index a shape, never name it."""
+    value = getattr(statement, "value", None)
+    return isinstance(value, ast.Attribute) and value.attr == "shape" and isinstance(value.value, ast.Name)
 
 
 def _unique(name: str, taken: set[str]) -> str:

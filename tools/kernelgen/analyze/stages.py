@@ -8,6 +8,11 @@ pairs of sequences, GRPO's masked mean per sequence) into two stages, from the t
    token or per sequence (a mask, a reference model's log-probabilities, advantages), run as the reference's own
    PyTorch (its graph, printed as a function); autograd gives the statistics' adjoints.
 
+A reference that flattens the tokens itself (``logits.view(-1, V)``, ``labels.reshape(B * T, 1)``) computes the same
+statistics of [B*T] rows: the vocabulary stage keeps its flattening (the kernel streams the rows of [B, T, V] logits
+either way) and the sequence stage takes the [B, T] statistic, as it is where the reference views it back
+(``logp.view(B, T)``), elsewhere flattened as the reference had it (``logp.reshape(-1) * flat_mask``).
+
 The graph says nothing of the shapes of the inputs the sequence stage alone reads (``ref_chosen_logps`` is one value
 per chosen sequence): each is tried as ``[B, T]``, ``[B]``, ``[B // 2]`` and ``[B // 2, T]`` on small logits, the
 fewest away from ``[B, T]`` first, until the reference runs without broadcasting anything beyond ``[B, T]``.
@@ -59,6 +64,13 @@ _KIND = {"dtype", "device"}
 # two tensors).
 _LOGITS = "B, T, V"
 _PROBED = (*SEQUENCE_SHAPES, _LOGITS)
+# The logits with their tokens flattened into rows (``logits.view(-1, V)``): the same tokens, one row each.
+_OVER_VOCABULARY = ((_B * _T, _V),)
+# One value per token: as [B, T] (or [B, T, 1], a ``gather`` not squeezed yet), or as the flattened rows' [B*T]
+# (or [B*T, 1]), which the sequence stage gets by flattening the [B, T] statistic.
+_PER_TOKEN = ((_B, _T), (_B, _T, 1), (_B * _T,), (_B * _T, 1))
+# Ops that regroup a tensor's elements in their order (row-major), moving none: a flattened token keeps its place.
+_REGROUPS = {"view", "reshape", "flatten", "unflatten", "view_as", "reshape_as"}
 
 
 @dataclass
@@ -159,13 +171,60 @@ def _error(traced: TracedReference, message: str, node: fx.Node, kind: type = An
 
 
 def _in_words(shape: tuple[int, ...] | None) -> str:
-    """A probed shape in the words of the logits' dims (``[B]``, ``[B, V]``; a scalar: ``one value``)."""
+    """A probed shape in the words of the logits' dims (``[B]``, ``[B*T, V]``; a scalar: ``one value``); a size of
+    none of them is ``?`` (the probe's sizes are its own, not the user's: ``logits[:, :-1]`` has T - 1 tokens)."""
     if shape is None:
         return "a value of unknown shape"
     if not shape:
         return "one value"
-    words = {_B: "B", _T: "T", _V: "V"}
-    return "[" + ", ".join(words.get(size, str(size)) for size in shape) + "]"
+    words = {_B: "B", _T: "T", _V: "V", _B * _T: "B*T", _B // 2: "B // 2", _T * _V: "T*V", _B * _T * _V: "B*T*V"}
+    return "[" + ", ".join(words.get(size, "?") for size in shape) + "]"
+
+
+def _is_regroup(node: fx.Node) -> bool:
+    if node.op == "call_method":
+        return node.target in _REGROUPS
+    return node.op == "call_function" and getattr(node.target, "__name__", "") in _REGROUPS
+
+
+def _not_per_token(traced: TracedReference, node: fx.Node) -> str:
+    """Why ``node``, computed from the logits, is neither over the vocabulary nor a statistic per token."""
+    written, shape = _line_text(traced, node), _shape(node)
+    if _is_regroup(node):
+        return (
+            f"`{written}` regroups the [B, T, V] logits as {_in_words(shape)}; a statistic of the vocabulary is "
+            f"taken over each token's V values, so only the tokens may be flattened together ([B*T, V])"
+        )
+    return (
+        f"`{written}` reduces the [B, T, V] logits to {_in_words(shape)}; a statistic of the vocabulary holds one "
+        f"value per token ([B, T]), which the math after it may reduce further"
+    )
+
+
+def _check_the_token_order(traced: TracedReference, frontier: list[fx.Node]) -> None:
+    """The kernel computes the statistic of each row of the [B, T, V] logits in their order, which the sequence
+    stage flattens where the reference did (``logp.view(B, T)`` undoes it): a value the vocabulary stage flattens
+    into rows (the logits, the labels) must have held its tokens as [B, T] before (not ``logits.transpose(0, 1)``'s
+    [T, B, V], whose rows are in another order)."""
+    ancestors: set[fx.Node] = set()
+    pending = list(frontier)
+    while pending:
+        node = pending.pop()
+        if node not in ancestors:
+            ancestors.add(node)
+            pending.extend(node.all_input_nodes)
+    for node in traced.graph_module.graph.nodes:  # the first such line of the reference
+        shape = _shape(node)
+        if node not in ancestors or not _is_regroup(node) or not shape or shape[0] != _B * _T:
+            continue
+        source = _shape(node.args[0]) if isinstance(node.args[0], fx.Node) else None
+        if source is None or source[:2] != (_B, _T) and source[0] != _B * _T:
+            raise _error(
+                traced,
+                f"`{_line_text(traced, node)}` flattens {_in_words(source)} into rows: a loss in two stages takes its "
+                f"per-token statistics in the order of the [B, T] tokens, so only [B, T, ...] values may be flattened",
+                node,
+            )
 
 
 def _line_text(traced: TracedReference, node: fx.Node) -> str:
@@ -228,6 +287,7 @@ def split_stages(traced: TracedReference) -> StagedLoss:
     graph = probe.graph
     over_vocabulary: set[fx.Node] = {probe.logits}
     frontier: list[fx.Node] = []
+    vocabulary_stage: set[fx.Node] = set()  # the values computed from the logits, up to the statistics
     for node in graph.nodes:
         if node.op in ("placeholder", "output") or _is_meta(node):
             continue
@@ -235,21 +295,18 @@ def split_stages(traced: TracedReference) -> StagedLoss:
         if not operands:
             continue
         shape = _shape(node)
-        if shape is not None and len(shape) == 3 and shape[-1] == _V:
+        if shape in _OVER_VOCABULARY or shape is not None and len(shape) == 3 and shape[-1] == _V:
             over_vocabulary.add(node)
-        elif shape in ((_B, _T), (_B, _T, 1)):
+        elif shape in _PER_TOKEN:
             frontier.append(_squeezed(node))
+            vocabulary_stage |= {node, frontier[-1]}
         else:
             # A reference written for [B, T, V] logits hears what the split needs; another one, the one kernel's
             # refusal (the caller's).
             refusal = AnalyzeError if traced.rank == 3 else NoStagesError
-            raise _error(
-                traced,
-                f"`{_line_text(traced, node)}` reduces the [B, T, V] logits to {_in_words(shape)}; a statistic of "
-                f"the vocabulary holds one value per token ([B, T]), which the math after it may reduce further",
-                node,
-                refusal,
-            )
+            raise _error(traced, _not_per_token(traced, node), node, refusal)
+    vocabulary_stage |= over_vocabulary
+    _check_the_token_order(traced, frontier)
     returned = [a for a in next(n for n in graph.nodes if n.op == "output").all_input_nodes]
     for node in returned:
         if node in over_vocabulary:
@@ -266,7 +323,7 @@ def split_stages(traced: TracedReference) -> StagedLoss:
             name = f"{base}_{len(names)}" if name == base else f"{name}_"
         names.append(name)
     moved = _moved_traces(traced)
-    sequence, parameters, int_values = _sequence_graph(probe, frontier, names, over_vocabulary, moved)
+    sequence, parameters, int_values = _sequence_graph(probe, frontier, names, over_vocabulary, vocabulary_stage, moved)
     vocabulary = _vocabulary_reference(traced, frontier, names)
     traced_source = _function_source(sequence, "sequence_stage", traced)
     source = _as_written(traced_source, sequence, traced)
@@ -350,11 +407,14 @@ def _partners(probe: _Probe, staged: StagedLoss, batch: int, moved: int) -> set[
 
 
 def _squeezed(node: fx.Node) -> fx.Node:
-    """A ``[B, T, 1]`` statistic squeezed at once (``gather(...).squeeze(-1)``): the squeezed value is the one."""
+    """A ``[B, T, 1]`` (``[B*T, 1]``) statistic squeezed at once (``gather(...).squeeze(-1)``, ``[..., 0]``,
+    ``.view(-1)``): the squeezed value is the one."""
     users = list(node.users)
     squeeze = len(users) == 1 and users[0].op == "call_method" and users[0].target == "squeeze"
     picked = len(users) == 1 and users[0].op == "call_function" and users[0].target is operator.getitem
-    if (squeeze or picked) and _shape(users[0]) == (_B, _T):
+    regrouped = len(users) == 1 and _is_regroup(users[0])
+    shape = _shape(node)
+    if (squeeze or picked or regrouped) and shape[-1] == 1 and _shape(users[0]) == shape[:-1]:
         return users[0]
     return node
 
@@ -386,9 +446,16 @@ def _assigned_node(node: fx.Node) -> fx.Node | None:
     return later[-1] if later else None
 
 
+def _keeps_the_value(node: fx.Node) -> bool:
+    """A cast, a squeeze or a view back to [B, T] (``gather(...).reshape(B, -1)``): the same value a line names."""
+    if node.op == "call_method" and node.target in ("squeeze", "float", "to"):
+        return True
+    return _is_regroup(node) and _shape(node) == (_B, _T)
+
+
 def _final_of(node: fx.Node) -> fx.Node:
     users = list(node.users)
-    while len(users) == 1 and users[0].op == "call_method" and users[0].target in ("squeeze", "float", "to"):
+    while len(users) == 1 and _keeps_the_value(users[0]):
         if node_line(users[0]) != node_line(node):
             break
         node = users[0]
@@ -396,7 +463,9 @@ def _final_of(node: fx.Node) -> fx.Node:
     return node
 
 
-def _sequence_graph(probe: _Probe, frontier, names, over_vocabulary, moved) -> tuple[fx.Graph, list[str], list[str]]:
+def _sequence_graph(
+    probe: _Probe, frontier, names, over_vocabulary, vocabulary_stage, moved
+) -> tuple[fx.Graph, list[str], list[str]]:
     """The reference after the statistics: their values and the other inputs in, the outputs out; and the int
     hyper-parameters of ``moved`` (``_moved_traces``) it takes as values (``_read_as_value``)."""
     graph = fx.Graph()
@@ -404,12 +473,15 @@ def _sequence_graph(probe: _Probe, frontier, names, over_vocabulary, moved) -> t
     copies: dict[fx.Node, fx.Node] = {}  # a node of the reference's graph -> its copy
     statistics = [graph.placeholder(name) for name in names]
     for node, placeholder in zip(frontier, statistics):
-        env[node] = placeholder
-        if len(_shape(node)) == 3:
-            env[node] = graph.call_method("unsqueeze", (placeholder, -1))
+        env[node] = _shaped_as_computed(graph, placeholder, _shape(node))
+        for user in node.users:
+            if _is_regroup(user) and _shape(user) == (_B, _T):
+                env[user] = placeholder  # ``logp.view(B, T)`` of a flattened statistic: the statistic itself
     inputs = {node: graph.placeholder(probe.names[node]) for node in probe.placeholders if node is not probe.logits}
+    read = _read_after_the_statistics(probe.graph, vocabulary_stage)
+    skipped: set[fx.Node] = set()  # sizes of the logits only the vocabulary stage reads, and what is computed of them
     for node in probe.graph.nodes:
-        if node in env or node in over_vocabulary:
+        if node in env or node in vocabulary_stage:
             continue
         if node.op == "placeholder":
             env[node] = inputs[node]
@@ -417,15 +489,22 @@ def _sequence_graph(probe: _Probe, frontier, names, over_vocabulary, moved) -> t
         if node.op == "output":
             graph.output(fx.map_arg(node.args[0], lambda n: env[n]))
             continue
-        if _is_meta(node) and node.args[0] in over_vocabulary:
-            # The logits' leading dims are the statistics': ``logits.shape[0]`` reads the batch from them.
-            if not (node.target is getattr and node.args[1] in _KIND):
-                _refuse_the_vocabulary_size(probe.traced, node)
-            env[node] = copies[node] = graph.node_copy(
-                node, lambda n: statistics[0] if n in over_vocabulary else env[n]
-            )
+        if any(a in skipped for a in node.all_input_nodes):
+            skipped.add(node)
             continue
-        if any(a in over_vocabulary for a in node.all_input_nodes):
+        if _is_meta(node) and node.args[0] in over_vocabulary:
+            if node not in read:  # ``logits.view(-1, logits.size(-1))``
+                skipped.add(node)
+                continue
+            # The logits' leading dims are the statistics': ``logits.shape[0]`` reads the batch from them (of
+            # flattened logits, ``flat.shape[0]`` the tokens of the flattened statistic).
+            if not (node.target is getattr and node.args[1] in _KIND):
+                _refuse_the_vocabulary_size(probe.traced, node, read)
+            rank = len(_shape(node.args[0]))
+            sized = statistics[0] if rank == 3 else _shaped_as_computed(graph, statistics[0], (_B * _T,))
+            env[node] = copies[node] = graph.node_copy(node, lambda n: sized if n in over_vocabulary else env[n])
+            continue
+        if any(a in vocabulary_stage and a not in env for a in node.all_input_nodes):
             continue  # feeds the vocabulary stage only
         env[node] = copies[node] = graph.node_copy(node, lambda n: env[n])
     int_values = [trace.name for trace in moved if _read_as_value(graph, copies, trace)]
@@ -435,6 +514,28 @@ def _sequence_graph(probe: _Probe, frontier, names, over_vocabulary, moved) -> t
             graph.erase_node(placeholder)
     graph.lint()
     return graph, [n.target for n in graph.nodes if n.op == "placeholder"], int_values
+
+
+def _shaped_as_computed(graph: fx.Graph, statistic: fx.Node, shape: tuple[int, ...]) -> fx.Node:
+    """The [B, T] ``statistic`` in the shape the reference computed it: [B, T, 1] unsqueezed, the flattened
+    tokens' [B*T] (or [B*T, 1]) flattened in their order."""
+    if shape == (_B, _T):
+        return statistic
+    if shape == (_B, _T, 1):
+        return graph.call_method("unsqueeze", (statistic, -1))
+    return graph.call_method("reshape", (statistic, *[-1 if size == _B * _T else size for size in shape]))
+
+
+def _read_after_the_statistics(graph: fx.Graph, vocabulary_stage: set[fx.Node]) -> set[fx.Node]:
+    """The nodes the math after the statistics reads: returned, with an effect, or read by such a node outside the
+    vocabulary stage (``B * T`` of ``logits.view(B * T, V)`` alone is read by the vocabulary stage only)."""
+    read: set[fx.Node] = set()
+    for node in reversed(graph.nodes):
+        if node in vocabulary_stage:
+            continue
+        if node.op == "output" or node.is_impure() or any(user in read for user in node.users):
+            read.add(node)
+    return read
 
 
 # What an int hyper-parameter is moved by to find the places that hold it: odd and large, so that a value computed
@@ -555,9 +656,9 @@ def _moved_places(value: Any, twin: Any, moved: _MovedTrace, placeholder: fx.Nod
     raise _Derived
 
 
-def _refuse_the_vocabulary_size(traced: TracedReference, node: fx.Node) -> None:
-    """A size of the logits the sequence stage reads must be one of their leading dims (``shape[0]``, ``size(1)``):
-    the vocabulary's is no size of any tensor it has."""
+def _refuse_the_vocabulary_size(traced: TracedReference, node: fx.Node, read: set[fx.Node]) -> None:
+    """A size of the logits the sequence stage reads (``read``) must be one of their leading dims (``shape[0]``,
+    ``size(1)``; of flattened logits, ``shape[0]``): the vocabulary's is no size of any tensor it has."""
     if node.op == "call_method" and node.target == "size":
         dims = [node.args[1] if len(node.args) > 1 else node.kwargs.get("dim")]
     else:
@@ -566,15 +667,17 @@ def _refuse_the_vocabulary_size(traced: TracedReference, node: fx.Node) -> None:
             dims = [None]
         else:
             # Only the sizes read (``B, T, V = logits.shape`` with V unused reads no vocabulary size).
-            dims = [u.args[1] for u in getters if u.users]
+            dims = [u.args[1] for u in getters if u in read]
     if node.op == "call_method" and node.target == "dim":
         dims = [None]
-    if all(isinstance(dim, int) and -3 <= dim < 2 and dim != -1 for dim in dims):
+    rank = len(_shape(node.args[0]))
+    if all(isinstance(dim, int) and -rank <= dim < rank - 1 and dim != -1 for dim in dims):
         return
+    leading = "dims [B, T]" if rank == 3 else "dim [B*T] (its tokens flattened)"
     raise _error(
         traced,
-        f"`{_line_text(traced, node)}` reads a size of {traced.tensor_inputs[0]} beyond its leading dims [B, T] after the per-token "
-        f"statistics (its vocabulary size?); the math after them sees [B, T] values only",
+        f"`{_line_text(traced, node)}` reads a size of {traced.tensor_inputs[0]} beyond its leading {leading} "
+        f"after the per-token statistics (its vocabulary size?); the math after them sees [B, T] values only",
         node,
     )
 
@@ -680,7 +783,7 @@ def _check_against_the_reference(probe: _Probe, staged: StagedLoss, shapes: dict
     statistics = vocabulary(*args)
     namespace: dict[str, Any] = {}
     exec(compile("import torch\n" + staged.sequence_source, "<sequence stage>", "exec"), namespace)  # noqa: S102
-    known = dict(zip(staged.statistics, [s.squeeze(-1) if s.dim() == 3 else s for s in statistics]))
+    known = dict(zip(staged.statistics, [s.reshape(_B, _T) for s in statistics]))  # [B, T, 1], [B*T]: [B, T]
     known.update(values)
     got = namespace["sequence_stage"](*(known[name] for name in staged.sequence_parameters))
     for want, have in zip(_as_list(expected), _as_list(got)):

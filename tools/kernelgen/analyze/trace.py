@@ -56,10 +56,13 @@ from tools.kernelgen.analyze.ops import UnknownOpError
 from tools.kernelgen.analyze.ops import descendants
 from tools.kernelgen.analyze.ops import node_line
 from tools.kernelgen.analyze.ops import normalize
+from tools.kernelgen.analyze.optional_tensors import divisor_when_given
 from tools.kernelgen.analyze.optional_tensors import read_as_tensors
 from tools.kernelgen.analyze.roles import EITHER_TARGET
 from tools.kernelgen.analyze.roles import PROBABILITIES
 from tools.kernelgen.analyze.roles import target_role
+from tools.kernelgen.analyze.shifts import Shift
+from tools.kernelgen.analyze.shifts import unshift_targets
 from tools.kernelgen.analyze.written import entry_function
 from tools.kernelgen.broadcast import ELLIPSIS
 from tools.kernelgen.broadcast import INSERTED
@@ -73,6 +76,8 @@ from tools.kernelgen.profile import HyperParameter
 from tools.kernelgen.profile import LearnableParameter
 
 DEFAULT_HIDDEN = 8
+# The example rows of a loss whose labels are shifted along their tokens: [B, T] of two sequences of three tokens.
+_SEQUENCES = (2, 3)
 # __init__ arguments that size the hidden dimension: filled with a small value when they have no default.
 HIDDEN_SIZE_NAMES = (
     "hidden_size",
@@ -139,6 +144,9 @@ class TracedReference:
     # The least rank of the first input that the reference's unsqueezes and slices spell out (``x[:, :, :, ::2]``:
     # 4), 0 when they do not.
     written_rank: int = 0
+    # Targets the reference shifts one token left (a causal LM's labels, analyze/shifts.py): the graph reads them
+    # unshifted, the generated Function shifts them on the host.
+    shifts: list[Shift] = field(default_factory=list)
 
     @property
     def runtime_hyperparameters(self) -> list[str]:
@@ -313,6 +321,7 @@ def _split_signature(loaded: LoadedReference, fn, skip_self: bool):
     parameters = list(inspect.signature(fn).parameters.values())[1 if skip_self else 0 :]
     order = [parameter.name for parameter in parameters]
     optional = [parameter.name for parameter in parameters if parameter.default is None]
+    _refuse_optional_divisors(loaded, optional)
     optional_tensors = read_as_tensors(loaded.source, loaded.entry, loaded.kind, optional) if optional else set()
     for parameter in parameters:
         if parameter.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
@@ -367,6 +376,22 @@ def _split_signature(loaded: LoadedReference, fn, skip_self: bool):
             renamed[name] = candidate
     tensors = [renamed.get(name, name) for name in tensors]
     return tensors, hypers, concrete, [renamed.get(name, name) for name in order]
+
+
+def _refuse_optional_divisors(loaded: LoadedReference, optional: list[str]) -> None:
+    """``loss / num_items_in_batch`` when it is given, the mean otherwise: two reductions, one traced."""
+    found = divisor_when_given(loaded.source, loaded.entry, loaded.kind, optional) if optional else None
+    if found is None:
+        return
+    name, line = found
+    raise AnalyzeError(
+        f"'{name}' divides the loss when it is given (a sum over the tokens of every micro-batch, as Transformers' "
+        f"num_items_in_batch) and the loss is another reduction when it is None, which kernelgen cannot trace both "
+        f"of: drop '{name}' and take reduction: str = 'mean' instead (with 'sum'), then divide the kernel's "
+        f"reduction='sum' loss by {name} where you call it, as Transformers' fixed_cross_entropy does",
+        origin=loaded.origin,
+        line=line,
+    )
 
 
 def _trace_function(loaded: LoadedReference, overrides: dict[str, Any]) -> TracedReference:
@@ -1114,6 +1139,9 @@ def _finish(
     _refuse_augmented_assignments_to_inputs(loaded, tensors)
     _numpy_keywords_as_torch(graph_module.graph)
     _weighted_loss_modules_as_calls(graph_module)
+    arguments_in_order = [node for node in graph_module.graph.nodes if node.op == "placeholder"]
+    tensor_nodes = {node: name for node, name in zip(arguments_in_order, order) if name in tensors}
+    shifts = unshift_targets(graph_module.graph, tensor_nodes, loaded.origin)
     # Statistics over groups of channels: the graph rewritten as the row program over a group (analyze/groups.py).
     argument_values = {**{h.name: h.default for h in [*init_params, *hypers]}, **concrete}
     argument_values.update(
@@ -1162,6 +1190,7 @@ def _finish(
     probability_targets = {id(call) for call, decision in decisions if decision.role == PROBABILITIES}
     index_calls = {node: call for node, call in calls.items() if id(call) not in probability_targets}
     index_inputs = _index_inputs(index_calls, tensors)
+    _refuse_shifted_values(loaded, shifts, index_inputs)
     class_inputs = _class_inputs(calls, tensors, index_inputs)
     hinted = loaded.hints.get("per_class", [])  # read only along the classes (a one-hot row times them)
     unknown = sorted(set(hinted) - (set(tensors) - set(index_inputs)))
@@ -1230,6 +1259,12 @@ def _finish(
     if len(rows_shape) == 1 and unpacked_rank >= 3:
         # A loss written for [B, T, V] logits that flattens them itself: its examples have those dims.
         rows_shape = (2,) * (unpacked_rank - 2) + (3,)
+    if len(rows_shape) == 1 and shifts:
+        # Labels shifted along their tokens: examples of several sequences, each with a last token, where the
+        # reference takes [B, T, V] logits (it flattens them itself).
+        example = (graph_module, order, tensors, index_inputs, {name: (hidden,) for name in class_inputs})
+        if _propagate_shapes(*example, _SEQUENCES, calls, hypers, concrete, attributes, hidden, [], record=False):
+            rows_shape = _SEQUENCES
     broadcast_inputs.update(_unsqueezed_inputs(placeholders, calls, rows, broadcast_inputs, first_rank))
     broadcast_inputs.update(_affine_inputs(placeholders, calls, rows, broadcast_inputs))
     loss_like = bool(index_inputs) or _reduces_rows_to_a_loss(calls)
@@ -1286,6 +1321,7 @@ def _finish(
         conditions=conditions,
         channel_groups=channel_groups,
         written_rank=written_rank,
+        shifts=shifts,
     )
     traced.notes.extend(decision.remark(call.name) for call, decision in decisions)
     traced.notes.extend(
@@ -1505,6 +1541,18 @@ def _index_inputs(calls: dict[fx.Node, OpCall], tensors: list[str]) -> list[str]
     # Sizes are no data: ``labels.view(B * T, 1)`` with ``B, T, V = logits.shape`` reads logits' shape, not values.
     names = {node.target for node in _leaves_behind(starts, lambda node: _values_read(node))}
     return [name for name in tensors if name in names]
+
+
+def _refuse_shifted_values(loaded: LoadedReference, shifts: list[Shift], index_inputs: list[str]) -> None:
+    """A shift pads with a class index that no row picks: of the labels only, not of the rows' values."""
+    for shift in shifts:
+        if shift.input not in index_inputs:
+            raise AnalyzeError(
+                f"'{shift.input}' is shifted one token left as a causal LM's labels are, but it is no class-index "
+                "target: kernelgen shifts only the labels of a loss (the logits stay where they are)",
+                origin=loaded.origin,
+                line=shift.line,
+            )
 
 
 def _values_read(node: fx.Node) -> list[fx.Node]:

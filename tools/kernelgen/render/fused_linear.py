@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from tools.kernelgen.profile import KernelProfile
 from tools.kernelgen.profile import benchmark_grad_inputs
+from tools.kernelgen.profile import shifted_targets
 from tools.kernelgen.profile import written_for_sequences
 from tools.kernelgen.render.hygiene import renamed_text
 from tools.kernelgen.render.reference_hypers import module_call_keywords
@@ -31,6 +32,7 @@ from tools.kernelgen.render.views import build_views
 from tools.kernelgen.render.views import docstring_formula
 from tools.kernelgen.render.views import kernel_view
 from tools.kernelgen.render.views import loss_reductions
+from tools.kernelgen.render.views import loss_scales
 from tools.kernelgen.render.views import module_view
 from tools.kernelgen.synth.printer import TAKE_HELPER
 
@@ -112,6 +114,7 @@ class FusedLinearOpsView:
     chooser: str | None
     reduction_values: list[str]  # what the chooser may be (no per-row reduction)
     means: list[FusedMeanView]
+    scales: list[FusedMeanView]  # the counts of the means a loss adds (``value``: the name of 1 / each)
     # A mean's denominator counts the batch (batch_share: F.kl_div's batchmean, x.shape[0]): size(0) of the logits
     # the reference sees, taken from the hidden states before they are flattened to rows
     batch_share: bool
@@ -131,6 +134,8 @@ class FusedLinearOpsView:
     module_call: str | None  # tests: the module built with the class inputs of ``inputs``, called with the others
     takes_host_helper: bool  # a mean's denominator reads class weights through the loss's _take
     chunk_floor: ChunkFloor | None  # the chunk's least rows beyond upstream's rule
+    # (class-index input, pad value) of each target the reference shifts one token left: the Function shifts it
+    shifted: list[tuple[str, str]] = dataclasses.field(default_factory=list)
 
     def row_draw(self, name: str, count: str) -> str:
         """Test and benchmark code drawing row input ``name`` for ``count`` rows (``device``, ``dtype`` and
@@ -209,6 +214,8 @@ def fused_linear_views(profile: KernelProfile) -> KernelViews:
     # the chunks take (the wrapper sets batch_share from the hidden states' shape).
     means = [r for r in loss_reductions(profile, renames) if r.kind == "mean"]
     mean_views = [FusedMeanView(r.value, r.over_rows) for r in means]
+    counts = loss_scales(profile, renames)
+    scale_views = [FusedMeanView(r.value, r.over_rows) for r in counts]
     values = [r.value for r in ops.reductions if r.kind != "none"]
     cases = [case for case in loss.test.hyper_cases if not chooser or case[chooser] in values]
     by_name = {t.name: t for t in tensors}
@@ -254,7 +261,8 @@ def fused_linear_views(profile: KernelProfile) -> KernelViews:
         chooser=chooser,
         reduction_values=values,
         means=mean_views,
-        batch_share=any(r.reads_batch_share for r in means),
+        scales=scale_views,
+        batch_share=any(r.reads_batch_share for r in [*means, *counts]),
         grad_names=grad_names,
         all_grad_names=grad_names,
         apply_returns=[f"grad_{name}" if name in kernel.grad_inputs else "None" for name in kernel.inputs]
@@ -274,8 +282,9 @@ def fused_linear_views(profile: KernelProfile) -> KernelViews:
         module_call=_module_call(module_class, kernel.inputs, class_inputs, module_call_keywords(profile))
         if class_inputs
         else None,
-        takes_host_helper=any(TAKE_HELPER + "(" in view.code for view in mean_views),
+        takes_host_helper=any(TAKE_HELPER + "(" in view.code for view in [*mean_views, *scale_views]),
         chunk_floor=chunk_floor(len(tensors), whole_groups=False),
+        shifted=shifted_targets(profile, renames),
     )
     return KernelViews(kernel=kernel, ops=fused, module=module, test=loss.test, bench=loss.bench)
 

@@ -128,8 +128,9 @@ def renamed_profile(profile: KernelProfile, mapping: dict[str, str]) -> KernelPr
     for section in ("inputs", "outputs", "hyperparameters", "parameters"):
         for item in data.get(section) or []:
             item["name"] = renamed_name(item["name"], mapping)
-            if item.get("unsqueeze") and not item["unsqueeze"].lstrip("-").isdigit():  # a hyper-parameter's name
-                item["unsqueeze"] = renamed_name(item["unsqueeze"], mapping)
+            for key in ("unsqueeze", "shift"):
+                if item.get(key) and not item[key].lstrip("-").isdigit():  # a hyper-parameter's name
+                    item[key] = renamed_name(item[key], mapping)
     for item in (data.get("module") or {}).get("init_params") or []:
         item["name"] = renamed_name(item["name"], mapping)
     data["forward_computation"] = _renamed(data.get("forward_computation"), mapping)

@@ -11,12 +11,20 @@ from __future__ import annotations
 
 import ast
 import re
+import warnings
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from dataclasses import field
 
+import torch
+import torch.fx as fx
+
+from tools.kernelgen.analyze.ops import UnknownOpError
+from tools.kernelgen.analyze.ops import normalize
 from tools.kernelgen.derivation import loss_math
 from tools.kernelgen.profile import KernelProfile
+from tools.kernelgen.profile import shifted_targets
 from tools.kernelgen.synth.printer import jit_helpers_called
 
 SEQUENCE_FUNCTION = "sequence_stage"
@@ -49,6 +57,8 @@ class StagedLossOpsView:
     gradient_note: list[str]
     block_elements: int
     num_warps: int | None
+    # (class-index input, pad value) of each target the reference shifts one token left: the Function shifts it
+    shifted: list[tuple[str, str]] = field(default_factory=list)
 
 
 def _words(lines: list[str]) -> set[str]:
@@ -69,15 +79,57 @@ def _sequence_draw(tensor) -> str:
 
 
 def _ignore_markers(profile: KernelProfile, source: str) -> list[tuple[str, str]]:
-    """(class-index input, what marks a token the loss skips, as the tests write it) for each ``labels != -100`` or
-    ``labels != ignore_index`` of the sequence stage: a number, or the int hyper-parameter of the test's case."""
+    """(class-index input, what marks a token the loss treats apart, as the tests write it: a number, or the int
+    hyper-parameter of the test's case) for each comparison of a class-index input with one in the sequence stage,
+    however it is spelled (``labels != ignore_index``, ``labels.ne(-100)``, ``torch.ne(labels, -100)``, ``~(labels
+    == -100)``, ``labels.eq(-100).logical_not()``): its fx trace holds each as an eq or ne op."""
     index_inputs = {t.name for t in profile.inputs if t.dtype == "int64"}
     ints = {hp.name for hp in profile.hyperparameters if hp.type == "int"}
+    graph_module = _traced_sequence_stage(profile, source)
+    if graph_module is None:
+        return []
     markers = []
-    for name, value in re.findall(r"\b(\w+) != (-?\d+|[A-Za-z_]\w*)\b", source):
-        if name in index_inputs and (value in ints or value.lstrip("-").isdigit()):
-            markers.append((name, f'hyper["{value}"]' if value in ints else value))
+    for node in graph_module.graph.nodes:
+        operands = _equality_operands(node, graph_module)
+        for name, value in (operands, operands[::-1]) if operands else ():
+            marker = f'hyper["{value}"]' if value in ints else str(value)
+            if name in index_inputs and (value in ints or _is_int(value)) and (name, marker) not in markers:
+                markers.append((name, marker))
     return markers
+
+
+def _traced_sequence_stage(profile: KernelProfile, source: str) -> fx.GraphModule | None:
+    """The sequence stage traced by fx, its str and bool hyper-parameters at their defaults (a branch on them runs as
+    it would); None where the stage does not trace (a profile's hand-written stage with control flow on values)."""
+    namespace = {"torch": torch}
+    try:
+        exec(compile(source, "math.loss.sequence", "exec"), namespace)
+        concrete = {
+            hp.name: hp.default
+            for hp in profile.hyperparameters
+            if hp.type in ("str", "bool") and hp.name in sequence_parameters(source)
+        }
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return fx.symbolic_trace(namespace[SEQUENCE_FUNCTION], concrete_args=concrete)
+    except Exception:  # noqa: BLE001 - the markers only make the tests skip some tokens
+        return None
+
+
+def _equality_operands(node: fx.Node, root: fx.GraphModule) -> tuple[object, object] | None:
+    """The operands of an eq or ne op, a placeholder as its argument's name; None for another node."""
+    try:
+        call = normalize(node, root)
+    except UnknownOpError:
+        return None
+    if call is None or call.name not in ("eq", "ne") or len(call.operands) != 2:
+        return None
+    first, second = (o.target if isinstance(o, fx.Node) and o.op == "placeholder" else o for o in call.operands)
+    return first, second
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def is_staged(profile: KernelProfile) -> bool:
@@ -139,6 +191,7 @@ def staged_loss_ops(
         gradient_note=gradient_note(math.gradient_formulas),
         block_elements=profile.tiling.block_elements or 16384,
         num_warps=profile.tiling.num_warps,
+        shifted=shifted_targets(profile),
     )
 
 

@@ -46,6 +46,7 @@ from tools.kernelgen.profile import benchmark_grad_inputs
 from tools.kernelgen.profile import benchmark_size
 from tools.kernelgen.profile import group_count
 from tools.kernelgen.profile import hyper_cases
+from tools.kernelgen.profile import shifted_targets
 from tools.kernelgen.render import tier1
 from tools.kernelgen.render.dtensor import DTensorRefusal
 from tools.kernelgen.render.dtensor import DTensorView
@@ -613,12 +614,16 @@ class LossOpsView:
     chooser: str | None  # the str hyper-parameter that picks the reduction
     checked_choices: list[HyperParameter]  # other hyper-parameters the math was derived for some values of
     reductions: list[LossReductionView]
+    # Means over different counts added: each count (``value``: the name its scale, 1 / the count, has in the math)
+    scales: list[LossReductionView]
     # none / sum (a mean's rows come divided by its denominator: summed too), each with the values that pick it
     reduction_kinds: list[tuple[str, list[str]]]
     batch_share: bool  # a mean's denominator reads batch_share (size(0) / rows of the inputs as passed)
     mean_value: str | None  # a value of the reduction that is a mean (tests give it a denominator)
     mean_denominator: str  # ... and that mean's denominator over the whole batch, as test code
     mean_denominator_names: list[str]  # the names that code reads (inputs, hyper-parameters, n_rows, n_cols)
+    scale_denominators: list[str]  # tests: each count's over the whole batch, as test code
+    scale_denominator_names: list[str]  # the names that code reads
     ignored: dict[str, str]  # class-index input -> the hyper-parameter whose value marks a row that does not count
     domains: list[tuple[str, str]]  # every input with what tests draw for it
     apply_returns: list[str]
@@ -630,6 +635,8 @@ class LossOpsView:
     num_warps: int | None
     # Tests: the module built with the per-class inputs (``arguments``: the inputs) and called with the others
     module_call: str | None
+    # (class-index input, pad value) of each target the reference shifts one token left: the Function shifts it
+    shifted: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def means(self) -> list[LossReductionView]:
@@ -1729,8 +1736,10 @@ def _loss_ops(profile: KernelProfile) -> LossOpsView:
     # The kernel takes the numbers its statements, row gate and class-index picks read (the host checks the others)
     kernel_lines = [*statements, *math.adjoints, math.skipped or "", *(pick.index_line or "" for pick in picks)]
     reductions = loss_reductions(profile)
+    scales = loss_scales(profile)
     mean = next((r for r in loss_reductions(profile, flat=True) if r.kind == "mean"), None)
-    denominators = " ".join(r.denominator for r in reductions)
+    flat_scales = [scale.over_rows for scale in loss_scales(profile, flat=True)]
+    denominators = " ".join(r.denominator for r in [*reductions, *scales])
     denominator_candidates = (
         [t.name for t in profile.inputs] + list(profile.formula_hyperparameters) + ["n_rows", "n_cols"]
     )
@@ -1768,11 +1777,14 @@ def _loss_ops(profile: KernelProfile) -> LossOpsView:
         skipped=math.skipped,
         chooser=profile.math.loss.reduction if profile.math.loss.reduction not in LOSS_REDUCTIONS else None,
         reductions=reductions,
+        scales=scales,
         checked_choices=[hp for hp in profile.hyperparameters if hp.choices and hp.name != profile.math.loss.reduction],
-        batch_share=any(r.reads_batch_share for r in reductions),
+        batch_share=any(r.reads_batch_share for r in [*reductions, *scales]),
         mean_value=mean.value if mean else None,
         mean_denominator=mean.over_rows if mean else "",
         mean_denominator_names=[name for name in denominator_candidates if mean and _reads_name(mean.over_rows, name)],
+        scale_denominators=flat_scales,
+        scale_denominator_names=[name for name in denominator_candidates if _any_reads(flat_scales, name)],
         ignored=_ignored(profile, math),
         domains=[
             (t.name, "class indices" if t.dtype == "int64" else t.domain or profile.test.input_domain)
@@ -1795,6 +1807,7 @@ def _loss_ops(profile: KernelProfile) -> LossOpsView:
         gradient_note=_gradient_note(math.gradient_formulas),
         block_elements=profile.tiling.block_elements or _loss_block_elements(math),
         num_warps=profile.tiling.num_warps,
+        shifted=shifted_targets(profile),
     )
 
 
@@ -1824,11 +1837,15 @@ def _loss_block_elements(math) -> int:
 
 
 def _ignored(profile: KernelProfile, math) -> dict[str, str]:
-    """Class-index inputs the row gate compares with an int hyper-parameter (``target != ignore_index``)."""
-    if math.gate is None:
-        return {}
-    indices = [t.name for t in profile.inputs if t.dtype == "int64" and t.name in math.gate_reads]
-    ints = [hp.name for hp in profile.hyperparameters if hp.type == "int" and hp.name in math.gate_reads]
+    """Class-index inputs the row gate, or a count a mean of the loss divides by, compares with an int
+    hyper-parameter (``target != ignore_index``)."""
+    counts = [scale.denominator for scale in profile.math.loss.scales]
+
+    def reads(name: str) -> bool:
+        return (math.gate is not None and name in math.gate_reads) or _any_reads(counts, name)
+
+    indices = [t.name for t in profile.inputs if t.dtype == "int64" and reads(t.name)]
+    ints = [hp.name for hp in profile.hyperparameters if hp.type == "int" and reads(hp.name)]
     return {name: ints[0] for name in indices} if ints else {}
 
 
@@ -1839,7 +1856,6 @@ def loss_reductions(
     linear kernel's ``class_weight``); ``flat``: printed for [rows, classes] inputs, where ``batch_share`` is 1 (a
     fused linear kernel's hidden states, tests' flattened rows)."""
     loss = profile.math.loss
-    row_inputs = {t.name for t in profile.inputs if t.dtype == "int64" or t.per_class or t.per_row}
     listed = {choice.value: choice for choice in loss.choices}
     if loss.reduction in LOSS_REDUCTIONS:
         values = [loss.reduction]
@@ -1849,27 +1865,43 @@ def loss_reductions(
     views = []
     for value in values:
         kind, denominator = (listed[value].reduction, listed[value].denominator) if value in listed else (value, "")
-        names = [*row_inputs, *profile.formula_hyperparameters, "n_cols", BATCH_SHARE]
-        expr = sympy.sympify(parse_formula(denominator or loss.denominator, names))
-        expr = expr.xreplace(
-            {sympy.Symbol(old, real=True): sympy.Symbol(new, real=True) for old, new in (renames or {}).items()}
-        )
-        share = sympy.Symbol(BATCH_SHARE, real=True)
-        reads_batch_share = share in expr.free_symbols
-        if flat:
-            expr = expr.xreplace({share: sympy.S.One})
-        views.append(
-            LossReductionView(
-                value=value,
-                kind=kind,
-                denominator=print_torch(expr),
-                row_formula=any(symbol.name in row_inputs for symbol in expr.free_symbols),
-                counted=_counted(expr),
-                reads_batch_share=reads_batch_share,
-                floor=loss.denominator_min if kind == "mean" else None,
-            )
-        )
+        floor = loss.denominator_min if kind == "mean" else None
+        views.append(_count_view(profile, value, kind, denominator or loss.denominator, floor, renames, flat))
     return views
+
+
+def loss_scales(
+    profile: KernelProfile, renames: dict[str, str] | None = None, flat: bool = False
+) -> list[LossReductionView]:
+    """The counts of a loss that adds means over different counts (``math.loss.scales``), each a mean's denominator
+    named after its scale; ``renames`` and ``flat`` as ``loss_reductions`` takes them."""
+    return [
+        _count_view(profile, scale.name, "mean", scale.denominator, scale.denominator_min, renames, flat)
+        for scale in profile.math.loss.scales
+    ]
+
+
+def _count_view(profile: KernelProfile, value, kind, denominator, floor, renames, flat) -> LossReductionView:
+    """A reduction's view of the per-row ``denominator`` formula, printed as torch code."""
+    row_inputs = {t.name for t in profile.inputs if t.dtype == "int64" or t.per_class or t.per_row}
+    names = [*row_inputs, *profile.formula_hyperparameters, "n_cols", BATCH_SHARE]
+    expr = sympy.sympify(parse_formula(denominator, names))
+    expr = expr.xreplace(
+        {sympy.Symbol(old, real=True): sympy.Symbol(new, real=True) for old, new in (renames or {}).items()}
+    )
+    share = sympy.Symbol(BATCH_SHARE, real=True)
+    reads_batch_share = share in expr.free_symbols
+    if flat:
+        expr = expr.xreplace({share: sympy.S.One})
+    return LossReductionView(
+        value=value,
+        kind=kind,
+        denominator=print_torch(expr),
+        row_formula=any(symbol.name in row_inputs for symbol in expr.free_symbols),
+        counted=_counted(expr),
+        reads_batch_share=reads_batch_share,
+        floor=floor,
+    )
 
 
 def _counted(expr: sympy.Basic) -> str | None:
@@ -2187,7 +2219,9 @@ def test_view(profile: KernelProfile) -> TestView:
         | _group_input_shapes(profile),
         long_rows_shapes=long_rows,
         whole_tile_shapes=whole_tiles,
-        keep_float64_source=KEEP_FLOAT64_SOURCE if profile.notes.casts and params else "",
+        # A loss's float64 truth keeps its casts at float64 too: a float32 cast of the logits (common in loss
+        # references) would make it eager fp32 exactly, and the fp32 tolerance floor (eager's own error) nil.
+        keep_float64_source=KEEP_FLOAT64_SOURCE if profile.notes.casts and (params or profile.tier == 3) else "",
     )
 
 

@@ -12,7 +12,8 @@ Three rules, checked on the ops file's AST (nothing is imported or run):
 2. Python wrappers and the autograd Function only allocate, reshape and launch: torch calls and tensor methods
    come from allow-lists; tensor arithmetic, tensor comparisons, tensor indexing and everything else fails. The
    exceptions are the host-side reductions the templates need: ``.sum()``/``.sum(dim=0)``/``.sum(dim=1)`` of a
-   buffer the wrapper allocated (per-program partial sums) and the ``(target != ignore_index).sum()`` count of kept rows.
+   buffer the wrapper allocated (per-program partial sums) and the ``(target != ignore_index).sum()`` count of kept rows;
+   and one copy of the targets: a causal LM's labels shifted one token left, ``F.pad(labels, (0, 1), value=v)[..., 1:]``.
 3. ``Function.backward`` is not a stub: not only ``pass``, no ``NotImplementedError``, not returning its incoming
    gradient unchanged or only ``None``s, and not ``None`` for an input that requires a gradient.
 
@@ -85,6 +86,8 @@ ALLOWED_TENSOR_METHODS = METADATA_METHODS | {
     "fill_",
 }
 ALLOCATING_METHODS = frozenset({"new_empty", "new_zeros", "new_full"})
+# The one torch.nn.functional call a wrapper may make: shifting a causal LM's labels (``_is_label_shift``).
+LABEL_SHIFT_PAD = "torch.nn.functional.pad"
 # Methods allowed only on the kept-rows count ``(target != ignore_index).sum()``.
 COUNT_METHODS = frozenset({"clamp", "clamp_", "to", "float"})
 # Methods that return a tensor when called on one (used to follow tensors through assignments).
@@ -343,6 +346,8 @@ class _FileChecker:
             if qualified is not None and qualified.split(".")[0] in ("torch", "numpy"):
                 if qualified in ALLOWED_TORCH_CALLS or qualified.startswith(ALLOWED_TORCH_PREFIXES):
                     return None
+                if qualified == LABEL_SHIFT_PAD and self._is_label_shift(parents.get(node)):
+                    return None
                 return f"{qualified}(...) is not allowed ({hint})"
             if isinstance(node.func, ast.Attribute) and qualified is None and is_tensor(node.func.value):
                 return self._method_problem(node, is_tensor, buffers, hint)
@@ -360,8 +365,32 @@ class _FileChecker:
                 return None
             return f"tensor comparison `{_source_of(node)}` ({hint})"
         if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load) and is_tensor(node.value):
+            if self._is_label_shift(node):
+                return None
             return f"tensor indexing `{_source_of(node)}` ({hint})"
         return None
+
+    def _is_label_shift(self, node: ast.AST | None) -> bool:
+        """``F.pad(labels, (0, 1), value=v)[..., 1:]``: each token's label taken from the next token, the last one
+        padded (Liger's LigerForCausalLMLoss shifts so on the host), a copy of the targets and no math."""
+        if not (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Call)):
+            return False
+        pad = node.value
+        if self.qualified(pad.func) != LABEL_SHIFT_PAD or len(pad.args) != 2:
+            return False
+        widths = pad.args[1]
+        one_at_the_end = isinstance(widths, ast.Tuple) and [_constant(e) for e in widths.elts] == [0, 1]
+        keywords_ok = [k.arg for k in pad.keywords] == ["value"]
+        index = node.slice.elts if isinstance(node.slice, ast.Tuple) else []
+        from_one = (
+            len(index) == 2
+            and _constant(index[0]) is Ellipsis
+            and isinstance(index[1], ast.Slice)
+            and _constant(index[1].lower) == 1
+            and index[1].upper is None
+            and index[1].step is None
+        )
+        return one_at_the_end and keywords_ok and from_one
 
     def _method_problem(self, call: ast.Call, is_tensor, buffers, hint) -> str | None:
         method = call.func.attr
@@ -580,6 +609,10 @@ def _allocated_buffers(checker: _FileChecker, function: ast.FunctionDef) -> set[
         for target in node.targets
         if isinstance(target, ast.Name)
     }
+
+
+def _constant(node: ast.AST):
+    return node.value if isinstance(node, ast.Constant) else None
 
 
 def _is_sum_of_buffer(call: ast.Call, buffers: set[str]) -> bool:

@@ -53,6 +53,10 @@ def _variant(repo: LigerRepo, profile: KernelProfile, fused_linear: bool = False
     # Inputs that are halves of the reference's one argument: the call names the halves, so say where they come from.
     split = split_of(profile.notes.remarks)
     data += f", where {split}" if split else ""
+    if found.rows_only:  # the reference flattens [B, T, V] logits itself; this kernel takes [rows, classes]
+        data += (
+            f", on [rows, classes]: flatten 3-d inputs first, as the reference does: {found.flattened_call(profile)}"
+        )
     return found.plan.name, f"the existing kernel '{found.plan.name}' computes it: {call}{data}"
 
 

@@ -375,7 +375,11 @@ def _value_text(value: Any) -> str:
 
 
 def call_text(
-    plan: CallPlan, chosen: dict[str, Any], reference_defaults: dict[str, Any] | None = None, name_tensors: bool = False
+    plan: CallPlan,
+    chosen: dict[str, Any],
+    reference_defaults: dict[str, Any] | None = None,
+    name_tensors: bool = False,
+    tensor_text: dict[str, str] | None = None,
 ) -> str:
     """``liger_rms_norm(X, W, eps, offset=1.0, casting_mode="gemma")`` and, when a module of the kernel takes the
     same options, `` / LigerRMSNorm(hidden_size, offset=1.0, casting_mode="gemma")``: the entry's required
@@ -383,9 +387,10 @@ def call_text(
     a hyper-parameter of the same name whose default in the reference is another). ``Function.apply`` takes
     positions only: every value up to the last one given. ``name_tensors``: each tensor parameter says which of the
     reference's tensors it takes even where they come in its order (names the caller has not written, such as the
-    halves of a split argument)."""
+    halves of a split argument). ``tensor_text``: the reference's tensors written as these expressions, each in its
+    parameter's place (``logits.view(-1, logits.size(-1))``), the entry's call alone."""
     reference_defaults = reference_defaults or {}
-    given = {param: tensor for tensor, param in plan.tensors.items()}
+    given = {param: (tensor_text or {}).get(tensor, tensor) for tensor, param in plan.tensors.items()}
     changed: dict[str, str] = {}
     for param in plan.api.entry.params:
         name = param.name
@@ -405,14 +410,18 @@ def call_text(
     if not plan.api.entry_is_functional:
         order = plan.api.entry.params
         last = max([i for i, p in enumerate(order) if p.name in changed or p.default is None], default=-1)
-        tensors = given if renamed else {}
+        tensors = given if renamed or tensor_text else {}
         values = [changed.get(p.name) or tensors.get(p.name) or p.default or p.name for p in order[: last + 1]]
         text = f"{plan.api.entry.name}({', '.join(values)})"
     else:
         required = [p.name for p in plan.api.entry.params if p.default is None and p.name not in changed]
         if renamed:
             required = [f"{name}={given[name]}" if name in given else name for name in required]
+        elif tensor_text:
+            required = [given.get(name, name) for name in required]
         text = f"{plan.api.entry.name}({', '.join([*required, *_keywords(changed)])})"
+    if tensor_text:
+        return text
     for module, params in plan.module_inits.items():
         accepted = {p.name for p in params}
         options = {name: value for name, value in changed.items() if name not in given or name in accepted}

@@ -52,6 +52,7 @@ from tools.kernelgen.variants.options import call_text
 from tools.kernelgen.variants.options import reference_literals
 
 PROBE_SHAPE = (3, 37)
+SEQUENCES_PROBE = (2, 3)  # [B, T]: whether the reference takes [B, T, V] logits where the kernel does not
 CHECK_SHAPES = ((4, 37), (2, 64), (1, 1), (5, 129))
 CHECK_SEEDS = (11, 12, 13, 14)
 MAX_CHANGES = 3
@@ -130,6 +131,8 @@ class Probe(ReferenceRunner):
                     value[1::3] = ignore_index
                 for row, written in zip(range(2, rows, 3), itertools.cycle(self.written_classes)):
                     value[row] = written if written < cols else value[row]
+                if spec.shift:  # drawn a token late: the reference's shift brings each class back to its row
+                    value = value.roll(1)
             elif spec.per_class:
                 value = torch.rand(cols, generator=generator) + 0.5
             elif spec.per_row:
@@ -141,6 +144,15 @@ class Probe(ReferenceRunner):
             inputs.append(value)
         params = [torch.rand(parameter_shape(p, cols)[-1:], generator=generator) + 0.5 for p in self.profile.parameters]
         return Case(inputs, params, hyper, seed)
+
+    def as_sequences(self, case: Case, sequences: tuple[int, int]) -> Case:
+        """``case``'s rows as [B, T] sequences: [B, T, V] scores, [B, T] class indices and per-row values; a
+        per-class input and the parameters as they are."""
+        inputs = [
+            x if spec.per_class else x.view(*sequences, *x.shape[1:])
+            for x, spec in zip(case.inputs, self.profile.inputs)
+        ]
+        return Case(inputs, case.params, case.hyper, case.seed)
 
     def _floats(self, shape: tuple[int, ...], domain: str, generator: torch.Generator, scale: float) -> torch.Tensor:
         if domain in ("probabilities", "log_probabilities"):
@@ -290,6 +302,26 @@ class KernelSearch:
         self.without_gradient |= {name for name, grad in result.grads.items() if grad is None}
         return True
 
+    def takes_rows_only(self, values: dict[str, Any]) -> bool:
+        """Whether the reference takes [B, T, V] inputs and flattens them itself (it computes the same on two
+        sequences as on their rows) where the kernel at ``values`` does not: it fails on them, or computes another
+        thing. A caller with a model's 3-d logits then flattens them first."""
+        rows = self.probe.case(math.prod(SEQUENCES_PROBE), PROBE_SHAPE[1], seed=17)
+        sequences = self.probe.as_sequences(rows, SEQUENCES_PROBE)
+        try:
+            flattening = self.probe.truth(sequences, ("sequences",), False)
+            _compare(flattening, self.probe.truth(rows, ("rows of sequences",), False), backward=False)
+        except Exception:  # noqa: BLE001 - a reference of [rows, classes] only, or one reading the sequences
+            return False
+        result = self._run(values, sequences)
+        if result is None:
+            return True
+        try:
+            _compare(result, flattening, backward=False)
+        except Mismatch:
+            return True
+        return False
+
     def base_distance(self) -> float:
         """How far the kernel at its defaults is from the reference on the probe case (infinite: it fails, or its
         outputs are of another number or shape)."""
@@ -354,8 +386,11 @@ class KernelSearch:
 
     def _holds(self, values: dict[str, Any]) -> bool:
         """The forward match holds on more seeds and shapes, backward too, and off the reference's defaults."""
+        # A single row of shifted labels reads only the pad value: no row counts, and a mean of none is nan in torch.
+        least = 2 if any(spec.shift for spec in self.probe.profile.inputs) else 1
         cases = [
-            (self.probe.case(r, c, seed), ("check", r, c, seed)) for (r, c), seed in zip(CHECK_SHAPES, CHECK_SEEDS)
+            (self.probe.case(max(r, least), c, seed), ("check", max(r, least), c, seed))
+            for (r, c), seed in zip(CHECK_SHAPES, CHECK_SEEDS)
         ]
         if self.probe.tier in (1, 2):
             cases.append((self.probe.case(4, 37, 21, scale=0.01), ("small", 21)))
@@ -417,6 +452,21 @@ class Match(NamedTuple):
     values: dict[str, Any]
     without_gradient: frozenset[str]
     backward_unchecked: bool
+    rows_only: bool = False  # the kernel takes [rows, classes] where the reference takes [B, T, V] too
+
+    def flattened_call(self, profile: KernelProfile) -> str:
+        """The call on the reference's tensors flattened to rows: ``liger_cross_entropy(logits.view(-1,
+        logits.size(-1)), labels.view(-1))``."""
+        flat = {}
+        for spec in profile.inputs:
+            if spec.per_class:
+                flat[spec.name] = spec.name
+            elif spec.dtype.startswith("int") or spec.per_row:
+                flat[spec.name] = f"{spec.name}.view(-1)"
+            else:
+                flat[spec.name] = f"{spec.name}.view(-1, {spec.name}.size(-1))"
+        defaults = {hp.name: hp.default for hp in profile.hyperparameters}
+        return call_text(self.plan, self.values, defaults, tensor_text=flat)
 
     def call(self, profile: KernelProfile) -> str:
         """The call of the kernel at these values, naming the reference's hyper-parameters where they go."""
@@ -455,7 +505,9 @@ def matching_options(root: Path, profile: KernelProfile, plans: list[CallPlan]) 
             values = search.search()
             spent += search.evaluations - before
             if values is not None:
-                return Match(search.plan, values, frozenset(search.without_gradient), search.backward_unchecked)
+                without = frozenset(search.without_gradient)
+                rows_only = profile.tier == 3 and search.takes_rows_only(values)
+                return Match(search.plan, values, without, search.backward_unchecked, rows_only)
     return None
 
 
