@@ -321,6 +321,14 @@ STYLES = textwrap.dedent(
         return F.kl_div(s, t, reduction="sum", log_target=True) / (B * T)
 
 
+    def unpacked_with_reduction(logits, labels, ignore_index: int = -100, reduction: str = "mean"):
+        # Hugging Face's causal LM loss: reduction none gives the flattened tokens' [B * T] values
+        B, T, V = logits.shape
+        return F.cross_entropy(
+            logits.view(B * T, V).float(), labels.view(B * T), ignore_index=ignore_index, reduction=reduction
+        )
+
+
     def unpacked_kl_per_sequence(student_logits, teacher_logits):
         B, T, V = student_logits.shape
         s = F.log_softmax(student_logits.reshape(B * T, V), dim=-1)
@@ -335,6 +343,7 @@ UNPACKED_SHAPE_STYLES = [
     "unpacked_focal",
     "unpacked_kl_per_token",
     "unpacked_kl_per_sequence",
+    "unpacked_with_reduction",
 ]
 STYLE_ENTRIES = [
     "poly1_cross_entropy",

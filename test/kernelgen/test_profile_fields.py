@@ -342,6 +342,8 @@ EDITS = {
     "math.loss.choices[].value": ("kl_div", _set("math.loss.choices.0.value", "per_row"), "validation"),
     "math.loss.choices[].reduction": ("kl_div", _set("math.loss.choices.0.reduction", "sum"), "files"),
     "math.loss.choices[].denominator": ("kl_div", _set("math.loss.choices.0.denominator", "2"), "files"),
+    # Per-row values of a reference that flattens its [B, T, V] logits come flat ([B*T]) under reduction none.
+    "math.loss.flat_rows": ("cross_entropy", _set("math.loss.flat_rows", True), "files"),
     "math.loss.scales[].name": ("hinton", _rename_scale, "files"),
     "math.loss.scales[].denominator": ("hinton", _set("math.loss.scales.0.denominator", "1"), "files"),
     "math.loss.scales[].denominator_min": ("hinton", _set("math.loss.scales.0.denominator_min", 1.0), "files"),

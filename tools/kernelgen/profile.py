@@ -313,7 +313,8 @@ class LossSpec:
     (its own alone), ``pair`` (sequence i with i + B // 2, the first half of the batch chosen), empty (any: the whole
     batch). A fused linear kernel forms a chunk's d(logits) in its forward when its chunks hold whole groups.
     ``scales``: where the loss adds means over different counts, each count's scale (``LossScale``); the outputs
-    read them and the rows are summed (``reduction: sum``)."""
+    read them and the rows are summed (``reduction: sum``). ``flat_rows``: the reference flattens [B, T, V] logits
+    into rows itself, so its per-row values (``reduction: none``) come as [B*T], not [B, T]."""
 
     reduction: str = "mean"
     denominator: str = "1"
@@ -323,6 +324,7 @@ class LossSpec:
     scales: list[LossScale] = field(default_factory=list)
     sequence: str = ""
     sequence_groups: str = ""
+    flat_rows: bool = False
 
 
 @dataclass
@@ -1397,6 +1399,8 @@ def dump_yaml(profile: KernelProfile) -> str:
         loss.pop("sequence_groups", None)
     if loss is not None and not loss.get("scales"):  # one count, or none: profiles read as before
         loss.pop("scales", None)
+    if loss is not None and not loss.get("flat_rows"):
+        loss.pop("flat_rows", None)
     # Constructor links and mlp variants only where used: profiles without them read as before.
     for spec in data["inputs"]:
         for key in ("per_class", "per_row", "attribute", "broadcast", "sequence_shape", "unsqueeze", "shift"):

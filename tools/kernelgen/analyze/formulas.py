@@ -83,6 +83,7 @@ def loss_profile_math(traced: TracedReference, lowered: LoweredLoss) -> Math:
         denominator=denominator,
         denominator_min=lowered.denominator_floor,
         scales=scales,
+        flat_rows=traced.flat_rows,
     )
     return Math(statistics=statistics, outputs=outputs, loss=loss)
 

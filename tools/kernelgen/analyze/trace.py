@@ -147,6 +147,8 @@ class TracedReference:
     # Targets the reference shifts one token left (a causal LM's labels, analyze/shifts.py): the graph reads them
     # unshifted, the generated Function shifts them on the host.
     shifts: list[Shift] = field(default_factory=list)
+    # A loss written for [B, T, V] logits that flattens them into rows itself: its per-row values come as [B*T].
+    flat_rows: bool = False
 
     @property
     def runtime_hyperparameters(self) -> list[str]:
@@ -1256,15 +1258,16 @@ def _finish(
     first_rank = max(first_rank, written_rank)
     grouped_rank = unpacked_rank if channel_groups is not None else 0
     first_rank = max(first_rank, grouped_rank)
+    flat_rows = False
     if len(rows_shape) == 1 and unpacked_rank >= 3:
         # A loss written for [B, T, V] logits that flattens them itself: its examples have those dims.
-        rows_shape = (2,) * (unpacked_rank - 2) + (3,)
+        rows_shape, flat_rows = (2,) * (unpacked_rank - 2) + (3,), True
     if len(rows_shape) == 1 and shifts:
         # Labels shifted along their tokens: examples of several sequences, each with a last token, where the
         # reference takes [B, T, V] logits (it flattens them itself).
         example = (graph_module, order, tensors, index_inputs, {name: (hidden,) for name in class_inputs})
         if _propagate_shapes(*example, _SEQUENCES, calls, hypers, concrete, attributes, hidden, [], record=False):
-            rows_shape = _SEQUENCES
+            rows_shape, flat_rows = _SEQUENCES, True
     broadcast_inputs.update(_unsqueezed_inputs(placeholders, calls, rows, broadcast_inputs, first_rank))
     broadcast_inputs.update(_affine_inputs(placeholders, calls, rows, broadcast_inputs))
     loss_like = bool(index_inputs) or _reduces_rows_to_a_loss(calls)
@@ -1292,6 +1295,10 @@ def _finish(
     shaped_apart = [*index_inputs, *class_inputs, *broadcast_inputs]
     row_inputs = _per_row_inputs(loaded, example, shaped_apart, loss_like, unsqueezed_rows)
     shapes_known = _propagate_shapes(*example, row_inputs=row_inputs)
+    if flat_rows and shapes_known:
+        # Per-row values viewed back to [B, T] (``loss.view(B, T)``) are not flat; a loss reduced at its traced
+        # reduction cannot view them back, so its reduction none gives them as it computed them, [B*T].
+        flat_rows = all(len(getattr(output.meta.get("tensor_meta"), "shape", ())) < 2 for output in outputs)
     per_sequence = [name for name in unsqueezed_rows if name in row_inputs]
     if shapes_known and per_sequence and len(rows_shape) == 1 and _crosses_rows(graph_module, rows_shape):
         raise _ValuesPerSequence(rows[0], per_sequence)
@@ -1322,6 +1329,7 @@ def _finish(
         channel_groups=channel_groups,
         written_rank=written_rank,
         shifts=shifts,
+        flat_rows=flat_rows,
     )
     traced.notes.extend(decision.remark(call.name) for call, decision in decisions)
     traced.notes.extend(

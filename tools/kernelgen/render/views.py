@@ -637,6 +637,8 @@ class LossOpsView:
     module_call: str | None
     # (class-index input, pad value) of each target the reference shifts one token left: the Function shifts it
     shifted: list[tuple[str, str]] = field(default_factory=list)
+    # The reference flattens [B, T, V] logits into rows itself: reduction none gives [B*T] values, as it does
+    flat_rows: bool = False
 
     @property
     def means(self) -> list[LossReductionView]:
@@ -1808,6 +1810,7 @@ def _loss_ops(profile: KernelProfile) -> LossOpsView:
         block_elements=profile.tiling.block_elements or _loss_block_elements(math),
         num_warps=profile.tiling.num_warps,
         shifted=shifted_targets(profile),
+        flat_rows=profile.math.loss.flat_rows,
     )
 
 
