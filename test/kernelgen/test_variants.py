@@ -673,3 +673,34 @@ def test_a_variant_asked_with_its_fused_linear_form_says_whether_the_kernel_has_
     assert (
         "the existing kernel 'tw_nll' computes it" in line and "its fused linear form is 'fused_linear_tw_nll'" in line
     )
+
+
+FUSED_LINEAR_OPS = """import torch
+
+
+class LigerFusedLinearDistillFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, _input, weight, target, ignore_index=-100):
+        return (_input @ weight.t()).logsumexp(-1).mean()
+"""
+
+DISTILLATION = """import torch.nn.functional as F
+
+
+def distill(student_logits, teacher_logits, labels, ignore_index: int = -100):
+    ce = F.cross_entropy(student_logits, labels, ignore_index=ignore_index, reduction="sum")
+    kl = F.kl_div(F.log_softmax(student_logits, -1), F.log_softmax(teacher_logits, -1), reduction="sum", log_target=True)
+    return (ce + kl) / student_logits.shape[0]
+"""
+
+
+def test_a_fused_linear_kernel_is_no_variant_of_a_loss_of_logits(tmp_path):
+    """A fused linear kernel takes hidden states and a weight, never the reference's logits: fed a teacher's logits as
+    its weight, upstream's fused_linear_cross_entropy read out of bounds under the Triton interpreter and killed
+    `new` of a Hinton distillation in upstream Liger-Kernel with a segmentation fault."""
+    root = copy_checkout(tmp_path / "liger")
+    (root / kernel_paths("fused_linear_distill")["ops"]).write_text(FUSED_LINEAR_OPS)
+    (tmp_path / "distill.py").write_text(DISTILLATION)
+    profile = analyze(f"{tmp_path / 'distill.py'}:distill")
+    names = {plan.name for plan in call_plans(LigerRepo.open(root), profile)}
+    assert not any(name.startswith("fused_linear_") for name in names), names

@@ -356,11 +356,13 @@ def call_plans_of(
 
 def call_plans(repo: LigerRepo, profile: KernelProfile) -> list[CallPlan]:
     """Plans for every kernel of ``repo`` that can take ``profile``'s arguments (the kernel of the profile's own
-    name left out: regenerating it is not a duplicate)."""
+    name left out: regenerating it is not a duplicate). A fused linear kernel takes hidden states and a weight, never
+    a reference's logits: it is left out too (fed logits as its weight, upstream's reads out of bounds, which kills
+    the process under the Triton interpreter); a loss's fused form is found through the loss (``_variant``)."""
     literals = reference_literals(profile.reference.source or "", profile.reference.entry or "")
     plans = []
     for name in kernel_names(repo):
-        if name != profile.operation_name:
+        if name != profile.operation_name and not name.startswith("fused_linear_"):
             plans.extend(call_plans_of(repo, name, profile, literals))
     return plans
 
