@@ -103,8 +103,7 @@ def _install_parameters(module: torch.nn.Module, specs: list, leaves: list[torch
         if bracket:
             vectors.setdefault(base, {})[int(index.rstrip("]"))] = leaf
             continue
-        owner, _, attribute = path.rpartition(".")
-        setattr(module.get_submodule(owner) if owner else module, attribute, leaf)
+        _set_attribute(module, path, leaf)
     for base, elements in vectors.items():
         owner_path, _, attribute = base.rpartition(".")
         owner = module.get_submodule(owner_path) if owner_path else module
@@ -116,6 +115,12 @@ def _install_parameters(module: torch.nn.Module, specs: list, leaves: list[torch
         setattr(owner, attribute, torch.stack(values).reshape(held.shape))
 
 
+def _set_attribute(module: torch.nn.Module, path: str, value: torch.Tensor) -> None:
+    """``value`` in place of the module's attribute at ``path`` (``weight``, ``norm.weight``)."""
+    owner, _, attribute = path.rpartition(".")
+    setattr(module.get_submodule(owner) if owner else module, attribute, value)
+
+
 def _holding_inputs(module: torch.nn.Module, held: dict[int, str]):
     """A module reference that holds some of the kernel's inputs itself (a class-weight buffer, ``self.loss.weight``)
     as a callable of all of them, as the kernel takes them: it sets the ones at ``held`` (index: attribute path) on
@@ -123,8 +128,7 @@ def _holding_inputs(module: torch.nn.Module, held: dict[int, str]):
 
     def call(*tensors, **hypers):
         for index, path in held.items():
-            owner, _, attribute = path.rpartition(".")
-            setattr(module.get_submodule(owner) if owner else module, attribute, tensors[index])
+            _set_attribute(module, path, tensors[index])
         return module(*(tensor for index, tensor in enumerate(tensors) if index not in held), **hypers)
 
     return call
