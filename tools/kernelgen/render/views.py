@@ -646,6 +646,17 @@ class LossOpsView:
         return [r for r in self.reductions if r.kind == "mean"]
 
     @property
+    def split_denominator_names(self) -> list[str]:
+        """What the counts a test of rows split in two hands each half read: the means' counts (``scales``) or the
+        mean's denominator."""
+        return self.scale_denominator_names if self.scales else self.mean_denominator_names
+
+    @property
+    def split_keyword(self) -> str:
+        """The forward's keyword taking those counts."""
+        return "denominators" if self.scales else "denominator"
+
+    @property
     def mean_optional(self) -> bool:
         """Some values of the reduction are means and some are not: the kernel takes MEAN, the host a None
         denominator for the others."""
