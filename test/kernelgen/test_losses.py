@@ -207,6 +207,17 @@ STYLES = textwrap.dedent(
         return -logp[torch.arange(logits.shape[0]), target].mean()
 
 
+    def megatron_arange_ce(logits, target):
+        # Megatron's spelling: a detached max subtracted by hand, rows by torch.arange(start=0, end=...), per row
+        shifted = logits - torch.max(logits, dim=-1)[0].detach().unsqueeze(dim=-1)
+        rows = torch.arange(start=0, end=shifted.size()[0], device=shifted.device)
+        return torch.log(shifted.exp().sum(dim=-1)) - shifted[rows, target]
+
+
+    def arange_from_zero_nll(logits, target):
+        return -logits.log_softmax(-1)[torch.arange(0, logits.size(0), 1), target].mean()
+
+
     def scattered_smoothing(logits, target, eps: float = 0.1):
         # the smoothed target row written into a full_like in place
         logp = logits.log_softmax(dim=-1)
@@ -367,6 +378,8 @@ STYLE_ENTRIES = [
     "clipped_ratio_loss",
     "capped_nll",
     "arange_picked_nll",
+    "megatron_arange_ce",
+    "arange_from_zero_nll",
     "scattered_smoothing",
     "kl_div_module_inline",
     "entr_bonus",
@@ -696,6 +709,8 @@ def test_an_input_whose_gradient_cannot_be_derived_takes_none_and_says_why(tmp_p
         ("return F.cross_entropy(x, t, reduction='none').max()", r"over rows: a loss sums or averages", 6),
         # torch.arange read otherwise than as the rows of x[torch.arange(rows), t]
         ("return (x * torch.arange(x.shape[-1])).sum()", r"`torch\.arange` makes indices", 6),
+        # rows counted from 1 are no rows of x[torch.arange(rows), t]
+        ("return -x.log_softmax(-1)[torch.arange(1, x.size(0) + 1) - 1, t].mean()", r"`torch\.arange`", 6),
         ("return F.cross_entropy(x.scatter(1, t[:, None], x), t)", r"`\.scatter\(\)` scatters a \[rows, classes\]", 6),
         # Means over different counts add (each row scaled by 1 / each count), but what adds them is no count: it
         # is neither clamped nor divided by.

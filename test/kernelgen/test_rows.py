@@ -595,6 +595,7 @@ def test_max_values_of_a_loss_are_one_line(tmp_path):
         analyze(str(path))
     assert "`.max()` in a loss: its gradient goes to the first column holding the maximum" in str(error.value)
     assert f"{path}:5" in str(error.value)
+    assert "(write x.amax(-1), or .detach() a max subtracted as a shift)" in str(error.value)
 
 
 def test_the_mean_inside_a_centred_variance_passes_no_gradient_through_the_variance():

@@ -143,6 +143,9 @@ class Describer:
             return f"{self.text(args[0])}[{self.text(args[1])}]", _ATOM
         if call.name in ("shape", "dtype", "device", "ndim"):
             return f"{self.text(args[0])}.{call.name}", _ATOM
+        if call.name == "arange":  # torch.arange(n), torch.arange(start=0, end=n, device=x.device)
+            written = [self.text(a) for a in args] + [f"{k}={self.text(v)}" for k, v in node.kwargs.items()]
+            return f"torch.arange({', '.join(written)})", _ATOM
         rest = ", ".join(self.text(a) for a in args[1:])
         return f"{self.text(args[0])}.{call.name}({rest})", _ATOM
 

@@ -136,7 +136,8 @@ class LossBuilder(ProgramBuilder):
         # a loss gathers before its row is walked: that column is known only after it.
         raise self._error(
             f"`{call.label}` in a loss: its gradient goes to the first column holding the {kind}imum, which a loss "
-            f"kernel does not derive; amax/amin split it evenly between ties",
+            f"kernel does not derive; amax/amin split it evenly between ties (write x.amax(-1), or .detach() a max "
+            f"subtracted as a shift)",
             call.node,
         )
 

@@ -457,13 +457,23 @@ def _make(node: fx.Node, spec: OpSpec, args: list[Any], kwargs: dict[str, Any], 
     )
 
 
+def _counts_from_zero(args: list[Any], kwargs: dict[str, Any]) -> bool:
+    """``torch.arange(n)``, ``torch.arange(0, n)``, ``torch.arange(0, n, 1)`` and their keyword forms: 0, 1, ..., n - 1."""
+    bound = dict(zip(("end",) if len(args) == 1 else ("start", "end", "step"), args))
+    if set(bound) & set(kwargs):
+        return False
+    bound.update((key, kwargs[key]) for key in ("start", "end", "step") if key in kwargs)
+    return "end" in bound and bound.get("start", 0) == 0 and bound.get("step", 1) == 1
+
+
 # Integer arithmetic a reference does on sizes (``x.shape[-1] // 2``): a number, not a value of the computation.
 _SIZE_ARITHMETIC = {operator.floordiv: "//", operator.mod: "%"}
 
 
 def _normalize_call(node: fx.Node, target: Any, name: str, args: list[Any], kwargs: dict[str, Any]) -> OpCall:
-    if target is torch.arange and len(args) == 1 and not {"start", "step", "end"} & set(kwargs):
-        # a sequence of indices, read only as the row index of ``x[torch.arange(rows), t]``
+    if target is torch.arange and _counts_from_zero(args, kwargs):
+        # a sequence of indices, read only as the row index of ``x[torch.arange(rows), t]`` (also written
+        # ``torch.arange(0, rows)`` or ``torch.arange(start=0, end=rows)``, as Megatron does)
         return OpCall(node, "arange", META, [], {}, "torch.arange", node_line(node))
     if target in _SIZE_ARITHMETIC and all(_is_meta(arg) or isinstance(arg, int) for arg in args):
         return OpCall(node, "size_arithmetic", META, [], {}, f"{_label(node)} of a size", node_line(node))

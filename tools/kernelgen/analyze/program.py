@@ -249,6 +249,22 @@ class ProgramBuilder:
         scalars = {self.symbols[p.name] for p in self.traced.parameters if p.shape == "scalar"}
         return hypers | stats | scalars | {self.n}
 
+    def _read_detached(self, node: fx.Node) -> bool:
+        """Whether ``x.max(dim)`` is read only through ``.detach()`` (Megatron's max shift, ``torch.max(x, -1)[0]
+        .detach()``): no gradient flows into it, so which of tied columns would take it does not matter."""
+        users = [user for user in node.users if user.op != "output"]
+        if not users or len(users) != len(node.users):
+            return False
+        for user in users:
+            call = self.traced.calls.get(user)
+            if call is None:
+                return False
+            if call.name == "detach":
+                continue
+            if call.name != "values" or not self._read_detached(user):  # .values / [0] of (values, indices)
+                return False
+        return True
+
     def _first_extremum(self, base: str, kind: str, x: sympy.Expr, call: OpCall) -> sympy.Symbol:
         """``x.max(dim).values`` (``kind`` max) or ``.min``: torch's backward gives the gradient to the one index
         max(dim) returns, the first column holding the extremum, where amax splits it evenly between ties (a ReLU'd
@@ -277,7 +293,7 @@ class ProgramBuilder:
             return self.statistic(base, "mean", x, node)
         if name in ("amax", "amin"):
             kind = "max" if name == "amax" else "min"
-            if options.get("first_index"):
+            if options.get("first_index") and not self._read_detached(node):
                 return self._first_extremum(base, kind, x, call)
             return self.statistic(base, kind, x, node)
         if name in ("var", "std", "var_mean", "std_mean"):

@@ -1894,7 +1894,8 @@ def _propagate_shapes(
     gather_like = {
         operand.target
         for call in calls.values()
-        if call.name == "gather" and call.options.get("dim") != 0  # not w.gather(0, target): one index per row
+        # not w.gather(0, target), nor x[torch.arange(rows), target]: one index per row, not [rows, 1]
+        if call.name == "gather" and call.options.get("dim") != 0 and call.options.get("rows") is None
         for operand in call.index_operands
         if isinstance(operand, fx.Node)
     }
