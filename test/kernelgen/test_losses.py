@@ -214,6 +214,14 @@ STYLES = textwrap.dedent(
         return torch.log(shifted.exp().sum(dim=-1)) - shifted[rows, target]
 
 
+    def detached_reverse_kl(student, teacher):
+        # KL(student || teacher) with the teacher's log-softmax detached (MiniLLM): the split of the sum reads
+        # the detached teacher's shift and log-sum as coefficients
+        log_q = torch.log_softmax(student.float(), dim=-1)
+        log_p = torch.log_softmax(teacher.float(), dim=-1).detach()
+        return (log_q.exp() * (log_q - log_p)).sum(dim=-1).mean()
+
+
     def arange_from_zero_nll(logits, target):
         return -logits.log_softmax(-1)[torch.arange(0, logits.size(0), 1), target].mean()
 
@@ -380,6 +388,7 @@ STYLE_ENTRIES = [
     "arange_picked_nll",
     "megatron_arange_ce",
     "arange_from_zero_nll",
+    "detached_reverse_kl",
     "scattered_smoothing",
     "kl_div_module_inline",
     "entr_bonus",
@@ -610,6 +619,8 @@ def test_every_builtin_hyper_parameter_case_matches_autograd():
         ("cross_entropy_entropy_bonus", 1, False),
         # The softmax at the target follows the maximum online, rescaled as it grows: no sweep after the sum.
         ("poly1_cross_entropy", 1, False),
+        # A reverse KL to a detached teacher splits as the undetached one: one sweep, the gradient in the next.
+        ("detached_reverse_kl", 1, False),
     ],
 )
 def test_schedules_read_each_row_as_few_times_as_the_math_allows(styles_path, reference, passes, fused):

@@ -39,6 +39,7 @@ from sympy.logic.inference import satisfiable
 
 from tools.kernelgen.synth.derive import _precision_sensitive_ops
 from tools.kernelgen.synth.derive import tidy_derivative
+from tools.kernelgen.synth.functions import Detached
 from tools.kernelgen.synth.functions import Take
 from tools.kernelgen.synth.naming import constant_lines
 from tools.kernelgen.synth.printer import format_formula
@@ -190,7 +191,11 @@ def split_statistics(statistics, outputs, element_names: set[str]):
     for name, reduce, operand in statistics:
         operand = sympy.sympify(operand).xreplace(replaced)
         reads_statistics = any(symbol.name in names for symbol in operand.free_symbols)
-        groups = _linear_terms(operand, varies) if reduce in ("sum", "mean") and reads_statistics else None
+        groups = (
+            _linear_terms(_detach_distributed(operand), varies)
+            if reduce in ("sum", "mean") and reads_statistics
+            else None
+        )
         if groups is None or list(groups.items()) == [(operand, sympy.S.One)]:
             split.append((name, reduce, operand))
             continue
@@ -248,6 +253,17 @@ def _one_column_indicator(expr: sympy.Expr, element_names: set[str]) -> bool:
         row_conditions.append(sympy.And(*(part for part in parts if part is not picks[0])))
     exhaustive = satisfiable(sympy.Not(sympy.Or(*row_conditions))) is False
     return exhaustive and all(satisfiable(sympy.And(a, b)) is False for a, b in combinations(row_conditions, 2))
+
+
+def _detach_distributed(expr: sympy.Expr) -> sympy.Expr:
+    """``detach(a + b)`` as ``detach(a) + detach(b)``: a detached log-softmax (a reverse KL's teacher, ``t - m -
+    log(s)``) splits as the undetached one does, its shift and log-sum a row-constant coefficient of no gradient."""
+
+    def distributed(node: Detached) -> sympy.Expr:
+        inner = sympy.expand(node.args[0], power_exp=False, power_base=False, log=False)
+        return sympy.Add(*(Detached(term) for term in sympy.Add.make_args(inner)))
+
+    return expr.replace(lambda node: isinstance(node, Detached), distributed)
 
 
 def _linear_terms(expr: sympy.Expr, varies) -> dict[sympy.Expr, sympy.Expr] | None:
