@@ -746,6 +746,21 @@ def test_losses_kernelgen_cannot_write_name_the_op_and_line(tmp_path, body, mess
     assert "\n" not in str(caught.value)
 
 
+def test_classes_moved_to_dim_1_for_cross_entropy_say_to_flatten_the_tokens(tmp_path):
+    """lucidrains' ``F.cross_entropy(logits.transpose(1, 2), labels)`` of [B, T, V] logits: refused in one line that
+    says what to write instead, not as an element-wise kernel's reordering."""
+    path = tmp_path / "ref.py"
+    path.write_text(
+        "import torch.nn.functional as F\n\n\ndef ref(logits, labels):\n"
+        "    return F.cross_entropy(logits.transpose(1, 2), labels)\n"
+    )
+    with pytest.raises(AnalyzeError) as caught:
+        analyze(str(path))
+    message = str(caught.value)
+    assert "ref.py:5: `.transpose()` (transpose) moves the classes to dim 1 for `F.cross_entropy`" in message
+    assert "flatten the tokens instead (logits.reshape(-1, logits.size(-1)), labels.reshape(-1))" in message
+
+
 def test_a_clamped_denominator_keeps_its_floor(tmp_path):
     """``(loss * w).sum() / w.sum().clamp(min=m)``: a sum of fractional per-row weights below m divides by m (the
     six weights here sum to about 4 < 6); a clamp's max, or a clamped sum as the loss itself, is refused."""

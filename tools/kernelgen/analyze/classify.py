@@ -66,6 +66,12 @@ def structural_reason(call: OpCall) -> str:
             "labels alone, which kernelgen takes (labels = F.pad(labels, (0, 1), value=ignore_index)[..., 1:], the "
             "logits whole: the last token of each sequence is then ignored)"
         )
+    if call.name in ("transpose", "permute", "movedim", "swapaxes", "swapdims") and _class_loss_fed(call):
+        return (
+            f"{_at(call)} ({call.name}) moves the classes to dim 1 for `F.{_class_loss_fed(call)}`"
+            ", whose rows a loss kernel reads with the classes last: flatten the tokens instead "
+            "(logits.reshape(-1, logits.size(-1)), labels.reshape(-1))"
+        )
     if call.name == "slice":
         return (
             f"{_at(call)} reads other positions of the row (an index map within the row: halves, interleaves, "
@@ -74,6 +80,15 @@ def structural_reason(call: OpCall) -> str:
     return (
         f"{_at(call)} ({call.name}) moves elements between positions, which element-wise and row kernels cannot express"
     )
+
+
+def _class_loss_fed(call: OpCall) -> str | None:
+    """``cross_entropy`` / ``nll_loss`` when the value is their scores (their classes moved to dim 1), else None."""
+    for user in getattr(call.node, "users", None) or {}:
+        name = getattr(user.target, "__name__", None)
+        if name in CLASS_LOSSES and user.args[:1] == (call.node,):
+            return name
+    return None
 
 
 def _slices_leading_dims(call: OpCall) -> bool:
