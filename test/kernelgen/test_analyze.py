@@ -1097,6 +1097,37 @@ def test_constructor_arguments_fixed_at_their_default_are_those_that_change_the_
     assert analyze(str(path)).module.fixed == ["power"]
 
 
+def test_arguments_that_start_parameters_otherwise_than_as_their_value_are_held(tmp_path):
+    """xIELU's ``log(expm1(alpha_p_init))``, PolyReLU's ``1 / order``, StarReLU's ``requires_grad=scale_learnable``:
+    the generated module starts its parameters at the values the defaults give, so it refuses other values
+    (``module.fixed``) rather than ignore them; ``init_alpha`` itself (a constant parameter's ``init_arg``) and
+    ``inplace`` stay free."""
+    path = write(
+        tmp_path,
+        "act.py",
+        """
+        import torch
+        import torch.nn as nn
+
+
+        class Act(nn.Module):
+            def __init__(self, init: float = 0.8, order: int = 3, learnable: bool = True, init_alpha: float = 0.5,
+                         inplace: bool = False):
+                super().__init__()
+                self.a = nn.Parameter(torch.log(torch.expm1(torch.tensor(init))).unsqueeze(0))
+                self.w = nn.Parameter(torch.tensor(1.0 / order))
+                self.s = nn.Parameter(torch.ones(1), requires_grad=learnable)
+                self.alpha = nn.Parameter(torch.full((1,), init_alpha))
+
+            def forward(self, x):
+                return self.a * x + self.w * x * x + self.s * torch.tanh(self.alpha * x)
+        """,
+    )
+    profile = analyze(str(path))
+    assert profile.module.fixed == ["init", "order", "learnable"]
+    assert [p.init_arg for p in profile.parameters if p.init_arg] == ["init_alpha"]
+
+
 def test_a_kl_div_that_reduces_nothing_is_element_wise(tmp_path):
     path = tmp_path / "kl_terms.py"
     path.write_text(

@@ -36,6 +36,7 @@ from tools.kernelgen.analyze.stages import StagedLoss
 from tools.kernelgen.analyze.stages import split_stages
 from tools.kernelgen.analyze.trace import TracedReference
 from tools.kernelgen.analyze.trace import changes_the_output
+from tools.kernelgen.analyze.trace import changes_the_parameters
 from tools.kernelgen.analyze.trace import names_dim_one
 from tools.kernelgen.analyze.trace import trace_reference
 from tools.kernelgen.analyze.unsqueezes import written_unsqueeze_dims
@@ -282,18 +283,26 @@ def _fill_groups(profile: KernelProfile, traced: TracedReference, classification
 def _fixed_arguments(profile: KernelProfile, traced: TracedReference) -> list[str]:
     """A module reference's constructor arguments that reach neither the kernel's hyper-parameters nor its
     parameters (size, initial value, switch) and whose other values change what the reference computes: the trace
-    saw their defaults only. Arguments that change nothing (``inplace=False``) are left out."""
+    saw their defaults only. Arguments that change nothing (``inplace=False``) are left out. So are arguments that
+    set a parameter's initial value or whether it learns otherwise than as its ``init_arg`` (``log(expm1(init))``,
+    ``requires_grad=learnable``), hyper-parameters included: the generated module starts its parameters at the
+    values the defaults give."""
     if traced.loaded.kind != "module" or profile.module.kind == "mlp":
         return []
-    used = {profile.module.size_param, *(hp.name for hp in profile.hyperparameters), *(t.name for t in profile.inputs)}
+    inputs = {t.name for t in profile.inputs}
+    used = {profile.module.size_param, *(hp.name for hp in profile.hyperparameters), *inputs}
     used |= {p.init_arg for p in profile.parameters} | {p.enabled_by for p in profile.parameters}
-    return [
-        ip.name
-        for ip in profile.module.init_params
-        if ip.name not in used
-        and isinstance(ip.default, (bool, int, float, str))
-        and changes_the_output(traced.loaded, ip.name, ip.default)
-    ]
+    fixed = []
+    for ip in profile.module.init_params:
+        if not isinstance(ip.default, (bool, int, float, str)):
+            continue
+        if ip.name not in used and changes_the_output(traced.loaded, ip.name, ip.default):
+            fixed.append(ip.name)
+        elif ip.name != profile.module.size_param and ip.name not in inputs:
+            linked = {p.attribute or p.name for p in profile.parameters if ip.name in (p.init_arg, p.enabled_by)}
+            if changes_the_parameters(traced.loaded, ip.name, ip.default, linked):
+                fixed.append(ip.name)
+    return fixed
 
 
 def _lowered_loss(traced: TracedReference, split_first: bool) -> tuple[LoweredLoss | None, StagedLoss | None]:

@@ -868,6 +868,40 @@ def changes_the_output(loaded: LoadedReference, name: str, value: Any) -> bool:
     )
 
 
+def changes_the_parameters(loaded: LoadedReference, name: str, value: Any, linked: set[str]) -> bool:
+    """Whether building the reference module with another value of constructor argument ``name`` than ``value``
+    changes a learnable parameter other than ``linked`` (those it is the ``init_arg`` or ``enabled_by`` of): its
+    initial values (xIELU's ``log(expm1(alpha_p_init))``, ``torch.ones(1) / order``), its shape or whether it learns
+    (StarReLU's ``requires_grad=scale_learnable``). ``changes_the_output`` cannot see these: it gives both modules
+    the same parameters. Both are built from the same seed; False where the probe cannot tell."""
+    if isinstance(value, bool):
+        other = not value
+    elif isinstance(value, (int, float)):
+        other = type(value)(value * 2 + 1)
+    else:
+        return False
+    built = []
+    for overrides in ({}, {name: other}):
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(0)
+            built.append(_rebuild(loaded, overrides))
+    full, changed = built
+    if full is None or changed is None:
+        return False
+    present = dict(changed.named_parameters())
+    for target, tensor in full.named_parameters():
+        if target in linked:
+            continue
+        other_tensor = present.get(target)
+        if other_tensor is None:
+            return True
+        if other_tensor.shape != tensor.shape or other_tensor.requires_grad != tensor.requires_grad:
+            return True
+        if not torch.equal(other_tensor.detach(), tensor.detach()):
+            return True
+    return False
+
+
 def _signature_tensors(loaded: LoadedReference, module: nn.Module, generator: torch.Generator) -> list[Any]:
     """Random rows for each forward argument without a default (the tensor inputs); defaults for the rest."""
     vectors = [p for p in module.parameters() if p.dim() == 1 and p.numel() > 1]
@@ -1929,4 +1963,4 @@ def _propagate_shapes(
     return True
 
 
-__all__ = ["TracedReference", "changes_the_output", "trace_reference"]
+__all__ = ["TracedReference", "changes_the_output", "changes_the_parameters", "trace_reference"]
