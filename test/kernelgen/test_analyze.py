@@ -1128,6 +1128,33 @@ def test_arguments_that_start_parameters_otherwise_than_as_their_value_are_held(
     assert [p.init_arg for p in profile.parameters if p.init_arg] == ["init_alpha"]
 
 
+@pytest.mark.parametrize("read", ["self.alpha.unsqueeze(0).unsqueeze(-1)", "self.alpha[None, :, None]"])
+def test_a_channel_parameter_laid_out_along_another_dim_is_one_line(tmp_path, read):
+    """BigVGAN's Snake on ``[batch, channels, time]``: the view was dropped and the parameter read along the row,
+    another function; only the smoke run caught it where the shapes differed, blaming the reference."""
+    path = write(
+        tmp_path,
+        "snake_cf.py",
+        f"""
+        import torch
+        import torch.nn as nn
+
+
+        class Snake(nn.Module):
+            def __init__(self, channels: int = 4):
+                super().__init__()
+                self.alpha = nn.Parameter(torch.ones(channels))
+
+            def forward(self, x):
+                alpha = {read}
+                return x + torch.sin(alpha * x).pow(2) / alpha
+        """,
+    )
+    message = analyze_error(str(path))
+    assert "snake_cf.py:11: the parameter 'alpha' of 4 channels is laid out as (1, 4, 1), along dim 1" in message
+    assert "write the reference for channels-last input" in message
+
+
 def test_a_kl_div_that_reduces_nothing_is_element_wise(tmp_path):
     path = tmp_path / "kl_terms.py"
     path.write_text(

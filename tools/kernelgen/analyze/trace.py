@@ -1261,6 +1261,8 @@ def _finish(
             elif learnable is None:
                 others.append(f"{name} {list(tensor.shape)}")
             else:
+                if learnable.shape == "channel":
+                    _refuse_channels_off_the_row(loaded, graph_module, live, target, tensor.detach())
                 learnable.attribute = target if target != name else ""
                 parameters.append(learnable)
 
@@ -1828,6 +1830,47 @@ def _indexed_elements(tensor: torch.Tensor, calls: dict, live: set, target: str)
                 return None
             indices.add(call.options["index"] % tensor.shape[0])
     return sorted(indices) or None
+
+
+def _refuse_channels_off_the_row(
+    loaded: LoadedReference, graph_module: fx.GraphModule, live: set, target: str, tensor: torch.Tensor
+) -> None:
+    """A per-channel parameter reshaped so that its values lie along another dim than the last (BigVGAN's Snake on
+    ``[batch, channels, time]``: ``alpha.unsqueeze(0).unsqueeze(-1)``, ``w[None, :, None]``) is one line: the
+    kernel reads per-channel parameters along the row, and dropping the view would compute another function (where
+    the shapes differ, the generated module only fails its smoke run, blaming the reference)."""
+    values = {node: tensor for node in live if node.op == "get_attr" and node.target == target}
+    pending = list(values)
+    while pending:
+        node = pending.pop()
+        for user in node.users:
+            if user not in live or not _is_view(user) or not user.args or user.args[0] is not node:
+                continue
+            operands = []
+            fx.node.map_arg((user.args[1:], user.kwargs), operands.append)
+            if operands:
+                continue
+            try:
+                if user.op == "call_method":
+                    result = getattr(values[node], user.target)(*user.args[1:], **user.kwargs)
+                else:
+                    result = user.target(values[node], *user.args[1:], **user.kwargs)
+            except Exception:  # noqa: BLE001 - a view the probe cannot replay is left to the other checks
+                continue
+            if not isinstance(result, torch.Tensor):
+                continue
+            if result.numel() == tensor.numel() and result.dim() > 1 and result.shape[-1] != tensor.numel():
+                raise AnalyzeError(
+                    f"the parameter '{target}' of {tensor.numel()} channels is laid out as "
+                    f"{tuple(result.shape)}, along dim {list(result.shape).index(tensor.numel())} rather than the "
+                    f"last: kernelgen's per-channel parameters run along the last dim; write the reference for "
+                    f"channels-last input ([batch, time, channels], the parameter read as [channels]) and transpose "
+                    f"where it is called",
+                    origin=loaded.origin,
+                    line=user.meta.get(LINE_KEY),
+                )
+            values[user] = result
+            pending.append(user)
 
 
 def _learnable(name: str, tensor: torch.Tensor, hidden: int) -> LearnableParameter | None:
