@@ -76,6 +76,56 @@ def test_an_nn_group_norm_submodule_is_the_same_row_kernel(tmp_path):
     }
 
 
+@pytest.mark.parametrize("held", ["nn.GroupNorm(num_groups, num_channels, eps=eps)", "None"])
+def test_a_group_count_without_a_default_is_a_constructor_argument(held, tmp_path):
+    """torch's own signature, ``(num_groups, num_channels, eps)`` with no default for either: the module is built at
+    a count that divides the hidden size, and the count is found as the constructor argument whether the module keeps
+    it itself (``self.num_groups``) or only its nn.GroupNorm does."""
+    reference = tmp_path / "torch_signature.py"
+    forward = "self.norm(x)" if held != "None" else "x.view(b, self.num_groups, -1)"
+    body = (
+        f"        return {forward}\n"
+        if held != "None"
+        else (
+            "        b, c, h = x.shape\n"
+            f"        g = {forward}\n"
+            "        g = (g - g.mean(-1, keepdim=True)) * torch.rsqrt(g.var(-1, keepdim=True, unbiased=False) + self.eps)\n"
+            "        return g.view(b, c, h) * self.weight[:, None]\n"
+        )
+    )
+    reference.write_text(
+        "import torch\nimport torch.nn as nn\n\n\nclass TorchSignature(nn.Module):\n"
+        "    def __init__(self, num_groups, num_channels, eps=1e-5):\n"
+        "        super().__init__()\n"
+        "        self.num_groups, self.eps = num_groups, eps\n"
+        f"        self.norm = {held}\n"
+        "        self.weight = nn.Parameter(torch.ones(num_channels))\n\n"
+        f"    def forward(self, x):\n{body}"
+    )
+    profile = analyze(str(reference))
+    assert (profile.tier, profile.math.groups, profile.module.size_param) == (2, "num_groups", "num_channels")
+    assert {(ip.name, ip.default) for ip in profile.module.init_params if ip.name != "eps"} == {
+        ("num_groups", None),
+        ("num_channels", None),
+    }
+
+
+def test_a_head_dim_sizes_a_qk_norm_module(tmp_path):
+    reference = tmp_path / "qk_norm.py"
+    reference.write_text(
+        "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\n\nclass QKNorm(nn.Module):\n"
+        "    def __init__(self, head_dim: int, eps: float = 1e-6):\n"
+        "        super().__init__()\n"
+        "        self.q_scale = nn.Parameter(torch.ones(head_dim))\n"
+        "        self.eps = eps\n\n"
+        "    def forward(self, q):\n"
+        "        return F.rms_norm(q, (q.shape[-1],), self.q_scale, self.eps)\n"
+    )
+    profile = analyze(str(reference))
+    assert (profile.tier, profile.module.size_param) == (2, "head_dim")
+    assert {p.name: p.shape for p in profile.parameters} == {"q_scale": "channel"}
+
+
 @pytest.mark.parametrize(
     "body, line, construct",
     [

@@ -100,7 +100,13 @@ HIDDEN_SIZE_NAMES = (
     "features",
     "num_channels",
     "n_features",
+    "head_dim",
+    "dim_head",
 )
+# __init__ arguments that count groups of channels (nn.GroupNorm's num_groups): filled, when they have no default, with
+# a count that divides the default hidden size.
+GROUP_COUNT_NAMES = ("num_groups", "groups", "n_groups")
+DEFAULT_GROUPS = 2
 _SCALAR_TYPE_NAMES = {bool: "bool", int: "int", float: "float", str: "str"}
 
 
@@ -423,6 +429,8 @@ def _instantiate(
             value = parameter.default
         elif parameter.name in HIDDEN_SIZE_NAMES:
             value = DEFAULT_HIDDEN
+        elif parameter.name in GROUP_COUNT_NAMES:
+            value = DEFAULT_GROUPS
         else:
             raise AnalyzeError(
                 f"cannot instantiate {loaded.entry}: __init__ needs '{parameter.name}'; give it a default or a "
@@ -506,7 +514,18 @@ def _trace_module(loaded: LoadedReference, overrides: dict[str, Any], probed=Non
     order = order + list(proxied)
     holders = {attribute: argument for argument, attribute in arguments.items()}
     traced = _finish(
-        loaded, graph_module, order, tensors, hypers, concrete, proxied, hidden, init_params, module, holders
+        loaded,
+        graph_module,
+        order,
+        tensors,
+        hypers,
+        concrete,
+        proxied,
+        hidden,
+        init_params,
+        module,
+        holders,
+        built_with,
     )
     init_names = {ip.name for ip in init_params}
     traced.module_switches = {
@@ -1169,7 +1188,18 @@ def _returned_names(loaded: LoadedReference, count: int) -> list[str] | None:
 
 
 def _finish(
-    loaded, graph_module, order, tensors, hypers, concrete, attributes, hidden, init_params, module=None, arguments=None
+    loaded,
+    graph_module,
+    order,
+    tensors,
+    hypers,
+    concrete,
+    attributes,
+    hidden,
+    init_params,
+    module=None,
+    arguments=None,
+    built_with=None,
 ):
     _functionalize_in_place_ops(loaded, graph_module.graph)
     _refuse_augmented_assignments_to_inputs(loaded, tensors)
@@ -1179,7 +1209,10 @@ def _finish(
     tensor_nodes = {node: name for node, name in zip(arguments_in_order, order) if name in tensors}
     shifts = unshift_targets(graph_module.graph, tensor_nodes, loaded.origin)
     # Statistics over groups of channels: the graph rewritten as the row program over a group (analyze/groups.py).
-    argument_values = {**{h.name: h.default for h in [*init_params, *hypers]}, **concrete}
+    # A constructor argument without a default (nn.GroupNorm's num_groups) counts at the value the module was built with.
+    argument_values = {h.name: h.default for h in init_params}
+    argument_values.update({k: v for k, v in (built_with or {}).items() if argument_values.get(k, 0) is None})
+    argument_values = {**argument_values, **{h.name: h.default for h in hypers}, **concrete}
     argument_values.update(
         {k: v for k, v in (vars(module) if module is not None else {}).items() if k in argument_values}
     )
