@@ -206,8 +206,8 @@ def checkout(tmp_path_factory):
         (
             "offset_function",
             OFFSET_FUNCTION,
-            'liger_rms_norm(X, W, eps, offset=1.0, casting_mode="gemma") / '
-            'LigerRMSNorm(hidden_size, eps=1e-05, offset=1.0, casting_mode="gemma")',
+            'liger_rms_norm(X, W, eps, offset=offset, casting_mode="gemma") / '
+            'LigerRMSNorm(hidden_size, eps=eps, offset=offset, casting_mode="gemma")',
         ),
         (
             "smoothed_ce",
@@ -230,7 +230,7 @@ def checkout(tmp_path_factory):
         (
             "llama_offset_norm",
             LLAMA_OFFSET_NORM,
-            "liger_rms_norm(X, W, eps, offset=1.0) / LigerRMSNorm(hidden_size, eps=1e-05, offset=1.0)",
+            "liger_rms_norm(X, W, eps, offset=1.0) / LigerRMSNorm(hidden_size, eps=eps, offset=1.0)",
         ),
         (
             "summed_ce",
@@ -269,8 +269,10 @@ def test_a_kernel_of_rows_is_called_on_the_rows_of_a_reference_that_flattens_the
     reference = _file(tmp_path, "flattening_ce", FLATTENING_CE)
     line = one_line_error(run_kernelgen("new", "flattening_ce", "--reference", reference, "--repo", str(checkout)))
     assert (
-        "computes it: liger_cross_entropy(input, target) / LigerCrossEntropyLoss(), on [rows, classes]: flatten 3-d "
-        "inputs first, as the reference does: liger_cross_entropy(logits.view(-1, logits.size(-1)), labels.view(-1));"
+        "computes it: liger_cross_entropy(input, target, ignore_index=ignore_index) / "
+        "LigerCrossEntropyLoss(ignore_index=ignore_index), on [rows, classes]: flatten 3-d inputs first, as the "
+        "reference does: liger_cross_entropy(logits.view(-1, logits.size(-1)), labels.view(-1), "
+        "ignore_index=ignore_index);"
     ) in line, line
     reference = _file(tmp_path, "smoothed_ce", SMOOTHED_CE)
     line = one_line_error(run_kernelgen("new", "smoothed_ce", "--reference", reference, "--repo", str(checkout)))
@@ -288,7 +290,7 @@ def test_the_builtin_gemma_rms_norm_is_the_hosts_rms_norm_and_force_new_writes_i
     root = copy_checkout(tmp_path / "liger")
     line = one_line_error(run_kernelgen("new", "gemma_rms_norm", "--repo", str(root)))
     assert 'liger_rms_norm(X, W, eps, offset=1.0, casting_mode="gemma")' in line
-    assert 'LigerRMSNorm(hidden_size, offset=1.0, casting_mode="gemma")' in line
+    assert 'LigerRMSNorm(hidden_size, eps=eps, offset=1.0, casting_mode="gemma")' in line
     written = run_kernelgen("new", "gemma_rms_norm", "--repo", str(root), "--force-new")
     assert written.returncode == 0, written.stderr
     assert (root / kernel_paths("gemma_rms_norm")["ops"]).is_file()

@@ -385,8 +385,8 @@ def call_text(
 ) -> str:
     """``liger_rms_norm(X, W, eps, offset=1.0, casting_mode="gemma")`` and, when a module of the kernel takes the
     same options, `` / LigerRMSNorm(hidden_size, offset=1.0, casting_mode="gemma")``: the entry's required
-    parameters by name, then what differs from its defaults (options moved, a tensor given to an optional parameter,
-    a hyper-parameter of the same name whose default in the reference is another). ``Function.apply`` takes
+    parameters by name, then what differs from its defaults (options moved, a tensor given to an optional parameter)
+    and the reference's hyper-parameters of an option's name, passed on by name whatever their defaults. ``Function.apply`` takes
     positions only: every value up to the last one given. ``name_tensors``: each tensor parameter says which of the
     reference's tensors it takes even where they come in its order (names the caller has not written, such as the
     halves of a split argument). ``tensor_text``: the reference's tensors written as these expressions, each in its
@@ -402,10 +402,10 @@ def call_text(
         elif option is not None and name in chosen and (option.required or chosen[name] != option.default):
             value = chosen[name]
             changed[name] = _value_text(value)
-        elif name in plan.fixed and name in plan.defaults:
-            default = reference_defaults.get(plan.fixed[name].hyper, plan.defaults[name])
-            if default != plan.defaults[name]:
-                changed[name] = _value_text(default)
+        elif name in plan.fixed and param.default is not None:
+            # The reference's hyper-parameter of this name, passed on whatever its default: at another value
+            # (ignore_index=-1 in a caller) the kernel's own default would compute something else.
+            changed[name] = plan.fixed[name].hyper
     in_order = [p.name for p in plan.api.entry.params if p.name in plan.tensors.values()]
     # The reference's tensors go in another order, or by names the kernel does not use: say where each goes.
     renamed = name_tensors or in_order != list(plan.tensors.values())
@@ -429,13 +429,12 @@ def call_text(
         options = {name: value for name, value in changed.items() if name not in given or name in accepted}
         if set(options) - accepted:
             continue
-        # A hyper-parameter the module holds with a default of its own (LigerRMSNorm's eps=1e-6): named when the
-        # reference's default is another.
-        held = {p.name: _literal(p.default) for p in params if p.default is not None}
+        # A hyper-parameter the module holds with a default of its own (LigerRMSNorm's eps=1e-6): the reference's
+        # of that name passed on, as the functional's are.
+        held = {p.name for p in params if p.default is not None}
         for name, bound in plan.fixed.items():
-            value = reference_defaults.get(bound.hyper, _REQUIRED)
-            if name in held and name not in options and value is not _REQUIRED and value != held[name]:
-                options[name] = _value_text(value)
+            if name in held and name not in options and bound.hyper in reference_defaults:
+                options[name] = bound.hyper
         args = [p.name for p in params if p.default is None]
         args += _keywords({p.name: options[p.name] for p in params if p.name in options and p.name not in args})
         return f"{text} / {module}({', '.join(args)})"
