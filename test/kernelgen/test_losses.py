@@ -177,6 +177,15 @@ STYLES = textwrap.dedent(
         return (0.5 * (kl_p + kl_q)).mean()
 
 
+    def jsd_logaddexp_of_logits(student_logits, teacher_logits):
+        # the same mixture over log-softmaxes of logits: logaddexp's derivative sigmoid(s - t) is the ratio over the
+        # mixture that the row sums merge over
+        s = torch.log_softmax(student_logits, -1)
+        t = torch.log_softmax(teacher_logits, -1)
+        m = torch.logaddexp(s, t) - math.log(2)
+        return (0.5 * (t.exp() * (t - m)).sum(-1) + 0.5 * (s.exp() * (s - m)).sum(-1)).mean()
+
+
     def generalized_jsd_distillation(student_logits, teacher_logits, beta: float = 0.5, temperature: float = 2.0):
         # a distillation JSD over logits, its mixture weight a run-time value: the row sums over the mixture are
         # known only together, under coefficients in beta that cancel
@@ -383,6 +392,7 @@ STYLE_ENTRIES = [
     "SwitchedCrossEntropy",
     "jsd_from_logits",
     "jsd_logaddexp",
+    "jsd_logaddexp_of_logits",
     "clipped_ratio_loss",
     "capped_nll",
     "arange_picked_nll",

@@ -47,6 +47,7 @@ import sympy
 from tools.kernelgen.synth.derive import _precision_sensitive_ops
 from tools.kernelgen.synth.derive import tidy_derivative
 from tools.kernelgen.synth.functions import Root
+from tools.kernelgen.synth.functions import Sigmoid
 from tools.kernelgen.synth.functions import indicator
 from tools.kernelgen.synth.functions import select
 from tools.kernelgen.synth.naming import constant_lines
@@ -439,8 +440,63 @@ class _Program:
         per-element sum (up to a row-constant factor) added into one, put over that sum and cancelled, the
         statistics' definitions substituted; None where no two share one or nothing cancels. Such sums can be known
         together where neither is alone: JSD's mixture m = (p + q) / 2 gives RowSum(p * p / m) and RowSum(p * q / m),
-        whose sum is RowSum(2 * p), a sum the statistics define (the shift of its softmaxes then cancels)."""
-        expanded = sympy.expand(linear)
+        whose sum is RowSum(2 * p), a sum the statistics define (the shift of its softmaxes then cancels). The mixture
+        written ``logaddexp(s, t)`` has no divisor: its derivative ``sigmoid(s - t)`` is tried as ``exp(s) / (exp(s)
+        + exp(t))`` where nothing merges as written."""
+        merged = self._merged_over_divisors(sympy.expand(linear))
+        if merged is None and linear.has(Sigmoid):
+            as_ratios = linear.replace(
+                lambda node: isinstance(node, RowSum),
+                lambda node: RowSum(node.args[0].replace(lambda f: isinstance(f, Sigmoid), self._sigmoid_as_ratio)),
+            )
+            merged = self._merged_over_divisors(sympy.expand(as_ratios))
+        return merged
+
+    def _sigmoid_as_ratio(self, sigmoid: Sigmoid) -> sympy.Expr:
+        """``sigmoid(s - t)`` as ``exp(s) / (exp(s) + exp(t))``, where ``s`` and ``t`` each gather the terms of one
+        element and of the statistics computed from it (``a - a_max - log(a_sum)``: a log-softmax, so that every
+        exponential stays shifted); the sigmoid as it is where the terms do not part so."""
+        sides: dict[frozenset, sympy.Expr] = {}
+        for term in sympy.Add.make_args(sigmoid.args[0]):
+            owner = self._element_of(term)
+            if owner is None:
+                return sigmoid
+            sides[owner] = sides.get(owner, sympy.S.Zero) + term
+        if len(sides) != 2:
+            return sigmoid
+        first, second = sides.values()
+        # The element's own term gives each side its sign: s enters positively, t negatively.
+        if self._element_sign(first) < 0:
+            first, second = second, first
+        if self._element_sign(first) < 0 or self._element_sign(second) > 0:
+            return sigmoid
+        return sympy.exp(first) / (sympy.exp(first) + sympy.exp(-second))
+
+    def _element_of(self, term: sympy.Expr) -> frozenset | None:
+        """The per-element symbols ``term`` reads, itself or through the statistics it reads (``log(a_sum)``: a);
+        None where that is none or ambiguous."""
+        owners: set = set()
+        pending, seen = list(term.free_symbols), set()
+        while pending:
+            symbol = pending.pop()
+            if symbol in seen:
+                continue
+            seen.add(symbol)
+            if symbol in self.varying:
+                owners.add(symbol)
+            statistic = next((st for st in self.statistics if self.symbols.get(st.name) == symbol), None)
+            if statistic is not None:
+                pending.extend(sympy.sympify(statistic.operand).free_symbols)
+        return frozenset(owners) if owners and not {self.column} & owners else None
+
+    def _element_sign(self, side: sympy.Expr) -> int:
+        """+1 or -1: the sign of the one term of ``side`` that reads a per-element symbol itself; 0 otherwise."""
+        terms = [term for term in sympy.Add.make_args(side) if term.free_symbols & self.varying]
+        if len(terms) != 1:
+            return 0
+        return -1 if terms[0].could_extract_minus_sign() else 1
+
+    def _merged_over_divisors(self, expanded: sympy.Expr) -> sympy.Expr | None:
         groups: list[tuple[sympy.Expr, list[sympy.Expr]]] = []  # (a divisor, the row sums dividing by it)
         for atom in sorted(expanded.atoms(RowSum), key=sympy.default_sort_key):
             for factor in sympy.Mul.make_args(atom.args[0]):
