@@ -640,6 +640,20 @@ def test_schedules_read_each_row_as_few_times_as_the_math_allows(styles_path, re
     assert (math.gradient_pass is not None) == fused
 
 
+@pytest.mark.parametrize("entry", ["jsd_from_logits", "jsd_logaddexp_of_logits"])
+def test_a_row_sum_the_gradient_adds_is_shifted_by_the_maximum(styles_path, entry):
+    """The row sums a JSD's gradient adds (sum(a * exp(a)) and one over the mixture's log) are summed as exp(a - max):
+    logits 800 above 0, where exp overflows even float64, give the reference's gradients (the softmaxes do not
+    change)."""
+
+    def lifted(values):
+        for name, value in values.items():
+            if value.is_floating_point():
+                value.add_(800.0)
+
+    check_against_autograd(analyze(f"{styles_path}:{entry}"), adjust=lifted)
+
+
 def test_a_row_sum_only_the_gradient_reads_becomes_a_statistic(styles_path):
     """KL to probabilities from logits: the gradient reads the row sum of the target probabilities, which the loss
     never sums; it is summed beside the softmax's statistics, and the gradient written in the pass after."""

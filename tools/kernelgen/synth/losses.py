@@ -548,11 +548,30 @@ class _LossSchedule:
                 raise _MissingRowSum(
                     f"the gradient needs the row sum of {format_formula(varying)}, which is no statistic of the loss; "
                     f"add it as a statistic",
-                    [varying.xreplace(self.unshifted)],
+                    [self._shifted_by_peaks(varying.xreplace(self.unshifted))],
                 )
             return constant * known
 
         return expr.replace(lambda node: isinstance(node, RowSum), replace)
+
+    def _shifted_by_peaks(self, operand: sympy.Expr) -> sympy.Expr:
+        """A row sum the gradient needs, as the statistic to add: each ``exp(k * x)`` factor of ``operand`` whose ``x``
+        a maximum statistic ``M`` is taken over times ``exp(-k * M)`` (``sum(a * exp(a))`` as ``sum(a * exp(a -
+        a_max))``, the row-constant ``exp(k * M)`` left to the coefficient, where it cancels): the linear split of row
+        sums takes the shifts out of the exponentials, and the sum summed as it is would overflow for logits above
+        about 88 in fp32. The maximum's online shift then rescales it as it does the softmax's sum."""
+        peaks = [(self.program.symbols[s.name], s.operand) for s in self.program.statistics if s.reduce == "max"]
+        factors = []
+        # exp(a) * exp(-a_max) inside it (a mixture's log) as exp(a - a_max) first: that product overflows too.
+        for factor in sympy.Mul.make_args(sympy.powsimp(operand, deep=True, combine="exp")):
+            for peak, over in peaks if isinstance(factor, sympy.exp) else []:
+                k = sympy.cancel(factor.args[0] / over) if over != 0 else None
+                if k is not None and k.is_number and k.is_positive:
+                    # One exponential, not exp(x) * exp(-k * M): that product overflows as the unshifted sum does.
+                    factor = sympy.exp(factor.args[0] - k * peak)
+                    break
+            factors.append(factor)
+        return sympy.Mul(*factors)
 
     def _combine(self, members, online, safe) -> list[str]:
         """Running values updated with one chunk's reductions; a maximum also moves its shift."""
