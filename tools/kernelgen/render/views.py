@@ -485,6 +485,11 @@ class RowProgramOpsView:
         """The bytes a backward tile loads per element, as wrapper code (``x.element_size() + ...``)."""
         return " + ".join(f"{name}.element_size()" for name in self.backward_inputs + self.backward_element_grads)
 
+    @property
+    def backward_load_count(self) -> int:
+        """How many tensors of the row's shape a backward tile loads (``backward_load_bytes``' terms)."""
+        return len(self.backward_inputs + self.backward_element_grads)
+
 
 @dataclass(frozen=True)
 class SweepView:
@@ -499,6 +504,7 @@ class SweepView:
     gradient_steps: list[tuple[list[LearnableParameter], str]]  # the fused backward's, its sums left out
     hypers: list[str]  # the hyper-parameters either reads
     param_bytes: str  # the bytes of the parameters a sweep loads per element, as wrapper code
+    param_count: int  # how many parameters it loads (``param_bytes``' terms)
 
 
 @dataclass(frozen=True)
@@ -1566,6 +1572,7 @@ def _sweep(profile: KernelProfile, split, fused: RowKernelView, rows_held: int, 
         gradient_steps=gradient_steps,
         hypers=[hp.name for hp in profile.hyperparameters if fused.reads(hp.name) or sums.reads(hp.name)],
         param_bytes=" + ".join(f"{name}.element_size()" for name in sorted(swept)) or "0",
+        param_count=len(swept),
     )
 
 
