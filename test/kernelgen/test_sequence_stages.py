@@ -23,6 +23,7 @@ from tools.kernelgen.profile import hyper_cases
 from tools.kernelgen.profile import validate_profile
 from tools.kernelgen.render import render_kernel
 from tools.kernelgen.render.staged import sequence_parameters
+from tools.kernelgen.render.staged import staged_loss_ops
 from tools.kernelgen.render.views import build_views
 
 # Kernels test_loss_kernels.py generates from REFERENCES: (entry, kernel name).
@@ -323,14 +324,20 @@ def test_the_split_finds_the_statistics_and_the_shapes_of_the_sequence_inputs(re
     assert "logits" not in profile.math.loss.sequence  # nothing over the vocabulary is left to PyTorch
 
 
-def test_log_probabilities_beside_a_statistic_are_drawn_as_such(references):
-    domains = {t.name: t.domain for t in _profile(references, "GRPOLoss").inputs if t.sequence_shape}
+def test_log_probabilities_beside_a_statistic_and_token_masks_are_drawn_as_such(references):
+    """A mask weights per-token values and is counted (``(loss * mask).sum() / mask.sum()``): drawn as 0 or 1; the
+    advantages, a weight never counted, stay a standard normal."""
+    profile = _profile(references, "GRPOLoss")
+    domains = {t.name: t.domain for t in profile.inputs if t.sequence_shape}
     assert domains == {
         "old_per_token_logps": "log_probabilities",
         "ref_per_token_logps": "log_probabilities",
         "advantages": "real",
-        "completion_mask": "real",
+        "completion_mask": "mask",
     }
+    draws = staged_loss_ops(profile, lambda ops: [], lambda formulas: []).sequence_draws
+    assert draws["completion_mask"] == "(torch.rand(B, T, device=device) > 0.25).float()"
+    assert draws["advantages"].startswith("torch.randn(")
 
 
 # Their statistic is the picked log-probability of the logits as they are (tempered_dpo's: of logits / temperature;

@@ -429,6 +429,7 @@ def _fill_staged_loss(
             tensor.sequence_shape = staged.sequence_inputs[tensor.name]
             tensor.requires_grad, tensor.broadcast = False, ""
             tensor.domain = "log_probabilities" if tensor.name in staged.log_probability_inputs else "real"
+            tensor.domain = "mask" if tensor.name in staged.mask_inputs else tensor.domain
             tensor.dtype = "bool" if tensor.name in staged.conditions else tensor.dtype
         elif tensor.dtype != "int64":
             tensor.requires_grad = True

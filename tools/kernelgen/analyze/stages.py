@@ -82,6 +82,9 @@ class StagedLoss:
     sequence_inputs: dict[str, str]  # inputs only the sequence stage reads -> their shape (SEQUENCE_SHAPES)
     log_probability_inputs: list[str]  # of those, what is subtracted from or added to a statistic's value
     conditions: list[str]  # of those, what the reference selects by (``torch.where(desirable, ...)``): booleans
+    # of those, token masks: a weight of per-token values that the reference also counts (``(loss * mask).sum() /
+    # mask.sum()``), which tests draw as 0 or 1
+    mask_inputs: list[str] = field(default_factory=list)
     groups: str = ""  # what one sequence's adjoints read (profile.SEQUENCE_GROUPS)
     # int hyper-parameters the sequence stage takes as values (read where the reference reads them, or not at all),
     # not at their traced defaults
@@ -340,6 +343,7 @@ def split_stages(traced: TracedReference) -> StagedLoss:
         sequence_inputs=sequence_inputs,
         log_probability_inputs=_log_probability_inputs(sequence, names, set(sequence_inputs)),
         conditions=[name for name in probe.conditions if name in sequence_inputs],
+        mask_inputs=_mask_inputs(sequence, names, set(sequence_inputs) - set(probe.conditions)),
         int_values=int_values,
         vocabulary_ints=[m.name for m in moved if any(_holds(node, m) for node in vocabulary.calls)],
     )
@@ -772,6 +776,45 @@ def _log_probability_inputs(graph: fx.Graph, statistics: list[str], inputs: set[
                     if a.op == "placeholder" and a.target in inputs and a.target not in found:
                         found.append(a.target)
     return found
+
+
+_PASS_THROUGH = ("float", "to", "type_as", "squeeze", "unsqueeze", "view", "reshape", "contiguous")
+_COUNTS = ("sum", "mean", "count_nonzero")
+
+
+def _mask_inputs(graph: fx.Graph, statistics: list[str], inputs: set[str]) -> list[str]:
+    """Inputs that weight a value computed from the statistics (``per_token * mask``) and that the reference also
+    reduces on their own (``mask.sum(-1)``, a count of tokens): token masks, which tests draw as 0 or 1 (a standard
+    normal draw makes the count a sum of signs, which a ``clamp(min=1)`` then hides)."""
+    statistic_values: set[fx.Node] = set()
+    for node in graph.nodes:
+        if node.op == "placeholder" and node.target in statistics:
+            statistic_values.add(node)
+        elif node.op != "placeholder" and any(a in statistic_values for a in node.all_input_nodes):
+            statistic_values.add(node)
+
+    def input_of(node) -> str | None:
+        """The sequence input ``node`` is, through casts and views."""
+        while isinstance(node, fx.Node):
+            if node.op == "placeholder":
+                return node.target if node.target in inputs else None
+            if node.op == "call_method" and node.target in _PASS_THROUGH:
+                node = node.args[0]
+                continue
+            return None
+        return None
+
+    weights, counted = set(), set()
+    for node in graph.nodes:
+        if node.op == "call_function" and node.target in (operator.mul, torch.mul):
+            operands = [a for a in node.args if isinstance(a, fx.Node)]
+            if any(a in statistic_values for a in operands):
+                weights.update(name for name in map(input_of, operands) if name)
+        name = getattr(node.target, "__name__", node.target)
+        if node.op in ("call_method", "call_function") and name in _COUNTS and node.args:
+            if input_of(node.args[0]):
+                counted.add(input_of(node.args[0]))
+    return sorted(weights & counted)
 
 
 def _check_against_the_reference(probe: _Probe, staged: StagedLoss, shapes: dict[str, str]) -> None:
