@@ -125,6 +125,18 @@ REFERENCES = textwrap.dedent(
         return torch.where(desirable, chosen_losses, rejected_losses).mean()
 
 
+    def kto_batch_baseline(logits, labels, ref_logps, ref_kl_logps, desirable, beta: float = 0.1):
+        # TRL's KTO: the first half completions, the second mismatched ones whose mean log-ratio, clamped at 0 and
+        # detached, is every completion's baseline
+        mask = labels != -100
+        seq = (logits.log_softmax(-1).gather(-1, labels.clamp(min=0).unsqueeze(-1)).squeeze(-1) * mask).sum(-1)
+        policy_logps, policy_kl_logps = seq.chunk(2)
+        kl = (policy_kl_logps - ref_kl_logps).mean().clamp(min=0).detach()
+        logratios = policy_logps - ref_logps
+        chosen = 1 - torch.sigmoid(beta * (logratios - kl))
+        return torch.where(desirable, chosen, 1 - torch.sigmoid(beta * (kl - logratios))).mean()
+
+
     def listwise_ranking(logits, labels, rewards, temperature: float = 1.0):
         # B sampled completions of one prompt: the softmax of their length-normalized log-likelihoods against the
         # softmax of their rewards (every sequence's gradient reads the whole batch)
@@ -472,11 +484,14 @@ def test_an_int_the_reference_computes_a_value_from_keeps_its_traced_default(ref
 @pytest.mark.parametrize(
     "entry, groups",
     [("dpo_sigmoid", "pair"), ("GRPOLoss", "sequence"), ("orpo", "pair"), ("kto_sigmoid", "sequence")]
-    + [("listwise_ranking", ""), ("tempered_dpo", "pair")],
+    + [("listwise_ranking", ""), ("tempered_dpo", "pair"), ("kto_batch_baseline", "")],
 )
 def test_which_sequences_adjoints_read_each_other_is_found(references, entry, groups):
     """A pair's adjoints read the pair's statistics alone (DPO, ORPO: i with i + B // 2; ORPO's token count is an
-    input's), a GRPO or KTO sequence's its own; a softmax over the batch's sequences reads all of them."""
+    input's), a GRPO or KTO sequence's its own; a softmax over the batch's sequences reads all of them, and so does
+    KTO's baseline of the batch: ``.clamp(min=0)`` is flat at the probe's first draw (reference log-probabilities
+    near 1, above the policy's), where it was taken for one sequence's and the fused form's chunks, of whole
+    sequences, computed it from the statistics of the chunks before them and zeros (d(hidden) 90% off)."""
     assert _profile(references, entry).math.loss.sequence_groups == groups
 
 

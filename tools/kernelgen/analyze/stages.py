@@ -378,15 +378,31 @@ def _sequence_groups(probe: _Probe, staged: StagedLoss) -> str:
 
 def _partners(probe: _Probe, staged: StagedLoss, batch: int, moved: int) -> set[int] | None:
     """The sequences whose statistics' adjoints change when sequence ``moved``'s statistics do (None: the first
-    output is not one number)."""
-    generator = torch.Generator().manual_seed(batch)
+    output is not one number), over three draws of the sequence stage's inputs: values near 1, then below and above
+    any sequence's sum of statistics (-2 a token). One draw can sit where a clamp is flat: KTO's
+    baseline ``(policy_kl - ref_kl).mean().clamp(min=0)`` is 0 wherever the reference's log-probabilities are above
+    the policy's, and its value (detached or not) moves every sequence's adjoints elsewhere."""
+    found: set[int] = {moved}
+    for draw in range(3):
+        partners = _partners_of_one_draw(probe, staged, batch, moved, draw)
+        if partners is None:
+            return None
+        found |= partners
+    return found
+
+
+def _partners_of_one_draw(probe: _Probe, staged: StagedLoss, batch: int, moved: int, draw: int) -> set[int] | None:
+    generator = torch.Generator().manual_seed(batch + 1000 * draw)
     namespace: dict[str, Any] = {}
     exec(compile("import torch\n" + staged.sequence_source, "<sequence stage>", "exec"), namespace)  # noqa: S102
     known = {hp.name: hp.default for hp in probe.traced.hyperparameters}
     known |= {name: torch.randint(0, _V, (batch, _T), generator=generator) for name in probe.traced.index_inputs}
     for name, words in staged.sequence_inputs.items():
         value = torch.rand(shape_of(words, batch, _T), generator=generator, dtype=torch.float64)
-        known[name] = value > 0.5 if name in staged.conditions else value + 0.5
+        if name in staged.conditions:
+            known[name] = value > 0.5
+        else:
+            known[name] = (value + 0.5) * (1, -8 * _T, 8 * _T)[draw]
     statistics = [torch.randn(batch, _T, generator=generator, dtype=torch.float64) - 2 for _ in staged.statistics]
 
     def adjoints(values):
