@@ -277,6 +277,14 @@ REFERENCES = textwrap.dedent(
         return -(logp.sum(-1) / flat.shape[1]).mean()
 
 
+    def shifts_the_logits(logits, labels, ref_logps):
+        # torchtune's get_batch_log_probs: logits[:, :-1] holds T - 1 tokens, which the probe's B equals
+        logits = logits[:, :-1, :]
+        logp = torch.gather(logits.log_softmax(-1), dim=2, index=labels[:, 1:].unsqueeze(2)).squeeze(2)
+        chosen, rejected = (logp.sum(-1) - ref_logps).chunk(2)
+        return -F.logsigmoid(chosen - rejected).mean()
+
+
     def flattens_shifted_logits(logits, labels):
         B, T, V = logits.shape
         logp = logits[:, :-1].reshape(-1, V).log_softmax(-1).gather(-1, labels[:, 1:].reshape(-1, 1))
@@ -552,7 +560,16 @@ def test_a_vocabulary_size_unpacked_but_never_read_is_no_size_the_sequence_stage
         (
             "flattens_shifted_logits",
             "logp = logits[:, :-1].reshape(-1, V).log_softmax(-1).gather(-1, labels[:, 1:].reshape(-1, 1))",
-            "regroups the [B, T, V] logits as [?, V]; a statistic of the vocabulary is taken over each token's V values",
+            "slices the tokens of the [B, T, V] logits (a causal LM's shift logits[:, :-1, :]), whose rows a loss in "
+            "two stages streams all of: slice before the kernel",
+        ),
+        (
+            "shifts_the_logits",
+            "logits = logits[:, :-1, :]",
+            # it was refused at the gather as reducing the logits to [B, B, ?]
+            "slices the tokens of the [B, T, V] logits (a causal LM's shift logits[:, :-1, :]), whose rows a loss in "
+            "two stages streams all of: slice before the kernel and pass it the sliced logits and labels, or shift "
+            "the labels alone",
         ),
     ],
 )

@@ -204,6 +204,15 @@ def _not_per_token(traced: TracedReference, node: fx.Node) -> str:
     )
 
 
+def _slices_the_tokens(traced: TracedReference, node: fx.Node) -> str:
+    return (
+        f"`{_line_text(traced, node)}` slices the tokens of the [B, T, V] logits (a causal LM's shift "
+        "logits[:, :-1, :]), whose rows a loss in two stages streams all of: slice before the kernel and pass it the "
+        "sliced logits and labels, or shift the labels alone, which kernelgen takes (labels = F.pad(labels, (0, 1), "
+        "value=ignore_index)[..., 1:], the logits whole: the last token of each sequence is then ignored)"
+    )
+
+
 def _check_the_token_order(traced: TracedReference, frontier: list[fx.Node]) -> None:
     """The kernel computes the statistic of each row of the [B, T, V] logits in their order, which the sequence
     stage flattens where the reference did (``logp.view(B, T)`` undoes it): a value the vocabulary stage flattens
@@ -298,6 +307,11 @@ def split_stages(traced: TracedReference) -> StagedLoss:
         if not operands:
             continue
         shape = _shape(node)
+        if shape is not None and len(shape) == 3 and shape[::2] == (_B, _V) and shape[1] != _T:
+            # logits[:, :-1, :] (a causal LM's shift, TRL's logits_to_keep): T - 1 tokens, which the words of the
+            # logits' dims would have named B (the probe's T - 1) in the statistic's refusal
+            refusal = AnalyzeError if traced.rank == 3 else NoStagesError
+            raise _error(traced, _slices_the_tokens(traced, node), node, refusal)
         if shape in _OVER_VOCABULARY or shape is not None and len(shape) == 3 and shape[-1] == _V:
             over_vocabulary.add(node)
         elif shape in _PER_TOKEN:
