@@ -38,6 +38,8 @@ from tools.kernelgen.kernel_helpers import missing_helpers
 from tools.kernelgen.layout import OPS_UTILS
 from tools.kernelgen.layout import TRANSFORMERS_INIT
 from tools.kernelgen.layout import kernel_paths
+from tools.kernelgen.profile import KernelProfile
+from tools.kernelgen.profile import ModuleSpec
 from tools.kernelgen.profile import ProfileError
 from tools.kernelgen.profile import from_dict
 from tools.kernelgen.profile import load_profile
@@ -366,6 +368,16 @@ def test_new_geglu_into_an_upstream_style_checkout_registers_and_its_tests_pass(
     assert all(line in text.splitlines() for line in upstream_init.splitlines())
     tests = run_pytest(checkout, kernel_paths("geglu_up")["test"], *WITHOUT_DTENSOR)
     assert tests.returncode == 0, tests.stdout[-3000:]
+
+
+def test_a_name_ending_in_the_module_suffix_keeps_one():
+    # focal_loss's module was LigerFocalLossLoss, a gated_mlp's LigerGatedMlpMLP.
+    assert KernelProfile("focal_loss", tier=3, module=ModuleSpec(kind="loss")).module_class_name == "LigerFocalLoss"
+    assert KernelProfile("gated_mlp", module=ModuleSpec(kind="mlp")).module_class_name == "LigerGatedMLP"
+    assert KernelProfile("cross_entropy", tier=3, module=ModuleSpec(kind="loss")).module_class_name == (
+        "LigerCrossEntropyLoss"
+    )
+    assert KernelProfile("geglu", module=ModuleSpec(kind="mlp")).module_class_name == "LigerGegluMLP"
 
 
 def test_missing_names_do_not_hide_the_other_problems():

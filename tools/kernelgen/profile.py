@@ -526,6 +526,9 @@ class KernelProfile:
             self.function_class_name = f"Liger{pascal}Function"
         if not self.module_class_name and pascal:
             suffix = {"loss": "Loss", "mlp": "MLP"}.get(self.module.kind, "")
+            # A name that already ends in the suffix keeps one: focal_loss -> LigerFocalLoss, gated_mlp -> LigerGatedMLP.
+            if suffix and pascal.lower().endswith(suffix.lower()):
+                pascal = pascal[: -len(suffix)]
             self.module_class_name = f"Liger{pascal}{suffix}"
         if not self.functional_name and self.operation_name:
             self.functional_name = f"liger_{self.operation_name}"
