@@ -197,6 +197,9 @@ def test_a_hand_written_kernel_of_another_style_gains_a_hyper_parameter(tmp_path
     assert "    alpha = 1.0\n" not in module
     assert "def __init__(self, alpha=1.0):" in module and 'return f"alpha={self.alpha}"' in module
     assert "_MulSigFn" not in (checkout / "src/liger_kernel/ops/__init__.py").read_text()  # private: not exported
+    # The appended cases quote the reference, outside the checkout, by its file name: no path of this machine.
+    test_text = (checkout / "test/transformers/test_mulsig.py").read_text()
+    assert "cases from the profile (reference.py)" in test_text and str(tmp_path) not in test_text
 
     tests = run_pytest(checkout, "test/transformers/test_mulsig.py")
     assert tests.returncode == 0, tests.stdout[-3000:]

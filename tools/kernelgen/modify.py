@@ -545,14 +545,16 @@ def plan_modify(
     check_kernel_name(name)
     if new_profile.operation_name != name:
         new_profile = new_profile.renamed(name)
+    # As new records it (no absolute path): generated files and the test cases appended to a hand-written kernel's
+    # tests quote it.
+    origin = repo.portable_origin(new_profile.reference.origin)
+    if origin != new_profile.reference.origin:
+        new_profile = copy.deepcopy(new_profile)
+        new_profile.reference.origin = origin
     if has_record(repo.root, name):
         if tests_only:
             raise ModifyError(f"--tests-only is for hand-written kernels; '{name}' was generated (it has a record)")
         new_profile.validate(f"profile for {name}")
-        origin = repo.portable_origin(new_profile.reference.origin)  # as new records it (no absolute path)
-        if origin != new_profile.reference.origin:
-            new_profile = copy.deepcopy(new_profile)
-            new_profile.reference.origin = origin
         plan = _plan_recorded(repo, name, new_profile, sides or {})
         unknown = sorted(set(sides or {}) - {ALL_FILES} - {report.path for report in plan.reports})
         if unknown:
