@@ -1,5 +1,7 @@
 """The ``validate`` command: a generated kernel passes every stage; broken ones fail the right stage, with where."""
 
+import subprocess
+
 from pathlib import Path
 
 import pytest
@@ -13,6 +15,8 @@ from tools.kernelgen.validate import knowledge_kernels
 from tools.kernelgen.validate.purity import check_source
 from tools.kernelgen.validate.unittests import counts
 from tools.kernelgen.validate.workspace import COLUMNS
+from tools.kernelgen.validate.workspace import create_workspace
+from tools.kernelgen.validate.workspace import default_workspace
 
 OPS = "src/liger_kernel/ops/geglu.py"
 # The derived d(b) line of the generated geglu backward (per-op rounding: gelu(a) is rounded as eager rounds it).
@@ -390,3 +394,19 @@ def test_knowledge_kernels_lists_archived_kernels_with_a_profile(tmp_path):
         for file in files:
             (base / name / file).write_text("x")
     assert knowledge_kernels(tmp_path) == ["geglu", "swish"]
+
+
+def test_a_workspace_leaves_git_status_clean_in_a_checkout_that_does_not_ignore_it(tmp_path):
+    # Upstream Liger-Kernel's .gitignore does not name .kernelgen-work/: `validate --repo` left it untracked there.
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    (tmp_path / "README.md").write_text("checkout\n")
+    folder = create_workspace(default_workspace(tmp_path, "snake"))
+    (folder / "summary.md").write_text("# validate snake\n")
+    status = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=all"], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert status.stdout.splitlines() == ["?? README.md"]
+    # A .gitignore someone wrote there stays as it is.
+    (tmp_path / ".kernelgen-work" / ".gitignore").write_text("*.tsv\n")
+    create_workspace(default_workspace(tmp_path, "other"))
+    assert (tmp_path / ".kernelgen-work" / ".gitignore").read_text() == "*.tsv\n"

@@ -547,6 +547,7 @@ def _generate_missing(repo, plan) -> list[str]:
     written whole or not at all; a failure names the kernels generated before it). The kernels' names, returned."""
     from tools.kernelgen.patch import reference_entry
     from tools.kernelgen.patch import reference_path
+    from tools.kernelgen.validate.workspace import ignore_work_dir
     from tools.kernelgen.writer import write_all
 
     generated = []
@@ -555,6 +556,7 @@ def _generate_missing(repo, plan) -> list[str]:
             continue
         path = reference_path(plan.model_type, row)
         write_all(repo.root, {path: row.reference})
+        ignore_work_dir(repo.root / path)
         reference = f"{repo.root / path}:{reference_entry(row)}"
         arguments = build_parser().parse_args(["new", row.kernel, "--reference", reference, "--repo", str(repo.root)])
         try:

@@ -185,6 +185,7 @@ def run(
     from tools.kernelgen.tune.loop import TuneLoop
     from tools.kernelgen.tune.space import describe
     from tools.kernelgen.tune.summary import write_summary
+    from tools.kernelgen.validate.workspace import create_workspace
     from tools.kernelgen.validate.workspace import default_workspace
 
     if budget < 1 or patience < 1:
@@ -195,8 +196,7 @@ def run(
     if not cuda_available():
         print(f"tune {name}: SKIP ({NO_GPU})")
         return 0
-    folder = Path(workspace).resolve() if workspace else default_workspace(checkout.root, name)
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = create_workspace(Path(workspace).resolve() if workspace else default_workspace(checkout.root, name))
     start = space.configuration(profile)
     print(f"kernelgen tune '{name}' in {checkout.root} (workspace {folder})", flush=True)
     print(f"start: {describe(start)}; budget {budget}, patience {patience}, min gain {100 * min_gain:g}%")

@@ -67,6 +67,7 @@ def open_target(name: str, repo_path: str | None, workspace: str | None, referen
     from tools.kernelgen.record import record_key
     from tools.kernelgen.repo import LigerRepo
     from tools.kernelgen.validate.report import Target
+    from tools.kernelgen.validate.workspace import create_workspace
     from tools.kernelgen.validate.workspace import default_workspace
 
     check_kernel_name(name)
@@ -102,8 +103,7 @@ def open_target(name: str, repo_path: str | None, workspace: str | None, referen
         }
         wanted = {t.name for t in profile.inputs if t.requires_grad} | {p.name for p in profile.parameters}
         grad_names = [entry for ref, entry in mapping.tensors.items() if ref in wanted]
-    folder = Path(workspace).resolve() if workspace else default_workspace(repo.root, name)
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = create_workspace(Path(workspace).resolve() if workspace else default_workspace(repo.root, name))
     return Target(
         repo=repo,
         name=name,

@@ -47,8 +47,32 @@ class IterationRow:
             raise ValueError(f"iterations.tsv status {self.status!r} is not one of {', '.join(STATUSES)}")
 
 
+WORK_DIR = ".kernelgen-work"
+# Written into WORK_DIR when kernelgen creates a folder under it: a target checkout whose .gitignore does not name it
+# (upstream Liger-Kernel's) keeps a clean `git status`, and `git add -A` leaves the workspaces out.
+WORK_DIR_GITIGNORE = "# kernelgen's workspaces (validate, tune, workflow runs, patch references): never committed\n*\n"
+
+
 def default_workspace(repo_root: Path, name: str) -> Path:
-    return repo_root / ".kernelgen-work" / name
+    return repo_root / WORK_DIR / name
+
+
+def ignore_work_dir(path: Path) -> None:
+    """When ``path`` lies under a ``.kernelgen-work/`` folder, give that folder a ``.gitignore`` of ``*`` (as
+    pytest's cache does) unless it has one: a tracked file of the checkout is never touched."""
+    for folder in (path, *path.parents):
+        if folder.name == WORK_DIR:
+            ignore = folder / ".gitignore"
+            if folder.is_dir() and not ignore.exists():
+                ignore.write_text(WORK_DIR_GITIGNORE)
+            return
+
+
+def create_workspace(folder: Path) -> Path:
+    """``folder`` created (with its parents), its ``.kernelgen-work/`` ignored by git (``ignore_work_dir``)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    ignore_work_dir(folder)
+    return folder
 
 
 def tsv_verdict(verdict: str) -> str:

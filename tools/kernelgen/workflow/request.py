@@ -20,6 +20,7 @@ from tools.kernelgen.analyze.load import split_symbol
 from tools.kernelgen.analyze.references import builtin_reference_path
 from tools.kernelgen.analyze.references import list_builtin_references
 from tools.kernelgen.validate.workspace import default_workspace
+from tools.kernelgen.validate.workspace import ignore_work_dir
 from tools.kernelgen.writer import write_all
 
 REQUEST = "request.json"
@@ -117,4 +118,5 @@ def create_workspace(
             )
         outcome = "replaced"
     write_all(folder, {REQUEST: json.dumps(asdict(request), indent=2) + "\n"})
+    ignore_work_dir(folder)
     return folder, request, outcome
