@@ -2,14 +2,23 @@
 the record or the built-in of the kernel's name, and is matched to the kernel's functional by argument name."""
 
 import shutil
+import subprocess
 
 import pytest
 
 from test.kernelgen.conftest import REPO_ROOT
 from test.kernelgen.conftest import copy_checkout
 from test.kernelgen.conftest import run_kernelgen
+from test.kernelgen.handwritten import OPS as MULSIG_OPS
+from test.kernelgen.handwritten import install as install_mulsig
 
 STAGES = ("smoke", "shape_sweep", "numerical_stability", "determinism", "edge_cases")
+# mulsig's forward with sigmoid written through libdevice's tanh, imported as upstream's geglu, dyt and cross_entropy
+# import it: the interpreter has no libdevice (that ``tanh`` is None there).
+LIBDEVICE_MULSIG = MULSIG_OPS.replace(
+    "import triton.language as tl\n",
+    "import triton.language as tl\n\nfrom triton.language.extra.libdevice import tanh\n",
+).replace("x * tl.sigmoid(g), mask=m)", "x * (0.5 * tanh(0.5 * g) + 0.5), mask=m)")
 
 
 @pytest.fixture(scope="module")
@@ -67,3 +76,22 @@ def test_archive_is_for_generated_kernels(host):
     result = run_kernelgen("validate", "swiglu", "--repo", str(host), "--archive")
     assert result.returncode == 2
     assert "--archive keeps generated kernels; 'swiglu' has no generation record (hand-written)" in result.stderr
+
+
+def test_a_hand_written_kernel_calling_libdevice_is_tested_as_compiled_triton_runs_it(tmp_path):
+    # upstream's geglu failed both stages on the CPU: "TypeError: unsupported operand type(s) for +: 'int' and
+    # 'NoneType'", the interpreter's libdevice.tanh being None, where modify's check ran the same tests as compiled.
+    assert "(0.5 * tanh(0.5 * g) + 0.5)" in LIBDEVICE_MULSIG
+    checkout = copy_checkout(tmp_path / "liger")
+    install_mulsig(checkout, LIBDEVICE_MULSIG)
+    # Checkstyle's gate: the ops file as ruff formats it, and a benchmark file.
+    subprocess.run(["ruff", "format", "-q", str(checkout / "src/liger_kernel/ops/mulsig.py")], check=True)
+    (checkout / "benchmark/scripts/benchmark_mulsig.py").write_text('"""mul_sigmoid: not benchmarked."""\n')
+    reference = tmp_path / "mul_sigmoid.py"
+    reference.write_text("import torch\n\n\ndef mul_sigmoid(x, gate):\n    return x * torch.sigmoid(gate)\n")
+    result = run_kernelgen("validate", "mulsig", "--repo", str(checkout), "--reference", str(reference))
+    out = result.stdout
+    assert "variants/interpreter.py -q -rs -p no:cacheprovider test/transformers/test_mulsig.py" in out, out[-3000:]
+    assert "unit tests: PASS (test/transformers/test_mulsig.py: 4 passed)" in out, out[-3000:]
+    for stage in STAGES:
+        assert f"stage: {stage:<19} verdict: PASSED" in out, out[-3000:]

@@ -15,6 +15,7 @@ from tools.kernelgen.validate.workers import WorkerFailed
 from tools.kernelgen.validate.workers import run_worker
 
 WORKER = "tools.kernelgen.validate.correctness_worker"
+AS_COMPILED_OPTION = "--as-compiled"  # the worker runs a hand-written kernel as compiled Triton would
 PASSED = "PASSED"
 STAGE_WIDTH = len("numerical_stability")
 
@@ -54,6 +55,8 @@ def result_of(report: dict) -> StageResult:
 
 def run(target: Target) -> StageResult:
     extra = (f"--samples={target.samples}",) if target.samples else ()
+    if not target.recorded:
+        extra += (AS_COMPILED_OPTION,)  # a hand-written kernel: under the interpreter, run as compiled Triton runs it
     try:
         report = run_worker(WORKER, target, "correctness.json", extra=extra)
     except WorkerFailed as error:

@@ -33,6 +33,7 @@ if not CUDA:
 from tools.kernelgen.profile import group_count  # noqa: E402
 from tools.kernelgen.profile import hyper_cases  # noqa: E402
 from tools.kernelgen.render.vectors import parameter_shape  # noqa: E402
+from tools.kernelgen.validate.correctness import AS_COMPILED_OPTION  # noqa: E402
 from tools.kernelgen.validate.harness import Case  # noqa: E402
 from tools.kernelgen.validate.harness import KernelUnderTest  # noqa: E402
 from tools.kernelgen.validate.harness import RunResult  # noqa: E402
@@ -339,7 +340,16 @@ def _crash(error: BaseException) -> str:
 NO_CUDA_FOR_TILELANG = "TileLang kernels run on CUDA GPUs only; run validate on a GPU machine with tilelang installed"
 
 
-def run(repo: Path, name: str, spec: dict | None = None, samples_path: str | None = None) -> dict:
+def run(
+    repo: Path, name: str, spec: dict | None = None, samples_path: str | None = None, as_compiled: bool = False
+) -> dict:
+    """``as_compiled``: a hand-written kernel, which the interpreter runs as compiled Triton would (libdevice math,
+    float scalars with ``.to``: ``variants/interpreter.py``)."""
+    if as_compiled and not CUDA:
+        from tools.kernelgen.variants.interpreter import compiled_scalars
+
+        with compiled_scalars():
+            return run(repo, name, spec, samples_path)
     device = "cuda" if CUDA else "cpu"
     report = {"device": torch.cuda.get_device_name() if CUDA else "cpu (Triton interpreter)", "cuda": CUDA}
     torch.manual_seed(0)
@@ -372,8 +382,9 @@ SAMPLES_OPTION = "--samples="
 def main(argv: list[str]) -> int:
     repo, name, out = Path(argv[0]), argv[1], Path(argv[2])
     samples = next((a[len(SAMPLES_OPTION) :] for a in argv[3:] if a.startswith(SAMPLES_OPTION)), None)
-    rest = [a for a in argv[3:] if not a.startswith(SAMPLES_OPTION)]
-    report = run(repo, name, read_spec(rest[0] if rest else None), samples)
+    as_compiled = AS_COMPILED_OPTION in argv[3:]
+    rest = [a for a in argv[3:] if not a.startswith(SAMPLES_OPTION) and a != AS_COMPILED_OPTION]
+    report = run(repo, name, read_spec(rest[0] if rest else None), samples, as_compiled)
     out.write_text(json.dumps(report, indent=2), encoding="utf-8")
     return 0
 
