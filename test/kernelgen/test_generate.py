@@ -4,6 +4,7 @@ import importlib
 import os
 import shutil
 import sys
+import types
 
 import numpy as np
 import pytest
@@ -31,6 +32,7 @@ from tools.kernelgen.formatting import sort_imports
 from tools.kernelgen.generate import GenerateError
 from tools.kernelgen.generate import plan_new
 from tools.kernelgen.kernel_helpers import CORE_SOURCES
+from tools.kernelgen.kernel_helpers import GET_NUM_SMS_SOURCE
 from tools.kernelgen.kernel_helpers import HOST_SOURCES
 from tools.kernelgen.kernel_helpers import add_kernel_helpers
 from tools.kernelgen.kernel_helpers import jit_math_block
@@ -256,6 +258,18 @@ def test_this_host_s_utils_has_the_helpers_kernels_import_and_they_are_kernelgen
     assert missing_helpers(host, set(CORE_SOURCES) | set(HOST_SOURCES)) == []
     assert all(CORE_SOURCES[name].strip("\n") in host for name in CORE_SOURCES)
     assert all(HOST_SOURCES[name].strip("\n") in host for name in HOST_SOURCES)
+
+
+def test_the_get_num_sms_added_to_a_target_counts_an_xpus_subslices():
+    # Upstream runs on Intel XPUs too (its dyt sizes its grid by gpu_subslice_count); the helper kernelgen adds to a
+    # utils that lacks it answered the CPU's stand-in, 4, there: a persistent backward of 8 programs.
+    properties = types.SimpleNamespace(gpu_subslice_count=64)
+    xpu = types.SimpleNamespace(
+        is_available=lambda: True, current_device=lambda: 0, get_device_properties=lambda d: properties
+    )
+    namespace = {"torch": types.SimpleNamespace(cuda=types.SimpleNamespace(is_available=lambda: False), xpu=xpu)}
+    exec(GET_NUM_SMS_SOURCE, namespace)
+    assert namespace["get_num_sms"]() == 64
 
 
 @pytest.mark.filterwarnings("ignore:.*encountered in:RuntimeWarning")  # log2(0), 0 * inf of the masked-off branches

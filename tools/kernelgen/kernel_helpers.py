@@ -90,9 +90,11 @@ NEEDS = {"scale_by_grad_output": ("scale_by_grad_output_kernel",)}
 
 GET_NUM_SMS_SOURCE = '''
 def get_num_sms() -> int:
-    """Streaming multiprocessors of the current GPU, to size persistent grids."""
+    """Streaming multiprocessors (an XPU's subslices) of the current GPU, to size persistent grids."""
     if torch.cuda.is_available():
         return torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
+    if hasattr(torch, "xpu") and torch.xpu.is_available():
+        return torch.xpu.get_device_properties(torch.xpu.current_device()).gpu_subslice_count
     return 4  # Triton's CPU interpreter runs programs one by one: a few partial sums keep the reduction tested
 '''
 
