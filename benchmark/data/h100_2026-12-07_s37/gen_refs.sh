@@ -19,3 +19,9 @@ gen s37_star_relu star_relu.py:StarReLU
 gen s37_xielu xielu.py:XIELU
 gen s37_gptoss gptoss_swiglu.py:swiglu
 echo generated
+# after 56b275e (KTO's baseline probed at three draws) and a292b17 (token masks drawn as 0 or 1)
+gen s37_kto_kl kto_kl.py:kto_loss --fused-linear
+gen s37_gspo gspo.py:GSPOLoss --fused-linear
+gen s37_cispo cispo.py:cispo_loss --fused-linear
+gen s37_ipo ipo.py:ipo_loss
+echo generated
