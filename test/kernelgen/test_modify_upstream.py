@@ -160,3 +160,22 @@ def test_an_upstream_style_row_kernel_gains_a_scale_in_its_annotated_style(check
     tests = _interpreted_pytest(checkout, "test/transformers/test_row_softmax.py")
     assert tests.returncode == 0, tests.stdout[-3000:]
     assert _passed(tests.stdout) >= 3 + 6, tests.stdout[-500:]
+
+
+def test_another_backends_copy_of_the_kernel_is_named_loudly(checkout, tmp_path):
+    """Upstream's Ascend backend keeps its own ``ops/backends/_ascend/ops/NAME.py`` (and its cuTile kernels
+    ``ops/cutile/ops/NAME.py``), selected at run time: modify threads the option through the CUDA kernel and its
+    callers only, so it says which other files implement the kernel and still take the old arguments."""
+    for folder in ("src/liger_kernel/ops/backends/_ascend/ops", "src/liger_kernel/ops/cutile/ops"):
+        (checkout / folder).mkdir(parents=True)
+        (checkout / folder / "tanh_glu.py").write_text("# another hardware's kernel\n")
+    result = _modify(checkout, tmp_path, "tanh_glu", TANH_GLU_SCALED)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert (
+        "kernelgen: WARNING: src/liger_kernel/ops/backends/_ascend/ops/tanh_glu.py, "
+        "src/liger_kernel/ops/cutile/ops/tanh_glu.py implement 'tanh_glu' for other hardware (selected at run time): "
+        "only src/liger_kernel/ops/tanh_glu.py takes scale;"
+    ) in result.stderr, result.stderr
+    assert (checkout / "src/liger_kernel/ops/cutile/ops/tanh_glu.py").read_text() == "# another hardware's kernel\n"
+    row = _modify(checkout, tmp_path, "row_softmax", ROW_SOFTMAX_SCALED)
+    assert row.returncode == 0 and "WARNING" not in row.stderr, row.stderr

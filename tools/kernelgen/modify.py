@@ -403,6 +403,15 @@ def _top_level_names(source: str) -> set[str]:
     return names
 
 
+def _other_backends(repo: LigerRepo, ops_path: str) -> list[str]:
+    """Other implementations of a hand-written kernel's ops file in the checkout (upstream Liger-Kernel's Ascend
+    backend, ``ops/backends/_ascend/ops/NAME.py``, and its cuTile kernels, ``ops/cutile/ops/NAME.py``): files of the
+    same name under an ``ops`` folder below the ops package, which a change to the kernel's signature leaves behind."""
+    package = (repo.root / ops_path).parent
+    found = [path for path in package.rglob((repo.root / ops_path).name) if path.parent.name == "ops"]
+    return sorted(str(path.relative_to(repo.root)) for path in found if path != repo.root / ops_path)
+
+
 def _plan_unrecorded(repo: LigerRepo, name: str, new: KernelProfile, tests_only: bool) -> ModifyPlan:
 
     plan = ModifyPlan(name, ChangeSet())
@@ -442,6 +451,14 @@ def _plan_unrecorded(repo: LigerRepo, name: str, new: KernelProfile, tests_only:
             threaded.add(path)
         plan.notes.append(f"math added to the hand-written kernels: {retrofit.delta.describe()}")
         plan.notes.extend(retrofit.notes)
+        others = _other_backends(repo, paths["ops"])
+        if others:
+            plan.warnings.append(
+                f"{', '.join(others)} implement{'s' if len(others) == 1 else ''} '{name}' for other hardware "
+                f"(selected at run time): only {paths['ops']} takes {', '.join(added)}; the callers now pass "
+                f"{'it' if len(added) == 1 else 'them'} to whichever Function the backend selects, so update "
+                f"{'that file' if len(others) == 1 else 'those files'} in the same change"
+            )
     elif added:
         plan.warnings.append(
             f"--tests-only: the appended cases pass {', '.join(added)} to {api.entry.name}, which does not take "
