@@ -201,7 +201,7 @@ def checkout(tmp_path_factory):
             "offset_norm",
             OFFSET_NORM,
             'rms_norm\' computes it: liger_rms_norm(X, W, eps=epsilon, offset=1.0, casting_mode="gemma") / '
-            'LigerRMSNorm(hidden_size, eps=epsilon, offset=1.0, casting_mode="gemma")',
+            'LigerRMSNorm(hidden_size, eps=epsilon, offset=1.0, casting_mode="gemma", init_fn="zeros")',
         ),
         (
             "offset_function",
@@ -230,7 +230,7 @@ def checkout(tmp_path_factory):
         (
             "llama_offset_norm",
             LLAMA_OFFSET_NORM,
-            "liger_rms_norm(X, W, eps, offset=1.0) / LigerRMSNorm(hidden_size, eps=eps, offset=1.0)",
+            'liger_rms_norm(X, W, eps, offset=1.0) / LigerRMSNorm(hidden_size, eps=eps, offset=1.0, init_fn="zeros")',
         ),
         (
             "summed_ce",
@@ -290,7 +290,8 @@ def test_the_builtin_gemma_rms_norm_is_the_hosts_rms_norm_and_force_new_writes_i
     root = copy_checkout(tmp_path / "liger")
     line = one_line_error(run_kernelgen("new", "gemma_rms_norm", "--repo", str(root)))
     assert 'liger_rms_norm(X, W, eps, offset=1.0, casting_mode="gemma")' in line
-    assert 'LigerRMSNorm(hidden_size, eps=eps, offset=1.0, casting_mode="gemma")' in line
+    # Gemma's (1 + w) starts w at zeros: the module is told to, where its weight starts at ones by default.
+    assert 'LigerRMSNorm(hidden_size, eps=eps, offset=1.0, casting_mode="gemma", init_fn="zeros")' in line
     written = run_kernelgen("new", "gemma_rms_norm", "--repo", str(root), "--force-new")
     assert written.returncode == 0, written.stderr
     assert (root / kernel_paths("gemma_rms_norm")["ops"]).is_file()

@@ -382,15 +382,19 @@ def call_text(
     reference_defaults: dict[str, Any] | None = None,
     name_tensors: bool = False,
     tensor_text: dict[str, str] | None = None,
+    parameters_start: str | None = None,
 ) -> str:
     """``liger_rms_norm(X, W, eps, offset=1.0, casting_mode="gemma")`` and, when a module of the kernel takes the
     same options, `` / LigerRMSNorm(hidden_size, offset=1.0, casting_mode="gemma")``: the entry's required
     parameters by name, then what differs from its defaults (options moved, a tensor given to an optional parameter)
-    and the reference's hyper-parameters of an option's name, passed on by name whatever their defaults. ``Function.apply`` takes
-    positions only: every value up to the last one given. ``name_tensors``: each tensor parameter says which of the
-    reference's tensors it takes even where they come in its order (names the caller has not written, such as the
-    halves of a split argument). ``tensor_text``: the reference's tensors written as these expressions, each in its
-    parameter's place (``logits.view(-1, logits.size(-1))``), the entry's call alone."""
+    and the reference's hyper-parameters of an option's name, passed on by name whatever their defaults.
+    ``Function.apply`` takes positions only: every value up to the last one given. ``name_tensors``: each tensor
+    parameter says which of the reference's tensors it takes even where they come in its order (names the caller has
+    not written, such as the halves of a split argument). ``tensor_text``: the reference's tensors written as these
+    expressions, each in its parameter's place (``logits.view(-1, logits.size(-1))``), the entry's call alone.
+    ``parameters_start``: what the reference's learnable parameters start at (``ones``, ``zeros``), which a module's
+    ``init_fn`` option (Liger's norms') is given where its default differs: Gemma's ``(1 + w)`` starts ``w`` at
+    zeros, where ``LigerRMSNorm``'s weight starts at ones."""
     reference_defaults = reference_defaults or {}
     given = {param: (tensor_text or {}).get(tensor, tensor) for tensor, param in plan.tensors.items()}
     changed: dict[str, str] = {}
@@ -435,6 +439,9 @@ def call_text(
         for name, bound in plan.fixed.items():
             if name in held and name not in options and bound.hyper in reference_defaults:
                 options[name] = bound.hyper
+        start = next((_literal(p.default) for p in params if p.name == "init_fn"), None)
+        if parameters_start in ("ones", "zeros") and isinstance(start, str) and start != parameters_start:
+            options["init_fn"] = _value_text(parameters_start)
         args = [p.name for p in params if p.default is None]
         args += _keywords({p.name: options[p.name] for p in params if p.name in options and p.name not in args})
         return f"{text} / {module}({', '.join(args)})"

@@ -471,7 +471,14 @@ class Match(NamedTuple):
     def call(self, profile: KernelProfile) -> str:
         """The call of the kernel at these values, naming the reference's hyper-parameters where they go."""
         defaults = {hp.name: hp.default for hp in profile.hyperparameters}
-        return call_text(self.plan, self.values, defaults, name_tensors=split_of(profile.notes.remarks) is not None)
+        starts = {p.init for p in profile.parameters}
+        return call_text(
+            self.plan,
+            self.values,
+            defaults,
+            name_tensors=split_of(profile.notes.remarks) is not None,
+            parameters_start=starts.pop() if len(starts) == 1 else None,
+        )
 
 
 def matching_options(root: Path, profile: KernelProfile, plans: list[CallPlan]) -> Match | None:
