@@ -15,11 +15,11 @@ import pytest
 from test.kernelgen.conftest import copy_checkout
 from test.kernelgen.conftest import run_kernelgen
 from test.kernelgen.upstream_style import install
+from tools.kernelgen import interpreter
 from tools.kernelgen.layout import FUNCTIONAL
 from tools.kernelgen.layout import OPS_INIT
 from tools.kernelgen.layout import TRANSFORMERS_INIT
 from tools.kernelgen.pyrun import run_python
-from tools.kernelgen.variants import interpreter
 
 SHIM = Path(interpreter.__file__)
 TANH_GLU_SCALED = """\

@@ -91,7 +91,7 @@ def test_a_hand_written_kernel_calling_libdevice_is_tested_as_compiled_triton_ru
     reference.write_text("import torch\n\n\ndef mul_sigmoid(x, gate):\n    return x * torch.sigmoid(gate)\n")
     result = run_kernelgen("validate", "mulsig", "--repo", str(checkout), "--reference", str(reference))
     out = result.stdout
-    assert "variants/interpreter.py -q -rs -p no:cacheprovider test/transformers/test_mulsig.py" in out, out[-3000:]
+    assert "kernelgen/interpreter.py -q -rs -p no:cacheprovider test/transformers/test_mulsig.py" in out, out[-3000:]
     assert "unit tests: PASS (test/transformers/test_mulsig.py: 4 passed)" in out, out[-3000:]
     for stage in STAGES:
         assert f"stage: {stage:<19} verdict: PASSED" in out, out[-3000:]

@@ -9,7 +9,7 @@ import triton.language as tl
 from triton.language.extra.libdevice import rsqrt
 from triton.runtime import interpreter
 
-from tools.kernelgen.variants.interpreter import compiled_scalars
+from tools.kernelgen.interpreter import compiled_scalars
 
 
 @triton.jit

@@ -24,7 +24,7 @@ from tools.kernelgen.scratch import stage_checkout
 TIMEOUT_S = 900
 # Hand-written kernels are written for compiled Triton (libdevice math, float scalars with ``.to``): under the
 # interpreter the staged tests run them as the compiler would.
-INTERPRETER_SHIM = Path(__file__).resolve().parent / "variants" / "interpreter.py"
+INTERPRETER_SHIM = Path(__file__).resolve().parent / "interpreter.py"
 IMPORT_FAILED = 3
 
 _SCRIPT = """

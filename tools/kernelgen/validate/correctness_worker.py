@@ -344,9 +344,9 @@ def run(
     repo: Path, name: str, spec: dict | None = None, samples_path: str | None = None, as_compiled: bool = False
 ) -> dict:
     """``as_compiled``: a hand-written kernel, which the interpreter runs as compiled Triton would (libdevice math,
-    float scalars with ``.to``: ``variants/interpreter.py``)."""
+    float scalars with ``.to``: ``tools/kernelgen/interpreter.py``)."""
     if as_compiled and not CUDA:
-        from tools.kernelgen.variants.interpreter import compiled_scalars
+        from tools.kernelgen.interpreter import compiled_scalars
 
         with compiled_scalars():
             return run(repo, name, spec, samples_path)

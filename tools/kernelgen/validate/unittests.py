@@ -19,7 +19,7 @@ TAIL_LINES = 25
 NO_TESTS_COLLECTED = 5  # pytest's exit status when a file skips as a whole (allow_module_level)
 # pytest with a hand-written kernel run as compiled Triton runs it (libdevice math, float scalars with ``.to``) under
 # the interpreter: upstream's geglu, dyt or cross_entropy call libdevice's tanh, which the interpreter lacks.
-INTERPRETER_SHIM = Path(__file__).resolve().parents[1] / "variants" / "interpreter.py"
+INTERPRETER_SHIM = Path(__file__).resolve().parents[1] / "interpreter.py"
 
 
 def _cuda_available() -> bool:

@@ -39,13 +39,13 @@ import torch
 from tools.kernelgen.analyze.halves import split_of
 from tools.kernelgen.broadcast import first_input_dims
 from tools.kernelgen.broadcast import shape_for
+from tools.kernelgen.interpreter import compiled_scalars
 from tools.kernelgen.profile import KernelProfile
 from tools.kernelgen.render.vectors import parameter_shape
 from tools.kernelgen.scratch import library_imports_from
 from tools.kernelgen.validate.harness import Case
 from tools.kernelgen.validate.harness import ReferenceRunner
 from tools.kernelgen.validate.harness import RunResult
-from tools.kernelgen.variants.interpreter import compiled_scalars
 from tools.kernelgen.variants.options import Bound
 from tools.kernelgen.variants.options import CallPlan
 from tools.kernelgen.variants.options import call_text
