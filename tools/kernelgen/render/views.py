@@ -868,9 +868,9 @@ def docstring_formula(profile: KernelProfile) -> str:
     the reference's name, and for a loss in two stages where each stage runs."""
     entry = f"``{profile.reference.entry or profile.operation_name}``"
     if is_staged(profile):
-        statistics = ", ".join(t.name for t in profile.outputs)
+        statistics = ", ".join(f"``{t.name}``" for t in profile.outputs)
         return (
-            f"{entry} in two stages: the per-token {statistics} in Triton, the rest in "
+            f"{entry} in two stages: its per-token statistics ({statistics}) in Triton, the rest in "
             f"``_{profile.operation_name}_sequence`` (the reference's own PyTorch)"
         )
     formula = profile.forward_computation or profile.operation_name
@@ -883,11 +883,12 @@ def kernel_view(profile: KernelProfile) -> KernelView:
     params = hold_vectors_whole(profile).parameters  # the interface's: a held vector whole
     hyper_names = [hp.name for hp in profile.hyperparameters]
     formula = docstring_formula(profile)
-    origin = profile.reference.origin or "a profile"
+    # What it computes and where, not where the reference came from (``builtin:NAME``, a file outside the checkout:
+    # nothing a reader of the target can open; the generation record keeps it).
     if is_staged(profile):  # the formula says where each stage runs
-        docstring = f"{formula}; from {origin}."
+        docstring = f"{formula}."
     else:
-        docstring = f"{formula}: forward and backward in {BACKEND_NAMES[profile.backend]}, from {origin}."
+        docstring = f"{formula}: forward and backward in {BACKEND_NAMES[profile.backend]}."
     optional = {prm.name: repr(_initial_value(prm)) for prm in params if prm.enabled_by}
     return KernelView(
         name=profile.operation_name,
