@@ -1444,3 +1444,23 @@ def test_a_no_grad_block_of_assignments_is_traced_as_detached_values_and_others_
     assert rewritten[3] == "        s = (x.abs().amax(-1, keepdim=True)).detach()  # the scale"
     assert rewritten[4:6] == ["    with torch.no_grad():", "        x.mul_(2)"]  # not only assignments: as written
     assert len(rewritten) == len(source.splitlines())  # line numbers kept for messages
+
+
+@pytest.mark.parametrize(
+    "spread, columns",
+    [
+        ("x.std(-1, keepdim=True)", 2),
+        ("x.var(-1, keepdim=True, correction=2)", 3),
+        ("x.std(-1, unbiased=False, keepdim=True)", 1),
+    ],
+)
+def test_a_row_kernels_narrowest_test_rows_have_as_many_columns_as_its_statistics_need(tmp_path, spread, columns):
+    """The narrowest test rows see a statistic of as few values as it is defined for: one column, or one more than
+    an unbiased variance's correction (where the reference and the kernel would both give NaN, comparing nothing)."""
+    path = tmp_path / "spread_norm.py"
+    path.write_text(
+        f"import torch\n\n\ndef spread_norm(x):\n    return (x - x.mean(-1, keepdim=True)) / ({spread} + 1e-6)\n"
+    )
+    test = analyze(str(path)).test
+    assert test.cpu_shapes[-1][-1] == columns and test.gpu_shapes[-1][-1] == columns
+    assert all(shape[-1] > columns for shape in test.cpu_shapes[:-1])

@@ -29,6 +29,7 @@ from tools.kernelgen.analyze.ops import LAYOUT
 from tools.kernelgen.analyze.ops import is_fractional_exponent
 from tools.kernelgen.analyze.ops import is_integer_exponent
 from tools.kernelgen.analyze.ops import node_line
+from tools.kernelgen.analyze.program import variance_correction
 from tools.kernelgen.analyze.refusals import refuse_unless_loss
 from tools.kernelgen.analyze.shifts import Shift
 from tools.kernelgen.analyze.stages import NoStagesError
@@ -783,11 +784,12 @@ def _test_spec(traced: TracedReference, hints: dict[str, Any], tier: int, lanes:
         # Written for [rows, columns] (a reduction along dim=1): the reference computes something else on 3-d inputs.
         spec.cpu_shapes = [[6, 31], [5, 64], [3, 127]]
         spec.gpu_shapes = [[1024, 4096], [256, 14336], [1332, 1023]]
+    fewest = _fewest_columns(traced)
     if tier == 2:
-        # Rows of one column, where a statistic sees a single value; bf16 outputs are normalised values near 1,
-        # where one bf16 ulp is already 0.8%.
-        spec.cpu_shapes.append([4, 1])
-        spec.gpu_shapes.append([8, 1])
+        # Rows of one column, where a statistic sees a single value (of as few as an unbiased variance is defined
+        # for); bf16 outputs are normalised values near 1, where one bf16 ulp is already 0.8%.
+        spec.cpu_shapes.append([4, fewest])
+        spec.gpu_shapes.append([8, fewest])
         spec.tolerances["bfloat16"] = [2e-2, 2e-2]
     rank = max(map(pattern_rank, traced.broadcast_inputs.values()), default=0)
     if tier in (1, 2) and traced.written_rank >= 3:
@@ -795,7 +797,7 @@ def _test_spec(traced: TracedReference, hints: dict[str, Any], tier: int, lanes:
         rank = max(rank, traced.written_rank)
     if rank:
         patterns = list(traced.broadcast_inputs.values())
-        spec.cpu_shapes, spec.gpu_shapes = _broadcast_test_shapes(rank, tier, patterns)
+        spec.cpu_shapes, spec.gpu_shapes = _broadcast_test_shapes(rank, tier, patterns, fewest)
     if lanes > 1:  # rows of whole lanes, odd lane lengths kept odd (masked tiles)
         for shapes in (spec.cpu_shapes, spec.gpu_shapes):
             for shape in shapes:
@@ -803,9 +805,11 @@ def _test_spec(traced: TracedReference, hints: dict[str, Any], tier: int, lanes:
     return _apply_hints(spec, hints.get("test", {}), "test", traced.loaded.origin)
 
 
-def _broadcast_test_shapes(rank: int, tier: int, patterns: list[str] = ()) -> tuple[list[list[int]], list[list[int]]]:
+def _broadcast_test_shapes(
+    rank: int, tier: int, patterns: list[str] = (), fewest: int = 1
+) -> tuple[list[list[int]], list[list[int]]]:
     """Test shapes of at least ``rank`` dims (a broadcast input's pattern needs them), every leading dim above 1 in
-    the first shapes so that each broadcast one repeats; a row kernel's rows of one column last."""
+    the first shapes so that each broadcast one repeats; a row kernel's rows of ``fewest`` columns last."""
     lead = max(rank, 3) - 1
     cpu = [[2] * (lead - 1) + [3, 31], [3] * (lead - 1) + [5, 64], [1] * (lead - 1) + [2, 67]]
     gpu = [[4] * (lead - 1) + [512, 4096], [2] * (lead - 1) + [256, 14336], [3] * (lead - 1) + [333, 1023]]
@@ -816,9 +820,21 @@ def _broadcast_test_shapes(rank: int, tier: int, patterns: list[str] = ()) -> tu
         for shape in gpu:
             shape[-3], shape[-2] = shape[-2], shape[-3]
     if tier == 2:
-        cpu.append([2] * lead + [1])
-        gpu.append([2] * (lead - 1) + [4, 1])
+        cpu.append([2] * lead + [fewest])
+        gpu.append([2] * (lead - 1) + [4, fewest])
     return cpu, gpu
+
+
+def _fewest_columns(traced: TracedReference) -> int:
+    """The fewest columns a row needs for the reference's statistics to exist: one, or one more than the largest
+    correction of a variance or standard deviation (the Annotated Transformer's ``x.std(-1)`` divides by n - 1: a
+    row of one column is NaN in the reference and the kernel alike, a test that compares nothing)."""
+    corrections = [
+        variance_correction(call)
+        for call in traced.calls.values()
+        if call.name in ("var", "std", "var_mean", "std_mean")
+    ]
+    return max(corrections, default=0) + 1
 
 
 def _needs_positive_inputs(traced: TracedReference) -> bool:

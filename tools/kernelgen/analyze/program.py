@@ -61,6 +61,15 @@ class LoweredProgram:
     keepdim: dict[str, bool] = field(default_factory=dict)  # per-row outputs: kept the reduced dimension
 
 
+def variance_correction(call: OpCall) -> int:
+    """The correction of a ``var`` / ``std`` call (torch's default 1, Bessel's; 0 for ``unbiased=False``)."""
+    options = call.options
+    if "correction" in options and options["correction"] is not None:
+        return int(options["correction"])
+    unbiased = options.get("unbiased", True)
+    return 1 if unbiased in (True, None) else 0
+
+
 class ProgramBuilder:
     def __init__(self, traced: TracedReference):
         self.traced = traced
@@ -367,11 +376,7 @@ class ProgramBuilder:
         )
 
     def _correction(self, call: OpCall) -> int:
-        options = call.options
-        if "correction" in options and options["correction"] is not None:
-            return int(options["correction"])
-        unbiased = options.get("unbiased", True)
-        return 1 if unbiased in (True, None) else 0
+        return variance_correction(call)
 
     def _eps(self, call: OpCall, default: float):
         eps = call.options.get("eps")
