@@ -24,6 +24,7 @@ from test.kernelgen.conftest import snapshot
 from test.kernelgen.fixtures.index_maps import functional
 from test.kernelgen.fixtures.index_maps import hf_rope
 from test.kernelgen.fixtures.index_maps import modules
+from tools.kernelgen.analyze import AnalyzeError
 from tools.kernelgen.analyze import analyze
 from tools.kernelgen.analyze.written import written_computation
 from tools.kernelgen.generate import plan_new
@@ -461,3 +462,23 @@ class Gate(nn.Module):
     assert written_computation(branch, "f", "function", ["y"]) is None
     effect = "def f(x):\n    print(x)\n    return x[..., ::2]\n"
     assert written_computation(effect, "f", "function", ["y"]) is None
+
+
+def test_hf_gptjs_repeat_interleaved_tables_say_to_pass_them_laid_out(tmp_path):
+    """HF's GPT-J repeats its half-width sin and cos to the head width inside the function: not an op with a missing
+    derivative rule but a rearrangement, which the line says to leave to the caller."""
+    path = tmp_path / "gptj_rope.py"
+    path.write_text(
+        "import torch\n\n\n"
+        "def rotate_every_two(x):\n"
+        "    return torch.stack((-x[:, :, :, 1::2], x[:, :, :, ::2]), dim=-1).flatten(-2)\n\n\n"
+        "def apply_rotary_pos_emb(tensor, sin, cos):\n"
+        "    sin = torch.repeat_interleave(sin[:, :, None, :], 2, 3)\n"
+        "    cos = torch.repeat_interleave(cos[:, :, None, :], 2, 3)\n"
+        "    return (tensor * cos) + (rotate_every_two(tensor) * sin)\n"
+    )
+    with pytest.raises(AnalyzeError) as raised:
+        analyze(f"{path}:apply_rotary_pos_emb")
+    message = str(raised.value)
+    assert message.startswith(f"{path}:9: `torch.repeat_interleave` repeats or moves elements"), message
+    assert "pass the kernel its inputs laid out already" in message and "derivative rule" not in message
