@@ -1464,3 +1464,37 @@ def test_a_row_kernels_narrowest_test_rows_have_as_many_columns_as_its_statistic
     test = analyze(str(path)).test
     assert test.cpu_shapes[-1][-1] == columns and test.gpu_shapes[-1][-1] == columns
     assert all(shape[-1] > columns for shape in test.cpu_shapes[:-1])
+
+
+@pytest.mark.parametrize(
+    "source, entry",
+    [
+        (
+            "def masked_nll(logits, target, ignore_index: int = -100):\n"
+            "    keep = target != ignore_index\n"
+            "    safe = torch.where(keep, target, torch.zeros_like(target))\n"
+            "    logp = torch.log_softmax(logits, -1).gather(-1, safe.unsqueeze(-1)).squeeze(-1)\n"
+            "    return -(logp * keep).sum() / keep.sum()\n",
+            "masked_nll",
+        ),
+        (
+            "class MaskedNLL(torch.nn.Module):\n"
+            "    def __init__(self, ignore_index: int = -100):\n"
+            "        super().__init__()\n"
+            "        self.ignore_index = ignore_index\n\n"
+            "    def forward(self, logits, target):\n"
+            "        keep = target != self.ignore_index\n"
+            "        safe = torch.where(keep, target, torch.zeros_like(target))\n"
+            "        logp = torch.log_softmax(logits, -1).gather(-1, safe.unsqueeze(-1)).squeeze(-1)\n"
+            "        return -(logp * keep).sum() / keep.sum()\n",
+            "MaskedNLL",
+        ),
+    ],
+)
+def test_the_written_computation_names_the_ignored_class_by_its_hyper_parameter(tmp_path, source, entry):
+    """The trace holds ints as numbers; the readable formula (the Function's docstring) says ``target !=
+    ignore_index``, which the kernel takes at run time, not ``target != -100``."""
+    path = tmp_path / "masked.py"
+    path.write_text("import torch\n\n\n" + source)
+    written = analyze(f"{path}:{entry}").forward_computation
+    assert "keep = target != ignore_index" in written and "-100" not in written, written

@@ -95,7 +95,8 @@ class Describer:
             right = f"({right})" if right_needs else right
             return f"{left} {symbol} {right}", precedence
         if call.name in _COMPARISONS and len(operands) == 2:
-            return f"{self.text(operands[0])} {_COMPARISONS[call.name]} {self.text(operands[1])}", 0
+            left, right = (self._marker(operands[0], operands[1]), self._marker(operands[1], operands[0]))
+            return f"{left} {_COMPARISONS[call.name]} {right}", 0
         if call.family == META:
             return self._meta(call)
         if call.name in ("slice", "getitem") and "index" in call.options and not self.formula:
@@ -120,6 +121,18 @@ class Describer:
                 continue
             arguments.append(f"{key}={self.text(value)}")
         return f"{name}({', '.join(arguments)}){'.values' if values else ''}", _ATOM
+
+    def _marker(self, value: Any, other: Any) -> str:
+        """``value`` as written, or, where it is an int compared with a class-index input and an int hyper-parameter
+        of the reference has it as its default, that hyper-parameter's name: the trace holds ints as numbers, and
+        ``target != -100`` would say the kernel ignores -100 where it takes any ``ignore_index``."""
+        if not self.formula and isinstance(value, int) and not isinstance(value, bool) and isinstance(other, fx.Node):
+            if self.node_name(other) in self.traced.index_inputs:
+                ints = [*self.traced.hyperparameters, *self.traced.init_params]  # a module's, from its __init__
+                named = {hp.name for hp in ints if hp.type == "int" and hp.default == value}
+                if len(named) == 1:
+                    return named.pop()
+        return self.text(value)
 
     def _index(self, index: Any) -> str:
         """A subscript as Python writes it: ``:, 0``, ``:half``, ``..., ::2``."""
