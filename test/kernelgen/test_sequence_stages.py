@@ -619,3 +619,24 @@ def test_the_generated_tests_float64_truth_keeps_the_references_float32_casts_at
     assert outputs[0].dtype == torch.float64
     assert torch.equal(outputs[0], loss.detach())
     assert torch.equal(ref_inputs[0].grad, widened.grad)
+
+
+def test_a_second_logits_tensor_is_named_where_the_sequence_math_is_refused(tmp_path):
+    """A full-vocabulary KL to a reference model's logits, averaged per sequence: the one kernel refuses the
+    per-sequence mean, and the line says why no sequence stage takes it (the probe tried the second logits as [B, T,
+    V] before one value, which a log-softmax over the last dim also took, and the refusal named a line of no
+    consequence)."""
+    path = tmp_path / "full_kl.py"
+    path.write_text(
+        "import torch.nn.functional as F\n\n\n"
+        "def full_kl(logits, ref_logits, mask, kl_coef: float = 0.1):\n"
+        "    logp = F.log_softmax(logits, dim=-1)\n"
+        "    ref_logp = F.log_softmax(ref_logits, dim=-1)\n"
+        "    kl = (logp.exp() * (logp - ref_logp)).sum(-1)\n"
+        "    return kl_coef * ((kl * mask).sum(-1) / mask.sum(-1).clamp(min=1)).mean()\n"
+    )
+    with pytest.raises(AnalyzeError) as raised:
+        analyze(f"{path}:full_kl")
+    message = str(raised.value)
+    assert message.startswith(f"{path}:8: `.mean()`"), message
+    assert message.endswith("ref_logits is a second one that meets logits element by element"), message

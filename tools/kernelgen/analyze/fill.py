@@ -314,8 +314,15 @@ def _lowered_loss(traced: TracedReference, split_first: bool) -> tuple[LoweredLo
     if split_first:
         try:
             staged = split_stages(traced)
-        except NoStagesError:
-            return None, None
+        except NoStagesError as no_stages:
+            if not no_stages.reason:
+                return None, None
+            try:
+                return lower_loss(traced), None
+            except PerElementOutputError:
+                raise
+            except AnalyzeError as single:
+                raise AnalyzeError(f"{single}; {no_stages.reason}") from None
         return lower_loss(staged.vocabulary), staged
     try:
         return lower_loss(traced), None
@@ -325,7 +332,9 @@ def _lowered_loss(traced: TracedReference, split_first: bool) -> tuple[LoweredLo
         single = error
     try:
         staged = split_stages(traced)
-    except NoStagesError:
+    except NoStagesError as no_stages:
+        if no_stages.reason:  # the per-sequence math the one kernel refuses would be a sequence stage's but for this
+            raise AnalyzeError(f"{single}; {no_stages.reason}") from None
         raise single from None
     return lower_loss(staged.vocabulary), staged
 

@@ -61,9 +61,9 @@ _META = {"size", "dim", "shape", "dtype", "device"}
 # Llama-style ``mask.to(logits.dtype)`` reads them there.
 _KIND = {"dtype", "device"}
 # The shapes the probe tries: a second [B, T, V] input too, to name it in the refusal (chosen and rejected logits as
-# two tensors).
+# two tensors, a reference model's logits), tried before one value, which a log-softmax over the last dim also takes.
 _LOGITS = "B, T, V"
-_PROBED = (*SEQUENCE_SHAPES, _LOGITS)
+_PROBED = (*(words for words in SEQUENCE_SHAPES if words != "1"), _LOGITS, "1")
 # The logits with their tokens flattened into rows (``logits.view(-1, V)``): the same tokens, one row each.
 _OVER_VOCABULARY = ((_B * _T, _V),)
 # One value per token: as [B, T] (or [B, T, 1], a ``gather`` not squeezed yet), or as the flattened rows' [B*T]
@@ -95,7 +95,12 @@ class StagedLoss:
 
 
 class NoStagesError(AnalyzeError):
-    """The reference has no per-token statistics to split at (or inputs of no shape the split knows)."""
+    """The reference has no per-token statistics to split at (or inputs of no shape the split knows). ``reason``:
+    why, where it is worth adding to the one kernel's refusal (a second [B, T, V] input), else empty."""
+
+    def __init__(self, message: str, *, origin: str = "", line: int | None = None, reason: str = ""):
+        super().__init__(message, origin=origin, line=line)
+        self.reason = reason
 
 
 class _Probe:
@@ -288,7 +293,12 @@ def split_stages(traced: TracedReference) -> StagedLoss:
         if _meets_the_logits(probe, shapes, node):
             # Combined with the logits element by element (a target or a teacher distribution, as in a binary
             # cross entropy of two [B, T, V] tensors): no chosen/rejected split; the one kernel's refusal says why.
-            raise NoStagesError("a second [B, T, V] input meets the logits element-wise", origin=traced.loaded.origin)
+            reason = (
+                f"nor is it a loss in two stages (per-token statistics, then the reference's math over tokens and "
+                f"sequences), which streams one [B, T, V] logits tensor: {second[0]} is a second one that meets "
+                f"{traced.tensor_inputs[0]} element by element"
+            )
+            raise NoStagesError(reason, origin=traced.loaded.origin, reason=reason)
         raise _error(
             traced,
             f"{second[0]} is a second [B, T, V] input beside {traced.tensor_inputs[0]} (`{_line_text(traced, next(iter(node.users)))}`); "
