@@ -783,6 +783,16 @@ def test_classes_moved_to_dim_1_for_cross_entropy_say_to_flatten_the_tokens(tmp_
     message = str(caught.value)
     assert "ref.py:5: `.transpose()` (transpose) moves the classes to dim 1 for `F.cross_entropy`" in message
     assert "flatten the tokens instead (logits.reshape(-1, logits.size(-1)), labels.reshape(-1))" in message
+    # A pair loss after it (chosen and rejected halves by .chunk()): the transpose is still what the line names.
+    path.write_text(
+        "import torch.nn.functional as F\n\n\ndef ref(logits, labels):\n"
+        "    seq = -F.cross_entropy(logits.transpose(1, 2), labels, reduction='none').sum(-1)\n"
+        "    chosen, rejected = seq.chunk(2)\n"
+        "    return -F.logsigmoid(chosen - rejected).mean()\n"
+    )
+    with pytest.raises(AnalyzeError) as caught:
+        analyze(str(path))
+    assert "ref.py:5: `.transpose()` (transpose) moves the classes to dim 1" in str(caught.value), caught.value
 
 
 def test_a_clamped_denominator_keeps_its_floor(tmp_path):

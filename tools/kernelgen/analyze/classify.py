@@ -37,6 +37,10 @@ def _at(call: OpCall) -> str:
     return f"`{call.label}`" + (f" (line {call.line})" if call.line is not None else "")
 
 
+# Ops that reorder dims: one feeding a class loss has moved its classes off the last dim.
+MOVES_DIMS = ("transpose", "permute", "movedim", "swapaxes", "swapdims")
+
+
 def structural_reason(call: OpCall) -> str:
     if call.name in CLASS_LOSSES:
         return (
@@ -66,9 +70,9 @@ def structural_reason(call: OpCall) -> str:
             "labels alone, which kernelgen takes (labels = F.pad(labels, (0, 1), value=ignore_index)[..., 1:], the "
             "logits whole: the last token of each sequence is then ignored)"
         )
-    if call.name in ("transpose", "permute", "movedim", "swapaxes", "swapdims") and _class_loss_fed(call):
+    if call.name in MOVES_DIMS and class_loss_fed(call):
         return (
-            f"{_at(call)} ({call.name}) moves the classes to dim 1 for `F.{_class_loss_fed(call)}`"
+            f"{_at(call)} ({call.name}) moves the classes to dim 1 for `F.{class_loss_fed(call)}`"
             ", whose rows a loss kernel reads with the classes last: flatten the tokens instead "
             "(logits.reshape(-1, logits.size(-1)), labels.reshape(-1))"
         )
@@ -82,7 +86,7 @@ def structural_reason(call: OpCall) -> str:
     )
 
 
-def _class_loss_fed(call: OpCall) -> str | None:
+def class_loss_fed(call: OpCall) -> str | None:
     """``cross_entropy`` / ``nll_loss`` when the value is their scores (their classes moved to dim 1), else None."""
     for user in getattr(call.node, "users", None) or {}:
         name = getattr(user.target, "__name__", None)

@@ -39,6 +39,8 @@ from typing import Any
 import sympy
 import torch.fx as fx
 
+from tools.kernelgen.analyze.classify import MOVES_DIMS
+from tools.kernelgen.analyze.classify import class_loss_fed
 from tools.kernelgen.analyze.classify import structural_reason
 from tools.kernelgen.analyze.errors import AnalyzeError
 from tools.kernelgen.analyze.ops import META
@@ -271,6 +273,11 @@ class LossBuilder(ProgramBuilder):
                 return value  # [:, 0] of a per-row value kept as [rows, 1]
         if pointwise_loss(call) is not None:
             return self._whole_tensor_loss(call)
+        # Classes moved to dim 1 for F.cross_entropy (lucidrains' logits.transpose(1, 2)) come first: the ops after
+        # the loss (a chosen/rejected .chunk()) are only there because the loss is per token.
+        moved = next((c for c in self.traced.calls.values() if c.name in MOVES_DIMS and class_loss_fed(c)), None)
+        if moved is not None and moved is not call:
+            raise self._error(structural_reason(dataclasses.replace(moved, line=None)), moved.node)
         # Not a loss's pick by class index: say what the op does (a matrix product, a sort), as classification did.
         why = structural_reason(dataclasses.replace(call, line=None))
         raise self._error(f"{why}; a loss kernel picks classes by index only (gather, one_hot, take)", node)
