@@ -338,6 +338,7 @@ def test_markers_are_written_beside_the_file_and_the_checkout_still_imports(docs
     result = run_kernelgen("modify", "act", "--reference", reference, "--repo", str(checkout), "--conflicts=markers")
     assert result.returncode == 1, result.stdout + result.stderr
     assert f"conflict(s) marked <<<<<<< current / >>>>>>> kernelgen in {OPS}.conflicted (beside" in result.stderr
+    assert "conflicts again: add --ours FILE for it" in result.stderr
     ops = (checkout / f"{OPS}.conflicted").read_text()
     assert f"<<<<<<< current\n{HAND_DOCSTRING}=======\n" in ops and ">>>>>>> kernelgen\n" in ops
     assert "def forward(ctx, a, b, beta=1.0):" in ops  # the rest of the merge is there
@@ -357,6 +358,21 @@ def test_markers_are_written_beside_the_file_and_the_checkout_still_imports(docs
     assert again.returncode == 0, again.stdout + again.stderr
     assert "hand edit(s) already holding the new text kept" in again.stdout
     assert reconciled in (checkout / OPS).read_text() and "beta=1.0" in record_file(checkout, "act").read_text()
+
+
+def test_markers_resolved_to_the_hand_edit_conflict_again_and_ours_settles_them(docstring_edited, tmp_path):
+    checkout = docstring_edited
+    reference = _write_reference(tmp_path, WITH_BETA)
+    run_kernelgen("modify", "act", "--reference", reference, "--repo", str(checkout), "--conflicts=markers")
+    ops = (checkout / f"{OPS}.conflicted").read_text()
+    start, end = ops.index("<<<<<<< current\n"), ops.index(">>>>>>> kernelgen\n") + len(">>>>>>> kernelgen\n")
+    (checkout / OPS).write_text(ops[:start] + HAND_DOCSTRING + ops[end:])  # the hand line kept, kernelgen's dropped
+    (checkout / f"{OPS}.conflicted").unlink()
+    again = run_kernelgen("modify", "act", "--reference", reference, "--repo", str(checkout))
+    assert again.returncode == 1 and "Settle them with --ours/--theirs [FILE]" in again.stderr
+    settled = run_kernelgen("modify", "act", "--reference", reference, "--repo", str(checkout), "--ours", OPS)
+    assert settled.returncode == 0, settled.stdout + settled.stderr
+    assert HAND_DOCSTRING in (checkout / OPS).read_text() and "beta=1.0" in record_file(checkout, "act").read_text()
 
 
 def test_a_side_for_a_file_the_merge_does_not_touch_is_a_user_error(docstring_edited, tmp_path):

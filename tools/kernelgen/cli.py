@@ -662,7 +662,8 @@ def _modify_locked(args, repo) -> int:
         print(
             f"kernelgen: {plan.conflict_count} conflict(s) marked <<<<<<< current / >>>>>>> kernelgen in {paths} "
             f"(beside the files, which are unchanged and import as before; nothing else written). Resolve each, move "
-            f"it over its file, then run the same --modify again",
+            f"it over its file, then run the same --modify again (a conflict resolved to the hand edit alone, without "
+            f"kernelgen's new line, conflicts again: add --ours FILE for it)",
             file=sys.stderr,
         )
         return EXIT_CONFLICT
