@@ -185,6 +185,23 @@ def test_mlp_shapes_are_read_whatever_the_projections_are_called():
         """
     )
     assert mlp_shape(plain, "act") == {"pattern": "plain", "up": "fc_in", "down": "fc_out", "argument": "x"}
+    # One name assigned again at each step, as transformers' PhiMLP writes it.
+    reassigned = _class(
+        """
+        class PhiMLP(nn.Module):
+            def forward(self, hidden_states):
+                hidden_states = self.fc1(hidden_states)
+                hidden_states = self.activation_fn(hidden_states)
+                hidden_states = self.fc2(hidden_states)
+                return hidden_states
+        """
+    )
+    assert mlp_shape(reassigned, "activation_fn") == {
+        "pattern": "plain",
+        "up": "fc1",
+        "down": "fc2",
+        "argument": "hidden_states",
+    }
     # A residual inside the MLP is not one of the shapes an activation kernel replaces the middle of.
     residual = _class(
         """

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import copy
 import importlib
 
 from dataclasses import dataclass
@@ -206,9 +207,19 @@ def _projection(node: ast.AST, argument: str) -> str | None:
     return None
 
 
+def _inlined(node: ast.AST, names: dict[str, ast.AST]) -> ast.AST:
+    """``node`` with each name of ``names`` it reads replaced by the expression assigned to it."""
+
+    class Inline(ast.NodeTransformer):
+        def visit_Name(self, name: ast.Name) -> ast.AST:
+            return copy.deepcopy(names[name.id]) if name.id in names else name
+
+    return Inline().visit(copy.deepcopy(node))
+
+
 def mlp_shape(node: ast.ClassDef, act: str) -> dict[str, str] | None:
     """The MLP's forward as projections around its activation: ``down(act(gate(x)) * up(x))`` (gated) or
-    ``down(act(up(x)))`` (plain), through at most one intermediate name; None for any other forward."""
+    ``down(act(up(x)))`` (plain), through intermediate names; None for any other forward."""
     forward = _method(node, "forward")
     if forward is None or len(forward.args.args) != 2:
         return None
@@ -220,17 +231,14 @@ def mlp_shape(node: ast.ClassDef, act: str) -> dict[str, str] | None:
             return None
         if not isinstance(statement.targets[0], ast.Name):
             return None
-        names[statement.targets[0].id] = statement.value
+        # In order, so that a name assigned again (``h = self.fc1(h); h = self.act(h)``) reads its earlier value.
+        names[statement.targets[0].id] = _inlined(statement.value, names)
     if not isinstance(body[-1], ast.Return) or body[-1].value is None:
         return None
-    value = body[-1].value
-    if isinstance(value, ast.Name) and value.id in names:
-        value = names[value.id]
+    value = _inlined(body[-1].value, names)
     if not isinstance(value, ast.Call) or len(value.args) != 1 or _self_attribute(value.func) is None:
         return None
     down, inner = _self_attribute(value.func), value.args[0]
-    if isinstance(inner, ast.Name) and inner.id in names:
-        inner = names[inner.id]
     if isinstance(inner, ast.BinOp) and isinstance(inner.op, ast.Mult):
         left = inner.left
         if isinstance(left, ast.Call) and _self_attribute(left.func) == act and len(left.args) == 1:
