@@ -22,6 +22,10 @@ from tools.kernelgen.patch.edit import add_plain_import
 from tools.kernelgen.patch.edit import add_table_entry
 from tools.kernelgen.patch.edit import insert_statements
 from tools.kernelgen.patch.edit import remove_definitions
+from tools.kernelgen.patch.mapping import Row
+from tools.kernelgen.patch.mapping import _refusal_place
+from tools.kernelgen.patch.model import Block
+from tools.kernelgen.patch.model import ModelSource
 from tools.kernelgen.patch.model import mlp_shape
 from tools.kernelgen.scratch import library_imports_from
 
@@ -211,6 +215,36 @@ def test_mlp_shapes_are_read_whatever_the_projections_are_called():
         """
     )
     assert mlp_shape(residual, "act") is None
+
+
+def test_a_refusal_names_the_modeling_files_line_not_the_unwritten_references(tmp_path):
+    # As GLM writes its rotary embedding; the reference is that function as ast.unparse spaces and quotes it.
+    modeling = """import torch
+
+
+def helper(x):
+    return x
+
+
+def apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=1):
+    cos = cos.unsqueeze(unsqueeze_dim)
+    cos = cos[..., : cos.shape[-1] // 2].repeat_interleave(2, dim=-1)
+    return q * cos, k * cos
+"""
+    path = tmp_path / "modeling_toy.py"
+    path.write_text(modeling)
+    tree = ast.parse(modeling)
+    node = tree.body[2]
+    reference = "import torch\n\n" + ast.unparse(node)
+    line = next(n for n, text in enumerate(reference.splitlines(), 1) if "repeat_interleave" in text)
+    source = ModelSource("toy", path, "transformers.models.toy.modeling_toy", tree, "ToyForCausalLM")
+    row = Row(Block("rope", "apply_rotary_pos_emb", node), "none")
+    refusal = f"<stdin>:{line}: `.repeat_interleave()` is not an op kernelgen knows"
+    assert _refusal_place(source, row, reference, refusal) == (
+        "modeling_toy.py:10: `.repeat_interleave()` is not an op kernelgen knows"
+    )
+    # A line the reference does not have keeps the block's name.
+    assert _refusal_place(source, row, reference, "<stdin>:99: no") == "apply_rotary_pos_emb:99: no"
 
 
 TABLE_SOURCE = """import logging

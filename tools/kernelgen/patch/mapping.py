@@ -14,6 +14,7 @@ import ast
 import copy
 import importlib
 import inspect
+import re
 
 from dataclasses import dataclass
 from dataclasses import field
@@ -236,7 +237,9 @@ def norm_row(repo: LigerRepo, source: ModelSource, row: Row, call: tuple) -> Non
     text, entry = block_reference(source, row.block)
     plan, values, found = search(repo, text, entry, f"{source.model_type}_rms_norm")
     if plan is None:
-        _missing(row, text, found, f"{source.model_type}_norm", f"no kernel of the target computes {row.block.name}")
+        _missing(
+            row, text, found, f"{source.model_type}_norm", f"no kernel of the target computes {row.block.name}", source
+        )
         return
     module, *_ = call
     signature = _hf_init_params(row.block)
@@ -306,7 +309,7 @@ def mlp_row(repo: LigerRepo, source: ModelSource, row: Row, call: tuple, config)
         row.status, row.why = "none", "its forward is not down(act(gate(x)) * up(x)) nor down(act(up(x)))"
         return
     if plan is None:
-        _missing(row, text, found, row.flag, f"no kernel of the target computes {entry}")
+        _missing(row, text, found, row.flag, f"no kernel of the target computes {entry}", source)
         return
     module = call[0]
     problems = []
@@ -415,10 +418,36 @@ def _activation_flag(act_name: str, gated: bool) -> str:
     return known.get((act_name, gated), f"{act_name}_gated" if gated else act_name)
 
 
-def _missing(row: Row, text: str, refusal: str, name: str, nothing: str) -> None:
+def _squeezed(line: str) -> str:
+    """A line without its spaces and with one kind of quote: the reference is the block as ``ast.unparse`` writes
+    it, which spaces and quotes it its own way."""
+    return "".join(line.split()).replace("'", '"')
+
+
+def _refusal_place(source: ModelSource, row: Row, text: str, refusal: str) -> str:
+    """The analysis names the reference by where it read it (``<stdin>:LINE``, a line of ``text``, which is not
+    written anywhere): the modeling file's line of the same text says more, else the block's name."""
+    match = re.match(r"<stdin>:(\d+)", refusal)
+    lines = text.splitlines()
+    if match and 1 <= int(match.group(1)) <= len(lines) and lines[int(match.group(1)) - 1].strip():
+        wanted = _squeezed(lines[int(match.group(1)) - 1])
+        try:
+            modeling = source.path.read_text().splitlines()
+        except OSError:
+            modeling = []
+        start = getattr(row.block.node, "lineno", 1)
+        # The block's own lines first: a helper with the same line elsewhere in the file is less likely.
+        order = list(range(start - 1, len(modeling))) + list(range(0, start - 1))
+        for index in order:
+            if _squeezed(modeling[index]) == wanted:
+                return f"{source.path.name}:{index + 1}{refusal[match.end() :]}"
+    return refusal.replace("<stdin>", row.block.name, 1)
+
+
+def _missing(row: Row, text: str, refusal: str, name: str, nothing: str, source: ModelSource | None = None) -> None:
     if refusal:
-        # The analysis names the reference by where it read it (stdin here): the block's name says more.
-        row.status, row.why = "none", f"new refuses it: {refusal.replace('<stdin>', row.block.name, 1)}"
+        place = _refusal_place(source, row, text, refusal) if source else refusal.replace("<stdin>", row.block.name, 1)
+        row.status, row.why = "none", f"new refuses it: {place}"
     else:
         row.status, row.reference, row.kernel = "generate", text, name
         row.why = nothing
@@ -449,7 +478,7 @@ def rope_row(repo: LigerRepo, source: ModelSource, row: Row, calls: list[tuple])
     if problems:
         row.status, row.why = "none", "; ".join(problems)
     else:
-        _missing(row, text, found, f"{source.model_type}_rope", "the target has no rotary embedding function")
+        _missing(row, text, found, f"{source.model_type}_rope", "the target has no rotary embedding function", source)
 
 
 def rotary_functions(repo: LigerRepo) -> list[tuple[str, str]]:
@@ -478,7 +507,9 @@ def loss_row(repo: LigerRepo, source: ModelSource, row: Row) -> None:
     plan, values, found = search(repo, text, entry, f"{source.model_type}_cross_entropy")
     row.flag = "cross_entropy"
     if plan is None:
-        _missing(row, text, found, "cross_entropy", "no kernel of the target computes the causal LM's cross entropy")
+        _missing(
+            row, text, found, "cross_entropy", "no kernel of the target computes the causal LM's cross entropy", source
+        )
         return
     row.status, row.kernel, row.call, row.strategy = "kernel", plan.name, found, "cross_entropy"
 
