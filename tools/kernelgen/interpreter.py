@@ -21,6 +21,9 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+# This file, which ``verify`` and ``validate`` run as a script (pytest under the shim).
+SCRIPT = Path(__file__).resolve()
+
 
 def _tanh(x):
     """libdevice's tanh in the interpreter's terms (called inside an interpreted kernel, where ``tl`` computes)."""

@@ -16,6 +16,7 @@ import xml.etree.ElementTree as ElementTree
 
 from pathlib import Path
 
+from tools.kernelgen.interpreter import SCRIPT as INTERPRETER_SCRIPT
 from tools.kernelgen.pyrun import run_python
 from tools.kernelgen.repo import LigerRepo
 from tools.kernelgen.scratch import changed_library_modules
@@ -24,7 +25,6 @@ from tools.kernelgen.scratch import stage_checkout
 TIMEOUT_S = 900
 # Hand-written kernels are written for compiled Triton (libdevice math, float scalars with ``.to``): under the
 # interpreter the staged tests run them as the compiler would.
-INTERPRETER_SHIM = Path(__file__).resolve().parent / "interpreter.py"
 IMPORT_FAILED = 3
 
 _SCRIPT = """
@@ -95,7 +95,7 @@ def verify_changes(
             root=str(folder),
             modules=modules,
             failed=IMPORT_FAILED,
-            shim=str(INTERPRETER_SHIM),
+            shim=str(INTERPRETER_SCRIPT),
             xml=str(xml_path),
             test=test_path,
             selector=test_name,

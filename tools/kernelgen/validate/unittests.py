@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import re
 
-from pathlib import Path
-
+from tools.kernelgen.interpreter import SCRIPT as INTERPRETER_SCRIPT
 from tools.kernelgen.pyrun import run_python
 from tools.kernelgen.validate.report import FAIL
 from tools.kernelgen.validate.report import PASS
@@ -17,9 +16,6 @@ COUNT = re.compile(r"(\d+) (passed|failed|skipped|errors?|xfailed|xpassed|desele
 SKIP_REASON = re.compile(r"^SKIPPED \[\d+\] [^:]+:\d+: (.+)$", re.MULTILINE)
 TAIL_LINES = 25
 NO_TESTS_COLLECTED = 5  # pytest's exit status when a file skips as a whole (allow_module_level)
-# pytest with a hand-written kernel run as compiled Triton runs it (libdevice math, float scalars with ``.to``) under
-# the interpreter: upstream's geglu, dyt or cross_entropy call libdevice's tanh, which the interpreter lacks.
-INTERPRETER_SHIM = Path(__file__).resolve().parents[1] / "interpreter.py"
 
 
 def _cuda_available() -> bool:
@@ -44,9 +40,10 @@ def run(target: Target) -> StageResult:
     if not target.repo.exists(test):
         return StageResult("unit tests", FAIL, f"{test} is missing")
     options = ["-q", "-rs", "-p", "no:cacheprovider", test]
-    # Generated kernels run under the interpreter as they are; hand-written ones (no record) as compiled Triton would.
+    # Generated kernels run under the interpreter as they are; hand-written ones (no record) as compiled Triton would
+    # (libdevice math, float scalars with ``.to``): upstream's geglu, dyt or cross_entropy call libdevice's tanh.
     as_compiled = not target.recorded and not _cuda_available()
-    command = [str(INTERPRETER_SHIM), *options] if as_compiled else ["-m", "pytest", *options]
+    command = [str(INTERPRETER_SCRIPT), *options] if as_compiled else ["-m", "pytest", *options]
     print(f"  $ {' '.join(['python', *command])}")
     result = run_python(command, cwd=target.repo.root)
     output = result.stdout + result.stderr
