@@ -322,7 +322,7 @@ def _lowered_loss(traced: TracedReference, split_first: bool) -> tuple[LoweredLo
             except PerElementOutputError:
                 raise
             except AnalyzeError as single:
-                raise AnalyzeError(f"{single}; {no_stages.reason}") from None
+                raise _with_stages_reason(single, no_stages) from None
         return lower_loss(staged.vocabulary), staged
     try:
         return lower_loss(traced), None
@@ -333,10 +333,14 @@ def _lowered_loss(traced: TracedReference, split_first: bool) -> tuple[LoweredLo
     try:
         staged = split_stages(traced)
     except NoStagesError as no_stages:
-        if no_stages.reason:  # the per-sequence math the one kernel refuses would be a sequence stage's but for this
-            raise AnalyzeError(f"{single}; {no_stages.reason}") from None
-        raise single from None
+        raise _with_stages_reason(single, no_stages) from None
     return lower_loss(staged.vocabulary), staged
+
+
+def _with_stages_reason(single: AnalyzeError, no_stages: NoStagesError) -> AnalyzeError:
+    """The one kernel's refusal, with why no sequence stage takes the math it refuses where the split says (a
+    second [B, T, V] input), else as it is."""
+    return AnalyzeError(f"{single}; {no_stages.reason}") if no_stages.reason else single
 
 
 def _fill_loss(profile: KernelProfile, traced: TracedReference, lowered: LoweredLoss) -> None:

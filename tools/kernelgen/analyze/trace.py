@@ -860,15 +860,21 @@ def _absent_is_initial(loaded: LoadedReference, full: nn.Module, reduced: nn.Mod
     )
 
 
+def _another_value(value: Any) -> Any:
+    """A constructor argument's value other than its default ``value`` to probe with; None for a str."""
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, (int, float)):
+        return type(value)(value * 2 + 1)
+    return None
+
+
 def changes_the_output(loaded: LoadedReference, name: str, value: Any) -> bool:
     """Whether building the reference module with another value of constructor argument ``name`` than ``value``
     changes what it computes (the same random inputs and parameters). True where that cannot be shown otherwise (a
     str has no other value to try, the probe fails): ``inplace=False`` changes nothing, a submodule's option does."""
-    if isinstance(value, bool):
-        other = not value
-    elif isinstance(value, (int, float)):
-        other = type(value)(value * 2 + 1)
-    else:
+    other = _another_value(value)
+    if other is None:
         return True
     full, changed = _rebuild(loaded, {}), _rebuild(loaded, {name: other})
     if full is None or changed is None:
@@ -893,11 +899,8 @@ def changes_the_parameters(loaded: LoadedReference, name: str, value: Any, linke
     initial values (xIELU's ``log(expm1(alpha_p_init))``, ``torch.ones(1) / order``), its shape or whether it learns
     (StarReLU's ``requires_grad=scale_learnable``). ``changes_the_output`` cannot see these: it gives both modules
     the same parameters. Both are built from the same seed; False where the probe cannot tell."""
-    if isinstance(value, bool):
-        other = not value
-    elif isinstance(value, (int, float)):
-        other = type(value)(value * 2 + 1)
-    else:
+    other = _another_value(value)
+    if other is None:
         return False
     built = []
     for overrides in ({}, {name: other}):
