@@ -826,12 +826,8 @@ def _mask_inputs(graph: fx.Graph, statistics: list[str], inputs: set[str]) -> li
     """Inputs that weight a value computed from the statistics (``per_token * mask``) and that the reference also
     reduces on their own (``mask.sum(-1)``, a count of tokens): token masks, which tests draw as 0 or 1 (a standard
     normal draw makes the count a sum of signs, which a ``clamp(min=1)`` then hides)."""
-    statistic_values: set[fx.Node] = set()
-    for node in graph.nodes:
-        if node.op == "placeholder" and node.target in statistics:
-            statistic_values.add(node)
-        elif node.op != "placeholder" and any(a in statistic_values for a in node.all_input_nodes):
-            statistic_values.add(node)
+    placeholders = [node for node in graph.nodes if node.op == "placeholder" and node.target in statistics]
+    statistic_values = set(placeholders).union(*(descendants(node) for node in placeholders))
 
     def input_of(node) -> str | None:
         """The sequence input ``node`` is, through casts and views."""
