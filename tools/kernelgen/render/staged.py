@@ -60,6 +60,11 @@ class StagedLossOpsView:
     # (class-index input, pad value) of each target the reference shifts one token left: the Function shifts it
     shifted: list[tuple[str, str]] = field(default_factory=list)
 
+    @property
+    def shifted_inputs(self) -> set[str]:
+        """The names of ``shifted``: a test marks an ignored token of these one token late (their first is the pad)."""
+        return {name for name, _ in self.shifted}
+
 
 def _words(lines: list[str]) -> set[str]:
     return set(re.findall(r"\b\w+\b", " ".join(lines)))
