@@ -250,6 +250,44 @@ def test_with_upstream_s_model_registry_the_benchmark_takes_model_sweep_mode_and
     assert all(str(json.loads(row["extra_benchmark_config_str"])["hidden_size"]) == "37" for row in tokens)
 
 
+def test_with_upstream_s_sweep_builders_the_benchmark_is_a_setup_and_a_main(tmp_path):
+    """A checkout whose registry builds the sweeps (build_token_length_sweep, build_model_config_sweep) and whose utils
+    build the measurements from a setup (build_speed_bench_fn, ...), as upstream's scripts now use: the script is a
+    setup returning (x, layer) and a __main__ calling the builders. Its __main__ runs as upstream runs it, in both
+    sweep modes (the providers that run on the CPU), for an MLP, a kernel with parameters and a loss."""
+    root = upstream_layout_checkout(tmp_path / "liger")
+    model_configs = (UPSTREAM_LAYOUT / "benchmark_model_configs.py.txt").read_text()
+    (root / MODEL_CONFIGS).write_text(model_configs + (UPSTREAM_LAYOUT / "builders_model_configs.py.txt").read_text())
+    utils = root / BENCHMARK_UTILS
+    utils.write_text(utils.read_text() + (UPSTREAM_LAYOUT / "builders_utils.py.txt").read_text())
+    assert read_harness(utils.read_text(), (root / MODEL_CONFIGS).read_text()).style == "upstream_builders"
+    kernels = ("geglu", "dyt", "tvd")
+    for name in kernels:
+        result = run_kernelgen("new", name, "--repo", str(root), "--force-new")
+        assert result.returncode == 0, result.stderr
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(root / "src")}
+    for name in kernels:
+        path = root / kernel_paths(name)["benchmark"]
+        script = path.read_text()
+        assert "def bench_speed" not in script and "BT_VALUES" not in script
+        assert f"build_speed_bench_fn(_setup_{name})" in script and "build_token_length_sweep(" in script
+        cpu_script = path.with_name(f"cpu_{path.name}")
+        cpu_script.write_text(script.replace('"torch_compile"]', "]").replace(', "torch_compile"', ""))
+        for argv in (["--model", "tiny_b"], ["--sweep-mode", "model_config", "--bt", "4"]):
+            result = run_python([cpu_script.name, *argv], cwd=cpu_script.parent, env=env)
+            assert result.returncode == 0, result.stderr[-3000:]
+    rows = list(csv.DictReader((root / CSV).read_text().splitlines()))
+    for name in kernels:
+        mine = [row for row in rows if row["kernel_name"] == name]
+        assert {row["kernel_provider"] for row in mine} == {"liger", "torch"}
+        tokens = [row for row in mine if row["x_name"] == "BT"]
+        models = [row for row in mine if row["x_name"] == "model_config"]
+        # 2 x values x 2 providers x (speed + memory) x (forward, backward, full), in each sweep
+        assert {row["x_value"] for row in tokens} == {"2", "3"} and len(tokens) == 2 * 2 * 2 * 3
+        assert {row["x_value"] for row in models} == {"tiny_a", "tiny_b"} and len(models) == 2 * 2 * 2 * 3
+        assert all(float(row["y_value_50"]) > 0 for row in mine)
+
+
 def test_a_harness_without_the_measurement_helpers_gets_kernelgen_s(tmp_path):
     """Upstream checkouts from before run_speed_benchmark and run_memory_benchmark existed: the script still calls
     them, so kernelgen's versions are added to their utils (every original line kept, ruff-clean)."""

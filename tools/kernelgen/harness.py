@@ -9,7 +9,12 @@ Two harnesses are known, told apart by what the file defines at module level (re
   ``parse_benchmark_script_args``; the generated script is laid out like upstream's own (a setup factory, speed and
   memory functions, ``run_benchmarks`` appending rows to ``benchmark/data/all_benchmark_data.csv``). It measures with
   ``run_speed_benchmark(fwd_fn, mode, input_tensors)`` and ``run_memory_benchmark(fwd_fn, mode)``: checkouts from
-  before upstream added them get kernelgen's versions of the two, inserted into their utils.
+  before upstream added them get kernelgen's versions of the two, inserted into their utils. With upstream's model
+  registry (``benchmark_model_configs.py``) the script takes ``--model``, ``--sweep-mode`` and ``--bt``; where that
+  module also builds the sweeps (``build_token_length_sweep``, ``build_model_config_sweep``, which probe the
+  reference's peak memory to size them) and the utils build the measurements from a setup function
+  (``build_speed_bench_fn``, ``build_memory_bench_fn``), the script is a setup function and a ``__main__`` calling
+  them, as upstream's own scripts now are.
 """
 
 from __future__ import annotations
@@ -33,6 +38,33 @@ REGISTRY_OPTIONS = ("--model", "--sweep-mode", "--bt")
 SWEEPS = "sweeps"
 UPSTREAM = "upstream"
 UPSTREAM_MODELS = "upstream_models"  # upstream's harness with its model registry and sweep options
+UPSTREAM_BUILDERS = "upstream_builders"  # ... and the registry's sweep builders, the utils' measurement builders
+# The builders a script of the last style calls, where each is defined, and the arguments it passes.
+BUILDERS = {
+    "build_token_length_sweep": (
+        MODEL_CONFIGS,
+        (
+            0,
+            (
+                "kernel_name",
+                "probe_x",
+                "model",
+                "setup_fn",
+                "model_keys",
+                "scale_dim",
+                "x_label",
+                "probe_provider",
+                "overwrite",
+            ),
+        ),
+    ),
+    "build_model_config_sweep": (
+        MODEL_CONFIGS,
+        (0, ("kernel_name", "setup_fn", "model_keys", "probe_provider", "probe_dim", "bt", "overwrite")),
+    ),
+    "build_speed_bench_fn": (BENCHMARK_UTILS, (1, ())),
+    "build_memory_bench_fn": (BENCHMARK_UTILS, (1, ())),
+}
 
 # What an upstream-style script imports from utils and cannot do without, with the arguments it passes:
 # (positional count, keyword names); a helper must accept them and default everything else.
@@ -135,7 +167,7 @@ class HarnessError(ValueError):
 
 @dataclass(frozen=True)
 class BenchmarkHarness:
-    style: str  # SWEEPS or UPSTREAM
+    style: str  # SWEEPS, UPSTREAM, UPSTREAM_MODELS or UPSTREAM_BUILDERS
     missing: tuple[str, ...] = ()  # helpers of INSERTABLE the script calls and the target's utils lacks
 
 
@@ -189,6 +221,9 @@ def read_harness(source: str | None, model_configs: str | None = None) -> Benchm
         )
     for name, call in REQUIRED.items():
         _check(defined, name, call, required=True)
+    registry = _has_registry(source, model_configs)
+    if registry and _has_builders({BENCHMARK_UTILS: defined, MODEL_CONFIGS: _definitions(ast.parse(model_configs))}):
+        return BenchmarkHarness(UPSTREAM_BUILDERS)  # its script measures through the builders, not the helpers
     missing = tuple(name for name, call in INSERTABLE.items() if not _check(defined, name, call, required=False))
     if missing:
         absent = [name for name in HELPER_NEEDS if name not in defined]
@@ -197,7 +232,17 @@ def read_harness(source: str | None, model_configs: str | None = None) -> Benchm
                 f"{BENCHMARK_UTILS} lacks {missing[0]}, and the version kernelgen would add needs "
                 f"{', '.join(absent)}, which it does not define"
             )
-    return BenchmarkHarness(UPSTREAM_MODELS if _has_registry(source, model_configs) else UPSTREAM, missing)
+    return BenchmarkHarness(UPSTREAM_MODELS if registry else UPSTREAM, missing)
+
+
+def _has_builders(definitions: dict[str, dict[str, ast.AST]]) -> bool:
+    """Whether every builder of ``BUILDERS`` is a function of its module that takes the script's call; a checkout
+    with some of them, or with other signatures, gets the script that calls none."""
+    for name, (module, call) in BUILDERS.items():
+        node = definitions[module].get(name)
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or not _fits(node, *call):
+            return False
+    return True
 
 
 def _has_registry(utils: str, model_configs: str | None) -> bool:

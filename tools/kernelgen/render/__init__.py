@@ -76,6 +76,7 @@ BENCHMARK_TEMPLATES = {
     "sweeps": "benchmark.py.j2",
     "upstream": "benchmark_upstream.py.j2",
     "upstream_models": "benchmark_upstream.py.j2",
+    "upstream_builders": "benchmark_upstream.py.j2",
 }
 
 
@@ -83,7 +84,11 @@ def render_kernel(profile: KernelProfile, benchmark_style: str = "sweeps") -> Re
     """Render every file of the kernel. ``benchmark_style``: the harness the target's ``benchmark/scripts/utils.py``
     implements."""
     env = template_environment()
-    context = {**build_views(profile).context(), "model_registry": benchmark_style == "upstream_models"}
+    context = {
+        **build_views(profile).context(),
+        "model_registry": benchmark_style in ("upstream_models", "upstream_builders"),
+        "builders": benchmark_style == "upstream_builders",
+    }
     paths = kernel_paths(profile.operation_name)
     tier = profile.tier
     staged = is_staged(profile)
