@@ -24,6 +24,7 @@ from tools.kernelgen.patch.edit import insert_statements
 from tools.kernelgen.patch.edit import remove_definitions
 from tools.kernelgen.patch.mapping import Row
 from tools.kernelgen.patch.mapping import _refusal_place
+from tools.kernelgen.patch.mapping import torch_norm_rows
 from tools.kernelgen.patch.model import Block
 from tools.kernelgen.patch.model import ModelSource
 from tools.kernelgen.patch.model import mlp_shape
@@ -161,6 +162,31 @@ def test_bad_model_types_and_files_are_refused_in_one_line(checkout, model, mess
 
 def _class(text: str) -> ast.ClassDef:
     return ast.parse(textwrap.dedent(text)).body[0]
+
+
+def test_torch_s_own_norm_classes_get_a_row_saying_why_they_are_not_patched():
+    """StableLM, Phi and Starcoder2 build their norms from nn.LayerNorm: the table says so in a row of its own (torch's
+    class is never swapped), naming the modules and whether the target has the kernel; a model's own subclass of it
+    is the modeling file's class, not torch's, and gets none."""
+    import torch.nn as nn
+
+    class OwnLayerNorm(nn.LayerNorm):
+        pass
+
+    class Checkout:
+        def __init__(self, paths):
+            self.paths = paths
+
+        def exists(self, path):
+            return path in self.paths
+
+    model = nn.ModuleDict({"first": nn.LayerNorm(4), "mlp": nn.Linear(4, 4), "last": nn.LayerNorm(4)})
+    (row,) = torch_norm_rows(Checkout(set()), model)
+    assert (row.label, row.status) == ("nn.LayerNorm (norm)", "none")
+    assert "torch's own class (2 modules, e.g. first)" in row.why and row.why.endswith("no layer_norm kernel")
+    (row,) = torch_norm_rows(Checkout({"src/liger_kernel/ops/layer_norm.py"}), model)
+    assert row.why.endswith("its layer_norm kernel would replace each instance's forward")
+    assert torch_norm_rows(Checkout(set()), nn.ModuleDict({"norm": OwnLayerNorm(4)})) == []
 
 
 def test_mlp_shapes_are_read_whatever_the_projections_are_called():

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from dataclasses import field
 from typing import Any
 
+from tools.kernelgen.layout import kernel_paths
 from tools.kernelgen.patch.model import Block
 from tools.kernelgen.patch.model import ModelSource
 from tools.kernelgen.repo import LigerRepo
@@ -637,6 +638,32 @@ def map_model(repo: LigerRepo, source: ModelSource) -> list[Row]:
                 rows.append(row)
                 row = fused_linear_row(repo, source, block, model, input_ids)
             rows.append(row)
+    return rows + torch_norm_rows(repo, model)
+
+
+# torch's own norm classes a modeling file may build its norms from, and the target's kernel of each.
+TORCH_NORMS = {"LayerNorm": "layer_norm", "RMSNorm": "rms_norm"}
+
+
+def torch_norm_rows(repo: LigerRepo, model) -> list[Row]:
+    """A "no kernel" row for each of torch's own norm classes among the model's modules (``nn.LayerNorm`` of StableLM,
+    Phi, Starcoder2): patch swaps the modeling file's classes, and swapping torch's would change every model of the
+    process; the target's kernel of it could only replace each instance's forward once the model is built."""
+    found: dict[str, list[str]] = {}
+    for qualified, module in model.named_modules():
+        name = type(module).__name__
+        if type(module).__module__.startswith("torch.nn.") and name in TORCH_NORMS:
+            found.setdefault(name, []).append(qualified)
+    rows = []
+    for name, modules in found.items():
+        kernel = TORCH_NORMS[name]
+        has_kernel = repo.exists(kernel_paths(kernel)["ops"])
+        instead = f"its {kernel} kernel would replace each instance's forward" if has_kernel else f"no {kernel} kernel"
+        why = (
+            f"torch's own class ({len(modules)} modules, e.g. {modules[0]}): patch swaps the modeling file's classes, "
+            f"not torch's, which every model shares; {instead}"
+        )
+        rows.append(Row(Block("norm", f"nn.{name}"), "none", why=why))
     return rows
 
 
