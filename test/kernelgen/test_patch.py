@@ -232,6 +232,48 @@ def test_mlp_shapes_are_read_whatever_the_projections_are_called():
         "down": "fc2",
         "argument": "hidden_states",
     }
+    # A dropout after the down projection (Starcoder2MLP's functional one, or a module's nn.Dropout): the shape is
+    # read through it, and marked, so that only the activation is swapped and the dropout stays.
+    functional_dropout = _class(
+        """
+        class Starcoder2MLP(nn.Module):
+            def forward(self, hidden_states):
+                hidden_states = self.c_fc(hidden_states)
+                hidden_states = self.act(hidden_states)
+                hidden_states = self.c_proj(hidden_states)
+                hidden_states = nn.functional.dropout(hidden_states, p=self.residual_dropout, training=self.training)
+                return hidden_states
+        """
+    )
+    dropped = {"pattern": "plain", "up": "c_fc", "down": "c_proj", "argument": "hidden_states", "dropout": True}
+    assert mlp_shape(functional_dropout, "act") == dropped
+    module_dropout = _class(
+        """
+        class GatedWithDropout(nn.Module):
+            def __init__(self, config):
+                self.drop = nn.Dropout(config.dropout)
+
+            def forward(self, x):
+                return self.drop(self.down(self.act(self.gate(x)) * self.up(x)))
+        """
+    )
+    assert mlp_shape(module_dropout, "act") == {
+        "pattern": "gated",
+        "gate": "gate",
+        "up": "up",
+        "down": "down",
+        "argument": "x",
+        "dropout": True,
+    }
+    # A call of another module attribute around the MLP is not a dropout.
+    other = _class(
+        """
+        class Wrapped(nn.Module):
+            def forward(self, x):
+                return self.norm(self.down(self.act(self.up(x))))
+        """
+    )
+    assert mlp_shape(other, "act") is None
     # A residual inside the MLP is not one of the shapes an activation kernel replaces the middle of.
     residual = _class(
         """

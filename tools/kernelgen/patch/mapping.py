@@ -319,6 +319,9 @@ def mlp_row(repo: LigerRepo, source: ModelSource, row: Row, call: tuple, config)
         cls = getattr(importlib.import_module(_kernel_module(plan)), class_name)
         required = _init_arity(plan, class_name, cls)
         try:
+            if required == 1 and detail.get("dropout"):
+                problems.append(f"{class_name}: the MLP's dropout would be lost with the module")
+                continue
             if required == 1:
                 candidate, strategy = cls(config), "class"
             elif required == 0 and detail.get("pattern") == "plain":
@@ -339,7 +342,7 @@ def mlp_row(repo: LigerRepo, source: ModelSource, row: Row, call: tuple, config)
             row.liger_class, row.liger_module = class_name, _kernel_module(plan)
             return
         problems.append(problem)
-    if "pattern" in detail and unrunnable is None:
+    if "pattern" in detail and unrunnable is None and not detail.get("dropout"):
         problem = _functional_stands_in(plan, values, row, call)
         if problem is None:
             row.status, row.kernel, row.call = "kernel", plan.name, found

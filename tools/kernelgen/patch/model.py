@@ -236,6 +236,9 @@ def mlp_shape(node: ast.ClassDef, act: str) -> dict[str, str] | None:
     if not isinstance(body[-1], ast.Return) or body[-1].value is None:
         return None
     value = _inlined(body[-1].value, names)
+    dropout = _dropout_input(value, _dropout_attributes(node))
+    if dropout is not None:  # Starcoder2MLP's residual dropout after the down projection
+        value = dropout
     if not isinstance(value, ast.Call) or len(value.args) != 1 or _self_attribute(value.func) is None:
         return None
     down, inner = _self_attribute(value.func), value.args[0]
@@ -244,13 +247,38 @@ def mlp_shape(node: ast.ClassDef, act: str) -> dict[str, str] | None:
         if isinstance(left, ast.Call) and _self_attribute(left.func) == act and len(left.args) == 1:
             gate, up = _projection(left.args[0], argument), _projection(inner.right, argument)
             if gate and up:
-                return {"pattern": "gated", "gate": gate, "up": up, "down": down, "argument": argument}
+                shape = {"pattern": "gated", "gate": gate, "up": up, "down": down, "argument": argument}
+                return {**shape, "dropout": True} if dropout is not None else shape
         return None
     if isinstance(inner, ast.Call) and _self_attribute(inner.func) == act and len(inner.args) == 1:
         up = _projection(inner.args[0], argument)
         if up:
-            return {"pattern": "plain", "up": up, "down": down, "argument": argument}
+            shape = {"pattern": "plain", "up": up, "down": down, "argument": argument}
+            return {**shape, "dropout": True} if dropout is not None else shape
     return None
+
+
+def _dropout_attributes(node: ast.ClassDef) -> set[str]:
+    """``self.NAME = nn.Dropout(...)`` attributes of ``__init__``."""
+    init = _method(node, "__init__")
+    return {
+        _self_attribute(statement.targets[0])
+        for statement in (ast.walk(init) if init else [])
+        if isinstance(statement, ast.Assign)
+        and len(statement.targets) == 1
+        and isinstance(statement.value, ast.Call)
+        and isinstance(statement.value.func, (ast.Attribute, ast.Name))
+        and getattr(statement.value.func, "attr", getattr(statement.value.func, "id", None)) == "Dropout"
+    } - {None}
+
+
+def _dropout_input(node: ast.AST, dropouts: set[str]) -> ast.AST | None:
+    """X of a dropout of X as the outermost call (``nn.functional.dropout(X, ...)``, ``F.dropout``, a module's
+    ``nn.Dropout`` attribute), else None."""
+    if not isinstance(node, ast.Call) or not node.args:
+        return None
+    functional = isinstance(node.func, ast.Attribute) and node.func.attr == "dropout" and not _self_attribute(node.func)
+    return node.args[0] if functional or _self_attribute(node.func) in dropouts else None
 
 
 def _is_experts(node: ast.ClassDef) -> bool:
