@@ -50,7 +50,7 @@ def test_a_module_gets_the_class_weights_it_holds_set_on_it(references, entry, s
 
 
 def test_a_losss_other_outputs_are_reported_values_without_gradients(references):
-    """The generated Function marks a loss's other outputs non-differentiable (as upstream's z_loss): the reference's
+    """The generated Function derives the gradient of a loss's first output alone (as upstream's z_loss): the reference's
     gradients the harness compares are the loss's alone (``new`` failed its smoke run: the gradient of x differed by
     up to 0.358, the reference's second output's gradient included)."""
     runner = ReferenceRunner(analyze(f"{references / 'two_outputs.py'}:ce_and_kl"), "cpu")

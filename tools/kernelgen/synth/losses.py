@@ -13,7 +13,8 @@ whatever row sums the chain rule asks for must be statistics already (the shift 
 ``sum(exp(x - m) * x)`` is the statistic that defined it), so one more pass writes the gradient, chunk by chunk.
 When the gradient reads no statistic of the last pass (a KL divergence's reads none at all), it is written in that
 pass instead: the inputs are read once. ``grad_{loss}`` is the weight of the row in the loss (set by the template
-from the reduction); the other outputs are returned without gradients.
+from the reduction); the other outputs are values the loss reports, and the Function refuses a gradient reaching
+them.
 
 A per-class input (class weights, ``[n_cols]``) is a per-element constant of every row, loaded at ``col``; read at a
 class index (``take(w, target)``) it is a row value of its own, loaded once per row before the passes.

@@ -277,8 +277,8 @@ class ReferenceRunner:
         result = RunResult([o.detach().clone() for o in outputs])
         if not backward:
             return result
-        # A loss's other outputs are reported values, without gradients (as upstream's z_loss): the kernel's Function
-        # marks them non-differentiable, so the gradients compared are the loss's alone.
+        # A loss's other outputs are values it reports (as upstream's z_loss): the gradients compared are the first
+        # output's alone (a one-kernel loss's Function derives no other; test_reported_outputs.py).
         reported = outputs[:1] if self.profile.tier == 3 else outputs
         differentiable = [o for o in reported if o.requires_grad]
         if differentiable:
