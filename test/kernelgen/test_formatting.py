@@ -47,3 +47,26 @@ def test_settings_that_extend_another_file_are_asked_each_time(tmp_path, ruff_ru
     runs = len(ruff_runs)
     lint_findings(LONG_LINE, tmp_path, "module.py")
     assert len(ruff_runs) == 2 * runs
+
+
+def test_findings_in_the_embedded_reference_get_a_noqa_and_others_still_raise(tmp_path):
+    """A generated test carries the user's reference verbatim: a local it computes and never reads (a metric of a
+    trainer's loss) or a name like ``l`` where the target's rules flag it (upstream selects E741) gets a noqa on its
+    line, the reference otherwise as written; the same finding outside the reference is still an error."""
+    (tmp_path / "pyproject.toml").write_text('[tool.ruff.lint]\nselect = ["E", "F"]\n')
+    reference = (
+        "import torch\n\n\n"
+        "# --- PyTorch reference (focal.py) ---\n"
+        "def focal(logits, target):\n"
+        "    l = torch.log_softmax(logits, -1)\n"
+        "    acc = (logits.argmax(-1) == target).float().mean()\n"
+        "    return -l.mean()\n"
+        "# ------------------------------------\n"
+    )
+    text = formatting.format_source(reference, tmp_path, "test/test_focal.py")
+    assert "    l = torch.log_softmax(logits, -1)  # noqa: E741 - as the reference has it\n" in text
+    assert "acc = (logits.argmax(-1) == target).float().mean()  # noqa: F841 - as the reference has it\n" in text
+    assert lint_findings(text, tmp_path, "test/test_focal.py") == []
+    outside = reference + "\n\ndef helper():\n    unused = 1\n    return 2\n"
+    with pytest.raises(formatting.FormatError, match="F841"):
+        formatting.format_source(outside, tmp_path, "test/test_focal.py")
