@@ -1216,6 +1216,38 @@ def test_a_dict_of_outputs_is_refused_naming_its_keys(tmp_path):
     assert "'dict_out' returns a dict (y, z); return its tensors instead (`return y, z`)" in analyze_error(str(path))
 
 
+def test_a_keyword_only_tensor_input_is_refused_and_a_keyword_only_hyper_parameter_is_not(tmp_path):
+    """Tensor inputs are passed by position (kernel, tests, the reference's own calls): a tensor after ``*`` failed
+    new's smoke run with a TypeError that blamed the reference."""
+    path = tmp_path / "kw.py"
+    path.write_text(
+        "import torch\n\n\n"
+        "def scaled(x, *, scale):\n    return torch.tanh(x) * scale\n\n\n"
+        "def tempered(x, *, temperature: float = 0.7):\n    return torch.tanh(x / temperature)\n"
+    )
+    message = analyze_error(f"{path}:scaled")
+    assert (
+        "'scaled': the tensor input 'scale' is keyword-only (after '*'); tensor inputs are passed by position"
+        in message
+    )
+    assert [h.name for h in analyze(f"{path}:tempered").hyperparameters] == ["temperature"]
+
+
+def test_a_shapes_hint_making_the_first_input_the_smaller_is_refused(tmp_path):
+    """Megatron's ``bias_gelu(bias, y)``: the hint says bias broadcasts against y, but the others broadcast against
+    the first input; new succeeded and the kernel refused the call the hint describes."""
+    body = "\n\ndef bias_gelu(bias, y):\n    x = bias + y\n    return x * torch.sigmoid(1.702 * x)\n"
+    path = tmp_path / "bias_gelu.py"
+    path.write_text('import torch\n\nKERNELGEN = {"shapes": {"bias": "hidden", "y": "... hidden"}}\n' + body)
+    message = analyze_error(str(path))
+    assert "bias ('hidden') is the first input, whose shape the others broadcast against, and y" in message
+    assert message.endswith("put a full input first (y, then bias)")
+    path.write_text(
+        'import torch\n\nKERNELGEN = {"shapes": {"bias": "batch seq hidden", "y": "batch 1 hidden"}}\n' + body
+    )
+    assert [t.name for t in analyze(str(path)).inputs] == ["bias", "y"]
+
+
 CHUNKED_GLUS = """import torch
 import torch.nn.functional as F
 

@@ -364,6 +364,13 @@ def _split_signature(loaded: LoadedReference, fn, skip_self: bool):
                     "default",
                     origin=loaded.origin,
                 )
+            if parameter.kind is inspect.Parameter.KEYWORD_ONLY:
+                # The kernel, its tests and the reference's calls pass the tensor inputs by position.
+                raise AnalyzeError(
+                    f"'{loaded.entry}': the tensor input '{parameter.name}' is keyword-only (after '*'); tensor inputs "
+                    f"are passed by position: move '*' after it ({', '.join([*tensors, parameter.name])}, *, ...)",
+                    origin=loaded.origin,
+                )
             tensors.append(parameter.name)
         elif isinstance(default, float):
             hypers.append(HyperParameter(name=parameter.name, type="float", default=default))
@@ -1467,6 +1474,23 @@ def declared_broadcasts(loaded: LoadedReference, tensors: list[str], not_rows: l
             f"cannot broadcast itself (put a full input first)",
             origin=loaded.origin,
         )
+    if isinstance(first, str):
+        # Megatron's bias_gelu(bias, y): a first input declared with fewer dims than another broadcasts against it.
+        dims = set(first.replace(",", " ").split())
+        for name, shape in declared.items():
+            if name == rows[0] or not isinstance(shape, str):
+                continue
+            tokens = shape.replace(",", " ").split()
+            named = [token for token in tokens if token not in ("1", ELLIPSIS)]
+            # "..." stands for the first input's leading dims: more than it has where the first has none of its own.
+            leading = ELLIPSIS in tokens and ELLIPSIS not in dims and len(named) >= len(dims - {ELLIPSIS})
+            if set(named) - dims or leading:
+                raise AnalyzeError(
+                    f"KERNELGEN hint 'shapes': {rows[0]} ({first!r}) is the first input, whose shape the others "
+                    f"broadcast against, and {name} ({shape!r}) has dims it lacks: put a full input first "
+                    f"({name}, then {rows[0]})",
+                    origin=loaded.origin,
+                )
     return patterns
 
 
