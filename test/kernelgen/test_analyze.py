@@ -1248,6 +1248,21 @@ def test_a_shapes_hint_making_the_first_input_the_smaller_is_refused(tmp_path):
     assert [t.name for t in analyze(str(path)).inputs] == ["bias", "y"]
 
 
+def test_a_parameter_drawn_at_random_is_started_at_ones_and_new_says_so(tmp_path):
+    from tools.kernelgen.cli import role_remarks
+
+    path = tmp_path / "rand_gate.py"
+    path.write_text(
+        "import torch\nimport torch.nn as nn\n\n\nclass RandGate(nn.Module):\n"
+        "    def __init__(self, dim: int = 64):\n        super().__init__()\n"
+        "        self.w = nn.Parameter(torch.randn(dim) * 0.02)\n\n"
+        "    def forward(self, x):\n        return x * torch.sigmoid(self.w * x)\n"
+    )
+    profile = analyze(str(path))
+    assert [p.init for p in profile.parameters] == ["ones"]
+    assert "init: the reference draws w at random; the generated module starts it at ones" in role_remarks(profile)[0]
+
+
 CHUNKED_GLUS = """import torch
 import torch.nn.functional as F
 

@@ -197,6 +197,11 @@ class InitParameter:
     description: str = ""
 
 
+# The description of a parameter the reference initialises at random (no profile spelling: the module starts it at
+# ones, and ``new`` says so).
+RANDOM_INIT = "initialised non-uniformly in the reference"
+
+
 @dataclass
 class LearnableParameter:
     """An ``nn.Parameter`` the module owns: ``channel`` broadcasts over rows (shape [H]); ``scalar`` is one value;

@@ -72,6 +72,7 @@ from tools.kernelgen.broadcast import pattern_rank
 from tools.kernelgen.broadcast import pattern_tokens
 from tools.kernelgen.broadcast import shape_for
 from tools.kernelgen.broadcast import with_inserted_dims
+from tools.kernelgen.profile import RANDOM_INIT
 from tools.kernelgen.profile import HyperParameter
 from tools.kernelgen.profile import LearnableParameter
 
@@ -1968,7 +1969,7 @@ def _learnable(name: str, tensor: torch.Tensor, hidden: int) -> LearnableParamet
         shape=shape,
         rank=rank,
         init="ones",
-        description="initialised non-uniformly in the reference",
+        description=RANDOM_INIT,
     )
 
 
