@@ -1263,6 +1263,23 @@ def test_a_parameter_drawn_at_random_is_started_at_ones_and_new_says_so(tmp_path
     assert "init: the reference draws w at random; the generated module starts it at ones" in role_remarks(profile)[0]
 
 
+def test_a_module_built_from_a_config_object_is_refused_at_analysis_not_in_new_s_smoke_run(tmp_path):
+    """HF's ``__init__(self, config)`` with the hint giving a config object: the analysis built it, but the tests and
+    the smoke run build the reference from numbers, and new failed there blaming the reference."""
+    path = tmp_path / "config_norm.py"
+    path.write_text(
+        "from types import SimpleNamespace\n\nimport torch\nimport torch.nn as nn\n\n"
+        "KERNELGEN = {'init_args': {'config': SimpleNamespace(hidden_size=64, rms_norm_eps=1e-6)}}\n\n\n"
+        "class ConfigNorm(nn.Module):\n    def __init__(self, config):\n        super().__init__()\n"
+        "        self.weight = nn.Parameter(torch.ones(config.hidden_size))\n"
+        "        self.eps = config.rms_norm_eps\n\n"
+        "    def forward(self, x):\n        return self.weight * x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)\n"
+    )
+    message = analyze_error(str(path))
+    assert "cannot generate from ConfigNorm, built from 'config' (SimpleNamespace)" in message
+    assert message.endswith("take what it reads of 'config' as arguments (hidden_size, eps, ...) instead")
+
+
 CHUNKED_GLUS = """import torch
 import torch.nn.functional as F
 

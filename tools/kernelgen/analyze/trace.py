@@ -433,6 +433,15 @@ def _instantiate(
             continue
         if parameter.name in hint_args:
             value = hint_args[parameter.name]
+            if value is not None and _scalar_type(value) is None and not isinstance(value, str):
+                # The generated tests and benchmark build the reference at each width from its constructor's
+                # numbers; an object (a model config) they cannot build again.
+                raise AnalyzeError(
+                    f"cannot generate from {loaded.entry}, built from '{parameter.name}' "
+                    f"({type(value).__name__}): the generated tests build it at each width from numbers; take "
+                    f"what it reads of '{parameter.name}' as arguments (hidden_size, eps, ...) instead",
+                    origin=loaded.origin,
+                )
         elif parameter.default is not inspect.Parameter.empty:
             value = parameter.default
         elif parameter.name in HIDDEN_SIZE_NAMES:
@@ -442,7 +451,8 @@ def _instantiate(
         else:
             raise AnalyzeError(
                 f"cannot instantiate {loaded.entry}: __init__ needs '{parameter.name}'; give it a default or a "
-                f"hint KERNELGEN = {{'init_args': {{'{parameter.name}': ...}}}}",
+                f"hint KERNELGEN = {{'init_args': {{'{parameter.name}': ...}}}} with a number (a model config object "
+                "cannot be rebuilt by the tests: take the numbers it gives as arguments)",
                 origin=loaded.origin,
             )
         kwargs[parameter.name] = value
