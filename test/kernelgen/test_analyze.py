@@ -1280,6 +1280,22 @@ def test_a_module_built_from_a_config_object_is_refused_at_analysis_not_in_new_s
     assert message.endswith("take what it reads of 'config' as arguments (hidden_size, eps, ...) instead")
 
 
+def test_labels_clamped_beside_a_mask_give_formulas_that_read_back(tmp_path):
+    """``F.cross_entropy(logits, labels.clamp(min=0), reduction="none")`` masked by ``labels >= 0``: the ignore
+    condition on the clamped labels is a condition chosen by a condition (sympy's ITE), which the written formula
+    did not read back as (an internal error)."""
+    path = tmp_path / "clamp_ce.py"
+    path.write_text(
+        "import torch.nn.functional as F\n\n\ndef clamp_ce(logits, labels):\n"
+        "    valid = (labels >= 0).float()\n"
+        '    per = F.cross_entropy(logits, labels.clamp(min=0), reduction="none")\n'
+        "    return (per * valid).sum() / valid.sum()\n"
+    )
+    profile = analyze(str(path))
+    assert profile.tier == 3
+    assert all("ITE" not in formula for formula in profile.math.outputs.values())
+
+
 CHUNKED_GLUS = """import torch
 import torch.nn.functional as F
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import sympy
 
+from sympy.logic.boolalg import ITE
+
 from tools.kernelgen.analyze.describe import Describer
 from tools.kernelgen.analyze.errors import AnalyzeError
 from tools.kernelgen.analyze.lanes import LaneProgram
@@ -106,6 +108,9 @@ def written_formula(expr: sympy.Expr, names: list[str], traced: TracedReference)
 def _written(expr: sympy.Expr, names: list[str], traced: TracedReference, own_ops: str | None = None) -> str:
     if own_ops is not None and _reads_back(own_ops, names, expr):
         return own_ops
+    # A condition chosen by a condition (``where(labels < 0, True, labels != -100)``, from a clamp of the labels
+    # beside a mask) as the and/or it is: the formula reads back as that, not as sympy's ITE.
+    expr = expr.replace(lambda node: isinstance(node, ITE), lambda node: node.to_nnf())
     text = format_formula(expr)
     if not _reads_back(text, names, expr):
         raise AnalyzeError(f"internal: the formula {text!r} does not read back as {expr}", origin=traced.loaded.origin)
