@@ -1296,6 +1296,22 @@ def test_labels_clamped_beside_a_mask_give_formulas_that_read_back(tmp_path):
     assert all("ITE" not in formula for formula in profile.math.outputs.values())
 
 
+def test_a_norm_weight_held_as_one_by_one_by_channels_is_a_per_channel_parameter(tmp_path):
+    """An RMSNorm whose weight is ``nn.Parameter(torch.ones(1, 1, d))`` (as LayerScale holds its scale): its length
+    sizes the rows as a ``[d]`` weight's does; it was refused as "not a per-channel or scalar parameter"."""
+    path = tmp_path / "rms_w3d.py"
+    path.write_text(
+        "import torch\nimport torch.nn as nn\n\n\nclass RMSNorm3D(nn.Module):\n"
+        "    def __init__(self, d: int = 32, eps: float = 1e-6):\n        super().__init__()\n"
+        "        self.g = nn.Parameter(torch.ones(1, 1, d))\n        self.eps = eps\n\n"
+        "    def forward(self, x):\n"
+        "        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.g\n"
+    )
+    profile = analyze(str(path))
+    assert profile.tier == 2
+    assert [(p.name, p.shape, p.rank) for p in profile.parameters] == [("g", "channel", 3)]
+
+
 CHUNKED_GLUS = """import torch
 import torch.nn.functional as F
 

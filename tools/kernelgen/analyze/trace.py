@@ -433,7 +433,7 @@ def _instantiate(
             continue
         if parameter.name in hint_args:
             value = hint_args[parameter.name]
-            if value is not None and _scalar_type(value) is None and not isinstance(value, str):
+            if not _rebuildable(value):
                 # The generated tests and benchmark build the reference at each width from its constructor's
                 # numbers; an object (a model config) they cannot build again.
                 raise AnalyzeError(
@@ -469,6 +469,14 @@ def _instantiate(
             line=line_in_traceback(error, loaded.filename),
         ) from None
     return module, init_params, kwargs
+
+
+def _rebuildable(value: Any) -> bool:
+    """Whether a constructor argument is a value the generated tests can pass again (numbers, strings, None, tensors
+    of class weights, a tuple of sizes), not an object such as a model config."""
+    if isinstance(value, (tuple, list)):
+        return all(_rebuildable(item) for item in value)
+    return value is None or isinstance(value, (str, torch.Tensor)) or _scalar_type(value) is not None
 
 
 def _build(loaded: LoadedReference, kwargs: dict[str, Any]) -> nn.Module:
@@ -527,7 +535,12 @@ def _trace_module(loaded: LoadedReference, overrides: dict[str, Any], probed=Non
     proxied = {input_names.get(name, name): value for name, value in attributes.items()}
     hypers = hypers + [HyperParameter(name=name, type="float", default=value) for name, value in proxied.items()]
     indexed = _read_by_constant_indices(graph)
-    vectors = [p for name, p in module.named_parameters() if p.dim() == 1 and p.numel() > 1 and name not in indexed]
+    # Per-channel parameters: [H], or held as [1, ..., 1, H] (LayerScale's (1, 1, H)); their length is the row's.
+    vectors = [
+        p
+        for name, p in module.named_parameters()
+        if p.dim() >= 1 and p.numel() > 1 and p.numel() == p.shape[-1] and name not in indexed
+    ]
     hidden = int(vectors[0].numel()) if vectors else DEFAULT_HIDDEN
     order = order + list(proxied)
     holders = {attribute: argument for argument, attribute in arguments.items()}
