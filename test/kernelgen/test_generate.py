@@ -481,3 +481,21 @@ def test_tier3_profile_problems_are_reported_together():
     del data["math"]["loss"]
     problems = validate_profile(from_dict(data, validate=False))
     assert "math.loss: tier 3 needs the reduction of its per-row values (reduction, denominator)" in problems
+
+
+def test_a_module_taking_torch_s_device_and_dtype_makes_its_parameters_with_them(tmp_path):
+    """diffusers' FP32LayerNorm subclasses nn.LayerNorm and keeps its ``device=None, dtype=None``: the generated module
+    made its parameters without them (and kept them as attributes, shown by extra_repr)."""
+    from tools.kernelgen.render import render_kernel
+
+    path = tmp_path / "fp32_ln.py"
+    path.write_text(
+        "import torch.nn as nn\nimport torch.nn.functional as F\n\n\nclass FP32LayerNorm(nn.LayerNorm):\n"
+        "    def forward(self, inputs):\n"
+        "        return F.layer_norm(inputs.float(), self.normalized_shape, self.weight.float(), self.bias.float(),"
+        " self.eps).to(inputs.dtype)\n"
+    )
+    module = render_kernel(analyze(str(path))).files["src/liger_kernel/transformers/fp32_layer_norm.py"]
+    assert "device=None, dtype=None" in module
+    assert "self.weight = nn.Parameter(torch.ones(normalized_shape, device=device, dtype=dtype))" in module
+    assert "self.device" not in module and "self.dtype" not in module

@@ -1948,12 +1948,18 @@ def _held_names(profile: KernelProfile) -> dict[str, str]:
     return held
 
 
-def _param_init(profile: KernelProfile, size_param: str) -> dict[str, str]:
+# Constructor arguments of torch modules that say where and in what dtype the parameters are made.
+FACTORY_ARGUMENTS = ("device", "dtype")
+
+
+def _param_init(profile: KernelProfile, size_param: str, factory: str = "") -> dict[str, str]:
+    """Each parameter's ``nn.Parameter(...)`` as the reference holds it; ``factory``: ``, device=device, dtype=dtype``
+    where the constructor takes them."""
     inits = {}
     vectors = held_vectors(profile.parameters) if profile.reference.kind == "module" else {}
     for vector, elements in vectors.items():
         values = ", ".join(repr(_initial_value(prm)) for prm in elements)
-        inits[vector] = f"nn.Parameter(torch.tensor([{values}]))"
+        inits[vector] = f"nn.Parameter(torch.tensor([{values}]{factory}))"
     in_vectors = {prm.name for elements in vectors.values() for prm in elements}
     for prm in profile.parameters:
         if prm.name in in_vectors:
@@ -1964,13 +1970,13 @@ def _param_init(profile: KernelProfile, size_param: str) -> dict[str, str]:
         sizes = ", ".join(dims) if dims else "()"  # torch.ones(1, 1, H), torch.ones(())
         shape = f"({dims[0]},)" if len(dims) == 1 else f"({sizes})" if dims else "()"  # torch.full's tuple
         if prm.init == "ones":
-            value = f"torch.ones({sizes})"
+            value = f"torch.ones({sizes}{factory})"
         elif prm.init == "zeros":
-            value = f"torch.zeros({sizes})"
+            value = f"torch.zeros({sizes}{factory})"
         elif prm.init_arg:
-            value = f"torch.full({shape}, float({prm.init_arg}))"
+            value = f"torch.full({shape}, float({prm.init_arg}){factory})"
         else:
-            value = f"torch.full({shape}, {float(prm.init_value)!r})"
+            value = f"torch.full({shape}, {float(prm.init_value)!r}{factory})"
         inits[prm.name] = f"nn.Parameter({value})"
         if prm.enabled_by:
             inits[prm.name] += f" if {prm.enabled_by} else None"
@@ -2000,10 +2006,13 @@ def module_view(profile: KernelProfile, renames: dict[str, str] | None = None) -
     hyper_names = [hp.name for hp in profile.hyperparameters]
     forward_keywords = [f"{hp.name}={hp.default!r}" for hp in profile.hyperparameters if hp.name in in_forward]
     # extra_repr's fields: an MLP's sizes come from its HF config; other modules show their __init__ arguments.
+    # torch's factory arguments (nn.LayerNorm's device=None, dtype=None, kept by a subclass's signature): where the
+    # parameters are made, not attributes of the module.
+    factory = [name for name in FACTORY_ARGUMENTS if name in init_names]
     if profile.module.kind == "mlp":
         fields = ["hidden_size", "intermediate_size"] + hyper_names
     else:
-        fields = [ip.name for ip in init_params if ip.name not in [p.name for p in params] + per_class]
+        fields = [ip.name for ip in init_params if ip.name not in [p.name for p in params] + per_class + factory]
     required = {
         ip.name
         for ip in profile.module.init_params
@@ -2015,12 +2024,14 @@ def module_view(profile: KernelProfile, renames: dict[str, str] | None = None) -
         kind=profile.module.kind,
         init_params=init_params,
         init_signature=signature(init_params, frozenset(required)),
-        attributes=[ip.name for ip in init_params if ip.name not in {p.name for p in params} | set(per_class)],
+        attributes=[
+            ip.name for ip in init_params if ip.name not in {p.name for p in params} | set(per_class) | set(factory)
+        ],
         buffers=per_class,
         forward_signature=", ".join([t.name for t in profile.inputs if not t.per_class] + forward_keywords),
         forward_keywords=forward_keywords,
         apply_inputs=[f"self.{t.name}" if t.per_class else t.name for t in profile.inputs],
-        param_init=_param_init(profile, size_param),
+        param_init=_param_init(profile, size_param, "".join(f", {name}={name}" for name in factory)),
         self_params=[f"self.{_held_names(profile)[prm.name]}" for prm in hold_vectors_whole(profile).parameters],
         self_hypers=[name if name in in_forward else f"self.{name}" for name in hyper_names],
         traced_at=_traced_at(profile),
