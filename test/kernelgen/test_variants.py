@@ -297,6 +297,19 @@ def test_the_builtin_gemma_rms_norm_is_the_hosts_rms_norm_and_force_new_writes_i
     assert (root / kernel_paths("gemma_rms_norm")["ops"]).is_file()
 
 
+# Every negative label left out (``labels >= 0``), where cross_entropy leaves out -100 alone: the probe draws a label
+# of -1 beside the bound, on which the two differ (cross_entropy was named, and raises on it).
+NONNEGATIVE_LABELS_NLL = """import torch
+
+
+def nonnegative_labels_nll(logits, labels):
+    valid = labels >= 0
+    logp = torch.log_softmax(logits, dim=-1)
+    picked = logp.gather(-1, labels.clamp(min=0).unsqueeze(-1)).squeeze(-1)
+    return -(picked * valid).sum() / valid.sum()
+"""
+
+
 @pytest.mark.parametrize(
     "name, source, existing",
     [
@@ -304,6 +317,7 @@ def test_the_builtin_gemma_rms_norm_is_the_hosts_rms_norm_and_force_new_writes_i
         ("other_smoothing_ce", OTHER_SMOOTHING_CE, "cross_entropy"),
         ("per_batch_ce", PER_BATCH_CE, "cross_entropy"),
         ("gelu_gate", GELU_GATE, "swiglu"),
+        ("nonnegative_labels_nll", NONNEGATIVE_LABELS_NLL, "cross_entropy"),
     ],
 )
 def test_a_reference_that_is_no_variant_is_checked_against_the_kernel_like_it_and_not_refused(

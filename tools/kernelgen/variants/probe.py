@@ -80,9 +80,7 @@ def compared_classes(profile: KernelProfile) -> list[int]:
     found: list[int] = []
     for formula in [*profile.math.outputs.values(), *(statistic.of for statistic in profile.math.statistics)]:
         for node in ast.walk(ast.parse(formula, mode="eval")):
-            if not (
-                isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], (ast.Eq, ast.NotEq))
-            ):
+            if not (isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], _COMPARISONS)):
                 continue
             sides = [node.left, node.comparators[0]]
             if not any(isinstance(side, ast.Name) and side.id in classes for side in sides):
@@ -94,9 +92,17 @@ def compared_classes(profile: KernelProfile) -> list[int]:
                     continue
                 # Formulas may print a class as a float (``target != -1.0``): a whole number all the same.
                 whole = isinstance(value, (int, float)) and not isinstance(value, bool) and float(value).is_integer()
-                if whole and int(value) not in found:
-                    found.append(int(value))
+                # An order (``labels >= 0``: every negative label is left out) takes the classes around its bound,
+                # one of them on the side the reference treats apart, which a kernel that leaves out -100 alone does
+                # not.
+                around = [-1, 0, 1] if isinstance(node.ops[0], (ast.Lt, ast.LtE, ast.Gt, ast.GtE)) else [0]
+                for step in around if whole else []:
+                    if int(value) + step not in found:
+                        found.append(int(value) + step)
     return found
+
+
+_COMPARISONS = (ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE)
 
 
 class Probe(ReferenceRunner):
