@@ -986,6 +986,12 @@ def test_the_row_length_makes_a_row_kernel_and_other_sizes_are_one_line(tmp_path
             ":5: `return torch.sort(x).values`: `torch.sort` (line 5) (sort) moves elements between positions",
             "",
         ),
+        # An accuracy beside a loss: argmax's output is a position, not a value (it was said to move elements).
+        (
+            "return torch.nn.functional.cross_entropy(x, idx), (x.argmax(-1) == idx).float().mean()",
+            ":5: `.argmax()` (argmax) gives a position, not a value, of each row",
+            "",
+        ),
         # ``x[idx]`` reads x only at the indices (a value per class taken at a class index): no input holds rows.
         ("return x[idx]", ": no input holds rows of values: x, idx are read only as indices or at them", ""),
         (

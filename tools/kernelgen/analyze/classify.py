@@ -81,9 +81,18 @@ def structural_reason(call: OpCall) -> str:
             f"{_at(call)} reads other positions of the row (an index map within the row: halves, interleaves, "
             "rotate_half), which element-wise and row kernels cannot express"
         )
+    if call.name in ARG_REDUCTIONS:
+        return (
+            f"{_at(call)} ({call.name}) gives a position, not a value, of each row: kernelgen derives kernels of "
+            "values (a metric such as accuracy computed beside the loss belongs outside the kernel)"
+        )
     return (
         f"{_at(call)} ({call.name}) moves elements between positions, which element-wise and row kernels cannot express"
     )
+
+
+# Reductions to the index of a row's extreme: their output is a position, whatever the row's values.
+ARG_REDUCTIONS = ("argmax", "argmin")
 
 
 def class_loss_fed(call: OpCall) -> str | None:
