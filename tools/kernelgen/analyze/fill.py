@@ -29,6 +29,7 @@ from tools.kernelgen.analyze.ops import LAYOUT
 from tools.kernelgen.analyze.ops import is_fractional_exponent
 from tools.kernelgen.analyze.ops import is_integer_exponent
 from tools.kernelgen.analyze.ops import node_line
+from tools.kernelgen.analyze.optional_tensors import weights_left_out
 from tools.kernelgen.analyze.program import variance_correction
 from tools.kernelgen.analyze.refusals import refuse_unless_loss
 from tools.kernelgen.analyze.shifts import Shift
@@ -204,7 +205,24 @@ def build_profile(
             f"another dim); the kernel refuses other ranks"
         )
     profile.module.fixed = _fixed_arguments(profile, traced)
+    profile.notes.remarks += _weights_left_out(traced)
     return profile
+
+
+def _weights_left_out(traced: TracedReference) -> list[str]:
+    """A remark for each argument defaulting to None that reaches a call only as ``weight=`` (``F.nll_loss(...,
+    weight=class_weight)``): traced at None, the kernel computes without weights and takes no such argument."""
+    loaded = traced.loaded
+    function = loaded.obj.forward if loaded.kind == "module" else loaded.obj
+    try:
+        optional = [p.name for p in inspect.signature(function).parameters.values() if p.default is None]
+    except (TypeError, ValueError):
+        return []
+    return [
+        f"interface: {name} (None by default) reaches {call} only as {keyword}= (line {line}): traced at None, the "
+        f"kernel computes without it and takes no {name}; give it no default to make it a tensor input"
+        for name, call, keyword, line in weights_left_out(loaded.source, loaded.entry, loaded.kind, optional)
+    ]
 
 
 def _shifted_targets(profile: KernelProfile, traced: TracedReference) -> None:

@@ -65,3 +65,28 @@ def divisor_when_given(source: str, entry: str, kind: str, names: list[str]) -> 
             if divisor.id in names and divisor.id in checked:
                 return divisor.id, node.lineno
     return None
+
+
+# Keywords of torch's functions (F.cross_entropy, F.nll_loss, F.layer_norm, ...) whose value is a tensor of weights.
+WEIGHT_KEYWORDS = ("weight", "pos_weight")
+
+
+def weights_left_out(source: str, entry: str, kind: str, names: list[str]) -> list[tuple[str, str, str, int]]:
+    """(name, call, keyword, line) of each of ``names`` (arguments defaulting to None) that the entry passes on only as a
+    loss's weights (``F.nll_loss(..., weight=class_weight)``): traced at None, the kernel computes without them and
+    takes no such argument."""
+    try:
+        function = entry_function(ast.parse(source), entry, kind)
+    except SyntaxError:
+        return []
+    if function is None or not names:
+        return []
+    others = read_as_tensors(source, entry, kind, names)
+    found = []
+    for node in sorted(ast.walk(function), key=lambda n: getattr(n, "lineno", 0)):
+        for keyword in node.keywords if isinstance(node, ast.Call) else []:
+            value = keyword.value
+            if keyword.arg in WEIGHT_KEYWORDS and isinstance(value, ast.Name) and value.id in names:
+                if value.id not in others and value.id not in [name for name, *_ in found]:
+                    found.append((value.id, ast.unparse(node.func), keyword.arg, node.lineno))
+    return found
