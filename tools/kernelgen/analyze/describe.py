@@ -61,7 +61,9 @@ class Describer:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return _number(value), (_ATOM if value >= 0 else 0)
         if isinstance(value, (tuple, list)):
-            return "(" + ", ".join(self.value(v)[0] for v in value) + ")", _ATOM
+            items = [self.value(v)[0] for v in value]
+            # A one-element tuple keeps its comma, as Python writes it: (8,), not the number (8).
+            return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")", _ATOM
         return repr(value), _ATOM
 
     def text(self, value: Any) -> str:
