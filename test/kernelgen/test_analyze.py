@@ -309,6 +309,10 @@ def test_arguments_defaulting_to_none_are_inputs_where_read_as_tensors(tmp_path)
         "interface: weight (None by default) reaches F.layer_norm only as weight= (line 8): traced at None, the "
         "kernel computes without it and takes no weight; give it no default to make it a tensor input"
     ) in profile.notes.remarks
+    assert (
+        "interface: gate (None by default) is read as a tensor: the kernel takes it always, and the reference's path "
+        "without it is not generated"
+    ) in profile.notes.remarks
 
 
 MASKED_REVERSE_KL = """

@@ -211,18 +211,29 @@ def build_profile(
 
 def _weights_left_out(traced: TracedReference) -> list[str]:
     """A remark for each argument defaulting to None that reaches a call only as ``weight=`` (``F.nll_loss(...,
-    weight=class_weight)``): traced at None, the kernel computes without weights and takes no such argument."""
+    weight=class_weight)``: traced at None, the kernel computes without it and takes no such argument), and for each
+    that became a tensor input (the kernel takes it always)."""
     loaded = traced.loaded
     function = loaded.obj.forward if loaded.kind == "module" else loaded.obj
     try:
         optional = [p.name for p in inspect.signature(function).parameters.values() if p.default is None]
     except (TypeError, ValueError):
         return []
-    return [
+    remarks = [
         f"interface: {name} (None by default) reaches {call} only as {keyword}= (line {line}): traced at None, the "
         f"kernel computes without it and takes no {name}; give it no default to make it a tensor input"
         for name, call, keyword, line in weights_left_out(loaded.source, loaded.entry, loaded.kind, optional)
     ]
+    # The other way round (Mamba2's gated norm, forward(x, gate=None)): read as a tensor, so an input the kernel
+    # always takes; the reference's path without it is not generated.
+    inputs = set(traced.tensor_inputs)
+    remarks += [
+        f"interface: {name} (None by default) is read as a tensor: the kernel takes it always, and the reference's "
+        f"path without it is not generated"
+        for name in optional
+        if name in inputs
+    ]
+    return remarks
 
 
 def _shifted_targets(profile: KernelProfile, traced: TracedReference) -> None:
