@@ -139,8 +139,10 @@ def format_source(source: str, repo_root: Path, relative_path: str) -> str:
     return text
 
 
-# The user's reference, carried verbatim into a generated test between its banner and a closing rule of dashes.
-REFERENCE_START = "# --- PyTorch reference"
+# The user's reference, carried verbatim into a generated test between its banner (render.text.banner of this
+# title) and a closing rule of dashes.
+REFERENCE_TITLE = "PyTorch reference"
+REFERENCE_START = f"# --- {REFERENCE_TITLE}"
 REFERENCE_END = re.compile(r"^# -+$")
 FINDING = re.compile(r"^[^:]+:(\d+):\d+: ([A-Z]+\d+) ")
 

@@ -31,6 +31,7 @@ from tools.kernelgen.derivation import elementwise_math
 from tools.kernelgen.derivation import loss_math
 from tools.kernelgen.derivation import row_math
 from tools.kernelgen.float64_casts import KEEP_FLOAT64_SOURCE
+from tools.kernelgen.formatting import REFERENCE_TITLE
 from tools.kernelgen.lane_maps import parse_lane
 from tools.kernelgen.layout import kernel_paths
 from tools.kernelgen.profile import BATCH_SHARE
@@ -920,7 +921,7 @@ def kernel_view(profile: KernelProfile) -> KernelView:
         reference_imports=imports,
         reference_body=body,
         reference_origin=profile.reference.origin,
-        reference_banner=banner(f"PyTorch reference ({profile.reference.origin or 'profile'})"),
+        reference_banner=banner(f"{REFERENCE_TITLE} ({profile.reference.origin or 'profile'})"),
         reference_entry=profile.reference.entry,
         reference_kind=profile.reference.kind,
         reference_inputs=[t.name for t in profile.inputs if not t.attribute],
