@@ -26,6 +26,11 @@ def pattern_tokens(pattern: str) -> list[str]:
     return pattern.split()
 
 
+def declared_tokens(declared: str) -> list[str]:
+    """The dims of a ``shapes`` hint's entry as written (``"batch, seq hidden"``: commas or spaces between them)."""
+    return declared.replace(",", " ").split()
+
+
 def broadcast_pattern_problem(pattern: str) -> str:
     """What is wrong with ``pattern`` (empty when nothing is)."""
     if not isinstance(pattern, str):
@@ -110,7 +115,7 @@ def _is_shape(value: object) -> bool:
 
 
 def _named_pattern(declared: str, first: object) -> str:
-    tokens = declared.replace(",", " ").split()
+    tokens = declared_tokens(declared)
     leading = tokens[:1] == [ELLIPSIS]
     body = tokens[1:] if leading else tokens
     if not body:
@@ -118,7 +123,7 @@ def _named_pattern(declared: str, first: object) -> str:
     if ELLIPSIS in body:
         raise ValueError("has '...' after its first dim")
     pattern = " ".join(([ELLIPSIS] if leading else []) + [BROADCAST if t == BROADCAST else KEPT for t in body])
-    first_tokens = first.replace(",", " ").split() if isinstance(first, str) else None
+    first_tokens = declared_tokens(first) if isinstance(first, str) else None
     first_rank = len([t for t in first_tokens if t != ELLIPSIS]) if first_tokens else None
     if first_rank is not None and first_tokens[0] != ELLIPSIS and len(body) > first_rank:
         raise ValueError(f"has {len(body)} dims, more than the first input's {first_rank}")

@@ -68,6 +68,7 @@ from tools.kernelgen.broadcast import ELLIPSIS
 from tools.kernelgen.broadcast import INSERTED
 from tools.kernelgen.broadcast import KEPT
 from tools.kernelgen.broadcast import declared_pattern
+from tools.kernelgen.broadcast import declared_tokens
 from tools.kernelgen.broadcast import pattern_rank
 from tools.kernelgen.broadcast import pattern_tokens
 from tools.kernelgen.broadcast import shape_for
@@ -1492,7 +1493,7 @@ def declared_broadcasts(loaded: LoadedReference, tensors: list[str], not_rows: l
         if pattern:
             patterns[name] = pattern
     first = declared.get(rows[0])
-    if isinstance(first, str) and "1" in first.replace(",", " ").split():
+    if isinstance(first, str) and "1" in declared_tokens(first):
         raise AnalyzeError(
             f"KERNELGEN hint 'shapes': {rows[0]} is the first input, whose shape the others broadcast against: it "
             f"cannot broadcast itself (put a full input first)",
@@ -1500,11 +1501,11 @@ def declared_broadcasts(loaded: LoadedReference, tensors: list[str], not_rows: l
         )
     if isinstance(first, str):
         # Megatron's bias_gelu(bias, y): a first input declared with fewer dims than another broadcasts against it.
-        dims = set(first.replace(",", " ").split())
+        dims = set(declared_tokens(first))
         for name, shape in declared.items():
             if name == rows[0] or not isinstance(shape, str):
                 continue
-            tokens = shape.replace(",", " ").split()
+            tokens = declared_tokens(shape)
             named = [token for token in tokens if token not in ("1", ELLIPSIS)]
             # "..." stands for the first input's leading dims: more than it has where the first has none of its own.
             leading = ELLIPSIS in tokens and ELLIPSIS not in dims and len(named) >= len(dims - {ELLIPSIS})
@@ -1521,7 +1522,7 @@ def declared_broadcasts(loaded: LoadedReference, tensors: list[str], not_rows: l
 def _declared_rank(declared: Any) -> int:
     """The rank a ``shapes`` hint's entry gives (0: none or ``...``)."""
     if isinstance(declared, str):
-        tokens = declared.replace(",", " ").split()
+        tokens = declared_tokens(declared)
         return 0 if ELLIPSIS in tokens else len(tokens)
     return len(declared) if isinstance(declared, (tuple, list)) else 0
 
