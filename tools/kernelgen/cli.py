@@ -457,17 +457,9 @@ def cmd_new(args) -> int:
 def role_remarks(profile) -> list[str]:
     """The profile's remarks on roles, shapes and the interface the analysis decided (a loss target's class indices
     or probabilities, a norm's weight of one value per column, one argument taken as its two halves)."""
-    from tools.kernelgen.profile import RANDOM_INIT
-
-    remarks = [remark for remark in profile.notes.remarks if remark.startswith(("role: ", "shape: ", "interface: "))]
-    # A random initialisation has no profile spelling: the module starts the parameter at ones, said here.
-    remarks += [
-        f"init: the reference draws {param.name} at random; the generated module starts it at ones (load trained "
-        "values into it, or change its initialisation)"
-        for param in profile.parameters
-        if param.description == RANDOM_INIT
+    return [
+        remark for remark in profile.notes.remarks if remark.startswith(("role: ", "shape: ", "interface: ", "init: "))
     ]
-    return remarks
 
 
 def _smoke(repo, profile, changes: dict[str, str]) -> None:

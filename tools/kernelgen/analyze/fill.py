@@ -53,6 +53,7 @@ from tools.kernelgen.derivation import row_math
 from tools.kernelgen.profile import BATCH_SHARE
 from tools.kernelgen.profile import CLOSEST_KERNEL_BY_TIER
 from tools.kernelgen.profile import INPUT_DOMAINS
+from tools.kernelgen.profile import RANDOM_INIT
 from tools.kernelgen.profile import SNAKE_CASE
 from tools.kernelgen.profile import Backward
 from tools.kernelgen.profile import BenchmarkSpec
@@ -205,11 +206,18 @@ def build_profile(
             f"another dim); the kernel refuses other ranks"
         )
     profile.module.fixed = _fixed_arguments(profile, traced)
-    profile.notes.remarks += _weights_left_out(traced)
+    profile.notes.remarks += _optional_argument_remarks(traced)
+    # A random initialisation has no profile spelling: the module starts the parameter at ones, and says so.
+    profile.notes.remarks += [
+        f"init: the reference draws {param.name} at random; the generated module starts it at ones (load trained "
+        "values into it, or change its initialisation)"
+        for param in profile.parameters
+        if param.description == RANDOM_INIT
+    ]
     return profile
 
 
-def _weights_left_out(traced: TracedReference) -> list[str]:
+def _optional_argument_remarks(traced: TracedReference) -> list[str]:
     """A remark for each argument defaulting to None that reaches a call only as ``weight=`` (``F.nll_loss(...,
     weight=class_weight)``: traced at None, the kernel computes without it and takes no such argument), and for each
     that became a tensor input (the kernel takes it always)."""
