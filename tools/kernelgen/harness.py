@@ -221,8 +221,8 @@ def read_harness(source: str | None, model_configs: str | None = None) -> Benchm
         )
     for name, call in REQUIRED.items():
         _check(defined, name, call, required=True)
-    registry = _has_registry(source, model_configs)
-    if registry and _has_builders({BENCHMARK_UTILS: defined, MODEL_CONFIGS: _definitions(ast.parse(model_configs))}):
+    registry = _registry_definitions(source, model_configs)
+    if registry is not None and _has_builders({BENCHMARK_UTILS: defined, MODEL_CONFIGS: registry}):
         return BenchmarkHarness(UPSTREAM_BUILDERS)  # its script measures through the builders, not the helpers
     missing = tuple(name for name, call in INSERTABLE.items() if not _check(defined, name, call, required=False))
     if missing:
@@ -232,7 +232,7 @@ def read_harness(source: str | None, model_configs: str | None = None) -> Benchm
                 f"{BENCHMARK_UTILS} lacks {missing[0]}, and the version kernelgen would add needs "
                 f"{', '.join(absent)}, which it does not define"
             )
-    return BenchmarkHarness(UPSTREAM_MODELS if registry else UPSTREAM, missing)
+    return BenchmarkHarness(UPSTREAM_MODELS if registry is not None else UPSTREAM, missing)
 
 
 def _has_builders(definitions: dict[str, dict[str, ast.AST]]) -> bool:
@@ -245,15 +245,17 @@ def _has_builders(definitions: dict[str, dict[str, ast.AST]]) -> bool:
     return True
 
 
-def _has_registry(utils: str, model_configs: str | None) -> bool:
-    """Whether the checkout has upstream's model registry and its utils parse the options that drive it."""
+def _registry_definitions(utils: str, model_configs: str | None) -> dict[str, ast.AST] | None:
+    """The module-level names of the checkout's model registry, where it has upstream's (``MODEL_REGISTRY``,
+    ``get_benchmark_model_config``) and its utils parse the options that drive it; else None."""
     if model_configs is None:
-        return False
+        return None
     try:
         defined = _definitions(ast.parse(model_configs))
     except SyntaxError:
-        return False
-    return all(name in defined for name in MODEL_REGISTRY_NAMES) and all(f'"{o}"' in utils for o in REGISTRY_OPTIONS)
+        return None
+    registry = all(name in defined for name in MODEL_REGISTRY_NAMES)
+    return defined if registry and all(f'"{o}"' in utils for o in REGISTRY_OPTIONS) else None
 
 
 def _check(defined: dict[str, ast.AST], name: str, call: tuple[int, tuple[str, ...]] | None, required: bool) -> bool:
