@@ -119,6 +119,17 @@ WEIGHTED_STYLES = textwrap.dedent(
 
         def forward(self, logits, target):
             return self.loss(logits, target)
+
+
+    class SharedBufferTorchLoss(nn.Module):
+        # the buffer handed to a held torch loss, which keeps it as its own weight: forward reads that one
+        def __init__(self, num_classes=8, smoothing=0.1):
+            super().__init__()
+            self.register_buffer("class_weight", torch.linspace(0.5, 1.5, num_classes))
+            self.crit = nn.CrossEntropyLoss(weight=self.class_weight, label_smoothing=smoothing)
+
+        def forward(self, logits, target):
+            return self.crit(logits, target)
     """
 )
 WEIGHTED_ENTRIES = [
@@ -132,6 +143,7 @@ WEIGHTED_ENTRIES = [
     "WeightedCrossEntropy",
     "ClassBalancedNLL",
     "UsesTorchLoss",
+    "SharedBufferTorchLoss",
 ]
 # Only multiplied into rows, a per-class input's shape is not in the code: the hint says it.
 ONE_HOT = textwrap.dedent(
@@ -201,6 +213,9 @@ def test_a_module_holding_its_class_weights_passes_them_as_an_input(styles):
     assert [(t.name, t.attribute) for t in built.inputs][2] == ("class_weight", "class_weight")
     torch_loss = analyze(f"{styles / 'weighted.py'}:UsesTorchLoss")  # nn.CrossEntropyLoss(weight=...)'s buffer
     assert [(t.name, t.attribute) for t in torch_loss.inputs][2] == ("loss_weight", "loss.weight")
+    # Named after the module's buffer, set where forward reads it (the tests replace the held loss's copy).
+    shared = analyze(f"{styles / 'weighted.py'}:SharedBufferTorchLoss")
+    assert [(t.name, t.attribute) for t in shared.inputs][2] == ("class_weight", "crit.weight")
 
 
 def test_class_weights_take_no_gradient(tmp_path):

@@ -1779,10 +1779,13 @@ def _class_attributes_as_inputs(
             )
         if not isinstance(value, torch.Tensor) or id(value) not in holders:
             continue
-        attribute = holders[id(value)]
-        name = arguments.get(attribute, attribute.replace(".", "_"))
+        holder = holders[id(value)]
+        name = arguments.get(holder, holder.replace(".", "_"))
         if name in taken or name in found:
             continue  # the attribute keeps its refusal as a parameter kernelgen cannot take
+        # The path the forward reads where it names the tensor (``self.crit.weight``, a held loss module's copy of
+        # ``self.class_weight``): the tests set the class weights there, where the reference reads them.
+        attribute = node.target if _holds(module, str(node.target), value) else holder
         with graph.inserting_after(last):
             last = graph.placeholder(name, default_value=None)  # after defaulted placeholders: one itself
         node.replace_all_uses_with(last)
@@ -1791,6 +1794,14 @@ def _class_attributes_as_inputs(
     if found:
         graph_module.recompile()
     return found
+
+
+def _holds(module: nn.Module, path: str, value: torch.Tensor) -> bool:
+    """Whether ``module``'s attribute at the dotted ``path`` is ``value`` itself."""
+    held: Any = module
+    for part in path.split("."):
+        held = getattr(held, part, None)
+    return held is value
 
 
 def _weighted_loss_modules_as_calls(graph_module: fx.GraphModule) -> None:
