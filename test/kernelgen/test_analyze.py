@@ -882,6 +882,8 @@ def test_an_attribute_init_computes_other_than_on_a_line_is_one_line(tmp_path):
 
 
 SCALE_NORMS = """
+import math
+
 import torch
 import torch.nn as nn
 
@@ -906,15 +908,69 @@ class HeadsScaled(nn.Module):
 
     def forward(self, x):
         return torch.tanh(x * self.scale)
+
+
+class KeyScaledSoftmax(nn.Module):
+    def __init__(self, head_dim: int = 64):
+        super().__init__()
+        self.head_dim = head_dim
+
+    def forward(self, scores):
+        return (scores * self.head_dim**-0.5).softmax(dim=-1)
+
+
+class LogSizeScale(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.dim = dim
+        self.w = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x):
+        return x * math.log(self.dim) * self.w
+
+
+class OffByOneScale(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.scale = 1.0 / (dim + 1)
+        self.w = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x):
+        return x * self.scale * self.w
 """
 
 
-def test_an_attribute_init_computes_from_a_size_is_one_line(tmp_path):
-    """ScaleNorm's ``self.scale = dim ** -0.5``: a module generated with the traced value would keep it for any dim."""
+def test_a_number_init_computes_from_the_row_size_follows_the_row_length(tmp_path):
+    """ScaleNorm's ``self.scale = dim ** -0.5``: traced, it is the number at the traced dim; it becomes the row's
+    length to that power, so the kernel follows any dim."""
     reference = write(tmp_path, "scale_norm.py", SCALE_NORMS)
-    message = analyze_error(f"{reference}:ScaleNorm")
-    assert "scale_norm.py:9: __init__ computes self.scale from dim (" in message
-    assert "the generated module would keep that value for any dim" in message
+    profile = analyze(f"{reference}:ScaleNorm")
+    assert "x.shape[-1] ** (-0.5)" in profile.forward_computation
+    assert [hp.name for hp in profile.hyperparameters] == ["eps"]
+
+
+def test_a_size_that_is_not_the_row_s_becomes_a_hyper_parameter(tmp_path):
+    """``scores * self.head_dim ** -0.5`` over a row of keys: head_dim sizes nothing of the row, so the kernel takes
+    it as a hyper-parameter and the module passes its own."""
+    reference = write(tmp_path, "scale_norm.py", SCALE_NORMS)
+    profile = analyze(f"{reference}:KeyScaledSoftmax")
+    assert "head_dim ** (-0.5)" in profile.forward_computation
+    assert [(hp.name, hp.default) for hp in profile.hyperparameters] == [("head_dim", 64.0)]
+    assert profile.module.size_param != "head_dim"
+
+
+@pytest.mark.parametrize(
+    "entry, expected",
+    [
+        ("LogSizeScale", "scale_norm.py:45: the traced forward computes a number from dim (dim=8) other than as"),
+        ("OffByOneScale", "scale_norm.py:51: __init__ computes self.scale from dim (0.111111 at dim=8) other than"),
+    ],
+)
+def test_a_number_of_a_size_other_than_a_power_of_it_is_one_line(tmp_path, entry, expected):
+    """A function of a size other than k * size ** p: the kernel would keep its traced value for any size."""
+    reference = write(tmp_path, "scale_norm.py", SCALE_NORMS)
+    message = analyze_error(f"{reference}:{entry}")
+    assert expected in message and "generated" in message
 
 
 def test_an_attribute_of_an_int_argument_with_a_default_is_held_with_it(tmp_path):

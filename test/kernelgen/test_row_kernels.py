@@ -37,7 +37,7 @@ GROUPS = Path(__file__).parent / "fixtures" / "groups"
 # CosineGate gives one value per row from two inputs; DtypeBranchNorm branches on its weight's dtype; cosine_logits
 # rounds to the input's dtype in its forward only; ClipLayerNorm runs torch's LayerNorm on a float32 copy (its
 # test's float64 reference keeps float64 there); CosineRows normalizes dim 1, 2-d inputs only (its test checks that
-# a 3-d one is refused).
+# a 3-d one is refused); SqrtSizeNorm reads its size as a number (math.sqrt(self.dim)): the row's length.
 STYLE_KERNELS = [
     "WrappedLayerNorm",
     "NormWithRstd",
@@ -56,6 +56,7 @@ STYLE_KERNELS = [
     "cosine_logits",
     "ClipLayerNorm",
     "CosineRows",
+    "SqrtSizeNorm",
 ]
 
 

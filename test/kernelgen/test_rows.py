@@ -27,6 +27,8 @@ from tools.kernelgen.synth.rows import synthesize_rows
 # library calls and the same math by hand, Llama-style casts, extra per-row outputs, scalar parameters.
 STYLES = textwrap.dedent(
     """
+    import math
+
     import torch
     import torch.nn as nn
     import torch.nn.functional as F
@@ -332,6 +334,40 @@ STYLES = textwrap.dedent(
             return F.normalize(x) * self.weight
 
 
+    class SqrtSizeNorm(nn.Module):
+        # lucidrains' RMSNorm: the size read as a number in forward (fx reads self.dim as the int it was built with)
+        def __init__(self, dim):
+            super().__init__()
+            self.dim = dim
+            self.gamma = nn.Parameter(torch.ones(dim))
+
+        def forward(self, x):
+            return F.normalize(x, dim=-1) * math.sqrt(self.dim) * self.gamma
+
+
+    class InitScaleNorm(nn.Module):
+        # the same with the scale computed in __init__ from the size
+        def __init__(self, dim):
+            super().__init__()
+            self.scale = dim**0.5
+            self.g = nn.Parameter(torch.ones(dim))
+
+        def forward(self, x):
+            return F.normalize(x, dim=-1) * self.scale * self.g
+
+
+    class SizeMeanRMSNorm(nn.Module):
+        # the mean as a sum over the stored hidden size
+        def __init__(self, hidden_size, eps=1e-6):
+            super().__init__()
+            self.hidden_size = hidden_size
+            self.eps = eps
+            self.weight = nn.Parameter(torch.ones(hidden_size))
+
+        def forward(self, x):
+            return x * torch.rsqrt((x * x).sum(-1, keepdim=True) / self.hidden_size + self.eps) * self.weight
+
+
     def lp_normalize(x, p: float = 3.0, eps: float = 1e-12):
         # the norm's order a hyper-parameter: |x| ** p summed, its p-th root (it was refused)
         return F.normalize(x, p=p, dim=-1, eps=eps)
@@ -373,6 +409,9 @@ STYLE_ENTRIES = [
     "ClipLayerNorm",
     "CosineRows",
     "no_grad_absmax",
+    "SqrtSizeNorm",
+    "InitScaleNorm",
+    "SizeMeanRMSNorm",
 ]
 
 

@@ -63,6 +63,9 @@ from tools.kernelgen.analyze.roles import PROBABILITIES
 from tools.kernelgen.analyze.roles import target_role
 from tools.kernelgen.analyze.shifts import Shift
 from tools.kernelgen.analyze.shifts import unshift_targets
+from tools.kernelgen.analyze.sizes import replace_number
+from tools.kernelgen.analyze.sizes import size_expression
+from tools.kernelgen.analyze.sizes import size_numbers
 from tools.kernelgen.analyze.written import entry_function
 from tools.kernelgen.broadcast import ELLIPSIS
 from tools.kernelgen.broadcast import INSERTED
@@ -495,8 +498,9 @@ def _build(loaded: LoadedReference, kwargs: dict[str, Any]) -> nn.Module:
     return module
 
 
-def _trace_module(loaded: LoadedReference, overrides: dict[str, Any], probed=None) -> TracedReference:
-    """``probed``: the constructor arguments to give a tensor (None: every one that keeps it as a tensor)."""
+def _trace_module(loaded: LoadedReference, overrides: dict[str, Any], probed=None, raw: bool = False):
+    """``probed``: the constructor arguments to give a tensor (None: every one that keeps it as a tensor). ``raw``:
+    the graph as fx traced it, nothing followed or checked (to compare with the module built at other sizes)."""
     module, init_params, built_with = _instantiate(loaded, overrides)
     arguments = _tensor_arguments(loaded, init_params, built_with, overrides)
     arguments = {name: held for name, held in arguments.items() if probed is None or name in probed}
@@ -530,11 +534,8 @@ def _trace_module(loaded: LoadedReference, overrides: dict[str, Any], probed=Non
                 del module.__dict__[name]
             else:
                 module.__dict__[name] = value
-    _refuse_unfollowed(loaded, graph, unfollowed, input_names)
-    _compute_derived_attributes(graph, derived, attributes, input_names, built_with)
-    graph_module = fx.GraphModule(module, graph, loaded.entry)
-    proxied = {input_names.get(name, name): value for name, value in attributes.items()}
-    hypers = hypers + [HyperParameter(name=name, type="float", default=value) for name, value in proxied.items()]
+    if raw:
+        return graph
     indexed = _read_by_constant_indices(graph)
     # Per-channel parameters: [H], or held as [1, ..., 1, H] (LayerScale's (1, 1, H)); their length is the row's.
     vectors = [
@@ -543,6 +544,14 @@ def _trace_module(loaded: LoadedReference, overrides: dict[str, Any], probed=Non
         if p.dim() >= 1 and p.numel() > 1 and p.numel() == p.shape[-1] and name not in indexed
     ]
     hidden = int(vectors[0].numel()) if vectors else DEFAULT_HIDDEN
+    as_hypers = _follow_sizes(
+        loaded, graph, overrides, probed, init_params, built_with, tensors, attributes, input_names, hidden
+    )
+    _refuse_unfollowed(loaded, graph, unfollowed, input_names)
+    _compute_derived_attributes(graph, derived, attributes, input_names, built_with)
+    graph_module = fx.GraphModule(module, graph, loaded.entry)
+    proxied = {input_names.get(name, name): value for name, value in attributes.items()}
+    hypers = hypers + [HyperParameter(name=name, type="float", default=value) for name, value in proxied.items()]
     order = order + list(proxied)
     holders = {attribute: argument for argument, attribute in arguments.items()}
     traced = _finish(
@@ -565,7 +574,7 @@ def _trace_module(loaded: LoadedReference, overrides: dict[str, Any], probed=Non
         for name, value in {**_held_loss_options(module, built_with), **vars(module)}.items()
         if name in init_names and name not in HIDDEN_SIZE_NAMES and _scalar_type(value) in ("str", "bool", "int")
     }
-    sizes = [ip.name for ip in init_params if ip.name in HIDDEN_SIZE_NAMES]
+    sizes = [ip.name for ip in init_params if ip.name in HIDDEN_SIZE_NAMES and ip.name not in as_hypers]
     sizes += [ip.name for ip in init_params if ip.type == "int" and ip.name in loaded.hints.get("init_args", {})]
     if sizes:
         traced.size_param = sizes[0]
@@ -574,6 +583,96 @@ def _trace_module(loaded: LoadedReference, overrides: dict[str, Any], probed=Non
     if used != set(arguments):  # a tensor argument the loss does not read as class weights: traced as it defaults
         return _trace_module(loaded, overrides, used)
     return traced
+
+
+def _follow_sizes(
+    loaded: LoadedReference,
+    graph: fx.Graph,
+    overrides: dict[str, Any],
+    probed,
+    init_params: list[HyperParameter],
+    built_with: dict[str, Any],
+    tensors: list[str],
+    attributes: dict[str, Any],
+    input_names: dict[str, str],
+    hidden: int,
+) -> set[str]:
+    """Numbers the module computes from a size argument (``math.sqrt(self.dim)``, ``self.scale = dim ** -0.5``)
+    rewritten as ``k * size ** p`` of the row's length or of the size as a hyper-parameter (analyze/sizes.py); other
+    functions of a size refused. -> the size arguments that became hyper-parameters."""
+    as_hypers = set()
+    hinted = set(loaded.hints.get("init_args", {}))
+    defaults = {ip.name: ip.default for ip in init_params}
+    for argument, value in built_with.items():
+        if type(value) is not int or value <= 0 or (argument not in HIDDEN_SIZE_NAMES and argument not in hinted):
+            continue
+        sizes = [value, 2 * value + 1, 3 * value + 2]
+        try:
+            graphs = [graph] + [
+                _trace_module(loaded, {**overrides, argument: size}, probed, raw=True) for size in sizes[1:]
+            ]
+        except Exception:  # noqa: BLE001 - user code, at sizes it may not take: traced as it was built
+            continue
+        found, unfollowed = size_numbers(graphs, sizes)
+        # An attribute __init__ computed (a placeholder) is refused by _refuse_unfollowed, which names it.
+        if unfollowed is not None and unfollowed.op != "placeholder":
+            raise AnalyzeError(
+                f"the traced forward computes a number from {argument} ({argument}={value}) other than as "
+                f"k * {argument} ** p, which the generated kernel cannot follow: the kernel would keep the value at "
+                f"{argument}={value}; take that number as a float constructor argument",
+                origin=loaded.origin,
+                line=node_line(unfollowed),
+            )
+        if not found:
+            continue
+        # The row's length where the size is the row's: it sizes the per-channel parameters, or was filled in for
+        # want of a default (the trace's rows are that long); else the size itself, a hyper-parameter.
+        is_width = value == hidden and (defaults.get(argument) is None or hidden != DEFAULT_HIDDEN)
+        size_of = _row_length_of(graph, tensors[0]) if is_width else _hyper_of(graph, argument, value, attributes)
+        if not is_width:
+            as_hypers.add(argument)
+        for number in found:
+            if number.node.op == "placeholder":  # an attribute __init__ computed from the size
+                attribute = next(a for a in attributes if input_names.get(a, a) == number.node.target)
+                uses = list(number.node.users)
+                if uses:
+                    first = min(uses, key=lambda user: list(graph.nodes).index(user))
+                    computed = size_expression(graph, size_of(first), number.k, number.p, first, node_line(first))
+                    number.node.replace_all_uses_with(computed)
+                graph.erase_node(number.node)
+                del attributes[attribute]
+                input_names.pop(attribute, None)
+            else:
+                replace_number(number, size_of)
+    return as_hypers
+
+
+def _row_length_of(graph: fx.Graph, tensor: str):
+    """``node -> x.shape[-1]`` of the input ``tensor``, made once before the first node that asks."""
+    made: list[fx.Node] = []
+
+    def size_of(before: fx.Node) -> fx.Node:
+        if not made:
+            source = next(node for node in graph.nodes if node.op == "placeholder" and node.target == tensor)
+            with graph.inserting_before(before):
+                shape = graph.call_function(builtins.getattr, (source, "shape"))
+                made.append(graph.call_function(operator.getitem, (shape, -1)))
+            shape.meta[LINE_KEY] = made[0].meta[LINE_KEY] = before.meta.get(LINE_KEY)
+        return made[0]
+
+    return size_of
+
+
+def _hyper_of(graph: fx.Graph, argument: str, value: int, attributes: dict[str, Any]):
+    """``node -> the size argument's input``: a hyper-parameter named after it, defaulting to the size it was built
+    with."""
+    placeholders = [node for node in graph.nodes if node.op == "placeholder"]
+    existing = next((node for node in placeholders if node.target == argument), None)
+    if existing is None:
+        with graph.inserting_after(placeholders[-1]):
+            existing = graph.placeholder(argument, default_value=float(value))
+        attributes[argument] = float(value)
+    return lambda before: existing
 
 
 def _held_loss_options(module: nn.Module, built_with: dict[str, Any]) -> dict[str, Any]:
@@ -742,9 +841,8 @@ def _derived_attributes(
                 held = defaults.get(argument) is not None and argument not in {*HIDDEN_SIZE_NAMES, *hinted}
                 if not held:
                     unfollowed[attribute] = (
-                        f"{line}; the generated module would keep that value for any {argument}: take "
-                        f"{attribute} as a constructor argument (self.{attribute} = {attribute}) or compute it in "
-                        f"forward"
+                        f"{line} other than as k * {argument} ** p; the generated module would keep that value for "
+                        f"any {argument}: take {attribute} as a constructor argument (self.{attribute} = {attribute})"
                     )
                 break
             (x0, y0), (x1, y1), (x2, y2) = points
