@@ -407,6 +407,17 @@ def test_what_tracing_cannot_take_is_named_with_its_fix(tmp_path, body, expected
     assert message.startswith(f"{path}:5: ") and expected in message, message
 
 
+def test_a_torch_distribution_is_named_with_the_math_to_write_instead(tmp_path):
+    """``Categorical(logits=x)`` validates its values in Python: the refusal names the class, not torch.where."""
+    source = (
+        "from torch.distributions import Categorical\n\n\ndef entropy(logits):\n"
+        "    return Categorical(logits=logits).entropy().mean()\n"
+    )
+    message = analyze_error(str(write(tmp_path, "entropy.py", source)))
+    assert "entropy.py:5: torch.distributions.Categorical cannot be traced" in message
+    assert "-(p * log_p).sum(-1)" in message and "torch.where" not in message
+
+
 def test_data_dependent_control_flow_names_line(tmp_path):
     path = write(
         tmp_path,

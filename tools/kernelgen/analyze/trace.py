@@ -26,8 +26,10 @@ import io
 import itertools
 import math
 import operator
+import os
 import re
 import sys
+import traceback
 
 from dataclasses import dataclass
 from dataclasses import field
@@ -1120,6 +1122,15 @@ def _run_tracer(loaded: LoadedReference, trace, concrete: dict[str, Any]) -> fx.
                 f"Python control flow on a traced value: {listed} defaults to None and is traced as an optional tensor "
                 f"input (a hyper-parameter needs a number default, eps: float = 1e-6; a branch on values, torch.where)"
             )
+        elif distribution := _distribution_in_traceback(error):
+            # ``Categorical(logits=x).entropy()``: torch.distributions checks and branches on the values it is built
+            # from, which a trace does not have.
+            why = (
+                f"torch.distributions.{distribution} cannot be traced (it checks and branches on the values it is "
+                "built from); write its math with the tensors: log_softmax for its log-probabilities, "
+                "-(p * log_p).sum(-1) for its entropy "
+            )
+            why += HAND_WRITTEN_PROFILE_HINT
         elif "iterated" in text:
             # ``x.view(*x.shape[:-1], heads, -1)``: unpacking a traced shape.
             why = (
@@ -1162,6 +1173,15 @@ def _run_tracer(loaded: LoadedReference, trace, concrete: dict[str, Any]) -> fx.
         else:
             why = f"tracing failed: {type(error).__name__}: {text}"
         raise AnalyzeError(why, origin=loaded.origin, line=line_in_traceback(error, loaded.filename)) from None
+
+
+def _distribution_in_traceback(error: BaseException) -> str | None:
+    """The torch.distributions class whose code raised ``error`` (``Categorical``), or None."""
+    found = None
+    for frame, _ in traceback.walk_tb(error.__traceback__):
+        if f"torch{os.sep}distributions{os.sep}" in frame.f_code.co_filename and "self" in frame.f_locals:
+            found = found or type(frame.f_locals["self"]).__name__
+    return found
 
 
 def _entry_syntax(loaded: LoadedReference) -> ast.FunctionDef | None:
