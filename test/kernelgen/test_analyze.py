@@ -970,6 +970,38 @@ def test_a_size_that_is_not_the_row_s_becomes_a_hyper_parameter(tmp_path):
     assert profile.module.size_param != "head_dim"
 
 
+def test_a_float_a_held_submodule_keeps_is_a_hyper_parameter_of_the_constructor_s_name(tmp_path):
+    """``self.act = ScaledTanh(scale)``: the child's ``self.scale`` is traced as the number it was built with; it
+    follows the constructor's ``scale`` as a hyper-parameter instead of holding the module at its default."""
+    source = """
+    import torch
+    import torch.nn as nn
+
+
+    class ScaledTanh(nn.Module):
+        def __init__(self, scale):
+            super().__init__()
+            self.scale = scale
+
+        def forward(self, x):
+            return torch.tanh(x * self.scale)
+
+
+    class Block(nn.Module):
+        def __init__(self, hidden_size, scale: float = 0.5):
+            super().__init__()
+            self.act = ScaledTanh(2.0 * scale + 1.0)
+            self.weight = nn.Parameter(torch.ones(hidden_size))
+
+        def forward(self, x):
+            return self.act(x) * self.weight
+    """
+    profile = analyze(f"{write(tmp_path, 'block.py', source)}:Block")
+    assert profile.forward_computation == "y = tanh(x * (scale * 2.0 + 1.0)) * weight"
+    assert [(hp.name, hp.default) for hp in profile.hyperparameters] == [("scale", 0.5)]
+    assert profile.module.fixed == []
+
+
 @pytest.mark.parametrize(
     "entry, expected",
     [

@@ -42,6 +42,11 @@ import torch.nn.functional as F
 
 from torch.fx.passes.shape_prop import ShapeProp
 
+from tools.kernelgen.analyze.argument_numbers import expression
+from tools.kernelgen.analyze.argument_numbers import fit_line
+from tools.kernelgen.analyze.argument_numbers import fit_power
+from tools.kernelgen.analyze.argument_numbers import numbers_of_argument
+from tools.kernelgen.analyze.argument_numbers import replace_number
 from tools.kernelgen.analyze.errors import HAND_WRITTEN_PROFILE_HINT
 from tools.kernelgen.analyze.errors import AnalyzeError
 from tools.kernelgen.analyze.groups import regroup_channels
@@ -65,9 +70,6 @@ from tools.kernelgen.analyze.roles import PROBABILITIES
 from tools.kernelgen.analyze.roles import target_role
 from tools.kernelgen.analyze.shifts import Shift
 from tools.kernelgen.analyze.shifts import unshift_targets
-from tools.kernelgen.analyze.sizes import replace_number
-from tools.kernelgen.analyze.sizes import size_expression
-from tools.kernelgen.analyze.sizes import size_numbers
 from tools.kernelgen.analyze.written import entry_function
 from tools.kernelgen.broadcast import ELLIPSIS
 from tools.kernelgen.broadcast import INSERTED
@@ -546,7 +548,7 @@ def _trace_module(loaded: LoadedReference, overrides: dict[str, Any], probed=Non
         if p.dim() >= 1 and p.numel() > 1 and p.numel() == p.shape[-1] and name not in indexed
     ]
     hidden = int(vectors[0].numel()) if vectors else DEFAULT_HIDDEN
-    as_hypers = _follow_sizes(
+    as_hypers = _follow_constructor_numbers(
         loaded, graph, overrides, probed, init_params, built_with, tensors, attributes, input_names, hidden
     )
     _refuse_unfollowed(loaded, graph, unfollowed, input_names)
@@ -587,7 +589,7 @@ def _trace_module(loaded: LoadedReference, overrides: dict[str, Any], probed=Non
     return traced
 
 
-def _follow_sizes(
+def _follow_constructor_numbers(
     loaded: LoadedReference,
     graph: fx.Graph,
     overrides: dict[str, Any],
@@ -599,25 +601,29 @@ def _follow_sizes(
     input_names: dict[str, str],
     hidden: int,
 ) -> set[str]:
-    """Numbers the module computes from a size argument (``math.sqrt(self.dim)``, ``self.scale = dim ** -0.5``)
-    rewritten as ``k * size ** p`` of the row's length or of the size as a hyper-parameter (analyze/sizes.py); other
-    functions of a size refused. -> the size arguments that became hyper-parameters."""
+    """Numbers the module computes from a constructor argument (analyze/argument_numbers.py), found by tracing it
+    again at two other values: of a size (``math.sqrt(self.dim)``, ``self.scale = dim ** -0.5``) as ``k * size ** p``
+    of the row's length or of the size as a hyper-parameter, any other function of a size refused; of a float a held
+    submodule keeps (``nn.LayerNorm(hidden, eps=eps)``) as ``a * value + b`` of the float as a hyper-parameter, any
+    other function left held at its default (``module.fixed``). -> the size arguments that became
+    hyper-parameters."""
     as_hypers = set()
     hinted = set(loaded.hints.get("init_args", {}))
     defaults = {ip.name: ip.default for ip in init_params}
     for argument, value in built_with.items():
-        if type(value) is not int or value <= 0 or (argument not in HIDDEN_SIZE_NAMES and argument not in hinted):
+        is_size = type(value) is int and value > 0 and (argument in HIDDEN_SIZE_NAMES or argument in hinted)
+        if not is_size and not isinstance(value, float):
             continue
-        sizes = [value, 2 * value + 1, 3 * value + 2]
+        values = [value, 2 * value + 1, 3 * value + 2] if is_size else [value, value * 2.0 + 0.5, value * 3.0 + 0.25]
         try:
             graphs = [graph] + [
-                _trace_module(loaded, {**overrides, argument: size}, probed, raw=True) for size in sizes[1:]
+                _trace_module(loaded, {**overrides, argument: other}, probed, raw=True) for other in values[1:]
             ]
-        except Exception:  # noqa: BLE001 - user code, at sizes it may not take: traced as it was built
+        except Exception:  # noqa: BLE001 - user code, at values it may not take: traced as it was built
             continue
-        found, unfollowed = size_numbers(graphs, sizes)
+        found, unfollowed = numbers_of_argument(graphs, values, fit_power if is_size else fit_line, is_size)
         # An attribute __init__ computed (a placeholder) is refused by _refuse_unfollowed, which names it.
-        if unfollowed is not None and unfollowed.op != "placeholder":
+        if is_size and unfollowed is not None and unfollowed.op != "placeholder":
             raise AnalyzeError(
                 f"the traced forward computes a number from {argument} ({argument}={value}) other than as "
                 f"k * {argument} ** p, which the generated kernel cannot follow: the kernel would keep the value at "
@@ -625,13 +631,13 @@ def _follow_sizes(
                 origin=loaded.origin,
                 line=node_line(unfollowed),
             )
-        if not found:
+        if not found or unfollowed is not None:
             continue
-        # The row's length where the size is the row's: it sizes the per-channel parameters, or was filled in for
-        # want of a default (the trace's rows are that long); else the size itself, a hyper-parameter.
-        is_width = value == hidden and (defaults.get(argument) is None or hidden != DEFAULT_HIDDEN)
-        size_of = _row_length_of(graph, tensors[0]) if is_width else _hyper_of(graph, argument, value, attributes)
-        if not is_width:
+        # A size is the row's length where it is the row's: it sizes the per-channel parameters, or was filled in
+        # for want of a default (the trace's rows are that long); else it is a hyper-parameter, as a float is.
+        is_width = is_size and value == hidden and (defaults.get(argument) is None or hidden != DEFAULT_HIDDEN)
+        source_of = _row_length_of(graph, tensors[0]) if is_width else _hyper_of(graph, argument, value, attributes)
+        if is_size and not is_width:
             as_hypers.add(argument)
         for number in found:
             if number.node.op == "placeholder":  # an attribute __init__ computed from the size
@@ -639,13 +645,13 @@ def _follow_sizes(
                 uses = list(number.node.users)
                 if uses:
                     first = min(uses, key=lambda user: list(graph.nodes).index(user))
-                    computed = size_expression(graph, size_of(first), number.k, number.p, first, node_line(first))
+                    computed = expression(graph, source_of(first), number.fit, first, node_line(first))
                     number.node.replace_all_uses_with(computed)
                 graph.erase_node(number.node)
                 del attributes[attribute]
                 input_names.pop(attribute, None)
             else:
-                replace_number(number, size_of)
+                replace_number(number, source_of)
     return as_hypers
 
 
@@ -665,9 +671,9 @@ def _row_length_of(graph: fx.Graph, tensor: str):
     return size_of
 
 
-def _hyper_of(graph: fx.Graph, argument: str, value: int, attributes: dict[str, Any]):
-    """``node -> the size argument's input``: a hyper-parameter named after it, defaulting to the size it was built
-    with."""
+def _hyper_of(graph: fx.Graph, argument: str, value: float, attributes: dict[str, Any]):
+    """``node -> the constructor argument's input``: a hyper-parameter named after it (the one the module already
+    has where it keeps the argument itself), defaulting to the value the module was built with."""
     placeholders = [node for node in graph.nodes if node.op == "placeholder"]
     existing = next((node for node in placeholders if node.target == argument), None)
     if existing is None:
