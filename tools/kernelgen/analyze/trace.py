@@ -538,6 +538,7 @@ def _trace_module(loaded: LoadedReference, overrides: dict[str, Any], probed=Non
                 del module.__dict__[name]
             else:
                 module.__dict__[name] = value
+    _norm_modules_as_calls(graph, module)
     if raw:
         return graph
     indexed = _read_by_constant_indices(graph)
@@ -1926,6 +1927,36 @@ def _holds(module: nn.Module, path: str, value: torch.Tensor) -> bool:
     for part in path.split("."):
         held = getattr(held, part, None)
     return held is value
+
+
+_NORM_FUNCTIONS = {nn.LayerNorm: F.layer_norm, getattr(nn, "RMSNorm", nn.LayerNorm): getattr(F, "rms_norm", None)}
+
+
+def _norm_modules_as_calls(graph: fx.Graph, root: nn.Module) -> None:
+    """``self.norm = nn.LayerNorm(hidden, eps=eps)`` called as ``self.norm(x)`` (an nn.RMSNorm too): the functional
+    call with the module's shape, eps and parameter reads, so that its eps is a number of the graph, which follows
+    the constructor's ``eps`` (_follow_constructor_numbers) instead of holding the module at its default."""
+    for node in list(graph.nodes):
+        if node.op != "call_module":
+            continue
+        module = root.get_submodule(node.target)
+        function = _NORM_FUNCTIONS.get(type(module))
+        if function is None or len(node.args) != 1 or node.kwargs:
+            continue
+        with graph.inserting_before(node):
+            weight, bias = (
+                graph.get_attr(f"{node.target}.{name}") if getattr(module, name, None) is not None else None
+                for name in ("weight", "bias")
+            )
+            arguments = (node.args[0], tuple(module.normalized_shape), weight)
+            if function is F.layer_norm:
+                arguments += (bias,)
+            call = graph.call_function(function, arguments, {"eps": module.eps})
+        for made in (weight, bias, call):
+            if made is not None:
+                made.meta[LINE_KEY] = node.meta.get(LINE_KEY)
+        node.replace_all_uses_with(call)
+        graph.erase_node(node)
 
 
 def _weighted_loss_modules_as_calls(graph_module: fx.GraphModule) -> None:
