@@ -501,3 +501,22 @@ def test_a_module_taking_torch_s_device_and_dtype_makes_its_parameters_with_them
     assert "self.device" not in module and "self.dtype" not in module
     # The traced one-element shape in the docstring's formula is a tuple, as Python writes it.
     assert "normalized_shape=(8,)" in module
+
+
+def test_a_size_with_a_default_keeps_its_place_and_default_in_the_module_s_constructor(tmp_path):
+    """``GroupNormHand(num_groups=4, num_channels=16)``: the size was made required and moved first, so a call of the
+    reference's positional order gave the generated module the groups as channels."""
+    from tools.kernelgen.render import render_kernel
+
+    path = tmp_path / "gn.py"
+    path.write_text(
+        "import torch\nimport torch.nn as nn\n\n\nclass GroupNormHand(nn.Module):\n"
+        "    def __init__(self, num_groups=4, num_channels=16, eps=1e-5):\n        super().__init__()\n"
+        "        self.num_groups = num_groups\n        self.eps = eps\n"
+        "        self.weight = nn.Parameter(torch.ones(num_channels))\n\n"
+        "    def forward(self, x):\n        B, C, L = x.shape\n        x = x.view(B, self.num_groups, -1)\n"
+        "        mean = x.mean(-1, keepdim=True)\n        var = x.var(-1, keepdim=True, unbiased=False)\n"
+        "        return ((x - mean) / torch.sqrt(var + self.eps)).view(B, C, L) * self.weight[:, None]\n"
+    )
+    module = render_kernel(analyze(f"{path}:GroupNormHand", name="gn")).files["src/liger_kernel/transformers/gn.py"]
+    assert "def __init__(self, num_groups=4, num_channels=16, eps=1e-05):" in module

@@ -2019,7 +2019,9 @@ def module_view(profile: KernelProfile, renames: dict[str, str] | None = None) -
         for ip in profile.module.init_params
         if ip.default is None and not ip.optional and ip.name not in per_class
     }
-    if sized:
+    # The size is required where the reference gives it no number (a default of None, or none at all); one it
+    # defaults keeps its default and its place, so the module is called as the reference is, positionally too.
+    if sized and next((ip.default for ip in init_params if ip.name == size_param), None) is None:
         required.add(size_param)
     return ModuleView(
         kind=profile.module.kind,
