@@ -421,3 +421,25 @@ def test_modify_with_a_reference_of_another_tier_is_refused_and_writes_nothing(g
     line = result.stderr.strip()
     assert "'geglu' is a tier-1 kernel and" in line and "is tier 2" in line and "new generates" in line, line
     assert snapshot(geglu_checkout) == before
+
+
+def test_a_profile_of_another_name_keeps_the_kernel_s_classes_and_a_class_rename_is_one_line(generated, tmp_path):
+    """A profile analysed under another name has the classes that name derives: the kernel keeps its own (before,
+    the functional's import of the old Function was left unused and the update failed on a ruff finding). A
+    profile that renames a class on purpose is refused in one line, nothing written."""
+    checkout = tmp_path / "liger"
+    shutil.copytree(generated, checkout)
+    profile = tmp_path / "other.yaml"
+    analysed = run_kernelgen("analyze", _write_reference(tmp_path, WITH_BETA), "--name", "act_beta", "-o", str(profile))
+    assert analysed.returncode == 0, analysed.stderr
+    assert "LigerActBetaFunction" in profile.read_text()
+    result = run_kernelgen("modify", "act", "--profile", str(profile), "--repo", str(checkout))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "class LigerActFunction(" in (checkout / OPS).read_text() and "ActBeta" not in (checkout / OPS).read_text()
+    renamed = tmp_path / "renamed.yaml"
+    text = profile.read_text().replace("operation_name: act_beta", "operation_name: act")
+    renamed.write_text(text.replace("function_class_name: LigerActBetaFunction", "function_class_name: LigerMyAct"))
+    before = snapshot(checkout)
+    refused = run_kernelgen("modify", "act", "--profile", str(renamed), "--repo", str(checkout))
+    assert refused.returncode == 2 and "function_class_name is LigerMyAct" in refused.stderr, refused.stderr
+    assert snapshot(checkout) == before

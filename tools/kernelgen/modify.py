@@ -280,11 +280,32 @@ def _apply_registrations(
             plan.reports.append(FileReport(path, "unchanged", "every registration already there"))
 
 
+def _with_recorded_class_names(old: KernelProfile, new: KernelProfile) -> KernelProfile:
+    """``new`` with the kernel's Function and module class names as recorded: a profile analysed again under another
+    name (``renamed`` derives names from it) updates the kernel without renaming its classes. A profile that names
+    them otherwise on purpose is refused: callers import them, and their registrations would be left behind."""
+    derived = copy.deepcopy(new)
+    derived.function_class_name = derived.module_class_name = ""
+    derived.fill_defaults()
+    kept = copy.deepcopy(new)
+    for field_name in ("function_class_name", "module_class_name"):
+        wanted, recorded = getattr(new, field_name), getattr(old, field_name)
+        if wanted != recorded and wanted != getattr(derived, field_name):
+            raise ModifyError(
+                f"the profile's {field_name} is {wanted}, kernel '{old.operation_name}' has {recorded}: modify "
+                f"keeps a kernel's classes (callers import them); set it back, or generate a new kernel under the "
+                f"new name"
+            )
+        setattr(kept, field_name, recorded)
+    return kept
+
+
 def _plan_recorded(repo: LigerRepo, name: str, new: KernelProfile, sides: dict[str, str]) -> ModifyPlan:
 
     record = record_key(repo.root, name)
     read_from = record_key(repo.root, name, find_record(repo.root, name))  # a legacy in-tree record moves to record
     old = _read_record(repo, name)
+    new = _with_recorded_class_names(old, new)
     plan = ModifyPlan(name, ChangeSet())
     recorded = read_record_text(repo.root, name)
     recorded_with = recorded.split("\n", 1)[0]
