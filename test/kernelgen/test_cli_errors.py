@@ -275,3 +275,15 @@ def test_no_smoke_run_where_triton_was_imported_without_its_interpreter():
     result = subprocess.run([sys.executable, "-c", script], cwd=REPO_ROOT, env=env, capture_output=True, text=True)
     assert result.stdout.strip() == "Triton was imported into this process without its interpreter", result.stderr
     assert skip_reason(analyze("dyt")) is None  # this suite imports Triton with its interpreter
+
+
+def test_a_profile_float_written_without_a_dot_is_a_float(checkout, tmp_path):
+    """``default: 1e-2`` (YAML 1.1 reads it as a string without a dot) is the float people mean."""
+    profile = tmp_path / "p.yaml"
+    assert run_kernelgen("analyze", "leaky_relu_mul", "-o", str(profile)).returncode == 0
+    text = profile.read_text()
+    assert "default: 0.01" in text
+    profile.write_text(text.replace("default: 0.01", "default: 1e-2"))
+    from tools.kernelgen.profile import load_profile
+
+    assert [hp.default for hp in load_profile(profile).hyperparameters] == [0.01]

@@ -1529,9 +1529,19 @@ def from_dict(data: Any, source: str = "profile", validate: bool = True) -> Kern
     return profile
 
 
+class _ProfileLoader(yaml.SafeLoader):
+    """YAML 1.1, which PyYAML reads, takes a float only with a dot (``1.0e-5``); ``1e-5``, as people type it and as
+    YAML 1.2 reads it, is a float too, not the string a float field refuses."""
+
+
+_ProfileLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float", re.compile(r"^[-+]?[0-9][0-9_]*[eE][-+]?[0-9]+$"), list("-+0123456789")
+)
+
+
 def load_yaml(text: str, source: str = "profile", validate: bool = True) -> KernelProfile:
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_ProfileLoader)  # noqa: S506 - a SafeLoader
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
