@@ -277,6 +277,14 @@ def test_no_smoke_run_where_triton_was_imported_without_its_interpreter():
     assert skip_reason(analyze("dyt")) is None  # this suite imports Triton with its interpreter
 
 
+@pytest.mark.parametrize("reference", ["missing.py", "syntax.py", "no_such_builtin"])
+def test_knowledge_of_a_reference_that_does_not_load_is_bad_input(checkout, tmp_path, reference):
+    """A reference analysis refuses is what ``knowledge`` is for (exit 0); one that does not load is bad input."""
+    (tmp_path / "syntax.py").write_text("def f(x:\n")
+    path = reference if reference == "no_such_builtin" else str(tmp_path / reference)
+    one_line_error(run_kernelgen("knowledge", path, "--repo", str(checkout)))
+
+
 def test_a_profile_float_written_without_a_dot_is_a_float(checkout, tmp_path):
     """``default: 1e-2`` (YAML 1.1 reads it as a string without a dot) is the float people mean."""
     profile = tmp_path / "p.yaml"

@@ -760,6 +760,7 @@ def cmd_knowledge(args) -> int:
     from tools.kernelgen.analyze import AnalyzeError
     from tools.kernelgen.analyze import analyze_for_checkout
     from tools.kernelgen.analyze.closest import ranked_archived_kernels
+    from tools.kernelgen.analyze.load import load_reference
     from tools.kernelgen.knowledge import knowledge_kernels
     from tools.kernelgen.layout import KNOWLEDGE_DIR
     from tools.kernelgen.layout import kernel_paths
@@ -767,6 +768,10 @@ def cmd_knowledge(args) -> int:
     from tools.kernelgen.synth import UnsupportedOpError
 
     repo = LigerRepo.open(args.repo)
+    if args.reference and args.reference != "-":
+        # A reference that does not load (no such file, a syntax error, an unknown built-in) is bad input, unlike
+        # one that loads and that analysis refuses, which the hand-written profile is for.
+        load_reference(args.reference)
     archived = knowledge_kernels(repo.root)
     print(f"archived kernels ({KNOWLEDGE_DIR}/): {', '.join(archived) or 'none'}")
     if not args.reference:
