@@ -277,6 +277,27 @@ def test_no_smoke_run_where_triton_was_imported_without_its_interpreter():
     assert skip_reason(analyze("dyt")) is None  # this suite imports Triton with its interpreter
 
 
+def test_ctrl_c_while_the_cli_still_imports_is_one_line(tmp_path):
+    """SIGINT before any command runs (torch is still importing): one line and 130, not a KeyboardInterrupt
+    traceback out of an import."""
+    started = subprocess.Popen(
+        [sys.executable, "-m", "tools.kernelgen", "references"],
+        cwd=REPO_ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+    )
+    try:
+        started.wait(timeout=0.3)
+    except subprocess.TimeoutExpired:
+        started.send_signal(signal.SIGINT)
+    _, stderr = started.communicate(timeout=60)
+    if started.returncode == 0:
+        pytest.skip("the CLI finished before the signal")
+    assert started.returncode == 130 and stderr.strip() == "kernelgen: interrupted; nothing was written", stderr
+
+
 @pytest.mark.parametrize("reference", ["missing.py", "syntax.py", "no_such_builtin"])
 def test_knowledge_of_a_reference_that_does_not_load_is_bad_input(checkout, tmp_path, reference):
     """A reference analysis refuses is what ``knowledge`` is for (exit 0); one that does not load is bad input."""

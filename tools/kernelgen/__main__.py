@@ -15,7 +15,11 @@ def _interpret_without_an_accelerator() -> None:
 
 
 if __name__ == "__main__":
-    _interpret_without_an_accelerator()
-    from tools.kernelgen.cli import main
-
+    try:
+        _interpret_without_an_accelerator()
+        from tools.kernelgen.cli import main
+    except KeyboardInterrupt:
+        # Ctrl-C while torch and the CLI are still importing: before any command ran, so nothing was written.
+        print("kernelgen: interrupted; nothing was written", file=sys.stderr)
+        sys.exit(130)
     sys.exit(main())

@@ -900,8 +900,11 @@ def _terminations_as_interrupts():
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except KeyboardInterrupt:  # before any command ran
+        print("kernelgen: interrupted; nothing was written", file=sys.stderr)
+        return 128 + signal.SIGINT
     with _terminations_as_interrupts():
         return _run(args)
 
