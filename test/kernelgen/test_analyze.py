@@ -205,6 +205,16 @@ def test_missing_file(tmp_path):
     assert message == f"{missing}: no such file"
 
 
+def test_an_empty_symbol_and_a_profile_given_as_a_reference_say_what_to_give(tmp_path):
+    path = write(tmp_path, "swish.py", FILE_SOURCE)
+    assert analyze_error(f"{path}:").startswith(f"no symbol after ':' in '{path}:'")
+    profile = write(tmp_path, "swish.yaml", "operation_name: swish\n")
+    assert (
+        analyze_error(str(profile))
+        == f"{profile}: is a YAML file, not a Python reference: a profile is given with --profile"
+    )
+
+
 def test_unknown_builtin_lists_the_available_ones():
     message = analyze_error("not_a_kernel")
     assert "unknown reference 'not_a_kernel'" in message and "geglu" in message

@@ -79,6 +79,8 @@ def load_reference(ref: str, stdin_source: str | None = None) -> LoadedReference
         return loaded
     path = Path(target)
     if not path.is_file():
+        if target.endswith(":") and Path(target[:-1]).is_file():
+            raise AnalyzeError(f"no symbol after ':' in {target!r}: give file.py:Symbol, or file.py for its only entry")
         if symbol is None and "/" not in target and not target.endswith(".py"):
             available = ", ".join(list_builtin_references())
             raise AnalyzeError(
@@ -86,6 +88,8 @@ def load_reference(ref: str, stdin_source: str | None = None) -> LoadedReference
             )
         what = "is a directory, not a Python file" if path.is_dir() else "no such file"
         raise AnalyzeError(what, origin=target)
+    if path.suffix in (".yaml", ".yml"):
+        raise AnalyzeError("is a YAML file, not a Python reference: a profile is given with --profile", origin=target)
     try:
         source = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:
