@@ -1026,6 +1026,19 @@ def test_the_eps_of_a_held_torch_norm_follows_the_constructor_s(tmp_path, norm):
     assert [p.attribute for p in profile.parameters][0] == "norm.weight"
 
 
+def test_the_label_smoothing_of_a_held_torch_loss_follows_the_constructor_s(tmp_path):
+    """``self.crit = nn.CrossEntropyLoss(label_smoothing=smoothing)``: a hyper-parameter, not the module held at 0.1."""
+    source = (
+        "import torch.nn as nn\n\n\nclass HeldSmoothing(nn.Module):\n"
+        "    def __init__(self, smoothing: float = 0.1):\n        super().__init__()\n"
+        "        self.crit = nn.CrossEntropyLoss(label_smoothing=smoothing)\n\n"
+        "    def forward(self, logits, target):\n        return self.crit(logits, target)\n"
+    )
+    profile = analyze(f"{write(tmp_path, 'held.py', source)}:HeldSmoothing")
+    assert [(hp.name, hp.default) for hp in profile.hyperparameters] == [("smoothing", 0.1)]
+    assert "label_smoothing=smoothing" in profile.forward_computation and profile.module.fixed == []
+
+
 @pytest.mark.parametrize(
     "entry, expected",
     [

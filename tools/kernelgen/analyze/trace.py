@@ -539,6 +539,7 @@ def _trace_module(loaded: LoadedReference, overrides: dict[str, Any], probed=Non
             else:
                 module.__dict__[name] = value
     _norm_modules_as_calls(graph, module)
+    _loss_modules_as_calls(graph, module)
     if raw:
         return graph
     indexed = _read_by_constant_indices(graph)
@@ -1377,7 +1378,6 @@ def _finish(
     _functionalize_in_place_ops(loaded, graph_module.graph)
     _refuse_augmented_assignments_to_inputs(loaded, tensors)
     _numpy_keywords_as_torch(graph_module.graph)
-    _weighted_loss_modules_as_calls(graph_module)
     arguments_in_order = [node for node in graph_module.graph.nodes if node.op == "placeholder"]
     tensor_nodes = {node: name for node, name in zip(arguments_in_order, order) if name in tensors}
     shifts = unshift_targets(graph_module.graph, tensor_nodes, loaded.origin)
@@ -1959,31 +1959,29 @@ def _norm_modules_as_calls(graph: fx.Graph, root: nn.Module) -> None:
         graph.erase_node(node)
 
 
-def _weighted_loss_modules_as_calls(graph_module: fx.GraphModule) -> None:
-    """``self.loss = nn.CrossEntropyLoss(weight=w)`` called as ``self.loss(x, t)``: the functional call with the
-    module's options and its weight buffer as an attribute read, so the class weights are not lost (and become an
-    input of the kernel like any buffer of class weights)."""
-    graph = graph_module.graph
-    changed = False
+def _loss_modules_as_calls(graph: fx.Graph, root: nn.Module) -> None:
+    """A held ``nn.CrossEntropyLoss`` / ``nn.NLLLoss`` called as ``self.loss(x, t)``: the functional call with the
+    module's options as numbers of the graph (its label_smoothing then follows the constructor's argument, as
+    _follow_constructor_numbers finds) and its weight buffer, if any, as an attribute read, so the class weights are
+    not lost (they become an input of the kernel like any buffer of class weights)."""
     for node in list(graph.nodes):
         if node.op != "call_module":
             continue
-        module = graph_module.get_submodule(node.target)
-        if not isinstance(module, (nn.CrossEntropyLoss, nn.NLLLoss)) or getattr(module, "weight", None) is None:
+        module = root.get_submodule(node.target)
+        if not isinstance(module, (nn.CrossEntropyLoss, nn.NLLLoss)):
             continue
         options = {"ignore_index": module.ignore_index, "reduction": module.reduction}
         if isinstance(module, nn.CrossEntropyLoss):
             options["label_smoothing"] = module.label_smoothing
         function = F.cross_entropy if isinstance(module, nn.CrossEntropyLoss) else F.nll_loss
         with graph.inserting_before(node):
-            weight = graph.get_attr(f"{node.target}.weight")
-            call = graph.call_function(function, node.args, {**options, **node.kwargs, "weight": weight})
-        weight.meta[LINE_KEY] = call.meta[LINE_KEY] = node.meta.get(LINE_KEY)
+            if getattr(module, "weight", None) is not None:
+                options["weight"] = graph.get_attr(f"{node.target}.weight")
+                options["weight"].meta[LINE_KEY] = node.meta.get(LINE_KEY)
+            call = graph.call_function(function, node.args, {**options, **node.kwargs})
+        call.meta[LINE_KEY] = node.meta.get(LINE_KEY)
         node.replace_all_uses_with(call)
         graph.erase_node(node)
-        changed = True
-    if changed:
-        graph_module.recompile()
 
 
 def _attribute(root: nn.Module, target: str):
