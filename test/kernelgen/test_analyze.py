@@ -970,6 +970,20 @@ def test_a_number_init_computes_from_the_row_size_follows_the_row_length(tmp_pat
     assert [hp.name for hp in profile.hyperparameters] == ["eps"]
 
 
+def test_a_size_that_must_divide_into_heads_is_followed_at_sizes_it_takes(tmp_path):
+    """``math.sqrt(self.dim // self.heads)`` with ``assert dim % heads == 0``: the module is built again at
+    multiples of its size (an odd size would fail the assert and leave the number as traced)."""
+    source = (
+        "import math\n\nimport torch\nimport torch.nn as nn\n\n\nclass HeadScaled(nn.Module):\n"
+        "    def __init__(self, dim, heads: int = 2):\n        super().__init__()\n"
+        "        assert dim % heads == 0\n        self.dim, self.heads = dim, heads\n"
+        "        self.w = nn.Parameter(torch.ones(dim))\n\n"
+        "    def forward(self, x):\n        return torch.tanh(x / math.sqrt(self.dim // self.heads)) * self.w\n"
+    )
+    profile = analyze(f"{write(tmp_path, 'heads.py', source)}:HeadScaled")
+    assert "x.shape[-1] ** 0.5 * 0.7071067811865475" in profile.forward_computation
+
+
 def test_a_size_that_is_not_the_row_s_becomes_a_hyper_parameter(tmp_path):
     """``scores * self.head_dim ** -0.5`` over a row of keys: head_dim sizes nothing of the row, so the kernel takes
     it as a hyper-parameter and the module passes its own."""

@@ -616,7 +616,7 @@ def _follow_constructor_numbers(
         is_size = type(value) is int and value > 0 and (argument in HIDDEN_SIZE_NAMES or argument in hinted)
         if not is_size and not isinstance(value, float):
             continue
-        values = [value, 2 * value + 1, 3 * value + 2] if is_size else [value, value * 2.0 + 0.5, value * 3.0 + 0.25]
+        values = [value, *_other_sizes(value)] if is_size else [value, value * 2.0 + 0.5, value * 3.0 + 0.25]
         try:
             graphs = [graph] + [
                 _trace_module(loaded, {**overrides, argument: other}, probed, raw=True) for other in values[1:]
@@ -655,6 +655,14 @@ def _follow_constructor_numbers(
             else:
                 replace_number(number, source_of)
     return as_hypers
+
+
+def _other_sizes(value: int) -> list[int]:
+    """Two other sizes to build the module at: multiples, which keep whatever the size must divide into (heads), or
+    for a model-sized default the half and the quarter, so that no probe builds a module larger than the reference."""
+    if value > 256 and value % 4 == 0:
+        return [value // 2, value // 4]
+    return [2 * value, 3 * value]
 
 
 def _row_length_of(graph: fx.Graph, tensor: str):
