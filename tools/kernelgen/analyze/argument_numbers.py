@@ -11,6 +11,7 @@ of the row's length or of a hyper-parameter in the graph (trace.py decides which
 
 from __future__ import annotations
 
+import builtins
 import math
 import operator
 
@@ -198,3 +199,39 @@ def _replaced(value: Any, path: tuple, new: Any) -> Any:
         return {key: _replaced(item, rest, new) if key == head else item for key, item in value.items()}
     items = [_replaced(item, rest, new) if index == head else item for index, item in enumerate(value)]
     return tuple(items) if isinstance(value, tuple) else items
+
+
+def other_sizes(value: int) -> list[int]:
+    """Two other sizes to build the module at: multiples, which keep whatever the size must divide into (heads), or
+    for a model-sized default the half and the quarter, so that no probe builds a module larger than the reference."""
+    if value > 256 and value % 4 == 0:
+        return [value // 2, value // 4]
+    return [2 * value, 3 * value]
+
+
+def row_length_of(graph: fx.Graph, tensor: str):
+    """``node -> x.shape[-1]`` of the input ``tensor``, made once before the first node that asks."""
+    made: list[fx.Node] = []
+
+    def size_of(before: fx.Node) -> fx.Node:
+        if not made:
+            source = next(node for node in graph.nodes if node.op == "placeholder" and node.target == tensor)
+            with graph.inserting_before(before):
+                shape = graph.call_function(builtins.getattr, (source, "shape"))
+                made.append(graph.call_function(operator.getitem, (shape, -1)))
+            shape.meta[LINE_KEY] = made[0].meta[LINE_KEY] = before.meta.get(LINE_KEY)
+        return made[0]
+
+    return size_of
+
+
+def hyper_of(graph: fx.Graph, argument: str, value: float, attributes: dict[str, Any]):
+    """``node -> the constructor argument's input``: a hyper-parameter named after it (the one the module already
+    has where it keeps the argument itself), defaulting to the value the module was built with."""
+    placeholders = [node for node in graph.nodes if node.op == "placeholder"]
+    existing = next((node for node in placeholders if node.target == argument), None)
+    if existing is None:
+        with graph.inserting_after(placeholders[-1]):
+            existing = graph.placeholder(argument, default_value=float(value))
+        attributes[argument] = float(value)
+    return lambda before: existing

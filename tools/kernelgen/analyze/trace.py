@@ -38,18 +38,22 @@ from typing import Any
 import torch
 import torch.fx as fx
 import torch.nn as nn
-import torch.nn.functional as F
 
 from torch.fx.passes.shape_prop import ShapeProp
 
 from tools.kernelgen.analyze.argument_numbers import expression
 from tools.kernelgen.analyze.argument_numbers import fit_line
 from tools.kernelgen.analyze.argument_numbers import fit_power
+from tools.kernelgen.analyze.argument_numbers import hyper_of
 from tools.kernelgen.analyze.argument_numbers import numbers_of_argument
+from tools.kernelgen.analyze.argument_numbers import other_sizes
 from tools.kernelgen.analyze.argument_numbers import replace_number
+from tools.kernelgen.analyze.argument_numbers import row_length_of
 from tools.kernelgen.analyze.errors import HAND_WRITTEN_PROFILE_HINT
 from tools.kernelgen.analyze.errors import AnalyzeError
 from tools.kernelgen.analyze.groups import regroup_channels
+from tools.kernelgen.analyze.held_modules import loss_modules_as_calls
+from tools.kernelgen.analyze.held_modules import norm_modules_as_calls
 from tools.kernelgen.analyze.load import LoadedReference
 from tools.kernelgen.analyze.load import line_in_traceback
 from tools.kernelgen.analyze.ops import CAST
@@ -538,8 +542,8 @@ def _trace_module(loaded: LoadedReference, overrides: dict[str, Any], probed=Non
                 del module.__dict__[name]
             else:
                 module.__dict__[name] = value
-    _norm_modules_as_calls(graph, module)
-    _loss_modules_as_calls(graph, module)
+    norm_modules_as_calls(graph, module)
+    loss_modules_as_calls(graph, module)
     if raw:
         return graph
     indexed = _read_by_constant_indices(graph)
@@ -616,7 +620,7 @@ def _follow_constructor_numbers(
         is_size = type(value) is int and value > 0 and (argument in HIDDEN_SIZE_NAMES or argument in hinted)
         if not is_size and not isinstance(value, float):
             continue
-        values = [value, *_other_sizes(value)] if is_size else [value, value * 2.0 + 0.5, value * 3.0 + 0.25]
+        values = [value, *other_sizes(value)] if is_size else [value, value * 2.0 + 0.5, value * 3.0 + 0.25]
         try:
             graphs = [graph] + [
                 _trace_module(loaded, {**overrides, argument: other}, probed, raw=True) for other in values[1:]
@@ -638,7 +642,7 @@ def _follow_constructor_numbers(
         # A size is the row's length where it is the row's: it sizes the per-channel parameters, or was filled in
         # for want of a default (the trace's rows are that long); else it is a hyper-parameter, as a float is.
         is_width = is_size and value == hidden and (defaults.get(argument) is None or hidden != DEFAULT_HIDDEN)
-        source_of = _row_length_of(graph, tensors[0]) if is_width else _hyper_of(graph, argument, value, attributes)
+        source_of = row_length_of(graph, tensors[0]) if is_width else hyper_of(graph, argument, value, attributes)
         if is_size and not is_width:
             as_hypers.add(argument)
         for number in found:
@@ -655,42 +659,6 @@ def _follow_constructor_numbers(
             else:
                 replace_number(number, source_of)
     return as_hypers
-
-
-def _other_sizes(value: int) -> list[int]:
-    """Two other sizes to build the module at: multiples, which keep whatever the size must divide into (heads), or
-    for a model-sized default the half and the quarter, so that no probe builds a module larger than the reference."""
-    if value > 256 and value % 4 == 0:
-        return [value // 2, value // 4]
-    return [2 * value, 3 * value]
-
-
-def _row_length_of(graph: fx.Graph, tensor: str):
-    """``node -> x.shape[-1]`` of the input ``tensor``, made once before the first node that asks."""
-    made: list[fx.Node] = []
-
-    def size_of(before: fx.Node) -> fx.Node:
-        if not made:
-            source = next(node for node in graph.nodes if node.op == "placeholder" and node.target == tensor)
-            with graph.inserting_before(before):
-                shape = graph.call_function(builtins.getattr, (source, "shape"))
-                made.append(graph.call_function(operator.getitem, (shape, -1)))
-            shape.meta[LINE_KEY] = made[0].meta[LINE_KEY] = before.meta.get(LINE_KEY)
-        return made[0]
-
-    return size_of
-
-
-def _hyper_of(graph: fx.Graph, argument: str, value: float, attributes: dict[str, Any]):
-    """``node -> the constructor argument's input``: a hyper-parameter named after it (the one the module already
-    has where it keeps the argument itself), defaulting to the value the module was built with."""
-    placeholders = [node for node in graph.nodes if node.op == "placeholder"]
-    existing = next((node for node in placeholders if node.target == argument), None)
-    if existing is None:
-        with graph.inserting_after(placeholders[-1]):
-            existing = graph.placeholder(argument, default_value=float(value))
-        attributes[argument] = float(value)
-    return lambda before: existing
 
 
 def _held_loss_options(module: nn.Module, built_with: dict[str, Any]) -> dict[str, Any]:
@@ -1935,61 +1903,6 @@ def _holds(module: nn.Module, path: str, value: torch.Tensor) -> bool:
     for part in path.split("."):
         held = getattr(held, part, None)
     return held is value
-
-
-_NORM_FUNCTIONS = {nn.LayerNorm: F.layer_norm, getattr(nn, "RMSNorm", nn.LayerNorm): getattr(F, "rms_norm", None)}
-
-
-def _norm_modules_as_calls(graph: fx.Graph, root: nn.Module) -> None:
-    """``self.norm = nn.LayerNorm(hidden, eps=eps)`` called as ``self.norm(x)`` (an nn.RMSNorm too): the functional
-    call with the module's shape, eps and parameter reads, so that its eps is a number of the graph, which follows
-    the constructor's ``eps`` (_follow_constructor_numbers) instead of holding the module at its default."""
-    for node in list(graph.nodes):
-        if node.op != "call_module":
-            continue
-        module = root.get_submodule(node.target)
-        function = _NORM_FUNCTIONS.get(type(module))
-        if function is None or len(node.args) != 1 or node.kwargs:
-            continue
-        with graph.inserting_before(node):
-            weight, bias = (
-                graph.get_attr(f"{node.target}.{name}") if getattr(module, name, None) is not None else None
-                for name in ("weight", "bias")
-            )
-            arguments = (node.args[0], tuple(module.normalized_shape), weight)
-            if function is F.layer_norm:
-                arguments += (bias,)
-            call = graph.call_function(function, arguments, {"eps": module.eps})
-        for made in (weight, bias, call):
-            if made is not None:
-                made.meta[LINE_KEY] = node.meta.get(LINE_KEY)
-        node.replace_all_uses_with(call)
-        graph.erase_node(node)
-
-
-def _loss_modules_as_calls(graph: fx.Graph, root: nn.Module) -> None:
-    """A held ``nn.CrossEntropyLoss`` / ``nn.NLLLoss`` called as ``self.loss(x, t)``: the functional call with the
-    module's options as numbers of the graph (its label_smoothing then follows the constructor's argument, as
-    _follow_constructor_numbers finds) and its weight buffer, if any, as an attribute read, so the class weights are
-    not lost (they become an input of the kernel like any buffer of class weights)."""
-    for node in list(graph.nodes):
-        if node.op != "call_module":
-            continue
-        module = root.get_submodule(node.target)
-        if not isinstance(module, (nn.CrossEntropyLoss, nn.NLLLoss)):
-            continue
-        options = {"ignore_index": module.ignore_index, "reduction": module.reduction}
-        if isinstance(module, nn.CrossEntropyLoss):
-            options["label_smoothing"] = module.label_smoothing
-        function = F.cross_entropy if isinstance(module, nn.CrossEntropyLoss) else F.nll_loss
-        with graph.inserting_before(node):
-            if getattr(module, "weight", None) is not None:
-                options["weight"] = graph.get_attr(f"{node.target}.weight")
-                options["weight"].meta[LINE_KEY] = node.meta.get(LINE_KEY)
-            call = graph.call_function(function, node.args, {**options, **node.kwargs})
-        call.meta[LINE_KEY] = node.meta.get(LINE_KEY)
-        node.replace_all_uses_with(call)
-        graph.erase_node(node)
 
 
 def _attribute(root: nn.Module, target: str):
