@@ -640,3 +640,61 @@ def test_a_second_logits_tensor_is_named_where_the_sequence_math_is_refused(tmp_
     message = str(raised.value)
     assert message.startswith(f"{path}:8: `.mean()`"), message
     assert message.endswith("ref_logits is a second one that meets logits element by element"), message
+
+
+SWITCHES = """import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class PreferenceLoss(nn.Module):
+    def __init__(self, loss_type: str = "ipo"):
+        super().__init__()
+        self.loss_type = loss_type
+
+    def forward(self, logits, labels, ref_chosen, ref_rejected, beta: float = 0.5):
+        mask = labels != -100
+        logp = torch.log_softmax(logits, -1).gather(-1, labels.clamp(min=0).unsqueeze(-1)).squeeze(-1)
+        chosen, rejected = ((logp * mask).sum(-1) / mask.sum(-1).clamp(min=1)).chunk(2)
+        h = (chosen - ref_chosen) - (rejected - ref_rejected)
+        if self.loss_type == "ipo":
+            return ((h - 1 / (2 * beta)) ** 2).mean()
+        return -F.logsigmoid(beta * h).mean()
+
+
+def averaged_dpo(logits, labels, ref_chosen, ref_rejected, beta: float = 0.1, average_log_prob: bool = False):
+    mask = labels != -100
+    logp = torch.gather(logits.log_softmax(-1), 2, labels.clamp(min=0).unsqueeze(2)).squeeze(2)
+    seq = (logp * mask).sum(-1) / mask.sum(-1) if average_log_prob else (logp * mask).sum(-1)
+    chosen, rejected = seq.chunk(2)
+    return -F.logsigmoid(beta * ((chosen - ref_chosen) - (rejected - ref_rejected))).mean()
+"""
+
+
+@pytest.mark.parametrize(
+    "entry, switch, other", [("PreferenceLoss", "loss_type", "hinge"), ("averaged_dpo", "average_log_prob", True)]
+)
+def test_a_switch_of_a_two_stage_loss_is_refused_at_values_it_was_not_derived_for(tmp_path, entry, switch, other):
+    """A str or bool the sequence stage was traced at (a module's loss_type, a function's average_log_prob): the
+    Function and its fused form refuse other values in one line; before, a module computed the traced branch for any
+    value, and a bool's guard (``average_log_prob == False``) failed ruff."""
+    import inspect
+
+    from test.kernelgen.conftest import copy_checkout
+    from test.kernelgen.conftest import import_generated_ops
+    from tools.kernelgen.generate import plan_new
+    from tools.kernelgen.repo import LigerRepo
+    from tools.kernelgen.writer import write_all
+
+    root = copy_checkout(tmp_path / "liger")
+    (root / "switches.py").write_text(SWITCHES)
+    profile = analyze(f"{root / 'switches.py'}:{entry}", name="switched")
+    profile.fused_linear.enabled = True
+    write_all(root, plan_new(LigerRepo.open(root), profile).changes)
+    function = import_generated_ops(root, "switched").LigerSwitchedFunction
+    names = list(inspect.signature(function.forward).parameters)[1:]
+    with pytest.raises(ValueError, match=f"switched: generated for {switch} in "):
+        function.apply(*[other if name == switch else torch.zeros(2, 1, 3) for name in names])
+    # The fused form imports the loss's ops from the checkout's package: its check is read, not run, here.
+    fused = (root / kernel_paths("fused_linear_switched")["ops"]).read_text()
+    assert f'f"fused_linear_switched: generated for {switch} in ' in fused

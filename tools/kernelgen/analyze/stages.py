@@ -552,12 +552,26 @@ def _sequence_graph(
             continue  # feeds the vocabulary stage only
         env[node] = copies[node] = graph.node_copy(node, lambda n: env[n])
     int_values = [trace.name for trace in moved if _read_as_value(graph, copies, trace)]
+    _drop_switch_guards(graph, probe.traced)
     graph.eliminate_dead_code()
     for placeholder in [n for n in graph.nodes if n.op == "placeholder" and not n.users]:
         if placeholder not in statistics:
             graph.erase_node(placeholder)
     graph.lint()
     return graph, [n.target for n in graph.nodes if n.op == "placeholder"], int_values
+
+
+def _drop_switch_guards(graph: fx.Graph, traced: TracedReference) -> None:
+    """fx's guards of the str and bool arguments the stage was traced at (``loss_type == "sigmoid"``): the generated
+    Function refuses other values before it runs (its ``choices`` check), and ``average_log_prob == False`` written
+    out is a ruff finding."""
+    switches = [name for name, value in traced.specialized.items() if isinstance(value, (bool, str))]
+    for node in list(graph.nodes):
+        if any(_guards(node, name) for name in switches):
+            condition = node.args[0]
+            graph.erase_node(node)
+            if isinstance(condition, fx.Node) and not condition.users:
+                graph.erase_node(condition)
 
 
 def _shaped_as_computed(graph: fx.Graph, statistic: fx.Node, shape: tuple[int, ...]) -> fx.Node:

@@ -59,6 +59,8 @@ class StagedLossOpsView:
     num_warps: int | None
     # (class-index input, pad value) of each target the reference shifts one token left: the Function shifts it
     shifted: list[tuple[str, str]] = field(default_factory=list)
+    # hyper-parameters the stages were derived for some values of (a loss_type): other values are refused
+    checked_choices: list = field(default_factory=list)
 
     @property
     def shifted_inputs(self) -> set[str]:
@@ -199,6 +201,7 @@ def staged_loss_ops(
         block_elements=profile.tiling.block_elements or 16384,
         num_warps=profile.tiling.num_warps,
         shifted=shifted_targets(profile),
+        checked_choices=[hp for hp in profile.hyperparameters if hp.choices],
     )
 
 
