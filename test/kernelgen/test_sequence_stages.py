@@ -356,7 +356,11 @@ def test_log_probabilities_beside_a_statistic_and_token_masks_are_drawn_as_such(
         "completion_mask": "mask",
     }
     draws = staged_loss_ops(profile, lambda ops: [], lambda formulas: []).sequence_draws
-    assert draws["completion_mask"] == "(torch.rand(B, T, device=device) > 0.25).float()"
+    # Three tokens in four kept, and each sequence's first and last: no sequence's mean divides by zero kept tokens.
+    kept = "(torch.rand(B, T, device=device) > 0.25).index_fill(-1, torch.tensor([0, T - 1], device=device), True)"
+    assert draws["completion_mask"] == f"({kept}).float()"
+    drawn = eval(draws["completion_mask"], {"torch": torch, "B": 64, "T": 2, "device": "cpu"})
+    assert (drawn.sum(-1) > 0).all()
     assert draws["advantages"].startswith("torch.randn(")
 
 

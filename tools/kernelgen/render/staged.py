@@ -73,14 +73,19 @@ def _words(lines: list[str]) -> set[str]:
 
 
 def _sequence_draw(tensor) -> str:
-    """A test's draw of a sequence input: a condition true half the time; a token mask, 1 for three tokens in four;
-    a log-probability near the logits' own (added to or subtracted from a statistic, so that ratios cross 1), one
-    token's or a whole sequence's sum of T; else a standard normal."""
+    """A test's draw of a sequence input: a condition true half the time; a token mask, 1 for three tokens in four
+    and for each sequence's first and last; a log-probability near the logits' own (added to or subtracted from a
+    statistic, so that ratios cross 1), one token's or a whole sequence's sum of T; else a standard normal."""
     words = tensor.sequence_shape
     if tensor.dtype == "bool":
         return f"torch.rand({words}, device=device) > 0.5"
     if tensor.domain == "mask":
-        return f"(torch.rand({words}, device=device) > 0.25).float()"
+        kept = f"torch.rand({words}, device=device) > 0.25"
+        if re.search(r"\bT$", words.strip()):
+            # Each sequence keeps its first and last tokens: a mean over a sequence's kept tokens is no 0 / 0 (a
+            # reference that shifts its mask by one token still keeps one).
+            kept = f"({kept}).index_fill(-1, torch.tensor([0, T - 1], device=device), True)"
+        return f"({kept}).float()"
     if tensor.domain == "log_probabilities":
         per_sequence = "" if re.search(r"\bT\b", words) else " * T"
         return f"torch.randn({words}, device=device) * 0.5 - torch.tensor(float(V)).log(){per_sequence}"
