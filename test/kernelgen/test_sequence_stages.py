@@ -289,6 +289,16 @@ REFERENCES = textwrap.dedent(
         B, T, V = logits.shape
         logp = logits[:, :-1].reshape(-1, V).log_softmax(-1).gather(-1, labels[:, 1:].reshape(-1, 1))
         return -logp.view(B, -1).sum(-1).mean()
+
+
+    def orpo_from_nll(logits, labels, beta: float = 0.1):
+        # TRL's ORPO on F.cross_entropy's per-token NLL: the statistic is positive, and log1p(-exp(mean log-prob))
+        # is NaN wherever it is drawn as a log-probability
+        B, T, V = logits.shape
+        nll = F.cross_entropy(logits.view(B * T, V), labels.view(B * T), reduction="none").view(B, T)
+        chosen, rejected = (-nll.mean(-1)).chunk(2)
+        log_odds = chosen - rejected - (torch.log1p(-torch.exp(chosen)) - torch.log1p(-torch.exp(rejected)))
+        return nll[: B // 2].mean() - beta * F.logsigmoid(log_odds).mean()
     """
 )
 
@@ -496,14 +506,16 @@ def test_an_int_the_reference_computes_a_value_from_keeps_its_traced_default(ref
 @pytest.mark.parametrize(
     "entry, groups",
     [("dpo_sigmoid", "pair"), ("GRPOLoss", "sequence"), ("orpo", "pair"), ("kto_sigmoid", "sequence")]
-    + [("listwise_ranking", ""), ("tempered_dpo", "pair"), ("kto_batch_baseline", "")],
+    + [("listwise_ranking", ""), ("tempered_dpo", "pair"), ("kto_batch_baseline", ""), ("orpo_from_nll", "pair")],
 )
 def test_which_sequences_adjoints_read_each_other_is_found(references, entry, groups):
     """A pair's adjoints read the pair's statistics alone (DPO, ORPO: i with i + B // 2; ORPO's token count is an
     input's), a GRPO or KTO sequence's its own; a softmax over the batch's sequences reads all of them, and so does
     KTO's baseline of the batch: ``.clamp(min=0)`` is flat at the probe's first draw (reference log-probabilities
     near 1, above the policy's), where it was taken for one sequence's and the fused form's chunks, of whole
-    sequences, computed it from the statistics of the chunks before them and zeros (d(hidden) 90% off)."""
+    sequences, computed it from the statistics of the chunks before them and zeros (d(hidden) 90% off). An ORPO on
+    the NLL is NaN where the statistics are drawn as log-probabilities; such draws say nothing (they said 'sequence',
+    and the fused form split each pair over chunks: d(hidden) 14% off)."""
     assert _profile(references, entry).math.loss.sequence_groups == groups
 
 

@@ -402,17 +402,26 @@ def _sequence_groups(probe: _Probe, staged: StagedLoss) -> str:
 
 def _partners(probe: _Probe, staged: StagedLoss, batch: int, moved: int) -> set[int] | None:
     """The sequences whose statistics' adjoints change when sequence ``moved``'s statistics do (None: the first
-    output is not one number), over three draws of the sequence stage's inputs: values near 1, then below and above
-    any sequence's sum of statistics (-2 a token). One draw can sit where a clamp is flat: KTO's
+    output is not one number), over the draws of ``_DRAWS``; a draw whose adjoints are not finite (outside the
+    stage's domain) says nothing, and none that is finite, every sequence. One draw can sit where a clamp is flat: KTO's
     baseline ``(policy_kl - ref_kl).mean().clamp(min=0)`` is 0 wherever the reference's log-probabilities are above
     the policy's, and its value (detached or not) moves every sequence's adjoints elsewhere."""
     found: set[int] = {moved}
-    for draw in range(3):
+    evidence = False
+    for draw in range(len(_DRAWS)):
         partners = _partners_of_one_draw(probe, staged, batch, moved, draw)
         if partners is None:
             return None
+        evidence = evidence or bool(partners)
         found |= partners
-    return found
+    # No draw where the stage is finite (every draw outside its domain): coupled to every sequence, as far as known.
+    return found if evidence else set(range(batch))
+
+
+# Each draw: the scale of the sequence inputs (values near 1, then below and above any sequence's sum of statistics)
+# and the statistics' offset, -2 a token (log-probabilities), or +2 (a statistic that is a negative log-probability,
+# whose sums log1p(-exp(-mean)) takes: there, log-probability draws are NaN).
+_DRAWS = ((1, -2.0), (-8 * _T, -2.0), (8 * _T, -2.0), (1, 2.0))
 
 
 def _partners_of_one_draw(probe: _Probe, staged: StagedLoss, batch: int, moved: int, draw: int) -> set[int] | None:
@@ -426,8 +435,9 @@ def _partners_of_one_draw(probe: _Probe, staged: StagedLoss, batch: int, moved: 
         if name in staged.conditions:
             known[name] = value > 0.5
         else:
-            known[name] = (value + 0.5) * (1, -8 * _T, 8 * _T)[draw]
-    statistics = [torch.randn(batch, _T, generator=generator, dtype=torch.float64) - 2 for _ in staged.statistics]
+            known[name] = (value + 0.5) * _DRAWS[draw][0]
+    offset = _DRAWS[draw][1]
+    statistics = [torch.randn(batch, _T, generator=generator, dtype=torch.float64) + offset for _ in staged.statistics]
 
     def adjoints(values):
         leaves = [value.clone().requires_grad_() for value in values]
@@ -446,7 +456,9 @@ def _partners_of_one_draw(probe: _Probe, staged: StagedLoss, batch: int, moved: 
     for value in moved_values:
         value[moved] += torch.randn(_T, generator=generator, dtype=torch.float64) * 0.5
     after = adjoints(moved_values)
-    changed = ~torch.isclose(after, before, rtol=1e-9, atol=1e-12, equal_nan=True)
+    if not (before.isfinite().all() and after.isfinite().all()):
+        return set()  # outside the stage's domain: no evidence either way
+    changed = ~torch.isclose(after, before, rtol=1e-9, atol=1e-12)
     return {moved} | {int(i) for i in changed.any(dim=2).any(dim=0).nonzero().flatten()}
 
 
