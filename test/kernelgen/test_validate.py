@@ -325,6 +325,27 @@ def test_purity_accepts_a_causal_lm_s_label_shift_and_no_other_pad():
         assert _check(body.format(other)), other
 
 
+def test_purity_takes_a_two_stage_loss_s_sequence_stage_as_the_reference_s_math_and_nothing_else():
+    """``_NAME_sequence`` is the reference's PyTorch math after the per-token statistics, by design, and its
+    Function runs it under enable_grad and takes its adjoints with autograd.grad; a wrapper doing the same without a
+    sequence stage, or math outside it, is still refused."""
+    staged = (
+        "\n\n@triton.jit\ndef _k(x_ptr):\n    tl.store(x_ptr, tl.load(x_ptr))\n\n\n"
+        "def _op_sequence(tok, mask):\n    return ((tok * mask).sum(-1) / mask.sum(-1).clamp(min=1)).mean()\n\n\n"
+        "def op_forward(x, mask):\n    _k[(1,)](x)\n    with torch.enable_grad():\n"
+        "        loss = _op_sequence(x.requires_grad_(), mask)\n"
+        "    (adjoint,) = torch.autograd.grad(loss, [x])\n    return loss.detach(), adjoint\n"
+    )
+    assert _check(staged) == []
+    assert any(
+        "torch.autograd.grad(...) is not allowed" in f for f in _check(staged.replace("_op_sequence", "_helper"))
+    )
+    assert any(
+        "tensor arithmetic `x * 2.0`" in f
+        for f in _check(staged.replace("    _k[(1,)](x)\n", "    _k[(1,)](x)\n    y = x * 2.0\n"))
+    )
+
+
 def test_purity_follows_tensors_through_calls_and_saved_tensors():
     body = CLEAN_KERNEL + CLEAN_WRAPPERS.replace(
         "        grad_x = op_backward(grad_y, x)\n", "        grad_x = op_backward(grad_y, x) * 2\n"

@@ -14,6 +14,9 @@ Three rules, checked on the ops file's AST (nothing is imported or run):
    exceptions are the host-side reductions the templates need: ``.sum()``/``.sum(dim=0)``/``.sum(dim=1)`` of a
    buffer the wrapper allocated (per-program partial sums) and the ``(target != ignore_index).sum()`` count of kept rows;
    and one copy of the targets: a causal LM's labels shifted one token left, ``F.pad(labels, (0, 1), value=v)[..., 1:]``.
+   A two-stage loss's sequence stage (``_NAME_sequence``) is the reference's own PyTorch math after the per-token
+   statistics, by design: it is not a wrapper, and its Function may run it under ``torch.enable_grad`` and take its
+   adjoints with ``torch.autograd.grad``.
 3. ``Function.backward`` is not a stub: not only ``pass``, no ``NotImplementedError``, not returning its incoming
    gradient unchanged or only ``None``s, and not ``None`` for an input that requires a gradient.
 
@@ -23,6 +26,7 @@ Three rules, checked on the ops file's AST (nothing is imported or run):
 from __future__ import annotations
 
 import ast
+import re
 
 from collections.abc import Collection
 from dataclasses import dataclass
@@ -59,9 +63,15 @@ ALLOWED_TORCH_CALLS = TORCH_ALLOCATORS | {
     "torch.distributed.is_available",  # whether an argument can be a DTensor at all (layout_utils.dtensor_layout)
 }
 ALLOWED_TORCH_PREFIXES = ("torch.cuda.", "torch.xpu.")  # device queries: properties, current device, streams
+# A two-stage loss's sequence stage, ``_NAME_sequence``: the reference's own PyTorch math over tokens and sequences
+# after the per-token statistics the Triton kernel computes, by design; its Function runs it with autograd on.
+SEQUENCE_STAGE = re.compile(r"_\w+_sequence")
+SEQUENCE_STAGE_CALLS = frozenset({"torch.enable_grad", "torch.autograd.grad"})
 # Tensor methods a wrapper may call: views, reshapes, layout and dtype changes, metadata, buffer allocation.
 # Tensor metadata: allowed, but they return numbers, not tensors.
-METADATA_METHODS = frozenset({"stride", "size", "dim", "numel", "element_size", "is_contiguous", "data_ptr"})
+METADATA_METHODS = frozenset(
+    {"stride", "size", "dim", "numel", "element_size", "is_contiguous", "data_ptr", "is_floating_point"}
+)
 ALLOWED_TENSOR_METHODS = METADATA_METHODS | {
     "view",
     "view_as",
@@ -219,7 +229,10 @@ class _FileChecker:
         kernels = set(self.jit_functions) | set(self.tilelang_programs)
         self.function_classes = [d for d in defs if isinstance(d, ast.ClassDef) and self._is_autograd_function(d)]
         self.plain_functions = {d.name: d for d in defs if isinstance(d, ast.FunctionDef) and d.name not in kernels}
-        self.wrappers: list[tuple[str, ast.FunctionDef]] = [(name, fn) for name, fn in self.plain_functions.items()]
+        self.sequence_stages = {name for name in self.plain_functions if SEQUENCE_STAGE.fullmatch(name)}
+        self.wrappers: list[tuple[str, ast.FunctionDef]] = [
+            (name, fn) for name, fn in self.plain_functions.items() if name not in self.sequence_stages
+        ]
         for cls in self.function_classes:
             for item in cls.body:
                 if isinstance(item, ast.FunctionDef):
@@ -345,6 +358,8 @@ class _FileChecker:
             qualified = self.qualified(node.func)
             if qualified is not None and qualified.split(".")[0] in ("torch", "numpy"):
                 if qualified in ALLOWED_TORCH_CALLS or qualified.startswith(ALLOWED_TORCH_PREFIXES):
+                    return None
+                if qualified in SEQUENCE_STAGE_CALLS and self.sequence_stages:
                     return None
                 if qualified == LABEL_SHIFT_PAD and self._is_label_shift(parents.get(node)):
                     return None
@@ -538,8 +553,10 @@ class _TensorInference:
         return found
 
     def _callee(self, call: ast.Call) -> ast.FunctionDef | None:
+        """The wrapper ``call`` calls (a sequence stage is none: its tensors are not followed)."""
         if isinstance(call.func, ast.Name):
-            return self.checker.plain_functions.get(call.func.id)
+            callee = self.checker.plain_functions.get(call.func.id)
+            return callee if callee is not None and id(callee) in self.functions else None
         return None
 
     def _returned_tensor_positions(self, function: ast.FunctionDef) -> set[int]:
