@@ -63,3 +63,17 @@ def test_a_losss_other_outputs_are_reported_values_without_gradients(references)
     )
     loss.backward(runner.grad_outputs([loss.detach()], 0)[0])
     torch.testing.assert_close(got.grads["x"], leaf.grad)
+
+
+def test_the_stages_draw_every_input_of_a_loss_as_it_is_read(references):
+    """validate's stages drew a loss's logits and class indices alone: a loss of two logits (a KL's teacher), one
+    value per row or class weights failed every stage on its reference's arguments. Each input is drawn as its spec
+    says: a second [rows, classes] tensor, a class index with every third row ignored, class weights of one value
+    per class."""
+    runner = ReferenceRunner(analyze(f"{references / 'two_outputs.py'}:ce_and_kl"), "cpu")
+    x, y, t = runner.make_case(6, 7, seed=0).inputs
+    assert x.shape == y.shape == (6, 7) and not torch.equal(x, y) and t.shape == (6,) and t.dtype == torch.int64
+    runner.run_reference(runner.make_case(6, 7, seed=0), torch.float64)  # the reference runs on them
+    weighted = ReferenceRunner(analyze(f"{references / 'weighted.py'}:weighted_cross_entropy"), "cpu")
+    logits, target, weight = weighted.make_case(6, 7, seed=0).inputs
+    assert weight.shape == (7,) and (weight > 0).all() and (target[1::3] == -100).all()

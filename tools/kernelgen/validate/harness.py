@@ -169,12 +169,9 @@ class ReferenceRunner:
         generator = torch.Generator().manual_seed(seed)
         hyper = dict(self.defaults if hyper is None else hyper)
         if self.tier == 3:
-            logits = torch.randn(rows, cols, generator=generator) * 4
-            target = torch.randint(0, cols, (rows,), generator=generator)
-            ignore_index = hyper.get("ignore_index")
-            if isinstance(ignore_index, int) and rows >= 3:
-                target[1::3] = ignore_index  # some ignored rows in every multi-row case
-            return Case([logits.to(self.device, dtype), target.to(self.device)], [], hyper, seed, label)
+            inputs = [self._loss_input(spec, rows, cols, hyper, generator) for spec in self.profile.inputs]
+            inputs = [x.to(self.device, dtype) if x.is_floating_point() else x.to(self.device) for x in inputs]
+            return Case(inputs, [], hyper, seed, label)
         scale = float(self.profile.test.input_scale)
         # Inputs that broadcast against the first one in their own shapes, the rows grouped as their patterns need.
         patterns = [t.broadcast for t in self.profile.inputs if t.broadcast]
@@ -196,6 +193,28 @@ class ReferenceRunner:
             size = parameter_shape(param, cols, full[1]) if param.shape != "channel" else (cols,)
             params.append((torch.rand(size, generator=generator) + 0.5).to(self.device, dtype))
         return Case(inputs, params, hyper, seed, label)
+
+    @staticmethod
+    def _loss_input(spec, rows: int, cols: int, hyper: dict, generator: torch.Generator) -> torch.Tensor:
+        """One input of a loss over ``rows`` rows of ``cols`` classes, drawn as its spec says it is read: class
+        indices (every third row the ignore index, where the loss has one), one value per row, one per class (class
+        weights), a distribution over each row, or logits."""
+        if spec.dtype == "int64":
+            target = torch.randint(0, cols, (rows,), generator=generator)
+            ignore_index = hyper.get("ignore_index")
+            if isinstance(ignore_index, int) and rows >= 3:
+                target[1::3] = ignore_index  # some ignored rows in every multi-row case
+            return target
+        if spec.per_class:
+            return torch.rand(cols, generator=generator) + 0.5
+        if spec.per_row:
+            return torch.randn(rows, generator=generator)
+        logits = torch.randn(rows, cols, generator=generator) * 4
+        if spec.domain == "probabilities":
+            return logits.softmax(-1)
+        if spec.domain == "log_probabilities":
+            return logits.log_softmax(-1)
+        return logits
 
     def with_inputs(self, case: Case, inputs: list[torch.Tensor], label: str) -> Case:
         return Case(inputs, case.params, case.hyper, case.seed, label)
