@@ -338,6 +338,11 @@ def _crash(error: BaseException) -> str:
 
 # Why a kernel cannot run here: TileLang compiles for CUDA GPUs only (there is no CPU interpreter as for Triton).
 NO_CUDA_FOR_TILELANG = "TileLang kernels run on CUDA GPUs only; run validate on a GPU machine with tilelang installed"
+# A two-stage loss's inputs are per sequence: the stages' draws of [rows, classes] are not its inputs.
+SEQUENCE_INPUTS = (
+    "a two-stage loss takes [B, T, V] logits and per-sequence inputs, which these stages do not draw: its generated "
+    "tests compare it with the reference (the unit tests stage)"
+)
 
 
 def run(
@@ -357,6 +362,10 @@ def run(
     if kut.profile.backend == "tilelang" and not CUDA:
         return {**report, "device": "cpu", "skipped": NO_CUDA_FOR_TILELANG}
     stages_to_run = list(STAGES)
+    if any(t.sequence_shape for t in kut.profile.inputs):
+        if not samples_path:
+            return {**report, "skipped": SEQUENCE_INPUTS}
+        stages_to_run = []
     if samples_path:
         tally = {"file": samples_path}
         # validate checked the sampler before any stage ran; drawn here again on this process's device
