@@ -346,6 +346,21 @@ def test_purity_takes_a_two_stage_loss_s_sequence_stage_as_the_reference_s_math_
     )
 
 
+def test_purity_takes_the_weighted_count_of_kept_rows_and_no_other_where():
+    """A class-weighted mean divides by its kept rows' class weights, gathered on the host by the generated
+    ``_take`` as upstream's cross entropy gathers them; another ``torch.where`` or a sum of it is math still."""
+    body = (
+        "\n\n@triton.jit\ndef _k(x_ptr):\n    tl.store(x_ptr, tl.load(x_ptr))\n\n\n"
+        "def _take(values, index):\n    inside = (index >= 0) & (index < values.shape[0])\n"
+        "    return torch.where(inside, values[torch.where(inside, index, 0)].float(), 0.0)\n\n\n"
+        "def op_forward(x, target, weight):\n    _k[(1,)](x)\n"
+        "    denominator = torch.where(target != -100, _take(weight, target), 0.0).sum()\n    return x, denominator\n"
+    )
+    assert _check(body) == []
+    assert any("torch.where(...) is not allowed" in f for f in _check(body.replace("_take(weight, target)", "x")))
+    assert any("_helper" in f for f in _check(body.replace("_take", "_helper")))
+
+
 def test_purity_follows_tensors_through_calls_and_saved_tensors():
     body = CLEAN_KERNEL + CLEAN_WRAPPERS.replace(
         "        grad_x = op_backward(grad_y, x)\n", "        grad_x = op_backward(grad_y, x) * 2\n"

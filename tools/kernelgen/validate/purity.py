@@ -14,6 +14,8 @@ Three rules, checked on the ops file's AST (nothing is imported or run):
    exceptions are the host-side reductions the templates need: ``.sum()``/``.sum(dim=0)``/``.sum(dim=1)`` of a
    buffer the wrapper allocated (per-program partial sums) and the ``(target != ignore_index).sum()`` count of kept rows;
    and one copy of the targets: a causal LM's labels shifted one token left, ``F.pad(labels, (0, 1), value=v)[..., 1:]``.
+   A class-weighted loss's weighted count, ``torch.where(target != ignore_index, _take(weight, target), 0.0).sum()``
+   with its ``_take`` helper, is that count's weighted form (upstream gathers the weights on the host too).
    A two-stage loss's sequence stage (``_NAME_sequence``) is the reference's own PyTorch math after the per-token
    statistics, by design: it is not a wrapper, and its Function may run it under ``torch.enable_grad`` and take its
    adjoints with ``torch.autograd.grad``.
@@ -67,6 +69,10 @@ ALLOWED_TORCH_PREFIXES = ("torch.cuda.", "torch.xpu.")  # device queries: proper
 # after the per-token statistics the Triton kernel computes, by design; its Function runs it with autograd on.
 SEQUENCE_STAGE = re.compile(r"_\w+_sequence")
 SEQUENCE_STAGE_CALLS = frozenset({"torch.enable_grad", "torch.autograd.grad"})
+# A class-weighted loss's ``_take(weight, target)``: each kept row's class weight, gathered on the host for the
+# weighted mean's denominator ``torch.where(target != ignore_index, _take(weight, target), 0.0).sum()``, as
+# upstream's cross entropy gathers them; the kept-rows count's weighted form.
+CLASS_WEIGHT_TAKE = "_take"
 # Tensor methods a wrapper may call: views, reshapes, layout and dtype changes, metadata, buffer allocation.
 # Tensor metadata: allowed, but they return numbers, not tensors.
 METADATA_METHODS = frozenset(
@@ -230,8 +236,9 @@ class _FileChecker:
         self.function_classes = [d for d in defs if isinstance(d, ast.ClassDef) and self._is_autograd_function(d)]
         self.plain_functions = {d.name: d for d in defs if isinstance(d, ast.FunctionDef) and d.name not in kernels}
         self.sequence_stages = {name for name in self.plain_functions if SEQUENCE_STAGE.fullmatch(name)}
+        host_math = self.sequence_stages | {CLASS_WEIGHT_TAKE}
         self.wrappers: list[tuple[str, ast.FunctionDef]] = [
-            (name, fn) for name, fn in self.plain_functions.items() if name not in self.sequence_stages
+            (name, fn) for name, fn in self.plain_functions.items() if name not in host_math
         ]
         for cls in self.function_classes:
             for item in cls.body:
@@ -354,6 +361,8 @@ class _FileChecker:
     def _wrapper_problem(self, node, tensors, buffers, parents) -> str | None:
         is_tensor = _TensorPredicate(self, tensors)
         hint = "wrappers only allocate, reshape and launch; the math belongs in the Triton kernel"
+        if self._in_weighted_count(node, parents):
+            return None
         if isinstance(node, ast.Call):
             qualified = self.qualified(node.func)
             if qualified is not None and qualified.split(".")[0] in ("torch", "numpy"):
@@ -384,6 +393,33 @@ class _FileChecker:
                 return None
             return f"tensor indexing `{_source_of(node)}` ({hint})"
         return None
+
+    def _in_weighted_count(self, node: ast.AST, parents: dict) -> bool:
+        """Whether ``node`` is ``torch.where(target != ignore_index, _take(weight, target), 0.0).sum()`` or a part of
+        its where (``CLASS_WEIGHT_TAKE``)."""
+        for _ in range(4):  # a part of the where's condition: condition, where, .sum, the sum's call
+            if self._is_weighted_count(node):
+                return True
+            node = parents.get(node)
+        return False
+
+    def _is_weighted_count(self, node: ast.AST | None) -> bool:
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "sum"):
+            return False
+        where = node.func.value
+        if not (isinstance(where, ast.Call) and self.qualified(where.func) == "torch.where" and len(where.args) == 3):
+            return False
+        condition, taken, otherwise = where.args
+        return (
+            not node.args
+            and isinstance(condition, ast.Compare)
+            and len(condition.ops) == 1
+            and isinstance(condition.ops[0], ast.NotEq)
+            and isinstance(taken, ast.Call)
+            and isinstance(taken.func, ast.Name)
+            and taken.func.id == CLASS_WEIGHT_TAKE
+            and isinstance(otherwise, ast.Constant)
+        )
 
     def _is_label_shift(self, node: ast.AST | None) -> bool:
         """``F.pad(labels, (0, 1), value=v)[..., 1:]``: each token's label taken from the next token, the last one
