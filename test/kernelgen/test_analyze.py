@@ -984,6 +984,26 @@ def test_a_size_that_must_divide_into_heads_is_followed_at_sizes_it_takes(tmp_pa
     assert "x.shape[-1] ** 0.5 * 0.7071067811865475" in profile.forward_computation
 
 
+def test_an_int_that_is_no_size_by_name_is_held_and_one_hot_s_class_count_is_a_size(tmp_path):
+    """A hinted ``num_classes`` read by ``F.one_hot`` (which takes an int) and in a division is not followed as a
+    float hyper-parameter (it was, and the tests built the reference with num_classes=11.0)."""
+    from tools.kernelgen.analyze.load import load_reference
+    from tools.kernelgen.analyze.trace import trace_reference
+
+    source = (
+        "import torch.nn as nn\nimport torch.nn.functional as F\n\n\nclass OneHotCE(nn.Module):\n"
+        "    def __init__(self, num_classes: int, smoothing: float = 0.1):\n        super().__init__()\n"
+        "        self.num_classes, self.smoothing = num_classes, smoothing\n\n"
+        "    def forward(self, logits, target):\n"
+        "        onehot = F.one_hot(target, self.num_classes).to(logits.dtype)\n"
+        "        soft = onehot * (1 - self.smoothing) + self.smoothing / self.num_classes\n"
+        "        return -(soft * F.log_softmax(logits, -1)).sum(-1).mean()\n\n\n"
+        "KERNELGEN = {'init_args': {'num_classes': 11}}\n"
+    )
+    traced = trace_reference(load_reference(f"{write(tmp_path, 'one_hot.py', source)}:OneHotCE"))
+    assert [(hp.name, hp.type) for hp in traced.hyperparameters] == [("smoothing", "float")]
+
+
 def test_a_size_that_is_not_the_row_s_becomes_a_hyper_parameter(tmp_path):
     """``scores * self.head_dim ** -0.5`` over a row of keys: head_dim sizes nothing of the row, so the kernel takes
     it as a hyper-parameter and the module passes its own."""

@@ -58,6 +58,7 @@ _SHAPE_FUNCTIONS = {
     torch.broadcast_to,
     torch.tile,
     operator.getitem,
+    F.one_hot,  # num_classes
 }
 # Norms whose second argument, ``normalized_shape``, is a size; their eps is a value.
 _NORMALIZED_SHAPE = {F.layer_norm, torch.layer_norm, getattr(F, "rms_norm", F.layer_norm)}

@@ -584,8 +584,9 @@ def _trace_module(loaded: LoadedReference, overrides: dict[str, Any], probed=Non
         for name, value in {**_held_loss_options(module, built_with), **vars(module)}.items()
         if name in init_names and name not in HIDDEN_SIZE_NAMES and _scalar_type(value) in ("str", "bool", "int")
     }
-    sizes = [ip.name for ip in init_params if ip.name in HIDDEN_SIZE_NAMES and ip.name not in as_hypers]
+    sizes = [ip.name for ip in init_params if ip.name in HIDDEN_SIZE_NAMES]
     sizes += [ip.name for ip in init_params if ip.type == "int" and ip.name in loaded.hints.get("init_args", {})]
+    sizes = [name for name in sizes if name not in as_hypers]
     if sizes:
         traced.size_param = sizes[0]
     _link_constructor_arguments(loaded, module, traced, built_with)
@@ -614,10 +615,11 @@ def _follow_constructor_numbers(
     other function left held at its default (``module.fixed``). -> the size arguments that became
     hyper-parameters."""
     as_hypers = set()
-    hinted = set(loaded.hints.get("init_args", {}))
     defaults = {ip.name: ip.default for ip in init_params}
     for argument, value in built_with.items():
-        is_size = type(value) is int and value > 0 and (argument in HIDDEN_SIZE_NAMES or argument in hinted)
+        # Sizes by name only: another int (a hinted num_classes) may be read where an int must stay one
+        # (F.one_hot's), and it is held at the value the module was built with, as before.
+        is_size = type(value) is int and value > 0 and argument in HIDDEN_SIZE_NAMES
         if not is_size and not isinstance(value, float):
             continue
         values = [value, *other_sizes(value)] if is_size else [value, value * 2.0 + 0.5, value * 3.0 + 0.25]
