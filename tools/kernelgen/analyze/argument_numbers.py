@@ -131,8 +131,9 @@ def _is_a_size(node: fx.Node, path: tuple) -> bool:
     return node.target in _SHAPE_FUNCTIONS
 
 
-def _aligned(graphs: list[fx.Graph]) -> bool:
-    """Whether the graphs are the same program up to their numbers."""
+def same_program(graphs: list[fx.Graph]) -> bool:
+    """Whether the graphs (one reference traced at several values of an argument) are the same program up to their
+    numbers: node for node, the same op of the same target."""
     listed = [list(graph.nodes) for graph in graphs]
     if len({len(nodes) for nodes in listed}) != 1:
         return False
@@ -147,7 +148,7 @@ def numbers_of_argument(
     all fit). ``placeholders``: whether an input's default counts (an attribute ``__init__`` computed from a size);
     else inputs are left alone (a float argument's own input already follows it). Graphs that are not the same
     program at each value are left as traced (nothing found)."""
-    if not _aligned(graphs):
+    if not same_program(graphs):
         return [], None
     found = []
     for column in zip(*(list(graph.nodes) for graph in graphs)):

@@ -44,6 +44,7 @@ import torch.fx as fx
 from torch.fx.passes.shape_prop import ShapeProp
 from torch.utils._pytree import tree_leaves
 
+from tools.kernelgen.analyze.argument_numbers import same_program
 from tools.kernelgen.analyze.errors import AnalyzeError
 from tools.kernelgen.analyze.ops import descendants
 from tools.kernelgen.analyze.ops import node_line
@@ -638,11 +639,11 @@ def _moved_traces(traced: TracedReference) -> list[_MovedTrace]:
         try:
             with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO()):
                 warnings.simplefilter("ignore")
-                others = list(trace_reference(traced.loaded, {hp.name: moved}).graph_module.graph.nodes)
+                other = trace_reference(traced.loaded, {hp.name: moved}).graph_module.graph
         except Exception:  # noqa: BLE001 - the reference fails at that value anywhere: traced at its default only
             continue
-        if len(others) == len(nodes) and all((a.op, a.target) == (b.op, b.target) for a, b in zip(nodes, others)):
-            found.append(_MovedTrace(hp.name, default, moved, dict(zip(nodes, others))))
+        if same_program([traced.graph_module.graph, other]):
+            found.append(_MovedTrace(hp.name, default, moved, dict(zip(nodes, other.nodes))))
     return found
 
 

@@ -1888,7 +1888,7 @@ def _class_attributes_as_inputs(
             continue  # the attribute keeps its refusal as a parameter kernelgen cannot take
         # The path the forward reads where it names the tensor (``self.crit.weight``, a held loss module's copy of
         # ``self.class_weight``): the tests set the class weights there, where the reference reads them.
-        attribute = node.target if _holds(module, str(node.target), value) else holder
+        attribute = node.target if _attribute(module, str(node.target)) is value else holder
         with graph.inserting_after(last):
             last = graph.placeholder(name, default_value=None)  # after defaulted placeholders: one itself
         node.replace_all_uses_with(last)
@@ -1897,14 +1897,6 @@ def _class_attributes_as_inputs(
     if found:
         graph_module.recompile()
     return found
-
-
-def _holds(module: nn.Module, path: str, value: torch.Tensor) -> bool:
-    """Whether ``module``'s attribute at the dotted ``path`` is ``value`` itself."""
-    held: Any = module
-    for part in path.split("."):
-        held = getattr(held, part, None)
-    return held is value
 
 
 def _attribute(root: nn.Module, target: str):
