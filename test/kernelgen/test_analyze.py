@@ -1046,13 +1046,21 @@ def test_a_float_a_held_submodule_keeps_is_a_hyper_parameter_of_the_constructor_
     assert profile.module.fixed == []
 
 
-@pytest.mark.parametrize("norm", ["nn.LayerNorm(hidden, eps=eps)", "nn.RMSNorm(hidden, eps=eps)"])
-def test_the_eps_of_a_held_torch_norm_follows_the_constructor_s(tmp_path, norm):
-    """``self.norm = nn.LayerNorm(hidden, eps=eps)``: its eps is a hyper-parameter, not the module held at 1e-6."""
+@pytest.mark.parametrize(
+    "norm, call",
+    [
+        ("nn.LayerNorm(hidden, eps=eps)", "self.norm(x.float())"),
+        ("nn.RMSNorm(hidden, eps=eps)", "self.norm(x.float())"),
+        ("nn.LayerNorm(hidden, eps=eps)", "self.norm(input=x.float())"),
+    ],
+)
+def test_the_eps_of_a_held_torch_norm_follows_the_constructor_s(tmp_path, norm, call):
+    """``self.norm = nn.LayerNorm(hidden, eps=eps)``: its eps is a hyper-parameter, not the module held at 1e-6;
+    called by position or with ``input=``."""
     source = (
         "import torch.nn as nn\nimport torch.nn.functional as F\n\n\nclass NormSiLU(nn.Module):\n"
         f"    def __init__(self, hidden, eps=1e-6):\n        super().__init__()\n        self.norm = {norm}\n\n"
-        "    def forward(self, x):\n        return F.silu(self.norm(x.float())).to(x.dtype)\n"
+        f"    def forward(self, x):\n        return F.silu({call}).to(x.dtype)\n"
     )
     profile = analyze(f"{write(tmp_path, 'norm_silu.py', source)}:NormSiLU")
     assert [(hp.name, hp.default) for hp in profile.hyperparameters] == [("eps", 1e-6)]

@@ -23,14 +23,15 @@ def norm_modules_as_calls(graph: fx.Graph, root: nn.Module) -> None:
             continue
         module = root.get_submodule(node.target)
         function = _NORM_FUNCTIONS.get(type(module))
-        if function is None or len(node.args) != 1 or node.kwargs:
+        source = node.args[0] if node.args else node.kwargs.get("input")  # forward(input): by position or name
+        if function is None or source is None:
             continue
         with graph.inserting_before(node):
             weight, bias = (
                 graph.get_attr(f"{node.target}.{name}") if getattr(module, name, None) is not None else None
                 for name in ("weight", "bias")
             )
-            arguments = (node.args[0], tuple(module.normalized_shape), weight)
+            arguments = (source, tuple(module.normalized_shape), weight)
             if function is F.layer_norm:
                 arguments += (bias,)
             call = graph.call_function(function, arguments, {"eps": module.eps})

@@ -345,7 +345,6 @@ _MODULES: dict[type, tuple[OpSpec, tuple[str, ...]]] = {
     nn.SmoothL1Loss: (_BY_NAME["smooth_l1_loss"], ("reduction", "beta")),
     nn.HuberLoss: (_BY_NAME["huber_loss"], ("reduction", "delta")),
 }
-_NORM_MODULES = (nn.LayerNorm, nn.RMSNorm) if hasattr(nn, "RMSNorm") else (nn.LayerNorm,)
 
 # torch.max(x, y) is element-wise, torch.max(x, dim) a reduction returning (values, indices).
 _MAX_MIN = {"max": ("maximum", "amax"), "min": ("minimum", "amin")}
@@ -617,11 +616,8 @@ def _flatten(index: Any) -> list[Any]:
 
 
 def _normalize_module(node: fx.Node, module: nn.Module) -> OpCall:
-    if isinstance(module, _NORM_MODULES):
-        shape = tuple(getattr(module, "normalized_shape", ()))
-        options = {"normalized_shape": shape, "eps": getattr(module, "eps", None)}
-        name = "rms_norm" if type(module).__name__ == "RMSNorm" else "layer_norm"
-        return OpCall(node, name, REDUCTION, [node.args[0]], options, f"nn.{type(module).__name__}", node_line(node))
+    """A held torch module's call (a held nn.LayerNorm / nn.RMSNorm or loss is its functional call already:
+    analyze/held_modules.py)."""
     if type(module) not in _MODULES:
         raise UnknownOpError(f"nn.{type(module).__name__}")
     spec, attributes = _MODULES[type(module)]
