@@ -27,6 +27,7 @@ from tools.kernelgen.profile import dump_yaml
 from tools.kernelgen.profile import load_profile
 from tools.kernelgen.profile import load_yaml
 from tools.kernelgen.profile import validate_profile
+from tools.kernelgen.render import render_kernel
 
 TIER1_BUILTINS = [
     "clamp_mul",
@@ -1066,6 +1067,54 @@ def test_the_eps_of_a_held_torch_norm_follows_the_constructor_s(tmp_path, norm, 
     assert [(hp.name, hp.default) for hp in profile.hyperparameters] == [("eps", 1e-6)]
     assert "eps=eps" in profile.forward_computation and profile.module.fixed == []
     assert [p.attribute for p in profile.parameters][0] == "norm.weight"
+
+
+def test_a_held_group_norm_s_groups_and_eps_follow_the_constructor_s(tmp_path):
+    """``self.norm = nn.GroupNorm(groups, channels, eps=eps)``: groups and eps are hyper-parameters (none fixed)."""
+    source = (
+        "import torch.nn as nn\n\n\nclass HeldGroups(nn.Module):\n"
+        "    def __init__(self, num_channels, num_groups=4, eps=1e-5):\n        super().__init__()\n"
+        "        self.norm = nn.GroupNorm(num_groups, num_channels, eps=eps)\n\n"
+        "    def forward(self, x):\n        return self.norm(x)\n"
+    )
+    profile = analyze(f"{write(tmp_path, 'held_groups.py', source)}:HeldGroups")
+    assert [(hp.name, hp.default) for hp in profile.hyperparameters] == [("num_groups", 4), ("eps", 1e-5)]
+    assert profile.module.fixed == []
+
+
+def test_the_module_holds_a_held_norm_s_parameters_where_the_reference_does(tmp_path):
+    """The reference's ``norm.weight`` stays ``norm.weight``: its state_dict loads into the generated module."""
+    source = (
+        "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\n\nclass NormSilu(nn.Module):\n"
+        "    def __init__(self, hidden_size, eps=1e-6):\n        super().__init__()\n"
+        "        self.norm = nn.LayerNorm(hidden_size, eps=eps)\n"
+        "        self.scale = nn.Parameter(torch.ones(hidden_size))\n\n"
+        "    def forward(self, x):\n        return F.silu(self.norm(x)) * self.scale\n"
+    )
+    profile = analyze(f"{write(tmp_path, 'norm_silu.py', source)}:NormSilu")
+    module = render_kernel(profile).files["src/liger_kernel/transformers/norm_silu.py"]
+    assert "self.norm = nn.Module()" in module and "self.norm.weight = nn.Parameter(" in module
+    assert "LigerNormSiluFunction.apply(x, self.scale, self.norm.weight, self.norm.bias, self.eps)" in module
+    # The formula in the docstrings names the normalized dims, not the probe's traced size.
+    assert "normalized_shape=x.shape[-1:]" in profile.forward_computation
+
+
+@pytest.mark.parametrize(
+    "body, dtype",
+    [
+        ("F.cross_entropy(logits.float(), target, reduction='sum')", "float32"),
+        ("F.cross_entropy(logits, target, reduction='sum')", "same"),
+        ("F.cross_entropy(logits.float(), target, reduction='sum').to(logits.dtype)", "same"),
+    ],
+)
+def test_a_loss_the_reference_computes_after_an_upcast_is_returned_in_fp32(tmp_path, body, dtype):
+    """``F.cross_entropy(logits.float(), ...)`` returns fp32 whatever the logits' dtype: so does the kernel."""
+    source = f"import torch.nn.functional as F\n\n\ndef upcast_ce(logits, target):\n    return {body}\n"
+    profile = analyze(f"{write(tmp_path, 'upcast_ce.py', source)}:upcast_ce")
+    assert [t.dtype for t in profile.outputs] == [dtype]
+    ops = render_kernel(profile).files["src/liger_kernel/ops/upcast_ce.py"]
+    fallback = "torch.float32" if dtype == "float32" else "logits.dtype"
+    assert f"output_dtype = output_dtype or {fallback}" in ops
 
 
 def test_the_label_smoothing_of_a_held_torch_loss_follows_the_constructor_s(tmp_path):

@@ -499,8 +499,8 @@ def test_a_module_taking_torch_s_device_and_dtype_makes_its_parameters_with_them
     assert "device=None, dtype=None" in module
     assert "self.weight = nn.Parameter(torch.ones(normalized_shape, device=device, dtype=dtype))" in module
     assert "self.device" not in module and "self.dtype" not in module
-    # The traced one-element shape in the docstring's formula is a tuple, as Python writes it.
-    assert "normalized_shape=(8,)" in module
+    # The docstring's formula names the normalized dims by count, not by the probe's traced size.
+    assert "normalized_shape=inputs.shape[-1:]" in module and "(8,)" not in module
 
 
 def test_a_size_with_a_default_keeps_its_place_and_default_in_the_module_s_constructor(tmp_path):

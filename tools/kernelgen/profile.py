@@ -977,6 +977,14 @@ def _validate_loss(profile: KernelProfile, problems: list[str]) -> None:
         t.dtype == "same" and not t.per_class and not t.per_row and not t.sequence_shape for t in profile.inputs
     ):
         problems.append("inputs: tier 3 needs a per-element input (the logits or a distribution)")
+    for index, tensor in enumerate(profile.outputs):
+        if tensor.dtype not in ("same", "float32"):
+            problems.append(
+                f"outputs[{index}].dtype: {tensor.dtype!r}: a loss returns the inputs' dtype ('same') or, where the "
+                f"reference upcasts, 'float32'"
+            )
+    if len({t.dtype for t in profile.outputs}) > 1:
+        problems.append("outputs: a loss returns all its outputs in one dtype ('same' or 'float32')")
     for index, tensor in enumerate(profile.inputs):
         if tensor.dtype not in ("same", "int64") and not (
             tensor.dtype == "bool" and (tensor.sequence_shape or tensor.per_row)

@@ -119,6 +119,11 @@ class Describer:
         for key, value in options.items():
             if key in _QUIET_OPTIONS and value == _QUIET_OPTIONS[key]:
                 continue
+            if key == "normalized_shape" and isinstance(value, (tuple, list)) and operands:
+                # The trailing dims by count: the traced sizes are the probe's, not the module's.
+                source, precedence = self.value(operands[0])
+                arguments.append(f"{key}={_wrap(source, precedence, _ATOM)}.shape[-{len(value)}:]")
+                continue
             if value is None and key in ("min", "max"):
                 continue
             arguments.append(f"{key}={self.text(value)}")

@@ -294,7 +294,7 @@ def _fill_groups(profile: KernelProfile, traced: TracedReference, classification
     if groups.written_as:  # the layer norm of the row is what the reference's call computes over each group
         profile.notes.tier_reason = profile.notes.tier_reason.replace("`F.layer_norm`", f"`{groups.written_as}`")
         profile.forward_computation = re.sub(
-            r"layer_norm\((\w+), normalized_shape=\([^)]*\), ",
+            r"layer_norm\((\w+), normalized_shape=\1\.shape\[-\d+:\], ",
             rf"group_norm(\1, {groups.hyper}={groups.hyper}, ",
             profile.forward_computation,
         )
@@ -387,6 +387,9 @@ def _fill_loss(profile: KernelProfile, traced: TracedReference, lowered: Lowered
         lowered.outputs = {"loss": lowered.outputs["y"]}
         profile.outputs[0].name = "loss"
     profile.math = loss_profile_math(traced, lowered)
+    if lowered.upcast[0]:  # the loss is computed in fp32 (its extras are returned alike)
+        for output in profile.outputs:
+            output.dtype = "float32"
     chooser, accepted = _reduction_choices(traced, lowered)
     for hp in profile.hyperparameters:
         if hp.name in lowered.int_hyperparameters:

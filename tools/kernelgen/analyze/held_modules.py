@@ -11,13 +11,18 @@ import torch.nn.functional as F
 
 from tools.kernelgen.analyze.ops import LINE_KEY
 
-_NORM_FUNCTIONS = {nn.LayerNorm: F.layer_norm, getattr(nn, "RMSNorm", nn.LayerNorm): getattr(F, "rms_norm", None)}
+_NORM_FUNCTIONS = {
+    nn.LayerNorm: F.layer_norm,
+    getattr(nn, "RMSNorm", nn.LayerNorm): getattr(F, "rms_norm", None),
+    nn.GroupNorm: F.group_norm,
+}
 
 
 def norm_modules_as_calls(graph: fx.Graph, root: nn.Module) -> None:
-    """``self.norm = nn.LayerNorm(hidden, eps=eps)`` called as ``self.norm(x)`` (an nn.RMSNorm too): the functional
-    call with the module's shape, eps and parameter reads, so that its eps is a number of the graph, which follows
-    the constructor's ``eps`` (trace._follow_constructor_numbers) instead of holding the module at its default."""
+    """``self.norm = nn.LayerNorm(hidden, eps=eps)`` called as ``self.norm(x)`` (an nn.RMSNorm or nn.GroupNorm too):
+    the functional call with the module's shape (or groups), eps and parameter reads, so that its eps is a number of
+    the graph, which follows the constructor's ``eps`` (trace._follow_constructor_numbers) instead of holding the
+    module at its default."""
     for node in list(graph.nodes):
         if node.op != "call_module":
             continue
@@ -31,7 +36,10 @@ def norm_modules_as_calls(graph: fx.Graph, root: nn.Module) -> None:
                 graph.get_attr(f"{node.target}.{name}") if getattr(module, name, None) is not None else None
                 for name in ("weight", "bias")
             )
-            arguments = (source, tuple(module.normalized_shape), weight)
+            if function is F.group_norm:
+                arguments = (source, module.num_groups, weight, bias)
+            else:
+                arguments = (source, tuple(module.normalized_shape), weight)
             if function is F.layer_norm:
                 arguments += (bias,)
             call = graph.call_function(function, arguments, {"eps": module.eps})

@@ -109,6 +109,9 @@ class LoweredLoss:
     int_hyperparameters: list[str]  # int hyper-parameters the math reads
     denominator_floor: float | None = None  # a mean's denominator summed over rows is taken at least this
     scales: list[CountScale] = dataclasses.field(default_factory=list)  # what the outputs' inv_<count> names are
+    # Per output, in order: computed in fp32 after an upcast (``F.cross_entropy(logits.float(), ...)``), so the
+    # reference returns it in fp32 whatever the inputs' dtype.
+    upcast: list[bool] = dataclasses.field(default_factory=list)
 
 
 class LossBuilder(ProgramBuilder):
@@ -678,6 +681,7 @@ def lower_loss(traced: TracedReference) -> LoweredLoss:
             for (divisor, floor), symbol in builder.scales.items()
             if any(symbol in expr.free_symbols for expr in outputs.values())
         ],
+        upcast=[builder.dtype_of(node) == "fp32" for node in traced.outputs],
     )
 
 

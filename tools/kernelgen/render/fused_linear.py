@@ -103,6 +103,7 @@ class FusedLinearOpsView:
     sequence_unsqueeze: str
     class_inputs: list[str]  # per-class inputs (class weights) under their names here, after the biases
     outputs: list[str]
+    output_dtype: str  # "torch.float32" where the reference upcasts the logits, else "" (the hidden states' dtype)
     chunk_outputs: list[str]
     chunk_grads: list[str]
     chunk_temporaries: list[str]  # every per-chunk tensor, deleted at the end of the chunk
@@ -244,6 +245,7 @@ def fused_linear_views(profile: KernelProfile) -> KernelViews:
         else "",
         class_inputs=class_inputs,
         outputs=list(ops.outputs),
+        output_dtype=ops.output_dtype,
         chunk_outputs=[f"chunk_{name}" for name in ops.outputs],
         chunk_grads=[f"grad_{t.name}" for t in tensors if t.grad],
         chunk_temporaries=list(

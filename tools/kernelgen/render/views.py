@@ -608,6 +608,7 @@ class LossOpsView:
     overwritable: list[str]
     outputs: list[str]
     loss: str
+    output_dtype: str  # "torch.float32" where the reference upcasts, else "" (the inputs' dtype)
     init: list[str]
     passes: list[tuple[list[str], list[str], list[str]]]  # (inputs, per-class inputs loaded, statements) per pass
     outputs_block: list[str]
@@ -709,8 +710,11 @@ class ModuleView:
     docstring: str
     variants: list[str]  # mlp: model-specific subclasses (profile.MLP_VARIANTS)
     # The kernel's parameters as the module holds them: ``weight[0]`` for an element of a vector the module holds
-    # whole (as the reference does), else the parameter's own name
+    # whole (as the reference does), ``norm.weight`` where the reference holds it there, else its own name
     held: dict[str, str] = field(default_factory=dict)
+    # Submodules that only hold parameters, made before them: a reference's ``self.norm = nn.LayerNorm(...)`` keeps
+    # its ``norm.weight`` there, so the reference's state_dict loads into the module.
+    containers: list[str] = field(default_factory=list)
     function: ReferenceFunction | None = None  # module.function: the reference's own signature
 
 
@@ -1784,6 +1788,7 @@ def _loss_ops(profile: KernelProfile) -> LossOpsView:
         overwritable=_overwritable(profile, element, grad_inputs, in_place),
         outputs=[t.name for t in profile.outputs],
         loss=profile.outputs[0].name,
+        output_dtype="torch.float32" if profile.outputs[0].dtype == "float32" else "",
         init=math.init,
         passes=[
             ([n for n in element if n in reads], [n for n in per_class if n in reads], lines)
@@ -1941,12 +1946,30 @@ def _counted(expr: sympy.Basic) -> str | None:
 def _held_names(profile: KernelProfile) -> dict[str, str]:
     """Each parameter's expression on the module: ``weight[0]`` for an element of a held vector, else its name (a
     vector the interface takes whole: its own name too)."""
-    held = {prm.name: prm.name for prm in profile.parameters}
+    held = {prm.name: _module_path(profile, prm) for prm in profile.parameters}
     if profile.reference.kind == "module":
         for vector, elements in held_vectors(profile.parameters).items():
             held.update({prm.name: f"{vector}[{index}]" for index, prm in enumerate(elements)})
     held.update({vector: vector for vector in vectors_taken_whole(profile)})
     return held
+
+
+def _module_path(profile: KernelProfile, prm: LearnableParameter) -> str:
+    """Where the module holds ``prm``: where the reference module does (``norm.weight`` of a held nn.LayerNorm),
+    else under its own name."""
+    return prm.attribute if profile.reference.kind == "module" and prm.attribute else prm.name
+
+
+def _containers(param_init: dict[str, str]) -> list[str]:
+    """The submodules the dotted parameter paths pass through, outer first (``a``, ``a.b`` for ``a.b.weight``)."""
+    containers: list[str] = []
+    for path in param_init:
+        parts = path.split(".")[:-1]
+        for depth in range(1, len(parts) + 1):
+            prefix = ".".join(parts[:depth])
+            if prefix not in containers:
+                containers.append(prefix)
+    return containers
 
 
 # Constructor arguments of torch modules that say where and in what dtype the parameters are made.
@@ -1978,9 +2001,10 @@ def _param_init(profile: KernelProfile, size_param: str, factory: str = "") -> d
             value = f"torch.full({shape}, float({prm.init_arg}){factory})"
         else:
             value = f"torch.full({shape}, {float(prm.init_value)!r}{factory})"
-        inits[prm.name] = f"nn.Parameter({value})"
+        path = _module_path(profile, prm)
+        inits[path] = f"nn.Parameter({value})"
         if prm.enabled_by:
-            inits[prm.name] += f" if {prm.enabled_by} else None"
+            inits[path] += f" if {prm.enabled_by} else None"
     return inits
 
 
@@ -2023,6 +2047,7 @@ def module_view(profile: KernelProfile, renames: dict[str, str] | None = None) -
     # defaults keeps its default and its place, so the module is called as the reference is, positionally too.
     if sized and next((ip.default for ip in init_params if ip.name == size_param), None) is None:
         required.add(size_param)
+    param_init = _param_init(profile, size_param, "".join(f", {name}={name}" for name in factory))
     return ModuleView(
         kind=profile.module.kind,
         init_params=init_params,
@@ -2034,7 +2059,8 @@ def module_view(profile: KernelProfile, renames: dict[str, str] | None = None) -
         forward_signature=", ".join([t.name for t in profile.inputs if not t.per_class] + forward_keywords),
         forward_keywords=forward_keywords,
         apply_inputs=[f"self.{t.name}" if t.per_class else t.name for t in profile.inputs],
-        param_init=_param_init(profile, size_param, "".join(f", {name}={name}" for name in factory)),
+        param_init=param_init,
+        containers=_containers(param_init),
         self_params=[f"self.{_held_names(profile)[prm.name]}" for prm in hold_vectors_whole(profile).parameters],
         self_hypers=[name if name in in_forward else f"self.{name}" for name in hyper_names],
         traced_at=_traced_at(profile),
