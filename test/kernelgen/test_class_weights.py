@@ -18,6 +18,7 @@ from test.kernelgen.conftest import assert_generated_tests_pass
 from test.kernelgen.conftest import copy_checkout
 from test.kernelgen.conftest import one_line_error
 from test.kernelgen.conftest import run_kernelgen
+from test.kernelgen.conftest import run_pytest
 from test.kernelgen.test_losses import check_against_autograd
 from tools.kernelgen.analyze import AnalyzeError
 from tools.kernelgen.analyze import analyze
@@ -279,6 +280,38 @@ def test_the_weight_is_an_argument_as_liger_takes_it(generated):
     ops = (root / kernel_paths("held_weighted_cross_entropy")["ops"]).read_text()
     assert "denominator = (torch.where(ignore_index != target, _take(weight, target), 0.0)).sum()" in ops
     assert ".item()" not in ops and "HAS_WEIGHT: tl.constexpr" in ops
+
+
+NO_WEIGHT_CHECK = textwrap.dedent(
+    """
+    import torch
+    import torch.nn.functional as F
+
+    from liger_kernel.transformers.functional import liger_held_weighted_cross_entropy
+
+
+    def test_without_class_weights_the_loss_is_torchs_unweighted_one():
+        torch.manual_seed(0)
+        logits = torch.randn(6, 37, dtype=torch.float64)
+        target = torch.randint(0, 37, (6,))
+        target[2] = -100
+        ours, theirs = logits.clone().requires_grad_(True), logits.clone().requires_grad_(True)
+        loss = liger_held_weighted_cross_entropy(ours, target, None, label_smoothing=0.1)
+        expected = F.cross_entropy(theirs, target, label_smoothing=0.1)
+        loss.backward()
+        expected.backward()
+        torch.testing.assert_close(loss, expected)
+        torch.testing.assert_close(ours.grad, theirs.grad)
+    """
+)
+
+
+def test_without_class_weights_label_smoothing_weighs_every_class_one(generated):
+    """``weight=None`` with label smoothing: every class weighs 1 in the smoothing's sum over the row too."""
+    root, _ = generated
+    (root / "test" / "test_no_weight_check.py").write_text(NO_WEIGHT_CHECK)
+    result = run_pytest(root, "test/test_no_weight_check.py")
+    assert result.returncode == 0 and "1 passed" in result.stdout, result.stdout[-3000:]
 
 
 PARAMETER_WEIGHTS = textwrap.dedent(

@@ -17,6 +17,7 @@ import pytest
 
 from test.kernelgen.conftest import EXAMPLES
 from tools.kernelgen.analyze import analyze
+from tools.kernelgen.profile import HyperParameter
 from tools.kernelgen.profile import KernelProfile
 from tools.kernelgen.profile import benchmark_size
 from tools.kernelgen.profile import load_profile
@@ -402,3 +403,15 @@ def test_notes_change_nothing_generated():
     edited.notes.gradient_formulas = {"grad_a": "0"}
     edited.notes.remarks = ["a remark"]
     assert _outcome(edited, "files") == _outcome(original, "files")
+
+
+@pytest.mark.parametrize("reference", ["leaky_relu_mul", "snake"])
+def test_a_hyper_parameter_the_reference_does_not_take_is_refused(reference):
+    """The tests call the reference with every hyper-parameter: one added to the profile alone (not to
+    ``reference.source``) is a problem naming its path, not a generated test that fails with a TypeError."""
+    profile = analyze(reference)
+    assert validate_profile(profile) == []
+    profile.hyperparameters.append(HyperParameter(name="scale", type="float", default=1.0))
+    problems = validate_profile(profile)
+    assert any(p.startswith(f"hyperparameters[{len(profile.hyperparameters) - 1}].name: ") for p in problems), problems
+    assert any("does not take 'scale'" in p for p in problems), problems

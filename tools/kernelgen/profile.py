@@ -47,6 +47,7 @@ from tools.kernelgen.layout import SNAKE_CASE
 from tools.kernelgen.profile_values import ATTRIBUTE_PATH
 from tools.kernelgen.profile_values import check_values
 from tools.kernelgen.profile_values import triton_statement_problem
+from tools.kernelgen.reference_text import names_the_entry_takes
 from tools.kernelgen.reference_text import reference_source_problems
 
 PROFILE_VERSION = 2
@@ -1234,6 +1235,19 @@ def _validate_constructor_links(
             problems.append(f"{path}.enabled_by: a parameter started from init_arg cannot also be optional")
 
 
+def _validate_hypers_reach_the_reference(profile: KernelProfile, problems: list[str]) -> None:
+    """Each hyper-parameter is one the reference takes (the tests call it with every case's values)."""
+    taken = names_the_entry_takes(profile.reference.source, profile.reference.entry)
+    if taken is None:
+        return
+    for index, hp in enumerate(profile.hyperparameters):
+        if hp.name not in taken:
+            problems.append(
+                f"hyperparameters[{index}].name: the reference {profile.reference.entry} does not take {hp.name!r} "
+                f"(the tests call it with every hyper-parameter): add it to reference.source too"
+            )
+
+
 def validate_profile(profile: KernelProfile) -> list[str]:
     """Every problem of the profile at once, each prefixed with its YAML path."""
     problems: list[str] = []
@@ -1364,7 +1378,10 @@ def validate_profile(profile: KernelProfile) -> list[str]:
     elif not profile.reference.entry:
         problems.append("reference.entry: name of the function or module in reference.source is required")
     else:
-        problems.extend(reference_source_problems(profile.reference.source, profile.reference.entry))
+        source_problems = reference_source_problems(profile.reference.source, profile.reference.entry)
+        problems.extend(source_problems)
+        if not source_problems and profile.module.kind != "mlp":  # an MLP reads its hyper-parameters off its config
+            _validate_hypers_reach_the_reference(profile, problems)
     problems.extend(check_values(profile))
     return problems
 

@@ -64,6 +64,37 @@ def needed_statements(tree: ast.Module, entry: str) -> tuple[list[ast.stmt], lis
     return imports, [tree.body[index] for index in sorted(needed)]
 
 
+def names_the_entry_takes(source: str, entry: str) -> set[str] | None:
+    """The names through which ``entry`` can take a hyper-parameter: a function's arguments; a module's constructor and
+    method arguments and the attributes it sets (``self.eps = ...``). None where that cannot be told from the source:
+    ``**kwargs``, or a class built on another than ``nn.Module`` (its base may hold the attribute)."""
+    node = next((n for n in ast.parse(source).body if isinstance(n, _DEFINITIONS) and n.name == entry), None)
+    if node is None:
+        return None
+    if isinstance(node, ast.ClassDef):
+        if any(ast.unparse(base) not in ("nn.Module", "torch.nn.Module", "Module") for base in node.bases):
+            return None
+        functions = [n for n in node.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    else:
+        functions = [node]
+    names: set[str] = set()
+    for function in functions:
+        arguments = function.args
+        if arguments.kwarg is not None:
+            return None
+        names.update(a.arg for a in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs])
+    if isinstance(node, ast.ClassDef):
+        names.update(
+            child.attr
+            for child in ast.walk(node)
+            if isinstance(child, ast.Attribute)
+            and isinstance(child.ctx, ast.Store)
+            and isinstance(child.value, ast.Name)
+            and child.value.id == "self"
+        )
+    return names
+
+
 def reference_source_problems(source: str, entry: str) -> list[str]:
     """Why ``source`` cannot give the generated tests ``entry`` (one phrase each), or nothing."""
     try:
