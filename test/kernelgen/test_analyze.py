@@ -1837,3 +1837,19 @@ def test_the_written_computation_names_the_ignored_class_by_its_hyper_parameter(
     path.write_text("import torch\n\n\n" + source)
     written = analyze(f"{path}:{entry}").forward_computation
     assert "keep = target != ignore_index" in written and "-100" not in written, written
+
+
+@pytest.mark.parametrize("view", ["q.view(b, t, -1, self.head_dim)", "q.reshape(b, t, -1, self.head_dim)"])
+def test_a_row_split_into_heads_by_a_size_argument_is_refused(tmp_path, view):
+    """Traced with head_dim at the row's length the split is one head; built smaller it normalizes per head, which
+    a kernel over whole rows would not: one line naming the split, not a kernel over the whole row."""
+    source = (
+        "import torch\nimport torch.nn as nn\n\n\nclass HeadwiseNorm(nn.Module):\n"
+        "    def __init__(self, head_dim, eps=1e-6):\n        super().__init__()\n"
+        "        self.head_dim = head_dim\n        self.eps = eps\n\n"
+        f"    def forward(self, q):\n        b, t, _ = q.shape\n        q = {view}\n"
+        "        q = q * torch.rsqrt(q.pow(2).mean(-1, keepdim=True) + self.eps)\n        return q.view(b, t, -1)\n"
+    )
+    with pytest.raises(AnalyzeError, match=r"splits each row into pieces of head_dim") as error:
+        analyze(f"{write(tmp_path, 'headwise.py', source)}:HeadwiseNorm")
+    assert error.value.line == 13

@@ -578,6 +578,7 @@ def _trace_module(loaded: LoadedReference, overrides: dict[str, Any], probed=Non
         holders,
         built_with,
     )
+    _refuse_rows_split_by_a_size(loaded, traced, built_with)
     init_names = {ip.name for ip in init_params}
     traced.module_switches = {
         name: value
@@ -594,6 +595,47 @@ def _trace_module(loaded: LoadedReference, overrides: dict[str, Any], probed=Non
     if used != set(arguments):  # a tensor argument the loss does not read as class weights: traced as it defaults
         return _trace_module(loaded, overrides, used)
     return traced
+
+
+_SPLITTING_VIEWS = {"view", "reshape", "unflatten"}
+
+
+def _refuse_rows_split_by_a_size(loaded: LoadedReference, traced: TracedReference, built_with: dict[str, Any]) -> None:
+    """A view that splits each row into pieces of a size argument (``q.view(b, t, -1, self.head_dim)``): traced with
+    the size at the row's length it is one piece, but a module built with a smaller size computes per piece (per
+    head), which a kernel over whole rows does not: refused, rather than computed over the whole row."""
+    sizes = {value for name, value in built_with.items() if name in HIDDEN_SIZE_NAMES and type(value) is int}
+    for node in traced.graph_module.graph.nodes:
+        splits = (node.op == "call_method" and node.target in _SPLITTING_VIEWS) or (
+            node.op == "call_function" and node.target is torch.reshape
+        )
+        if not splits or not node.args or not isinstance(node.args[0], fx.Node):
+            continue
+        before, after = traced.shape(node.args[0]), traced.shape(node)
+        if not before or not after or len(after) != len(before) + 1 or after[-2] != 1 or after[-1] != before[-1]:
+            continue
+        if after[-1] in sizes and after[-1] in _flat_ints((node.args[1:], node.kwargs)):
+            named = sorted(
+                name for name, value in built_with.items() if value == after[-1] and name in HIDDEN_SIZE_NAMES
+            )
+            raise AnalyzeError(
+                f"the reference splits each row into pieces of {named[0]} (a view to [..., -1, {named[0]}]) and computes "
+                f"per piece; kernelgen computes over whole rows: take rows of {named[0]} (call it on "
+                f"x.view(..., -1, {named[0]}))",
+                origin=loaded.origin,
+                line=node_line(node),
+            )
+
+
+def _flat_ints(value: Any) -> set[int]:
+    """The ints (not bools) in nested tuples, lists and dicts."""
+    if type(value) is int:
+        return {value}
+    if isinstance(value, (tuple, list)):
+        return set().union(*(_flat_ints(item) for item in value)) if value else set()
+    if isinstance(value, dict):
+        return _flat_ints(list(value.values()))
+    return set()
 
 
 def _follow_constructor_numbers(
