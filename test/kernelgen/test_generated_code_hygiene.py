@@ -295,3 +295,23 @@ def test_the_checks_catch_what_they_look_for():
     assert not ANECDOTE.search("one program per row; fp32 accumulators keep the small terms")
     assert HARDWARE_NAME.search("_SHARED_BYTES") and HARDWARE_NAME.search("NUM_SMS")
     assert not HARDWARE_NAME.search("MAX_COLUMNS")
+
+
+def test_a_sweep_backward_keeps_no_temporary_only_its_row_sums_read(tmp_path):
+    """LayerNorm with held parameters, then tanh-GELU: a common factor of the backward's row sums (half a GELU term)
+    is read by no gradient line once the sums move to the sweep's own pass; the sweep kernel drops it (ruff F841)."""
+    reference = tmp_path / "ln_gelu.py"
+    reference.write_text(
+        "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\n\nclass LayerNormGelu(nn.Module):\n"
+        "    def __init__(self, hidden_size, eps=1e-5):\n        super().__init__()\n"
+        "        self.weight = nn.Parameter(torch.ones(hidden_size))\n"
+        "        self.bias = nn.Parameter(torch.zeros(hidden_size))\n        self.eps = eps\n\n"
+        "    def forward(self, x):\n"
+        "        y = F.layer_norm(x, (x.shape[-1],), self.weight, self.bias, self.eps)\n"
+        "        return F.gelu(y, approximate='tanh')\n"
+    )
+    profile = analyze(f"{reference}:LayerNormGelu", name="ln_gelu_hyg")
+    files, _ = render_formatted(LigerRepo.open(None), profile)
+    ops = files[kernel_paths("ln_gelu_hyg")["ops"]]
+    sweep = ops[ops.index("def _ln_gelu_hyg_sweep_backward_kernel") :].split("\ndef ")[0]
+    assert "tanh_inner" in sweep and "half_bias_term_term" not in sweep

@@ -83,6 +83,7 @@ from tools.kernelgen.synth.printer import TAKE_HELPER
 from tools.kernelgen.synth.printer import TAKE_HELPER_SOURCE
 from tools.kernelgen.synth.printer import jit_helpers_called
 from tools.kernelgen.synth.printer import print_torch
+from tools.kernelgen.synth.rows import without_dead_temporaries
 
 # An MLP's (hidden, intermediate) sizes when benchmark.fixed_config leaves them out (Llama 2 7B's).
 DEFAULT_MLP_SIZES = (4096, 11008)
@@ -1534,6 +1535,20 @@ def _row_program_ops(profile: KernelProfile) -> RowProgramOpsView:
     )
 
 
+def _live_steps(steps: list[tuple[list, str]]) -> list[tuple[list, str]]:
+    """``(parameter loads, line)`` steps without the temporaries only the row sums read (they moved to the sweep's
+    sums pass), each dropped line's loads passed on to the next line kept."""
+    lines = [line for _, line in steps]
+    live = set(without_dead_temporaries(lines, {line.split(" = ", 1)[0] for line in lines if line.startswith("grad_")}))
+    kept, pending = [], []
+    for params, line in steps:
+        pending += params
+        if line in live:
+            kept.append((pending, line))
+            pending = []
+    return kept
+
+
 def _sweep(profile: KernelProfile, split, fused: RowKernelView, rows_held: int, walks_groups: bool):
     """The sweep of the fused backward's too-long rows, where one applies: per-column parameter gradients (no scalar
     ones, no vectors, none optional), no inputs that broadcast or groups, a fused backward holding over three tiles
@@ -1571,6 +1586,7 @@ def _sweep(profile: KernelProfile, split, fused: RowKernelView, rows_held: int, 
         for params, line in zip(fused.param_loads_by_line, fused.lines)
         if line.split(" = ", 1)[0] not in reductions
     ]
+    gradient_steps = _live_steps(gradient_steps)
     return SweepView(
         name=fused.name.replace("_backward_kernel", "_sweep_backward_kernel"),
         sums=sums,

@@ -38,6 +38,7 @@ loads x with -inf, and its max of x and sum of exp(x - max) need no ``tl.where``
 from __future__ import annotations
 
 import itertools
+import re
 
 from dataclasses import dataclass
 from dataclasses import field
@@ -975,6 +976,23 @@ def _schedule(
     return (constant_lines(named) if constants is None else []) + lines
 
 
+_ASSIGNED = re.compile(r"^([A-Za-z_]\w*) = ")
+_NAME = re.compile(r"[A-Za-z_]\w*")
+
+
+def without_dead_temporaries(lines: list[str], kept: set[str]) -> list[str]:
+    """``lines`` (``name = value`` statements and others) without the assignments that neither a later line reads nor
+    ``kept`` names: a temporary that only statements taken out of ``lines`` read is a dead store (ruff's F841)."""
+    live, result = set(kept), []
+    for line in reversed(lines):
+        assigned = _ASSIGNED.match(line)
+        if assigned and assigned.group(1) not in live:
+            continue
+        result.append(line)
+        live |= set(_NAME.findall(line))
+    return result[::-1]
+
+
 def _by_named_roots(hoisted: list[tuple], reduced: list[sympy.Expr]) -> tuple[list[tuple], list[sympy.Expr]]:
     """Other negative powers of a value whose rsqrt is a named temporary, as powers of that temporary: 1 / v as
     rsqrt(v) * rsqrt(v), v**-1.5 as its cube. A norm's 1 / (var + eps) beside its rsqrt is then two multiplies
@@ -1025,4 +1043,12 @@ def _collected_row_sums(expr: sympy.Expr) -> sympy.Expr:
     return rest + sum(sympy.cancel(c) * row_sum for c, row_sum in zip(coefficients, sums))
 
 
-__all__ = ["REDUCE_KINDS", "RowMath", "RowPass", "RowProgramError", "RowSum", "synthesize_rows"]
+__all__ = [
+    "REDUCE_KINDS",
+    "RowMath",
+    "RowPass",
+    "RowProgramError",
+    "RowSum",
+    "synthesize_rows",
+    "without_dead_temporaries",
+]
