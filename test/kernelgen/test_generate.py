@@ -13,6 +13,9 @@ import triton
 import triton.language as tl
 import yaml
 
+from liger_kernel.ops.utils import erfc
+from liger_kernel.ops.utils import expm1
+from liger_kernel.ops.utils import log1p
 from liger_kernel.ops.utils import log1p_unit
 from liger_kernel.ops.utils import widen_to_fp32
 from test.kernelgen.conftest import EXAMPLES
@@ -250,11 +253,11 @@ def test_this_host_s_utils_has_the_helpers_kernels_import_and_they_are_kernelgen
     """Nothing is added to a checkout that has the helpers: this host's jit math block is exactly what kernelgen adds
     to one that lacks it."""
     host = (REPO_ROOT / OPS_UTILS).read_text()
-    jit_math = ["log1p", "pow", "tanh"]
+    jit_math = ["erfc", "expm1", "log1p", "pow", "tanh"]
     assert missing_helpers(host, {"ensure_contiguous", "get_num_sms", "is_triton_interpreter", *jit_math}) == []
     block = jit_math_block(jit_math, "is_triton_interpreter()")
     without = host.replace(f"\n\n{block}", "")
-    assert without != host and missing_helpers(without, {"tanh", "pow", "log1p"}) == jit_math
+    assert without != host and missing_helpers(without, set(jit_math)) == jit_math
     assert add_kernel_helpers(without, jit_math, lambda text: text) == host
     # The core-op helpers are kernelgen's text too (this host defines them, so none is inserted here).
     assert missing_helpers(host, set(CORE_SOURCES) | set(HOST_SOURCES)) == []
@@ -347,6 +350,60 @@ def test_log1p_unit_is_within_a_few_ulps_of_log1p_over_the_unit_interval():
     errors = (y.cpu().double() - expected).abs() / ulp
     assert errors.max() <= 3, (errors.max(), v[errors.argmax()])
     assert y[-7] == 0  # exact at 0
+
+
+@triton.jit
+def _accurate_forms(x_ptr, expm1_ptr, erfc_ptr, log1p_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    x = tl.load(x_ptr + offsets, mask=mask, other=0.0)
+    tl.store(expm1_ptr + offsets, expm1(x), mask=mask)
+    tl.store(erfc_ptr + offsets, erfc(x), mask=mask)
+    tl.store(log1p_ptr + offsets, log1p(tl.abs(x)), mask=mask)
+
+
+def test_expm1_erfc_and_log1p_keep_the_digits_of_small_results():
+    """The utils' expm1, erfc and log1p (libdevice's compiled, core-op formulas interpreted), against float64 torch:
+    where exp(x) - 1, 1 - erf(x) and log(1 + x) written out lose a small result to the 1 (1e-7, erfc's tail)."""
+    generator = torch.Generator().manual_seed(0)
+    x = torch.cat(
+        [
+            torch.randn(8000, generator=generator) * 3,
+            torch.exp(-30 * torch.rand(4000, generator=generator)) * torch.sign(torch.randn(4000, generator=generator)),
+            torch.tensor([0.0, 1e-7, -1e-7, 0.5, -0.5, 4.0, 5.0, 9.0, -6.0, 30.0]),
+        ]
+    ).float()
+    device = infer_device()
+    out = [torch.empty_like(x, device=device) for _ in range(3)]
+    _accurate_forms[(triton.cdiv(x.numel(), 4096),)](x.to(device), *out, x.numel(), BLOCK=4096)
+    wide = x.double()
+    for got, want, worst in (
+        (out[0], torch.expm1(wide), 4e-7),
+        (out[1], torch.special.erfc(wide), 2e-5),  # exp(-x^2) of an fp32 x^2: its rounding times x^2 at x = 9
+        (out[2], torch.log1p(wide.abs()), 4e-7),
+    ):
+        seen = want.abs() > 1e-30  # what fp32 holds (erfc(30) is below it)
+        errors = (got.cpu().double() - want).abs()[seen] / want.abs()[seen]
+        assert errors.max() <= worst, (errors.max(), x[seen][errors.argmax()])
+
+
+@pytest.mark.parametrize(
+    "body, helper",
+    [
+        ("torch.expm1(x) * y", "expm1("),
+        ("F.elu(x, alpha=0.5) * y", "expm1("),
+        ("torch.special.expit(x) * y + torch.special.erfc(y)", "erfc("),
+        ("torch.log1p(x * x) * y", "log1p("),
+    ],
+)
+def test_expm1_erfc_and_log1p_of_the_reference_print_as_the_utils_functions(tmp_path, body, helper):
+    path = tmp_path / "accurate.py"
+    path.write_text(f"import torch\nimport torch.nn.functional as F\n\n\ndef accurate(x, y):\n    return {body}\n")
+    from tools.kernelgen.render import render_kernel
+
+    files = render_kernel(analyze(f"{path}:accurate"))
+    ops = files.files["src/liger_kernel/ops/accurate.py"]
+    assert helper in ops.split("def accurate_forward")[0] and f"from liger_kernel.ops.utils import {helper[:-1]}" in ops
 
 
 @triton.jit

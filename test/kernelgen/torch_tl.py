@@ -119,7 +119,9 @@ def run_statements(statements, names):
         "T": TorchT,
         "tanh_from_exp": torch.tanh,
         "tanh": torch.tanh,  # the utils helper light forwards call (libdevice's when compiled)
-        "log1p": torch.log1p,  # libdevice's (tiling.*_math: libdevice)
+        "log1p": torch.log1p,  # libdevice's compiled, Goldberg's form interpreted
+        "expm1": torch.expm1,
+        "erfc": torch.special.erfc,
         "log1p_unit": torch.log1p,  # the core-op polynomial of [0, 1] (softplus's log(1 + exp(-|u|)))
         "pow": torch.pow,
         "input_dtype": torch.float64,

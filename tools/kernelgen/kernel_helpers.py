@@ -7,11 +7,12 @@ a target lacks (an upstream Liger-Kernel checkout has none of them).
 - ``get_num_sms``: streaming multiprocessors, to size the persistent grids of kernels with parameter gradients;
 - ``is_triton_interpreter``: whether kernels run under ``TRITON_INTERPRET=1`` (the jit math below picks its
   formulas by it);
-- ``pow``, ``tanh`` and ``log1p``: jit math; compiled, libdevice's; under ``TRITON_INTERPRET=1`` libdevice does
-  not exist, and they are formulas of core ``tl`` ops with the same values (``pow`` with torch's signs for integer
-  exponents of negative bases and ``x ** 0 == 1``); the printer emits ``pow`` for runtime exponents, and ``tanh``
-  and ``log1p`` where a kernel's math is printed with libdevice's functions (``tiling.forward_math`` /
-  ``backward_math``, and forwards whose only transcendental is tanh);
+- ``pow``, ``tanh``, ``log1p``, ``expm1`` and ``erfc``: jit math; compiled, libdevice's; under ``TRITON_INTERPRET=1``
+  libdevice does not exist, and they are formulas of core ``tl`` ops with the same values (``pow`` with torch's
+  signs for integer exponents of negative bases and ``x ** 0 == 1``); the printer emits ``pow`` for runtime
+  exponents, ``expm1``, ``erfc`` and ``log1p`` for the reference's (``exp(v) - 1``, ``1 - erf(v)`` and ``log(1 + v)``
+  would lose a small result's digits), and ``tanh`` where a kernel's math is printed with libdevice's functions
+  (``tiling.forward_math`` / ``backward_math``, and forwards whose only transcendental is tanh);
 - ``log1p_unit``: ``log(1 + v)`` for ``v`` in [0, 1], which the printer emits for softplus's ``log(1 + exp(-|u|))``
   and other arguments it can show lie there, core ``tl`` ops compiled and interpreted alike;
 - ``scale_by_grad_output`` and its ``scale_by_grad_output_kernel``: the backward of losses whose forward stores
@@ -106,6 +107,36 @@ def is_triton_interpreter() -> bool:
 
 # The interpreted definitions of the jit math helpers (compiled, each is libdevice's function of the same name).
 INTERPRETED_SOURCES = {
+    "erfc": """
+@triton.jit
+def erfc(x):
+    # 1 - erf(x) without the cancellation that leaves 1 - erf(x) zero from x = 4 on: Chebyshev's fit of erfc(|x|)
+    # as t * exp(-x^2 + P(t)), t = 1 / (1 + |x| / 2) (relative error under 1.2e-7 everywhere), and 2 - erfc(-x)
+    # below 0.
+    z = tl.abs(x)
+    t = 1.0 / (1.0 + 0.5 * z)
+    p = -0.82215223 + t * 0.17087277
+    p = 1.48851587 + t * p
+    p = -1.13520398 + t * p
+    p = 0.27886807 + t * p
+    p = -0.18628806 + t * p
+    p = 0.09678418 + t * p
+    p = 0.37409196 + t * p
+    p = 1.00002368 + t * p
+    p = -1.26551223 + t * p
+    tail = t * tl.exp(-z * z + p)
+    return tl.where(x < 0.0, 2.0 - tail, tail)
+""",
+    "expm1": """
+@triton.jit
+def expm1(x):
+    # exp(x) - 1 keeping the digits of a small x: Kahan's (u - 1) * x / log(u) with u = exp(x) cancels u's
+    # rounding error below |x| = 1 (u == 1 gives x itself); beyond it exp(x) - 1 loses under an ulp.
+    u = tl.exp(x)
+    near_zero = u == 1.0
+    small = (u - 1.0) * x / tl.log(tl.where(near_zero | (tl.abs(x) >= 1.0), 2.0, u))
+    return tl.where(tl.abs(x) >= 1.0, u - 1.0, tl.where(near_zero, x, small))
+""",
     "log1p": """
 @triton.jit
 def log1p(x):

@@ -84,14 +84,17 @@ def names_the_entry_takes(source: str, entry: str) -> set[str] | None:
             return None
         names.update(a.arg for a in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs])
     if isinstance(node, ast.ClassDef):
-        names.update(
-            child.attr
-            for child in ast.walk(node)
-            if isinstance(child, ast.Attribute)
-            and isinstance(child.ctx, ast.Store)
-            and isinstance(child.value, ast.Name)
-            and child.value.id == "self"
-        )
+        for child in ast.walk(node):
+            if isinstance(child, ast.Attribute) and isinstance(child.ctx, ast.Store):
+                if isinstance(child.value, ast.Name) and child.value.id == "self":
+                    names.add(child.attr)
+            elif isinstance(child, ast.Call) and isinstance(child.func, ast.Attribute) and child.args:
+                # self.register_buffer("scale", ...) and register_parameter bind attributes too
+                first = child.args[0]
+                if isinstance(first, ast.Constant) and isinstance(first.value, str):
+                    names.add(first.value)
+            elif isinstance(child, ast.Call) and isinstance(child.func, ast.Name) and child.func.id == "setattr":
+                return None  # attributes named at run time
     return names
 
 

@@ -220,6 +220,34 @@ def widen_to_fp32(x):
 if is_triton_interpreter():
 
     @triton.jit
+    def erfc(x):
+        # 1 - erf(x) without the cancellation that leaves 1 - erf(x) zero from x = 4 on: Chebyshev's fit of erfc(|x|)
+        # as t * exp(-x^2 + P(t)), t = 1 / (1 + |x| / 2) (relative error under 1.2e-7 everywhere), and 2 - erfc(-x)
+        # below 0.
+        z = tl.abs(x)
+        t = 1.0 / (1.0 + 0.5 * z)
+        p = -0.82215223 + t * 0.17087277
+        p = 1.48851587 + t * p
+        p = -1.13520398 + t * p
+        p = 0.27886807 + t * p
+        p = -0.18628806 + t * p
+        p = 0.09678418 + t * p
+        p = 0.37409196 + t * p
+        p = 1.00002368 + t * p
+        p = -1.26551223 + t * p
+        tail = t * tl.exp(-z * z + p)
+        return tl.where(x < 0.0, 2.0 - tail, tail)
+
+    @triton.jit
+    def expm1(x):
+        # exp(x) - 1 keeping the digits of a small x: Kahan's (u - 1) * x / log(u) with u = exp(x) cancels u's
+        # rounding error below |x| = 1 (u == 1 gives x itself); beyond it exp(x) - 1 loses under an ulp.
+        u = tl.exp(x)
+        near_zero = u == 1.0
+        small = (u - 1.0) * x / tl.log(tl.where(near_zero | (tl.abs(x) >= 1.0), 2.0, u))
+        return tl.where(tl.abs(x) >= 1.0, u - 1.0, tl.where(near_zero, x, small))
+
+    @triton.jit
     def log1p(x):
         # log(1 + x) keeping the digits of a small x that 1 + x rounds away: log(u) * x / (u - 1) with u = 1 + x
         # cancels u's rounding error (Goldberg), u == 1 gives x itself and u == inf gives inf.
@@ -257,6 +285,8 @@ else:
     except ImportError:  # Triton < 3.0 ships libdevice under the CUDA namespace
         from triton.language.extra.cuda import libdevice
 
+    erfc = libdevice.erfc
+    expm1 = libdevice.expm1
     log1p = libdevice.log1p
     pow = libdevice.pow
     tanh = libdevice.tanh
@@ -269,6 +299,8 @@ __all__ = [
     "compare_version",
     "element_mul_kernel",
     "ensure_contiguous",
+    "erfc",
+    "expm1",
     "get_num_sms",
     "is_hip",
     "is_triton_interpreter",

@@ -18,6 +18,8 @@ from dataclasses import field
 import sympy
 
 from tools.kernelgen.synth.functions import CastToInput
+from tools.kernelgen.synth.functions import Erfc
+from tools.kernelgen.synth.functions import Expm1
 from tools.kernelgen.synth.functions import KernelForm
 from tools.kernelgen.synth.functions import Log1p
 from tools.kernelgen.synth.functions import Log1pOfUnit
@@ -412,7 +414,35 @@ def _with_log1p(exprs: dict[str, sympy.Expr], printer) -> dict[str, sympy.Expr]:
             return Log1pOfUnit(v)
         return Log1p(v) if printer.prints_log1p else None
 
-    return {name: expr.replace(lambda node: log1p_of(node) is not None, log1p_of) for name, expr in exprs.items()}
+    exprs = {name: expr.replace(lambda node: log1p_of(node) is not None, log1p_of) for name, expr in exprs.items()}
+    return _with_expm1_erfc(exprs, printer) if printer.prints_expm1_erfc else exprs
+
+
+def _with_expm1_erfc(exprs: dict[str, sympy.Expr], printer) -> dict[str, sympy.Expr]:
+    """Each ``exp(v) - 1`` as ``Expm1(v)`` and ``1 - erf(v)`` as ``Erfc(v)`` (``torch.expm1``, ELU's negative side,
+    ``torch.erfc`` as the rules build them), before temporaries are named."""
+
+    def accurate(node) -> sympy.Expr | None:
+        """A sum holding ``-1`` and ``exp(v)``, or ``1`` and ``-erf(v)``, with those two as one function."""
+        if not isinstance(node, sympy.Add):
+            return None
+        terms = list(node.args)
+        for constant, matches, function in (
+            (-1, lambda t: isinstance(t, sympy.exp), lambda t: Expm1(t.args[0])),
+            (1, lambda t: t.is_Mul and t.args == (-1, t.args[1]) and isinstance(t.args[1], sympy.erf), None),
+        ):
+            if constant not in terms:
+                continue
+            term = next((t for t in terms if matches(t)), None)
+            if term is None:
+                continue
+            made = function(term) if function else Erfc(term.args[1].args[0])
+            rest = [t for t in terms if t is not term]
+            rest.remove(constant)
+            return sympy.Add(made, *rest)
+        return None
+
+    return {name: expr.replace(lambda node: accurate(node) is not None, accurate) for name, expr in exprs.items()}
 
 
 def print_elementwise(

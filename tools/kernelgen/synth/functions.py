@@ -211,6 +211,36 @@ class Log1p(ElementwiseFunction):
         return sympy.log(1 + self.args[0])
 
 
+class Expm1(ElementwiseFunction):
+    """``exp(x) - 1``, made only for printing (``derive.print_elementwise``), by the utils ``expm1``."""
+
+    op_name = "expm1"
+    nargs = 1
+
+    def fdiff(self, argindex=1):
+        if argindex != 1:
+            raise sympy.ArgumentIndexError(self, argindex)
+        return sympy.exp(self.args[0])
+
+    def as_builtin(self):
+        return sympy.exp(self.args[0]) - 1
+
+
+class Erfc(ElementwiseFunction):
+    """``1 - erf(x)``, made only for printing (``derive.print_elementwise``), by the utils ``erfc``."""
+
+    op_name = "erfc"
+    nargs = 1
+
+    def fdiff(self, argindex=1):
+        if argindex != 1:
+            raise sympy.ArgumentIndexError(self, argindex)
+        return -2 / sympy.sqrt(sympy.pi) * sympy.exp(-(self.args[0] ** 2))
+
+    def as_builtin(self):
+        return 1 - sympy.erf(self.args[0])
+
+
 class Log1pOfUnit(Log1p):
     """``log(1 + x)`` with ``x`` shown to lie in [0, 1] (``in_unit_interval``) before its parts were named as
     temporaries, printed with the utils ``log1p_unit`` polynomial by printers that have it."""

@@ -66,9 +66,20 @@ LIBDEVICE_TANH_HELPER = "tanh"
 LIBDEVICE_LOG1P_HELPER = "log1p"
 # log(1 + v) for v in [0, 1], core ops compiled and interpreted alike (TritonPrinter.unit_log1p_helper).
 UNIT_LOG1P_HELPER = "log1p_unit"
+# exp(v) - 1 and 1 - erf(v) keeping a small result's digits: libdevice's compiled, core-op formulas interpreted.
+EXPM1_HELPER = "expm1"
+ERFC_HELPER = "erfc"
 POW_HELPER = "pow"
 INPUT_DTYPE = "input_dtype"
-_HELPERS = (TANH_HELPER, LIBDEVICE_TANH_HELPER, LIBDEVICE_LOG1P_HELPER, UNIT_LOG1P_HELPER, POW_HELPER)
+_HELPERS = (
+    TANH_HELPER,
+    LIBDEVICE_TANH_HELPER,
+    LIBDEVICE_LOG1P_HELPER,
+    UNIT_LOG1P_HELPER,
+    EXPM1_HELPER,
+    ERFC_HELPER,
+    POW_HELPER,
+)
 _HELPER_CALL = re.compile(rf"(?<![\w.])({'|'.join(_HELPERS)})\(")
 
 
@@ -205,6 +216,7 @@ class _KernelPrinter(_ConditionPrinting, StrPrinter):
     language = ""
     named_constants = False  # whether statement builders name known constants (``naming.py``) for this language
     prints_log1p = False  # whether every ``log(1 + v)`` is given as ``Log1p(v)`` to print with a log1p of its own
+    prints_expm1_erfc = False  # whether ``exp(v) - 1`` and ``1 - erf(v)`` are given as ``Expm1(v)`` and ``Erfc(v)``
     # whether ``log(1 + v)`` with ``v`` in [0, 1] is given as ``Log1pOfUnit(v)``, printed with UNIT_LOG1P_HELPER
     prints_unit_log1p = False
     # role -> the language's function: exp, log, sin, cos, erf, abs, sigmoid, sqrt, rsqrt, exp2, log2, max, min.
@@ -481,9 +493,20 @@ class TritonPrinter(_KernelPrinter):
     # log(1 + v) for v in [0, 1]: softplus's log(1 + exp(-|u|)) and the Log1pOfUnit nodes print_elementwise makes.
     unit_log1p_helper = UNIT_LOG1P_HELPER
     prints_unit_log1p = True
+    # Any other log(1 + v), exp(v) - 1 and 1 - erf(v) by the utils' log1p, expm1 and erfc: written out, a small
+    # result loses its digits to the 1 it is computed against (torch.log1p(1e-7) would be 1.19e-7, torch.erfc(4)
+    # 0).
+    prints_log1p = True
+    prints_expm1_erfc = True
 
     def _print_Log1p(self, expr):
-        return self._print(expr.as_builtin())
+        return f"{LIBDEVICE_LOG1P_HELPER}({self._print(expr.args[0])})"
+
+    def _print_Expm1(self, expr):
+        return f"{EXPM1_HELPER}({self._print(expr.args[0])})"
+
+    def _print_Erfc(self, expr):
+        return f"{ERFC_HELPER}({self._print(expr.args[0])})"
 
     def _print_Log1pOfUnit(self, expr):
         return f"{self.unit_log1p_helper}({self._print(expr.args[0])})"
@@ -518,10 +541,6 @@ class TritonLibdevicePrinter(TritonPrinter):
 
     tanh_helper = LIBDEVICE_TANH_HELPER
     unit_log1p_helper = LIBDEVICE_LOG1P_HELPER
-    prints_log1p = True
-
-    def _print_Log1p(self, expr):
-        return f"{LIBDEVICE_LOG1P_HELPER}({self._print(expr.args[0])})"
 
 
 TritonPrinter.libdevice_printer_class = TritonLibdevicePrinter
