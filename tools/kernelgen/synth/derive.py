@@ -422,24 +422,33 @@ def _with_expm1_erfc(exprs: dict[str, sympy.Expr], printer) -> dict[str, sympy.E
     """Each ``exp(v) - 1`` as ``Expm1(v)`` and ``1 - erf(v)`` as ``Erfc(v)`` (``torch.expm1``, ELU's negative side,
     ``torch.erfc`` as the rules build them), before temporaries are named."""
 
+    def split(term, function):
+        """``(k, v)`` where ``term`` is ``k * function(v)``, else None."""
+        factors = sympy.Mul.make_args(term)
+        found = next((f for f in factors if isinstance(f, function)), None)
+        if found is None:
+            return None
+        return sympy.Mul(*[f for f in factors if f is not found]), found.args[0]
+
     def accurate(node) -> sympy.Expr | None:
-        """A sum holding ``-1`` and ``exp(v)``, or ``1`` and ``-erf(v)``, with those two as one function."""
+        """A sum holding ``k * exp(v)`` and ``-k`` (``exp(v) - 1`` times ``k``, as sympy distributes it), or ``k``
+        and ``-k * erf(v)``, with each pair as ``k * Expm1(v)`` or ``k * Erfc(v)``."""
         if not isinstance(node, sympy.Add):
             return None
         terms = list(node.args)
-        for constant, matches, function in (
-            (-1, lambda t: isinstance(t, sympy.exp), lambda t: Expm1(t.args[0])),
-            (1, lambda t: t.is_Mul and t.args == (-1, t.args[1]) and isinstance(t.args[1], sympy.erf), None),
-        ):
-            if constant not in terms:
-                continue
-            term = next((t for t in terms if matches(t)), None)
-            if term is None:
-                continue
-            made = function(term) if function else Erfc(term.args[1].args[0])
-            rest = [t for t in terms if t is not term]
-            rest.remove(constant)
-            return sympy.Add(made, *rest)
+        for term in terms:
+            for function, made, sign in ((sympy.exp, Expm1, -1), (sympy.erf, Erfc, 1)):
+                parts = split(term, function)
+                if parts is None:
+                    continue
+                k, v = parts
+                partner = sign * k if function is sympy.exp else -k
+                if partner not in terms:
+                    continue
+                scale = k if function is sympy.exp else -k
+                rest = [t for t in terms if t is not term]
+                rest.remove(partner)
+                return sympy.Add(scale * made(v), *rest)
         return None
 
     return {name: expr.replace(lambda node: accurate(node) is not None, accurate) for name, expr in exprs.items()}
