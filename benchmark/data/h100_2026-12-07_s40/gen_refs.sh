@@ -7,3 +7,8 @@ python3 -m tools.kernelgen new s40_focal_upcast --reference $D/refs_s40.py:focal
 for pair in smoothed_weighted_ce:s40_smoothed_weighted_ce NormSiLU:s40_norm_silu HeldGroupNorm:s40_held_group_norm; do
   python3 -m tools.kernelgen new ${pair#*:} --reference $D/refs_s40.py:${pair%%:*} --repo .gpu-run --force-new
 done
+for pair in expm1_gate:s40_expm1_gate elu_gate:s40_elu_gate erfc_gate:s40_erfc_gate log1p_gate:s40_log1p_gate \
+  LayerNormGelu:s40_layer_norm_gelu; do
+  python3 -m tools.kernelgen new ${pair#*:} --reference $D/refs_s40.py:${pair%%:*} --repo .gpu-run --force-new
+done
+python3 -m tools.kernelgen new s40_jsd_beta --reference $D/refs_s40.py:jsd_beta --repo .gpu-run --force-new --fused-linear

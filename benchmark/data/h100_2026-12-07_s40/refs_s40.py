@@ -38,3 +38,46 @@ class HeldGroupNorm(nn.Module):
 
     def forward(self, x):
         return self.norm(x)
+
+
+def expm1_gate(x, y):
+    """torch.expm1: printed as the utils' expm1 (libdevice's compiled)."""
+    return torch.expm1(x) * y
+
+
+def elu_gate(x, y, alpha: float = 1.0):
+    """ELU's negative side is alpha * expm1(x)."""
+    return F.elu(x, alpha=alpha) * y
+
+
+def erfc_gate(x, y):
+    """torch.special.erfc: the utils' erfc, not 1 - erf."""
+    return torch.special.expit(x) * y + torch.special.erfc(y)
+
+
+def log1p_gate(x, y):
+    """A log1p of an argument not known to lie in [0, 1]: the utils' log1p."""
+    return torch.log1p(x.abs()) * y
+
+
+class LayerNormGelu(nn.Module):
+    """Held-parameter LayerNorm, then tanh-GELU: its sweep backward keeps no temporary only the row sums read."""
+
+    def __init__(self, hidden_size, eps=1e-5):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(hidden_size))
+        self.bias = nn.Parameter(torch.zeros(hidden_size))
+        self.eps = eps
+
+    def forward(self, x):
+        return F.gelu(F.layer_norm(x, (x.shape[-1],), self.weight, self.bias, self.eps), approximate="tanh")
+
+
+def jsd_beta(student_logits, teacher_logits, beta: float = 0.5):
+    """A JSD whose generated cases include beta = 1, where the loss and its gradients are 0."""
+    p = F.softmax(student_logits, -1)
+    q = F.softmax(teacher_logits, -1)
+    log_m = torch.log(beta * p + (1 - beta) * q)
+    student = (p * (F.log_softmax(student_logits, -1) - log_m)).sum(-1)
+    teacher = (q * (F.log_softmax(teacher_logits, -1) - log_m)).sum(-1)
+    return (beta * student + (1 - beta) * teacher).mean()
