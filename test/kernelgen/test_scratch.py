@@ -1,8 +1,12 @@
 """Scratch copies of a checkout hold every file of its own (``tools/kernelgen/scratch.py``): what git tracks and
 what it would track, or, without git, everything but hidden folders, caches and build outputs."""
 
+import shutil
 import subprocess
 
+import pytest
+
+from tools.kernelgen import scratch
 from tools.kernelgen.scratch import checkout_files
 from tools.kernelgen.scratch import stage_checkout
 
@@ -51,3 +55,21 @@ def test_a_checkout_without_git_stages_everything_but_caches_and_hidden_folders(
     assert (folder / "test" / "forkserver.py").read_text() == "CHANGED = True\n"
     assert (folder / "src" / "new.py").read_text() == "NEW = 1\n"
     assert not (folder / ".kernelgen-state").exists() and (folder / "test" / "conftest.py").exists()
+
+
+def test_a_signal_while_a_scratch_folder_is_removed_still_removes_it(monkeypatch):
+    """Ctrl-C (or SIGTERM, a KeyboardInterrupt in the CLI) during the removal: it finishes, then the signal goes on."""
+    calls = []
+    remove = shutil.rmtree
+
+    def interrupted_once(path, ignore_errors=False):
+        calls.append(path)
+        if len(calls) == 1:
+            raise KeyboardInterrupt
+        remove(path, ignore_errors=ignore_errors)
+
+    monkeypatch.setattr(scratch.shutil, "rmtree", interrupted_once)
+    with pytest.raises(KeyboardInterrupt):
+        with scratch.scratch_folder("kernelgen-test-") as folder:
+            (folder / "staged.py").write_text("x = 1\n")
+    assert not folder.exists() and len(calls) == 2

@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +23,25 @@ from tools.kernelgen.repo import private_git_dir
 # Folders of a checkout without git that hold no source: caches, environments and build outputs.
 _NOT_SOURCE_DIRS = frozenset({"__pycache__", "node_modules", "build", "dist"})
 _NOT_SOURCE_SUFFIXES = (".pyc", ".pyo", ".egg-info")
+
+
+@contextlib.contextmanager
+def scratch_folder(prefix: str) -> Iterator[Path]:
+    """A temporary folder, removed on the way out even when a signal (Ctrl-C, SIGTERM: KeyboardInterrupt) arrives
+    while it is being removed: the removal finishes, then the signal goes on. A scratch checkout is megabytes, and a
+    ``TemporaryDirectory`` interrupted in its cleanup left one behind in /tmp."""
+    path = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        yield path
+    finally:
+        interrupted = None
+        while path.exists():
+            try:
+                shutil.rmtree(path, ignore_errors=True)
+            except KeyboardInterrupt as signal:
+                interrupted = signal
+        if interrupted is not None:
+            raise interrupted
 
 
 def checkout_files(root: Path) -> list[str]:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-import tempfile
 import warnings
 
 from pathlib import Path
@@ -31,6 +30,7 @@ from tools.kernelgen.render.vectors import hold_vectors_whole
 from tools.kernelgen.render.vectors import parameter_shape
 from tools.kernelgen.scratch import changed_library_modules
 from tools.kernelgen.scratch import library_imports_from
+from tools.kernelgen.scratch import scratch_folder
 from tools.kernelgen.scratch import stage_checkout
 
 ROWS, COLS = 3, 7
@@ -69,8 +69,7 @@ def _interpreter_possible() -> bool:
 def smoke_run(repo_root: Path, profile: KernelProfile, changes: dict[str, str]) -> None:
     """Raise ``SmokeFailure`` unless every changed ``liger_kernel`` module imports and the kernel's forward and
     backward match the reference on a tiny input."""
-    with tempfile.TemporaryDirectory(prefix="kernelgen-smoke-") as scratch:
-        folder = Path(scratch)
+    with scratch_folder("kernelgen-smoke-") as folder:
         stage_checkout(repo_root, folder, changes)
         # The interpreter computes with numpy, which warns where masked-off lanes divide by zero: not findings.
         with library_imports_from(folder / "src"), warnings.catch_warnings():

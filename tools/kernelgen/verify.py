@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import tempfile
 import xml.etree.ElementTree as ElementTree
 
 from pathlib import Path
@@ -20,6 +19,7 @@ from tools.kernelgen.interpreter import SCRIPT as INTERPRETER_SCRIPT
 from tools.kernelgen.pyrun import run_python
 from tools.kernelgen.repo import LigerRepo
 from tools.kernelgen.scratch import changed_library_modules
+from tools.kernelgen.scratch import scratch_folder
 from tools.kernelgen.scratch import stage_checkout
 
 TIMEOUT_S = 900
@@ -86,8 +86,7 @@ def verify_changes(
     ``test_name`` passes (``defaults_only``: its ``defaults`` cases); else what went wrong, in one line (a
     ``Failure`` when cases ran and failed)."""
     modules = changed_library_modules(changes)
-    with tempfile.TemporaryDirectory(prefix="kernelgen-verify-") as scratch:
-        folder = Path(scratch)
+    with scratch_folder("kernelgen-verify-") as folder:
         stage_checkout(repo.root, folder, changes)
         xml_path = folder / "results.xml"
         script = _SCRIPT.format(
