@@ -182,3 +182,17 @@ def test_the_probes_math_is_the_derivation_renamed_with_the_names_deriving_over_
         assert _identifiers(getattr(renamed, part)) == _identifiers(getattr(direct, part)), part
     assert (renamed.forward_uses, renamed.backward_uses) == (direct.forward_uses, direct.backward_uses)
     assert renamed.gradient_formulas.keys() == direct.gradient_formulas.keys()
+
+
+def test_the_ops_file_s_messages_name_a_renamed_input_as_the_user_does(tmp_path):
+    """``mask`` is ``mask_in`` inside the ops file (the templates' own ``mask``), but what it raises says ``mask``:
+    the functional and the module take it by that name. The f-string's expressions keep the ops file's names."""
+    path = tmp_path / "masked_softmax.py"
+    path.write_text(
+        "import torch\n\n\ndef masked_softmax(scores, mask):\n    scores = scores + mask\n"
+        "    return torch.softmax(scores.float(), dim=-1).to(scores.dtype)\n"
+    )
+    ops = render_kernel(analyze(f"{path}:masked_softmax")).files[kernel_paths("masked_softmax")["ops"]]
+    assert "def masked_softmax_forward(scores, mask_in):" in ops
+    assert 'f"masked_softmax: mask has shape {tuple(mask_in.shape)}, expected {tuple(shape)} like scores"' in ops
+    assert "mask_in has shape" not in ops

@@ -6,7 +6,9 @@ out. Output is unformatted: the pipeline formats it with the target repository's
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import re
 
 from dataclasses import dataclass
 from functools import cache
@@ -119,8 +121,42 @@ def _named_as_the_user_does(ops_context: dict, user_context: dict) -> dict:
 
 
 def _ops_text(profile: KernelProfile, render_ops) -> str:
-    """The ops file, the user's names that clash with its own renamed there (see ``hygiene``)."""
-    return render_ops(renamed_profile(profile, kernel_side_names(profile, render_ops)))
+    """The ops file, the user's names that clash with its own renamed there (see ``hygiene``); the messages it raises
+    name them as the user does."""
+    mapping = kernel_side_names(profile, render_ops)
+    return _messages_in_user_names(render_ops(renamed_profile(profile, mapping)), mapping)
+
+
+def _messages_in_user_names(text: str, mapping: dict[str, str]) -> str:
+    """``text`` with the literal parts of the messages its ``raise`` statements build naming each renamed input as
+    the user does (``mask has shape ...``, not ``mask_in``): the functional and the module take the user's names."""
+    inverse = {kernel: user for user, kernel in mapping.items() if kernel != user}
+    if not inverse:
+        return text
+    lines = text.splitlines(keepends=True)
+    starts = [0]
+    for line in lines:
+        starts.append(starts[-1] + len(line))
+
+    def offset(lineno: int, col: int) -> int:  # ast counts columns in UTF-8 bytes
+        return starts[lineno - 1] + len(lines[lineno - 1].encode()[:col].decode(errors="ignore"))
+
+    spans = [
+        (offset(part.lineno, part.col_offset), offset(part.end_lineno, part.end_col_offset))
+        for node in ast.walk(ast.parse(text))
+        if isinstance(node, ast.Raise) and node.exc is not None
+        for part in ast.walk(node.exc)
+        if isinstance(part, ast.JoinedStr) or (isinstance(part, ast.Constant) and isinstance(part.value, str))
+    ]
+    words = re.compile(r"(?<![\w.])(" + "|".join(map(re.escape, sorted(inverse, key=len, reverse=True))) + r")(?!\w)")
+    for begin, end in sorted(set(spans), reverse=True):
+        # Only the literal text: the {expressions} of an f-string keep the ops file's names.
+        pieces = re.split(r"(\{[^{}]*\})", text[begin:end])
+        literal = "".join(
+            piece if piece.startswith("{") else words.sub(lambda m: inverse[m.group(1)], piece) for piece in pieces
+        )
+        text = text[:begin] + literal + text[end:]
+    return text
 
 
 def render_fused_linear(profile: KernelProfile, benchmark_style: str = "sweeps") -> RenderedKernel:
