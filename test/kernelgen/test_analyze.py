@@ -1853,3 +1853,13 @@ def test_a_row_split_into_heads_by_a_size_argument_is_refused(tmp_path, view):
     with pytest.raises(AnalyzeError, match=r"splits each row into pieces of head_dim") as error:
         analyze(f"{write(tmp_path, 'headwise.py', source)}:HeadwiseNorm")
     assert error.value.line == 13
+
+
+@pytest.mark.parametrize("call, rank", [("F.softmax(x, dim=2)", 3), ("x - x.mean(2, keepdim=True)", 3)])
+def test_a_row_named_by_a_positive_dim_fixes_the_input_rank(tmp_path, call, rank):
+    """``dim=2`` is the row of 3-d inputs only (as ``dim=1`` is of 2-d ones): the kernel takes that rank, and every
+    test shape has it, the tier's [rows, columns] extras too."""
+    source = f"import torch.nn.functional as F\n\n\ndef by_position(x):\n    return {call}\n"
+    profile = analyze(f"{write(tmp_path, 'by_position.py', source)}:by_position")
+    assert profile.math.input_rank == rank
+    assert {len(shape) for shape in profile.test.cpu_shapes + profile.test.gpu_shapes} == {rank}

@@ -39,7 +39,7 @@ from tools.kernelgen.analyze.stages import split_stages
 from tools.kernelgen.analyze.trace import TracedReference
 from tools.kernelgen.analyze.trace import changes_the_output
 from tools.kernelgen.analyze.trace import changes_the_parameters
-from tools.kernelgen.analyze.trace import names_dim_one
+from tools.kernelgen.analyze.trace import names_dim
 from tools.kernelgen.analyze.trace import trace_reference
 from tools.kernelgen.analyze.unsqueezes import written_unsqueeze_dims
 from tools.kernelgen.analyze.written import written_computation
@@ -198,12 +198,16 @@ def build_profile(
         _shifted_targets(profile, traced)
     if traced.channel_groups is not None:
         _fill_groups(profile, traced, classification)
-    elif classification.tier == 2 and traced.rank == 2 and names_dim_one(traced.calls):
-        first = traced.tensor_inputs[0]
-        profile.math.input_rank = 2
+    elif classification.tier == 2 and traced.rank >= 2 and names_dim(traced.calls, traced.rank - 1):
+        # dim=1 of [rows, columns], dim=2 of [B, T, H]: the row only at that rank.
+        first, rank = traced.tensor_inputs[0], traced.rank
+        profile.math.input_rank = rank
+        for shapes in (profile.test.cpu_shapes, profile.test.gpu_shapes):  # the tier's [rows, columns] extras too
+            shapes[:] = [[1] * (rank - len(shape)) + list(shape) for shape in shapes]
+        written = "is [rows, columns]" if rank == 2 else f"has {rank} dims"
         profile.notes.remarks.append(
-            f"shape: {first} is [rows, columns]: the reference reduces its dim 1, the row only at 2 dims (on more, "
-            f"another dim); the kernel refuses other ranks"
+            f"shape: {first} {written}: the reference reduces its dim {rank - 1}, the row only at {rank} dims (on "
+            f"more, another dim); the kernel refuses other ranks"
         )
     profile.module.fixed = _fixed_arguments(profile, traced)
     profile.notes.remarks += _optional_argument_remarks(traced)

@@ -2019,12 +2019,17 @@ def _highest_named_dim(calls: dict[fx.Node, OpCall]) -> int:
 def names_dim_one(calls: dict[fx.Node, OpCall]) -> bool:
     """A reduction along ``dim=1`` (``x.pow(2).mean(dim=1, keepdim=True)``): the reference is written for
     [rows, columns] inputs, where dim 1 is the row; traced on 3-d examples it would reduce another dim."""
+    return names_dim(calls, 1)
+
+
+def names_dim(calls: dict[fx.Node, OpCall], dim: int) -> bool:
+    """Whether a reduction names ``dim`` by its position (``softmax(x, dim=2)``, the row of 3-d inputs only)."""
     for call in calls.values():
         if call.family != "reduction":
             continue
-        dim = call.options.get("dim")
-        dims = dim if isinstance(dim, (tuple, list)) else (dim,)
-        if 1 in dims:
+        named = call.options.get("dim")
+        dims = named if isinstance(named, (tuple, list)) else (named,)
+        if dim in dims:
             return True
     return False
 
