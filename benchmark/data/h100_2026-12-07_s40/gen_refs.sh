@@ -12,3 +12,6 @@ for pair in expm1_gate:s40_expm1_gate elu_gate:s40_elu_gate erfc_gate:s40_erfc_g
   python3 -m tools.kernelgen new ${pair#*:} --reference $D/refs_s40.py:${pair%%:*} --repo .gpu-run --force-new
 done
 python3 -m tools.kernelgen new s40_jsd_beta --reference $D/refs_s40.py:jsd_beta --repo .gpu-run --force-new --fused-linear
+for pair in softmax_dim2:s40_softmax_dim2 masked_softmax:s40_masked_softmax; do
+  python3 -m tools.kernelgen new ${pair#*:} --reference $D/refs_s40.py:${pair%%:*} --repo .gpu-run --force-new
+done

@@ -81,3 +81,14 @@ def jsd_beta(student_logits, teacher_logits, beta: float = 0.5):
     student = (p * (F.log_softmax(student_logits, -1) - log_m)).sum(-1)
     teacher = (q * (F.log_softmax(teacher_logits, -1) - log_m)).sum(-1)
     return (beta * student + (1 - beta) * teacher).mean()
+
+
+def softmax_dim2(x):
+    """The row named by position: 3-d inputs only."""
+    return F.softmax(x, dim=2)
+
+
+def masked_softmax(scores, mask):
+    """An input named like the templates' own mask: mask_in inside the ops file, mask in its messages."""
+    scores = scores + mask
+    return torch.softmax(scores.float(), dim=-1).to(scores.dtype)
