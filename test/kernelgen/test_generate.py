@@ -408,6 +408,23 @@ def test_expm1_erfc_and_log1p_of_the_reference_print_as_the_utils_functions(tmp_
     assert helper in forward_kernel and f"from liger_kernel.ops.utils import {helper[:-1]}" in ops
 
 
+@pytest.mark.parametrize(
+    "body, forward",
+    [
+        ("torch.expm1(x - x.mean(-1, keepdim=True))", "y = expm1(-mean + x)"),
+        ("torch.special.erfc(x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6))", "y = erfc("),
+    ],
+)
+def test_row_kernels_print_expm1_and_erfc_as_the_utils_functions(tmp_path, body, forward):
+    """The row programs' statements take the accurate forms too (rows.py's _schedule, as tier-1 passes do)."""
+    from tools.kernelgen.render import render_kernel
+
+    path = tmp_path / "row_accurate.py"
+    path.write_text(f"import torch\n\n\ndef row_accurate(x):\n    return {body}\n")
+    ops = render_kernel(analyze(f"{path}:row_accurate")).files["src/liger_kernel/ops/row_accurate.py"]
+    assert forward in ops and "- 1.0" not in ops and "1.0 - tl.erf" not in ops
+
+
 @triton.jit
 def _widen(x_ptr, y_ptr, BLOCK: tl.constexpr):
     offsets = tl.arange(0, BLOCK)

@@ -401,10 +401,12 @@ def _pass_printer(printer_class, library: str | None, light: bool):
     return (libdevice_printer if wants_libdevice and libdevice_printer else printer_class)()
 
 
-def _with_log1p(exprs: dict[str, sympy.Expr], printer) -> dict[str, sympy.Expr]:
-    """Each ``log(1 + v)`` that ``printer`` prints by a log1p of its own as ``Log1pOfUnit(v)`` where ``v`` is
-    provably in [0, 1], else ``Log1p(v)``, before temporaries are named (``1 + v`` as a temporary would print as
-    ``log(temporary)``, and a named ``v`` hides its range)."""
+def with_accurate_forms(exprs: dict[str, sympy.Expr], printer) -> dict[str, sympy.Expr]:
+    """``exprs`` with the forms ``printer`` prints by functions of their own, before temporaries are named (``1 + v``
+    as a temporary would print as ``log(temporary)``, and a named ``v`` hides its range): each ``log(1 + v)`` as
+    ``Log1pOfUnit(v)`` where ``v`` is provably in [0, 1], else ``Log1p(v)``; ``k * exp(v) - k`` as ``k * Expm1(v)``
+    and ``k - k * erf(v)`` as ``k * Erfc(v)`` (``torch.expm1``, ELU's negative side, ``torch.erfc``, as the rules
+    build them and sympy distributes them). Tier-1 passes and the row and loss programs' statements alike."""
 
     def log1p_of(node) -> sympy.Expr | None:
         if not (isinstance(node, sympy.log) and isinstance(node.args[0], sympy.Add) and 1 in node.args[0].args):
@@ -414,44 +416,30 @@ def _with_log1p(exprs: dict[str, sympy.Expr], printer) -> dict[str, sympy.Expr]:
             return Log1pOfUnit(v)
         return Log1p(v) if printer.prints_log1p else None
 
-    exprs = {name: expr.replace(lambda node: log1p_of(node) is not None, log1p_of) for name, expr in exprs.items()}
-    return _with_expm1_erfc(exprs, printer) if printer.prints_expm1_erfc else exprs
-
-
-def _with_expm1_erfc(exprs: dict[str, sympy.Expr], printer) -> dict[str, sympy.Expr]:
-    """Each ``exp(v) - 1`` as ``Expm1(v)`` and ``1 - erf(v)`` as ``Erfc(v)`` (``torch.expm1``, ELU's negative side,
-    ``torch.erfc`` as the rules build them), before temporaries are named."""
-
-    def split(term, function):
-        """``(k, v)`` where ``term`` is ``k * function(v)``, else None."""
-        factors = sympy.Mul.make_args(term)
-        found = next((f for f in factors if isinstance(f, function)), None)
-        if found is None:
-            return None
-        return sympy.Mul(*[f for f in factors if f is not found]), found.args[0]
-
-    def accurate(node) -> sympy.Expr | None:
-        """A sum holding ``k * exp(v)`` and ``-k`` (``exp(v) - 1`` times ``k``, as sympy distributes it), or ``k``
-        and ``-k * erf(v)``, with each pair as ``k * Expm1(v)`` or ``k * Erfc(v)``."""
+    def expm1_or_erfc_of(node) -> sympy.Expr | None:
+        """A sum holding ``k * f(v)`` and ``-k``: ``k * (exp(v) - 1)`` or ``-k * (1 - erf(v))``."""
         if not isinstance(node, sympy.Add):
             return None
         terms = list(node.args)
         for term in terms:
-            for function, made, sign in ((sympy.exp, Expm1, -1), (sympy.erf, Erfc, 1)):
-                parts = split(term, function)
-                if parts is None:
+            factors = sympy.Mul.make_args(term)
+            for function, made, sign in ((sympy.exp, Expm1, 1), (sympy.erf, Erfc, -1)):
+                found = next((f for f in factors if isinstance(f, function)), None)
+                k = sympy.Mul(*[f for f in factors if f is not found]) if found is not None else None
+                if k is None or -k not in terms:
                     continue
-                k, v = parts
-                partner = sign * k if function is sympy.exp else -k
-                if partner not in terms:
-                    continue
-                scale = k if function is sympy.exp else -k
                 rest = [t for t in terms if t is not term]
-                rest.remove(partner)
-                return sympy.Add(scale * made(v), *rest)
+                rest.remove(-k)
+                return sympy.Add(sign * k * made(found.args[0]), *rest)
         return None
 
-    return {name: expr.replace(lambda node: accurate(node) is not None, accurate) for name, expr in exprs.items()}
+    def rewritten(expr: sympy.Expr) -> sympy.Expr:
+        expr = expr.replace(lambda node: log1p_of(node) is not None, log1p_of)
+        if printer.prints_expm1_erfc:
+            expr = expr.replace(lambda node: expm1_or_erfc_of(node) is not None, expm1_or_erfc_of)
+        return expr
+
+    return {name: rewritten(expr) for name, expr in exprs.items()}
 
 
 def print_elementwise(
@@ -472,10 +460,10 @@ def print_elementwise(
     uniform = derivation.uniform
     written = written_constants(forward_exprs.values())
     forward_constants, forward = _statements(
-        _with_log1p(forward_exprs, forward_printer), taken, forward_printer, uniform, written
+        with_accurate_forms(forward_exprs, forward_printer), taken, forward_printer, uniform, written
     )
     nonzero = {name: expr for name, expr in gradients.items() if expr != 0}
-    printed_gradients = _with_log1p(nonzero, backward_printer)
+    printed_gradients = with_accurate_forms(nonzero, backward_printer)
     backward_constants, backward = (
         _statements(printed_gradients, taken, backward_printer, uniform, written) if nonzero else ([], [])
     )

@@ -47,6 +47,7 @@ import sympy
 
 from tools.kernelgen.synth.derive import _precision_sensitive_ops
 from tools.kernelgen.synth.derive import tidy_derivative
+from tools.kernelgen.synth.derive import with_accurate_forms
 from tools.kernelgen.synth.functions import Root
 from tools.kernelgen.synth.functions import Sigmoid
 from tools.kernelgen.synth.functions import indicator
@@ -54,6 +55,7 @@ from tools.kernelgen.synth.functions import select
 from tools.kernelgen.synth.naming import constant_lines
 from tools.kernelgen.synth.naming import hoist
 from tools.kernelgen.synth.printer import ROW_LENGTH
+from tools.kernelgen.synth.printer import TritonPrinter
 from tools.kernelgen.synth.printer import format_formula
 from tools.kernelgen.synth.printer import print_triton
 from tools.kernelgen.synth.renaming import RenamingMemo
@@ -937,6 +939,9 @@ def _schedule(
         (name, kind, expr.replace(lambda node: isinstance(node, Root), lambda node: node.as_builtin()))
         for name, kind, expr in items
     ]
+    # log1p, expm1 and erfc of the reference by the utils' functions, as in tier-1 kernels (a small result's digits).
+    accurate = with_accurate_forms({index: expr for index, (_, _, expr) in enumerate(items)}, TritonPrinter)
+    items = [(name, kind, accurate[index]) for index, (name, kind, _) in enumerate(items)]
     named, hoisted, reduced = hoist([expr for _, _, expr in items], set(taken) | {name for name, _, _ in items})
     if constants is not None:
         constants.update(named)
