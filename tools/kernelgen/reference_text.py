@@ -88,9 +88,13 @@ def names_the_entry_takes(source: str, entry: str) -> set[str] | None:
             if isinstance(child, ast.Attribute) and isinstance(child.ctx, ast.Store):
                 if isinstance(child.value, ast.Name) and child.value.id == "self":
                     names.add(child.attr)
-            elif isinstance(child, ast.Call) and isinstance(child.func, ast.Attribute) and child.args:
-                # self.register_buffer("scale", ...) and register_parameter bind attributes too
-                first = child.args[0]
+            elif (
+                isinstance(child, ast.Call)
+                and isinstance(child.func, ast.Attribute)
+                and child.func.attr in ("register_buffer", "register_parameter")
+                and child.args
+            ):
+                first = child.args[0]  # self.register_buffer("scale", ...) binds an attribute too
                 if isinstance(first, ast.Constant) and isinstance(first.value, str):
                     names.add(first.value)
             elif isinstance(child, ast.Call) and isinstance(child.func, ast.Name) and child.func.id == "setattr":

@@ -106,7 +106,7 @@ def fit_line(points: list[tuple[float, float]]) -> Fit | None:
     return None
 
 
-def _numbers(value: Any, path: tuple = ()):
+def numbers_in(value: Any, path: tuple = ()):
     """``(path, number)`` for each int or float (not bool) in a node's arguments, nested tuples and dicts included."""
     if isinstance(value, bool):
         return
@@ -114,10 +114,10 @@ def _numbers(value: Any, path: tuple = ()):
         yield path, value
     elif isinstance(value, (tuple, list)):
         for index, item in enumerate(value):
-            yield from _numbers(item, (*path, index))
+            yield from numbers_in(item, (*path, index))
     elif isinstance(value, dict):
         for key, item in value.items():
-            yield from _numbers(item, (*path, key))
+            yield from numbers_in(item, (*path, key))
 
 
 def _is_a_size(node: fx.Node, path: tuple) -> bool:
@@ -155,7 +155,7 @@ def numbers_of_argument(
         node = column[0]
         if node.op == "placeholder" and not placeholders:
             continue
-        per_graph = [dict(_numbers((n.args, n.kwargs))) for n in column]
+        per_graph = [dict(numbers_in((n.args, n.kwargs))) for n in column]
         for path, value in per_graph[0].items():
             seen = [numbers.get(path) for numbers in per_graph]
             if any(v is None for v in seen) or len(set(seen)) == 1 or _is_a_size(node, path):

@@ -45,6 +45,7 @@ from tools.kernelgen.analyze.argument_numbers import expression
 from tools.kernelgen.analyze.argument_numbers import fit_line
 from tools.kernelgen.analyze.argument_numbers import fit_power
 from tools.kernelgen.analyze.argument_numbers import hyper_of
+from tools.kernelgen.analyze.argument_numbers import numbers_in
 from tools.kernelgen.analyze.argument_numbers import numbers_of_argument
 from tools.kernelgen.analyze.argument_numbers import other_sizes
 from tools.kernelgen.analyze.argument_numbers import replace_number
@@ -614,7 +615,8 @@ def _refuse_rows_split_by_a_size(loaded: LoadedReference, traced: TracedReferenc
         before, after = traced.shape(node.args[0]), traced.shape(node)
         if not before or not after or len(after) != len(before) + 1 or after[-2] != 1 or after[-1] != before[-1]:
             continue
-        if after[-1] in sizes and after[-1] in _flat_ints((node.args[1:], node.kwargs)):
+        numbers = {value for _, value in numbers_in((node.args[1:], node.kwargs)) if type(value) is int}
+        if after[-1] in sizes and after[-1] in numbers:
             named = sorted(
                 name for name, value in built_with.items() if value == after[-1] and name in HIDDEN_SIZE_NAMES
             )
@@ -625,17 +627,6 @@ def _refuse_rows_split_by_a_size(loaded: LoadedReference, traced: TracedReferenc
                 origin=loaded.origin,
                 line=node_line(node),
             )
-
-
-def _flat_ints(value: Any) -> set[int]:
-    """The ints (not bools) in nested tuples, lists and dicts."""
-    if type(value) is int:
-        return {value}
-    if isinstance(value, (tuple, list)):
-        return set().union(*(_flat_ints(item) for item in value)) if value else set()
-    if isinstance(value, dict):
-        return _flat_ints(list(value.values()))
-    return set()
 
 
 def _follow_constructor_numbers(

@@ -1535,11 +1535,12 @@ def _row_program_ops(profile: KernelProfile) -> RowProgramOpsView:
     )
 
 
-def _live_steps(steps: list[tuple[list, str]]) -> list[tuple[list, str]]:
+def _live_steps(steps: list[tuple[list, str]], read_after: set[str]) -> list[tuple[list, str]]:
     """``(parameter loads, line)`` steps without the temporaries only the row sums read (they moved to the sweep's
-    sums pass), each dropped line's loads passed on to the next line kept."""
+    sums pass), each dropped line's loads passed on to the next line kept. ``read_after``: what the kernel reads
+    after the steps (the gradients it stores or accumulates)."""
     lines = [line for _, line in steps]
-    live = set(without_dead_temporaries(lines, {line.split(" = ", 1)[0] for line in lines if line.startswith("grad_")}))
+    live = set(without_dead_temporaries(lines, read_after))
     kept, pending = [], []
     for params, line in steps:
         pending += params
@@ -1586,7 +1587,8 @@ def _sweep(profile: KernelProfile, split, fused: RowKernelView, rows_held: int, 
         for params, line in zip(fused.param_loads_by_line, fused.lines)
         if line.split(" = ", 1)[0] not in reductions
     ]
-    gradient_steps = _live_steps(gradient_steps)
+    stored = {f"grad_{name}" for name in fused.element_stores} | set(fused.channel_grads)
+    gradient_steps = _live_steps(gradient_steps, stored)
     return SweepView(
         name=fused.name.replace("_backward_kernel", "_sweep_backward_kernel"),
         sums=sums,
