@@ -297,6 +297,23 @@ def test_the_builtin_gemma_rms_norm_is_the_hosts_rms_norm_and_force_new_writes_i
     assert (root / kernel_paths("gemma_rms_norm")["ops"]).is_file()
 
 
+WEIGHTLESS_RMS_NORM = """
+import torch
+
+
+def weightless_rms(x, eps: float = 1e-6):
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+"""
+
+
+def test_a_reference_without_a_tensor_the_kernel_may_go_without_is_the_kernel_at_none(checkout, tmp_path):
+    """An RMSNorm without weight is upstream's with ``W=None`` (its ops test ``W is not None``): the line passes None
+    by name, and what follows it by name too (``liger_rms_norm(X, eps, W=None)`` would put eps in W's place)."""
+    reference = _file(tmp_path, "weightless_rms", WEIGHTLESS_RMS_NORM)
+    line = one_line_error(run_kernelgen("new", "weightless_rms", "--reference", reference, "--repo", str(checkout)))
+    assert "the existing kernel 'rms_norm' computes it: liger_rms_norm(X, W=None, eps=eps);" in line, line
+
+
 # Every negative label left out (``labels >= 0``), where cross_entropy leaves out -100 alone: the probe draws a label
 # of -1 beside the bound, on which the two differ (cross_entropy was named, and raises on it).
 NONNEGATIVE_LABELS_NLL = """import torch

@@ -221,6 +221,23 @@ def _candidates(param: Param, default: Any, loose_hypers: list, literals: list[f
     return [*bound, *[v for v in dict.fromkeys(values) if v != default and v not in passed]]
 
 
+def _tested_against_none(source: str, name: str) -> bool:
+    """Whether ``source`` compares ``name`` with None (``if W is not None:``): an argument the kernel may go
+    without."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return False
+    return any(
+        isinstance(node, ast.Compare)
+        and isinstance(node.left, ast.Name)
+        and node.left.id == name
+        and all(isinstance(op, (ast.Is, ast.IsNot)) for op in node.ops)
+        and all(isinstance(c, ast.Constant) and c.value is None for c in node.comparators)
+        for node in ast.walk(tree)
+    )
+
+
 def _calls(node: ast.AST, names: set[str]) -> bool:
     """Whether ``node`` calls one of ``names`` (``F(...)``, ``F.apply(...)`` or ``module.F(...)``)."""
     for call in ast.walk(node):
@@ -345,6 +362,10 @@ def call_plans_of(
             # else a number written in it (``F.layer_norm(..., eps=1e-5)`` against ``liger_layer_norm(X, W, B, eps)``).
             bound = [value for value in candidates if isinstance(value, Bound)]
             candidates = [*bound, *dict.fromkeys(literals)]
+            if _tested_against_none(sources[0], param.name):
+                # A tensor the kernel may go without (upstream's RMSNorm with ``W=None``): a reference without it
+                # is the kernel at None.
+                candidates.insert(0, None)
             if not candidates:
                 return []
             options.append(Option(param.name, None, candidates, required=True))
@@ -420,12 +441,19 @@ def call_text(
         values = [changed.get(p.name) or tensors.get(p.name) or p.default or p.name for p in order[: last + 1]]
         text = f"{plan.api.entry.name}({', '.join(values)})"
     else:
-        required = [p.name for p in plan.api.entry.params if p.default is None and p.name not in changed]
+        # Required parameters by position up to the first one given a value, by name from there on: a keyword
+        # before a positional that follows it (``liger_rms_norm(X, eps, W=None)``) would put eps in W's place.
+        params = plan.api.entry.params
+        first_changed = next((i for i, p in enumerate(params) if p.default is None and p.name in changed), len(params))
+        required = [p.name for p in params[:first_changed] if p.default is None]
+        named_after = {p.name: p.name for p in params[first_changed:] if p.default is None and p.name not in changed}
         if renamed:
             required = [f"{name}={given[name]}" if name in given else name for name in required]
         elif tensor_text:
             required = [given.get(name, name) for name in required]
-        text = f"{plan.api.entry.name}({', '.join([*required, *_keywords(changed)])})"
+        later = {name: (tensor_text or {}).get(name, given.get(name, name)) for name in named_after}
+        keywords = {p.name: {**changed, **later}[p.name] for p in params if p.name in {**changed, **later}}
+        text = f"{plan.api.entry.name}({', '.join([*required, *_keywords(keywords)])})"
     if tensor_text:
         return text
     for module, params in plan.module_inits.items():
