@@ -3,6 +3,7 @@ the synthesized Triton statements executed on torch (a ``tl`` shim, float64) aga
 
 import dataclasses
 import functools
+import math
 import textwrap
 
 import pytest
@@ -649,6 +650,45 @@ def test_constructor_arguments_are_linked_only_when_the_probe_proves_it(tmp_path
     profile = analyze(str(write(tmp_path, "norm.py", norm)))
     assert profile.tier == 2 and profile.parameters[0].enabled_by == ""
     assert any("weight is optional in the reference" in remark for remark in profile.notes.remarks)
+
+
+SIZE_FOLLOWING_START = """
+import math
+
+import torch
+import torch.nn as nn
+
+
+class ScaledUnitNorm(nn.Module):
+    def __init__(self, dim: int, eps: float = 1e-5):
+        super().__init__()
+        start = 1.0 / math.sqrt(dim)
+        self.g = nn.Parameter(torch.ones(1) * start * dim)
+        self.eps = eps
+
+    def forward(self, x):
+        return x / x.norm(dim=-1, keepdim=True).clamp(min=self.eps) * self.g
+"""
+
+
+def test_a_starting_value_that_follows_the_constructors_size_is_written_as_the_reference_writes_it(tmp_path):
+    """``g`` starts at sqrt(dim): the traced size's 2.83 would start every other size wrong. The module writes the
+    reference's expression (its local written out, math imported) and starts where the reference does at any size;
+    a value the text cannot say (read from a helper) is refused, naming the parameter."""
+    profile = analyze(str(write(tmp_path, "scaled_unit_norm.py", SIZE_FOLLOWING_START)))
+    (g,) = profile.parameters
+    assert g.init_expr == "torch.ones(1) * (1.0 / math.sqrt(dim)) * dim", g
+    module_source = render_kernel(profile).files["src/liger_kernel/transformers/scaled_unit_norm.py"]
+    assert module_source.startswith("import math\n\nimport torch\n"), module_source[:80]
+    namespace = {}
+    exec(compile(module_source.replace("from liger_kernel.ops import", "# "), "module", "exec"), namespace)
+    module = namespace["LigerScaledUnitNorm"](dim=50)
+    assert torch.allclose(module.g.detach(), torch.full((1,), math.sqrt(50)))
+    helper = SIZE_FOLLOWING_START.replace("start = 1.0 / math.sqrt(dim)", "start = _start(dim)") + (
+        "\n\ndef _start(dim):\n    return 1.0 / math.sqrt(dim)\n"
+    )
+    with pytest.raises(AnalyzeError, match="the parameter 'g' starts at 2.82843 when the module is built with dim=8"):
+        analyze(str(write(tmp_path, "helper_start.py", helper)))
 
 
 def test_leaky_relu_mul_hyperparameter():

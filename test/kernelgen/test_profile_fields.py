@@ -240,6 +240,7 @@ EDITS = {
     "parameters[].init": ("dyt", _set("parameters.1.init", "zeros"), "files"),
     "parameters[].init_value": ("dyt_fixed_alpha", _set("parameters.0.init_value", 0.25), "files"),
     "parameters[].init_arg": ("dyt", _set("parameters.0.init_arg", ""), "validation"),
+    "parameters[].init_expr": ("dyt", _set("parameters.1.init_expr", "torch.ones(hidden_size) * 2.0"), "files"),
     "parameters[].enabled_by": ("dyt", _set("parameters.2.enabled_by", ""), "files"),
     "parameters[].attribute": ("dyt", _set("parameters.1.attribute", "affine.weight"), "files"),
     "forward_computation": ("swiglu", _set("forward_computation", "y = silu(gate) * up"), "files"),

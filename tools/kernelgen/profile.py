@@ -220,6 +220,9 @@ class LearnableParameter:
     init_value: float | None = None
     # A constructor argument every element starts at (``init_alpha``), for ``init: constant`` without init_value.
     init_arg: str = ""
+    # The reference's own expression of its starting value where that follows the constructor's arguments otherwise
+    # than as one of them (``torch.ones(1) * dim ** 0.5``): the module writes it as the reference does.
+    init_expr: str = ""
     # A bool constructor argument that creates it (``beta``): built without it, the module holds None, and the
     # Function and functional take None for it, which computes as its initial value and gets no gradient.
     enabled_by: str = ""

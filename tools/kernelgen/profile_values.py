@@ -131,6 +131,14 @@ def _module(problems: list[str], module) -> None:
         problems.append(f"module.hidden_act: {module.hidden_act!r} is not an activation name (an identifier)")
 
 
+def _is_expression(text: Any) -> bool:
+    try:
+        ast.parse(text, mode="eval")
+    except (SyntaxError, TypeError, ValueError):
+        return False
+    return True
+
+
 def _literal(value: Any) -> bool:
     return value is None or isinstance(value, (bool, str)) or (_is_number(value) and math.isfinite(value))
 
@@ -146,6 +154,8 @@ def _parameters(problems: list[str], parameters: list) -> None:
             problems.append(f"{path}.attribute: {param.attribute!r} is not an attribute path (a.b, or a.b[0])")
         if param.init_value is not None and not (_is_number(param.init_value) and math.isfinite(param.init_value)):
             problems.append(f"{path}.init_value: {param.init_value!r} is not a finite number")
+        if param.init_expr and not _is_expression(param.init_expr):
+            problems.append(f"{path}.init_expr: {param.init_expr!r} is not a Python expression")
 
 
 def _input_flags(problems: list[str], inputs: list) -> None:

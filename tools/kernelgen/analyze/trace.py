@@ -55,6 +55,7 @@ from tools.kernelgen.analyze.errors import AnalyzeError
 from tools.kernelgen.analyze.groups import regroup_channels
 from tools.kernelgen.analyze.held_modules import loss_modules_as_calls
 from tools.kernelgen.analyze.held_modules import norm_modules_as_calls
+from tools.kernelgen.analyze.initial_values import initial_expression
 from tools.kernelgen.analyze.load import LoadedReference
 from tools.kernelgen.analyze.load import line_in_traceback
 from tools.kernelgen.analyze.ops import CAST
@@ -968,6 +969,38 @@ def _link_constructor_arguments(
             if removed and _absent_is_initial(loaded, module, rebuilt):
                 for param in removed:
                     param.enabled_by = name
+    _link_size_following_values(loaded, traced, built_with, by_target)
+
+
+def _link_size_following_values(
+    loaded: LoadedReference, traced: TracedReference, built_with: dict[str, Any], by_target: dict
+) -> None:
+    """A constant parameter that starts elsewhere when the module is built at another size (``dim ** 0.5``) gets
+    the reference's own expression of its value (``initial_values``); one written otherwise is refused, naming it:
+    a module starting it at the traced size's value would start every other size wrong."""
+    size = traced.size_param
+    constants = {t: p for t, p in by_target.items() if p.init == "constant" and not p.init_arg and not p.description}
+    if not constants or not size or not isinstance(built_with.get(size), int) or isinstance(built_with[size], bool):
+        return
+    rebuilt = _rebuild(loaded, {size: built_with[size] * 2})
+    if rebuilt is None:
+        return
+    present = dict(rebuilt.named_parameters())
+    constructor = set(built_with)
+    for target, param in constants.items():
+        tensor = present.get(target)
+        if tensor is None or tensor.numel() == 0 or _in_float32(tensor.reshape(-1)[0].item()) == _initial_value(param):
+            continue
+        written = initial_expression(loaded.source, loaded.entry, target, constructor)
+        if written is None:
+            raise AnalyzeError(
+                f"the parameter '{target}' starts at {param.init_value:g} when the module is built with "
+                f"{size}={built_with[size]} and elsewhere at other sizes: kernelgen copies such a starting value "
+                f"only from `self.{target} = nn.Parameter(EXPRESSION)` in __init__, reading the constructor's "
+                "arguments, torch and math; write it so",
+                origin=loaded.origin,
+            )
+        param.init_expr = written
 
 
 def _initial_value(param: LearnableParameter) -> float | None:

@@ -19,6 +19,7 @@ from typing import Any
 
 import sympy
 
+from tools.kernelgen.analyze.initial_values import reads_math
 from tools.kernelgen.broadcast import first_input_dims
 from tools.kernelgen.broadcast import group_dims
 from tools.kernelgen.broadcast import group_shape_expression
@@ -717,6 +718,7 @@ class ModuleView:
     # its ``norm.weight`` there, so the reference's state_dict loads into the module.
     containers: list[str] = field(default_factory=list)
     function: ReferenceFunction | None = None  # module.function: the reference's own signature
+    reads_math: bool = False  # a starting value written as the reference does reads ``math``: the file imports it
 
 
 @dataclass(frozen=True)
@@ -2011,7 +2013,9 @@ def _param_init(profile: KernelProfile, size_param: str, factory: str = "") -> d
         dims = ["1"] * (prm.held_rank - 1) + [size_param] if sized else ["1"] * prm.held_rank
         sizes = ", ".join(dims) if dims else "()"  # torch.ones(1, 1, H), torch.ones(())
         shape = f"({dims[0]},)" if len(dims) == 1 else f"({sizes})" if dims else "()"  # torch.full's tuple
-        if prm.init == "ones":
+        if prm.init_expr:
+            value = prm.init_expr  # the reference's own, following its constructor's arguments
+        elif prm.init == "ones":
             value = f"torch.ones({sizes}{factory})"
         elif prm.init == "zeros":
             value = f"torch.zeros({sizes}{factory})"
@@ -2089,6 +2093,7 @@ def module_view(profile: KernelProfile, renames: dict[str, str] | None = None) -
         variants=list(profile.module.variants),
         held=_held_names(profile),
         function=_reference_function(profile),
+        reads_math=any(prm.init_expr and reads_math(prm.init_expr) for prm in profile.parameters),
     )
 
 
@@ -2245,7 +2250,7 @@ def test_view(profile: KernelProfile) -> TestView:
         tuple_open="(" if single else "",
         tuple_close=",)" if single else "",
         module_switches=switches,
-        module_signature=f"n_cols, dtype{hyper_param}{switches}",
+        module_signature=f"n_cols, dtype{hyper_param}, randomized=True{switches}",
         module_call=f"inputs[0].shape[{size_dim}], dtype{hyper_param}{switches}",
         module_test_call=f"shape[{size_dim}], torch.float32{hyper_param}",
         reference_params=[
