@@ -25,6 +25,7 @@ from tools.kernelgen.analyze import analyze
 from tools.kernelgen.generate import plan_new
 from tools.kernelgen.layout import kernel_paths
 from tools.kernelgen.profile import validate_profile
+from tools.kernelgen.render import render_kernel
 from tools.kernelgen.repo import LigerRepo
 from tools.kernelgen.writer import write_all
 
@@ -209,11 +210,18 @@ def test_weighted_cross_entropy_is_torchs_for_every_reduction_and_smoothing(styl
 
 def test_a_module_holding_its_class_weights_passes_them_as_an_input(styles):
     held = analyze(f"{styles / 'weighted.py'}:WeightedCrossEntropy")
-    assert [(t.name, t.per_class, t.attribute) for t in held.inputs][2] == ("weight", True, "weight")
+    assert [(t.name, t.per_class, t.attribute, t.init_expr) for t in held.inputs][2] == ("weight", True, "weight", "")
+    # Built from the constructor's arguments: the module builds them so where none are given (the reference's
+    # weights by default, at any number of classes).
     built = analyze(f"{styles / 'weighted.py'}:ClassBalancedNLL")
-    assert [(t.name, t.attribute) for t in built.inputs][2] == ("class_weight", "class_weight")
+    linspace = "torch.linspace(0.5, 1.5, num_classes)"
+    assert [(t.name, t.attribute, t.init_expr) for t in built.inputs][2] == ("class_weight", "class_weight", linspace)
+    assert built.module.fixed == []  # num_classes sizes the weights the module builds: any value is taken
+    module = render_kernel(built).files[kernel_paths(built.operation_name)["module"]]
+    assert f'self.register_buffer("class_weight", {linspace} if class_weight is None else class_weight)' in module
     torch_loss = analyze(f"{styles / 'weighted.py'}:UsesTorchLoss")  # nn.CrossEntropyLoss(weight=...)'s buffer
-    assert [(t.name, t.attribute) for t in torch_loss.inputs][2] == ("loss_weight", "loss.weight")
+    loss_weight = torch_loss.inputs[2]
+    assert (loss_weight.name, loss_weight.attribute, loss_weight.init_expr) == ("loss_weight", "loss.weight", linspace)
     # Named after the module's buffer, set where forward reads it (the tests replace the held loss's copy).
     shared = analyze(f"{styles / 'weighted.py'}:SharedBufferTorchLoss")
     assert [(t.name, t.attribute) for t in shared.inputs][2] == ("class_weight", "crit.weight")

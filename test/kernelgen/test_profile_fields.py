@@ -326,6 +326,7 @@ EDITS = {
     "inputs[].per_class": ("cross_entropy", _set("inputs.0.per_class", True), "validation"),
     "inputs[].per_row": ("cross_entropy", _set("inputs.0.per_row", True), "validation"),
     "inputs[].attribute": ("weighted_cross_entropy", _set("inputs.2.attribute", ""), "files"),
+    "inputs[].init_expr": ("weighted_cross_entropy", _set("inputs.2.init_expr", "torch.ones(8)"), "files"),
     "inputs[].broadcast": ("swiglu", _set("inputs.1.broadcast", "*"), "files"),
     # Read by a loss in two stages alone (test_sequence_stages.py generates them): elsewhere refused.
     "inputs[].sequence_shape": ("cross_entropy", _set("inputs.0.sequence_shape", "B"), "validation"),

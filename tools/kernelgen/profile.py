@@ -156,6 +156,9 @@ class TensorSpec:
     per_class: bool = False
     per_row: bool = False
     attribute: str = ""
+    # A held per-class input the reference builds in __init__ from its constructor's arguments
+    # (``torch.linspace(0.5, 1.5, num_classes)``): the module builds it so where none is given.
+    init_expr: str = ""
     broadcast: str = ""
     sequence_shape: str = ""
     unsqueeze: str = ""

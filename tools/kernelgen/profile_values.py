@@ -161,6 +161,9 @@ def _parameters(problems: list[str], parameters: list) -> None:
 def _input_flags(problems: list[str], inputs: list) -> None:
     """Flags templates branch on (``if t.per_row``): a YAML string such as "no" would read as true."""
     for index, tensor in enumerate(inputs):
+        init_expr = getattr(tensor, "init_expr", "")
+        if init_expr and not _is_expression(init_expr):
+            problems.append(f"inputs[{index}].init_expr: {init_expr!r} is not a Python expression")
         for key in ("requires_grad", "per_class", "per_row"):
             value = getattr(tensor, key, False)
             if not isinstance(value, bool):

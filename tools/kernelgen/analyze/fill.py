@@ -20,6 +20,8 @@ from tools.kernelgen.analyze.formulas import lane_math
 from tools.kernelgen.analyze.formulas import loss_profile_math
 from tools.kernelgen.analyze.formulas import profile_math
 from tools.kernelgen.analyze.formulas import written_formula
+from tools.kernelgen.analyze.initial_values import held_expression
+from tools.kernelgen.analyze.initial_values import names_read
 from tools.kernelgen.analyze.lanes import LaneProgram
 from tools.kernelgen.analyze.losses import LoweredLoss
 from tools.kernelgen.analyze.losses import PerElementOutputError
@@ -334,6 +336,8 @@ def _fixed_arguments(profile: KernelProfile, traced: TracedReference) -> list[st
     inputs = {t.name for t in profile.inputs}
     used = {profile.module.size_param, *(hp.name for hp in profile.hyperparameters), *inputs}
     used |= {p.init_arg for p in profile.parameters} | {p.enabled_by for p in profile.parameters}
+    # Arguments the module's own starting values and held class weights read, written as the reference writes them.
+    used |= {name for t in [*profile.parameters, *profile.inputs] for name in names_read(getattr(t, "init_expr", ""))}
     fixed = []
     for ip in profile.module.init_params:
         if not isinstance(ip.default, (bool, int, float, str)):
@@ -750,7 +754,12 @@ def _inputs(traced: TracedReference) -> list[TensorSpec]:
             specs.append(TensorSpec(name=name, dtype="int64", requires_grad=False))
         elif name in traced.class_inputs:
             attribute = traced.attribute_inputs.get(name, "")
-            specs.append(TensorSpec(name=name, requires_grad=False, per_class=True, attribute=attribute))
+            spec = TensorSpec(name=name, requires_grad=False, per_class=True, attribute=attribute)
+            if attribute and traced.loaded.kind == "module":
+                constructor = {ip.name for ip in traced.init_params}
+                held = held_expression(traced.loaded.source, traced.loaded.entry, attribute, constructor)
+                spec.init_expr = held or ""
+            specs.append(spec)
         elif name in traced.row_inputs:
             specs.append(TensorSpec(name=name, requires_grad=False, per_row=True))
         elif name in integers:

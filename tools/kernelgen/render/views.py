@@ -698,7 +698,9 @@ class ModuleView:
     init_params: list[InitParameter | HyperParameter]
     init_signature: str
     attributes: list[str]  # constructor arguments kept as attributes (not a flag named like its parameter)
-    buffers: list[str]  # constructor arguments kept as buffers: per-class inputs (class weights), as torch's losses
+    # constructor arguments kept as buffers: per-class inputs (class weights), as torch's losses; (name, what it
+    # is built from where none is given: the reference's expression, or None)
+    buffers: list[tuple[str, str | None]]
     forward_signature: str  # the module's forward arguments (the kernel's tensors, then forward_keywords)
     forward_keywords: list[str]  # hyper-parameters the reference module's forward takes, with their defaults
     apply_inputs: list[str]  # the kernel's tensors as forward passes them on (a buffer as self.<name>)
@@ -2077,7 +2079,7 @@ def module_view(profile: KernelProfile, renames: dict[str, str] | None = None) -
         attributes=[
             ip.name for ip in init_params if ip.name not in {p.name for p in params} | set(per_class) | set(factory)
         ],
-        buffers=per_class,
+        buffers=[(name, t.init_expr or None) for name, t in zip(per_class, [t for t in profile.inputs if t.per_class])],
         forward_signature=", ".join([t.name for t in profile.inputs if not t.per_class] + forward_keywords),
         forward_keywords=forward_keywords,
         apply_inputs=[f"self.{t.name}" if t.per_class else t.name for t in profile.inputs],
