@@ -146,6 +146,54 @@ def test_rows_past_the_register_budget_take_the_split_backward_and_match_torch(g
         torch.testing.assert_close(ours.grad.double(), theirs.grad, atol=1e-4, rtol=1e-4, msg=name)
 
 
+SCALED_LOG_SOFTMAX = """
+import torch
+import torch.nn as nn
+
+
+class ScaledLogSoftmax(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.scale = nn.Parameter(torch.tensor(1.5))
+
+    def forward(self, x):
+        return torch.log_softmax(x * self.scale, dim=-1)
+"""
+
+
+@pytest.mark.parametrize("n_cols", [131072, 139264])
+def test_rows_longer_than_one_program_holds_go_through_the_split_path_in_pieces(generated_checkout, n_cols):
+    """Rows of 131072 and 139264 columns (a vocabulary's), cut into 2 pieces of 65536 and 4 of 34816: softmax's
+    forward and backward, and a log-softmax's scalar parameter gradient (each piece holds its row's value whole,
+    counted once), are torch's; rows no cut divides, and a kernel with a per-row output, keep the one line."""
+    root, _ = generated_checkout
+    softmax = import_generated_ops(root, "softmax_gen")
+    reference = root / "scaled_log_softmax.py"
+    if not reference.exists():
+        reference.write_text(SCALED_LOG_SOFTMAX)
+        profile = analyze(f"{reference}:ScaledLogSoftmax", name="long_scaled_log_softmax")
+        write_all(root, plan_new(LigerRepo.open(root), profile).changes)
+    scaled = import_generated_ops(root, "long_scaled_log_softmax")
+    torch.manual_seed(0)
+    x, grad = torch.randn(2, n_cols) * 3, torch.randn(2, n_cols)
+    ours, theirs = x.clone().requires_grad_(), x.double().requires_grad_()
+    softmax.LigerSoftmaxGenFunction.apply(ours).backward(grad)
+    torch.softmax(theirs, dim=-1).backward(grad.double())
+    torch.testing.assert_close(ours.grad.double(), theirs.grad, atol=1e-7, rtol=1e-4)
+    scale = torch.tensor(1.5, requires_grad=True)
+    ours, theirs, reference_scale = x.clone().requires_grad_(), x.double().requires_grad_(), scale.double().detach()
+    reference_scale.requires_grad_()
+    scaled.LigerLongScaledLogSoftmaxFunction.apply(ours, scale).backward(grad)
+    torch.log_softmax(theirs * reference_scale, dim=-1).backward(grad.double())
+    torch.testing.assert_close(ours.grad.double(), theirs.grad, atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(scale.grad.double(), reference_scale.grad, atol=1e-3, rtol=1e-5)
+    with pytest.raises(ValueError, match="rows of 131101 columns exceed the 65536 one program holds, and no cut"):
+        softmax.LigerSoftmaxGenFunction.apply(torch.randn(1, 131101))
+    logsumexp = import_generated_ops(root, "style_logsumexp_rows")
+    with pytest.raises(ValueError, match="rows of 70000 columns exceed the 65536 one program holds$"):
+        logsumexp.LigerStyleLogsumexpRowsFunction.apply(torch.randn(1, 70000))
+
+
 @pytest.mark.parametrize(
     "shape, groups",
     [

@@ -28,6 +28,7 @@ from liger_kernel.ops.layout_utils import local_columns
 from liger_kernel.ops.layout_utils import own_buffer
 from liger_kernel.ops.layout_utils import persistent_programs
 from liger_kernel.ops.layout_utils import reusable_gradient
+from liger_kernel.ops.layout_utils import row_chunks
 from liger_kernel.ops.layout_utils import row_tile_settings
 from liger_kernel.ops.layout_utils import sweep_settings
 from liger_kernel.ops.layout_utils import tile_launch
@@ -128,6 +129,17 @@ def test_row_tiles_hold_whole_rows_with_warps_that_grow_with_the_tile():
     assert row_tile_settings("k", 1, 4096, 4096, backward=True, rows_held=3) == (1, 4096, 8)  # one row only
     with pytest.raises(ValueError, match="^my_norm: rows of 70000 columns exceed the 65536 one program holds$"):
         row_tile_settings("my_norm", 4, 70000, 4096)
+
+
+def test_rows_longer_than_one_program_holds_are_cut_into_the_fewest_equal_pieces_it_holds():
+    assert row_chunks("k", 128256) == 2  # Llama 3's vocabulary: 2 pieces of 64128
+    assert row_chunks("k", 151936) == 4  # Qwen's: 37984
+    assert row_chunks("k", 256000) == 4  # Gemma's: 64000
+    message = "^my_softmax: rows of {} columns exceed the 65536 one program holds, and no cut into equal pieces"
+    with pytest.raises(ValueError, match=message.format(131101)):
+        row_chunks("my_softmax", 131101)  # a prime: only pieces of one column divide it
+    with pytest.raises(ValueError, match=message.format(196611)):
+        row_chunks("my_softmax", 3 * 65537)  # 3 pieces of 65537 do not fit, the next cut is pieces of 3 columns
 
 
 def test_column_blocks_and_persistent_grids():

@@ -211,6 +211,26 @@ def group_chunks(kernel: str, group_channels: int, channel_cols: int) -> int:
     )
 
 
+# The fewest columns a piece of a long row holds: fewer would spend the passes on launch and padding.
+MIN_PIECE_COLUMNS = 256
+
+
+def row_chunks(kernel: str, n_cols: int) -> int:
+    """How many pieces of consecutive columns a row longer than one program holds is cut into, for the split
+    path to walk as it walks ranks' shards: the fewest that divide it into pieces one program holds (128256
+    columns: 2 of 64128). A row no such cut divides is refused (``kernel`` names the kernel)."""
+    chunks = next(
+        (c for c in range(2, n_cols // MIN_PIECE_COLUMNS + 1) if n_cols % c == 0 and n_cols // c <= MAX_ROW_COLUMNS),
+        None,
+    )
+    if chunks is None:
+        raise ValueError(
+            f"{kernel}: rows of {n_cols} columns exceed the {MAX_ROW_COLUMNS} one program holds, and no cut into "
+            f"equal pieces of {MIN_PIECE_COLUMNS} to {MAX_ROW_COLUMNS} columns divides them"
+        )
+    return chunks
+
+
 def combine_chunks(chunks: int):
     """The split path's ``reduce(values, op)`` for rows cut into ``chunks`` consecutive rows of their columns (a
     group's chunks of whole channels): each chunk's part of a per-row reduction (fp32, ``[..., rows * chunks]``) is

@@ -463,6 +463,15 @@ class RowProgramOpsView:
     # Grouped rows without per-column or scalar parameters: the forward and backward kernels that walk each group in
     # one program (render/group_walk.py), in place of the fused kernels and the split path.
     group_kernels: tuple[GroupKernelView, GroupKernelView] | None = None
+    # Rows longer than one program holds go through the split path in pieces of consecutive columns (its reduce
+    # combining each row's pieces): kernels with a split path and nothing read per column or per row besides the
+    # row itself (no per-channel parameter, broadcast input or per-row output).
+    long_rows: bool = False
+
+    @property
+    def forward_names(self) -> list[str]:
+        """The forward wrappers' parameter names, in order."""
+        return [a.arg for a in ast.parse(f"def f({self.forward_signature}): pass").body[0].args.args]
 
     def backward_saves(self, name: str) -> bool:
         """Whether the Function's backward reads ``ctx.{name}``: its forward keeps the hyper-parameters the backward
@@ -1536,6 +1545,11 @@ def _row_program_ops(profile: KernelProfile) -> RowProgramOpsView:
         )
         if walks_groups
         else None,
+        long_rows=bool(split and split.forward)
+        and not profile.math.groups
+        and not broadcast
+        and not math.row_outputs
+        and not any(p.shape == "channel" or p.widens_outputs for p in params),
     )
 
 
