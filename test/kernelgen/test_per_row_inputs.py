@@ -205,3 +205,30 @@ def test_a_per_row_input_whose_name_is_part_of_the_denominators_code_renders_cle
     files, _ = render_formatted(LigerRepo.open(None), analyze(f"{source}:weighted_mean_ce", name="weighted_mean_ce"))
     test = files["test/transformers/test_weighted_mean_ce.py"]
     assert "denominator = n_rows * 1.0" in test and "w = flat[" not in test
+
+
+MASKING_LABELS = """
+import torch
+import torch.nn.functional as F
+
+
+def kd_masked(student_logits, teacher_logits, labels, temperature: float = 2.0, ignore_index: int = -100):
+    t_p = F.softmax(teacher_logits / temperature, dim=-1)
+    per = -(t_p * F.log_softmax(student_logits / temperature, dim=-1)).sum(dim=-1)
+    valid = labels.ne(ignore_index)
+    return per.masked_fill(~valid, 0.0).sum() / valid.sum()
+"""
+
+
+def test_labels_that_only_mask_rows_are_integers_and_their_ignored_index_a_run_time_value(tmp_path):
+    """``labels.ne(ignore_index)`` marks rows without picking a class: labels are class indices all the same (the
+    tests draw integers with ignored rows), and ignore_index is read at run time, not frozen at -100."""
+    path = tmp_path / "kd_masked.py"
+    path.write_text(MASKING_LABELS)
+    profile = analyze(str(path))
+    labels = next(t for t in profile.inputs if t.name == "labels")
+    assert (labels.dtype, labels.per_row) == ("int64", False)
+    (ignore_index,) = [hp for hp in profile.hyperparameters if hp.name == "ignore_index"]
+    assert ignore_index.choices is None and "ignore_index" not in profile.notes.specialized
+    assert "ignore_index != labels" in profile.math.loss.denominator
+    check_against_autograd(profile)

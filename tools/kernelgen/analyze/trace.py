@@ -1475,7 +1475,7 @@ def _finish(
     decisions = _target_roles(loaded, module, calls, tensors)
     probability_targets = {id(call) for call, decision in decisions if decision.role == PROBABILITIES}
     index_calls = {node: call for node, call in calls.items() if id(call) not in probability_targets}
-    index_inputs = _index_inputs(index_calls, tensors)
+    index_inputs = _index_inputs(index_calls, tensors, _ignored_values(hypers, concrete))
     _refuse_shifted_values(loaded, shifts, index_inputs)
     class_inputs = _class_inputs(calls, tensors, index_inputs)
     hinted = loaded.hints.get("per_class", [])  # read only along the classes (a one-hot row times them)
@@ -1845,10 +1845,26 @@ def _target_roles(loaded, module, calls: dict[fx.Node, OpCall], tensors: list[st
     return decisions
 
 
-def _index_inputs(calls: dict[fx.Node, OpCall], tensors: list[str]) -> list[str]:
+# The index a causal LM's labels mark ignored rows with (torch's ignore_index default).
+IGNORED_LABEL = -100
+
+
+def _ignored_values(hypers: list[HyperParameter], concrete: dict[str, Any]) -> set[int]:
+    """The integers a label compared with them marks rows by: the int hyper-parameters' traced values and -100."""
+    ints = {concrete.get(hp.name, hp.default) for hp in hypers if hp.type == "int"}
+    return {value for value in ints if isinstance(value, int) and not isinstance(value, bool)} | {IGNORED_LABEL}
+
+
+def _index_inputs(calls: dict[fx.Node, OpCall], tensors: list[str], ignored: frozenset[int] = frozenset()) -> list[str]:
     """Tensor inputs an index operand is computed from (``target``, ``target.unsqueeze(-1)``,
-    ``target.clamp(min=0)``)."""
+    ``target.clamp(min=0)``), and labels compared with an ignored index (``labels != ignore_index``): integers
+    that mask rows without picking a class are labels too, whatever ignored index the caller passes."""
     starts = [operand for call in calls.values() for operand in call.index_operands if isinstance(operand, fx.Node)]
+    for call in calls.values():
+        if call.name in ("eq", "ne") and len(call.operands) == 2:
+            node, value = call.operands if isinstance(call.operands[0], fx.Node) else call.operands[::-1]
+            if isinstance(node, fx.Node) and type(value) is int and value in ignored:
+                starts.append(node)
     # Sizes are no data: ``labels.view(B * T, 1)`` with ``B, T, V = logits.shape`` reads logits' shape, not values.
     names = {node.target for node in _leaves_behind(starts, lambda node: _values_read(node))}
     return [name for name in tensors if name in names]
