@@ -479,6 +479,24 @@ def test_gradients_at_kinks_follow_torch_autograd(formula, torch_fn, points):
     assert_verbose_allclose(grad, leaf.grad, rtol=1e-12)
 
 
+@pytest.mark.parametrize(
+    "formula, inputs, torch_fn",
+    [
+        ("xlogy(a, b)", ["a", "b"], torch.xlogy),
+        ("xlogy(a, sigmoid(b))", ["a", "b"], lambda a, b: torch.xlogy(a, torch.sigmoid(b))),
+        ("entr(sigmoid(a))", ["a"], lambda a: torch.special.entr(torch.sigmoid(a))),
+    ],
+)
+def test_xlogy_and_entr_keep_their_zero_where_the_first_argument_is_zero(formula, inputs, torch_fn):
+    """0 * log(0) is 0 for torch.xlogy and entr: the guard survives sympy's simplification (which reads a * log(b)
+    at a = 0 as 0 and folds a "where a == 0" branch away), at 0 * log(0) and where a sigmoid underflows to 0."""
+    math = synthesize_elementwise({"y": parse_formula(formula, inputs)}, inputs)
+    values = {"a": torch.tensor([0.0, 0.0, 0.5, 2.0, -200.0], dtype=torch.float64)}
+    values["b"] = torch.tensor([0.0, -120.0, 0.25, 3.0, 1.0], dtype=torch.float64)
+    got = run_statements(math.forward, {name: values[name] for name in inputs})["y"]
+    assert_verbose_allclose(got, torch_fn(*(values[name] for name in inputs)), rtol=1e-12)
+
+
 @pytest.mark.parametrize("op, torch_fn", [("maximum", torch.maximum), ("minimum", torch.minimum)])
 def test_maximum_and_minimum_split_ties_half_and_half(op, torch_fn):
     a_sym, b_sym = make_symbols(["a", "b"]).values()

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 # What a person can do when kernelgen cannot derive the kernel math itself.
 HAND_WRITTEN_PROFILE_HINT = (
-    "or write the math fragments into a profile by hand (start from a similar built-in: "
-    "python -m tools.kernelgen analyze swiglu -o profile.yaml) and run: "
+    "or write the math fragments into a profile by hand (start from the profile of a built-in of its kind: "
+    "python -m tools.kernelgen references lists them, element-wise, row and loss; "
+    "python -m tools.kernelgen analyze BUILTIN -o profile.yaml) and run: "
     "python -m tools.kernelgen new NAME --profile profile.yaml"
 )
 

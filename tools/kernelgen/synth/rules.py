@@ -311,7 +311,9 @@ def _xlogy(a, b):
     # torch.xlogy: 0 where a is 0, whatever b is (0 * log(0) would be nan). Where sympy shows a is never 0 (a
     # probability exp(u) / s), the guard folds away: _log keeps log(b) finite where a underflows.
     a, b = _value(a), _value(b)
-    return select(sympy.Eq(a, 0), sympy.S.Zero, a * _log(b))
+    # Written as "a * log(b) where a is not 0": sympy's simplify folds the other order's branch (a * log(b) at a = 0
+    # reads as 0 to it) back into a * log(b), which is nan at a = 0, b = 0.
+    return select(sympy.Ne(a, 0), a * _log(b), sympy.S.Zero)
 
 
 def _equality(relation, a, b):
