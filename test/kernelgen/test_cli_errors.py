@@ -19,6 +19,7 @@ from test.kernelgen.conftest import copy_checkout
 from test.kernelgen.conftest import one_line_error
 from test.kernelgen.conftest import run_kernelgen
 from test.kernelgen.conftest import snapshot
+from tools.kernelgen import generate
 from tools.kernelgen import writer
 from tools.kernelgen.cli import main
 from tools.kernelgen.record import has_record
@@ -115,6 +116,28 @@ def test_ctrl_c_while_staging_writes_nothing_and_says_so(checkout, capsys, monke
     assert main(["new", "geglu", "--repo", str(checkout)]) == 130
     assert capsys.readouterr().err.strip() == "kernelgen: interrupted; nothing was written"
     assert snapshot(checkout) == before
+
+
+def test_a_signal_a_library_swallows_still_stops_the_command_before_it_writes(checkout, capsys, monkeypatch):
+    """SIGTERM raised inside a bare ``except:`` of third-party code (as one in ``import torch``'s chain did): the
+    command goes on, but writes nothing and says it was interrupted, instead of writing everything and exiting 0."""
+    monkeypatch.setattr(writer, "_completed", [])
+    before = snapshot(checkout)
+    real = generate.plan_new
+
+    def swallowing(*args, **kwargs):
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+        except BaseException:  # noqa: BLE001, S110 - what the library does
+            pass
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(generate, "plan_new", swallowing)
+    assert main(["new", "geglu", "--repo", str(checkout)]) == 128 + signal.SIGTERM
+    assert capsys.readouterr().err.strip() == "kernelgen: interrupted; nothing was written"
+    assert snapshot(checkout) == before
+    monkeypatch.setattr(generate, "plan_new", real)
+    assert main(["new", "geglu", "--repo", str(checkout), "--dry-run"]) == 0  # the next command starts afresh
 
 
 @pytest.mark.parametrize(

@@ -879,15 +879,19 @@ class Terminated(KeyboardInterrupt):
 
 
 def _raise_terminated(signum, frame):
+    from tools.kernelgen.writer import SIGNALS_RECEIVED
+
+    SIGNALS_RECEIVED.append(signum)  # kept where the raise itself may be swallowed (inside a library's import)
     raise Terminated(signum)
 
 
 @contextlib.contextmanager
 def _terminations_as_interrupts():
-    """SIGTERM and SIGHUP raise ``Terminated`` inside (the writer holds them itself while it swaps files)."""
+    """SIGINT, SIGTERM and SIGHUP raise ``Terminated`` inside, noted in ``writer.SIGNALS_RECEIVED`` first (the
+    writer holds them itself while it swaps files)."""
     previous = {}
     try:
-        for name in ("SIGTERM", "SIGHUP"):
+        for name in ("SIGINT", "SIGTERM", "SIGHUP"):
             if hasattr(signal, name):
                 previous[getattr(signal, name)] = signal.signal(getattr(signal, name), _raise_terminated)
     except ValueError:  # not the main thread
@@ -905,6 +909,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:  # before any command ran
         print("kernelgen: interrupted; nothing was written", file=sys.stderr)
         return 128 + signal.SIGINT
+    from tools.kernelgen.writer import SIGNALS_RECEIVED
+
+    SIGNALS_RECEIVED.clear()  # one command's (main runs again in one process: the tests')
     with _terminations_as_interrupts():
         return _run(args)
 
@@ -933,6 +940,9 @@ def _run(args) -> int:
         print("kernelgen: interrupted; nothing was written", file=sys.stderr)
         return 128 + getattr(interrupt, "signum", signal.SIGINT)
     except RecursionError:
+        if (signum := _swallowed_signal()) is not None:
+            print("kernelgen: interrupted; nothing was written", file=sys.stderr)
+            return 128 + signum
         # Python's parser and sympy recurse once per nesting level: a formula of thousands of terms runs out.
         print(
             f"kernelgen: error: {args.command}: an expression of the reference or profile is nested too deeply to "
@@ -941,7 +951,20 @@ def _run(args) -> int:
         )
         return EXIT_USAGE
     except user_errors() as error:
+        if (signum := _swallowed_signal()) is not None:
+            # A signal a library swallowed left it half done (torch half imported): the error is the signal's.
+            print("kernelgen: interrupted; nothing was written", file=sys.stderr)
+            return 128 + signum
         # Every user error is one line (a profile's problems are joined with "; "): keep it that way on screen.
         message = (str(error).splitlines() or [type(error).__name__])[0]
         print(f"kernelgen: error: {message}", file=sys.stderr)
         return EXIT_USAGE
+
+
+def _swallowed_signal() -> int | None:
+    """A signal received while the command ran whose raise never reached it (nothing was written since: the
+    writer refuses to start after one)."""
+    from tools.kernelgen.writer import signal_received
+    from tools.kernelgen.writer import written_in_this_process
+
+    return signal_received() if not written_in_this_process() else None

@@ -53,6 +53,17 @@ class WriteInterrupted(KeyboardInterrupt):
         self.signum = signum
 
 
+# Every signal the command's handlers saw, in order. A signal raised inside third-party code (a bare ``except:`` of a
+# library that ``import torch`` runs) can be swallowed there; what was received stays known, and no write starts
+# after one.
+SIGNALS_RECEIVED: list[int] = []
+
+
+def signal_received() -> int | None:
+    """The first signal this process received while a command ran, or None."""
+    return SIGNALS_RECEIVED[0] if SIGNALS_RECEIVED else None
+
+
 def written_in_this_process() -> list[str]:
     """Paths ``write_all`` finished writing so far in this process (an interrupt later must not deny them)."""
     return list(_completed)
@@ -68,6 +79,7 @@ class _SignalGate:
 
     def _handle(self, signum, frame):
         self.received.append(signum)
+        SIGNALS_RECEIVED.append(signum)
         if not self.hold:
             self.hold = True  # one raise: a second signal must not interrupt the discarding of the staging
             raise WriteInterrupted(False, [], signum)
@@ -126,6 +138,8 @@ def write_all(
                 missing_dirs.append(parent)
     journal_path = Path(journal) / JOURNAL_NAME if journal is not None else None
     gate = _SignalGate()
+    if signal_received() is not None:  # received earlier and swallowed before it reached the command
+        raise WriteInterrupted(False, [], signal_received())
     with gate.installed():
         staged = _stage(targets, changes, missing_dirs, journal_path)
         gate.hold = True
