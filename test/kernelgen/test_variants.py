@@ -314,6 +314,29 @@ def test_a_reference_without_a_tensor_the_kernel_may_go_without_is_the_kernel_at
     assert "the existing kernel 'rms_norm' computes it: liger_rms_norm(X, W=None, eps=eps);" in line, line
 
 
+CAPPED_AND_CLAMPED = """
+import torch
+import torch.nn.functional as F
+
+
+def swiglu_capped(a, b):
+    return torch.where(a > 6.0, torch.zeros_like(a), F.silu(a) * b)
+
+
+def clamped_rms(x, eps: float = 1e-6):
+    return x * x.pow(2).mean(-1, keepdim=True).clamp(min=eps).rsqrt()
+"""
+
+
+@pytest.mark.parametrize("entry", ["swiglu_capped", "clamped_rms"])
+def test_a_cap_or_clamp_that_parts_only_beyond_values_of_order_one_is_no_variant(checkout, tmp_path, entry):
+    """SwiGLU capped above 6 and an RMSNorm whose mean square is clamped at eps agree with the plain kernels on
+    values of order one: the checks draw large and tiny values too, where they part."""
+    reference = _file(tmp_path, "capped", CAPPED_AND_CLAMPED) + f":{entry}"
+    dry = run_kernelgen("new", entry, "--reference", reference, "--repo", str(checkout), "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+
+
 # Every negative label left out (``labels >= 0``), where cross_entropy leaves out -100 alone: the probe draws a label
 # of -1 beside the bound, on which the two differ (cross_entropy was named, and raises on it).
 NONNEGATIVE_LABELS_NLL = """import torch

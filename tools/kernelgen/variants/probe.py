@@ -400,6 +400,10 @@ class KernelSearch:
         ]
         if self.probe.tier in (1, 2):
             cases.append((self.probe.case(4, 37, 21, scale=0.01), ("small", 21)))
+            # Where a clamp, a cap or an eps decides: a capped SwiGLU (where(a > 6, 0, ...)) and a mean square
+            # clamped at eps agree with the plain ones on values of order one and part beyond them.
+            cases.append((self.probe.case(4, 37, 22, scale=10.0), ("large", 22)))
+            cases.append((self.probe.case(4, 37, 24, scale=1e-4), ("tiny", 24)))
         if any(spec.per_row for spec in self.probe.profile.inputs):
             # Per-row weights summing below 1: where a clamped denominator (``.clamp(min=1)``) and a plain one part.
             cases.append((self.probe.case(4, 33, 23, row_scale=0.01), ("small rows", 23)))
