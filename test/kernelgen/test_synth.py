@@ -247,6 +247,8 @@ OP_CASES = [
     # Tensor bounds, drawn independently: where lo > hi torch gives hi (its gradient too).
     OpCase("clamp", lambda x, lo, hi: torch.clamp(x, lo, hi), names=("x", "lo", "hi")),
     OpCase("maximum", torch.maximum, names=("a", "b")),
+    OpCase("fmax", torch.fmax, names=("a", "b")),
+    OpCase("fmin", torch.fmin, names=("a", "b")),
     OpCase("minimum", torch.minimum, names=("a", "b")),
     OpCase("xlogy", torch.xlogy, names=("a", "b"), domains={"a": "positive", "b": "positive"}),
     OpCase("entr", torch.special.entr, domains={"x": "positive"}),
@@ -495,6 +497,19 @@ def test_xlogy_and_entr_keep_their_zero_where_the_first_argument_is_zero(formula
     values["b"] = torch.tensor([0.0, -120.0, 0.25, 3.0, 1.0], dtype=torch.float64)
     got = run_statements(math.forward, {name: values[name] for name in inputs})["y"]
     assert_verbose_allclose(got, torch_fn(*(values[name] for name in inputs)), rtol=1e-12)
+
+
+@pytest.mark.parametrize("op, torch_fn", [("fmax", torch.fmax), ("fmin", torch.fmin)])
+def test_fmax_and_fmin_give_a_tie_to_their_first_argument_and_pass_over_its_nan(op, torch_fn):
+    math = synthesize_elementwise({"y": parse_formula(f"{op}(a, b)", ["a", "b"])}, ["a", "b"])
+    a = torch.tensor([1.0, 2.0, -3.0, float("nan")], dtype=torch.float64)
+    b = torch.tensor([1.0, 1.0, 0.5, 4.0], dtype=torch.float64)
+    leaves = [a.clone().requires_grad_(True), b.clone().requires_grad_(True)]
+    torch_fn(*leaves).backward(torch.ones_like(a))
+    assert_verbose_allclose(run_statements(math.forward, {"a": a, "b": b})["y"], torch_fn(a, b), rtol=1e-12)
+    grads = run_statements(math.backward, {"a": a, "b": b, "grad_y": torch.ones_like(a)})
+    assert_verbose_allclose(grads["grad_a"], leaves[0].grad, rtol=1e-12)
+    assert_verbose_allclose(grads["grad_b"], leaves[1].grad, rtol=1e-12)
 
 
 @pytest.mark.parametrize("op, torch_fn", [("maximum", torch.maximum), ("minimum", torch.minimum)])

@@ -110,8 +110,8 @@ _BY_NAME.update(
         "where": _spec("where", params=("condition", "input", "other"), operands=3),
         "maximum": _spec("maximum", params=_BINARY, operands=2),
         "minimum": _spec("minimum", params=_BINARY, operands=2),
-        "fmax": _spec("maximum", params=_BINARY, operands=2),
-        "fmin": _spec("minimum", params=_BINARY, operands=2),
+        "fmax": _spec("fmax", params=_BINARY, operands=2),
+        "fmin": _spec("fmin", params=_BINARY, operands=2),
         # Reductions: the options say along which dims (None: every dim) and whether the dim is kept.
         "sum": _spec("sum", REDUCTION, ("input", "dim", "keepdim"), defaults={"dim": None, "keepdim": False}),
         "mean": _spec("mean", REDUCTION, ("input", "dim", "keepdim"), defaults={"dim": None, "keepdim": False}),

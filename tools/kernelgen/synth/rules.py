@@ -426,6 +426,10 @@ _ROWS = (
     OpRule("masked_fill", _masked_fill, {"x": "where(mask, 0, 1)"}),
     OpRule("maximum", _binary(Maximum), {"a": "where(a > b, 1, where(a == b, 0.5, 0))"}),
     OpRule("minimum", _binary(Minimum), {"a": "where(a < b, 1, where(a == b, 0.5, 0))"}),
+    # torch.fmax / fmin: a where it is at least (most) b, else b; a tie gives a the whole gradient, as torch does
+    # (maximum splits it), and a nan a is passed over for b.
+    OpRule("fmax", _binary(lambda a, b: select(a >= b, a, b))),
+    OpRule("fmin", _binary(lambda a, b: select(a <= b, a, b))),
     OpRule("sin", _unary(sympy.sin), {"x": "cos(x)"}),
     OpRule("cos", _unary(sympy.cos), {"x": "-sin(x)"}),
     OpRule("erf", _unary(sympy.erf), {"x": "2 / sqrt(pi) * exp(-x**2)"}),
