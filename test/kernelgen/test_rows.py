@@ -65,6 +65,11 @@ STYLES = textwrap.dedent(
         return (x - x.mean(dim=-1, keepdim=True)) / (x.std(dim=-1, keepdim=True) + 1e-6)
 
 
+    def abs_sum_scale(x):
+        # the magnitude of a row sum: |s|' is sign(s), which sympy leaves half unevaluated
+        return x / (x.sum(dim=-1, keepdim=True).abs() + 1.0)
+
+
     def logsumexp_rows(x):
         return torch.logsumexp(x, -1)
 
@@ -374,6 +379,7 @@ STYLES = textwrap.dedent(
     """
 )
 STYLE_ENTRIES = [
+    "abs_sum_scale",
     "lp_normalize",
     "functional_layer_norm",
     "method_softmax",

@@ -189,6 +189,8 @@ def tidy_derivative(expr: sympy.Expr) -> sympy.Expr:
     almost everywhere, as in torch.autograd, and each power over a run-time or fractional exponent divided by its
     own base is one power (``merge_power_quotients``)."""
     expr = expr.replace(lambda node: isinstance(node, sympy.DiracDelta), lambda node: sympy.S.Zero)
+    # sympy leaves some derivatives it can take unevaluated (|s|' of a statistic s as sign(s) * Derivative(s, s)).
+    expr = expr.replace(lambda node: isinstance(node, sympy.Derivative), lambda node: node.doit())
     if expr.has(sympy.Derivative):
         raise ValueError(f"sympy could not differentiate part of {expr}")
     return merge_power_quotients(expr)
