@@ -232,3 +232,31 @@ def test_labels_that_only_mask_rows_are_integers_and_their_ignored_index_a_run_t
     assert ignore_index.choices is None and "ignore_index" not in profile.notes.specialized
     assert "ignore_index != labels" in profile.math.loss.denominator
     check_against_autograd(profile)
+
+
+FLATTENING_STYLES = """
+import torch
+import torch.nn.functional as F
+
+
+def flattened_ce(logits, labels, ignore_index: int = -100, reduction: str = "mean"):
+    return F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=ignore_index, reduction=reduction)
+
+
+def viewed_ce(logits, labels, reduction: str = "mean"):
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), reduction=reduction)
+"""
+
+
+@pytest.mark.parametrize("entry", ["flattened_ce", "viewed_ce"])
+def test_a_loss_that_makes_rows_of_b_t_v_logits_itself_is_traced_on_them_and_gives_flat_values(tmp_path, entry):
+    """``logits.flatten(0, 1)`` and ``logits.reshape(-1, logits.shape[-1])`` take [B, T, V] logits: traced on 2-d
+    ones the first fails (it flattens the classes too), and both return [B*T] values under reduction none."""
+    path = tmp_path / "flattening.py"
+    path.write_text(FLATTENING_STYLES)
+    profile = analyze(f"{path}:{entry}")
+    assert profile.tier == 3 and validate_profile(profile) == []
+    assert profile.math.loss.flat_rows
+    assert {len(shape) for shape in profile.test.cpu_shapes} == {3}
+    if entry == "viewed_ce":  # the check draws [rows, V] logits, which flatten(0, 1) does not take
+        check_against_autograd(profile)

@@ -1478,6 +1478,7 @@ def _finish(
     index_inputs = _index_inputs(index_calls, tensors, _ignored_values(hypers, concrete))
     _refuse_shifted_values(loaded, shifts, index_inputs)
     class_inputs = _class_inputs(calls, tensors, index_inputs)
+    class_inputs += [name for name in attribute_inputs if name not in class_inputs + index_inputs]
     hinted = loaded.hints.get("per_class", [])  # read only along the classes (a one-hot row times them)
     unknown = sorted(set(hinted) - (set(tensors) - set(index_inputs)))
     if unknown:
@@ -1539,7 +1540,7 @@ def _finish(
     # Indexing that writes out every dim (GPT-J's ``x[:, :, :, ::2]``) gives the examples that rank, broadcast or not;
     # so does unpacking the first input's shape (``B, T, V = logits.shape``, a GroupNorm's ``B, C, H, W = x.shape``:
     # a grouped norm's rows are the groups, whatever the dims after the channels).
-    unpacked_rank = _unpacked_rank(loaded, rows[0]) if rows else 0
+    unpacked_rank = max(_unpacked_rank(loaded, rows[0]), _flattened_rank(loaded, rows[0])) if rows else 0
     written_rank = max(_rank_spelled_out(calls), unpacked_rank if unpacked_rank >= 3 else 0)
     first_rank = max(first_rank, written_rank)
     grouped_rank = unpacked_rank if channel_groups is not None else 0
@@ -1950,7 +1951,20 @@ def _class_attributes_as_inputs(
     graph = graph_module.graph
     last = [node for node in graph.nodes if node.op == "placeholder"][-1]
     found: dict[str, str] = {}
-    for node in sorted(_class_leaves(calls), key=lambda n: n.name):
+    leaves = _class_leaves(calls)
+    if _reduces_rows_to_a_loss(calls):
+        # A loss's vector buffer read beside the logits (a logit adjustment's log prior, ``logits + tau *
+        # self.log_prior``): one value per class as well, which takes no gradient.
+        leaves |= {
+            node
+            for node in graph.nodes
+            if node.op == "get_attr"
+            and isinstance(value := _attribute(graph_module, node.target), torch.Tensor)
+            and not isinstance(value, nn.Parameter)
+            and value.dim() == 1
+            and value.numel() > 1
+        }
+    for node in sorted(leaves, key=lambda n: n.name):
         if node.op != "get_attr":
             continue
         value = _attribute(graph_module, node.target)
@@ -2016,6 +2030,51 @@ def _unpacked_rank(loaded: LoadedReference, name: str) -> int:
             if isinstance(value.value, ast.Name) and value.value.id == name:
                 return len(node.targets[0].elts)
     return 0
+
+
+def _flattened_rank(loaded: LoadedReference, name: str) -> int:
+    """The rank ``name``'s leading dims flattened into rows tell (``logits.flatten(0, 1)``, ``torch.flatten(x, 0, -2)``,
+    ``x.flatten(end_dim=1)``: [B, T, V], 3), else 0."""
+    function = _entry_syntax(loaded)
+    if function is None:
+        return 0
+    found = 0
+    for node in ast.walk(function):
+        if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+            continue
+        if node.func.attr in ("view", "reshape") and _rows_of_any_rank(node, name):
+            found = max(found, 3)  # x.view(-1, x.size(-1)): the rows of [B, T, V] as well as of [rows, V]
+            continue
+        if node.func.attr != "flatten":
+            continue
+        args = list(node.args)
+        if isinstance(node.func.value, ast.Name) and node.func.value.id == name:
+            pass
+        elif args and isinstance(args[0], ast.Name) and args[0].id == name and ast.unparse(node.func.value) == "torch":
+            args = args[1:]
+        else:
+            continue
+        keywords = {k.arg: k.value for k in node.keywords}
+        start = args[0] if args else keywords.get("start_dim")
+        end = args[1] if len(args) > 1 else keywords.get("end_dim")
+        try:
+            start_dim = ast.literal_eval(start) if start is not None else 0
+            end_dim = ast.literal_eval(end) if end is not None else -1
+        except ValueError:
+            continue
+        if start_dim == 0 and isinstance(end_dim, int) and end_dim >= 1:
+            found = max(found, end_dim + 2)  # the dims up to end_dim become rows, the last stays the classes
+        elif start_dim == 0 and end_dim == -2:
+            found = max(found, 3)
+    return found
+
+
+def _rows_of_any_rank(call: ast.Call, name: str) -> bool:
+    """``name.view(-1, name.size(-1))`` / ``name.reshape(-1, name.shape[-1])``: every leading dim made rows."""
+    if not (isinstance(call.func.value, ast.Name) and call.func.value.id == name and len(call.args) == 2):
+        return False
+    first, last = (ast.unparse(arg).replace(" ", "") for arg in call.args)
+    return first == "-1" and last in (f"{name}.size(-1)", f"{name}.shape[-1]")
 
 
 def _highest_unsqueeze_dim(calls: dict[fx.Node, OpCall]) -> int:
