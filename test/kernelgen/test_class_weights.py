@@ -347,3 +347,38 @@ def test_class_weights_kernelgen_cannot_take_are_one_line_naming_the_line_and_no
     line = one_line_error(result)
     assert "parameter_weights.py:13:" in line and "`self.weight` is an nn.Parameter read as class weights" in line
     assert not (checkout / kernel_paths("parameter_weights")["ops"]).exists()
+
+
+LOGIT_ADJUSTED = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class LogitAdjustedCE(nn.Module):
+    def __init__(self, num_classes: int = 37, tau: float = 1.0):
+        super().__init__()
+        prior = torch.arange(1, num_classes + 1, dtype=torch.float32)
+        prior = prior / prior.sum()
+        self.register_buffer("log_prior", prior.log())
+        self.tau = tau
+
+    def forward(self, logits, target):
+        return F.cross_entropy(logits + self.tau * self.log_prior, target)
+"""
+
+
+def test_a_vector_buffer_a_loss_adds_to_its_logits_is_one_value_per_class(tmp_path):
+    """A logit adjustment's log prior, held in a buffer and added to the logits: a per-class input read at each
+    column (no gradient), which the module builds as the reference does, its locals written out in order."""
+    path = tmp_path / "logit_adjusted.py"
+    path.write_text(LOGIT_ADJUSTED)
+    profile = analyze(f"{path}:LogitAdjustedCE")
+    (prior,) = [t for t in profile.inputs if t.per_class]
+    assert (prior.name, prior.attribute, prior.requires_grad) == ("log_prior", "log_prior", False)
+    assert prior.init_expr == (
+        "(torch.arange(1, num_classes + 1, dtype=torch.float32) / "
+        "torch.arange(1, num_classes + 1, dtype=torch.float32).sum()).log()"
+    )
+    assert profile.module.fixed == []
+    check_against_autograd(profile)
