@@ -65,6 +65,11 @@ STYLES = textwrap.dedent(
         return (x - x.mean(dim=-1, keepdim=True)) / (x.std(dim=-1, keepdim=True) + 1e-6)
 
 
+    def masked_inf_softmax(scores, keep):
+        # attention's mask: a masked fill of -inf, which the softmax turns into exact zeros
+        return scores.masked_fill(keep == 0, float("-inf")).softmax(dim=-1)
+
+
     def abs_sum_scale(x):
         # the magnitude of a row sum: |s|' is sign(s), which sympy leaves half unevaluated
         return x / (x.sum(dim=-1, keepdim=True).abs() + 1.0)
@@ -504,6 +509,8 @@ def _check_against_autograd(profile, rows=5, cols=37, seed=0, degenerate=False, 
     backward = run_statements(math.backward, backward_values)
     names = [t.name for t in profile.inputs] + list(params)
     for name, want in zip(names, expected_grads):
+        if want is None and f"grad_{name}" not in backward:
+            continue  # an input read only as a condition (a mask's keep == 0) takes no gradient
         got = backward[math.gradient_aliases.get(f"grad_{name}", f"grad_{name}")]
         if name in params:
             got = got.sum(dim=0) if params[name].dim() == 1 else got.sum()
@@ -961,3 +968,13 @@ def test_a_norm_s_backward_multiplies_by_its_rsqrt_instead_of_dividing_by_its_va
         assert f"{root.group(1)} * {root.group(1)}" in text
         assert f"/ {root.group(2)}" not in text
     assert any(re.search(r"= tl\.rsqrt\(", line) for line in math.backward)
+
+
+def test_a_masked_fill_of_minus_infinity_before_a_softmax_gives_exact_zeros(styles_path):
+    """``scores.masked_fill(keep == 0, float("-inf"))``: -inf is a constant of the formulas (printed
+    ``float("-inf")``), the masked columns' probabilities and gradients are exact zeros; the row with masked columns
+    (the tied row's zeros of ``keep``) is checked against autograd like the others."""
+    profile = analyze(f"{styles_path}:masked_inf_softmax", name="masked_inf_softmax")
+    assert profile.tier == 2 and validate_profile(profile) == []
+    assert "-inf" in profile.math.statistics[0].of
+    _check_against_autograd(profile, tied=True)

@@ -74,7 +74,7 @@ ROUNDING_MODES = ("once", "per_op")
 BACKENDS = ("triton", "tilelang")
 DERIVED_NAMES = ("function_class_name", "module_class_name", "functional_name")  # from operation_name
 # Names a formula may use besides the profile's own: the row length and pi.
-FORMULA_CONSTANTS = ("n_cols", "pi")
+FORMULA_CONSTANTS = ("n_cols", "pi", "inf")
 # An element's column index: tier 3's class index (class-index targets), tier 2's column (``x.max(dim).values``
 # gives its gradient to the first column holding the maximum).
 COLUMN_INDEX = "col"

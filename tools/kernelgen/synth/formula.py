@@ -18,7 +18,7 @@ from tools.kernelgen.synth.symbols import make_symbols
 
 _BINARY_OPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.Pow: "pow"}
 _COMPARISONS = {ast.Gt: "gt", ast.GtE: "ge", ast.Lt: "lt", ast.LtE: "le", ast.Eq: "eq", ast.NotEq: "ne"}
-_CONSTANTS = {"pi": sympy.pi}
+_CONSTANTS = {"pi": sympy.pi, "inf": sympy.oo}  # inf: a masked fill's -inf
 
 
 class _FormulaBuilder(ast.NodeVisitor):

@@ -609,6 +609,12 @@ class FormulaPrinter(_ConditionPrinting, StrPrinter):
     def _print_Take(self, expr):
         return f"take({self._print(expr.args[0])}, {self._print(expr.args[1])})"
 
+    def _print_Infinity(self, expr):
+        return "inf"
+
+    def _print_NegativeInfinity(self, expr):
+        return "-inf"
+
 
 # What a per-class value at a class index prints as on the host: a helper of the generated loss wrapper, which
 # reads ``values[index]`` in fp32, 0 for an index outside the classes (an ignored row's) and 1 for values None.

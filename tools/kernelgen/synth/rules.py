@@ -80,6 +80,10 @@ def to_sympy_number(value) -> sympy.Expr:
         return sympy.Integer(value)
     if not isinstance(value, float):
         raise TypeError(f"expected a number or a sympy expression, got {type(value).__name__}: {value!r}")
+    if math.isinf(value):
+        # A masked fill's -inf (scores.masked_fill(~keep, float("-inf")) before a softmax): sympy's infinity, which
+        # folds as IEEE does where it meets finite values (exp(-inf) = 0) and prints as float("-inf").
+        return sympy.oo if value > 0 else -sympy.oo
     if not math.isfinite(value):
         raise ValueError(f"non-finite constant {value!r} cannot be part of an element-wise formula")
     if value.is_integer() and abs(value) < 2**53:
