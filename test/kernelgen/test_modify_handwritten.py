@@ -268,6 +268,21 @@ def test_a_reference_with_other_argument_names_is_one_line_with_both_signatures(
     assert "the reference swiglu(x, y) does not match the kernel's liger_swiglu(a, b, gate_multiplier=1.0" in line
 
 
+def test_a_moved_default_of_a_hand_written_kernel_is_refused_unless_tests_only(checkout, tmp_path):
+    """The profile's eps default moved (1e-6 to 1e-5): the hand-written files keep their own default, so appending
+    cases that pass the new value would leave every caller at the old one; refused in one line naming both, nothing
+    written; --tests-only appends the cases alone."""
+    profile = tmp_path / "rms.yaml"
+    assert run_kernelgen("analyze", "rms_norm", "-o", str(profile)).returncode == 0
+    profile.write_text(profile.read_text().replace("default: 1.0e-06", "default: 1.0e-05", 1))
+    before = snapshot(checkout)
+    line = one_line_error(run_kernelgen("modify", "rms_norm", "--profile", str(profile), "--repo", str(checkout)))
+    assert "cannot move the default of hand-written 'rms_norm' (eps 1e-06 -> 1e-05)" in line and "--tests-only" in line
+    assert snapshot(checkout) == before
+    tests_only = ["modify", "rms_norm", "--profile", str(profile), "--tests-only", "--dry-run", "--repo", str(checkout)]
+    assert run_kernelgen(*tests_only).returncode == 0
+
+
 def test_without_a_reference_the_built_in_cases_are_appended_calling_the_real_functional(checkout):
     shutil.copy2(REPO_ROOT / "test/transformers/test_swiglu.py", checkout / "test/transformers/test_swiglu.py")
     repo = LigerRepo.open(checkout)

@@ -433,6 +433,29 @@ def _other_backends(repo: LigerRepo, ops_path: str) -> list[str]:
     return sorted(str(path.relative_to(repo.root)) for path in found if path != repo.root / ops_path)
 
 
+def _moved_defaults(repo: LigerRepo, api, profile: KernelProfile, mapping) -> list[str]:
+    """``eps 1e-06 -> 1e-05`` for each hyper-parameter the kernel takes whose default (its entry's, else a module's
+    constructor's) differs from the profile's."""
+    from tools.kernelgen.variants.options import _literal
+    from tools.kernelgen.variants.options import _module_inits
+
+    written: dict[str, object] = {}
+    for params in _module_inits(repo, api).values():
+        written.update({p.name: _literal(p.default) for p in params if p.default is not None})
+    written.update({p.name: _literal(p.default) for p in api.entry.params if p.default is not None})
+    moved = []
+    for hp in profile.hyperparameters:
+        old = written.get(mapping.hypers.get(hp.name, ""))
+        if old is None or isinstance(old, bool) != isinstance(hp.default, bool):
+            continue
+        if isinstance(old, (int, float)) and isinstance(hp.default, (int, float)):
+            if float(old) != float(hp.default):
+                moved.append(f"{hp.name} {old!r} -> {hp.default!r}")
+        elif isinstance(old, str) and isinstance(hp.default, str) and old != hp.default:
+            moved.append(f"{hp.name} {old!r} -> {hp.default!r}")
+    return moved
+
+
 def _plan_unrecorded(repo: LigerRepo, name: str, new: KernelProfile, tests_only: bool) -> ModifyPlan:
 
     plan = ModifyPlan(name, ChangeSet())
@@ -443,6 +466,14 @@ def _plan_unrecorded(repo: LigerRepo, name: str, new: KernelProfile, tests_only:
     except (ApiError, SignatureMismatch) as error:
         raise ModifyError(str(error)) from None
     added = mapping.new_hypers
+    moved = _moved_defaults(repo, api, new, mapping)
+    if moved and not tests_only:
+        # Appending tests that pass the new value would not change what the kernel's callers get by default.
+        raise ModifyError(
+            f"cannot move the default{'s' if len(moved) > 1 else ''} of hand-written '{name}' ({', '.join(moved)}): "
+            f"its defaults are written in its own files ({paths['ops']}, {paths['module']}); change them there, or "
+            f"pass --tests-only to append test cases at the new values alone; nothing written"
+        )
     threaded: set[str] = set()
     if added and not tests_only:
         from tools.kernelgen.variants import existing_option
