@@ -118,6 +118,15 @@ def test_ctrl_c_while_staging_writes_nothing_and_says_so(checkout, capsys, monke
     assert snapshot(checkout) == before
 
 
+@pytest.mark.parametrize("name", ["init", "model_configs"])
+def test_a_name_taken_by_a_file_of_no_kernel_says_so_and_not_to_modify_it(checkout, name):
+    """test/transformers/test_init.py and benchmark_model_configs.py exist, with no ops file: the name is taken,
+    but there is no kernel to modify (modify would then refuse too)."""
+    (checkout / "test/transformers/test_init.py").write_text("def test_imports():\n    import liger_kernel  # noqa\n")
+    line = one_line_error(run_kernelgen("new", name, "--reference", "geglu", "--repo", str(checkout)))
+    assert f"the name '{name}' is taken by " in line and "which is no kernel" in line and "modify" not in line
+
+
 def test_a_signal_a_library_swallows_still_stops_the_command_before_it_writes(checkout, capsys, monkeypatch):
     """SIGTERM raised inside a bare ``except:`` of third-party code (as one in ``import torch``'s chain did): the
     command goes on, but writes nothing and says it was interrupted, instead of writing everything and exiting 0."""

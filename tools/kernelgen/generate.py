@@ -108,6 +108,13 @@ def check_new_target(repo: LigerRepo, name: str, *, force: bool = False) -> None
     if not present:
         return
     recorded = has_record(repo.root, name)
+    paths = kernel_paths(name)
+    if not recorded and not repo.exists(paths["ops"]) and OPS_INIT not in present:
+        # test/transformers/test_init.py, a module of another role: the name is taken, by no kernel to modify.
+        raise GenerateError(
+            f"the name '{name}' is taken by {', '.join(present)}, which is no kernel (no {paths['ops']}); choose "
+            "another name"
+        )
     if not force:
         if recorded:
             advice = (
