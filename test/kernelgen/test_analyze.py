@@ -691,6 +691,32 @@ def test_a_starting_value_that_follows_the_constructors_size_is_written_as_the_r
         analyze(str(write(tmp_path, "helper_start.py", helper)))
 
 
+HELD_ACTIVATIONS = """
+import torch.nn as nn
+
+
+class HeldActivations(nn.Module):
+    def __init__(self, beta=2.0, alpha=0.5, slope=0.3):
+        super().__init__()
+        self.sp = nn.Softplus(beta=beta, threshold=10.0)
+        self.elu = nn.ELU(alpha=alpha)
+        self.lrelu = nn.LeakyReLU(negative_slope=slope)
+
+    def forward(self, x, y):
+        return self.sp(x) * self.elu(y) + self.lrelu(x - y)
+"""
+
+
+def test_the_floats_held_activation_modules_keep_follow_the_constructor(tmp_path):
+    """nn.Softplus(beta), nn.ELU(alpha), nn.LeakyReLU(slope): each option is a number of the graph that follows its
+    constructor argument, all three at once (one argument's numbers replaced must not hide the others')."""
+    profile = analyze(str(write(tmp_path, "held_activations.py", HELD_ACTIVATIONS)))
+    assert [hp.name for hp in profile.hyperparameters] == ["beta", "alpha", "slope"]
+    assert profile.module.fixed == []
+    formula = profile.math.outputs["y_out"]
+    assert "beta=beta" in formula and "alpha=alpha" in formula and "negative_slope=slope" in formula
+
+
 def test_leaky_relu_mul_hyperparameter():
     profile = analyzed("leaky_relu_mul")
     (slope,) = profile.hyperparameters

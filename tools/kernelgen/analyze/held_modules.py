@@ -73,3 +73,36 @@ def loss_modules_as_calls(graph: fx.Graph, root: nn.Module) -> None:
         call.meta[LINE_KEY] = node.meta.get(LINE_KEY)
         node.replace_all_uses_with(call)
         graph.erase_node(node)
+
+
+# Activations whose options are numbers: as functional calls, their numbers follow the constructor's arguments.
+_ACTIVATION_FUNCTIONS = {
+    nn.LeakyReLU: (F.leaky_relu, ("negative_slope",)),
+    nn.ELU: (F.elu, ("alpha",)),
+    nn.CELU: (F.celu, ("alpha",)),
+    nn.Softplus: (F.softplus, ("beta", "threshold")),
+    nn.Hardtanh: (F.hardtanh, ("min_val", "max_val")),
+    nn.Threshold: (F.threshold, ("threshold", "value")),
+    nn.Softshrink: (F.softshrink, ("lambd",)),
+    nn.Hardshrink: (F.hardshrink, ("lambd",)),
+}
+
+
+def activation_modules_as_calls(graph: fx.Graph, root: nn.Module) -> None:
+    """``self.act = nn.LeakyReLU(slope)`` called as ``self.act(x)``: the functional call with the module's options as
+    numbers of the graph, so that its slope follows the constructor's ``slope`` (trace._follow_constructor_numbers)
+    instead of holding the module at its default. ReLU6 (a Hardtanh of fixed bounds) stays the module it is."""
+    for node in list(graph.nodes):
+        if node.op != "call_module":
+            continue
+        module = root.get_submodule(node.target)
+        found = _ACTIVATION_FUNCTIONS.get(type(module))
+        source = node.args[0] if node.args else node.kwargs.get("input")
+        if found is None or source is None:
+            continue
+        function, options = found
+        with graph.inserting_before(node):
+            call = graph.call_function(function, (source,), {name: getattr(module, name) for name in options})
+        call.meta[LINE_KEY] = node.meta.get(LINE_KEY)
+        node.replace_all_uses_with(call)
+        graph.erase_node(node)

@@ -53,6 +53,7 @@ from tools.kernelgen.analyze.argument_numbers import row_length_of
 from tools.kernelgen.analyze.errors import HAND_WRITTEN_PROFILE_HINT
 from tools.kernelgen.analyze.errors import AnalyzeError
 from tools.kernelgen.analyze.groups import regroup_channels
+from tools.kernelgen.analyze.held_modules import activation_modules_as_calls
 from tools.kernelgen.analyze.held_modules import loss_modules_as_calls
 from tools.kernelgen.analyze.held_modules import norm_modules_as_calls
 from tools.kernelgen.analyze.initial_values import initial_expression
@@ -546,6 +547,7 @@ def _trace_module(loaded: LoadedReference, overrides: dict[str, Any], probed=Non
                 module.__dict__[name] = value
     norm_modules_as_calls(graph, module)
     loss_modules_as_calls(graph, module)
+    activation_modules_as_calls(graph, module)
     if raw:
         return graph
     indexed = _read_by_constant_indices(graph)
@@ -650,6 +652,7 @@ def _follow_constructor_numbers(
     hyper-parameters."""
     as_hypers = set()
     defaults = {ip.name: ip.default for ip in init_params}
+    followed = []
     for argument, value in built_with.items():
         # Sizes by name only: another int (a hinted num_classes) may be read where an int must stay one
         # (F.one_hot's), and it is held at the value the module was built with, as before.
@@ -675,6 +678,15 @@ def _follow_constructor_numbers(
             )
         if not found or unfollowed is not None:
             continue
+        followed.append((argument, value, is_size, found))
+    # Replaced once every argument was compared: a graph one argument's numbers were replaced in is no longer the
+    # program the other arguments' traces are (a module holding nn.Softplus(beta) and nn.ELU(alpha)).
+    replaced: set[tuple[int, tuple]] = set()
+    for argument, value, is_size, found in followed:
+        numbers = {(id(number.node), number.path) for number in found}
+        if numbers & replaced:
+            continue  # a number of two arguments (gain / sqrt(dim)): followed for the first, the other held fixed
+        replaced |= numbers
         # A size is the row's length where it is the row's: it sizes the per-channel parameters, or was filled in
         # for want of a default (the trace's rows are that long); else it is a hyper-parameter, as a float is.
         is_width = is_size and value == hidden and (defaults.get(argument) is None or hidden != DEFAULT_HIDDEN)
