@@ -717,6 +717,22 @@ def test_the_floats_held_activation_modules_keep_follow_the_constructor(tmp_path
     assert "beta=beta" in formula and "alpha=alpha" in formula and "negative_slope=slope" in formula
 
 
+@pytest.mark.parametrize(
+    "body",
+    [
+        "    if scale is None:\n        scale = 1.5\n",
+        "    scale = 1.5 if scale is None else scale\n",
+        "    scale = scale if scale is not None else 1.5\n",
+    ],
+)
+def test_an_argument_set_to_a_number_where_absent_is_a_hyper_parameter_of_that_default(tmp_path, body):
+    """``def f(x, scale=None)`` that sets scale to 1.5 when absent takes a number, not an optional tensor."""
+    source = f"import torch\n\n\ndef scaled_tanh(x, scale=None):\n{body}    return torch.tanh(x * scale)\n"
+    profile = analyze(str(write(tmp_path, "scaled_tanh.py", source)))
+    assert [t.name for t in profile.inputs] == ["x"]
+    assert [(hp.name, hp.type, hp.default) for hp in profile.hyperparameters] == [("scale", "float", 1.5)]
+
+
 def test_leaky_relu_mul_hyperparameter():
     profile = analyzed("leaky_relu_mul")
     (slope,) = profile.hyperparameters

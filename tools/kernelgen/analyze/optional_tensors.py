@@ -90,3 +90,49 @@ def weights_left_out(source: str, entry: str, kind: str, names: list[str]) -> li
                 if value.id not in others and value.id not in [name for name, *_ in found]:
                     found.append((value.id, ast.unparse(node.func), keyword.arg, node.lineno))
     return found
+
+
+def numbers_when_absent(source: str, entry: str, kind: str, names: list[str]) -> dict[str, float]:
+    """The ``names`` (arguments defaulting to None) that the entry sets to a number where absent, with that number:
+    ``if scale is None: scale = 1.0``, ``scale = 1.0 if scale is None else scale``. Such an argument is a
+    hyper-parameter of that default, not an optional tensor (``scale or 1.0`` tests the value itself: refused as
+    control flow, as before)."""
+    try:
+        function = entry_function(ast.parse(source), entry, kind)
+    except SyntaxError:
+        return {}
+    if function is None:
+        return {}
+    found: dict[str, float] = {}
+    for node in ast.walk(function):
+        if isinstance(node, ast.If) and _is_none_test(node.test) and len(node.body) == 1 and not node.orelse:
+            name = node.test.left.id
+            assigned = node.body[0]
+            if isinstance(assigned, ast.Assign) and [ast.unparse(t) for t in assigned.targets] == [name]:
+                _add_number(found, name, assigned.value, names)
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            name, value = node.targets[0].id, node.value
+            if isinstance(value, ast.IfExp) and _is_none_test(value.test) and value.test.left.id == name:
+                is_none = isinstance(value.test.ops[0], ast.Is)
+                _add_number(found, name, value.body if is_none else value.orelse, names)
+    return found
+
+
+def _is_none_test(test: ast.expr) -> bool:
+    return (
+        isinstance(test, ast.Compare)
+        and isinstance(test.left, ast.Name)
+        and len(test.ops) == 1
+        and isinstance(test.ops[0], (ast.Is, ast.IsNot))
+        and isinstance(test.comparators[0], ast.Constant)
+        and test.comparators[0].value is None
+    )
+
+
+def _add_number(found: dict[str, float], name: str, value: ast.expr, names: list[str]) -> None:
+    try:
+        number = ast.literal_eval(value)
+    except ValueError:
+        return
+    if name in names and isinstance(number, (int, float)) and not isinstance(number, bool):
+        found[name] = number

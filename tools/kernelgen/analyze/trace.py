@@ -71,6 +71,7 @@ from tools.kernelgen.analyze.ops import descendants
 from tools.kernelgen.analyze.ops import node_line
 from tools.kernelgen.analyze.ops import normalize
 from tools.kernelgen.analyze.optional_tensors import divisor_when_given
+from tools.kernelgen.analyze.optional_tensors import numbers_when_absent
 from tools.kernelgen.analyze.optional_tensors import read_as_tensors
 from tools.kernelgen.analyze.roles import EITHER_TARGET
 from tools.kernelgen.analyze.roles import PROBABILITIES
@@ -346,14 +347,17 @@ def _split_signature(loaded: LoadedReference, fn, skip_self: bool):
     order = [parameter.name for parameter in parameters]
     optional = [parameter.name for parameter in parameters if parameter.default is None]
     _refuse_optional_divisors(loaded, optional)
+    # ``if scale is None: scale = 1.0``: a hyper-parameter of that default, not an optional tensor.
+    absent = numbers_when_absent(loaded.source, loaded.entry, loaded.kind, optional) if optional else {}
     optional_tensors = read_as_tensors(loaded.source, loaded.entry, loaded.kind, optional) if optional else set()
+    optional_tensors -= set(absent)
     for parameter in parameters:
         if parameter.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
             raise AnalyzeError(
                 f"'{loaded.entry}' takes *{parameter.name}; name every tensor input and hyper-parameter",
                 origin=loaded.origin,
             )
-        default = parameter.default
+        default = absent.get(parameter.name, parameter.default)
         if default is inspect.Parameter.empty and parameter.annotation in (
             int,
             float,
