@@ -316,6 +316,16 @@ OP_CASES = [
     OpCase("ndtr", torch.special.ndtr),
     OpCase("lerp", lambda a, b: torch.lerp(a, b, 0.25), args=(0.25,), names=("a", "b")),
     OpCase("addcmul", lambda a, b, c: torch.addcmul(a, b, c, value=0.5), kwargs={"value": 0.5}, names=("a", "b", "c")),
+    OpCase(
+        "addcdiv",
+        lambda a, b, c: torch.addcdiv(a, b, c, value=0.5),
+        kwargs={"value": 0.5},
+        names=("a", "b", "c"),
+        domains={"c": "positive"},
+    ),
+    OpCase("asinh", torch.asinh),
+    OpCase("sinc", torch.special.sinc),
+    OpCase("copysign", torch.copysign, names=("a", "b")),
     # A norm's or std's root (its gradient 0 where the value is 0: test_rows checks zero rows against torch).
     OpCase("root", lambda x: x ** (1 / 3), args=(3,), domains=POSITIVE),
     # Rounding to the input's dtype (float64 here) is exact; its gradient passes through.

@@ -60,7 +60,7 @@ def _spec(name, family=ELEMENTWISE, params=("input",), operands=1, defaults=None
 _BINARY = ("input", "other")
 _UNARY_NAMES = (
     "neg exp log log1p expm1 sqrt rsqrt abs tanh sigmoid silu relu mish logsigmoid sin cos erf square reciprocal"
-    " sign selu hardsigmoid hardswish softsign exp2 ndtr tanhshrink erfc sinh cosh log2 log10"
+    " sign selu hardsigmoid hardswish softsign exp2 ndtr tanhshrink erfc sinh cosh log2 log10 asinh sinc"
 ).split()
 
 # Specs shared by torch.*, Tensor methods and F.* spellings, keyed by the method / function name.
@@ -98,6 +98,10 @@ _BY_NAME.update(
         "special_ndtr": _spec("ndtr"),
         "lerp": _spec("lerp", params=("input", "end", "weight"), operands=3),
         "addcmul": _spec("addcmul", params=("input", "tensor1", "tensor2", "value"), operands=3, defaults={"value": 1}),
+        "addcdiv": _spec("addcdiv", params=("input", "tensor1", "tensor2", "value"), operands=3, defaults={"value": 1}),
+        "copysign": _spec("copysign", params=_BINARY, operands=2),
+        "special_sinc": _spec("sinc"),
+        "arcsinh": _spec("asinh"),
         "softplus": _spec("softplus", params=("input", "beta", "threshold"), defaults={"beta": 1.0, "threshold": 20.0}),
         "hardtanh": _spec(
             "hardtanh", params=("input", "min_val", "max_val"), defaults={"min_val": -1.0, "max_val": 1.0}

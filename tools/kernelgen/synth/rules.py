@@ -466,6 +466,28 @@ _ROWS = (
         "addcmul",
         lambda input, tensor1, tensor2, value=1: _value(input) + _value(value) * _value(tensor1) * _value(tensor2),
     ),
+    OpRule(
+        "addcdiv",
+        lambda input, tensor1, tensor2, value=1: _value(input) + _value(value) * _value(tensor1) / _value(tensor2),
+    ),
+    # asinh as log(|x| + sqrt(x^2 + 1)) with x's sign: no cancellation of x + sqrt(x^2 + 1) below 0.
+    OpRule(
+        "asinh",
+        _unary(lambda x: select(x >= 0, _log(x + sympy.sqrt(x**2 + 1)), -_log(-x + sympy.sqrt(x**2 + 1)))),
+        {"x": "rsqrt(x**2 + 1)"},
+    ),
+    # torch.special.sinc: sin(pi x) / (pi x), 1 at 0.
+    OpRule(
+        "sinc",
+        _unary(lambda x: select(sympy.Ne(x, 0), sympy.sin(sympy.pi * x) / (sympy.pi * x), sympy.S.One)),
+        {"x": "where(x != 0, (cos(pi * x) * pi * x - sin(pi * x)) / (pi * x**2), 0)"},
+    ),
+    # torch.copysign(a, b): |a| with b's sign (b's -0.0 is read as +0.0); its gradient to a is the sign it keeps.
+    OpRule(
+        "copysign",
+        _binary(lambda a, b: select(b >= 0, sympy.Abs(a), -sympy.Abs(a))),
+        {"a": "where(b >= 0, sign(a), -sign(a))", "b": "0"},
+    ),
 )
 
 OPS: dict[str, OpRule] = {row.name: row for row in _ROWS}
