@@ -375,6 +375,16 @@ def test_markers_resolved_to_the_hand_edit_conflict_again_and_ours_settles_them(
     assert HAND_DOCSTRING in (checkout / OPS).read_text() and "beta=1.0" in record_file(checkout, "act").read_text()
 
 
+def test_a_markers_file_left_beside_a_file_the_settled_merge_writes_is_named_stale(docstring_edited, tmp_path):
+    checkout = docstring_edited
+    reference = _write_reference(tmp_path, WITH_BETA)
+    run_kernelgen("modify", "act", "--reference", reference, "--repo", str(checkout), "--conflicts=markers")
+    assert (checkout / f"{OPS}.conflicted").exists()
+    settled = run_kernelgen("modify", "act", "--reference", reference, "--repo", str(checkout), "--ours", OPS)
+    assert settled.returncode == 0, settled.stdout + settled.stderr
+    assert f"{OPS}.conflicted (an earlier --conflicts=markers merge) is stale now" in settled.stderr
+
+
 def test_a_side_for_a_file_the_merge_does_not_touch_is_a_user_error(docstring_edited, tmp_path):
     repo = LigerRepo.open(docstring_edited)
     profile = profile_for_modify(repo, "act", reference=_write_reference(tmp_path, WITH_BETA))

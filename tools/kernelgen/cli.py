@@ -670,6 +670,15 @@ def _modify_locked(args, repo) -> int:
         )
         return EXIT_CONFLICT
     print(f"kernelgen: wrote {len(written)} file(s)" if written else "kernelgen: nothing to change")
+    # Merges an earlier --conflicts=markers wrote beside files this change has now written: left for the person (it
+    # may hold their resolution), named so that it is not mistaken for pending work.
+    stale = [f"{path}{CONFLICT_SUFFIX}" for path in written if (repo.root / f"{path}{CONFLICT_SUFFIX}").exists()]
+    if stale:
+        print(
+            f"kernelgen: {', '.join(stale)} (an earlier --conflicts=markers merge) is stale now that its file is "
+            "written: remove it",
+            file=sys.stderr,
+        )
     return 0
 
 
