@@ -103,6 +103,7 @@ class TorchTL:
             "erf": torch.erf,
             "sin": torch.sin,
             "cos": torch.cos,
+            "floor": torch.floor,
         }.get(name)
         if function is None:
             raise AttributeError(f"the tl shim has no {name!r}: the printer emitted something unexpected")
@@ -324,6 +325,10 @@ OP_CASES = [
         domains={"c": "positive"},
     ),
     OpCase("asinh", torch.asinh),
+    OpCase("floor", torch.floor),
+    OpCase("ceil", torch.ceil),
+    OpCase("trunc", torch.trunc),
+    OpCase("round", torch.round),
     OpCase("sinc", torch.special.sinc),
     OpCase("copysign", torch.copysign, names=("a", "b")),
     # A norm's or std's root (its gradient 0 where the value is 0: test_rows checks zero rows against torch).
@@ -507,6 +512,17 @@ def test_xlogy_and_entr_keep_their_zero_where_the_first_argument_is_zero(formula
     values["b"] = torch.tensor([0.0, -120.0, 0.25, 3.0, 1.0], dtype=torch.float64)
     got = run_statements(math.forward, {name: values[name] for name in inputs})["y"]
     assert_verbose_allclose(got, torch_fn(*(values[name] for name in inputs)), rtol=1e-12)
+
+
+def test_round_takes_halves_to_the_even_integer_and_a_straight_through_estimator_passes_the_gradient():
+    x = torch.tensor([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 2.4999, -0.7, 3.2], dtype=torch.float64)
+    for op, torch_fn in (("round", torch.round), ("floor", torch.floor), ("ceil", torch.ceil), ("trunc", torch.trunc)):
+        math = synthesize_elementwise({"y": parse_formula(f"{op}(x)", ["x"])}, ["x"])
+        assert_verbose_allclose(run_statements(math.forward, {"x": x})["y"], torch_fn(x), rtol=0.0)
+    # Fake quantization to quarters, its gradient straight through: x + (round(4x) / 4 - x).detach()
+    math = synthesize_elementwise({"y": parse_formula("x + detach(round(x * 4) / 4 - x)", ["x"])}, ["x"])
+    assert_verbose_allclose(run_statements(math.forward, {"x": x})["y"], torch.round(x * 4) / 4, rtol=1e-15)
+    assert math.backward == ["grad_x = grad_y"]
 
 
 @pytest.mark.parametrize("op, torch_fn", [("fmax", torch.fmax), ("fmin", torch.fmin)])

@@ -28,6 +28,7 @@ class _TorchMath:
     sigmoid = _on_tensors(torch.sigmoid)
     exp2 = _on_tensors(torch.exp2)
     log2 = _on_tensors(torch.log2)
+    floor = _on_tensors(torch.floor)
 
 
 class TorchTL(_TorchMath):

@@ -60,7 +60,7 @@ def _spec(name, family=ELEMENTWISE, params=("input",), operands=1, defaults=None
 _BINARY = ("input", "other")
 _UNARY_NAMES = (
     "neg exp log log1p expm1 sqrt rsqrt abs tanh sigmoid silu relu mish logsigmoid sin cos erf square reciprocal"
-    " sign selu hardsigmoid hardswish softsign exp2 ndtr tanhshrink erfc sinh cosh log2 log10 asinh sinc"
+    " sign selu hardsigmoid hardswish softsign exp2 ndtr tanhshrink erfc sinh cosh log2 log10 asinh sinc floor ceil trunc round"
 ).split()
 
 # Specs shared by torch.*, Tensor methods and F.* spellings, keyed by the method / function name.

@@ -194,6 +194,34 @@ class Relu(ElementwiseFunction):
         return sympy.Max(self.args[0], 0)
 
 
+class Floor(ElementwiseFunction):
+    """The largest integer at most ``x``: a step, whose derivative is 0 wherever it is defined, as torch's autograd
+    gives (``torch.floor``, ``ceil``, ``round`` and ``trunc`` are written with it; a straight-through estimator's
+    ``x + (round(x) - x).detach()`` takes its gradient from ``x`` alone)."""
+
+    op_name = "floor"
+    nargs = 1
+
+    @classmethod
+    def eval(cls, x):
+        if x.is_number and x.is_real:
+            return sympy.floor(x)
+        return None
+
+    def fdiff(self, argindex=1):
+        if argindex != 1:
+            raise sympy.ArgumentIndexError(self, argindex)
+        return sympy.S.Zero
+
+    def as_builtin(self):
+        return sympy.floor(self.args[0])
+
+    def _eval_evalf(self, prec):
+        # A sampled point where the argument is nan or infinite (the simplifier's checks) has no floor to give.
+        value = self.args[0].evalf(prec)
+        return sympy.floor(value) if value.is_number and value.is_finite else None
+
+
 class Log1p(ElementwiseFunction):
     """``log(1 + x)``, made only for printing (``derive.print_elementwise``): with libdevice's ``log1p`` in a pass
     whose math library is libdevice, or as ``Log1pOfUnit``; so that naming ``1 + x`` as a temporary cannot hide the
@@ -438,6 +466,7 @@ __all__ = [
     "CastToInput",
     "Detached",
     "ElementwiseFunction",
+    "Floor",
     "LogAddExp",
     "LogSigmoid",
     "Maximum",

@@ -199,7 +199,7 @@ def _coefficient_literal(coefficient) -> str:
 
 
 # The functions a kernel printer names by role (``_KernelPrinter.names``).
-_ROLES = ("exp", "log", "sin", "cos", "erf", "abs", "sigmoid", "sqrt", "rsqrt", "exp2", "log2", "max", "min")
+_ROLES = ("exp", "log", "sin", "cos", "erf", "abs", "sigmoid", "sqrt", "rsqrt", "exp2", "log2", "max", "min", "floor")
 
 
 def _spellings(namespace: str, **exceptions: str) -> dict[str, str]:
@@ -405,6 +405,9 @@ class _KernelPrinter(_ConditionPrinting, StrPrinter):
 
     def _print_Relu(self, expr):
         return f"{self.names['max']}({self._print(expr.args[0])}, 0.0)"
+
+    def _print_Floor(self, expr):
+        return self._call("floor", expr.args[0])
 
     def _print_Maximum(self, expr):
         return self._call("max", *expr.args)

@@ -35,6 +35,7 @@ from sympy.logic.boolalg import BooleanFunction
 
 from tools.kernelgen.synth.functions import CastToInput
 from tools.kernelgen.synth.functions import Detached
+from tools.kernelgen.synth.functions import Floor
 from tools.kernelgen.synth.functions import LogAddExp
 from tools.kernelgen.synth.functions import LogSigmoid
 from tools.kernelgen.synth.functions import Maximum
@@ -311,6 +312,14 @@ def _log(x):
     return sympy.log(x)
 
 
+def _round_half_even(x):
+    # torch.round: to the nearest integer, a half to the even one (2.5 -> 2, 3.5 -> 4), from floor alone.
+    x = _value(x)
+    down = Floor(x)
+    odd = down - 2 * Floor(down / 2)  # 1 where the integer below is odd
+    return select(x - down > sympy.S.Half, down + 1, select(x - down < sympy.S.Half, down, down + odd))
+
+
 def _xlogy(a, b):
     # torch.xlogy: 0 where a is 0, whatever b is (0 * log(0) would be nan). Where sympy shows a is never 0 (a
     # probability exp(u) / s), the guard folds away: _log keeps log(b) finite where a underflows.
@@ -466,6 +475,11 @@ _ROWS = (
         "addcmul",
         lambda input, tensor1, tensor2, value=1: _value(input) + _value(value) * _value(tensor1) * _value(tensor2),
     ),
+    # Steps, all of floor: their derivative is 0, as torch's autograd gives.
+    OpRule("floor", _unary(Floor), {"x": "0"}),
+    OpRule("ceil", _unary(lambda x: -Floor(-x)), {"x": "0"}),
+    OpRule("trunc", _unary(lambda x: select(x >= 0, Floor(x), -Floor(-x))), {"x": "0"}),
+    OpRule("round", _unary(_round_half_even), {"x": "0"}),
     OpRule(
         "addcdiv",
         lambda input, tensor1, tensor2, value=1: _value(input) + _value(value) * _value(tensor1) / _value(tensor2),
