@@ -512,6 +512,13 @@ def test_xlogy_and_entr_keep_their_zero_where_the_first_argument_is_zero(formula
     values["b"] = torch.tensor([0.0, -120.0, 0.25, 3.0, 1.0], dtype=torch.float64)
     got = run_statements(math.forward, {name: values[name] for name in inputs})["y"]
     assert_verbose_allclose(got, torch_fn(*(values[name] for name in inputs)), rtol=1e-12)
+    # torch's gradients, where finite: log(b) to a even at a = 0 (0 only where b <= 0 too), 0 to b there.
+    leaves = [values[name].clone().requires_grad_(True) for name in inputs]
+    torch_fn(*leaves).backward(torch.ones_like(values["a"]))
+    grads = run_statements(math.backward, {**{n: values[n] for n in inputs}, "grad_y": torch.ones_like(values["a"])})
+    for name, leaf in zip(inputs, leaves):
+        finite = leaf.grad.isfinite()
+        assert_verbose_allclose(grads[f"grad_{name}"][finite], leaf.grad[finite], rtol=1e-12)
 
 
 def test_round_takes_halves_to_the_even_integer_and_a_straight_through_estimator_passes_the_gradient():

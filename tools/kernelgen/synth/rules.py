@@ -325,8 +325,11 @@ def _xlogy(a, b):
     # probability exp(u) / s), the guard folds away: _log keeps log(b) finite where a underflows.
     a, b = _value(a), _value(b)
     # Written as "a * log(b) where a is not 0": sympy's simplify folds the other order's branch (a * log(b) at a = 0
-    # reads as 0 to it) back into a * log(b), which is nan at a = 0, b = 0.
-    return select(sympy.Ne(a, 0), a * _log(b), sympy.S.Zero)
+    # reads as 0 to it) back into a * log(b), which is nan at a = 0, b = 0. Where a is 0 the value is a * log(b) of
+    # a b made positive: 0, with torch's gradients there (log(b) to a where b > 0, else 0; 0 to b).
+    if a == b:  # t * log(t) (an entropy's, a KL's): 0 at t = 0, where torch's gradient is 0 / 0
+        return select(sympy.Ne(a, 0), a * _log(b), sympy.S.Zero)
+    return select(sympy.Ne(a, 0), a * _log(b), a * _log(select(b > 0, b, sympy.S.One)))
 
 
 def _equality(relation, a, b):
@@ -449,7 +452,7 @@ _ROWS = (
     OpRule("cast_to_input", _unary(CastToInput), {"x": "1"}),
     OpRule("detach", _unary(Detached), {"x": "0"}),
     OpRule("take", _take),
-    OpRule("xlogy", _xlogy, {"a": "where(a == 0, 0, log(b))", "b": "where(a == 0, 0, a / b)"}),
+    OpRule("xlogy", _xlogy, {"a": "where((a == 0) & (b <= 0), 0, log(b))", "b": "where(a == 0, 0, a / b)"}),
     # torch.special.entr: -x * log(x), 0 at x = 0 (of probabilities; torch gives -inf below 0)
     OpRule("entr", lambda x: -_xlogy(x, x), {"x": "where(x == 0, 0, -log(x) - 1)"}),
     OpRule("root", lambda v, p=2: Root(_value(v), _value(p)), {"v": "where(v == 0, 0, 0.5 * rsqrt(v))"}),
