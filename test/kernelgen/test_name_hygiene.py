@@ -32,7 +32,10 @@ NAMES_PER_REFERENCE = {"tier1": 20, "tier2": 20, "tier3": 8}
 SEEDS = {
     "tier1": lambda names: " + ".join(f"th.sigmoid({a}) * {b}" for a, b in _pairs(names)),
     "tier2": lambda names: "_total - _total.mean(-1, keepdim=True)",
-    "tier3": lambda names: f"-(({' + '.join(names[1:])}) * th.log_softmax({names[0]}, dim=-1)).sum(-1).mean()",
+    # A last chunk of one name weighs its own log-probabilities (there is no other argument to weigh them by).
+    "tier3": lambda names: (
+        f"-(({' + '.join(names[1:]) or names[0]}) * th.log_softmax({names[0]}, dim=-1)).sum(-1).mean()"
+    ),
 }
 PREAMBLE = {"tier2": lambda names: "    _total = " + " + ".join(f"{a} * {b}" for a, b in _pairs(names)) + "\n"}
 
