@@ -409,6 +409,9 @@ class _KernelPrinter(_ConditionPrinting, StrPrinter):
     def _print_Floor(self, expr):
         return self._call("floor", expr.args[0])
 
+    def _print_Sinc(self, expr):
+        return self._print(expr.as_builtin())
+
     def _print_Maximum(self, expr):
         return self._call("max", *expr.args)
 

@@ -43,6 +43,7 @@ from tools.kernelgen.synth.functions import Minimum
 from tools.kernelgen.synth.functions import Relu
 from tools.kernelgen.synth.functions import Root
 from tools.kernelgen.synth.functions import Sigmoid
+from tools.kernelgen.synth.functions import Sinc
 from tools.kernelgen.synth.functions import Softplus
 from tools.kernelgen.synth.functions import Take
 from tools.kernelgen.synth.functions import indicator
@@ -493,11 +494,14 @@ _ROWS = (
         _unary(lambda x: select(x >= 0, _log(x + sympy.sqrt(x**2 + 1)), -_log(-x + sympy.sqrt(x**2 + 1)))),
         {"x": "rsqrt(x**2 + 1)"},
     ),
-    # torch.special.sinc: sin(pi x) / (pi x), 1 at 0.
+    # torch.special.sinc: sin(pi x) / (pi x), 1 at 0 (its derivative: functions.Sinc).
     OpRule(
         "sinc",
-        _unary(lambda x: select(sympy.Ne(x, 0), sympy.sin(sympy.pi * x) / (sympy.pi * x), sympy.S.One)),
-        {"x": "where(x != 0, (cos(pi * x) * pi * x - sin(pi * x)) / (pi * x**2), 0)"},
+        _unary(Sinc),
+        {
+            "x": "where(abs(pi * x) < 0.1, pi * (-(pi * x) / 3 + (pi * x)**3 / 30 - (pi * x)**5 / 840), "
+            "(cos(pi * x) * pi * x - sin(pi * x)) / (pi * x**2))"
+        },
     ),
     # torch.copysign(a, b): |a| with b's sign (b's -0.0 is read as +0.0); its gradient to a is the sign it keeps.
     OpRule(
