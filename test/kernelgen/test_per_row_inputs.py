@@ -260,3 +260,22 @@ def test_a_loss_that_makes_rows_of_b_t_v_logits_itself_is_traced_on_them_and_giv
     assert {len(shape) for shape in profile.test.cpu_shapes} == {3}
     if entry == "viewed_ce":  # the check draws [rows, V] logits, which flatten(0, 1) does not take
         check_against_autograd(profile)
+
+
+MASK_BY_ZERO = """
+import torch.nn.functional as F
+
+
+def masked_ce(logits, target, mask, ignore_index: int = -100, first: int = 0):
+    per = F.cross_entropy(logits, target, ignore_index=ignore_index, reduction="none")
+    return (per * (mask != first)).sum()
+"""
+
+
+def test_a_float_mask_compared_with_an_int_hyper_parameter_of_0_stays_a_float_per_row_input(tmp_path):
+    """Only an ignore-like (negative) int marks a compared input as labels: a mask != 0 stays its float values."""
+    path = tmp_path / "masked_ce.py"
+    path.write_text(MASK_BY_ZERO)
+    profile = analyze(str(path))
+    mask = next(t for t in profile.inputs if t.name == "mask")
+    assert (mask.dtype, mask.per_row) == ("same", True)

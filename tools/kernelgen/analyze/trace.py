@@ -1867,9 +1867,10 @@ IGNORED_LABEL = -100
 
 
 def _ignored_values(hypers: list[HyperParameter], concrete: dict[str, Any]) -> set[int]:
-    """The integers a label compared with them marks rows by: the int hyper-parameters' traced values and -100."""
+    """The integers a label compared with them marks rows by: -100 and the negative values of int hyper-parameters
+    (an ignore index is no class; a 0 or 1 a float mask is compared with would make the mask an index)."""
     ints = {concrete.get(hp.name, hp.default) for hp in hypers if hp.type == "int"}
-    return {value for value in ints if isinstance(value, int) and not isinstance(value, bool)} | {IGNORED_LABEL}
+    return {v for v in ints if isinstance(v, int) and not isinstance(v, bool) and v < 0} | {IGNORED_LABEL}
 
 
 def _index_inputs(calls: dict[fx.Node, OpCall], tensors: list[str], ignored: frozenset[int] = frozenset()) -> list[str]:
