@@ -1556,15 +1556,17 @@ def _finish(
     # Indexing that writes out every dim (GPT-J's ``x[:, :, :, ::2]``) gives the examples that rank, broadcast or not;
     # so does unpacking the first input's shape (``B, T, V = logits.shape``, a GroupNorm's ``B, C, H, W = x.shape``:
     # a grouped norm's rows are the groups, whatever the dims after the channels).
-    unpacked_rank = max(_unpacked_rank(loaded, rows[0]), _flattened_rank(loaded, rows[0])) if rows else 0
+    unpacked_rank = _unpacked_rank(loaded, rows[0]) if rows else 0
     written_rank = max(_rank_spelled_out(calls), unpacked_rank if unpacked_rank >= 3 else 0)
     first_rank = max(first_rank, written_rank)
     grouped_rank = unpacked_rank if channel_groups is not None else 0
     first_rank = max(first_rank, grouped_rank)
     flat_rows = False
-    if len(rows_shape) == 1 and unpacked_rank >= 3:
+    # A loss's logits made rows by flatten(0, 1) or view(-1, V) come [B, T, V] (a row kernel takes any rank as is).
+    flattened_rank = max(unpacked_rank, _flattened_rank(loaded, rows[0]) if rows else 0)
+    if len(rows_shape) == 1 and flattened_rank >= 3:
         # A loss written for [B, T, V] logits that flattens them itself: its examples have those dims.
-        rows_shape, flat_rows = (2,) * (unpacked_rank - 2) + (3,), True
+        rows_shape, flat_rows = (2,) * (flattened_rank - 2) + (3,), True
     if len(rows_shape) == 1 and shifts:
         # Labels shifted along their tokens: examples of several sequences, each with a last token, where the
         # reference takes [B, T, V] logits (it flattens them itself).
