@@ -95,3 +95,26 @@ def test_a_two_stage_loss_differentiates_every_output_it_returns(checkout):
     loss_only = logits.clone().requires_grad_(True)
     namespace["dpo_and_margin"](loss_only, labels)[0].backward()
     assert (loss_only.grad - expected.grad).abs().max() > 100 * close["atol"]
+
+
+COUNT_BESIDE_THE_LOSS = """
+import torch.nn.functional as F
+
+
+def ce_and_count(logits, labels, ignore_index: int = -100):
+    valid = labels != ignore_index
+    n = valid.sum()
+    return F.cross_entropy(logits, labels, ignore_index=ignore_index, reduction="sum") / n, n
+"""
+
+
+def test_a_count_of_rows_returned_beside_the_loss_is_one_line_naming_it(tmp_path):
+    """``valid.sum()`` returned as a second output (named y2 where the return names no variable) reads the labels
+    alone: refused at its line, saying so (it was reported as an output ``= 1`` that "depends on no row")."""
+    from tools.kernelgen.analyze import AnalyzeError
+    from tools.kernelgen.analyze import analyze
+
+    path = tmp_path / "ce_and_count.py"
+    path.write_text(COUNT_BESIDE_THE_LOSS)
+    with pytest.raises(AnalyzeError, match=r"ce_and_count.py:7: output '(n|y2)' counts rows from the labels alone"):
+        analyze(str(path))

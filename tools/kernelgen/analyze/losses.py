@@ -655,6 +655,15 @@ def lower_loss(traced: TracedReference) -> LoweredLoss:
                 )
             kinds.add(("sum", None, None) if value.divisor is None else ("mean", value.divisor, value.floor))
             value = value.value
+            counted = sympy.sympify(value).free_symbols
+            labels_alone = builder.index_symbols | {builder._int_symbol(n) for n in builder.int_used}
+            if name != traced.output_names[0] and counted and counted <= labels_alone:
+                # valid.sum() returned beside the loss: a count of rows that reads no scores, no output of a loss kernel.
+                raise builder._error(
+                    f"output '{name}' counts rows from the labels alone (it reads no scores): a loss kernel returns "
+                    f"values of its scores; return the loss alone and count the rows where it is called",
+                    node,
+                )
         elif isinstance(value, sympy.Basic) and not builder.per_element(value):
             kinds.add(("none", None, None))
         else:
