@@ -978,3 +978,15 @@ def test_a_masked_fill_of_minus_infinity_before_a_softmax_gives_exact_zeros(styl
     assert profile.tier == 2 and validate_profile(profile) == []
     assert "-inf" in profile.math.statistics[0].of
     _check_against_autograd(profile, tied=True)
+
+
+def test_a_dim_the_shapes_hint_puts_before_the_last_is_refused_not_taken_as_the_row(tmp_path):
+    """``q.norm(dim=1)`` of a q the hint declares [batch, heads, seq, dim]: dim 1 is the heads', not the row; the
+    2-d reading (dim 1 the last) would generate a kernel that refuses every 4-d q at run time."""
+    path = tmp_path / "heads_norm.py"
+    path.write_text(
+        'import torch\n\nKERNELGEN = {"shapes": {"q": "batch heads seq dim"}}\n\n\n'
+        "def heads_norm(q):\n    return q / q.norm(dim=1, keepdim=True)\n"
+    )
+    with pytest.raises(AnalyzeError, match="reduces dim 1 of q, which the shapes hint declares 'batch heads seq dim'"):
+        analyze(str(path))

@@ -41,6 +41,7 @@ from tools.kernelgen.analyze.stages import split_stages
 from tools.kernelgen.analyze.trace import TracedReference
 from tools.kernelgen.analyze.trace import changes_the_output
 from tools.kernelgen.analyze.trace import changes_the_parameters
+from tools.kernelgen.analyze.trace import declared_rank
 from tools.kernelgen.analyze.trace import names_dim
 from tools.kernelgen.analyze.trace import trace_reference
 from tools.kernelgen.analyze.unsqueezes import written_unsqueeze_dims
@@ -203,6 +204,15 @@ def build_profile(
     elif classification.tier == 2 and traced.rank >= 2 and names_dim(traced.calls, traced.rank - 1):
         # dim=1 of [rows, columns], dim=2 of [B, T, H]: the row only at that rank.
         first, rank = traced.tensor_inputs[0], traced.rank
+        declared = traced.loaded.hints.get("shapes", {}).get(first)
+        if declared is not None and declared_rank(declared) not in (0, rank):
+            # The hint says the input has more dims: the dim the reference reduces is not its last (a head's).
+            raise AnalyzeError(
+                f"the reference reduces dim {rank - 1} of {first}, which the shapes hint declares "
+                f"{declared!r}: a dim other than its last, and kernelgen's row kernels reduce the last dim; move that "
+                "dim last (transpose it where the kernel is called) or reduce dim=-1",
+                origin=traced.loaded.origin,
+            )
         profile.math.input_rank = rank
         for shapes in (profile.test.cpu_shapes, profile.test.gpu_shapes):  # the tier's [rows, columns] extras too
             shapes[:] = [[1] * (rank - len(shape)) + list(shape) for shape in shapes]

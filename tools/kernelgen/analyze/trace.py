@@ -1549,7 +1549,7 @@ def _finish(
             origin=loaded.origin,
         )
     broadcast_inputs = declared_broadcasts(loaded, tensors, index_inputs + class_inputs)
-    first_rank = max(len(rows_shape) + 1, _declared_rank(loaded.hints.get("shapes", {}).get(rows[0] if rows else "")))
+    first_rank = max(len(rows_shape) + 1, declared_rank(loaded.hints.get("shapes", {}).get(rows[0] if rows else "")))
     # ``cos.unsqueeze(2)`` is written for a first input of at least 4 dims ([batch, seq, heads, dim]): at rank 3 the
     # inserted dim would be the last one (one value per row).
     first_rank = max(first_rank, _highest_unsqueeze_dim(calls) + 2)
@@ -1707,7 +1707,7 @@ def declared_broadcasts(loaded: LoadedReference, tensors: list[str], not_rows: l
     return patterns
 
 
-def _declared_rank(declared: Any) -> int:
+def declared_rank(declared: Any) -> int:
     """The rank a ``shapes`` hint's entry gives (0: none or ``...``)."""
     if isinstance(declared, str):
         tokens = declared_tokens(declared)
