@@ -327,6 +327,7 @@ OP_CASES = [
     OpCase("asinh", torch.asinh),
     OpCase("floor", torch.floor),
     OpCase("ceil", torch.ceil),
+    OpCase("dropout", lambda x: F.dropout(x, 0.1, training=False), kwargs={"p": 0.1, "training": False}),
     OpCase("trunc", torch.trunc),
     OpCase("round", torch.round),
     OpCase("sinc", torch.special.sinc),

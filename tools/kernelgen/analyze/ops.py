@@ -102,6 +102,9 @@ _BY_NAME.update(
         "copysign": _spec("copysign", params=_BINARY, operands=2),
         "special_sinc": _spec("sinc"),
         "arcsinh": _spec("asinh"),
+        "dropout": _spec(
+            "dropout", params=("input", "p", "training", "inplace"), defaults={"p": 0.5, "training": True}
+        ),
         "softplus": _spec("softplus", params=("input", "beta", "threshold"), defaults={"beta": 1.0, "threshold": 20.0}),
         "hardtanh": _spec(
             "hardtanh", params=("input", "min_val", "max_val"), defaults={"min_val": -1.0, "max_val": 1.0}

@@ -313,6 +313,16 @@ def _log(x):
     return sympy.log(x)
 
 
+def _dropout(x, p=0.5, training=True):
+    # F.dropout(x, training=False), an evaluation's dropout: x itself. In training it draws random numbers, which a
+    # derived kernel does not.
+    if training:
+        raise ValueError(
+            "dropout in training draws random numbers, which a derived kernel does not; pass training=False"
+        )
+    return _value(x)
+
+
 def _round_half_even(x):
     # torch.round: to the nearest integer, a half to the even one (2.5 -> 2, 3.5 -> 4), from floor alone.
     x = _value(x)
@@ -480,6 +490,7 @@ _ROWS = (
         lambda input, tensor1, tensor2, value=1: _value(input) + _value(value) * _value(tensor1) * _value(tensor2),
     ),
     # Steps, all of floor: their derivative is 0, as torch's autograd gives.
+    OpRule("dropout", _dropout),
     OpRule("floor", _unary(Floor), {"x": "0"}),
     OpRule("ceil", _unary(lambda x: -Floor(-x)), {"x": "0"}),
     OpRule("trunc", _unary(lambda x: select(x >= 0, Floor(x), -Floor(-x))), {"x": "0"}),
