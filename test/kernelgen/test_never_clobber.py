@@ -81,7 +81,9 @@ def test_force_regenerates_untouched_files_and_refuses_an_edited_one(generated_a
     shutil.copytree(generated_act, checkout)
     repo = LigerRepo.open(checkout)
     profile = load_profile(record_file(checkout, "act"))
-    assert plan_new(repo, profile, force=True).changes  # nothing edited: regenerating is allowed
+    again = plan_new(repo, profile, force=True)
+    assert again.changes  # nothing edited: regenerating is allowed
+    assert ACT_OPS in again.unchanged and ACT_OPS not in again.modified  # and reported as the text it already is
     ops = checkout / ACT_OPS
     ops.write_text(ops.read_text() + "\n# tuned by hand\n")
     before = snapshot(checkout)

@@ -447,6 +447,8 @@ def cmd_new(args) -> int:
         print(f"  created   {path}")
     for path in changes.modified:
         print(f"  modified  {path}")
+    for path in changes.unchanged:
+        print(f"  unchanged {path}")
     tests = [f"test/transformers/test_{profile.operation_name}.py"]
     if profile.fused_linear.enabled:
         tests.append(f"test/transformers/test_{profile.fused_linear_name}.py")

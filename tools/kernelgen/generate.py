@@ -71,7 +71,14 @@ class ChangeSet:
 
     @property
     def modified(self) -> list[str]:
-        return sorted(path for path, old in self.originals.items() if old is not None)
+        """Existing files whose text changes (``new --force`` over untouched files rewrites them as they are)."""
+        return sorted(
+            path for path, old in self.originals.items() if old is not None and self.changes.get(path, old) != old
+        )
+
+    @property
+    def unchanged(self) -> list[str]:
+        return sorted(path for path, old in self.originals.items() if old is not None and self.changes.get(path) == old)
 
     def diff(self) -> str:
         chunks = []
