@@ -533,6 +533,17 @@ def test_round_takes_halves_to_the_even_integer_and_a_straight_through_estimator
     assert math.backward == ["grad_x = grad_y"]
 
 
+def test_a_rewrite_that_makes_exponentials_of_new_bases_is_not_taken():
+    """2 ** x + 2 ** -x + 3 ** x factored as 2 ** -x * (4 ** x + 6 ** x + 1) overflows fp32 from x = 49.5 (6 ** x)
+    where the written terms reach 7e23 at x = 50: the rewrite is cheaper, but not taken."""
+    math = synthesize_elementwise({"y": parse_formula("pow(2.0, x) + exp2(-x) + pow(3.0, x)", ["x"])}, ["x"])
+    assert not any("6.0" in line or "4.0" in line for line in math.forward), math.forward
+    x = torch.tensor([50.0, 60.0, -20.0], dtype=torch.float32)
+    got = run_statements(math.forward, {"x": x})["y"]
+    assert torch.isfinite(got).all()
+    assert_verbose_allclose(got.double(), 2.0 ** x.double() + 2.0 ** -x.double() + 3.0 ** x.double(), rtol=1e-5)
+
+
 @pytest.mark.parametrize("op, torch_fn", [("fmax", torch.fmax), ("fmin", torch.fmin)])
 def test_fmax_and_fmin_give_a_tie_to_their_first_argument_and_pass_over_its_nan(op, torch_fn):
     math = synthesize_elementwise({"y": parse_formula(f"{op}(a, b)", ["a", "b"])}, ["a", "b"])

@@ -70,6 +70,16 @@ def _divisors(expr: sympy.Basic) -> set[sympy.Expr]:
     }
 
 
+def _exponential_bases(expr: sympy.Basic) -> set[sympy.Expr]:
+    """The numbers ``expr`` raises to a non-constant exponent (2 of ``2 ** x``): factoring ``2 ** x + 3 ** x`` into
+    ``2 ** -x * (4 ** x + 6 ** x)`` makes new ones, which overflow fp32 where the written terms do not."""
+    return {
+        node.base
+        for node in sympy.preorder_traversal(expr)
+        if isinstance(node, sympy.Pow) and node.base.is_number and not node.exp.is_number
+    }
+
+
 def _has_large_rational(expr: sympy.Basic) -> bool:
     return any(
         isinstance(node, sympy.Rational) and max(abs(node.p), node.q) > 10**6 for node in sympy.preorder_traversal(expr)
@@ -100,6 +110,7 @@ def simplify_bounded(expr: sympy.Expr) -> sympy.Expr:
 def _simplified(expr: sympy.Expr) -> sympy.Expr:
     allowed = _function_kinds(expr)
     divisors = _divisors(expr)
+    bases = _exponential_bases(expr)
     best, best_key = expr, None
     for index, make in enumerate(_candidates(expr, sympy.count_ops(expr))):
         try:
@@ -110,6 +121,8 @@ def _simplified(expr: sympy.Expr) -> sympy.Expr:
         except (_OutOfTime, MemoryError, sympy.PolynomialError, NotImplementedError, TypeError, ValueError):
             continue
         if not _function_kinds(candidate) <= allowed or not _divisors(candidate) <= divisors:
+            continue
+        if not _exponential_bases(candidate) <= bases:
             continue
         key = (sympy.count_ops(candidate), len(str(candidate)), index)
         if best_key is None or key < best_key:
