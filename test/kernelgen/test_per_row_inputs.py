@@ -245,10 +245,15 @@ def flattened_ce(logits, labels, ignore_index: int = -100, reduction: str = "mea
 
 def viewed_ce(logits, labels, reduction: str = "mean"):
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), reduction=reduction)
+
+
+def length_named_ce(logits, labels, reduction: str = "mean"):
+    V = logits.shape[-1]
+    return F.cross_entropy(logits.view(-1, V), labels.view(-1), reduction=reduction)
 """
 
 
-@pytest.mark.parametrize("entry", ["flattened_ce", "viewed_ce"])
+@pytest.mark.parametrize("entry", ["flattened_ce", "viewed_ce", "length_named_ce"])
 def test_a_loss_that_makes_rows_of_b_t_v_logits_itself_is_traced_on_them_and_gives_flat_values(tmp_path, entry):
     """``logits.flatten(0, 1)`` and ``logits.reshape(-1, logits.shape[-1])`` take [B, T, V] logits: traced on 2-d
     ones the first fails (it flattens the classes too), and both return [B*T] values under reduction none."""
@@ -258,7 +263,7 @@ def test_a_loss_that_makes_rows_of_b_t_v_logits_itself_is_traced_on_them_and_giv
     assert profile.tier == 3 and validate_profile(profile) == []
     assert profile.math.loss.flat_rows
     assert {len(shape) for shape in profile.test.cpu_shapes} == {3}
-    if entry == "viewed_ce":  # the check draws [rows, V] logits, which flatten(0, 1) does not take
+    if entry != "flattened_ce":  # the check draws [rows, V] logits, which flatten(0, 1) does not take
         check_against_autograd(profile)
 
 

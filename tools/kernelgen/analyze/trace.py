@@ -2058,10 +2058,11 @@ def _flattened_rank(loaded: LoadedReference, name: str) -> int:
     if function is None:
         return 0
     found = 0
+    lengths = _row_length_locals(function, name)
     for node in ast.walk(function):
         if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
             continue
-        if node.func.attr in ("view", "reshape") and _rows_of_any_rank(node, name):
+        if node.func.attr in ("view", "reshape") and _rows_of_any_rank(node, name, lengths):
             found = max(found, 3)  # x.view(-1, x.size(-1)): the rows of [B, T, V] as well as of [rows, V]
             continue
         if node.func.attr != "flatten":
@@ -2088,12 +2089,25 @@ def _flattened_rank(loaded: LoadedReference, name: str) -> int:
     return found
 
 
-def _rows_of_any_rank(call: ast.Call, name: str) -> bool:
-    """``name.view(-1, name.size(-1))`` / ``name.reshape(-1, name.shape[-1])``: every leading dim made rows."""
+def _rows_of_any_rank(call: ast.Call, name: str, lengths: set[str] = frozenset()) -> bool:
+    """``name.view(-1, name.size(-1))`` / ``name.reshape(-1, name.shape[-1])`` (or a local assigned that length,
+    ``V = name.shape[-1]``, in ``lengths``): every leading dim made rows."""
     if not (isinstance(call.func.value, ast.Name) and call.func.value.id == name and len(call.args) == 2):
         return False
     first, last = (ast.unparse(arg).replace(" ", "") for arg in call.args)
-    return first == "-1" and last in (f"{name}.size(-1)", f"{name}.shape[-1]")
+    return first == "-1" and (last in (f"{name}.size(-1)", f"{name}.shape[-1]") or last in lengths)
+
+
+def _row_length_locals(function: ast.AST, name: str) -> set[str]:
+    """Locals the function assigns ``name``'s row length to (``V = logits.shape[-1]``, ``V = logits.size(-1)``)."""
+    return {
+        node.targets[0].id
+        for node in ast.walk(function)
+        if isinstance(node, ast.Assign)
+        and len(node.targets) == 1
+        and isinstance(node.targets[0], ast.Name)
+        and ast.unparse(node.value).replace(" ", "") in (f"{name}.size(-1)", f"{name}.shape[-1]")
+    }
 
 
 def _highest_unsqueeze_dim(calls: dict[fx.Node, OpCall]) -> int:
