@@ -733,6 +733,31 @@ def test_an_argument_set_to_a_number_where_absent_is_a_hyper_parameter_of_that_d
     assert [(hp.name, hp.type, hp.default) for hp in profile.hyperparameters] == [("scale", "float", 1.5)]
 
 
+NONE_HELD = """
+import torch
+import torch.nn as nn
+
+
+class NoneTemperature(nn.Module):
+    def __init__(self, temperature=None):
+        super().__init__()
+        if temperature is None:
+            temperature = 2.0
+        self.temperature = temperature
+
+    def forward(self, x):
+        return torch.log_softmax(x / self.temperature, dim=-1)
+"""
+
+
+def test_a_module_argument_defaulting_to_none_holds_the_number_the_reference_sets_in_its_place(tmp_path):
+    profile = analyze(str(write(tmp_path, "none_temperature.py", NONE_HELD)))
+    assert [(hp.name, hp.default) for hp in profile.hyperparameters] == [("temperature", 2.0)]
+    module = render_kernel(profile).files["src/liger_kernel/transformers/none_temperature.py"]
+    assert "def __init__(self, temperature=None):" in module
+    assert "self.temperature = 2.0 if temperature is None else temperature" in module
+
+
 def test_leaky_relu_mul_hyperparameter():
     profile = analyzed("leaky_relu_mul")
     (slope,) = profile.hyperparameters

@@ -706,7 +706,8 @@ class ModuleView:
     kind: str
     init_params: list[InitParameter | HyperParameter]
     init_signature: str
-    attributes: list[str]  # constructor arguments kept as attributes (not a flag named like its parameter)
+    # constructor arguments kept as attributes (not a flag named like its parameter): (name, what it holds)
+    attributes: list[tuple[str, str]]
     # constructor arguments kept as buffers: per-class inputs (class weights), as torch's losses; (name, what it
     # is built from where none is given: the reference's expression, or None)
     buffers: list[tuple[str, str | None]]
@@ -2091,7 +2092,9 @@ def module_view(profile: KernelProfile, renames: dict[str, str] | None = None) -
         init_params=init_params,
         init_signature=signature(init_params, frozenset(required)),
         attributes=[
-            ip.name for ip in init_params if ip.name not in {p.name for p in params} | set(per_class) | set(factory)
+            (ip.name, _held_value(ip, profile))
+            for ip in init_params
+            if ip.name not in {p.name for p in params} | set(per_class) | set(factory)
         ],
         buffers=[(name, t.init_expr or None) for name, t in zip(per_class, [t for t in profile.inputs if t.per_class])],
         forward_signature=", ".join([t.name for t in profile.inputs if not t.per_class] + forward_keywords),
@@ -2111,6 +2114,33 @@ def module_view(profile: KernelProfile, renames: dict[str, str] | None = None) -
         function=_reference_function(profile),
         reads_math=any(prm.init_expr and reads_math(prm.init_expr) for prm in profile.parameters),
     )
+
+
+def _held_value(init: InitParameter | HyperParameter, profile: KernelProfile) -> str:
+    """What the module holds of a constructor argument: the argument, or the number a reference that defaults it to
+    None sets in its place (``if temperature is None: temperature = 2.0``): the hyper-parameter's default then."""
+    number = next((hp.default for hp in profile.hyperparameters if hp.name == init.name), None)
+    if init.default is None and isinstance(number, (int, float)):
+        if not isinstance(number, bool) and profile.reference.kind == "module" and _defaults_to_none(profile, init):
+            return f"{number!r} if {init.name} is None else {init.name}"
+    return init.name
+
+
+def _defaults_to_none(profile: KernelProfile, init) -> bool:
+    """Whether the reference module's constructor defaults ``init`` to None."""
+    try:
+        tree = ast.parse(profile.reference.source)
+    except SyntaxError:
+        return False
+    cls = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == profile.reference.entry), None)
+    constructor = next((n for n in (cls.body if cls else []) if getattr(n, "name", "") == "__init__"), None)
+    if constructor is None:
+        return False
+    arguments = constructor.args
+    positional = arguments.posonlyargs + arguments.args
+    pairs = list(zip(positional[len(positional) - len(arguments.defaults) :], arguments.defaults))
+    pairs += [(a, d) for a, d in zip(arguments.kwonlyargs, arguments.kw_defaults) if d is not None]
+    return any(a.arg == init.name and isinstance(d, ast.Constant) and d.value is None for a, d in pairs)
 
 
 def _reference_function(profile: KernelProfile) -> ReferenceFunction | None:
