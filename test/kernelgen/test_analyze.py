@@ -684,6 +684,7 @@ def test_a_starting_value_that_follows_the_constructors_size_is_written_as_the_r
     exec(compile(module_source.replace("from liger_kernel.ops import", "# "), "module", "exec"), namespace)
     module = namespace["LigerScaledUnitNorm"](dim=50)
     assert torch.allclose(module.g.detach(), torch.full((1,), math.sqrt(50)))
+    assert profile.module.fixed == []  # dim is followed by the start written as the reference writes it
     helper = SIZE_FOLLOWING_START.replace("start = 1.0 / math.sqrt(dim)", "start = _start(dim)") + (
         "\n\ndef _start(dim):\n    return 1.0 / math.sqrt(dim)\n"
     )
@@ -756,6 +757,32 @@ def test_a_module_argument_defaulting_to_none_holds_the_number_the_reference_set
     module = render_kernel(profile).files["src/liger_kernel/transformers/none_temperature.py"]
     assert "def __init__(self, temperature=None):" in module
     assert "self.temperature = 2.0 if temperature is None else temperature" in module
+
+
+LOCAL_START = """
+import math
+
+import torch
+import torch.nn as nn
+
+
+class LocalStart(nn.Module):
+    def __init__(self, hidden: int = 32, init: float = 0.5):
+        super().__init__()
+        w = torch.full((hidden,), init)
+        w = w * 2.0 + math.log(hidden)
+        self.weight = nn.Parameter(w)
+
+    def forward(self, x):
+        return torch.tanh(x) * self.weight
+"""
+
+
+def test_an_argument_read_only_by_a_start_written_as_the_reference_writes_it_is_taken_at_any_value(tmp_path):
+    """``init`` sets nothing but the weight's start, which the module builds with it: not held at its default."""
+    profile = analyze(str(write(tmp_path, "local_start.py", LOCAL_START)))
+    assert profile.parameters[0].init_expr == "torch.full((hidden,), init) * 2.0 + math.log(hidden)"
+    assert profile.module.fixed == []
 
 
 def test_leaky_relu_mul_hyperparameter():

@@ -219,6 +219,9 @@ def test_a_module_holding_its_class_weights_passes_them_as_an_input(styles):
     assert built.module.fixed == []  # num_classes sizes the weights the module builds: any value is taken
     module = render_kernel(built).files[kernel_paths(built.operation_name)["module"]]
     assert f'self.register_buffer("class_weight", {linspace} if class_weight is None else class_weight)' in module
+    assert (
+        "def __init__(self, num_classes=8, class_weight=None):" in module
+    )  # the reference's arguments keep their places
     torch_loss = analyze(f"{styles / 'weighted.py'}:UsesTorchLoss")  # nn.CrossEntropyLoss(weight=...)'s buffer
     loss_weight = torch_loss.inputs[2]
     assert (loss_weight.name, loss_weight.attribute, loss_weight.init_expr) == ("loss_weight", "loss.weight", linspace)

@@ -355,7 +355,11 @@ def _fixed_arguments(profile: KernelProfile, traced: TracedReference) -> list[st
         if ip.name not in used and changes_the_output(traced.loaded, ip.name, ip.default):
             fixed.append(ip.name)
         elif ip.name != profile.module.size_param and ip.name not in inputs:
-            linked = {p.attribute or p.name for p in profile.parameters if ip.name in (p.init_arg, p.enabled_by)}
+            linked = {
+                p.attribute or p.name
+                for p in profile.parameters
+                if ip.name in (p.init_arg, p.enabled_by) or ip.name in names_read(p.init_expr)
+            }
             if changes_the_parameters(traced.loaded, ip.name, ip.default, linked):
                 fixed.append(ip.name)
     return fixed

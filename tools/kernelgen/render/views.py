@@ -2052,9 +2052,13 @@ def module_view(profile: KernelProfile, renames: dict[str, str] | None = None) -
     params = profile.parameters
     # Per-class inputs (class weights) come first, as torch's and Liger's losses take ``weight=None``.
     per_class = [(renames or {}).get(t.name, t.name) for t in profile.inputs if t.per_class]
-    init_params = [InitParameter(name=name, default=None) for name in per_class]
+    built = {(renames or {}).get(t.name, t.name) for t in profile.inputs if t.per_class and t.init_expr}
+    # Class weights a caller gives come first, as torch's and Liger's losses take weight=None; those the reference
+    # builds itself from its constructor's arguments go after them, so the reference's arguments keep their places.
+    init_params = [InitParameter(name=name, default=None) for name in per_class if name not in built]
     own_names = {t.name for t in profile.inputs if t.per_class}  # a module reference's weight=None argument
     init_params += [ip for ip in profile.module.init_params if ip.name not in own_names | set(per_class)]
+    init_params += [InitParameter(name=name, default=None) for name in per_class if name in built]
     init_names = {ip.name for ip in init_params}
     size_param = profile.module.size_param
     sized = any(p.shape in ("channel", "group") for p in params)  # per-channel parameters: the module needs the size
