@@ -544,6 +544,15 @@ def test_a_rewrite_that_makes_exponentials_of_new_bases_is_not_taken():
     assert_verbose_allclose(got.double(), 2.0 ** x.double() + 2.0 ** -x.double() + 3.0 ** x.double(), rtol=1e-5)
 
 
+def test_a_detached_sum_times_a_factor_prints_in_brackets():
+    """A learnable-step straight-through estimator, (v + (round(v) - v).detach()) * s: the detached sum is one factor
+    (it printed as ``s * -v + round(v)``, the product of its first term only)."""
+    math = synthesize_elementwise({"y": parse_formula("x + s * detach(round(x / s) - x / s)", ["x", "s"])}, ["x", "s"])
+    x, s = torch.tensor([0.37, -1.26, 2.5], dtype=torch.float64), torch.tensor([0.25, 0.5, 0.3], dtype=torch.float64)
+    got = run_statements(math.forward, {"x": x, "s": s})["y"]
+    assert_verbose_allclose(got, x + s * (torch.round(x / s) - x / s), rtol=1e-12)
+
+
 @pytest.mark.parametrize("op, torch_fn", [("fmax", torch.fmax), ("fmin", torch.fmin)])
 def test_fmax_and_fmin_give_a_tie_to_their_first_argument_and_pass_over_its_nan(op, torch_fn):
     math = synthesize_elementwise({"y": parse_formula(f"{op}(a, b)", ["a", "b"])}, ["a", "b"])

@@ -251,8 +251,8 @@ class _KernelPrinter(_ConditionPrinting, StrPrinter):
 
     _print_Function = _print_Basic
 
-    def _print_Detached(self, expr):  # a stop-gradient: the value itself
-        return self._print(expr.args[0])
+    def _print_Detached(self, expr):  # a stop-gradient: the value itself, bracketed as the one factor it is
+        return self.parenthesize(expr.args[0], PRECEDENCE["Atom"])
 
     # sympy looks a Function subclass's printing up by its own class name only (not its bases').
     def _print_TanhOfLog1p(self, expr):
@@ -653,7 +653,7 @@ class TorchPrinter(FormulaPrinter):
         return f"torch.abs({self._print(expr.args[0])})"
 
     def _print_Detached(self, expr):
-        return self._print(expr.args[0])
+        return self.parenthesize(expr.args[0], PRECEDENCE["Atom"])
 
     def _print_Take(self, expr):
         return f"{TAKE_HELPER}({self._print(expr.args[0])}, {_IndexPrinting.of(TorchPrinter).doprint(expr.args[1])})"
