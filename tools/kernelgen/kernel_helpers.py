@@ -23,7 +23,8 @@ a target lacks (an upstream Liger-Kernel checkout has none of them).
 - ``widen_to_fp32``: a loaded bf16 value widened to fp32 by bits (tier-2 backwards hold their rows in 16 bits
   through a reduction and widen them again after it).
 
-What a target defines is read with ``ast`` (never imported): a name bound at module level, in a conditional block
+Each helper's text is its definition in this repository's own ``utils.py`` (read, never copied here), but
+``get_num_sms``, whose target form takes no device argument. What a target defines is read with ``ast`` (never imported): a name bound at module level, in a conditional block
 too (this host's ``tanh`` is bound in an ``if``/``else`` on the interpreter), counts as the helper and is reused.
 """
 
@@ -33,6 +34,7 @@ import ast
 import textwrap
 
 from collections.abc import Callable
+from pathlib import Path
 
 import libcst as cst
 
@@ -47,45 +49,34 @@ from tools.kernelgen.insert.ordering import is_import_line
 from tools.kernelgen.layout import OPS_UTILS
 
 UTILS_MODULE = "liger_kernel.ops.utils"
+# This repository's own utils.py (tools/kernelgen/ sits two levels below the root): the helpers' text a target lacks
+# is its definition there, so the two never drift apart.
+_OWN_UTILS = Path(__file__).resolve().parents[2] / OPS_UTILS
+
+
+def _own_sources(names: tuple[str, ...], interpreted: bool = False) -> dict[str, str]:
+    """The source of each of ``names`` as this repository's utils.py defines it (decorators included, dedented), at
+    module level or, ``interpreted``, in its ``if is_triton_interpreter():`` block (the core-op formulas of the jit
+    math libdevice gives when compiled)."""
+    text = _OWN_UTILS.read_text(encoding="utf-8")
+    lines = text.splitlines()
+    tree = ast.parse(text)
+    scope = tree.body
+    if interpreted:
+        scope = next(
+            n.body for n in tree.body if isinstance(n, ast.If) and ast.unparse(n.test) == "is_triton_interpreter()"
+        )
+    found = {}
+    for node in scope:
+        if isinstance(node, ast.FunctionDef) and node.name in names:
+            first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+            found[node.name] = "\n" + textwrap.dedent("\n".join(lines[first - 1 : node.end_lineno])) + "\n"
+    return {name: found[name] for name in names}
+
 
 # Plain host functions (no imports; what they call of the file: NEEDS), each added at its alphabetical place among the
 # target's functions.
-HOST_SOURCES = {
-    "ceil_div": '''
-def ceil_div(n: int, d: int) -> int:
-    """``triton.cdiv`` for host integers: a plain function, cheaper to call on the host than a ConstexprFunction."""
-    return -(-n // d)
-''',
-    "next_power_of_2": '''
-def next_power_of_2(n: int) -> int:
-    """The least power of 2 that is at least ``n`` (1 for ``n <= 1``): ``triton.next_power_of_2`` for host integers,
-    a plain function, cheaper to call on the host than a ConstexprFunction."""
-    return 1 << max(n - 1, 0).bit_length()
-''',
-    "scale_by_grad_output": '''
-def scale_by_grad_output(grad, grad_output):
-    """``grad``, stored by a forward for a grad_output of 1, times ``grad_output`` in place on the device (one scalar,
-    or one value per row of ``grad``'s last dim); returns ``grad``."""
-    rows = grad.view(-1, grad.shape[-1])
-    if rows.numel() == 0:
-        return grad
-    grad_output = grad_output.reshape(-1).contiguous()
-    block_size = min(4096, 1 << (rows.shape[1] - 1).bit_length())
-    # At most 1024 programs, each walking rows: when grad_output is 1 they return at once, where one program a row
-    # would launch as many as the vocabulary has classes (d(weight) of a fused linear loss).
-    scale_by_grad_output_kernel[(min(rows.shape[0], 1024),)](
-        rows,
-        rows.stride(0),
-        grad_output,
-        rows.shape[0],
-        rows.shape[1],
-        PER_ROW=grad_output.numel() != 1,
-        BLOCK_SIZE=block_size,
-        num_warps=8 if block_size >= 2048 else 4,
-    )
-    return grad
-''',
-}
+HOST_SOURCES = _own_sources(("ceil_div", "next_power_of_2", "scale_by_grad_output"))
 # Helpers that call others (added with them).
 NEEDS = {"scale_by_grad_output": ("scale_by_grad_output_kernel",)}
 
@@ -99,158 +90,14 @@ def get_num_sms() -> int:
     return 4  # Triton's CPU interpreter runs programs one by one: a few partial sums keep the reduction tested
 '''
 
-IS_TRITON_INTERPRETER_SOURCE = '''
-def is_triton_interpreter() -> bool:
-    """True when Triton kernels run on the CPU under Triton's interpreter (``TRITON_INTERPRET=1``)."""
-    return os.environ.get("TRITON_INTERPRET", "0") == "1"
-'''
+IS_TRITON_INTERPRETER_SOURCE = _own_sources(("is_triton_interpreter",))["is_triton_interpreter"]
 
 # The interpreted definitions of the jit math helpers (compiled, each is libdevice's function of the same name).
-INTERPRETED_SOURCES = {
-    "erfc": """
-@triton.jit
-def erfc(x):
-    # 1 - erf(x) without the cancellation that leaves 1 - erf(x) zero from x = 4 on: Chebyshev's fit of erfc(|x|)
-    # as t * exp(-x^2 + P(t)), t = 1 / (1 + |x| / 2) (relative error under 1.2e-7 everywhere), and 2 - erfc(-x)
-    # below 0.
-    z = tl.abs(x)
-    t = 1.0 / (1.0 + 0.5 * z)
-    p = -0.82215223 + t * 0.17087277
-    p = 1.48851587 + t * p
-    p = -1.13520398 + t * p
-    p = 0.27886807 + t * p
-    p = -0.18628806 + t * p
-    p = 0.09678418 + t * p
-    p = 0.37409196 + t * p
-    p = 1.00002368 + t * p
-    p = -1.26551223 + t * p
-    tail = t * tl.exp(-z * z + p)
-    return tl.where(x < 0.0, 2.0 - tail, tail)
-""",
-    "expm1": """
-@triton.jit
-def expm1(x):
-    # exp(x) - 1 keeping the digits of a small x: Kahan's (u - 1) * x / log(u) with u = exp(x) cancels u's
-    # rounding error below |x| = 1 (u == 1 gives x itself); beyond it exp(x) - 1 loses under an ulp.
-    u = tl.exp(x)
-    near_zero = u == 1.0
-    small = (u - 1.0) * x / tl.log(tl.where(near_zero | (tl.abs(x) >= 1.0), 2.0, u))
-    return tl.where(tl.abs(x) >= 1.0, u - 1.0, tl.where(near_zero, x, small))
-""",
-    "log1p": """
-@triton.jit
-def log1p(x):
-    # log(1 + x) keeping the digits of a small x that 1 + x rounds away: log(u) * x / (u - 1) with u = 1 + x
-    # cancels u's rounding error (Goldberg), u == 1 gives x itself and u == inf gives inf.
-    u = 1.0 + x
-    exact = (u == 1.0) | (u == float("inf"))
-    return tl.where(exact, tl.where(u == 1.0, x, u), tl.log(u) * x / tl.where(exact, 1.0, u - 1.0))
-""",
-    "pow": """
-@triton.jit
-def pow(x, y):
-    # |x| ** y by exp2/log2; a negative base keeps its sign for an odd integer exponent and gives NaN for a
-    # fractional one, and anything ** 0 is 1, as in torch (and libdevice).
-    magnitude = tl.exp2(y * tl.log2(tl.abs(x)))
-    whole = y == tl.floor(y)
-    odd = whole & (y - 2.0 * tl.floor(0.5 * y) == 1.0)
-    signed = tl.where(odd, -magnitude, magnitude)
-    negative = tl.where(whole, signed, float("nan"))
-    return tl.where(y == 0.0, 1.0, tl.where(x < 0.0, negative, magnitude))
-""",
-    "tanh": """
-@triton.jit
-def tanh(x):
-    # tanh(|x|) = -m / (2 + m) with m = expm1(-2|x|), which neither overflows nor, unlike 2 * sigmoid(2x) - 1,
-    # loses relative precision near 0 (that form is off by ~1e-5 relative at |x| = 0.01). expm1 is Kahan's
-    # exp(y) - 1 = (u - 1) * y / log(u) with u = exp(y), accurate to a few ulps; y is clamped at -60, where
-    # tanh is 1 in fp32 anyway, so u never underflows to 0, and u == 1 (y ~ 0) gives m = y.
-    y = tl.maximum(-2.0 * tl.abs(x), -60.0)
-    u = tl.exp(y)
-    near_zero = u == 1.0
-    m = tl.where(near_zero, y, (u - 1.0) * y / tl.where(near_zero, 1.0, tl.log(u)))
-    t = -m / (2.0 + m)
-    return tl.where(x < 0, -t, t)
-""",
-}
+INTERPRETED_SOURCES = _own_sources(("erfc", "expm1", "log1p", "pow", "tanh"), interpreted=True)
 JIT_MATH = tuple(sorted(INTERPRETED_SOURCES))
 # Jit code of core ``tl`` ops, compiled and interpreted alike (added as a plain function): math, and the kernel that
 # scales stored gradients.
-CORE_SOURCES = {
-    "log1p_unit": """
-@triton.jit
-def log1p_unit(v):
-    # log(1 + v) for v in [0, 1] (softplus's exp(-|u|)) as v * p(v), p a degree-8 polynomial fitted to log1p(v) / v
-    # (minimax relative error, 3e-8): within 2 ulps of log1p over [0, 1], exact at 0, and keeps the digits of a
-    # small v that 1 + v would round away. Nine FMAs, fewer instructions than tl.log's range reduction and polynomial.
-    p = 0.005232689902186394 * v - 0.029505223035812378
-    p = p * v + 0.07822593301534653
-    p = p * v - 0.13663244247436523
-    p = p * v + 0.19106006622314453
-    p = p * v - 0.2484298199415207
-    p = p * v + 0.3331909775733948
-    p = p * v - 0.4999949336051941
-    p = p * v + 0.9999999403953552
-    return p * v
-""",
-    "scale_by_grad_output_kernel": """
-@triton.jit
-def scale_by_grad_output_kernel(
-    grad_ptr,
-    grad_row_stride,
-    grad_output_ptr,
-    n_rows,
-    n_cols: tl.constexpr,
-    PER_ROW: tl.constexpr,
-    BLOCK_SIZE: tl.constexpr,
-):
-    # Rows program_id, program_id + num_programs, ... of a gradient the forward stored for a grad_output of 1, times
-    # the real grad_output in place: one scalar, or one value a row (PER_ROW). A loss that is the last op gets a
-    # scalar of exactly 1: every program returns at once, with no pass over the gradient and no host sync.
-    if not PER_ROW:
-        if tl.load(grad_output_ptr).to(tl.float32) == 1.0:
-            return
-    row = tl.program_id(0).to(tl.int64)
-    # A while loop: Triton's CPU interpreter takes no runtime bound in range().
-    while row < n_rows:
-        if PER_ROW:
-            scale = tl.load(grad_output_ptr + row).to(tl.float32)
-        else:
-            scale = tl.load(grad_output_ptr).to(tl.float32)
-        for start in range(0, n_cols, BLOCK_SIZE):
-            cols = start + tl.arange(0, BLOCK_SIZE)
-            mask = cols < n_cols
-            grad = tl.load(grad_ptr + row * grad_row_stride + cols, mask=mask, other=0.0).to(tl.float32)
-            tl.store(grad_ptr + row * grad_row_stride + cols, (grad * scale).to(grad_ptr.dtype.element_ty), mask=mask)
-        row += tl.num_programs(0)
-""",
-    "tanh_from_exp": """
-@triton.jit
-def tanh_from_exp(x):
-    # tanh from one exponential: an odd Taylor polynomial near 0 (where 1 - exp(-2|x|) would cancel; below
-    # |x| = 0.1 the first term left out, 62 x^9 / 2835, is under 3e-10 of tanh) and the overflow-free exponential
-    # form elsewhere. Kernels with other transcendentals call it instead of libdevice's tanh, which takes registers
-    # they need.
-    x2 = x * x
-    series = x * (1.0 + x2 * (-1.0 / 3.0 + x2 * (2.0 / 15.0 + x2 * (-17.0 / 315.0))))
-    e = tl.exp(-2.0 * tl.abs(x))
-    magnitude = (1.0 - e) / (1.0 + e)
-    return tl.where(tl.abs(x) < 0.1, series, tl.where(x < 0.0, -magnitude, magnitude))
-""",
-    "widen_to_fp32": """
-@triton.jit
-def widen_to_fp32(x):
-    # A value as loaded (its storage dtype) in fp32. bf16 is the upper half of an fp32, so it widens exactly by
-    # bits; a kernel holding a row through a reduction widens it again after the reduction with this, which the
-    # compiler cannot merge with the conversion before it, so the row stays held in 16-bit registers. Other
-    # dtypes convert as usual.
-    if x.dtype == tl.bfloat16:
-        widened = (x.to(tl.int16, bitcast=True).to(tl.int32) << 16).to(tl.float32, bitcast=True)
-    else:
-        widened = x.to(tl.float32)
-    return widened
-""",
-}
+CORE_SOURCES = _own_sources(("log1p_unit", "scale_by_grad_output_kernel", "tanh_from_exp", "widen_to_fp32"))
 HELPERS = (*sorted(HOST_SOURCES), "get_num_sms", "is_triton_interpreter", *JIT_MATH, *sorted(CORE_SOURCES))
 
 _BLOCK_COMMENT = """\
