@@ -2121,30 +2121,13 @@ def module_view(profile: KernelProfile, renames: dict[str, str] | None = None) -
 
 
 def _held_value(init: InitParameter | HyperParameter, profile: KernelProfile) -> str:
-    """What the module holds of a constructor argument: the argument, or the number a reference that defaults it to
-    None sets in its place (``if temperature is None: temperature = 2.0``): the hyper-parameter's default then."""
+    """What the module holds of a constructor argument: the argument, or, for one that defaults to None (``optional``)
+    and is a hyper-parameter of a number (``if temperature is None: temperature = 2.0`` in a module's ``__init__``),
+    that number where None is given."""
     number = next((hp.default for hp in profile.hyperparameters if hp.name == init.name), None)
-    if init.default is None and isinstance(number, (int, float)):
-        if not isinstance(number, bool) and profile.reference.kind == "module" and _defaults_to_none(profile, init):
-            return f"{number!r} if {init.name} is None else {init.name}"
+    if getattr(init, "optional", False) and isinstance(number, (int, float)) and not isinstance(number, bool):
+        return f"{number!r} if {init.name} is None else {init.name}"
     return init.name
-
-
-def _defaults_to_none(profile: KernelProfile, init) -> bool:
-    """Whether the reference module's constructor defaults ``init`` to None."""
-    try:
-        tree = ast.parse(profile.reference.source)
-    except SyntaxError:
-        return False
-    cls = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == profile.reference.entry), None)
-    constructor = next((n for n in (cls.body if cls else []) if getattr(n, "name", "") == "__init__"), None)
-    if constructor is None:
-        return False
-    arguments = constructor.args
-    positional = arguments.posonlyargs + arguments.args
-    pairs = list(zip(positional[len(positional) - len(arguments.defaults) :], arguments.defaults))
-    pairs += [(a, d) for a, d in zip(arguments.kwonlyargs, arguments.kw_defaults) if d is not None]
-    return any(a.arg == init.name and isinstance(d, ast.Constant) and d.value is None for a, d in pairs)
 
 
 def _reference_function(profile: KernelProfile) -> ReferenceFunction | None:
