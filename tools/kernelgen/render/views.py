@@ -473,6 +473,31 @@ class RowProgramOpsView:
         """The forward wrappers' parameter names, in order."""
         return [a.arg for a in ast.parse(f"def f({self.forward_signature}): pass").body[0].args.args]
 
+    @property
+    def backward_arguments(self) -> list[str]:
+        """The backward wrappers' parameters, in order: the output gradients, what ctx saved, then the shape, the
+        gradients' dtype, the hyper-parameters read and in_place where they take them."""
+        return [
+            *self.grad_outputs,
+            *self.saved_tensors,
+            "shape",
+            *(["dtype"] if self.allocates_gradients else []),
+            *self.backward_hypers,
+            *(["in_place"] if self.in_place else []),
+        ]
+
+    def long_rows_forward_call(self, inputs: list[str]) -> list[str]:
+        """The split forward's arguments for rows cut into ``chunks`` pieces (``long_rows``): each input viewed as
+        the pieces' rows."""
+        return [f"{name}.view(-1, shape[-1] // chunks)" if name in inputs else name for name in self.forward_names]
+
+    @property
+    def long_rows_backward_call(self) -> list[str]:
+        """The split backward's arguments for rows cut into pieces: row-shaped tensors viewed as the pieces' rows
+        (``pieces``, also the shape passed), the per-row statistics one per piece already."""
+        rows = set(self.grad_outputs) | set(self.backward_inputs)
+        return ["pieces" if n == "shape" else f"{n}.view(pieces)" if n in rows else n for n in self.backward_arguments]
+
     def backward_saves(self, name: str) -> bool:
         """Whether the Function's backward reads ``ctx.{name}``: its forward keeps the hyper-parameters the backward
         reads, no others."""
