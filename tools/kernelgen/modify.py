@@ -436,13 +436,13 @@ def _other_backends(repo: LigerRepo, ops_path: str) -> list[str]:
 def _moved_defaults(repo: LigerRepo, api, profile: KernelProfile, mapping) -> list[str]:
     """``eps 1e-06 -> 1e-05`` for each hyper-parameter the kernel takes whose default (its entry's, else a module's
     constructor's) differs from the profile's."""
-    from tools.kernelgen.variants.options import _literal
-    from tools.kernelgen.variants.options import _module_inits
+    from tools.kernelgen.variants.options import default_value
+    from tools.kernelgen.variants.options import module_inits
 
     written: dict[str, object] = {}
-    for params in _module_inits(repo, api).values():
-        written.update({p.name: _literal(p.default) for p in params if p.default is not None})
-    written.update({p.name: _literal(p.default) for p in api.entry.params if p.default is not None})
+    for params in module_inits(repo, api).values():
+        written.update({p.name: default_value(p.default) for p in params if p.default is not None})
+    written.update({p.name: default_value(p.default) for p in api.entry.params if p.default is not None})
     moved = []
     for hp in profile.hyperparameters:
         old = written.get(mapping.hypers.get(hp.name, ""))

@@ -96,7 +96,8 @@ def kernel_names(repo: LigerRepo) -> list[str]:
     return sorted(p.stem for p in folder.glob("*.py") if not p.stem.startswith("_") and p.stem not in shared)
 
 
-def _literal(text: str | None) -> Any:
+def default_value(text: str | None) -> Any:
+    """A parameter's default as written (``"1e-6"``) as its value; a sentinel for none or one that is no literal."""
     if text is None:
         return _REQUIRED
     try:
@@ -256,7 +257,7 @@ def _init_params(init: ast.FunctionDef, source: str) -> list[Param]:
     return [Param(a.arg, None if d is None else source_segment(source, d)) for a, d in pairs]
 
 
-def _module_inits(repo: LigerRepo, api: KernelApi) -> dict[str, list[Param]]:
+def module_inits(repo: LigerRepo, api: KernelApi) -> dict[str, list[Param]]:
     """The ``__init__`` parameters of each module class of the kernel's module file that applies its Function or
     calls its functional."""
     path = kernel_paths(api.name)["module"]
@@ -349,7 +350,7 @@ def call_plans_of(
     sources += [repo.read(path) for path in (kernel_paths(name)["module"], FUNCTIONAL) if repo.exists(path)]
     options, defaults = [], {}
     for param in params:
-        default = _literal(param.default)
+        default = default_value(param.default)
         if default is not _REQUIRED:
             defaults[param.name] = default
         if param.name in used or (param.name in LEGACY_REDUCTION and "reduction" in names):
@@ -371,7 +372,7 @@ def call_plans_of(
             options.append(Option(param.name, None, candidates, required=True))
         else:
             options.append(Option(param.name, default, candidates))
-    modules = _module_inits(repo, api)
+    modules = module_inits(repo, api)
     return [CallPlan(api, mapping, fixed, options, defaults, modules) for mapping in mappings]
 
 
@@ -467,7 +468,7 @@ def call_text(
         for name, bound in plan.fixed.items():
             if name in held and name not in options and bound.hyper in reference_defaults:
                 options[name] = bound.hyper
-        start = next((_literal(p.default) for p in params if p.name == "init_fn"), None)
+        start = next((default_value(p.default) for p in params if p.name == "init_fn"), None)
         if parameters_start in ("ones", "zeros") and isinstance(start, str) and start != parameters_start:
             options["init_fn"] = _value_text(parameters_start)
         args = [p.name for p in params if p.default is None]
@@ -480,4 +481,14 @@ def _keywords(values: dict[str, str]) -> list[str]:
     return [f"{name}={text}" for name, text in values.items()]
 
 
-__all__ = ["Bound", "CallPlan", "Option", "call_plans", "call_plans_of", "call_text", "kernel_names"]
+__all__ = [
+    "Bound",
+    "CallPlan",
+    "Option",
+    "call_plans",
+    "call_plans_of",
+    "call_text",
+    "default_value",
+    "kernel_names",
+    "module_inits",
+]
