@@ -1883,6 +1883,44 @@ def test_an_input_read_only_through_comparisons_takes_no_gradient_and_a_boolean_
         analyze(f"{path}:by_bool")
 
 
+def test_casts_to_a_dtype_the_reference_names_round_as_torch_does_or_are_refused(tmp_path):
+    """A cast to an integer dtype truncates (and stops the gradient, as torch's does), one to ``torch.bool`` tests
+    against zero, one of a comparison is exact; a cast to a fixed half precision (``.half()``, ``.to(torch.bfloat16)``)
+    would round where the fp32 kernel does not, so it is refused by its line; a device move changes nothing."""
+    path = tmp_path / "casts.py"
+    path.write_text(
+        "import torch\n\n\ndef truncated(x, y):\n    return x.to(torch.int32) * y + (x > 0).half() * y\n\n\n"
+        "def tested(x, y):\n    return torch.where(x.to(torch.bool), y, x).to(x.device)\n\n\n"
+        "def halved(x, y):\n    h = torch.sigmoid(x).half()\n    return (h * y).to(x.dtype)\n\n\n"
+        "def loss(logits, target):\n    return torch.nn.functional.cross_entropy(logits.to(torch.bfloat16), target)\n"
+    )
+    profile = analyze(f"{path}:truncated")
+    assert [t.requires_grad for t in profile.inputs] == [False, True]
+    assert profile.math.outputs == {"y_out": "y*where(x > 0, 1, 0) + y*where(x >= 0, floor(x), -floor(-x))"}
+    profile = analyze(f"{path}:tested")
+    assert profile.math.outputs == {"y_out": "where(x, y, x)"}  # a number as a condition: where it is not 0
+    with pytest.raises(AnalyzeError, match=r"casts.py:13: `.half\(\)` casts to torch.float16, a fixed precision"):
+        analyze(f"{path}:halved")
+    with pytest.raises(AnalyzeError, match=r"casts.py:18: `.to\(\)` casts to torch.bfloat16, a fixed precision"):
+        analyze(f"{path}:loss")
+
+
+def test_a_loss_refuses_a_boolean_mask_of_its_classes(tmp_path):
+    """A [rows, classes] mask the loss selects by is taken as numbers (as element-wise kernels take one), so a
+    boolean one is refused, saying how to pass it; the float mask it names generates."""
+    path = tmp_path / "allowed.py"
+    path.write_text(
+        "import torch\nimport torch.nn.functional as F\n\n\ndef by_bool(logits, target, allowed):\n"
+        "    return F.cross_entropy(logits.masked_fill(~allowed, float('-inf')), target)\n\n\n"
+        "def by_float(logits, target, allowed):\n"
+        "    return F.cross_entropy(logits.masked_fill(allowed == 0, float('-inf')), target)\n"
+    )
+    with pytest.raises(AnalyzeError, match=r"allowed.py:6: input 'allowed' is a boolean mask .* 'allowed != 0'"):
+        analyze(f"{path}:by_bool")
+    profile = analyze(f"{path}:by_float")
+    assert profile.tier == 3 and [t.requires_grad for t in profile.inputs if t.name == "allowed"] == [False]
+
+
 @pytest.mark.parametrize(
     "body, rank",
     [

@@ -32,6 +32,7 @@ from tools.kernelgen.analyze.ops import is_fractional_exponent
 from tools.kernelgen.analyze.ops import is_integer_exponent
 from tools.kernelgen.analyze.ops import node_line
 from tools.kernelgen.analyze.optional_tensors import weights_left_out
+from tools.kernelgen.analyze.program import fixed_cast_dtype
 from tools.kernelgen.analyze.program import variance_correction
 from tools.kernelgen.analyze.refusals import refuse_unless_loss
 from tools.kernelgen.analyze.shifts import Shift
@@ -454,10 +455,12 @@ def _fill_loss(profile: KernelProfile, traced: TracedReference, lowered: Lowered
                 f"KERNELGEN hint 'domains': {tensor.domain!r} is not one of {INPUT_DOMAINS[1:]}",
                 origin=traced.loaded.origin,
             )
-    # A per-row input the reference selects by (``torch.where(mask, ...)``) is a boolean mask.
+    # A per-row input the reference selects by (``torch.where(mask, ...)``) is a boolean mask; a [rows, classes] one
+    # is taken as numbers, as element-wise kernels take it.
     for tensor in per_row:
         if tensor.name in traced.conditions:
             tensor.dtype, tensor.domain = "bool", "real"
+    _refuse_boolean_inputs(traced, [t.name for t in element], "loss kernels take [rows, classes] inputs as numbers")
     unknown = sorted(set(wanted) - {t.name for t in element})
     if unknown:
         raise AnalyzeError(
@@ -738,9 +741,15 @@ def integer_annotations(loaded) -> dict[str, str]:
 _GRADIENT_STOPS = {"detach", "gt", "ge", "lt", "le", "eq", "ne", "logical_not", "logical_and", "logical_or", "bool"}
 
 
+def _stops_gradients(call) -> bool:
+    dtype = fixed_cast_dtype(call) if call.family == CAST else None
+    return call.name in _GRADIENT_STOPS or (dtype is not None and not dtype.is_floating_point)
+
+
 def detached_inputs(traced: TracedReference) -> set[str]:
-    """Tensor inputs every path of which to the outputs passes a ``.detach()`` (a distillation's teacher) or a
-    comparison (``torch.where(mask != 0, ...)``): no gradient reaches them, as torch gives them none."""
+    """Tensor inputs every path of which to the outputs passes a ``.detach()`` (a distillation's teacher), a
+    comparison (``torch.where(mask != 0, ...)``) or a cast to integers: no gradient reaches them, as torch gives them
+    none."""
     reached, stack = set(), list(traced.outputs)
     while stack:
         node = stack.pop()
@@ -748,7 +757,7 @@ def detached_inputs(traced: TracedReference) -> set[str]:
             continue
         reached.add(node)
         call = traced.calls.get(node)
-        if call is None or call.name not in _GRADIENT_STOPS:
+        if call is None or not _stops_gradients(call):
             stack.extend(node.all_input_nodes)
     names = {traced.placeholder_names.get(node, str(node.target)) for node in reached if node.op == "placeholder"}
     return set(traced.tensor_inputs) - names
@@ -795,16 +804,21 @@ def _inputs(traced: TracedReference) -> list[TensorSpec]:
     return specs
 
 
-def _refuse_boolean_inputs(traced: TracedReference) -> None:
-    """Element-wise and row kernels take floating-point tensors: an input the reference selects by
-    (``torch.where(mask, ...)``, ``masked_fill(pad, ...)``, ``~pad``) is refused, saying how to pass it as numbers."""
-    if traced.conditions:
-        name = traced.conditions[0]
+def _refuse_boolean_inputs(
+    traced: TracedReference,
+    names: list[str] | None = None,
+    kernels: str = "element-wise and row kernels take floating-point tensors",
+) -> None:
+    """An input (of ``names``, else any) the reference selects by (``torch.where(mask, ...)``, ``masked_fill(pad,
+    ...)``, ``~pad``) is refused, saying how to pass it as numbers."""
+    masks = [name for name in traced.conditions if names is None or name in names]
+    if masks:
+        name = masks[0]
         placeholder = next(node for node, known in traced.placeholder_names.items() if known == name)
         lines = [node_line(user) for user in placeholder.users if node_line(user) is not None]
         raise AnalyzeError(
-            f"input '{name}' is a boolean mask the reference selects by; element-wise and row kernels take "
-            f"floating-point tensors: take it as a float mask and select by '{name} != 0'",
+            f"input '{name}' is a boolean mask the reference selects by; {kernels}: take it as a float mask and "
+            f"select by '{name} != 0'",
             origin=traced.loaded.origin,
             line=min(lines) if lines else None,
         )

@@ -172,7 +172,7 @@ class LaneBuilder(ProgramBuilder):
         if call.family == META:
             return self._lane_meta(call)
         if call.family == CAST:
-            return _lanewise(lambda value: self._cast_value(call, value), self.value(call.operands[0]))
+            return _lanewise(lambda value: self.cast_value(call, value), self.value(call.operands[0]))
         if call.name in INDEX_MAP_OPS:
             return self._index_map(call)
         if call.family == LAYOUT:
@@ -206,11 +206,6 @@ class LaneBuilder(ProgramBuilder):
             except (ValueError, TypeError) as error:
                 raise self._error(f"`{call.label}`: {error}", node) from None
         return Row(tuple(result), kinds.pop() if kinds else BLOCKED)
-
-    def _cast_value(self, call, value):
-        if self._cast_target(call) == "input" and self.dtype_of(call.operands[0]) == "fp32":
-            return CastToInput(value)
-        return value
 
     # Sizes -------------------------------------------------------------------------------------------------
     def _lane_meta(self, call) -> Any:

@@ -41,10 +41,21 @@ from tools.kernelgen.synth.functions import CastToInput
 from tools.kernelgen.synth.functions import select
 from tools.kernelgen.synth.rows import COL
 from tools.kernelgen.synth.rows import N_COLS
+from tools.kernelgen.synth.rules import is_condition
 
 _UPCASTS = (torch.float32, torch.float64)
 _UPCAST_METHODS = ("float", "double")
 _INPUT, _FP32 = "input", "fp32"
+
+
+def fixed_cast_dtype(call: OpCall) -> torch.dtype | None:
+    """The dtype a cast names itself (``.half()``, ``.to(torch.int64)``), else None (``.to(x.dtype)``, a device)."""
+    methods = {"half": torch.float16, "bfloat16": torch.bfloat16, "float": torch.float32, "double": torch.float64}
+    if call.name in methods:
+        return methods[call.name]
+    node = call.node
+    arguments = list(node.args[1:]) + [node.kwargs[key] for key in ("dtype",) if key in node.kwargs]
+    return next((argument for argument in arguments if isinstance(argument, torch.dtype)), None)
 
 
 @dataclass(frozen=True)
@@ -222,10 +233,33 @@ class ProgramBuilder:
         return None
 
     def _cast(self, call: OpCall) -> sympy.Expr:
-        operand = self.value(call.operands[0])
+        return self.cast_value(call, self.value(call.operands[0]))
+
+    def cast_value(self, call: OpCall, operand: Any) -> Any:
+        """``operand`` (the cast's value, lowered) as the cast leaves it: rounded to the inputs' dtype after fp32
+        math, truncated by an integer dtype, tested against zero by ``torch.bool``; a device move or an upcast
+        changes nothing."""
         if self._cast_target(call) == _INPUT and self.dtype_of(call.operands[0]) == _FP32:
             return CastToInput(operand)
-        return operand
+        fixed = fixed_cast_dtype(call)
+        if fixed is None or fixed in _UPCASTS or is_condition(operand):
+            return operand  # 0/1 values convert exactly, to any dtype
+        if fixed == torch.bool:
+            return apply_op("ne", operand, 0)
+        source = self.traced.dtype(call.operands[0])
+        if source is not None and not source.is_floating_point:
+            return operand  # class indices, counts: integers convert exactly
+        if not fixed.is_floating_point:
+            return apply_op("trunc", operand)  # a float converts to an integer by rounding toward zero
+        if getattr(sympy.sympify(operand), "is_integer", False):
+            return operand
+        raise AnalyzeError(
+            f"`{call.label}` casts to {fixed}, a fixed precision: kernels compute in fp32 and return the inputs' "
+            "dtype, so they cannot round where the reference does; cast to the inputs' dtype (`.to(x.dtype)`, "
+            "`.type_as(x)`) or to fp32 instead",
+            origin=self.traced.loaded.origin,
+            line=node_line(call.node),
+        )
 
     # Reductions --------------------------------------------------------------------------------------------
     def _assigned_name(self, node: fx.Node) -> str | None:

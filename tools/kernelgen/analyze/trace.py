@@ -183,6 +183,10 @@ class TracedReference:
         shape = getattr(meta, "shape", None)
         return tuple(shape) if shape is not None else None
 
+    def dtype(self, node: Any) -> torch.dtype | None:
+        meta = node.meta.get("tensor_meta") if isinstance(node, fx.Node) else None
+        return getattr(meta, "dtype", None)
+
     @property
     def row_count(self) -> int | None:
         """How many rows the first input's example holds (its dims before the last multiplied), None unknown."""
