@@ -141,6 +141,10 @@ def sample(domain: str, n: int = 64, dtype=torch.float64) -> torch.Tensor:
         return magnitude * torch.where(torch.rand(n) < 0.5, -1.0, 1.0).to(dtype)
     if domain == "unit":  # probabilities, away from 0 and 1
         return torch.empty(n, dtype=dtype).uniform_(0.02, 0.98)
+    if domain == "signed_unit":
+        return torch.empty(n, dtype=dtype).uniform_(-0.98, 0.98)
+    if domain == "above_one":
+        return magnitude + 1
     return torch.empty(n, dtype=dtype).uniform_(-3.0, 3.0)
 
 
@@ -332,6 +336,11 @@ OP_CASES = [
     OpCase("round", torch.round),
     OpCase("sinc", torch.special.sinc),
     OpCase("copysign", torch.copysign, names=("a", "b")),
+    OpCase("atanh", torch.atanh, domains={"x": "signed_unit"}),
+    OpCase("acosh", torch.acosh, domains={"x": "above_one"}),
+    OpCase("logit", torch.logit, domains={"x": "unit"}),
+    # eps clamps the input: samples of (0.02, 0.98) on both sides of [0.1, 0.9], where torch's gradient is 0.
+    OpCase("logit", lambda x: torch.logit(x, eps=0.1), kwargs={"eps": 0.1}, domains={"x": "unit"}),
     # A norm's or std's root (its gradient 0 where the value is 0: test_rows checks zero rows against torch).
     OpCase("root", lambda x: x ** (1 / 3), args=(3,), domains=POSITIVE),
     # Rounding to the input's dtype (float64 here) is exact; its gradient passes through.
@@ -817,7 +826,9 @@ def test_gradient_formulas_parse_back_to_the_printed_gradients(name):
 
 POSITIVE_DOMAIN_OPS = {"log", "log1p", "log2", "log10", "sqrt", "rsqrt", "div", "reciprocal", "xlogy", "root", "entr"}
 # Ops of probabilities (a binary cross entropy's p): samples mapped into (0, 1), away from its clamped logs.
-UNIT_DOMAIN_OPS = {"bce_pointwise"}
+UNIT_DOMAIN_OPS = {"bce_pointwise", "logit", "atanh"}
+# Ops of values above 1.
+ABOVE_ONE_OPS = {"acosh"}
 
 
 @pytest.mark.parametrize("op", sorted(name for name, rule in OPS.items() if rule.derivative))
@@ -832,6 +843,8 @@ def test_documented_derivatives_match_sympy(op):
         values = {n: v.abs() + 0.25 for n, v in values.items()}
     if op in UNIT_DOMAIN_OPS:
         values = {n: torch.sigmoid(v) for n, v in values.items()}
+    if op in ABOVE_ONE_OPS:
+        values = {n: v.abs() + 1.25 for n, v in values.items()}
     derived = synthesize_elementwise({"out": expr}, names)
     backward = run_statements(derived.backward, {**values, "grad_out": torch.ones(128, dtype=torch.float64)})
     for argument, text in OPS[op].derivative.items():

@@ -61,6 +61,7 @@ _BINARY = ("input", "other")
 _UNARY_NAMES = (
     "neg exp log log1p expm1 sqrt rsqrt abs tanh sigmoid silu relu mish logsigmoid sin cos erf square reciprocal"
     " sign selu hardsigmoid hardswish softsign exp2 ndtr tanhshrink erfc sinh cosh log2 log10 asinh sinc floor ceil trunc round"
+    " atanh acosh"
 ).split()
 
 # Specs shared by torch.*, Tensor methods and F.* spellings, keyed by the method / function name.
@@ -102,6 +103,10 @@ _BY_NAME.update(
         "copysign": _spec("copysign", params=_BINARY, operands=2),
         "special_sinc": _spec("sinc"),
         "arcsinh": _spec("asinh"),
+        "arctanh": _spec("atanh"),
+        "arccosh": _spec("acosh"),
+        "logit": _spec("logit", params=("input", "eps"), defaults={"eps": None}),
+        "special_logit": _spec("logit", params=("input", "eps"), defaults={"eps": None}),
         "dropout": _spec(
             "dropout", params=("input", "p", "training", "inplace"), defaults={"p": 0.5, "training": True}
         ),

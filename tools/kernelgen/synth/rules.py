@@ -378,6 +378,13 @@ def _take(values, index):
     return Take(values, index)
 
 
+def _logit(x, eps=None):
+    x = _value(x)
+    if eps is not None:
+        x = _clamp(x, eps, 1 - _value(eps))
+    return _log(x) - sympy.log(1 - x)
+
+
 def _unary(function: Callable[[sympy.Expr], sympy.Expr]) -> Callable[[sympy.Expr], sympy.Expr]:
     def build(x):
         return function(_value(x))
@@ -505,6 +512,14 @@ _ROWS = (
         _unary(lambda x: select(x >= 0, _log(x + sympy.sqrt(x**2 + 1)), -_log(-x + sympy.sqrt(x**2 + 1)))),
         {"x": "rsqrt(x**2 + 1)"},
     ),
+    # atanh as (log(1 + x) - log(1 - x)) / 2, both printed with log1p where the kernel has it (exact near 0); nan
+    # outside [-1, 1] and +-inf at the ends, as torch gives.
+    OpRule("atanh", _unary(lambda x: (sympy.log(1 + x) - sympy.log(1 - x)) / 2), {"x": "1 / (1 - x**2)"}),
+    # acosh as log(x + sqrt((x - 1)(x + 1))): x >= 1, nan below as torch gives; x - 1 is exact near 1, where
+    # x^2 - 1 would cancel.
+    OpRule("acosh", _unary(lambda x: _log(x + sympy.sqrt((x - 1) * (x + 1)))), {"x": "rsqrt(x**2 - 1)"}),
+    # torch.logit(x, eps): log(x / (1 - x)) of x clamped to [eps, 1 - eps] (torch's gradient is 0 outside it).
+    OpRule("logit", _logit, {"x": "1 / (x * (1 - x))"}),
     # torch.special.sinc: sin(pi x) / (pi x), 1 at 0 (its derivative: functions.Sinc).
     OpRule(
         "sinc",
