@@ -792,6 +792,7 @@ class TestView:
     reference_signature: str  # _reference_outputs(...)
     reference_call: str  # its body: the reference called
     module_reference_args: str  # the module test's call of _reference_outputs
+    exact_reference_args: str  # the same call in float64
     run_args: str  # _reference_run(run_dtype, ...)
     check_signature: str  # _assert_matches_reference(...)
     tensors: str  # the functional test's tensors: inputs (+ params)
@@ -2320,6 +2321,9 @@ def test_view(profile: KernelProfile) -> TestView:
         reference_signature=f"reference, inputs{hyper_param}" if params else f"inputs{hyper_param}",
         reference_call=reference_call,
         module_reference_args=f"reference, ref_inputs{hyper_param}" if params else f"ref_inputs{hyper_param}",
+        exact_reference_args=(
+            f"copy.deepcopy(reference).double(), exact_inputs{hyper_param}" if params else f"exact_inputs{hyper_param}"
+        ),
         run_args=f"inputs, grads{', reference' if params else ''}{hyper_param}",
         check_signature=f"inputs, dtype, atol, rtol{hyper_param}, only_finite=False{switches}",
         tensors="inputs + params" if params else "inputs",
