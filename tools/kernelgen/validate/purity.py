@@ -16,6 +16,8 @@ Three rules, checked on the ops file's AST (nothing is imported or run):
    and one copy of the targets: a causal LM's labels shifted one token left, ``F.pad(labels, (0, 1), value=v)[..., 1:]``.
    A class-weighted loss's weighted count, ``torch.where(target != ignore_index, _take(weight, target), 0.0).sum()``
    with its ``_take`` helper, is that count's weighted form (upstream gathers the weights on the host too).
+   A row longer than one program holds is walked in pieces: a scalar parameter's gradient, to which each piece
+   added its whole row's value, is shared out as ``grad / chunks``.
    A two-stage loss's sequence stage (``_NAME_sequence``) is the reference's own PyTorch math after the per-token
    statistics, by design: it is not a wrapper, and its Function may run it under ``torch.enable_grad`` and take its
    adjoints with ``torch.autograd.grad``.
@@ -57,6 +59,7 @@ TORCH_ALLOCATORS = frozenset(
 # torch functions a wrapper may call: allocation, the grad_output == 1 shortcut, device properties.
 ALLOWED_TORCH_CALLS = TORCH_ALLOCATORS | {
     "torch.equal",
+    "torch.Size",  # a shape (a long row's pieces), not a tensor
     "torch.device",
     "torch.finfo",
     "torch.iinfo",
@@ -73,6 +76,9 @@ SEQUENCE_STAGE_CALLS = frozenset({"torch.enable_grad", "torch.autograd.grad"})
 # weighted mean's denominator ``torch.where(target != ignore_index, _take(weight, target), 0.0).sum()``, as
 # upstream's cross entropy gathers them; the kept-rows count's weighted form.
 CLASS_WEIGHT_TAKE = "_take"
+# The count of pieces a row longer than one program holds is cut into: a scalar parameter's gradient over them,
+# ``grad / chunks``, each piece having added the whole row's value.
+LONG_ROW_PIECES = "chunks"
 # Tensor methods a wrapper may call: views, reshapes, layout and dtype changes, metadata, buffer allocation.
 # Tensor metadata: allowed, but they return numbers, not tensors.
 METADATA_METHODS = frozenset(
@@ -377,6 +383,8 @@ class _FileChecker:
                 return self._method_problem(node, is_tensor, buffers, hint)
             return None
         if isinstance(node, ast.BinOp) and (is_tensor(node.left) or is_tensor(node.right)):
+            if _is_per_piece_share(node):
+                return None
             return f"tensor arithmetic `{_source_of(node)}` ({hint})"
         if isinstance(node, ast.UnaryOp) and not isinstance(node.op, ast.Not) and is_tensor(node.operand):
             return f"tensor arithmetic `{_source_of(node)}` ({hint})"
@@ -524,6 +532,12 @@ class _TensorPredicate:
                     if callee(node.value):
                         return True
         return False
+
+
+def _is_per_piece_share(node: ast.BinOp) -> bool:
+    """``grad / chunks``: a scalar parameter's gradient over a long row's pieces, each of which held the whole row's
+    value (the split path's per-row terms), shared out by the count of pieces the row was cut into."""
+    return isinstance(node.op, ast.Div) and isinstance(node.right, ast.Name) and node.right.id == LONG_ROW_PIECES
 
 
 class _TensorInference:
