@@ -231,6 +231,16 @@ def test_math_that_is_not_derivable_is_refused_then_tests_only_appends_failing_c
     assert "3 failed, 3 passed" in cases.stdout  # beta=0.5 fails on every shape; the defaults pass
 
 
+def test_a_hand_written_kernel_is_changed_only_by_a_reference_or_profile_passed(tmp_path):
+    """``modify swiglu`` alone: the built-in reference of that name is not what the hand-written kernel was made
+    from, so nothing is taken from it (it appended a redundant test before)."""
+    checkout = _checkout(tmp_path, "test_swiglu.py")
+    before = snapshot(checkout)
+    line = one_line_error(run_kernelgen("modify", "swiglu", "--repo", str(checkout)))
+    assert line == "kernelgen: error: nothing to modify 'swiglu' with: pass --profile FILE or --reference REF"
+    assert snapshot(checkout) == before
+
+
 def test_a_reference_that_is_not_the_kernels_math_is_refused(tmp_path):
     checkout = _checkout(tmp_path, "test_swiglu.py")
     before = snapshot(checkout)
@@ -283,10 +293,10 @@ def test_a_moved_default_of_a_hand_written_kernel_is_refused_unless_tests_only(c
     assert run_kernelgen(*tests_only).returncode == 0
 
 
-def test_without_a_reference_the_built_in_cases_are_appended_calling_the_real_functional(checkout):
+def test_the_built_in_reference_s_cases_are_appended_calling_the_real_functional(checkout):
     shutil.copy2(REPO_ROOT / "test/transformers/test_swiglu.py", checkout / "test/transformers/test_swiglu.py")
     repo = LigerRepo.open(checkout)
-    plan = plan_modify(repo, "swiglu", profile_for_modify(repo, "swiglu"))
+    plan = plan_modify(repo, "swiglu", profile_for_modify(repo, "swiglu", reference="swiglu"))
     text = plan.changes.changes["test/transformers/test_swiglu.py"]
     compile(text, "test_swiglu.py", "exec")
     block = text[text.index("# --- kernelgen --modify") :]

@@ -684,9 +684,10 @@ def keep_identity(profile: KernelProfile, recorded: KernelProfile) -> None:
 def profile_for_modify(
     repo: LigerRepo, name: str, *, profile_path: str | None = None, reference: str | None = None
 ) -> KernelProfile:
-    """The profile at ``profile_path``, the analysis of ``reference``, else the built-in reference of that name,
-    else the record as it is. An analysis keeps the recorded kernel language (``backend``): a new reference
-    changes the math, not the language the kernel is written in."""
+    """The profile at ``profile_path``, the analysis of ``reference``, else (a kernel generated from it) the built-in
+    reference of that name, else the record as it is; a hand-written kernel is changed only by a reference or a
+    profile passed. An analysis keeps the recorded kernel language (``backend``): a new reference changes the math,
+    not the language the kernel is written in."""
     check_kernel_name(name)
     check_modify_target(repo, name)
     if profile_path:
@@ -694,7 +695,7 @@ def profile_for_modify(
     recorded = _read_record(repo, name) if has_record(repo.root, name) else None
     builtin = name in list_builtin_references()
     # A record made from another reference keeps it: the built-in of the same name is a different op.
-    if reference or (builtin and (recorded is None or recorded.reference.origin == f"builtin:{name}")):
+    if reference or (builtin and recorded is not None and recorded.reference.origin == f"builtin:{name}"):
         profile = analyze_for_checkout(reference or name, name=name, repo_root=repo.root)
         if recorded is not None:
             if profile.tier != recorded.tier:
