@@ -135,6 +135,7 @@ def test_invalid_profile_lists_every_problem_with_its_path(checkout, tmp_path):
     assert "bogus: unknown field" in line
     assert "tier: 7 is not one of 1, 2, 3" in line
     assert "inputs[0].name: 'not valid' is not a Python identifier" in line
+    assert "template does not read it" not in line  # no tier, no template: its fields are not judged by one
 
 
 def test_not_a_checkout_names_the_missing_file(tmp_path):

@@ -1353,6 +1353,8 @@ def validate_profile(profile: KernelProfile) -> list[str]:
                     f"({lowest} to {highest})"
                 )
         _validate_constructor_links(profile, index, param, problems)
+    if profile.tier not in TIER_DESCRIPTIONS:
+        return problems  # the math, the fused linear form and the tiling are read by a tier's template
     _validate_math(profile, problems)
     _validate_fused_linear(profile, problems)
     for key in dataclasses.fields(Tiling):
