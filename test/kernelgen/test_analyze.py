@@ -1905,6 +1905,21 @@ def test_casts_to_a_dtype_the_reference_names_round_as_torch_does_or_are_refused
         analyze(f"{path}:loss")
 
 
+def test_a_loss_takes_its_labels_through_long_and_its_rows_cast_back_whole(tmp_path):
+    """``labels.long()`` is an integer cast of integers (nothing to derive); a per-row loss computed in fp32 and cast
+    back to the logits' dtype as a whole is the store's own rounding (its rendered kernel read an undefined
+    ``input_dtype`` before)."""
+    path = tmp_path / "ce.py"
+    path.write_text(
+        "import torch.nn.functional as F\n\n\ndef ce(logits, labels):\n"
+        "    return F.cross_entropy(logits.float(), labels.long(), reduction='none').to(logits.dtype)\n"
+    )
+    profile = analyze(str(path))
+    assert profile.tier == 3 and profile.outputs[0].dtype == "same"
+    assert "cast_to_input" not in profile.math.outputs["loss"]
+    assert "input_dtype" not in render_kernel(profile).files["src/liger_kernel/ops/ce.py"]
+
+
 def test_a_loss_refuses_a_boolean_mask_of_its_classes(tmp_path):
     """A [rows, classes] mask the loss selects by is taken as numbers (as element-wise kernels take one), so a
     boolean one is refused, saying how to pass it; the float mask it names generates."""

@@ -53,6 +53,7 @@ from tools.kernelgen.analyze.program import ProgramBuilder
 from tools.kernelgen.analyze.trace import TracedReference
 from tools.kernelgen.profile import BATCH_SHARE
 from tools.kernelgen.synth import apply_op
+from tools.kernelgen.synth.functions import CastToInput
 from tools.kernelgen.synth.functions import Take
 from tools.kernelgen.synth.functions import indicator
 from tools.kernelgen.synth.functions import select
@@ -680,7 +681,9 @@ def lower_loss(traced: TracedReference) -> LoweredLoss:
     takes = dict(builder.picks)  # each picked class value as the formulas spell it
     return LoweredLoss(
         statistics=[(name, reduce, operand.xreplace(takes)) for name, reduce, operand in builder.program.statistics],
-        outputs={name: expr.xreplace(takes) for name, expr in outputs.items()},
+        # An output cast back to the inputs' dtype as a whole (``F.cross_entropy(logits.float(), ...,
+        # reduction="none").to(logits.dtype)``) is the store's own rounding, in the output's dtype.
+        outputs={name: _stored(expr).xreplace(takes) for name, expr in outputs.items()},
         reduction=reduction,
         denominator=sympy.sympify(divisor if divisor is not None else 1).xreplace(takes),
         int_hyperparameters=list(builder.int_used),
@@ -692,6 +695,10 @@ def lower_loss(traced: TracedReference) -> LoweredLoss:
         ],
         upcast=[builder.dtype_of(node) == "fp32" for node in traced.outputs],
     )
+
+
+def _stored(expr: sympy.Expr) -> sympy.Expr:
+    return expr.args[0] if isinstance(expr, CastToInput) else expr
 
 
 __all__ = ["CountScale", "LoweredLoss", "PerElementOutputError", "lower_loss"]

@@ -252,7 +252,7 @@ for _name in ("view", "reshape", "flatten", "unflatten", "contiguous", "clone", 
     _BY_NAME[_name] = _spec(_name, LAYOUT)
 for _name in ("reshape_as", "unsqueeze", "squeeze"):
     _BY_NAME[_name] = _spec(_name, LAYOUT)
-for _name in ("float", "double", "half", "bfloat16", "to", "type", "type_as"):
+for _name in ("float", "double", "half", "bfloat16", "long", "int", "to", "type", "type_as"):
     _BY_NAME[_name] = _spec(_name, CAST)
 for _name in ("size", "dim", "numel"):
     _BY_NAME[_name] = _spec(_name, META)

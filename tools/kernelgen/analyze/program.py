@@ -51,6 +51,7 @@ _INPUT, _FP32 = "input", "fp32"
 def fixed_cast_dtype(call: OpCall) -> torch.dtype | None:
     """The dtype a cast names itself (``.half()``, ``.to(torch.int64)``), else None (``.to(x.dtype)``, a device)."""
     methods = {"half": torch.float16, "bfloat16": torch.bfloat16, "float": torch.float32, "double": torch.float64}
+    methods.update({"long": torch.int64, "int": torch.int32})
     if call.name in methods:
         return methods[call.name]
     node = call.node
