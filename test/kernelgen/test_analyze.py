@@ -1920,6 +1920,17 @@ def test_a_loss_takes_its_labels_through_long_and_its_rows_cast_back_whole(tmp_p
     assert "input_dtype" not in render_kernel(profile).files["src/liger_kernel/ops/ce.py"]
 
 
+def test_a_loss_refuses_a_learnable_parameter_by_the_line_that_reads_it(tmp_path):
+    path = tmp_path / "clip.py"
+    path.write_text(
+        "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\n\nclass Clip(nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n        self.logit_scale = nn.Parameter(torch.tensor(2.0))\n\n"
+        "    def forward(self, logits, labels):\n        return F.cross_entropy(logits * self.logit_scale.exp(), labels)\n"
+    )
+    with pytest.raises(AnalyzeError, match=r"clip.py:12: the loss reads the learnable parameter 'logit_scale'; loss"):
+        analyze(str(path))
+
+
 def test_a_loss_refuses_a_boolean_mask_of_its_classes(tmp_path):
     """A [rows, classes] mask the loss selects by is taken as numbers (as element-wise kernels take one), so a
     boolean one is refused, saying how to pass it; the float mask it names generates."""

@@ -158,6 +158,7 @@ def build_profile(
     refuse_unless_loss(traced, classification)
     lowered, staged = None, None
     if classification.tier == 3:
+        _refuse_learnable_parameters(traced)
         _switches_as_hyperparameters(profile, traced)  # self.ignore_index: what the lowering reads as one
         # Inputs the trace could not shape as per-token (advantages per sequence): per-element guesses would make
         # a per-sequence sum look like a row sum; the split probes their shapes itself.
@@ -822,6 +823,23 @@ def _refuse_boolean_inputs(
             origin=traced.loaded.origin,
             line=min(lines) if lines else None,
         )
+
+
+def _refuse_learnable_parameters(traced: TracedReference) -> None:
+    """Loss kernels derive the gradients of their tensor inputs only: a learnable parameter the loss reads (CLIP's
+    ``logit_scale``) is refused by the line that reads it."""
+    if not traced.parameters:
+        return
+    reads = [n for n in traced.graph_module.graph.nodes if n.op == "get_attr" and n.target in traced.parameter_names]
+    name = traced.parameters[0].name
+    line = next((node_line(n) for n in reads if traced.parameter_names[n.target] == name), None)
+    raise AnalyzeError(
+        f"the loss reads the learnable parameter '{name}'; loss kernels derive the gradients of their tensor inputs "
+        f"only: apply it to the logits before the loss, or hold a constant as a float "
+        f"hyper-parameter",
+        origin=traced.loaded.origin,
+        line=line,
+    )
 
 
 def _outputs(traced: TracedReference) -> list[OutputSpec]:
