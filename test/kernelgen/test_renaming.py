@@ -94,5 +94,5 @@ def test_a_loss_over_probe_names_prints_what_its_own_derivation_prints(monkeypat
     assert renamed == _cross_entropy(*probes.values())
     assert len(derived) == 2
     assert renamed.gradient == [
-        "grad_kgprobe0q = grad_hit * tl.where(col == kgprobe1q, 1.0, 0.0) + grad_s * tl.exp(kgprobe0q - m_shift)"
+        "grad_kgprobe0q = grad_s * tl.exp(kgprobe0q - m_shift) + tl.where(col == kgprobe1q, grad_hit, 0.0)"
     ]

@@ -990,3 +990,28 @@ def test_a_dim_the_shapes_hint_puts_before_the_last_is_refused_not_taken_as_the_
     )
     with pytest.raises(AnalyzeError, match="reduces dim 1 of q, which the shapes hint declares 'batch heads seq dim'"):
         analyze(str(path))
+
+
+def test_a_row_masked_whole_gets_torch_s_zero_gradient(tmp_path):
+    """softmax(where(x > t, x, -inf)) of a row with every column masked: torch's where passes the masked columns
+    no gradient, though the softmax's is NaN there (its max is -inf); the backward's step selects, not multiplies."""
+    path = tmp_path / "masked.py"
+    path.write_text(
+        "import math\nimport torch\n\n\ndef masked(x, threshold: float = 0.0):\n"
+        "    return torch.softmax(torch.where(x > threshold, x, -math.inf), dim=-1)\n"
+    )
+    profile = analyze(str(path))
+    math = row_math(profile)
+    x = torch.randn(2, 8, dtype=torch.float64)
+    x[0] = -x[0].abs() - 0.1  # row 0 masked whole
+    leaf = x.clone().requires_grad_()
+    expected = torch.softmax(torch.where(leaf > 0, leaf, float("-inf")), dim=-1)
+    grad_y = torch.randn(2, 8, dtype=torch.float64)
+    expected.backward(grad_y)
+    values = {"x": x, "threshold": 0.0, "n_cols": 8, "BLOCK_ROWS": 2, "BLOCK_COLS": 8}
+    values.update({"mask": torch.ones(2, 8, dtype=torch.bool), "cols": torch.arange(8).view(1, -1)})
+    forward = run_statements(math.forward, dict(values))
+    backward_values = {**values, **{s: forward[s] for s in math.saved + math.reused_outputs}, "grad_y": grad_y}
+    grad_x = run_statements(math.backward, backward_values)[math.gradient_aliases.get("grad_x", "grad_x")]
+    assert torch.equal(grad_x[0], torch.zeros(8, dtype=torch.float64)) and torch.equal(leaf.grad[0], grad_x[0])
+    torch.testing.assert_close(grad_x[1], leaf.grad[1], rtol=1e-9, atol=1e-10)

@@ -193,6 +193,9 @@ def tidy_derivative(expr: sympy.Expr) -> sympy.Expr:
     expr = expr.replace(lambda node: isinstance(node, sympy.Derivative), lambda node: node.doit())
     if expr.has(sympy.Derivative):
         raise ValueError(f"sympy could not differentiate part of {expr}")
+    # A step's derivative multiplying the rest selects it, as torch's masked backwards do: the rest may be NaN where
+    # the step is 0 (exp(-max + x) of a row masked whole, max being -inf), and 0 * NaN would be NaN.
+    expr = expr.replace(_indicator_product, _selected_product)
     return merge_power_quotients(expr)
 
 
