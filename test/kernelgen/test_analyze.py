@@ -23,7 +23,6 @@ from tools.kernelgen.analyze.load import load_reference
 from tools.kernelgen.analyze.trace import trace_reference
 from tools.kernelgen.derivation import elementwise_math
 from tools.kernelgen.profile import BACKENDS
-from tools.kernelgen.profile import ProfileError
 from tools.kernelgen.profile import dump_yaml
 from tools.kernelgen.profile import load_profile
 from tools.kernelgen.profile import load_yaml
@@ -1579,12 +1578,16 @@ def test_an_augmented_assignment_to_an_input_is_refused_and_one_to_a_new_tensor_
     assert analyze(str(path)).tier == 1
 
 
-def test_a_boolean_output_is_refused_as_the_reference_s_not_as_a_profile_file_s(tmp_path):
+def test_a_boolean_output_is_refused_by_its_line_and_a_float_mask_output_is_its_numbers(tmp_path):
     path = tmp_path / "with_mask.py"
-    path.write_text("import torch\n\n\ndef with_mask(x):\n    return x * 2.0, (x > 0).float()\n")
-    with pytest.raises(ProfileError) as info:
-        analyze(str(path))
-    assert str(info.value).startswith(f"the profile analysed from {path}: math.outputs: output 'y2' is a condition")
+    path.write_text(
+        "import torch\n\n\ndef as_float(x):\n    return x * 2.0, (x > 0).float()\n\n\n"
+        "def as_bool(x):\n    return x * 2.0, x > 0\n"
+    )
+    profile = analyze(f"{path}:as_float")
+    assert profile.math.outputs["y2"] == "where(x > 0, 1, 0)"
+    with pytest.raises(AnalyzeError, match=r"with_mask.py:9: output 'y2' is a condition \(x > 0\), not a number"):
+        analyze(f"{path}:as_bool")
 
 
 def test_a_dict_of_outputs_is_refused_naming_its_keys(tmp_path):

@@ -16,6 +16,7 @@ from tools.kernelgen.analyze.describe import Describer
 from tools.kernelgen.analyze.errors import AnalyzeError
 from tools.kernelgen.analyze.lanes import LaneProgram
 from tools.kernelgen.analyze.losses import LoweredLoss
+from tools.kernelgen.analyze.ops import node_line
 from tools.kernelgen.analyze.program import LoweredProgram
 from tools.kernelgen.analyze.program import lower
 from tools.kernelgen.analyze.trace import TracedReference
@@ -28,6 +29,7 @@ from tools.kernelgen.profile import Math
 from tools.kernelgen.profile import Statistic
 from tools.kernelgen.synth import format_formula
 from tools.kernelgen.synth import parse_formula
+from tools.kernelgen.synth.functions import indicator
 from tools.kernelgen.synth.rows import N_COLS
 from tools.kernelgen.synth.rules import is_condition
 
@@ -45,6 +47,16 @@ def profile_math(traced: TracedReference) -> tuple[Math, LoweredProgram]:
     describer = Describer(traced, formula=True)
     outputs = {}
     for (name, expr), node in zip(program.outputs.items(), traced.outputs):
+        dtype = traced.dtype(node)
+        if is_condition(expr) and dtype is not None and dtype.is_floating_point:
+            expr = indicator(expr)  # (x > 0).float(): the 0/1 numbers of the mask, with no gradient
+        elif is_condition(expr):
+            raise AnalyzeError(
+                f"output '{name}' is a condition ({format_formula(expr)}), not a number: a kernel's outputs are "
+                "numbers; compare outside the kernel (return what the condition is taken of)",
+                origin=traced.loaded.origin,
+                line=node_line(node),
+            )
         own_ops = describer.text(node) if not program.statistics else None
         outputs[name] = _written(expr, [*names, COLUMN_INDEX, N_COLS], traced, own_ops)
     return Math(statistics=statistics, outputs=outputs), program
