@@ -186,7 +186,10 @@ def test_the_names_follow_the_loss_module(tmp_path):
 def test_losses_without_a_fused_linear_form_are_refused():
     kl = analyze("kl_div")  # its inputs are log-probabilities and probabilities, not logits
     kl.fused_linear.enabled = True
-    assert any("input holds log_probabilities" in problem for problem in validate_profile(kl))
+    assert any(
+        "input holds log-probabilities only; generate the loss without --fused-linear" in problem
+        for problem in validate_profile(kl)
+    )
     per_row = analyze("cross_entropy")
     per_row.fused_linear.enabled = True
     per_row.math.loss.reduction = "none"

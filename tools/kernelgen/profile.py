@@ -1171,9 +1171,12 @@ def _validate_fused_linear(profile: KernelProfile, problems: list[str]) -> None:
         and t.domain not in ("", "real")
     ]
     if bounded:
+        domain = next(t.domain for t in profile.inputs if t.name == bounded[0])
+        domain = {"positive": "positive values", "log_probabilities": "log-probabilities"}.get(domain, domain)
         problems.append(
-            f"fused_linear.enabled: a linear layer makes logits, any real number, but {bounded[0]} holds "
-            f"{next(t.domain for t in profile.inputs if t.name == bounded[0])}"
+            f"fused_linear.enabled: a linear layer makes logits, any real number, but {bounded[0]} holds {domain} "
+            f"only; generate the loss without --fused-linear, or take logits for {bounded[0]} and compute its "
+            f"{domain} inside the reference (softmax, log_softmax)"
         )
     loss = profile.math.loss
     if loss is not None and loss.reduction == "none" and not loss.sequence:
