@@ -49,7 +49,7 @@ from tools.kernelgen.lane_maps import LaneMap
 from tools.kernelgen.synth import SUPPORTED_OPS
 from tools.kernelgen.synth import apply_op
 from tools.kernelgen.synth.derive import derive_elementwise
-from tools.kernelgen.synth.functions import CastToInput
+from tools.kernelgen.synth.functions import as_stored
 
 BLOCKED, STRIDED = "blocked", "strided"
 # The cuts tried, in order: the fewest lanes that fit the reference's indices.
@@ -445,9 +445,7 @@ def _lower(traced: TracedReference, kind: str, count: int) -> LaneProgram:
         if not isinstance(row, Row):
             raise builder._error("an output that is not a row of the inputs' rows", node)
         width = len(row.lanes)
-        for k, lane in enumerate(row.lanes):
-            if isinstance(lane, CastToInput):
-                lane = lane.args[0]  # the store rounds to the output's dtype anyway
+        for k, lane in enumerate(map(as_stored, row.lanes)):
             lane_name = f"{name}_{k}"
             while lane_name in builder.taken or f"grad_{lane_name}" in builder.taken:
                 lane_name += "_"  # an input's lane (or its gradient) of that name

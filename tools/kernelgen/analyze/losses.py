@@ -53,8 +53,8 @@ from tools.kernelgen.analyze.program import ProgramBuilder
 from tools.kernelgen.analyze.trace import TracedReference
 from tools.kernelgen.profile import BATCH_SHARE
 from tools.kernelgen.synth import apply_op
-from tools.kernelgen.synth.functions import CastToInput
 from tools.kernelgen.synth.functions import Take
+from tools.kernelgen.synth.functions import as_stored
 from tools.kernelgen.synth.functions import indicator
 from tools.kernelgen.synth.functions import select
 from tools.kernelgen.synth.losses import COL
@@ -683,7 +683,7 @@ def lower_loss(traced: TracedReference) -> LoweredLoss:
         statistics=[(name, reduce, operand.xreplace(takes)) for name, reduce, operand in builder.program.statistics],
         # An output cast back to the inputs' dtype as a whole (``F.cross_entropy(logits.float(), ...,
         # reduction="none").to(logits.dtype)``) is the store's own rounding, in the output's dtype.
-        outputs={name: _stored(expr).xreplace(takes) for name, expr in outputs.items()},
+        outputs={name: as_stored(expr).xreplace(takes) for name, expr in outputs.items()},
         reduction=reduction,
         denominator=sympy.sympify(divisor if divisor is not None else 1).xreplace(takes),
         int_hyperparameters=list(builder.int_used),
@@ -695,10 +695,6 @@ def lower_loss(traced: TracedReference) -> LoweredLoss:
         ],
         upcast=[builder.dtype_of(node) == "fp32" for node in traced.outputs],
     )
-
-
-def _stored(expr: sympy.Expr) -> sympy.Expr:
-    return expr.args[0] if isinstance(expr, CastToInput) else expr
 
 
 __all__ = ["CountScale", "LoweredLoss", "PerElementOutputError", "lower_loss"]

@@ -38,6 +38,7 @@ from tools.kernelgen.synth import apply_op
 from tools.kernelgen.synth import make_symbols
 from tools.kernelgen.synth import to_sympy_number
 from tools.kernelgen.synth.functions import CastToInput
+from tools.kernelgen.synth.functions import as_stored
 from tools.kernelgen.synth.functions import select
 from tools.kernelgen.synth.rows import COL
 from tools.kernelgen.synth.rows import N_COLS
@@ -461,10 +462,7 @@ def lower(traced: TracedReference) -> LoweredProgram:
     builder = ProgramBuilder(traced)
     program = builder.program
     for name, node in zip(traced.output_names, traced.outputs):
-        expr = builder.value(node)
-        if isinstance(expr, CastToInput):
-            expr = expr.args[0]  # the store rounds to the output's dtype anyway
-        program.outputs[name] = expr
+        program.outputs[name] = as_stored(builder.value(node))
         shape = traced.shape(node)
         program.keepdim[name] = shape is None or len(shape) == traced.rank
     return program

@@ -401,6 +401,12 @@ class CastToInput(_SameValue):
     op_name = "cast_to_input"
 
 
+def as_stored(output: sympy.Expr) -> sympy.Expr:
+    """An output as a kernel stores it: a rounding of the whole output to the inputs' dtype is the store's own (the
+    output is of that dtype), so it is left to the store."""
+    return output.args[0] if isinstance(output, CastToInput) else output
+
+
 class Detached(_SameValue):
     """``x.detach()``: the value itself, through which no gradient flows (torch's stop-gradient)."""
 
