@@ -45,7 +45,6 @@ from tools.kernelgen.synth.rows import N_COLS
 from tools.kernelgen.synth.rules import is_condition
 
 _UPCASTS = (torch.float32, torch.float64)
-_UPCAST_METHODS = ("float", "double")
 _INPUT, _FP32 = "input", "fp32"
 
 
@@ -220,12 +219,11 @@ class ProgramBuilder:
         """What a cast converts to: ``fp32``, ``input`` (an input's dtype), or None (a fixed low precision,
         which the kernel does not emulate)."""
         node = call.node
-        if call.name in _UPCAST_METHODS:
-            return _FP32
+        fixed = fixed_cast_dtype(call)
+        if fixed is not None:
+            return _FP32 if fixed in _UPCASTS else None
         arguments = list(node.args[1:]) + [node.kwargs[key] for key in ("dtype", "other") if key in node.kwargs]
         for argument in arguments:
-            if isinstance(argument, torch.dtype):
-                return _FP32 if argument in _UPCASTS else None
             if isinstance(argument, fx.Node):
                 source = argument
                 meta = self.traced.calls.get(argument)
