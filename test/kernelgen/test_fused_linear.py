@@ -145,13 +145,22 @@ def test_a_distillation_chunk_holds_d_weight_s_size_of_logits(fused_checkout):
     root, _ = fused_checkout
     (single,) = generated_functions(root, "fused_linear_cross_entropy_gen", "_chunk_rows")
     (distillation,) = generated_functions(root, "fused_linear_distillation", "_chunk_rows")
-    # Llama-3-8B's head over 8192 rows: upstream's 256 rows widened by a tenth of the weight for one logits tensor;
-    # a student's and a teacher's logits of hidden / 2 rows each (d(weight)'s bytes in all).
-    assert single(8192, 4096, 128256) == 256 + 384
+    # Llama-3-8B's head over 8192 rows: upstream's 256 rows widened to 717 by a tenth of upstream's peak (1002 MiB of
+    # d(weight), 64 of d(hidden), 63 of logits), cut into 12 even chunks; a student's and a teacher's logits of
+    # hidden / 2 rows each (d(weight)'s bytes in all).
+    assert single(8192, 4096, 128256) == 683
     assert distillation(8192, 4096, 128256) == 2048
     assert distillation(8192, 8192, 128256) == 4096
-    # A small vocabulary makes the single rule's chunk the wider one: it stands.
-    assert distillation(65536, 4096, 32000) == single(65536, 4096, 32000) == 8192 + 384
+    # A small vocabulary makes the single rule's chunk the wider one: it stands (8192 rows widened to 10259, 7 chunks).
+    assert distillation(65536, 4096, 32000) == single(65536, 4096, 32000) == 9363
+    # Even chunks: the last is short of the others by fewer rows than there are chunks. 718 rows widen upstream's 32
+    # to 447 (2 chunks), 10000 rows its 512 to 1004 (10 chunks); no rows still make a chunk of one row.
+    for n_rows in (1, 5, 700, 718, 8191, 10000):
+        chunk = single(n_rows, 4096, 128256)
+        count = -(-n_rows // chunk)
+        assert chunk * count - n_rows < count
+    assert single(718, 4096, 128256) == 359 and single(10000, 4096, 128256) == 1000
+    assert single(0, 4096, 128256) == 1
 
 
 def test_a_fused_distillation_writes_the_logits_gradients_over_its_chunk_s_logits(fused_checkout):

@@ -173,10 +173,14 @@ def test_a_chunk_of_whole_groups_holds_up_to_d_weight_s_size_of_logits(generated
     assert list(chunks(8, 1024, rule(8 * 1024, 4096, 128256))) == [[(0, 2), (4, 6)], [(2, 4), (6, 8)]]
     assert list(chunks(8, 128, rule(8 * 128, 4096, 128256))) == [[(0, 4), (4, 8)]]
     assert len(list(chunks(8, 4096, rule(8 * 4096, 4096, 128256)))) == 4
-    # A small vocabulary: upstream's rule gives the wider chunk, and it stands.
-    assert rule(65536, 4096, 32000) == 8192 + 384
+    # Chunks of whole pairs are evened in pairs: 5 pairs of 2000 rows, 2 pairs a chunk, 3 chunks (rows evened
+    # instead would give 3334-row chunks of one pair each).
+    assert rule(10 * 1000, 4096, 128256, 2 * 1000) == 4000
+    assert len(list(chunks(10, 1000, rule(10 * 1000, 4096, 128256, 2 * 1000)))) == 3
+    # A small vocabulary: upstream's rule gives the wider chunk (widened by a tenth of upstream's peak), and it stands.
+    assert rule(65536, 4096, 32000) == 9363
     (ranking_rule,) = generated_functions(root, "fused_linear_listwise_ranking", "_chunk_rows")
-    assert ranking_rule(8 * 1024, 4096, 128256) == 256 + 384
+    assert ranking_rule(8 * 1024, 4096, 128256) == 683
 
 
 def test_a_fused_two_stage_loss_scales_its_gradients_only_when_grad_output_is_not_1(generated_checkout):
