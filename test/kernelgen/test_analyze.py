@@ -1285,6 +1285,50 @@ def test_an_attribute_of_an_int_argument_with_a_default_is_held_with_it(tmp_path
     assert profile.module.fixed == ["heads"]
 
 
+OPTIONAL_NUMBERS = """
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class ScaledGelu(nn.Module):
+    def __init__(self, scale: Optional[float] = None, device=None):
+        super().__init__()
+        self.scale = scale
+        self.device = device
+
+    def forward(self, x):
+        y = F.gelu(x)
+        if self.scale is not None:
+            y = y * self.scale
+        return y
+
+
+class SoftcapCrossEntropy(nn.Module):
+    def __init__(self, softcap: float | None = None):
+        super().__init__()
+        self.softcap = softcap
+
+    def forward(self, logits, target):
+        if self.softcap is not None:
+            logits = self.softcap * torch.tanh(logits / self.softcap)
+        return F.cross_entropy(logits, target)
+"""
+
+
+def test_a_constructor_number_of_default_none_the_forward_tests_is_held_at_none(tmp_path):
+    """``if self.scale is not None``: traced at None, the kernel computes the None branch only, so the generated module
+    refuses a number (``module.fixed``) rather than ignore it; an argument no number builds the module with
+    (``device=None``) changes nothing that can be shown and stays free. A loss's optional number is never taken for
+    its class weights (it was traced as a [V] tensor and refused as a buffer)."""
+    reference = write(tmp_path, "optional_numbers.py", OPTIONAL_NUMBERS)
+    assert analyze(f"{reference}:ScaledGelu").module.fixed == ["scale"]
+    loss = analyze(f"{reference}:SoftcapCrossEntropy")
+    assert loss.tier == 3 and loss.module.fixed == ["softcap"] and "tanh" not in loss.forward_computation
+
+
 def test_a_skew_divergence_with_logs_of_its_hyper_parameter_is_analysed(tmp_path):
     """``logaddexp(s + log(1 - beta), t + log(beta))``: the row checks draw beta above 1 too, where the logs are
     complex; those draws are no evidence (sympy's Max raised a ValueError out of the analysis before)."""

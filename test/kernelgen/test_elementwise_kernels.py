@@ -290,7 +290,9 @@ def test_the_profile_s_backward_num_warps_replaces_the_sin_cos_rule(generated_ch
     assert "num_warps = 8" not in forward  # the forward keeps the template's choice
 
 
-SWITCHES = """import torch
+SWITCHES = """from typing import Optional
+
+import torch
 import torch.nn as nn
 
 
@@ -305,17 +307,31 @@ class ReluPower(nn.Module):
 
     def forward(self, x):
         return torch.relu(x) ** self.power
+
+
+class ScaledSilu(nn.Module):
+    def __init__(self, scale: Optional[float] = None):
+        super().__init__()
+        self.scale = scale
+
+    def forward(self, x):
+        y = torch.nn.functional.silu(x)
+        if self.scale is not None:
+            y = y * self.scale
+        return y
 """
 
 CALLS = """
 import torch
 from liger_kernel.transformers import LigerReluPower
+from liger_kernel.transformers import LigerScaledSilu
 from liger_kernel.transformers.functional import liger_int_scale
 
 x = torch.randn(2, 8)
 assert torch.allclose(liger_int_scale(x, x), torch.sigmoid(x) * x * 2)
 assert torch.allclose(LigerReluPower()(x), torch.relu(x) ** 2)
-for call in (lambda: liger_int_scale(x, x, scale=5), lambda: LigerReluPower(power=3)):
+assert torch.allclose(LigerScaledSilu()(x), torch.nn.functional.silu(x))
+for call in (lambda: liger_int_scale(x, x, scale=5), lambda: LigerReluPower(power=3), lambda: LigerScaledSilu(2.0)):
     try:
         call()
     except ValueError as error:
@@ -324,16 +340,18 @@ for call in (lambda: liger_int_scale(x, x, scale=5), lambda: LigerReluPower(powe
 
 
 def test_values_the_math_was_not_traced_with_are_refused(tmp_path):
-    """An int argument and a module's int attribute are traced at their defaults (the math is x * 2, relu(x) ** 2):
-    the Function and the module say so for other values instead of computing the defaults' math."""
+    """An int argument and a module's int attribute are traced at their defaults (the math is x * 2, relu(x) ** 2),
+    a module's optional number at None (the math skips its branch): the Function and the module say so for other
+    values instead of computing the defaults' math."""
     root = copy_checkout(tmp_path / "liger")
     reference = tmp_path / "switches.py"
     reference.write_text(SWITCHES)
-    for entry, name in (("int_scale", "int_scale"), ("ReluPower", "relu_power")):
+    for entry, name in (("int_scale", "int_scale"), ("ReluPower", "relu_power"), ("ScaledSilu", "scaled_silu")):
         write_all(root, plan_new(LigerRepo.open(root), analyze(f"{reference}:{entry}", name=name)).changes)
     result = run_python(["-c", CALLS], cwd=root, env={**os.environ, "PYTHONPATH": "src"})
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == [
         "int_scale: generated for scale in [2], got 5",
         "LigerReluPower: generated for power=2, got 3",
+        "LigerScaledSilu: generated for scale=None, got 2.0",
     ]

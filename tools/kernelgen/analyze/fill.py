@@ -352,6 +352,11 @@ def _fixed_arguments(profile: KernelProfile, traced: TracedReference) -> list[st
     used |= {name for t in [*profile.parameters, *profile.inputs] for name in names_read(getattr(t, "init_expr", ""))}
     fixed = []
     for ip in profile.module.init_params:
+        if ip.default is None:
+            # Traced at None: a number that changes what the reference computes is one the kernel never saw.
+            if ip.name not in used and changes_the_output(traced.loaded, ip.name, None):
+                fixed.append(ip.name)
+            continue
         if not isinstance(ip.default, (bool, int, float, str)):
             continue
         if ip.name not in used and changes_the_output(traced.loaded, ip.name, ip.default):

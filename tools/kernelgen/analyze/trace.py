@@ -783,6 +783,8 @@ def _tensor_arguments(
     for param in init_params:
         if built_with.get(param.name, 0) is not None or param.name in overrides:
             continue
+        if _annotated_a_number(loaded, param.name):
+            continue  # ``softcap: Optional[float] = None``: a number when given, never class weights
         probe = _probes({param.name: ""})[param.name]
         try:
             rebuilt, _, _ = _instantiate(loaded, {**overrides, param.name: probe})
@@ -1073,16 +1075,43 @@ def _another_value(value: Any) -> Any:
     return None
 
 
+def _annotation_text(loaded: LoadedReference, name: str) -> str:
+    """Constructor argument ``name``'s annotation as written (``typing.Optional[float]``, ``float | None``), or ''."""
+    parameter = inspect.signature(loaded.obj.__init__).parameters.get(name)
+    if parameter is None or parameter.annotation is inspect.Parameter.empty:
+        return ""
+    return parameter.annotation if isinstance(parameter.annotation, str) else repr(parameter.annotation)
+
+
+def _annotated_a_number(loaded: LoadedReference, name: str) -> bool:
+    """Whether constructor argument ``name`` is annotated as a number (``Optional[float]``, ``int``), not a tensor."""
+    text = _annotation_text(loaded, name)
+    return "Tensor" not in text and any(kind in text for kind in ("float", "int", "bool"))
+
+
+def _a_number_for_none(loaded: LoadedReference, name: str) -> Any:
+    """A value to probe constructor argument ``name`` (default None) with: a number of its annotation's type
+    (``Optional[float]``: 2.5, ``Optional[int]``: 3, ``Optional[bool]``: True), 2.5 unannotated."""
+    text = _annotation_text(loaded, name)
+    for kind, number in (("bool", True), ("int", 3)):
+        if kind in text and "float" not in text:
+            return number
+    return 2.5
+
+
 def changes_the_output(loaded: LoadedReference, name: str, value: Any) -> bool:
     """Whether building the reference module with another value of constructor argument ``name`` than ``value``
     changes what it computes (the same random inputs and parameters). True where that cannot be shown otherwise (a
-    str has no other value to try, the probe fails): ``inplace=False`` changes nothing, a submodule's option does."""
-    other = _another_value(value)
+    str has no other value to try, the probe fails): ``inplace=False`` changes nothing, a submodule's option does.
+    An argument of default None (``softcap: Optional[float] = None`` read under ``if self.softcap is not None``) is
+    probed with a number; where that probe fails it is not taken to change anything (``device=None``,
+    ``dtype=None``: no number builds the module)."""
+    other = _a_number_for_none(loaded, name) if value is None else _another_value(value)
     if other is None:
         return True
     full, changed = _rebuild(loaded, {}), _rebuild(loaded, {name: other})
     if full is None or changed is None:
-        return True
+        return value is not None
     full, changed = full.eval(), changed.eval()
     generator = torch.Generator().manual_seed(0)
     try:
@@ -1091,7 +1120,7 @@ def changes_the_output(loaded: LoadedReference, name: str, value: Any) -> bool:
             arguments = _signature_tensors(loaded, full, generator)
             expected, actual = _as_tensors(full(*arguments)), _as_tensors(changed(*arguments))
     except Exception:  # noqa: BLE001 - user code; an unanswered probe keeps the argument fixed
-        return True
+        return value is not None
     return len(expected) != len(actual) or not all(
         e.shape == a.shape and torch.equal(e, a) for e, a in zip(expected, actual)
     )

@@ -2188,10 +2188,10 @@ def _traced_at(profile: KernelProfile) -> list[tuple[str, str, str]]:
     fixed = [
         (name, defaults[name])
         for name in profile.module.fixed
-        if isinstance(defaults.get(name), (bool, int, float, str))
+        if defaults.get(name) is None or isinstance(defaults.get(name), (bool, int, float, str))
     ]
     return [
-        (name, repr(value), f"{name} {'is not' if isinstance(value, bool) else '!='} {value!r}")
+        (name, repr(value), f"{name} {'is not' if value is None or isinstance(value, bool) else '!='} {value!r}")
         for name, value in fixed
     ]
 
