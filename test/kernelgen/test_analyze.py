@@ -1329,6 +1329,25 @@ def test_a_constructor_number_of_default_none_the_forward_tests_is_held_at_none(
     assert loss.tier == 3 and loss.module.fixed == ["softcap"] and "tanh" not in loss.forward_computation
 
 
+def test_a_frozen_parameter_stays_frozen(tmp_path):
+    """``nn.Parameter(..., requires_grad=False)``: the profile says so, and the generated module holds it frozen (an
+    optimizer would train it otherwise)."""
+    source = (
+        "import torch\nfrom torch import nn\n\n\nclass FrozenShiftNorm(nn.Module):\n"
+        "    def __init__(self, hidden_size: int = 64):\n        super().__init__()\n"
+        "        self.weight = nn.Parameter(torch.ones(hidden_size))\n"
+        "        self.shift = nn.Parameter(torch.full((hidden_size,), 0.5), requires_grad=False)\n\n"
+        "    def forward(self, x):\n"
+        "        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * self.weight + self.shift\n"
+    )
+    profile = analyze(str(write(tmp_path, "frozen.py", source)))
+    assert {p.name: p.requires_grad for p in profile.parameters} == {"weight": True, "shift": False}
+    assert "requires_grad: false" in dump_yaml(profile) and dump_yaml(profile).count("requires_grad: false") == 1
+    module = render_kernel(profile).files["src/liger_kernel/transformers/frozen_shift_norm.py"]
+    assert "nn.Parameter(torch.full((hidden_size,), 0.5), requires_grad=False)" in module
+    assert "nn.Parameter(torch.ones(hidden_size))" in module
+
+
 def test_a_skew_divergence_with_logs_of_its_hyper_parameter_is_analysed(tmp_path):
     """``logaddexp(s + log(1 - beta), t + log(beta))``: the row checks draw beta above 1 too, where the logs are
     complex; those draws are no evidence (sympy's Max raised a ValueError out of the analysis before)."""

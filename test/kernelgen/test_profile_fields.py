@@ -188,9 +188,17 @@ def _set_reduction_sum(profile):
 
 
 def _retype_hyper(profile):
-    """An int hyper-parameter takes an int default (a float one is refused)."""
+    """An int hyper-parameter takes an int default (a float one is refused), the module's constructor too."""
     profile.hyperparameters[0].type = "int"
-    profile.hyperparameters[0].default = 1
+    _set_hyper_default(profile, 1)
+
+
+def _set_hyper_default(profile, value):
+    """A hyper-parameter's default and the module constructor's of the same name (the profile keeps them equal)."""
+    profile.hyperparameters[0].default = value
+    for ip in profile.module.init_params:
+        if ip.name == profile.hyperparameters[0].name:
+            ip.default = value
 
 
 def _two_dim_rows(profile):
@@ -231,7 +239,7 @@ EDITS = {
     "outputs[].dtype": ("swiglu", _set("outputs.0.dtype", "float32"), "validation"),
     "hyperparameters[].name": ("leaky_relu_mul", _rename_hyper, "files"),
     "hyperparameters[].type": ("leaky_relu_mul", _retype_hyper, "files"),
-    "hyperparameters[].default": ("leaky_relu_mul", _set("hyperparameters.0.default", 0.2), "files"),
+    "hyperparameters[].default": ("leaky_relu_mul", lambda profile: _set_hyper_default(profile, 0.2), "files"),
     "hyperparameters[].constexpr": ("leaky_relu_mul", _set("hyperparameters.0.constexpr", True), "files"),
     "hyperparameters[].choices": ("leaky_relu_mul", _set("hyperparameters.0.choices", [0.01, 0.1]), "files"),
     "parameters[].name": ("dyt", _rename_parameter, "files"),
@@ -243,6 +251,7 @@ EDITS = {
     "parameters[].init_expr": ("dyt", _set("parameters.1.init_expr", "torch.ones(hidden_size) * 2.0"), "files"),
     "parameters[].enabled_by": ("dyt", _set("parameters.2.enabled_by", ""), "files"),
     "parameters[].attribute": ("dyt", _set("parameters.1.attribute", "affine.weight"), "files"),
+    "parameters[].requires_grad": ("dyt", _set("parameters.1.requires_grad", False), "files"),
     "forward_computation": ("swiglu", _set("forward_computation", "y = silu(gate) * up"), "files"),
     "math.statistics[].name": ("layer_norm", _rename_statistic, "files"),
     "math.statistics[].reduce": ("layer_norm", _set("math.statistics.1.reduce", "sum"), "files"),

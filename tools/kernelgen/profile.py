@@ -231,6 +231,8 @@ class LearnableParameter:
     enabled_by: str = ""
     attribute: str = ""  # where the reference module holds it, when not ``self.<name>`` (``norm.weight``)
     description: str = ""
+    # False: the reference holds it frozen (``nn.Parameter(..., requires_grad=False)``); the module holds it so.
+    requires_grad: bool = True
 
     @property
     def held_rank(self) -> int:
@@ -1454,6 +1456,8 @@ def dump_yaml(profile: KernelProfile) -> str:
         for key in ("init_arg", "enabled_by"):
             if not spec[key]:
                 spec.pop(key)
+        if spec["requires_grad"]:
+            spec.pop("requires_grad")
         if spec["rank"] is None:
             spec.pop("rank")
     if not profile.module.variants:

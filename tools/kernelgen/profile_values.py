@@ -156,6 +156,8 @@ def _parameters(problems: list[str], parameters: list) -> None:
             problems.append(f"{path}.init_value: {param.init_value!r} is not a finite number")
         if param.init_expr and not _is_expression(param.init_expr):
             problems.append(f"{path}.init_expr: {param.init_expr!r} is not a Python expression")
+        if not isinstance(param.requires_grad, bool):
+            problems.append(f"{path}.requires_grad: {param.requires_grad!r} is not true or false")
 
 
 def _input_flags(problems: list[str], inputs: list) -> None:

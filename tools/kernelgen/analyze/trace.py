@@ -1550,11 +1550,11 @@ def _finish(
                 continue
             name = target.replace(".", "_")
             parameter_names[target] = name
-            learnable = _learnable(name, tensor.detach(), hidden)
+            learnable = _learnable(name, tensor, hidden)
             elements = _indexed_elements(tensor, calls, live, target) if learnable is None else None
             if elements:
                 for index in elements:
-                    element = _learnable(f"{name}_{index}", tensor.detach()[index], hidden)
+                    element = _learnable(f"{name}_{index}", tensor[index], hidden)
                     element.attribute = element_target(target, index)
                     parameter_names[element.attribute] = element.name
                     parameters.append(element)
@@ -2263,6 +2263,15 @@ def _refuse_channels_off_the_row(
 
 
 def _learnable(name: str, tensor: torch.Tensor, hidden: int) -> LearnableParameter | None:
+    """``tensor`` (a module's parameter) as a profile parameter, None where it is no channel vector or scalar; a
+    frozen one (``nn.Parameter(..., requires_grad=False)``) stays frozen in the generated module."""
+    parameter = _learnable_start(name, tensor.detach(), hidden)
+    if parameter is not None:
+        parameter.requires_grad = bool(tensor.requires_grad)
+    return parameter
+
+
+def _learnable_start(name: str, tensor: torch.Tensor, hidden: int) -> LearnableParameter | None:
     if tensor.numel() == 1 and tensor.dim() <= 1:
         shape = "scalar"  # [1] or 0-d
     elif tensor.dim() >= 1 and tensor.shape[-1] == hidden and tensor.numel() == hidden:

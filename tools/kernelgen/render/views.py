@@ -2046,7 +2046,8 @@ def _param_init(profile: KernelProfile, size_param: str, factory: str = "") -> d
     vectors = held_vectors(profile.parameters) if profile.reference.kind == "module" else {}
     for vector, elements in vectors.items():
         values = ", ".join(repr(_initial_value(prm)) for prm in elements)
-        inits[vector] = f"nn.Parameter(torch.tensor([{values}]{factory}))"
+        frozen = "" if any(prm.requires_grad for prm in elements) else ", requires_grad=False"
+        inits[vector] = f"nn.Parameter(torch.tensor([{values}]{factory}){frozen})"
     in_vectors = {prm.name for elements in vectors.values() for prm in elements}
     for prm in profile.parameters:
         if prm.name in in_vectors:
@@ -2067,7 +2068,7 @@ def _param_init(profile: KernelProfile, size_param: str, factory: str = "") -> d
         else:
             value = f"torch.full({shape}, {float(prm.init_value)!r}{factory})"
         path = _module_path(profile, prm)
-        inits[path] = f"nn.Parameter({value})"
+        inits[path] = f"nn.Parameter({value})" if prm.requires_grad else f"nn.Parameter({value}, requires_grad=False)"
         if prm.enabled_by:
             inits[path] += f" if {prm.enabled_by} else None"
     return inits
@@ -2188,7 +2189,7 @@ def _traced_at(profile: KernelProfile) -> list[tuple[str, str, str]]:
     fixed = [
         (name, defaults[name])
         for name in profile.module.fixed
-        if defaults.get(name) is None or isinstance(defaults.get(name), (bool, int, float, str))
+        if name in defaults and (defaults[name] is None or isinstance(defaults[name], (bool, int, float, str)))
     ]
     return [
         (name, repr(value), f"{name} {'is not' if value is None or isinstance(value, bool) else '!='} {value!r}")
@@ -2301,7 +2302,8 @@ def test_view(profile: KernelProfile) -> TestView:
     whole_tiles = (
         "[" + ", ".join([*map(str, cpu_tiles), *(f"pytest.param({s}, marks={MODEL_SIZED})" for s in gpu_tiles)]) + "]"
     )
-    gradients += [f"({len(inputs) + i}, {p.name!r}, {terms[p.shape]})" for i, p in enumerate(params)]
+    # A frozen parameter (requires_grad=False) has no gradient on either side: nothing to compare.
+    gradients += [f"({len(inputs) + i}, {p.name!r}, {terms[p.shape]})" for i, p in enumerate(params) if p.requires_grad]
     return TestView(
         hyper_args="".join(f", hyper[{name!r}]" for name in hyper_names),
         hyper_kwargs="".join(f", {name}=hyper[{name!r}]" for name in hyper_names),
