@@ -418,6 +418,26 @@ def test_notes_change_nothing_generated():
     assert _outcome(edited, "files") == _outcome(original, "files")
 
 
+def test_a_hyper_parameter_s_default_is_the_module_s(tmp_path):
+    """An edit of a hyper-parameter's default alone leaves the module's constructor at the old one: the two would
+    compute different things by default, so the profile says so in a line naming both fields."""
+    path = tmp_path / "eps_norm.py"
+    path.write_text(
+        "import torch\nfrom torch import nn\n\n\nclass EpsNorm(nn.Module):\n"
+        "    def __init__(self, hidden_size: int = 64, eps: float = 1e-6):\n        super().__init__()\n"
+        "        self.weight = nn.Parameter(torch.ones(hidden_size))\n        self.eps = eps\n\n"
+        "    def forward(self, x):\n"
+        "        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight\n"
+    )
+    profile = analyze(f"{path}:EpsNorm")
+    assert validate_profile(profile) == []
+    profile.hyperparameters[0].default = 1e-5
+    assert validate_profile(profile) == [
+        "module.init_params[1].default: 1e-06 for 'eps', where hyperparameters[0].default is 1e-05; the module and the "
+        "functional would start at different values: make them equal"
+    ]
+
+
 @pytest.mark.parametrize("reference", ["leaky_relu_mul", "snake"])
 def test_a_hyper_parameter_the_reference_does_not_take_is_refused(reference):
     """The tests call the reference with every hyper-parameter: one added to the profile alone (not to

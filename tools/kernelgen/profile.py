@@ -1259,6 +1259,22 @@ def _validate_hypers_reach_the_reference(profile: KernelProfile, problems: list[
             )
 
 
+def _check_constructor_defaults(problems: list[str], profile: KernelProfile) -> None:
+    """A hyper-parameter the module's constructor also takes starts at one value in both: the module's default and
+    the functional's would otherwise compute different things (an edited profile that changed one of them)."""
+    hypers = {hp.name: (index, hp.default) for index, hp in enumerate(profile.hyperparameters)}
+    for index, ip in enumerate(profile.module.init_params):
+        if not isinstance(ip.name, str) or ip.name not in hypers:
+            continue
+        hyper_index, default = hypers[ip.name]
+        if ip.default != default and not (ip.default is None and ip.optional):
+            problems.append(
+                f"module.init_params[{index}].default: {ip.default!r} for {ip.name!r}, where "
+                f"hyperparameters[{hyper_index}].default is {default!r}; the module and the functional would start at "
+                "different values: make them equal"
+            )
+
+
 def validate_profile(profile: KernelProfile) -> list[str]:
     """Every problem of the profile at once, each prefixed with its YAML path."""
     problems: list[str] = []
@@ -1282,6 +1298,7 @@ def validate_profile(profile: KernelProfile) -> list[str]:
     elif profile.module.kind == "loss" and profile.tier != 3:
         problems.append("module.kind: 'loss' needs tier 3 (a loss over rows)")
     init_names = {ip.name for ip in profile.module.init_params}
+    _check_constructor_defaults(problems, profile)
     for index, name in enumerate(profile.module.fixed):
         if name not in init_names:
             problems.append(f"module.fixed[{index}]: {name!r} is no constructor argument (module.init_params)")
