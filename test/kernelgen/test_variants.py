@@ -91,6 +91,21 @@ class LlamaOffsetNorm(nn.Module):
         h = (h.float() * torch.rsqrt(var + self.eps)).to(h.dtype)
         return h * (1.0 + self.w)
 """
+# A weight starting at 0.5: no option of LigerRMSNorm starts it there, and the line says so.
+HALF_START_NORM = """
+import torch
+import torch.nn as nn
+
+
+class HalfStartNorm(nn.Module):
+    def __init__(self, hidden_size: int = 64, eps: float = 1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.full((hidden_size,), 0.5))
+        self.eps = eps
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+"""
 # A sum written with a 0.0 that torch's deprecated size_average=0.0 would also express: named by its reduction.
 SUMMED_CE = """
 import torch.nn.functional as F
@@ -241,6 +256,12 @@ def checkout(tmp_path_factory):
             "ignored_seven_ce",
             IGNORED_SEVEN_CE,
             "liger_cross_entropy(input, target, ignore_index=7) / LigerCrossEntropyLoss(ignore_index=7)",
+        ),
+        (
+            "half_start_norm",
+            HALF_START_NORM,
+            "liger_rms_norm(X, W, eps) / LigerRMSNorm(hidden_size, eps=eps) (the reference starts its parameters at "
+            "0.5: set them after building it)",
         ),
         (
             "per_row_ce",

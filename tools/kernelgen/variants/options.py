@@ -473,6 +473,12 @@ def call_text(
             options["init_fn"] = _value_text(parameters_start)
         args = [p.name for p in params if p.default is None]
         args += _keywords({p.name: options[p.name] for p in params if p.name in options and p.name not in args})
+        if parameters_start not in (None, "ones", "zeros"):
+            # A start no option of the module gives (torch.full(..., 0.5)): said, not silently dropped.
+            return (
+                f"{text} / {module}({', '.join(args)}) (the reference starts its parameters at {parameters_start}: "
+                "set them after building it)"
+            )
         return f"{text} / {module}({', '.join(args)})"
     return text
 

@@ -481,7 +481,8 @@ class Match(NamedTuple):
     def call(self, profile: KernelProfile) -> str:
         """The call of the kernel at these values, naming the reference's hyper-parameters where they go."""
         defaults = {hp.name: hp.default for hp in profile.hyperparameters}
-        starts = {p.init for p in profile.parameters}
+        # Where the reference's parameters start: ones or zeros (a module's init_fn), else a constant of theirs.
+        starts = {p.init if p.init != "constant" else repr(float(p.init_value or 0.0)) for p in profile.parameters}
         return call_text(
             self.plan,
             self.values,
