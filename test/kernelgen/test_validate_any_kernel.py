@@ -11,6 +11,7 @@ from test.kernelgen.conftest import copy_checkout
 from test.kernelgen.conftest import run_kernelgen
 from test.kernelgen.handwritten import OPS as MULSIG_OPS
 from test.kernelgen.handwritten import install as install_mulsig
+from tools.kernelgen.validate.workspace import default_workspace
 
 STAGES = ("smoke", "shape_sweep", "numerical_stability", "determinism", "edge_cases")
 # mulsig's forward with sigmoid written through libdevice's tanh, imported as upstream's geglu, dyt and cross_entropy
@@ -47,6 +48,9 @@ def test_a_hand_written_host_kernel_validates_against_its_built_in_reference(hos
     for stage in STAGES:
         assert f"stage: {stage:<19} verdict: PASSED" in out
     assert "correctness: PASS" in out and f"validate {name}: PASS" in out
+    # The summary names what the stages called: the kernel's own functional, not a generated Function's name.
+    summary = (default_workspace(host, name) / "summary.md").read_text()
+    assert f"- kernel: `liger_kernel.transformers.functional.liger_{name}` (tier " in summary
 
 
 def test_a_mismatched_reference_fails_correctness_with_the_first_differing_output(host, tmp_path):

@@ -162,6 +162,14 @@ def append_iteration(workspace: Path, results: list[StageResult], focus: str, de
     return append_row(workspace, validate_row(results, focus, description))
 
 
+def _kernel_called(target: Target) -> str:
+    """What the stages call: the kernel's own entry where it is not checked against a generation record (upstream's
+    ``liger_kernel.transformers.functional.liger_geglu``), else the generated Function."""
+    if target.call:
+        return f"{target.call['module']}.{target.call['callable']}"
+    return target.profile.function_class_name
+
+
 def write_summary(target: Target, results: list[StageResult], iteration: int, extra: list[str]) -> Path:
     path = target.workspace / "summary.md"
     profile = target.profile
@@ -169,7 +177,7 @@ def write_summary(target: Target, results: list[StageResult], iteration: int, ex
     lines = [
         f"# validate {target.name}: {status(results)}",
         "",
-        f"- kernel: `{profile.function_class_name}` (tier {profile.tier}: {profile.tier_description})",
+        f"- kernel: `{_kernel_called(target)}` (tier {profile.tier}: {profile.tier_description})",
         f"- checkout: `{target.repo.root}`",
         f"- iteration: {iteration} ({when})",
         f"- files: {', '.join(f'`{p}`' for p in target.paths.values())}",
