@@ -1329,6 +1329,84 @@ def test_a_constructor_number_of_default_none_the_forward_tests_is_held_at_none(
     assert loss.tier == 3 and loss.module.fixed == ["softcap"] and "tanh" not in loss.forward_computation
 
 
+INIT_ARITHMETIC = """
+import torch
+import torch.nn as nn
+
+
+class InitScale(nn.Module):
+    def __init__(self, scale: float = 2.0):
+        super().__init__()
+        self.s = EXPRESSION
+
+    def forward(self, x):
+        return torch.tanh(x) * self.s
+"""
+
+
+@pytest.mark.parametrize(
+    "expression", ["abs(scale)", "min(scale, 5.0)", "round(scale, 1)", "scale * 2.0 if scale > 0 else 1.0"]
+)
+def test_init_arithmetic_that_follows_a_line_only_near_the_default_is_refused(tmp_path, expression):
+    """``self.s = abs(scale)`` is ``scale`` at every positive value: the probes above the default fitted a line and the
+    generated module computed with scale itself at -3. Probes below zero, far above and at a fraction show it."""
+    path = write(tmp_path, "init_scale.py", INIT_ARITHMETIC.replace("EXPRESSION", expression))
+    message = analyze_error(f"{path}:InitScale")
+    assert "__init__ computes self.s from scale" in message and "other than as a * scale + b" in message, message
+
+
+def test_an_attribute_of_the_argument_s_name_computed_from_it_is_refused(tmp_path):
+    """``self.eps = max(eps, 1e-2)`` keeps the argument's name but not its value: traced as ``eps``, the module would
+    compute with 0.001 where the reference uses 0.01 (wrong at the defaults)."""
+    source = (
+        "import torch\nimport torch.nn as nn\n\n\nclass Floor(nn.Module):\n"
+        "    def __init__(self, eps: float = 1e-3):\n        super().__init__()\n        self.eps = max(eps, 1e-2)\n\n"
+        "    def forward(self, x):\n        return torch.sigmoid(x) + self.eps\n"
+    )
+    message = analyze_error(f"{write(tmp_path, 'floor.py', source)}:Floor")
+    assert (
+        "__init__ computes self.eps from eps (0.01 at eps=0.001) and keeps it under the argument's own name" in message
+    )
+
+
+OPTIONAL_BOUND_AND_HELD_INDEX = """
+from typing import Optional
+
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class CappedGelu(nn.Module):
+    def __init__(self, limit: Optional[float] = None):
+        super().__init__()
+        self.limit = limit
+
+    def forward(self, x):
+        y = F.gelu(x)
+        if self.limit is not None:
+            y = y.clamp(max=self.limit)
+        return y
+
+
+class HeldCE(nn.Module):
+    def __init__(self, ignore: int = -100):
+        super().__init__()
+        self.ce = nn.CrossEntropyLoss(ignore_index=ignore)
+
+    def forward(self, logits, target):
+        return self.ce(logits, target)
+"""
+
+
+def test_arguments_whose_effect_one_probe_misses_are_held_at_their_default(tmp_path):
+    """A bound of default None that 2.5 leaves alone on random inputs (``clamp(max=limit)``), and an ignore_index under
+    another name (-199 is in no target): probed at more values, with the targets drawn as small class indices, each
+    is seen to change the output and the module refuses other values."""
+    path = write(tmp_path, "probes.py", OPTIONAL_BOUND_AND_HELD_INDEX)
+    assert analyze(f"{path}:CappedGelu").module.fixed == ["limit"]
+    assert analyze(f"{path}:HeldCE").module.fixed == ["ignore"]
+
+
 def test_a_frozen_parameter_stays_frozen(tmp_path):
     """``nn.Parameter(..., requires_grad=False)``: the profile says so, and the generated module holds it frozen (an
     optimizer would train it otherwise)."""
@@ -1476,6 +1554,15 @@ def test_switches_traced_at_their_default_are_the_only_choice(tmp_path):
     )
     profile = analyze(str(path))
     assert next(hp.choices for hp in profile.hyperparameters if hp.name == "scale") == [2]
+
+
+def test_a_float_annotated_argument_with_an_int_default_is_a_float(tmp_path):
+    """``scale: float = 1`` is a float written as an int: a runtime hyper-parameter, not a switch held at 1."""
+    path = write(
+        tmp_path, "int_float.py", "import torch\n\n\ndef f(x, scale: float = 1):\n    return torch.tanh(x) * scale\n"
+    )
+    (hyper,) = analyze(str(path)).hyperparameters
+    assert (hyper.name, hyper.type, hyper.default, hyper.choices) == ("scale", "float", 1.0, None)
 
 
 def test_a_constructor_argument_a_parameter_starts_at_is_linked_whatever_its_value(tmp_path):

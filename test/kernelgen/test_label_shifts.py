@@ -127,7 +127,9 @@ def test_num_items_in_batch_is_refused_saying_what_to_write_instead(tmp_path):
             loss = loss / num_items_in_batch
         return loss
     """
-    with pytest.raises(AnalyzeError, match=r"'num_items_in_batch' divides the loss when it is given") as caught:
+    with pytest.raises(
+        AnalyzeError, match=r"'num_items_in_batch' defaults to None and is divided by when it is given"
+    ) as caught:
         _analyzed(tmp_path, source, "causal_lm_loss")
     assert "reference.py:12:" in str(caught.value) and "reduction='sum' loss by num_items_in_batch" in str(caught.value)
 

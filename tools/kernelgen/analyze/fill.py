@@ -351,15 +351,17 @@ def _fixed_arguments(profile: KernelProfile, traced: TracedReference) -> list[st
     # Arguments the module's own starting values and held class weights read, written as the reference writes them.
     used |= {name for t in [*profile.parameters, *profile.inputs] for name in names_read(getattr(t, "init_expr", ""))}
     fixed = []
+    # A loss's targets drawn as class indices in the probes (an ignore_index held in a submodule changes only those).
+    class_indices = tuple(t.name for t in profile.inputs if t.dtype == "int64")
     for ip in profile.module.init_params:
         if ip.default is None:
             # Traced at None: a number that changes what the reference computes is one the kernel never saw.
-            if ip.name not in used and changes_the_output(traced.loaded, ip.name, None):
+            if ip.name not in used and changes_the_output(traced.loaded, ip.name, None, class_indices):
                 fixed.append(ip.name)
             continue
         if not isinstance(ip.default, (bool, int, float, str)):
             continue
-        if ip.name not in used and changes_the_output(traced.loaded, ip.name, ip.default):
+        if ip.name not in used and changes_the_output(traced.loaded, ip.name, ip.default, class_indices):
             fixed.append(ip.name)
         elif ip.name != profile.module.size_param and ip.name not in inputs:
             linked = {

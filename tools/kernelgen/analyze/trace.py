@@ -362,6 +362,8 @@ def _split_signature(loaded: LoadedReference, fn, skip_self: bool):
                 origin=loaded.origin,
             )
         default = absent.get(parameter.name, parameter.default)
+        if type(default) is int and parameter.annotation in (float, "float"):
+            default = float(default)  # ``scale: float = 1``: a float written as an int, not an int switch
         if default is inspect.Parameter.empty and parameter.annotation in (
             int,
             float,
@@ -424,10 +426,11 @@ def _refuse_optional_divisors(loaded: LoadedReference, optional: list[str]) -> N
         return
     name, line = found
     raise AnalyzeError(
-        f"'{name}' divides the loss when it is given (a sum over the tokens of every micro-batch, as Transformers' "
-        f"num_items_in_batch) and the loss is another reduction when it is None, which kernelgen cannot trace both "
-        f"of: drop '{name}' and take reduction: str = 'mean' instead (with 'sum'), then divide the kernel's "
-        f"reduction='sum' loss by {name} where you call it, as Transformers' fixed_cross_entropy does",
+        f"'{name}' defaults to None and is divided by when it is given, so the reference computes one thing with it "
+        f"and another without, which kernelgen cannot trace both of: give '{name}' a number default that computes as "
+        f"the None case, or drop it (a loss divided by Transformers' num_items_in_batch: take reduction: str = "
+        f"'mean' instead, with 'sum', and divide the kernel's reduction='sum' loss by {name} where you call it, as "
+        f"fixed_cross_entropy does)",
         origin=loaded.origin,
         line=line,
     )
@@ -833,14 +836,35 @@ def _constructor_names(
         for argument in candidates:
             if argument in names.values():
                 continue
-            changed = built_with[argument] * 2.0 + 0.5
-            module = rebuilt(argument, changed)
-            if module is None:
-                continue
-            if getattr(module, attribute, None) == changed and value == built_with[argument]:
+            if _stored_as_given(rebuilt, attribute, argument, built_with[argument], value):
                 names[attribute] = argument
                 break
     return names
+
+
+# Other values of a float constructor argument ``start`` at which an attribute is compared: above it, negative, far
+# above it and a fraction of it, so that ``abs(scale)``, ``min(scale, 5.0)``, ``scale if scale > 0 else 1.0`` and
+# ``round(scale, 1)`` show where they leave the line they follow near the default.
+def _float_probes(start: float) -> tuple[float, ...]:
+    return (start * 2.0 + 0.5, start * 3.0 + 0.25, -(start * 1.5 + 0.75), start * 10.0 + 7.5, start * 0.5 + 0.0625)
+
+
+def _stored_as_given(rebuilt, attribute: str, argument: str, start: float, value: float) -> bool:
+    """Whether ``__init__`` keeps float constructor argument ``argument`` as ``self.<attribute>`` unchanged: the
+    attribute is the argument at its default and at every other value the module can be built with."""
+    return _first_change(rebuilt, attribute, argument, start, value) is None
+
+
+def _first_change(rebuilt, attribute: str, argument: str, start: float, value: float) -> tuple[float, Any] | None:
+    """The first (argument's value, attribute's value) at which ``self.<attribute>`` is not ``argument`` as given,
+    or None where it always is."""
+    if value != start:
+        return start, value
+    for probe in _float_probes(start):
+        module = rebuilt(argument, probe)
+        if module is not None and getattr(module, attribute, None) != probe:
+            return probe, getattr(module, attribute, None)
+    return None
 
 
 def _derived_attributes(
@@ -863,22 +887,34 @@ def _derived_attributes(
     hinted = set(loaded.hints.get("init_args", {}))
     defaults = {ip.name: ip.default for ip in init_params}
     for attribute, value in attributes.items():
+        if attribute in init_names and isinstance(built_with.get(attribute), float) and isinstance(value, float):
+            # ``self.eps = max(eps, 1e-2)``: an attribute of the argument's name that is not the argument as given
+            # would be traced as that argument, at its default and at every other value.
+            change = _first_change(rebuilt, attribute, attribute, built_with[attribute], value)
+            if change is not None:
+                at, got = change
+                unfollowed[attribute] = (
+                    f"__init__ computes self.{attribute} from {attribute} ({got!r} at {attribute}={at!r}) and keeps "
+                    f"it under the argument's own name; kernelgen takes "
+                    f"self.{attribute} to be {attribute} as given: keep self.{attribute} = {attribute} and compute the "
+                    "rest in forward"
+                )
+            continue
         if attribute in init_names or attribute in linked or not isinstance(value, float):
             continue
         for argument, start in built_with.items():
             is_float = isinstance(start, float)
             if not is_float and type(start) is not int:
                 continue
-            probes = (start * 2.0 + 0.5, start * 3.0 + 0.25) if is_float else (start * 2 + 1,)
+            probes = _float_probes(start) if is_float else (start * 2 + 1,)
             points = [(start, value)]
             for probe in probes:
                 module = rebuilt(argument, probe)
-                if module is None:
-                    break
-                points.append((probe, getattr(module, attribute, None)))
-            if len(points) <= len(probes) or not all(isinstance(y, float) for _, y in points):
+                if module is not None:  # a value the module cannot be built with proves nothing
+                    points.append((probe, getattr(module, attribute, None)))
+            if len(points) < (3 if is_float else 2) or not all(isinstance(y, float) for _, y in points):
                 continue
-            if points[1][1] == value:
+            if all(y == value for _, y in points[1:]):
                 continue
             line = f"__init__ computes self.{attribute} from {argument} ({value:.6g} at {argument}={start})"
             if not is_float:
@@ -889,10 +925,10 @@ def _derived_attributes(
                         f"any {argument}: take {attribute} as a constructor argument (self.{attribute} = {attribute})"
                     )
                 break
-            (x0, y0), (x1, y1), (x2, y2) = points
+            (x0, y0), (x1, y1) = points[:2]
             a = (y1 - y0) / (x1 - x0)
             b = y0 - a * x0
-            if math.isclose(a * x2 + b, y2, rel_tol=1e-9, abs_tol=1e-12):
+            if all(math.isclose(a * x + b, y, rel_tol=1e-9, abs_tol=1e-12) for x, y in points[2:]):
                 followed[attribute] = (argument, a, b)
             else:
                 unfollowed[attribute] = (
@@ -1089,41 +1125,68 @@ def _annotated_a_number(loaded: LoadedReference, name: str) -> bool:
     return "Tensor" not in text and any(kind in text for kind in ("float", "int", "bool"))
 
 
-def _a_number_for_none(loaded: LoadedReference, name: str) -> Any:
-    """A value to probe constructor argument ``name`` (default None) with: a number of its annotation's type
-    (``Optional[float]``: 2.5, ``Optional[int]``: 3, ``Optional[bool]``: True), 2.5 unannotated."""
+def _numbers_for_none(loaded: LoadedReference, name: str) -> list[Any]:
+    """Values to probe constructor argument ``name`` (default None) with: numbers of its annotation's type
+    (``Optional[float]``: 2.5, 0.5 and -0.5, so that a bound inside the inputs' range is seen; ``Optional[int]``:
+    3, 1, 0; ``Optional[bool]``: True), floats unannotated."""
     text = _annotation_text(loaded, name)
-    for kind, number in (("bool", True), ("int", 3)):
-        if kind in text and "float" not in text:
-            return number
-    return 2.5
+    if "bool" in text and "float" not in text:
+        return [True]
+    if "int" in text and "float" not in text:
+        return [3, 1, 0]
+    return [2.5, 0.5, -0.5]
 
 
-def changes_the_output(loaded: LoadedReference, name: str, value: Any) -> bool:
+def _other_values(value: Any) -> list[Any]:
+    """Values other than a constructor argument's default ``value`` to probe it with: its opposite for a bool; for an
+    int ``2 * value + 1`` and the small class indices 0, 1 and 2 (an ``ignore_index`` the probe's targets hold); for
+    a float ``2 * value + 1`` and its negation (a sign or a bound the first one does not cross); none for a str."""
+    if isinstance(value, bool):
+        return [not value]
+    if isinstance(value, int):
+        return [v for v in dict.fromkeys([value * 2 + 1, 0, 1, 2]) if v != value]
+    if isinstance(value, float):
+        return [v for v in dict.fromkeys([value * 2 + 1, -(value * 2 + 1)]) if v != value]
+    return []
+
+
+def changes_the_output(loaded: LoadedReference, name: str, value: Any, class_indices: tuple[str, ...] = ()) -> bool:
     """Whether building the reference module with another value of constructor argument ``name`` than ``value``
-    changes what it computes (the same random inputs and parameters). True where that cannot be shown otherwise (a
-    str has no other value to try, the probe fails): ``inplace=False`` changes nothing, a submodule's option does.
-    An argument of default None (``softcap: Optional[float] = None`` read under ``if self.softcap is not None``) is
-    probed with a number; where that probe fails it is not taken to change anything (``device=None``,
-    ``dtype=None``: no number builds the module)."""
-    other = _a_number_for_none(loaded, name) if value is None else _another_value(value)
-    if other is None:
+    changes what it computes (the same random inputs and parameters; the forward's ``class_indices`` inputs drawn as
+    small class indices, the others as rows). True where that cannot be shown otherwise (a str has no other value to
+    try, the probe fails): ``inplace=False`` changes nothing, a submodule's option does. An argument of default None
+    (``softcap: Optional[float] = None`` read under ``if self.softcap is not None``) is probed with numbers; where no
+    probe builds the module it is not taken to change anything (``device=None``, ``dtype=None``)."""
+    others = _numbers_for_none(loaded, name) if value is None else _other_values(value)
+    if not others:
         return True
-    full, changed = _rebuild(loaded, {}), _rebuild(loaded, {name: other})
-    if full is None or changed is None:
+    full = _rebuild(loaded, {})
+    if full is None:
         return value is not None
-    full, changed = full.eval(), changed.eval()
-    generator = torch.Generator().manual_seed(0)
-    try:
-        with torch.no_grad():
-            changed.load_state_dict(full.state_dict())
-            arguments = _signature_tensors(loaded, full, generator)
-            expected, actual = _as_tensors(full(*arguments)), _as_tensors(changed(*arguments))
-    except Exception:  # noqa: BLE001 - user code; an unanswered probe keeps the argument fixed
-        return value is not None
-    return len(expected) != len(actual) or not all(
-        e.shape == a.shape and torch.equal(e, a) for e, a in zip(expected, actual)
-    )
+    full = full.eval()
+    built_any = False
+    for other in others:
+        changed = _rebuild(loaded, {name: other})
+        if changed is None:
+            continue
+        built_any = True
+        changed = changed.eval()
+        generator = torch.Generator().manual_seed(0)
+        try:
+            with torch.no_grad():
+                changed.load_state_dict(full.state_dict())
+                arguments = _signature_tensors(loaded, full, generator, class_indices)
+                expected, actual = _as_tensors(full(*arguments)), _as_tensors(changed(*arguments))
+        except Exception:  # noqa: BLE001 - user code; an unanswered probe keeps the argument fixed
+            if value is not None:
+                return True
+            continue
+        if len(expected) != len(actual) or not all(
+            e.shape == a.shape and torch.allclose(e, a, rtol=1e-6, atol=1e-6, equal_nan=True)
+            for e, a in zip(expected, actual)
+        ):
+            return True
+    return value is not None and not built_any
 
 
 def changes_the_parameters(loaded: LoadedReference, name: str, value: Any, linked: set[str]) -> bool:
@@ -1157,14 +1220,21 @@ def changes_the_parameters(loaded: LoadedReference, name: str, value: Any, linke
     return False
 
 
-def _signature_tensors(loaded: LoadedReference, module: nn.Module, generator: torch.Generator) -> list[Any]:
-    """Random rows for each forward argument without a default (the tensor inputs); defaults for the rest."""
+def _signature_tensors(
+    loaded: LoadedReference, module: nn.Module, generator: torch.Generator, class_indices: tuple[str, ...] = ()
+) -> list[Any]:
+    """Random rows for each forward argument without a default (the tensor inputs); defaults for the rest. With
+    ``class_indices`` (a loss's targets) the rows are a flat [6, hidden] batch and those inputs one class index per
+    row among the first four classes, so that an ``ignore_index`` probed at 0, 1 or 2 meets one."""
     vectors = [p for p in module.parameters() if p.dim() == 1 and p.numel() > 1]
     hidden = int(vectors[0].numel()) if vectors else DEFAULT_HIDDEN
+    rows = (6,) if class_indices else (2, 3)
     arguments = []
     for parameter in list(inspect.signature(type(module).forward).parameters.values())[1:]:
-        if parameter.default is inspect.Parameter.empty:
-            arguments.append(torch.randn((2, 3, hidden), generator=generator))
+        if parameter.name in class_indices:
+            arguments.append(torch.randint(0, min(4, hidden), rows, generator=generator))
+        elif parameter.default is inspect.Parameter.empty:
+            arguments.append(torch.randn((*rows, hidden), generator=generator))
         else:
             arguments.append(parameter.default)
     return arguments
