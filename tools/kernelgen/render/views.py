@@ -961,8 +961,10 @@ def kernel_view(profile: KernelProfile) -> KernelView:
         hyper_names=hyper_names,
         signature=signature(_tensor_arguments(profile) + [prm.name for prm in params] + profile.hyperparameters),
         call_args=inputs + [prm.name for prm in params] + hyper_names,
-        docstring=wrap_docstring(docstring),
-        functional_docstring=wrap_docstring(f"{formula}; see ``{profile.function_class_name}``."),
+        docstring=wrap_docstring(docstring + overwrite_note(profile)),
+        functional_docstring=wrap_docstring(
+            f"{formula}; see ``{profile.function_class_name}``.{overwrite_note(profile)}"
+        ),
         reference_imports=imports,
         reference_body=body,
         reference_origin=profile.reference.origin,
@@ -1009,6 +1011,29 @@ def _overwritable(profile: KernelProfile, element: list[str], grad_inputs: list[
         return []
     taken = grad_inputs[:1] if in_place else []
     return [name for name in grad_inputs if name in element and name not in taken]
+
+
+def _loss_in_place(profile: KernelProfile) -> bool:
+    """Whether a loss kernel writes its gradient over its first input with a gradient: by default where it scores
+    logits against class indices (dead after the loss, as Liger's cross entropy takes them)."""
+    if profile.backward.in_place_gradients is None:
+        return any(t.dtype == "int64" for t in profile.inputs)
+    return profile.backward.in_place_gradients
+
+
+def overwrite_note(profile: KernelProfile) -> str:
+    """The docstrings' warning where a loss writes its gradient over its caller's input in the forward, else ''."""
+    if profile.tier != 3 or is_staged(profile) or not _loss_in_place(profile):
+        return ""
+    grad_inputs = [t.name for t in profile.inputs if t.requires_grad]
+    if not grad_inputs:
+        return ""
+    name = grad_inputs[0]
+    return (
+        f" The forward writes the gradient over ``{name}`` (as Liger's cross entropy does: one [rows, classes] buffer "
+        f"less): read nothing from ``{name}`` after the call, or pass ``{name}.clone()``; a profile with "
+        "``backward.in_place_gradients: false`` generates a kernel that leaves them alone."
+    )
 
 
 def _in_place_gradients(profile: KernelProfile) -> bool:
@@ -1817,9 +1842,7 @@ def _loss_ops(profile: KernelProfile) -> LossOpsView:
     element = [t.name for t in profile.inputs if t.dtype != "int64" and not t.per_class and not t.per_row]
     per_class = [t.name for t in profile.inputs if t.per_class]
     grad_inputs = [t.name for t in profile.inputs if t.requires_grad]
-    in_place = profile.backward.in_place_gradients
-    if in_place is None:  # as Liger's cross entropy: logits scored against class indices are dead after the loss
-        in_place = any(t.dtype == "int64" for t in profile.inputs)
+    in_place = _loss_in_place(profile)
     statements = math.init + [line for lines in math.passes for line in lines] + math.outputs_block + math.gradient
     picks = [_loss_pick(name, values, index) for name, values, index in math.picks]
     # The kernel takes the numbers its statements, row gate and class-index picks read (the host checks the others)
@@ -2139,6 +2162,7 @@ def module_view(profile: KernelProfile, renames: dict[str, str] | None = None) -
         repr_fields=fstring_chunks([f"{name}={{self.{name}}}" for name in fields]),
         docstring=wrap_docstring(
             f"{docstring_formula(profile)} as a module, computed by ``{profile.function_class_name}``."
+            + overwrite_note(profile)
         ),
         variants=list(profile.module.variants),
         held=_held_names(profile),
