@@ -1032,7 +1032,8 @@ def overwrite_note(profile: KernelProfile) -> str:
     return (
         f" The forward writes the gradient over ``{name}`` (as Liger's cross entropy does: one [rows, classes] buffer "
         f"less): read nothing from ``{name}`` after the call, or pass ``{name}.clone()``; a profile with "
-        "``backward.in_place_gradients: false`` generates a kernel that leaves them alone."
+        "``backward.in_place_gradients: false`` generates a kernel that leaves them alone. The backward scales that "
+        "gradient in place: a second backward of one forward (retain_graph) scales it again."
     )
 
 
