@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Session 43, call 4 (never ran: no machine was lent for the rest of the session). On an H200: issue 43's whole table
+# (../h200_2026-12-07_s38/callAB.sh). On another card: the losses' generated tests (3 workers), the fused linear
+# forms' (2 workers, then those out of memory again with 1). Run it on .gpu-run rebuilt at the commit under test
+# (python3 .ci/make_gpu_checkout.py, the gen_refs.sh of s38-s42, ../s42/list_tier12.py). Carry .gpu-run and .whl.
+set -u
+card=$(nvidia-smi --query-gpu=name --format=csv,noheader)
+echo "$card"
+t0=$SECONDS
+if echo "$card" | grep -q H200; then
+  bash benchmark/data/h200_2026-12-07_s38/callAB.sh
+  exit
+fi
+cd .gpu-run
+export PYTHONPATH=src:.
+timeout 120 python3 -m pytest -q -p no:cacheprovider -n 3 $(cat tier3_tests.txt) > $OUT/tier3_tests.log 2>&1
+echo "tier 3 tests: $? at $((SECONDS-t0)) s"; grep -E "^FAILED|passed|failed" $OUT/tier3_tests.log | tail -6
+timeout 260 python3 -m pytest -q -n 2 test/transformers/test_fused_linear_*.py > $OUT/fl_tests.log 2>&1
+echo "fused tests -n 2: $? at $((SECONDS-t0)) s"; tail -1 $OUT/fl_tests.log
+grep -E "^FAILED" $OUT/fl_tests.log | grep -vc OutOfMemory
+timeout $((420-SECONDS+t0)) python3 -m pytest -q -n 1 --lf test/transformers/test_fused_linear_*.py > $OUT/fl_tests_lf.log 2>&1
+echo "fused tests again -n 1: $? at $((SECONDS-t0)) s"; tail -1 $OUT/fl_tests_lf.log
