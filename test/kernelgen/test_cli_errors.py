@@ -239,6 +239,8 @@ def test_new_refuses_a_kernel_whose_smoke_run_disagrees_with_its_reference(check
     line = one_line_error(run_kernelgen("new", "geglu", "--profile", str(path), "--repo", str(checkout)))
     assert line.startswith("kernelgen: error: the generated 'geglu', run once on a tiny CPU input, fails: ")
     assert "differs from the reference's" in line and line.endswith("; nothing written")
+    # A profile's formula edited alone: the line says where the other half of the edit goes.
+    assert "a formula edited in the profile needs the same edit there" in line
     assert snapshot(checkout) == before
 
 

@@ -438,7 +438,7 @@ def cmd_new(args) -> int:
     with checkout_lock(repo, f"new {args.name}"):  # planned from the files as they are when written
         check_new_target(repo, args.name, force=args.force)
         changes = plan_new(repo, profile, force=args.force)
-        _smoke(repo, profile, changes.changes)
+        _smoke(repo, profile, changes.changes, from_profile=bool(args.profile))
         write_all(repo.root, {**changes.changes, **profile_file(args.save_profile, profile)}, journal=repo.state_dir())
     print(f"kernelgen: generated '{profile.operation_name}' (tier {profile.tier}) in {repo.root}")
     for remark in role_remarks(profile):
@@ -464,8 +464,10 @@ def role_remarks(profile) -> list[str]:
     ]
 
 
-def _smoke(repo, profile, changes: dict[str, str]) -> None:
-    """The generated kernel runs once, from a scratch copy, before anything is written (see ``smoke.py``)."""
+def _smoke(repo, profile, changes: dict[str, str], from_profile: bool = False) -> None:
+    """The generated kernel runs once, from a scratch copy, before anything is written (see ``smoke.py``).
+    ``from_profile``: generated from a profile file, whose formulas a person may have edited apart from its
+    ``reference.source``, which the run compares against."""
     from tools.kernelgen.smoke import SmokeFailure
     from tools.kernelgen.smoke import skip_reason
     from tools.kernelgen.smoke import smoke_run
@@ -477,8 +479,15 @@ def _smoke(repo, profile, changes: dict[str, str]) -> None:
     try:
         smoke_run(repo.root, profile, changes)
     except SmokeFailure as failure:
+        hint = ""
+        if from_profile and "differs from the reference's" in str(failure):
+            hint = (
+                " (the run compares with the profile's reference.source: a formula edited in the profile needs the "
+                "same edit there)"
+            )
         raise CliError(
-            f"the generated '{profile.operation_name}', run once on a tiny CPU input, fails: {failure}; nothing written"
+            f"the generated '{profile.operation_name}', run once on a tiny CPU input, fails: {failure}{hint}; "
+            "nothing written"
         ) from None
 
 
