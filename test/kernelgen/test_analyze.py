@@ -465,6 +465,19 @@ def test_control_flow_on_a_run_time_hyper_parameter_names_it(tmp_path):
     assert "torch.where" in message
 
 
+def test_branching_on_a_module_s_float_attribute_names_its_line(tmp_path):
+    """``if self.leak:`` tests the attribute's own input, made before any line of the forward ran: the refusal still
+    names the ``if``'s line."""
+    source = (
+        "import torch\nimport torch.nn as nn\n\n\nclass Truthy(nn.Module):\n"
+        "    def __init__(self, leak: float = 0.0):\n        super().__init__()\n        self.leak = leak\n\n"
+        "    def forward(self, x):\n        y = torch.relu(x)\n        if self.leak:\n"
+        "            y = y + self.leak * torch.clamp(x, max=0.0)\n        return y\n"
+    )
+    path = write(tmp_path, "truthy.py", source)
+    assert analyze_error(f"{path}:Truthy").startswith(f"{path}:12: Python control flow on the hyper-parameter 'leak'")
+
+
 def test_unsynthesizable_element_wise_use_names_line(tmp_path):
     path = write(tmp_path, "fmodx.py", "import torch\n\n\ndef fmod_x(x):\n    return torch.fmod(x, 2.0)\n")
     message = analyze_error(str(path))

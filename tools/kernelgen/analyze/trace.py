@@ -243,14 +243,18 @@ class _ReferenceTracer(fx.Tracer):
 
     def create_node(self, kind, target, args, kwargs, name=None, type_expr=None):
         node = super().create_node(kind, target, args, kwargs, name, type_expr)
-        frame = sys._getframe(1)
-        while frame is not None and frame.f_code.co_filename != self.filename:
-            frame = frame.f_back
-        line = frame.f_lineno if frame is not None else None
+        line = self._reference_line()
         if line is None:  # fx makes an attribute's node when it is first used: ``return torch.sort(x).values``
             line = next((a.meta[LINE_KEY] for a in node.all_input_nodes if a.meta.get(LINE_KEY) is not None), None)
         node.meta[LINE_KEY] = line
         return node
+
+    def _reference_line(self) -> int | None:
+        """The line of the reference's file the trace is at (the innermost frame of that file), or None."""
+        frame = sys._getframe(2)
+        while frame is not None and frame.f_code.co_filename != self.filename:
+            frame = frame.f_back
+        return frame.f_lineno if frame is not None else None
 
     def to_bool(self, obj: fx.Proxy) -> bool:
         """A dtype compared with another in Python control flow: decided as ``_COMPARED_DTYPE`` makes it."""
@@ -261,7 +265,8 @@ class _ReferenceTracer(fx.Tracer):
                 return (sides[0] == sides[1]) == (node.target is operator.eq)
         read = _inputs_read(node)
         if read and not read & self.tensor_inputs:
-            raise _HyperParameterBranch(sorted(read), node.meta.get(LINE_KEY))
+            # ``if self.leak:`` tests the attribute's own input, made before any line of the reference ran.
+            raise _HyperParameterBranch(sorted(read), node.meta.get(LINE_KEY) or self._reference_line())
         return super().to_bool(obj)
 
     def call_module(self, m, forward, args, kwargs):
