@@ -1107,15 +1107,6 @@ def _absent_is_initial(loaded: LoadedReference, full: nn.Module, reduced: nn.Mod
     )
 
 
-def _another_value(value: Any) -> Any:
-    """A constructor argument's value other than its default ``value`` to probe with; None for a str."""
-    if isinstance(value, bool):
-        return not value
-    if isinstance(value, (int, float)):
-        return type(value)(value * 2 + 1)
-    return None
-
-
 def _annotation_text(loaded: LoadedReference, name: str) -> str:
     """Constructor argument ``name``'s annotation as written (``typing.Optional[float]``, ``float | None``), or ''."""
     parameter = inspect.signature(loaded.obj.__init__).parameters.get(name)
@@ -1124,35 +1115,44 @@ def _annotation_text(loaded: LoadedReference, name: str) -> str:
     return parameter.annotation if isinstance(parameter.annotation, str) else repr(parameter.annotation)
 
 
+def _annotated_kinds(loaded: LoadedReference, name: str) -> set[str]:
+    """The number types and ``Tensor`` that constructor argument ``name``'s annotation names (``Optional[float]``:
+    {"float"}), each as a whole word."""
+    return set(re.findall(r"\b(float|int|bool|Tensor)\b", _annotation_text(loaded, name)))
+
+
 def _annotated_a_number(loaded: LoadedReference, name: str) -> bool:
     """Whether constructor argument ``name`` is annotated as a number (``Optional[float]``, ``int``), not a tensor."""
-    text = _annotation_text(loaded, name)
-    return "Tensor" not in text and any(kind in text for kind in ("float", "int", "bool"))
+    kinds = _annotated_kinds(loaded, name)
+    return bool(kinds) and "Tensor" not in kinds
 
 
 def _numbers_for_none(loaded: LoadedReference, name: str) -> list[Any]:
     """Values to probe constructor argument ``name`` (default None) with: numbers of its annotation's type
     (``Optional[float]``: 2.5, 0.5 and -0.5, so that a bound inside the inputs' range is seen; ``Optional[int]``:
     3, 1, 0; ``Optional[bool]``: True), floats unannotated."""
-    text = _annotation_text(loaded, name)
-    if "bool" in text and "float" not in text:
+    kinds = _annotated_kinds(loaded, name)
+    if "float" not in kinds and "bool" in kinds:
         return [True]
-    if "int" in text and "float" not in text:
+    if "float" not in kinds and "int" in kinds:
         return [3, 1, 0]
     return [2.5, 0.5, -0.5]
 
 
 def _other_values(value: Any) -> list[Any]:
-    """Values other than a constructor argument's default ``value`` to probe it with: its opposite for a bool; for an
-    int ``2 * value + 1`` and the small class indices 0, 1 and 2 (an ``ignore_index`` the probe's targets hold); for
-    a float ``2 * value + 1`` and its negation (a sign or a bound the first one does not cross); none for a str."""
+    """Values other than a constructor argument's default ``value`` to probe it with, the usual one first: its
+    opposite for a bool; for an int ``2 * value + 1`` and the small class indices 0, 1 and 2 (an ``ignore_index`` the
+    probe's targets hold); for a float the attribute probes' values (``_float_probes``: a sign or a bound the first
+    one does not cross); none for a str."""
     if isinstance(value, bool):
         return [not value]
     if isinstance(value, int):
-        return [v for v in dict.fromkeys([value * 2 + 1, 0, 1, 2]) if v != value]
-    if isinstance(value, float):
-        return [v for v in dict.fromkeys([value * 2 + 1, -(value * 2 + 1)]) if v != value]
-    return []
+        candidates = [value * 2 + 1, 0, 1, 2]
+    elif isinstance(value, float):
+        candidates = list(_float_probes(value))
+    else:
+        return []
+    return [v for v in dict.fromkeys(candidates) if v != value]
 
 
 def changes_the_output(loaded: LoadedReference, name: str, value: Any, class_indices: tuple[str, ...] = ()) -> bool:
@@ -1200,9 +1200,10 @@ def changes_the_parameters(loaded: LoadedReference, name: str, value: Any, linke
     initial values (xIELU's ``log(expm1(alpha_p_init))``, ``torch.ones(1) / order``), its shape or whether it learns
     (StarReLU's ``requires_grad=scale_learnable``). ``changes_the_output`` cannot see these: it gives both modules
     the same parameters. Both are built from the same seed; False where the probe cannot tell."""
-    other = _another_value(value)
-    if other is None:
+    others = _other_values(value)
+    if not others:
         return False
+    other = others[0]
     built = []
     for overrides in ({}, {name: other}):
         with torch.random.fork_rng(devices=[]):

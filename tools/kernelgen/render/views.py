@@ -115,6 +115,7 @@ class KernelView:
     widening_params: list[str]
     output_rank: int
     param_names: list[str]
+    frozen_params: list[str]  # parameters the reference holds with requires_grad=False
     # Parameters the Function takes as None (``enabled_by``): name -> the literal they compute as when absent
     optional: dict[str, str]
     param_args: list[str]  # the parameters as launch arguments: an absent one passes a placeholder pointer
@@ -952,6 +953,7 @@ def kernel_view(profile: KernelProfile) -> KernelView:
         widening_params=[prm.name for prm in params if prm.widens_outputs],
         output_rank=max((prm.held_rank for prm in params if prm.widens_outputs), default=0),
         param_names=[prm.name for prm in params],
+        frozen_params=[prm.name for prm in params if not prm.requires_grad],
         optional=optional,
         param_args=[
             f"{prm.name} if {prm.name} is not None else {inputs[0]}" if prm.name in optional else prm.name
