@@ -105,6 +105,14 @@ def _alloc(size, alignment, stream):
     return torch.empty(size, device="cuda" if torch.cuda.is_available() else "cpu", dtype=torch.int8)
 
 
+def _persistent_grid(tiles, num_sms=None):
+    """One program a SM (or num_sms of them), never more than tiles; the TMA descriptors' scratch from torch."""
+    triton.set_allocator(_alloc)
+    if num_sms is None:
+        num_sms = torch.cuda.get_device_properties(0).multi_processor_count if torch.cuda.is_available() else 1
+    return (min(num_sms, tiles),)
+
+
 def run_tma(
     g,
     x,
@@ -120,13 +128,9 @@ def run_tma(
     num_sms=None,
     accumulate=True,
 ):
-    triton.set_allocator(_alloc)
     R, V = g.shape
     H = x.shape[1]
-    if num_sms is None:
-        num_sms = torch.cuda.get_device_properties(0).multi_processor_count if torch.cuda.is_available() else 4
-    tiles = triton.cdiv(V, BM) * triton.cdiv(H, BN)
-    grid = (min(num_sms, tiles),)
+    grid = _persistent_grid(triton.cdiv(V, BM) * triton.cdiv(H, BN), num_sms)
     dw_tma_persistent[grid](
         g,
         x,
@@ -199,13 +203,9 @@ def logits_stats(
 
 
 def run_logits_stats(x, w, z, part, BM=128, BN=256, BK=64, stages=3, warps=8, ws=False, num_sms=None):
-    triton.set_allocator(_alloc)
     R, H = x.shape
     V = w.shape[0]
-    if num_sms is None:
-        num_sms = torch.cuda.get_device_properties(0).multi_processor_count if torch.cuda.is_available() else 1
-    tiles = triton.cdiv(R, BM) * triton.cdiv(V, BN)
-    grid = (min(num_sms, tiles),)
+    grid = _persistent_grid(triton.cdiv(R, BM) * triton.cdiv(V, BN), num_sms)
     logits_stats[grid](
         x, w, z, part, R, V, H, BM=BM, BN=BN, BK=BK, NUM_SMS=grid[0], WS=ws, num_stages=stages, num_warps=warps
     )
