@@ -22,6 +22,7 @@ from test.kernelgen.conftest import run_kernelgen
 from test.kernelgen.conftest import run_pytest
 from test.kernelgen.conftest import snapshot
 from test.kernelgen.fixtures.index_maps import functional
+from test.kernelgen.fixtures.index_maps import helium_rope
 from test.kernelgen.fixtures.index_maps import hf_rope
 from test.kernelgen.fixtures.index_maps import modules
 from tools.kernelgen.analyze import AnalyzeError
@@ -98,6 +99,16 @@ GENERATED = {
     ),
     "indexed_heads_rope_map": (f"{WRITTEN_RANK}:rope_indexed_heads", 2, ["q[cols + n_cols]", "cos[cols]"], ["[cols]"]),
     "half_tables_rope_map": (f"{WRITTEN_RANK}:rope_half_tables", 1, ["x1[cols]", "cos[cols]"], ["[cols + n_cols]"]),
+    # repeat_interleave: an output of each element twice; a scale per pair (x strided, scale blocked: cut apart)
+    "doubled_gate_map": (f"{FUNCTIONAL}:doubled_gate", 1, ["x[cols]"], ["[2 * cols]", "[2 * cols + 1]"]),
+    "pair_scaled_map": (f"{FUNCTIONAL}:pair_scaled", 2, ["x[2 * cols + 1]", "scale[cols]"], ["[2 * cols + 1]"]),
+    # Helium's RoPE: pairs of q and k rotated, the first half of cos and sin repeated to meet them
+    "helium_rope_map": (
+        f"{FIXTURES / 'helium_rope.py'}:apply_rotary_pos_emb",
+        2,
+        ["q[2 * cols]", "q[2 * cols + 1]", "cos[cols]", "sin[cols]"],
+        ["[2 * cols]", "[2 * cols + 1]"],
+    ),
 }
 
 
@@ -154,6 +165,8 @@ def _function(checkout: Path, name: str):
         ("scaled_flip_map", lambda x, scale: modules.ScaledFlip(scale)(x), [33], (0.5,)),
         ("pair_interleave_map", lambda a, b: modules.PairInterleave()(a, b), [33, 33], ()),
         ("flip_self_map", functional.flip_against_itself, [33], ()),
+        ("doubled_gate_map", functional.doubled_gate, [33], ()),
+        ("pair_scaled_map", functional.pair_scaled, [34, 34], ()),
     ],
 )
 def test_many_rows_of_strided_inputs_match_the_reference(generated_checkout, name, reference, widths, hypers):
@@ -216,6 +229,47 @@ def test_positions_no_lane_reads_take_a_zero_gradient(profiles, generated_checko
     function.apply(q, cos, sin).sum().backward()
     assert not cos.grad[:, 8:].any() and not sin.grad[:, 8:].any()
     assert cos.grad[:, :8].abs().min() > 0
+
+
+def test_inputs_cut_apart_say_each_cut_and_read_half_a_table(profiles, generated_checkout):
+    """Helium's RoPE: q and k in strided lanes, cos and sin in blocked ones, of which the second half is never read
+    (its gradient is zero) and the first half's gradient sums both elements of each pair and both row groups."""
+    reason = profiles["helium_rope_map"].notes.tier_reason
+    assert "2 lanes: q, k strided; cos, sin blocked" in reason, reason
+    module = import_generated_ops(generated_checkout, "helium_rope_map")
+    function = next(getattr(module, attr) for attr in dir(module) if attr.endswith("Function"))
+    torch.manual_seed(0)
+    q, k = torch.randn(2, 4, 5, 8, device=DEVICE), torch.randn(2, 2, 5, 8, device=DEVICE)
+    cos, sin = torch.randn(2, 5, 8, device=DEVICE), torch.randn(2, 5, 8, device=DEVICE)
+    leaves = [t.clone().requires_grad_() for t in (q, k, cos, sin)]
+    outputs = function.apply(*leaves, 1)
+    grads = [torch.randn_like(out) for out in outputs]
+    torch.autograd.backward(outputs, grads)
+    expected_leaves = [t.clone().requires_grad_() for t in (q, k, cos, sin)]
+    expected = helium_rope.apply_rotary_pos_emb(*expected_leaves)
+    torch.autograd.backward(expected, grads)
+    for out, reference in zip(outputs, expected):
+        torch.testing.assert_close(out, reference)
+    for leaf, reference in zip(leaves, expected_leaves):
+        torch.testing.assert_close(leaf.grad, reference.grad)
+    assert not leaves[2].grad[..., 4:].any() and leaves[2].grad[..., :4].abs().min() > 0
+
+
+@pytest.mark.parametrize(
+    "source, line, construct",
+    [
+        ("return x.repeat_interleave(2, dim=0) * 2", 5, "moves elements along dim 0, not the last (the row)"),
+        ("return torch.repeat_interleave(x, 2) * 2", 5, "without dim repeats the flattened tensor"),
+        ("return x.repeat_interleave(counts, dim=-1)", 5, "repeats must be a positive integer, not a tensor"),
+    ],
+)
+def test_a_repeat_no_lane_expresses_is_one_line(tmp_path, source, line, construct):
+    path = tmp_path / "repeats.py"
+    path.write_text(f"import torch\n\n\ndef f(x, counts):\n    {source}\n")
+    with pytest.raises(AnalyzeError) as raised:
+        analyze(f"{path}:f")
+    message = str(raised.value)
+    assert message.startswith(f"{path}:{line}: ") and construct in message, message
 
 
 def test_rows_that_hold_no_whole_number_of_lanes_are_refused_by_the_kernel(generated_checkout):
@@ -465,8 +519,9 @@ class Gate(nn.Module):
 
 
 def test_hf_gptjs_repeat_interleaved_tables_say_to_pass_them_laid_out(tmp_path):
-    """HF's GPT-J repeats its half-width sin and cos to the head width inside the function: not an op with a missing
-    derivative rule but a rearrangement, which the line says to leave to the caller."""
+    """HF's GPT-J repeats its half-width sin and cos to the head width inside the function: an index map reads inputs
+    of the row's width only, which the line says, naming the product that meets the narrower table, and to leave the
+    repeat to the caller (not an op with a missing derivative rule)."""
     path = tmp_path / "gptj_rope.py"
     path.write_text(
         "import torch\n\n\n"
@@ -480,5 +535,6 @@ def test_hf_gptjs_repeat_interleaved_tables_say_to_pass_them_laid_out(tmp_path):
     with pytest.raises(AnalyzeError) as raised:
         analyze(f"{path}:apply_rotary_pos_emb")
     message = str(raised.value)
-    assert message.startswith(f"{path}:9: `torch.repeat_interleave` repeats or moves elements"), message
-    assert "pass the kernel its inputs laid out already" in message and "derivative rule" not in message
+    assert message.startswith(f"{path}:11: `operator.mul` combines values of different row lengths"), message
+    assert "does not run with every input as wide as tensor's rows" in message, message
+    assert "laid out at the row's width by the caller" in message and "derivative rule" not in message

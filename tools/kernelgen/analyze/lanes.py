@@ -3,16 +3,18 @@ gpt-oss's interleaved ``x[..., ::2]`` / ``x[..., 1::2]``, ``rotate_half``'s ``to
 ``flip``) lowered to lanes.
 
 Each tensor input's row of ``H`` elements is cut into ``M`` lanes of ``S = H / M`` elements: blocked (lane ``k`` is
-``x[..., k * S : (k + 1) * S]``) or strided (lane ``k`` is ``x[..., k::M]``). Every value the reference computes on
+``x[..., k * S : (k + 1) * S]``) or strided (lane ``k`` is ``x[..., k::M]``), each input its own way (Helium's RoPE
+takes the first half of ``cos`` and repeats each element twice to meet ``q``'s interleaved pairs). Every value the reference computes on
 a row is then a list of lanes, each an element-wise expression of input lanes at the same lane index ``j``: slices,
-chunks, splits, concatenations, flips and stack-then-flatten only regroup the lanes, so the whole reference becomes
+chunks, splits, concatenations, flips, stack-then-flatten and ``repeat_interleave`` only regroup the lanes, so the whole reference becomes
 an element-wise program over ``j < S``. A lane of a tensor is a ``LaneMap``: element ``j`` of it lies at row
 position ``start_lanes * S + offset + step * j``; an output's lanes say where each of its elements is stored, so
 the forward gathers from the inputs and stores each output position once.
 
 Shape arithmetic (``x.shape[-1] // 2``, ``x.size(-1)``) is evaluated with ``S`` a positive integer symbol, so a
-bound is a lane boundary exactly when it is a whole multiple of ``S``. ``M`` and the cut are the first of a few
-candidates under which every index of the reference falls on lane boundaries; a reference no candidate fits is
+bound is a lane boundary exactly when it is a whole multiple of ``S``. ``M`` and the cuts are the first of a few
+candidates (every input cut alike before inputs cut differently) under which every index of the reference falls on
+lane boundaries; a reference no candidate fits is
 refused naming the index and its line.
 
 The backward is the transposed map: the gradient of each input lane is derived element-wise (a sum over the output
@@ -23,6 +25,7 @@ zero.
 
 from __future__ import annotations
 
+import itertools
 import operator
 
 from dataclasses import dataclass
@@ -52,12 +55,11 @@ from tools.kernelgen.synth.derive import derive_elementwise
 from tools.kernelgen.synth.functions import as_stored
 
 BLOCKED, STRIDED = "blocked", "strided"
-# The cuts tried, in order: the fewest lanes that fit the reference's indices.
-CANDIDATES = tuple(
-    (kind, lanes) for lanes in (1, 2, 4, 8) for kind in (BLOCKED, STRIDED) if lanes > 1 or kind == BLOCKED
-)
+LANE_COUNTS = (1, 2, 4, 8)
+# Inputs cut differently are tried for references of at most this many tensor inputs (2 ** inputs cuts a count).
+MIXED_CUT_INPUTS = 6
 # The ops that move elements within the row, which lanes express.
-INDEX_MAP_OPS = ("slice", "getitem", "chunk", "split", "narrow", "cat", "stack", "flip")
+INDEX_MAP_OPS = ("slice", "getitem", "chunk", "split", "narrow", "cat", "stack", "flip", "repeat_interleave")
 LANE_LENGTH = sympy.Symbol("S", integer=True, positive=True)
 
 
@@ -84,7 +86,7 @@ class LaneProgram:
     """A reference lowered to lanes: the cut of its inputs, each input lane's symbol and map, each output lane's
     formula and map (the gradients are derived from the profile's formulas, as any tier-1 kernel's)."""
 
-    kind: str
+    kind: str  # how the inputs' rows are cut: "blocked", "strided", or each input's cut where they differ
     lanes: int  # lanes per input row
     input_lanes: dict[str, LaneMap] = field(default_factory=dict)  # lane symbol -> where it is read
     output_lanes: dict[str, LaneMap] = field(default_factory=dict)  # lane name -> where it is stored
@@ -103,11 +105,12 @@ class _Misfit(Exception):
 
 
 class LaneBuilder(ProgramBuilder):
-    """``ProgramBuilder`` whose row values are ``Row``s of lanes under one cut of the inputs."""
+    """``ProgramBuilder`` whose row values are ``Row``s of lanes under one cut of the inputs (``cuts``: each tensor
+    input's, blocked or strided)."""
 
-    def __init__(self, traced: TracedReference, kind: str, lanes: int):
+    def __init__(self, traced: TracedReference, cuts: dict[str, str], lanes: int):
         super().__init__(traced)
-        self.kind = kind
+        self.cuts = cuts
         self.count = lanes
         self.maps: dict[str, LaneMap] = {}  # lane symbol name -> map
         self.by_map: dict[LaneMap, sympy.Symbol] = {}
@@ -124,11 +127,12 @@ class LaneBuilder(ProgramBuilder):
         return self.by_map[lane]
 
     def input_row(self, name: str) -> Row:
-        if self.kind == BLOCKED:
+        kind = self.cuts[name]
+        if kind == BLOCKED:
             maps = [LaneMap(name, k, 0, 1) for k in range(self.count)]
         else:
             maps = [LaneMap(name, 0, k, self.count) for k in range(self.count)]
-        return Row(tuple(self.lane_symbol(lane) for lane in maps), self.kind)
+        return Row(tuple(self.lane_symbol(lane) for lane in maps), kind)
 
     # Values ------------------------------------------------------------------------------------------------
     def _node(self, node: fx.Node) -> Any:
@@ -192,7 +196,15 @@ class LaneBuilder(ProgramBuilder):
         width = {len(row.lanes) for row in rows}
         kinds = {row.arrangement() for row in rows if len(row.lanes) > 1}
         if len(width) > 1:
-            raise self._error(f"`{call.label}` combines values of different row lengths ({sorted(width)} lanes)", node)
+            message = f"`{call.label}` combines values of different row lengths ({sorted(width)} lanes)"
+            if not self.traced.shapes_known:
+                first = next(name for name in self.traced.tensor_inputs if name not in self.traced.index_inputs)
+                message += (
+                    f": the reference does not run with every input as wide as {first}'s rows, and an index map "
+                    "reads inputs of that width only; pass a narrower input (GPT-J's half-width sin and cos) laid "
+                    "out at the row's width by the caller"
+                )
+            raise self._error(message, node)
         if len(kinds) > 1:
             raise _Misfit(f"`{call.label}` combines rows cut into lanes of different arrangements", node)
         result = []
@@ -279,6 +291,8 @@ class LaneBuilder(ProgramBuilder):
             self._require_row(call, source)
             reversed_lanes = tuple(self._reversed(lane) for lane in reversed(source.lanes))
             return Row(reversed_lanes, source.kind)
+        if name == "repeat_interleave":
+            return self._repeat_each(call, source)
         if name == "narrow":  # x.narrow(dim, start, length): the slice start:start + length of dim
             arguments = [*node.args[1:], *(node.kwargs[k] for k in ("dim", "start", "length") if k in node.kwargs)]
             dim, start, length = arguments
@@ -346,6 +360,26 @@ class LaneBuilder(ProgramBuilder):
             start += size
         return tuple(pieces)
 
+    def _repeat_each(self, call, row: Row) -> Row:
+        """``row.repeat_interleave(r, dim=-1)``: each element ``r`` times in a row. Of a row of one lane or of strided
+        lanes (``k + m * j``) the copy ``i`` of lane ``k`` lies at ``r * k + i + r * m * j``: strided lane ``r * k + i``
+        of ``r * m``; blocked lanes of more than one repeat into no lanes."""
+        node = call.node
+        arguments = [*node.args[1:], *(node.kwargs[k] for k in ("repeats", "dim") if k in node.kwargs)]
+        repeats = self.value(arguments[0]) if arguments else None
+        if not isinstance(repeats, int) or isinstance(repeats, bool) or repeats <= 0:
+            raise self._error(f"`{call.label}`: repeats must be a positive integer, not a tensor of counts", node)
+        if len(arguments) < 2 or arguments[1] is None:
+            raise self._error(
+                f"`{call.label}` without dim repeats the flattened tensor; an index map repeats within the row (dim=-1)",
+                node,
+            )
+        self._last_dim_only(call, (arguments[1],))
+        self._require_row(call, row)
+        if len(row.lanes) > 1 and row.kind != STRIDED:
+            raise _Misfit(f"`{call.label}` repeats each element of a row cut into blocked lanes", node)
+        return Row(tuple(lane for lane in row.lanes for _ in range(repeats)), STRIDED if repeats > 1 else row.kind)
+
     def _interleave(self, stacked: _Stacked, call) -> Row:
         """``stack(rows, -1)`` then flattened back into the row: element ``j`` of each row side by side."""
         if any(len(row.lanes) != 1 for row in stacked.rows):
@@ -398,7 +432,12 @@ def lanes_reason(traced: TracedReference, program: LaneProgram) -> str:
     labels = ", ".join(dict.fromkeys(f"`{call.label}`" for call in moving if call.name != "getitem"))
     lines = sorted({call.line for call in moving if call.line is not None})
     where = f" (line {', '.join(map(str, lines))})" if lines else ""
-    cut = "one lane" if program.lanes == 1 else f"{program.lanes} {program.kind} lanes"
+    if program.lanes == 1:
+        cut = "one lane"
+    elif program.kind in (BLOCKED, STRIDED):
+        cut = f"{program.lanes} {program.kind} lanes"
+    else:
+        cut = f"{program.lanes} lanes: {program.kind}"
     return (
         f"{labels}{where} move elements within the row: an index map over lanes (each input row cut into {cut}), "
         "element-wise over the lane index."
@@ -423,9 +462,9 @@ def lower_lanes(traced: TracedReference) -> LaneProgram:
         )
     order = {node: index for index, node in enumerate(traced.graph_module.graph.nodes)}
     furthest = None  # the misfit of the cut that went furthest through the reference names what no cut expresses
-    for kind, count in CANDIDATES:
+    for cuts, count in _candidate_cuts(traced.tensor_inputs):
         try:
-            return _lower(traced, kind, count)
+            return _lower(traced, cuts, count)
         except _Misfit as misfit:
             if furthest is None or order[misfit.node] > order[furthest.node]:
                 furthest = misfit
@@ -437,9 +476,32 @@ def lower_lanes(traced: TracedReference) -> LaneProgram:
     )
 
 
-def _lower(traced: TracedReference, kind: str, count: int) -> LaneProgram:
-    builder = LaneBuilder(traced, kind, count)
-    program = LaneProgram(kind=kind, lanes=count)
+def _candidate_cuts(inputs: list[str]):
+    """The cuts tried, in order: the fewest lanes first; at each count every input blocked, every input strided,
+    then (for a few inputs) each mix of the two."""
+    for count in LANE_COUNTS:
+        if count == 1:
+            yield dict.fromkeys(inputs, BLOCKED), count
+            continue
+        yield dict.fromkeys(inputs, BLOCKED), count
+        yield dict.fromkeys(inputs, STRIDED), count
+        if 1 < len(inputs) <= MIXED_CUT_INPUTS:
+            for kinds in itertools.product((BLOCKED, STRIDED), repeat=len(inputs)):
+                if len(set(kinds)) > 1:
+                    yield dict(zip(inputs, kinds)), count
+
+
+def _cut_description(cuts: dict[str, str]) -> str:
+    """``blocked`` / ``strided`` where every input is cut alike, else each input's (``q, k strided; cos blocked``)."""
+    kinds = set(cuts.values())
+    if len(kinds) == 1:
+        return kinds.pop()
+    return "; ".join(f"{', '.join(n for n in cuts if cuts[n] == kind)} {kind}" for kind in (STRIDED, BLOCKED))
+
+
+def _lower(traced: TracedReference, cuts: dict[str, str], count: int) -> LaneProgram:
+    builder = LaneBuilder(traced, cuts, count)
+    program = LaneProgram(kind=_cut_description(cuts), lanes=count)
     for name, node in zip(traced.output_names, traced.outputs):
         row = builder.value(node)
         if not isinstance(row, Row):

@@ -1470,7 +1470,7 @@ def _reachable(graph: fx.Graph) -> set[fx.Node]:
 
 
 # Ops that repeat or move elements between positions: no derivative rule would help, only inputs laid out already.
-_REARRANGING_OPS = {"repeat_interleave", "repeat", "tile", "roll", "index_select", "take_along_dim", "scatter"}
+_REARRANGING_OPS = {"repeat", "tile", "roll", "index_select", "take_along_dim", "scatter"}
 
 
 def _normalize_all(loaded: LoadedReference, graph_module: fx.GraphModule, live: set[fx.Node]) -> dict:
@@ -1481,12 +1481,12 @@ def _normalize_all(loaded: LoadedReference, graph_module: fx.GraphModule, live: 
         try:
             call = normalize(node, graph_module)
         except UnknownOpError as error:
-            if error.label.rsplit(".", 1)[-1] in _REARRANGING_OPS:
+            if error.label.rsplit(".", 1)[-1].removesuffix("()") in _REARRANGING_OPS:
                 raise AnalyzeError(
                     f"`{error.label}` repeats or moves elements to other positions, which kernelgen takes only as "
-                    f"index maps within the row (slices, chunk/split, cat, flip, stack(..., -1).flatten(-2)); pass "
-                    f"the kernel its inputs laid out already (GPT-J's half-width sin/cos repeat_interleave'd to the "
-                    f"full head width by the caller), or write the map with those ops",
+                    f"index maps within the row (slices, chunk/split, cat, flip, stack(..., -1).flatten(-2), "
+                    f"repeat_interleave(r, dim=-1)); pass the kernel its inputs laid out already, or write the map "
+                    f"with those ops",
                     origin=loaded.origin,
                     line=node_line(node),
                 ) from None

@@ -351,7 +351,8 @@ def _group_launch(profile: KernelProfile, forward_reads: set[str], backward_read
             if tensors[m].requires_grad
         ]
         backward_host += [
-            f"grad_{b}_{index} = torch.empty((n_rows_{index}, {_row_length(count)}), dtype=torch.float32, "
+            f"grad_{b}_{index} = torch.{'empty' if covered[b] else 'zeros'}((n_rows_{index}, {_row_length(count)}), "
+            "dtype=torch.float32, "
             f"device={b}.device) if store_grad_{b} else {main}"
             for b in broadcast_grads
         ]
