@@ -49,6 +49,11 @@ REFERENCES = {
         ((8,), (2, 5, 8), "*"),
         ((2, 5, 1), (2, 5, 8), "* * 1"),
         ((2, 5, 8), (2, 5, 8), ""),
+        # rows shorter than the first input's (an index map's half-width tables), named with a factor or shown
+        ("batch seq dim/2", "batch heads seq dim", "* * /2"),
+        ("... dim/4", None, "... /4"),
+        ((1, 5, 4), (2, 4, 5, 8), "1 * /2"),
+        ((2, 5, 2), (2, 5, 8), "* * /4"),
     ],
 )
 def test_a_declared_shape_is_read_as_its_pattern(declared, first, pattern):
@@ -63,6 +68,8 @@ def test_a_declared_shape_is_read_as_its_pattern(declared, first, pattern):
         ("hidden", None, "declare the first input's shape too"),
         ("a b c d", "batch seq hidden", "more than the first input's 3"),
         (3.0, None, "neither dim names"),
+        ("batch seq dim/3", None, "a shorter row is written NAME/2, NAME/4 or NAME/8"),
+        ((2, 5, 3), (2, 5, 8), "does not broadcast"),
     ],
 )
 def test_a_declared_shape_that_cannot_broadcast_says_why(declared, first, problem):
@@ -220,11 +227,14 @@ def _modulated_rms_norm(x, scale, shift, weight, eps):
         pytest.param((3, 5, 16), (1, 5, 16), id="per_position"),
         pytest.param((2, 3, 4, 16), (2, 1, 4, 16), id="between_kept_dims"),
         pytest.param((3, 5, 16), (3, 5, 16), id="full"),
+        # two runs, the first leading: held expanded over it ([2, 3, 1, 16]), its gradient summed over both
+        pytest.param((2, 3, 4, 16), (1, 3, 1, 16), id="leading_and_inner_runs"),
+        pytest.param((2, 3, 4, 16), (3, 1, 16), id="missing_leading_and_inner_runs"),
     ],
 )
 def test_a_generated_row_kernel_takes_any_shape_that_broadcasts_as_one_run(broadcast_checkout, x_shape, side_shape):
     """The kernel generated for [batch, 1, hidden] reads whatever broadcasts against x with its broadcast dims in
-    one run, as torch would, gradients summed to each input's own shape."""
+    one run (or in two, the first leading), as torch would, gradients summed to each input's own shape."""
     ops = import_generated_ops(broadcast_checkout, "modulated_rms_norm")
     torch.manual_seed(0)
     x = torch.randn(x_shape, requires_grad=True)
@@ -245,9 +255,10 @@ def test_a_generated_row_kernel_takes_any_shape_that_broadcasts_as_one_run(broad
 
 def test_a_broadcast_the_kernels_cannot_index_is_one_line(broadcast_checkout):
     ops = import_generated_ops(broadcast_checkout, "modulated_rms_norm")
-    x, weight = torch.randn(2, 3, 4, 16), torch.ones(16)
-    with pytest.raises(ValueError, match=r"scale has shape \(1, 3, 1, 16\): against \(2, 3, 4, 16\) of x it "):
-        ops.LigerModulatedRmsNormFunction.apply(x, torch.randn(1, 3, 1, 16), torch.randn(16), weight, 1e-6)
+    x, weight = torch.randn(2, 3, 4, 5, 16), torch.ones(16)
+    with pytest.raises(ValueError, match=r"scale has shape \(2, 1, 4, 1, 16\): against \(2, 3, 4, 5, 16\) of x it "):
+        ops.LigerModulatedRmsNormFunction.apply(x, torch.randn(2, 1, 4, 1, 16), torch.randn(16), weight, 1e-6)
+    x = torch.randn(2, 3, 4, 16)
     with pytest.raises(
         ValueError, match=r"shift has shape \(3, 16\), which does not broadcast against \(2, 3, 4, 16\)"
     ):

@@ -35,6 +35,7 @@ from tools.kernelgen.layout import kernel_paths
 from tools.kernelgen.profile import ProfileError
 from tools.kernelgen.profile import dump_yaml
 from tools.kernelgen.profile import load_yaml
+from tools.kernelgen.profile import validate_profile
 from tools.kernelgen.repo import LigerRepo
 from tools.kernelgen.writer import write_all
 
@@ -102,6 +103,11 @@ GENERATED = {
     # repeat_interleave: an output of each element twice; a scale per pair (x strided, scale blocked: cut apart)
     "doubled_gate_map": (f"{FUNCTIONAL}:doubled_gate", 1, ["x[cols]"], ["[2 * cols]", "[2 * cols + 1]"]),
     "pair_scaled_map": (f"{FUNCTIONAL}:pair_scaled", 2, ["x[2 * cols + 1]", "scale[cols]"], ["[2 * cols + 1]"]),
+    # cos and sin of rows half as long as the first input's (pattern ... /2): one lane each
+    "gptj_half_tables_map": (f"{FUNCTIONAL}:gptj_half_tables", 2, ["x[2 * cols]", "cos[cols]"], ["[2 * cols + 1]"]),
+    "neox_half_tables_map": (f"{FUNCTIONAL}:neox_half_tables", 2, ["q[cols + n_cols]", "sin[cols]"], ["[cols]"]),
+    # HF's GPT-J: half-width sin and cos unsqueezed and repeat_interleave'd to the head width inside the function
+    "hf_gptj_rope_map": (f"{FIXTURES / 'hf_gptj_rope.py'}:apply_rotary_pos_emb", 2, ["sin[cols]"], ["[2 * cols]"]),
     # Helium's RoPE: pairs of q and k rotated, the first half of cos and sin repeated to meet them
     "helium_rope_map": (
         f"{FIXTURES / 'helium_rope.py'}:apply_rotary_pos_emb",
@@ -167,6 +173,8 @@ def _function(checkout: Path, name: str):
         ("flip_self_map", functional.flip_against_itself, [33], ()),
         ("doubled_gate_map", functional.doubled_gate, [33], ()),
         ("pair_scaled_map", functional.pair_scaled, [34, 34], ()),
+        ("gptj_half_tables_map", functional.gptj_half_tables, [34, 17, 17], ()),
+        ("neox_half_tables_map", functional.neox_half_tables, [34, 17, 17], ()),
     ],
 )
 def test_many_rows_of_strided_inputs_match_the_reference(generated_checkout, name, reference, widths, hypers):
@@ -372,12 +380,25 @@ def test_hf_rope_takes_q_and_k_of_their_own_heads_in_one_launch(generated_checko
 
 
 def test_a_broadcast_the_layout_cannot_index_is_one_line_at_run_time(generated_checkout):
-    """cos of one batch row against [batch, seq, heads, dim] broadcasts over two runs of dims (batch, heads); a cos
-    of one value per row would be cut into lanes; k of another row length cannot share q's lanes."""
+    """cos of one batch row against [batch, seq, heads, dim] broadcasts over two runs of dims (batch, heads), held
+    expanded over the batch; over the sequence and the last head only it cannot be indexed; a cos of one value per
+    row would be cut into lanes; k of another row length cannot share q's lanes."""
     ops = import_generated_ops(generated_checkout, "hf_rope_map")
     q, k, cos = torch.randn(2, 5, 4, 8), torch.randn(2, 5, 2, 8), torch.randn(1, 5, 8)
-    with pytest.raises(ValueError, match=r"cos has shape \(1, 5, 8\): .*\(one run of broadcast dims\)"):
-        ops.LigerHfRopeMapFunction.apply(q, k, cos, cos, 2)
+    leaves = [t.clone().requires_grad_() for t in (q, k, cos, cos)]
+    outputs = ops.LigerHfRopeMapFunction.apply(*leaves, 2)
+    expected_leaves = [t.clone().requires_grad_() for t in (q, k, cos, cos)]
+    expected = hf_rope.apply_rotary_pos_emb(*expected_leaves, unsqueeze_dim=2)
+    torch.autograd.backward(outputs, [torch.ones_like(out) for out in outputs])
+    torch.autograd.backward(expected, [torch.ones_like(out) for out in expected])
+    for out, reference in zip(
+        [*outputs, *(leaf.grad for leaf in leaves)], [*expected, *(e.grad for e in expected_leaves)]
+    ):
+        torch.testing.assert_close(out, reference)
+    q, k = torch.randn(2, 5, 3, 4, 8), torch.randn(2, 5, 3, 2, 8)
+    with pytest.raises(ValueError, match=r"cos has shape \(2, 1, 3, 8\): .*\(one run of broadcast dims\)"):
+        ops.LigerHfRopeMapFunction.apply(q, k, torch.randn(2, 1, 3, 8), torch.randn(2, 1, 3, 8), 3)
+    q, k, cos = torch.randn(2, 5, 4, 8), torch.randn(2, 5, 2, 8), torch.randn(1, 5, 8)
     with pytest.raises(
         ValueError, match=r"cos has shape \(2, 5, 1\): its rows are cut into lanes as q's, which needs 8"
     ):
@@ -518,23 +539,39 @@ class Gate(nn.Module):
     assert written_computation(effect, "f", "function", ["y"]) is None
 
 
-def test_hf_gptjs_repeat_interleaved_tables_say_to_pass_them_laid_out(tmp_path):
-    """HF's GPT-J repeats its half-width sin and cos to the head width inside the function: an index map reads inputs
-    of the row's width only, which the line says, naming the product that meets the narrower table, and to leave the
-    repeat to the caller (not an op with a missing derivative rule)."""
-    path = tmp_path / "gptj_rope.py"
-    path.write_text(
-        "import torch\n\n\n"
-        "def rotate_every_two(x):\n"
-        "    return torch.stack((-x[:, :, :, 1::2], x[:, :, :, ::2]), dim=-1).flatten(-2)\n\n\n"
-        "def apply_rotary_pos_emb(tensor, sin, cos):\n"
-        "    sin = torch.repeat_interleave(sin[:, :, None, :], 2, 3)\n"
-        "    cos = torch.repeat_interleave(cos[:, :, None, :], 2, 3)\n"
-        "    return (tensor * cos) + (rotate_every_two(tensor) * sin)\n"
+def test_inputs_of_shorter_rows_are_found_and_held_so(profiles, generated_checkout):
+    """A reference that runs only with cos and sin half as wide as the first input: their patterns say so (HF's GPT-J
+    also unsqueezes them at 2), the reason names them, and the kernel refuses tables of the first input's width."""
+    patterns = {t.name: t.broadcast for t in profiles["hf_gptj_rope_map"].inputs}
+    assert patterns == {"tensor": "", "sin": "* * _ /2", "cos": "* * _ /2"}, patterns
+    assert "sin, cos: rows 2 times shorter, one lane" in profiles["hf_gptj_rope_map"].notes.tier_reason
+    assert {t.name: t.broadcast for t in profiles["neox_half_tables_map"].inputs}["cos"] == "... /2"
+    function = _function(generated_checkout, "neox_half_tables_map")
+    q, whole, half = (
+        torch.randn(3, 8, device=DEVICE),
+        torch.randn(3, 8, device=DEVICE),
+        torch.randn(3, 4, device=DEVICE),
     )
+    with pytest.raises(ValueError, match=r"cos has shape \(3, 8\), which does not broadcast against \(3, 4\) of q"):
+        function.apply(q, whole, half)
+
+
+def test_rows_no_cut_into_lanes_shortens_enough_are_one_line():
+    """w of rows a third as long (one value per three elements): no cut gives it whole lanes, and the line says that
+    the reference runs only with inputs narrower than the first's, which an index map does not read."""
     with pytest.raises(AnalyzeError) as raised:
-        analyze(f"{path}:apply_rotary_pos_emb")
+        analyze(f"{FUNCTIONAL}:thirds_scale")
     message = str(raised.value)
-    assert message.startswith(f"{path}:11: `operator.mul` combines values of different row lengths"), message
-    assert "does not run with every input as wide as tensor's rows" in message, message
-    assert "laid out at the row's width by the caller" in message and "derivative rule" not in message
+    assert "combines values of different row lengths" in message, message
+    assert "does not run with every input as wide as x's rows" in message, message
+
+
+def test_a_profile_with_rows_shorter_than_the_first_needs_lanes_that_hold_them(profiles):
+    text = dump_yaml(profiles["neox_half_tables_map"])
+    with pytest.raises(ProfileError, match=r"rows 4 times shorter than the first input's hold no whole number"):
+        load_yaml(text.replace("'... /2'", "'... /4'"))
+    plain = analyze(f"{FUNCTIONAL}:neox_half_tables", name="no_lanes")
+    plain.math.lanes = None
+    assert "inputs[1].broadcast: rows shorter than the first input's are read by index maps (math.lanes) only" in (
+        "\n".join(validate_profile(plain))
+    )

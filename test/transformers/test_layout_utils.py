@@ -210,9 +210,11 @@ def test_the_shared_memory_query_is_a_constant_of_a_compiled_graph(monkeypatch):
 
 
 # Inputs of [2, 3, 4, 8]-shaped kernels that broadcast: a run of broadcast leading dims (between kept ones too),
-# per-row values, a lower rank.
+# per-row values, a lower rank; two runs of which the first leads (held expanded over it: [2, 3, 1, 8]).
 BROADCAST_SHAPES = [
     (8,),
+    (1, 3, 1, 8),
+    (3, 1, 8),
     (2, 1, 1, 8),
     (2, 1, 4, 8),
     (1, 3, 4, 8),
@@ -259,6 +261,22 @@ def test_broadcast_sum_is_the_gradient_torch_gives_a_broadcast_input(own):
     summed = broadcast_sum(grad.float().contiguous(), tensor.shape, torch.float32)
     assert summed.shape == tensor.shape and summed.dtype == torch.float32
     torch.testing.assert_close(summed.double(), tensor.grad, rtol=1e-5, atol=1e-5)
+
+
+def test_a_table_broadcast_over_the_batch_and_the_heads_is_held_expanded_over_the_batch():
+    """GPT-J's sin: [1, seq, dim] unsqueezed at 2 against [batch, seq, heads, dim] broadcasts over two runs of dims;
+    it is held as [batch, seq, dim] (one run left), and its gradient summed over both."""
+    sin = torch.randn(1, 5, 8, dtype=torch.float64, requires_grad=True)
+    held, (row_stride, col_stride, inner, period) = broadcast_rows(
+        "k", "sin", sin.detach(), "x", (2, 5, 3, 8), (-2,), 3
+    )
+    assert held.shape == (2, 5, 8) and (row_stride, col_stride, inner, period) == (8, 1, 1, 3)
+    grad = torch.randn(2, 5, 3, 8, dtype=torch.float64)
+    (sin.unsqueeze(-2).expand(2, 5, 3, 8) * grad).sum().backward()
+    summed = broadcast_sum(grad.float(), sin.shape, torch.float32, (-2,))
+    torch.testing.assert_close(summed.double(), sin.grad, rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match=r"kept dims separate"):  # an inserted dim leading a run: not expanded
+        broadcast_rows("k", "t", torch.randn(2, 1, 8), "x", (3, 2, 4, 8), (0,))
 
 
 def test_broadcast_sum_of_a_table_without_the_leading_dims_sums_them_too():

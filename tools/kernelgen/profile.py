@@ -39,6 +39,7 @@ from typing import Any
 import yaml
 
 from tools.kernelgen.broadcast import broadcast_pattern_problem
+from tools.kernelgen.broadcast import narrowing
 from tools.kernelgen.broadcast import pattern_rank
 from tools.kernelgen.lane_maps import lane_problems
 from tools.kernelgen.lane_maps import parse_lane
@@ -139,7 +140,9 @@ class TensorSpec:
     instead of passing it to forward. ``broadcast`` (tiers 1 and 2, not the first input): its shape against the
     first input's, aligned at the last dim as torch broadcasts: ``*`` a dim of the first input's size, ``1`` a
     broadcast one, a leading ``...`` every dim of the first input before them (``* 1 *``: one row per sequence of
-    ``[batch, seq, hidden]``; ``*``: ``[hidden]``; ``... 1``: one value per row); empty: the first input's shape. ``sequence_shape`` (tier 3 with ``math.loss.sequence``): an input only the sequence stage
+    ``[batch, seq, hidden]``; ``*``: ``[hidden]``; ``... 1``: one value per row; a last ``/2``, ``/4`` or ``/8``:
+    rows that many times shorter, which index maps read, ``... /2`` GPT-J's half-width sin); empty: the first input's
+    shape. ``sequence_shape`` (tier 3 with ``math.loss.sequence``): an input only the sequence stage
     reads, its shape in the leading dims ``B, T`` of ``[B, T, V]`` logits (``B, T`` a value per token, ``B`` per
     sequence, ``B // 2`` per pair of sequences whose first half is chosen); it takes no gradient.
     ``unsqueeze`` (with a broadcast pattern of one ``_``): the dim the reference unsqueezes it at, an int or the int
@@ -897,6 +900,13 @@ def _validate_broadcast(profile: KernelProfile, index: int, tensor: TensorSpec, 
         problems.append(f"{path}: hand-written math.triton reads every input at the first input's positions")
     elif profile.backend != "triton":
         problems.append(f"{path}: the {profile.backend} backend reads every input at the first input's positions")
+    elif narrowing(tensor.broadcast) > 1 and profile.math.lanes is None:
+        problems.append(f"{path}: rows shorter than the first input's are read by index maps (math.lanes) only")
+    elif narrowing(tensor.broadcast) > 1 and _no_whole_lanes(profile.math.lanes.count, tensor.broadcast):
+        problems.append(
+            f"{path}: rows {narrowing(tensor.broadcast)} times shorter than the first input's hold no whole number "
+            f"of its math.lanes.count {profile.math.lanes.count} lanes"
+        )
     else:
         rank = pattern_rank(tensor.broadcast)
         for group in ("cpu_shapes", "gpu_shapes"):
@@ -905,6 +915,11 @@ def _validate_broadcast(profile: KernelProfile, index: int, tensor: TensorSpec, 
                 problems.append(
                     f"test.{group}: {short[0]} has fewer dims than {tensor.name}'s {tensor.broadcast!r} needs"
                 )
+
+
+def _no_whole_lanes(count, pattern: str) -> bool:
+    """Whether ``count`` lanes of the first input's row leave no whole number of lanes to rows of ``pattern``."""
+    return isinstance(count, int) and count % narrowing(pattern) != 0
 
 
 def _validate_lanes(profile: KernelProfile, problems: list[str]) -> None:
@@ -918,7 +933,7 @@ def _validate_lanes(profile: KernelProfile, problems: list[str]) -> None:
         problems.append(f"math.lanes.count: {lanes.count!r} is not a positive number of lanes")
         return
     grouped = _validate_lane_groups(profile, problems)
-    inputs = {t.name: lanes.count for t in profile.inputs if t.name not in grouped}
+    inputs = {t.name: lanes.count // narrowing(t.broadcast) for t in profile.inputs if t.name not in grouped}
     problems.extend(lane_problems(lanes.inputs, "math.lanes.inputs", inputs))
     found = len(problems)
     # An output's row is the lanes that map onto it, every position stored once.

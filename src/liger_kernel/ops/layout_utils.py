@@ -297,10 +297,40 @@ def _layout_of_shapes(
 _cached_layout_of_shapes = functools.lru_cache(maxsize=1024)(_layout_of_shapes)
 
 
+def _one_run_shape(own: tuple, shape: tuple, inserted: tuple) -> tuple | None:
+    """Where ``own`` broadcasts over the leading dims of ``shape`` and again after a kept dim (GPT-J's sin of ``[1,
+    seq, dim]`` against ``[batch, seq, heads, dim]`` once unsqueezed at 2): ``own`` with that leading run at
+    ``shape``'s sizes (dims it lacks put in front), against which one broadcast run is left; None for any other."""
+    # each dim of ``shape``: the dim of ``own`` aligned with it, "inserted" (the reference unsqueezes it) or None
+    aligned: list = list(range(len(own)))
+    if inserted:
+        aligned = [None] * (len(shape) - len(inserted) - len(own)) + aligned
+        for dim in inserted:
+            aligned.insert(dim if dim >= 0 else len(aligned) + dim + 1, "inserted")
+    aligned = [None] * (len(shape) - len(aligned)) + aligned
+    if len(aligned) != len(shape):
+        return None
+    sizes = [own[a] if isinstance(a, int) else 1 for a in aligned]
+    kept = [i for i, (size, full) in enumerate(zip(sizes[:-1], shape[:-1])) if full != 1 and size == full]
+    leading = [i for i in range(kept[0]) if shape[i] != 1] if kept else []
+    if not leading or not any(sizes[i] != shape[i] for i in range(kept[0], len(shape) - 1) if shape[i] != 1):
+        return None
+    if any(aligned[i] == "inserted" for i in leading) or any(a == "inserted" for a in aligned[: kept[0]]):
+        return None
+    front = [shape[i] for i in range(kept[0]) if aligned[i] is None]
+    expanded = [shape[i] if i in leading else own[a] for i, a in enumerate(aligned) if isinstance(a, int)]
+    return (*front, *expanded)
+
+
 def broadcast_rows(
     kernel: str, name: str, tensor: torch.Tensor, first: str, shape: tuple, inserted: tuple = (), rank: int = 0
 ) -> tuple[torch.Tensor, tuple[int, int, int, int]]:
-    """``tensor`` made contiguous, as the kernels index it, and how they read it (``broadcast_layout``)."""
+    """``tensor`` made contiguous, as the kernels index it, and how they read it (``broadcast_layout``). One that
+    broadcasts over two runs of dims, the first of them leading, is expanded over that one first: a copy of the
+    table's size times the leading dims (GPT-J's sin over the batch), far smaller than the first input."""
+    expanded = _one_run_shape(tuple(tensor.shape), tuple(shape), tuple(inserted))
+    if expanded is not None and not (rank and inserted and tensor.dim() != rank):
+        tensor, rank = tensor.expand(expanded), len(expanded) if rank else 0
     return tensor.contiguous(), broadcast_layout(kernel, name, tuple(tensor.shape), first, tuple(shape), inserted, rank)
 
 
@@ -352,6 +382,12 @@ def broadcast_sum(grad: torch.Tensor, own: torch.Size, dtype: torch.dtype, inser
     (``broadcast_layout``): ``grad`` (per element, fp32, contiguous) summed over the broadcast dims, in ``dtype``.
     One launch that reads ``grad`` in place by the layout's rows and sums each output in a fixed order, without
     atomics, so that the result is the same on every run."""
+    expanded = _one_run_shape(tuple(own), tuple(grad.shape), tuple(inserted))
+    if expanded is not None:  # summed over the second run here, over the leading one (the expanded dims) after
+        total = broadcast_sum(grad, torch.Size(expanded), torch.float32, inserted)
+        total = total.sum(tuple(range(len(expanded) - len(own)))) if len(expanded) > len(own) else total
+        dims = tuple(i for i, (size, full) in enumerate(zip(own, total.shape)) if size == 1 and full != 1)
+        return (total.sum(dims, keepdim=True) if dims else total).to(dtype)
     row_stride, col_stride, inner, period = broadcast_layout(
         "broadcast_sum", "the gradient", tuple(own), "grad", tuple(grad.shape), inserted, len(own)
     )

@@ -48,6 +48,9 @@ from tools.kernelgen.analyze.ops import node_line
 from tools.kernelgen.analyze.program import ProgramBuilder
 from tools.kernelgen.analyze.program import ShapeOf
 from tools.kernelgen.analyze.trace import TracedReference
+from tools.kernelgen.broadcast import BROADCAST as BROADCAST_DIM
+from tools.kernelgen.broadcast import INSERTED as INSERTED_DIM
+from tools.kernelgen.broadcast import narrowing
 from tools.kernelgen.lane_maps import LaneMap
 from tools.kernelgen.synth import SUPPORTED_OPS
 from tools.kernelgen.synth import apply_op
@@ -127,11 +130,17 @@ class LaneBuilder(ProgramBuilder):
         return self.by_map[lane]
 
     def input_row(self, name: str) -> Row:
-        kind = self.cuts[name]
+        """The lanes of input ``name``: ``count`` of them, fewer for an input of shorter rows (GPT-J's half-width
+        sin: one lane where its row is half as long as the first input's cut into two)."""
+        kind, factor = self.cuts[name], narrowing(self.traced.broadcast_inputs.get(name, ""))
+        if self.count % factor:
+            node = next(n for n, placeholder in self.traced.placeholder_names.items() if placeholder == name)
+            raise _Misfit(f"{name}'s rows, {factor} times shorter than the first input's, hold no whole lane", node)
+        count = self.count // factor
         if kind == BLOCKED:
-            maps = [LaneMap(name, k, 0, 1) for k in range(self.count)]
+            maps = [LaneMap(name, k, 0, 1) for k in range(count)]
         else:
-            maps = [LaneMap(name, 0, k, self.count) for k in range(self.count)]
+            maps = [LaneMap(name, 0, k, count) for k in range(count)]
         return Row(tuple(self.lane_symbol(lane) for lane in maps), kind)
 
     # Values ------------------------------------------------------------------------------------------------
@@ -438,6 +447,11 @@ def lanes_reason(traced: TracedReference, program: LaneProgram) -> str:
         cut = f"{program.lanes} {program.kind} lanes"
     else:
         cut = f"{program.lanes} lanes: {program.kind}"
+    shorter = {name: narrowing(p) for name, p in traced.broadcast_inputs.items() if narrowing(p) > 1}
+    for factor in sorted(set(shorter.values())):
+        names = ", ".join(name for name in shorter if shorter[name] == factor)
+        held = program.lanes // factor
+        cut += f"; {names}: rows {factor} times shorter, {'one lane' if held == 1 else f'{held} lanes'}"
     return (
         f"{labels}{where} move elements within the row: an index map over lanes (each input row cut into {cut}), "
         "element-wise over the lane index."
@@ -447,7 +461,8 @@ def lanes_reason(traced: TracedReference, program: LaneProgram) -> str:
 def lower_lanes(traced: TracedReference) -> LaneProgram:
     """The lane program of ``traced`` under the first cut that fits; AnalyzeError naming the index and its line
     when none does."""
-    per_row = [name for name, pattern in traced.broadcast_inputs.items() if pattern.split()[-1] != "*"]
+    # one value per row: a last dim of 1, or one the reference inserts (``scale.unsqueeze(-1)``)
+    per_row = [name for name, p in traced.broadcast_inputs.items() if p.split()[-1] in (BROADCAST_DIM, INSERTED_DIM)]
     if per_row:
         node = next(n for n, name in traced.placeholder_names.items() if name == per_row[0])
         use = next((traced.calls[user] for user in node.users if user in traced.calls), None)

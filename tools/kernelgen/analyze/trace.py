@@ -84,6 +84,7 @@ from tools.kernelgen.broadcast import INSERTED
 from tools.kernelgen.broadcast import KEPT
 from tools.kernelgen.broadcast import declared_pattern
 from tools.kernelgen.broadcast import declared_tokens
+from tools.kernelgen.broadcast import narrowed
 from tools.kernelgen.broadcast import pattern_rank
 from tools.kernelgen.broadcast import pattern_tokens
 from tools.kernelgen.broadcast import shape_for
@@ -1709,6 +1710,14 @@ def _finish(
     shaped_apart = [*index_inputs, *class_inputs, *broadcast_inputs]
     row_inputs = _per_row_inputs(loaded, example, shaped_apart, loss_like, unsqueezed_rows)
     shapes_known = _propagate_shapes(*example, row_inputs=row_inputs)
+    if not shapes_known and not loss_like and any(call.name in _LANE_OPS for call in calls.values()):
+        narrower = [name for name in rows[1:] if name not in row_inputs and name not in grouped_inputs]
+        for name, factor in _narrower_inputs(example, narrower, broadcast_inputs, row_inputs).items():
+            broadcast_inputs[name] = narrowed(broadcast_inputs.get(name, ""), factor)
+            shaped[name] = shape_for(broadcast_inputs[name], rows_shape + (hidden,))
+            shapes_known = True
+        if shapes_known:
+            shapes_known = _propagate_shapes(*example, row_inputs=row_inputs)
     if flat_rows and shapes_known:
         # Per-row values viewed back to [B, T] (``loss.view(B, T)``) are not flat; a loss reduced at its traced
         # reduction cannot view them back, so its reduction none gives them as it computed them, [B*T].
@@ -1803,7 +1812,8 @@ def declared_broadcasts(loaded: LoadedReference, tensors: list[str], not_rows: l
             if name == rows[0] or not isinstance(shape, str):
                 continue
             tokens = declared_tokens(shape)
-            named = [token for token in tokens if token not in ("1", ELLIPSIS)]
+            # (a shorter row, "dim/2", is a row of the first input's "dim")
+            named = [token.split("/")[0] for token in tokens if token not in ("1", ELLIPSIS)]
             # "..." stands for the first input's leading dims: more than it has where the first has none of its own.
             leading = ELLIPSIS in tokens and ELLIPSIS not in dims and len(named) >= len(dims - {ELLIPSIS})
             if set(named) - dims or leading:
@@ -2389,6 +2399,36 @@ def _condition_inputs(graph: fx.Graph, names: dict[fx.Node, str]) -> list[str]:
             if isinstance(operand, fx.Node) and operand.op == "placeholder" and names[operand] not in found:
                 found.append(names[operand])
     return found
+
+
+# Ops that regroup a row, after which an input of shorter rows than the first's can meet it (GPT-J's half-width sin
+# and cos repeated inside the function): the index maps of analyze/lanes.py.
+_LANE_OPS = {"slice", "getitem", "chunk", "split", "narrow", "cat", "stack", "flip", "repeat_interleave"}
+# The most input-and-factor choices tried for a reference that does not run with every row as long as the first's.
+_NARROWER_TRIES = 256
+
+
+def _narrower_inputs(example: tuple, candidates: list[str], patterns: dict[str, str], row_inputs) -> dict[str, int]:
+    """For a reference that does not run with every input's rows as long as the first input's: the fewest of
+    ``candidates``, each with rows the least factor (2, 4, 8) shorter, that make it run (input -> factor); empty
+    where none does. ``patterns``: the broadcast patterns found so far, which keep their other dims."""
+    shaped, rows_shape, hidden = example[4], example[5], example[-2]
+    tries = 0
+    for count in range(1, len(candidates) + 1):
+        for chosen in itertools.combinations(candidates, count):
+            factors = sorted(itertools.product((2, 4, 8), repeat=count), key=lambda f: (max(f), f))
+            for choice in factors:
+                if any(hidden % factor for factor in choice):
+                    continue
+                tries += 1
+                if tries > _NARROWER_TRIES:
+                    return {}
+                trial = dict(shaped)
+                for name, factor in zip(chosen, choice):
+                    trial[name] = shape_for(narrowed(patterns.get(name, ""), factor), rows_shape + (hidden,))
+                if _propagate_shapes(*example[:4], trial, *example[5:], row_inputs=row_inputs, record=False):
+                    return dict(zip(chosen, choice))
+    return {}
 
 
 def _per_row_inputs(

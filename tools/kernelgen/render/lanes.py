@@ -5,7 +5,10 @@ the positions its map gives, and the backward stores each input lane's gradient 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from dataclasses import field
 
+from tools.kernelgen.broadcast import narrowed_shape_expression
+from tools.kernelgen.broadcast import narrowing
 from tools.kernelgen.lane_maps import LaneMap
 from tools.kernelgen.lane_maps import covers_row
 from tools.kernelgen.lane_maps import disjoint_layers
@@ -45,6 +48,10 @@ class LaneOpsView:
     # first input, is only stored (and summed) where it requires one; a constexpr flag per such input
     store_flags: list[str] = ()
     store_flag_args: list[str] = ()
+    # The shape each input that broadcasts is laid out against: the first input's, of shorter rows for an input of
+    # rows shorter than the first input's (``... /2``)
+    against: dict[str, str] = field(default_factory=dict)
+    backward_against: dict[str, str] = field(default_factory=dict)  # the same in the backward wrapper
 
 
 @dataclass(frozen=True)
@@ -66,6 +73,21 @@ class GroupLaunch:
     backward_shapes: list[str]  # backward wrapper, before the upstream gradients become rows
     backward_host: list[str]  # after the first group's gradient buffers
     backward_launch_args: list[str]
+
+
+def lanes_held(profile: KernelProfile) -> dict[str, int]:
+    """The lanes each input's row holds: ``math.lanes.count``, fewer for an input of shorter rows (``... /2``)."""
+    return {t.name: profile.math.lanes.count // narrowing(t.broadcast) for t in profile.inputs}
+
+
+def _row_columns(held: dict[str, int], count: int, name: str) -> str:
+    """The host's expression of ``name``'s row length, from the first input's ``shape``."""
+    return "shape[-1]" if held[name] == count else f"shape[-1] // {count // held[name]}"
+
+
+def _layered_tensor(buffer: str) -> str:
+    """The input a layer buffer (``grad_x_layer_1``) holds gradients of."""
+    return buffer.removeprefix("grad_").rsplit("_layer_", 1)[0]
 
 
 def _broadcast_rows(tensor: str) -> str:
@@ -113,6 +135,7 @@ def lane_ops(profile: KernelProfile, forward_reads: set[str], backward_reads: se
     lanes = profile.math.lanes
     count = lanes.count
     inputs = [t.name for t in profile.inputs]
+    held = lanes_held(profile)
     grad_inputs = [t.name for t in profile.inputs if t.requires_grad]
     all_outputs, all_grad_inputs = [t.name for t in profile.outputs], grad_inputs
     outputs = all_outputs
@@ -127,6 +150,7 @@ def lane_ops(profile: KernelProfile, forward_reads: set[str], backward_reads: se
     shape_of = {renamed: f"shape_{index}" for index, group in enumerate(lanes.groups, 1) for renamed in group.values()}
     outputs = [name for name in outputs if name not in grouped]
     grad_inputs = [name for name in grad_inputs if name not in grouped]
+    tensors = {t.name: t for t in profile.inputs if t.broadcast}
     forward_inputs = {lane.tensor for name, lane in read.items() if name in forward_reads} - broadcast
     forward_moves = [f"{name}_ptr += row_start * {name}_row_stride" for name in inputs if name in forward_inputs]
     forward_moves += [f"{name}_ptr += row_start * {_moved(widths[name])}" for name in outputs]
@@ -135,16 +159,18 @@ def lane_ops(profile: KernelProfile, forward_reads: set[str], backward_reads: se
     backward_moves = (
         [f"grad_{name}_ptr += row_start * grad_{name}_row_stride" for name in outputs if name in grad_outputs_read]
         + [f"{name}_ptr += row_start * {name}_row_stride" for name in inputs if name in inputs_read]
-        + [f"grad_{name}_ptr += row_start * {_moved(count)}" for name in grad_inputs]
+        + [f"grad_{name}_ptr += row_start * {_moved(held[name])}" for name in grad_inputs]
     )
     lane_index = f"{LANE_INDEX} = col_start + cols"
+    # An output wider or narrower than the input (two lanes of a row cut into one): the input's own width.
+    backward_input_shape = "shape" if widths[outputs[0]] == count else f"(*shape[:-1], {_row_length(count)})"
     forward_broadcast = [
         b for b in inputs if b in broadcast and any(n in forward_reads for n, lane in read.items() if lane.tensor == b)
     ]
     backward_broadcast = [
         b for b in inputs if b in broadcast and any(n in backward_reads for n, lane in read.items() if lane.tensor == b)
     ]
-    covered = {name: covers_row([lane for lane in read.values() if lane.tensor == name], count) for name in inputs}
+    covered = {name: covers_row([lane for lane in read.values() if lane.tensor == name], held[name]) for name in inputs}
     # The buffer each input lane's gradient goes to: the input's own for its first layer of disjoint lanes.
     buffer_of, layer_buffers = {}, []
     for name in grad_inputs:
@@ -153,7 +179,7 @@ def lane_ops(profile: KernelProfile, forward_reads: set[str], backward_reads: se
             buffer = f"grad_{name}" if index == 0 else f"grad_{name}_layer_{index}"
             layer_buffers += [buffer] if index else []
             buffer_of.update({lane: buffer for lane in layer})
-        covered[name] = covers_row(layers[0], count) if layers else False
+        covered[name] = covers_row(layers[0], held[name]) if layers else False
     layered = [name for name in grad_inputs if f"grad_{name}_layer_1" in layer_buffers]
     return LaneOpsView(
         count=count,
@@ -181,7 +207,7 @@ def lane_ops(profile: KernelProfile, forward_reads: set[str], backward_reads: se
             for tensor in grad_inputs
             for line in _guarded(
                 [
-                    _store(f"grad_{name}", buffer_of[lane], _row_length(count), lane)
+                    _store(f"grad_{name}", buffer_of[lane], _row_length(held[tensor]), lane)
                     for name, lane in read.items()
                     if lane.tensor == tensor
                 ],
@@ -192,7 +218,7 @@ def lane_ops(profile: KernelProfile, forward_reads: set[str], backward_reads: se
         store_flag_args=[f"store_grad_{name}" for name in grad_inputs if name in broadcast],
         backward_pointer_moves=[
             *backward_moves,
-            *(f"{buffer}_ptr += row_start * {_moved(count)}" for buffer in layer_buffers),
+            *(f"{buffer}_ptr += row_start * {_moved(held[_layered_tensor(buffer)])}" for buffer in layer_buffers),
             *(_broadcast_rows(b) for b in backward_broadcast),
             lane_index,
         ],
@@ -207,15 +233,15 @@ def lane_ops(profile: KernelProfile, forward_reads: set[str], backward_reads: se
                 for name in inputs
                 if name in broadcast
                 for line in (
-                    f"if {name}.shape[-1] != shape[-1]:",
+                    f"if {name}.shape[-1] != {_row_columns(held, count, name)}:",
                     f'    raise ValueError(f"{profile.operation_name}: {name} has shape {{tuple({name}.shape)}}: its '
-                    f"rows are cut into lanes as {first}'s, which needs {{shape[-1]}} columns\")",
+                    f"rows are cut into lanes as {first}'s, which needs {{{_row_columns(held, count, name)}}} "
+                    'columns")',
                 )
             ),
         ],
         backward_lane_length=f"n_cols = shape[-1] // {widths[outputs[0]]}  # the lane length",
-        # An output wider or narrower than the input (two lanes of a row cut into one): the input's own width.
-        backward_input_shape="shape" if widths[outputs[0]] == count else f"(*shape[:-1], {_row_length(count)})",
+        backward_input_shape=backward_input_shape,
         output_allocations=[
             f"{name} = torch.empty((n_rows, {_row_length(widths[name])}), dtype={first}.dtype, device={first}.device)"
             for name in outputs
@@ -226,7 +252,7 @@ def lane_ops(profile: KernelProfile, forward_reads: set[str], backward_reads: se
         # An input whose lanes meet (flip(x) beside x) takes its gradient in layers: fp32 buffers, summed and rounded
         # once, as two halves each rounded to bf16 lose the digits of a sum that nearly cancels them.
         gradient_buffers=[
-            f"grad_{name} = torch.{'empty' if covered[name] else 'zeros'}((n_rows, {_row_length(count)}), "
+            f"grad_{name} = torch.{'empty' if covered[name] else 'zeros'}((n_rows, {_row_length(held[name])}), "
             f"dtype={'torch.float32' if name in broadcast or name in layered else f'{name}.dtype'}, "
             f"device={name}.device)" + (f" if store_grad_{name} else {first}" if name in broadcast else "")
             for name in grad_inputs
@@ -246,8 +272,16 @@ def lane_ops(profile: KernelProfile, forward_reads: set[str], backward_reads: se
             for name in all_outputs
         ],
         gradients_viewed=[
-            f"grad_{name}.view(*{shape_of.get(name, 'shape')}[:-1], {_row_length(count)})" for name in all_grad_inputs
+            f"grad_{name}.view(*{shape_of.get(name, 'shape')}[:-1], {_row_length(held[first_of.get(name, name)])})"
+            # an input that broadcasts and takes no gradient has the first input in place of its buffer
+            + (f" if store_grad_{name} else None" if name in broadcast else "")
+            for name in all_grad_inputs
         ],
+        against={name: narrowed_shape_expression(t.broadcast, f"{first}.shape") for name, t in tensors.items()},
+        backward_against={
+            name: backward_input_shape if held[name] == count else f"(*shape[:-1], {_row_length(held[name])})"
+            for name in tensors
+        },
         missing_grad_outputs=[
             f"grad_{name} = {first}.new_zeros((*{first}.shape[:-1], {first}.shape[-1] // {count} * {widths[name]}))"
             if name not in grouped
@@ -270,6 +304,7 @@ def _guarded(lines: list[str], flag: str) -> list[str]:
 def _group_launch(profile: KernelProfile, forward_reads: set[str], backward_reads: set[str], covered) -> GroupLaunch:
     lanes = profile.math.lanes
     count, widths = lanes.count, lanes.output_widths()
+    held = lanes_held(profile)
     tensors = {t.name: t for t in profile.inputs}
     broadcast = [t.name for t in profile.inputs if t.broadcast]
     read = {name: parse_lane(text) for name, text in lanes.inputs.items()}
@@ -329,7 +364,7 @@ def _group_launch(profile: KernelProfile, forward_reads: set[str], backward_read
             ]
         checks += [
             f'{layout} = broadcast_layout("{profile.operation_name}", "{b}", tuple({b}.shape), "{main}", '
-            f"tuple({shape}){_inserted(tensors[b])})[2:]"
+            f"tuple({narrowed_shape_expression(tensors[b].broadcast, shape)}){_inserted(tensors[b])})[2:]"
             for b, layout in zip(broadcast, layouts)
         ]
         forward_host += [f"n_rows_{index} = {main}.shape[0]"] + [
@@ -351,14 +386,15 @@ def _group_launch(profile: KernelProfile, forward_reads: set[str], backward_read
             if tensors[m].requires_grad
         ]
         backward_host += [
-            f"grad_{b}_{index} = torch.{'empty' if covered[b] else 'zeros'}((n_rows_{index}, {_row_length(count)}), "
+            f"grad_{b}_{index} = torch.{'empty' if covered[b] else 'zeros'}((n_rows_{index}, {_row_length(held[b])}), "
             "dtype=torch.float32, "
             f"device={b}.device) if store_grad_{b} else {main}"
             for b in broadcast_grads
         ]
         backward_host += [
             f'{b}_inner_{index}, {b}_period_{index} = broadcast_layout("{profile.operation_name}", "{b}", '
-            f'tuple({b}.shape), "{main}", tuple({shape}){_inserted(tensors[b])})[2:]'
+            f'tuple({b}.shape), "{main}", tuple({narrowed_shape_expression(tensors[b].broadcast, shape)})'
+            f"{_inserted(tensors[b])})[2:]"
             for b in broadcast_read
         ]
     groups = range(1, len(lanes.groups) + 1)

@@ -58,6 +58,7 @@ from tools.kernelgen.render.group_walk import GroupKernelView
 from tools.kernelgen.render.group_walk import group_kernels
 from tools.kernelgen.render.lanes import LaneOpsView
 from tools.kernelgen.render.lanes import lane_ops
+from tools.kernelgen.render.lanes import lanes_held
 from tools.kernelgen.render.reference_hypers import forward_hypers
 from tools.kernelgen.render.reference_hypers import module_call_keywords
 from tools.kernelgen.render.reference_hypers import reference_hypers
@@ -206,6 +207,7 @@ class ElementwiseOpsView:
     backward_launch_strided: list[str]  # tensors the backward launch passes with their row strides
     backward_launch_tail: str  # its arguments after those
     broadcast_saves: list[str]  # what the Function keeps of broadcast inputs to reduce their gradients to
+    output_shape_saves: list[str]  # ... and of the outputs of further row groups
     saved: list[str]  # what ctx saves
     saved_unpacked: str  # the unpacking of ctx.saved_tensors
     lanes: LaneOpsView | None  # an index map within the row (profile math.lanes)
@@ -1244,6 +1246,7 @@ def _elementwise_fields(profile: KernelProfile) -> dict[str, Any]:
         + [f"grad_{name}" for name in param_names]
         + ["None"] * len(hyper_names),
         broadcast_saves=broadcast_saves(profile),
+        output_shape_saves=output_shape_saves(profile),
         block_elements=tiling.block_elements,
         max_block_cols=tiling.max_block_cols,
         programs_per_sm=tiling.programs_per_sm,
@@ -1291,6 +1294,7 @@ def _with_lanes(fields: dict[str, Any], profile: KernelProfile, math) -> dict[st
     """The fields of a kernel whose profile has lanes: loads, stores, pointers and host shapes by lane; no
     DTensors (a shard of the row's columns splits its lanes)."""
     lanes = lane_ops(profile, set(math.forward_uses), set(math.backward_uses))
+    held = lanes_held(profile)
     inputs = [t.name for t in profile.inputs]
     outputs = [t.name for t in profile.outputs]
     lane_tensors = {name: parse_lane(text).tensor for name, text in profile.math.lanes.inputs.items()}
@@ -1335,10 +1339,19 @@ def _with_lanes(fields: dict[str, Any], profile: KernelProfile, math) -> dict[st
         "backward_signature": ", ".join([fields["backward_signature"], *(f"{f}=True" for f in lanes.store_flag_args)]),
         "backward_call_args": fields["backward_call_args"] + needed,
         "backward_return_exprs": lanes.gradients_viewed
-        + [f"{name}.view(*shape_{name.rsplit('_', 1)[1]}[:-1], {lanes.count} * n_cols)" for name in grouped_broadcast],
+        + [
+            f"{name}.view(*shape_{name.rsplit('_', 1)[1]}[:-1], {held[_broadcast_of(name)]} * n_cols) "
+            f"if store_grad_{_broadcast_of(name)} else None"
+            for name in grouped_broadcast
+        ],
         "outputs_viewed": lanes.outputs_viewed,
         "forward_returns": ", ".join(inputs + lanes.outputs_viewed),
     }
+
+
+def _broadcast_of(gradient: str) -> str:
+    """The input that broadcasts whose gradient over a further row group ``gradient`` is (``grad_cos_1``: cos)."""
+    return gradient.rsplit("_", 1)[0].removeprefix("grad_")
 
 
 def _lanes_of(profile: KernelProfile, output: str) -> list[str]:
@@ -1684,15 +1697,21 @@ def _hypers_read(profile: KernelProfile, kernels: list[RowKernelView], host_read
 
 
 def broadcast_saves(profile: KernelProfile) -> list[str]:
-    """The Function's forward lines that keep the shape and dtype of each broadcast input with a gradient (and the
-    shape of each output of a further row group, for zeros where autograd passes it no gradient)."""
-    groups = profile.math.lanes.groups if profile.math.lanes is not None else []
-    grouped = [t.name for t in profile.outputs if any(t.name in group.values() for group in groups)]
+    """The Function's forward lines that keep the shape and dtype of each broadcast input with a gradient, before
+    the forward (which may hand such an input back laid out otherwise)."""
     return [
         f"ctx.{t.name}_shape, ctx.{t.name}_dtype = {t.name}.shape, {t.name}.dtype"
         for t in profile.inputs
         if t.broadcast and t.requires_grad
-    ] + [f"ctx.{name}_shape = {name}.shape" for name in grouped]
+    ]
+
+
+def output_shape_saves(profile: KernelProfile) -> list[str]:
+    """The Function's forward lines that keep the shape of each output of a further row group, for zeros where
+    autograd passes it no gradient."""
+    groups = profile.math.lanes.groups if profile.math.lanes is not None else []
+    grouped = [t.name for t in profile.outputs if any(t.name in group.values() for group in groups)]
+    return [f"ctx.{name}_shape = {name}.shape" for name in grouped]
 
 
 def sums_broadcast_gradients(profile: KernelProfile) -> bool:
