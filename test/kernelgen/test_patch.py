@@ -22,11 +22,14 @@ from tools.kernelgen.patch.edit import add_plain_import
 from tools.kernelgen.patch.edit import add_table_entry
 from tools.kernelgen.patch.edit import insert_statements
 from tools.kernelgen.patch.edit import remove_definitions
+from tools.kernelgen.patch.errors import PatchError
 from tools.kernelgen.patch.mapping import Row
 from tools.kernelgen.patch.mapping import _refusal_place
 from tools.kernelgen.patch.mapping import torch_norm_rows
 from tools.kernelgen.patch.model import Block
 from tools.kernelgen.patch.model import ModelSource
+from tools.kernelgen.patch.model import capture_calls
+from tools.kernelgen.patch.model import locate
 from tools.kernelgen.patch.model import mlp_shape
 from tools.kernelgen.scratch import library_imports_from
 
@@ -158,6 +161,33 @@ def test_bad_model_types_and_files_are_refused_in_one_line(checkout, model, mess
     error = one_line_error(run_kernelgen("patch", model, "--repo", str(checkout)))
     assert message in error and "nothing written" in error
     assert snapshot(checkout) == before
+
+
+def test_gptj_keeps_its_rotary_fraction_and_maps_its_half_width_tables(checkout):
+    """GPT-J's rotary width is a count of columns (64 of a 256-column head): the mini head of 16 keeps the fraction
+    (4), where the default count broke the mini model's forward; its rotary function, which repeats sin and cos of
+    half that width inside, is then a kernel to generate."""
+    assert locate("gptj").mini_overrides()["rotary_dim"] == 4
+    before = snapshot(checkout)
+    run = run_kernelgen("patch", "gptj", "--repo", str(checkout), "--dry-run")
+    assert run.returncode == 0, run.stderr
+    assert "GENERATE: python -m tools.kernelgen new gptj_rope" in _row(run.stdout, "apply_rotary_pos_emb")
+    assert snapshot(checkout) == before
+
+
+def test_a_mini_model_whose_forward_fails_is_one_line():
+    import torch
+
+    class Broken(torch.nn.Module):
+        def forward(self, input_ids):
+            raise RuntimeError("The size of tensor a (16) must match the size of tensor b (64)\nat dim 3")
+
+    with pytest.raises(PatchError) as raised:
+        capture_calls(Broken(), set(), torch.zeros(1, 4, dtype=torch.long))
+    assert str(raised.value) == (
+        "Broken of the mini config fails its forward: RuntimeError: The size of tensor a (16) must match the size of "
+        "tensor b (64); nothing written"
+    )
 
 
 def _class(text: str) -> ast.ClassDef:

@@ -457,8 +457,38 @@ def _missing(row: Row, text: str, refusal: str, name: str, nothing: str, source:
         row.why = nothing
 
 
+def _shorter_tables_hint(source: ModelSource, entry: str, call: tuple) -> str:
+    """A shapes hint for the rotary reference where the mini model called it with tables of shorter rows than the
+    first tensor's (GPT-NeoX's and StableLM's ``cos`` of the rotary width, a quarter of the head): the reference
+    itself runs with tables of any width (``rotary_dim = cos.shape[-1]``), so only the call tells. Empty otherwise."""
+    args, kwargs, _ = call
+    try:
+        bound = inspect.signature(getattr(source.module(), entry)).bind(*args, **kwargs).arguments
+    except (AttributeError, TypeError, ValueError):
+        return ""
+    tensors = {name: value for name, value in bound.items() if hasattr(value, "shape") and value.dim() >= 1}
+    if not tensors:
+        return ""
+    first, *others = tensors
+    width, rank = tensors[first].shape[-1], tensors[first].dim()
+    names = [f"d{index}" for index in range(rank)]
+    shapes = {}
+    for name in others:
+        own = tensors[name]
+        factor = width // own.shape[-1] if own.shape[-1] and width % own.shape[-1] == 0 else 0
+        if factor in (2, 4, 8) and own.dim() <= rank:
+            shapes[name] = " ".join([*names[rank - own.dim() : -1], f"{names[-1]}/{factor}"])
+    if not shapes:
+        return ""
+    entries = ", ".join(f'"{name}": "{dims}"' for name, dims in {first: " ".join(names), **shapes}.items())
+    return f'KERNELGEN = {{"shapes": {{{entries}}}}}\n\n\n'
+
+
 def rope_row(repo: LigerRepo, source: ModelSource, row: Row, calls: list[tuple]) -> None:
     text, entry = block_reference(source, row.block)
+    if calls:
+        hint = _shorter_tables_hint(source, entry, calls[0])
+        text = text.replace(REFERENCE_HEADER, REFERENCE_HEADER + hint, 1) if hint else text
     candidates = rotary_functions(repo)
     if not calls:
         row.status, row.why = "none", f"the mini {source.causal_lm} never calls {entry} through its module"
@@ -475,7 +505,7 @@ def rope_row(repo: LigerRepo, source: ModelSource, row: Row, calls: list[tuple])
         if _close(ours, output):
             row.status, row.kernel, row.strategy, row.flag = "kernel", "rope", "rope", "rope"
             row.liger_class, row.liger_module = function_name, module_name
-            row.call = f"{function_name}(q, k, cos, sin)"
+            row.call = f"{function_name}({', '.join(_required_parameters(function))})"
             return
         problems.append(f"{function_name} computes another output")
     plan, values, found = search(repo, text, entry, f"{source.model_type}_rope")
@@ -483,6 +513,16 @@ def rope_row(repo: LigerRepo, source: ModelSource, row: Row, calls: list[tuple])
         row.status, row.why = "none", "; ".join(problems)
     else:
         _missing(row, text, found, f"{source.model_type}_rope", "the target has no rotary embedding function", source)
+
+
+def _required_parameters(function) -> list[str]:
+    """The names of ``function``'s parameters without defaults (HF's ``q, k, cos, sin``; GPT-J's ``tensor, sin,
+    cos``), as the table's call shows them."""
+    try:
+        parameters = inspect.signature(function).parameters.values()
+    except (TypeError, ValueError):
+        return ["..."]
+    return [p.name for p in parameters if p.default is inspect.Parameter.empty and p.kind <= p.POSITIONAL_OR_KEYWORD]
 
 
 def rotary_functions(repo: LigerRepo) -> list[tuple[str, str]]:

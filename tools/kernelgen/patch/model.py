@@ -88,7 +88,15 @@ class ModelSource:
                 f"model type {self.model_type!r} is multimodal (its config holds a text_config); patch its text model "
                 f"type {getattr(text, 'model_type', '?')!r}; nothing written"
             )
-        return {name: value for name, value in MINI_SIZES.items() if hasattr(default, name)}
+        overrides = {name: value for name, value in MINI_SIZES.items() if hasattr(default, name)}
+        rotary = getattr(default, "rotary_dim", None)
+        if isinstance(rotary, int) and rotary > 0 and "hidden_size" in overrides:
+            # GPT-J's and CodeGen's rotary width is a count of columns, not a fraction of the head: the mini head
+            # keeps the default's fraction of it (in whole pairs), as the default head would have run it.
+            head = getattr(default, "head_dim", None) or default.hidden_size // default.num_attention_heads
+            mini_head = overrides.get("head_dim") or overrides["hidden_size"] // overrides["num_attention_heads"]
+            overrides["rotary_dim"] = max(2, mini_head * rotary // head // 2 * 2)
+        return overrides
 
     def mini_config(self):
         overrides = self.mini_overrides()
@@ -351,6 +359,12 @@ def capture_calls(model, class_names: set[str], input_ids) -> dict[str, tuple]:
     try:
         with torch.no_grad():
             model(input_ids=input_ids)
+    except Exception as error:  # noqa: BLE001 - a mini model that does not run is reported in one line
+        message = str(error).splitlines()[0] if str(error) else ""
+        raise PatchError(
+            f"{type(model).__name__} of the mini config fails its forward: {type(error).__name__}: {message}; "
+            "nothing written"
+        ) from None
     finally:
         for handle in handles:
             handle.remove()

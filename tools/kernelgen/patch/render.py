@@ -103,8 +103,9 @@ def act_fn_class(row: Row, source: ModelSource) -> str:
     return (
         f"class {_liger_name(row)}({source.short_module}.{row.block.name}):\n"
         f'    """``{row.block.name}`` with its activation through the {row.kernel} kernel ({row.liger_class})."""\n\n'
-        f"    def __init__(self, config):\n"
-        f"        super().__init__(config)\n"
+        # The model's own constructor arguments, whatever they are (GPT-J's MLP takes the intermediate size first).
+        f"    def __init__(self, *args, **kwargs):\n"
+        f"        super().__init__(*args, **kwargs)\n"
         f"        self.{row.block.detail['act']} = {row.liger_class}()\n"
     )
 
