@@ -175,6 +175,16 @@ def test_gptj_keeps_its_rotary_fraction_and_maps_its_half_width_tables(checkout)
     assert snapshot(checkout) == before
 
 
+def test_a_partial_rotary_reference_declares_the_tables_the_mini_model_passed(checkout):
+    """GPT-NeoX rotates a quarter of each head with cos and sin of that width; its reference runs with tables of
+    any width, so the written reference declares the mini call's, a quarter of the head's."""
+    run = run_kernelgen("patch", "gpt_neox", "--repo", str(checkout), "--dry-run")
+    assert run.returncode == 0, run.stderr
+    hint = '+KERNELGEN = {"shapes": {"q": "d0 d1 d2 d3", "cos": "d1 d2 d3/4", "sin": "d1 d2 d3/4"}}'
+    assert hint in run.stdout.splitlines()
+    assert "GENERATE: python -m tools.kernelgen new gpt_neox_rope" in _row(run.stdout, "apply_rotary_pos_emb")
+
+
 def test_a_mini_model_whose_forward_fails_is_one_line():
     import torch
 
