@@ -185,6 +185,29 @@ def test_a_partial_rotary_reference_declares_the_tables_the_mini_model_passed(ch
     assert "GENERATE: python -m tools.kernelgen new gpt_neox_rope" in _row(run.stdout, "apply_rotary_pos_emb")
 
 
+@pytest.mark.parametrize(
+    "model, expected, absent",
+    [
+        # Falcon's head_dim is a read-only property: derived, not passed
+        ("falcon", {"hidden_size": 32, "num_attention_heads": 2}, ["head_dim"]),
+        # DeepSeek's latent attention: its head dims and ranks small, one key head per query head as in the default
+        (
+            "deepseek_v3",
+            {"qk_rope_head_dim": 16, "kv_lora_rank": 32, "n_routed_experts": 4, "n_group": 1, "num_key_value_heads": 2},
+            [],
+        ),
+        # GPT-Neo's attention kinds cover the two layers
+        ("gpt_neo", {"attention_types": [[["global", "local"], 1]]}, []),
+        ("qwen3", {"num_key_value_heads": 1}, ["kv_lora_rank"]),  # the mini config's grouped keys elsewhere
+    ],
+)
+def test_the_mini_config_fits_each_architecture(model, expected, absent):
+    overrides = locate(model).mini_overrides()
+    assert {name: overrides.get(name) for name in expected} == expected
+    assert not set(absent) & set(overrides)
+    locate(model).build()
+
+
 def test_a_mini_model_whose_forward_fails_is_one_line():
     import torch
 

@@ -35,6 +35,16 @@ MINI_SIZES = {
     "num_local_experts": 4,
     "num_experts_per_tok": 2,
     "sliding_window": 16,
+    # multi-head latent attention (DeepSeek V2/V3, MiniCPM3): its head dims and ranks at the mini head's size
+    "qk_rope_head_dim": 16,
+    "qk_nope_head_dim": 16,
+    "v_head_dim": 16,
+    "kv_lora_rank": 32,
+    "q_lora_rank": 32,
+    "n_routed_experts": 4,
+    "n_group": 1,
+    "topk_group": 1,
+    "first_k_dense_replace": 1,
     "bos_token_id": 1,
     "eos_token_id": 2,
     "pad_token_id": 0,
@@ -88,7 +98,18 @@ class ModelSource:
                 f"model type {self.model_type!r} is multimodal (its config holds a text_config); patch its text model "
                 f"type {getattr(text, 'model_type', '?')!r}; nothing written"
             )
-        overrides = {name: value for name, value in MINI_SIZES.items() if hasattr(default, name)}
+        # (a read-only property, such as Falcon's head_dim, is derived from the others and cannot be passed)
+        overrides = {
+            name: value
+            for name, value in MINI_SIZES.items()
+            if hasattr(default, name) and getattr(getattr(type(default), name, None), "fset", True) is not None
+        }
+        if "num_key_value_heads" in overrides and "kv_lora_rank" in overrides:
+            # latent attention (DeepSeek, MiniCPM3) makes a key per query head: no grouped keys
+            overrides["num_key_value_heads"] = overrides.get("num_attention_heads", default.num_attention_heads)
+        if isinstance(getattr(default, "attention_types", None), list) and "num_hidden_layers" in overrides:
+            # GPT-Neo's pattern of attention kinds must cover the layers: one global then one local layer
+            overrides["attention_types"] = [[["global", "local"], overrides["num_hidden_layers"] // 2]]
         rotary = getattr(default, "rotary_dim", None)
         if isinstance(rotary, int) and rotary > 0 and "hidden_size" in overrides:
             # GPT-J's and CodeGen's rotary width is a count of columns, not a fraction of the head: the mini head
