@@ -218,6 +218,12 @@ def _init_arity(plan, class_name: str, cls) -> int:
     )
 
 
+def _accepts(cls, name: str) -> bool:
+    """Whether ``cls``'s constructor takes an argument ``name`` (by that name or as ``**kwargs``)."""
+    parameters = inspect.signature(cls.__init__).parameters.values()
+    return any(p.name == name or p.kind is p.VAR_KEYWORD for p in parameters)
+
+
 def _kernel_module(plan) -> str:
     return f"liger_kernel.transformers.{plan.name}"
 
@@ -315,12 +321,19 @@ def mlp_row(repo: LigerRepo, source: ModelSource, row: Row, call: tuple, config)
     module = call[0]
     problems = []
     unrunnable = None
+    extra = [name for name, _ in _hf_init_params(row.block)][1:]  # what the model builds it with beside config
     for class_name in _module_classes(plan):
         cls = getattr(importlib.import_module(_kernel_module(plan)), class_name)
         required = _init_arity(plan, class_name, cls)
         try:
             if required == 1 and detail.get("dropout"):
                 problems.append(f"{class_name}: the MLP's dropout would be lost with the module")
+                continue
+            missing = [name for name in extra if not _accepts(cls, name)]
+            if required == 1 and missing:
+                # DeepSeek builds its shared experts as DeepseekV3MLP(config, intermediate_size=...): a class
+                # swapped in for it must take what the model passes
+                problems.append(f"{class_name}: takes no {', '.join(missing)}, which {row.block.name} is built with")
                 continue
             if required == 1:
                 candidate, strategy = cls(config), "class"
