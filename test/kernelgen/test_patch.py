@@ -208,6 +208,14 @@ def test_the_mini_config_fits_each_architecture(model, expected, absent):
     locate(model).build()
 
 
+def test_an_mlp_built_with_more_than_the_config_is_served_by_a_subclass(checkout):
+    """DeepSeek V3 builds its shared experts as DeepseekV3MLP(config, intermediate_size=...): LigerSwiGLUMLP takes the
+    config only, so the MLP's forward is served by a subclass that keeps the model's constructor."""
+    run = run_kernelgen("patch", "deepseek_v3", "--repo", str(checkout), "--dry-run")
+    assert run.returncode == 0, run.stderr
+    assert "in LigerDeepseekV3MLP.forward (a subclass of DeepseekV3MLP)" in _row(run.stdout, "DeepseekV3MLP (MLP)")
+
+
 def test_a_mini_model_whose_forward_fails_is_one_line():
     import torch
 
