@@ -108,6 +108,20 @@ GENERATED = {
     "neox_half_tables_map": (f"{FUNCTIONAL}:neox_half_tables", 2, ["q[cols + n_cols]", "sin[cols]"], ["[cols]"]),
     # HF's GPT-J: half-width sin and cos unsqueezed and repeat_interleave'd to the head width inside the function
     "hf_gptj_rope_map": (f"{FIXTURES / 'hf_gptj_rope.py'}:apply_rotary_pos_emb", 2, ["sin[cols]"], ["[2 * cols]"]),
+    # halves, then every other element of each: pairs of strided lanes in blocks (4 lanes, in blocks of 2)
+    "interleaved_halves_map": (
+        f"{MODULES}:InterleavedHalves",
+        4,
+        ["x[2 * cols]", "x[2 * cols + 2 * n_cols + 1]"],
+        ["[cols]"],
+    ),
+    # GLM's RoPE: the first half of q and k rotated as pairs, the rest passed; cos and sin of half the head width
+    "glm_rope_map": (
+        f"{FIXTURES / 'glm_rope.py'}:apply_rotary_pos_emb",
+        4,
+        ["q[2 * cols]", "q[2 * cols + 2 * n_cols + 1]", "cos[cols]"],
+        ["[2 * cols + 1]", "[2 * cols + 2 * n_cols]"],
+    ),
     # Helium's RoPE: pairs of q and k rotated, the first half of cos and sin repeated to meet them
     "helium_rope_map": (
         f"{FIXTURES / 'helium_rope.py'}:apply_rotary_pos_emb",
@@ -291,11 +305,7 @@ def test_rows_that_hold_no_whole_number_of_lanes_are_refused_by_the_kernel(gener
     [
         (f"{FUNCTIONAL}:off_lane_slice", 36, "`x[..., 1:]` cuts the row at 1, not at a lane boundary"),
         (f"{FUNCTIONAL}:rotate_half_scaled", 70, "reads scale as one value per row ('* * _')"),
-        (
-            f"{MODULES}:InterleavedHalves",
-            32,
-            "`x[..., :x.shape[-1] // 2][..., ::2]` takes one element in 2, which this cut's lanes do not",
-        ),
+        (f"{MODULES}:EveryThird", 39, "`x[..., ::3]` takes one element in 3, which this cut's lanes do not"),
     ],
 )
 def test_an_index_map_no_cut_expresses_is_one_line_naming_its_construct_and_line(checkout, reference, line, construct):

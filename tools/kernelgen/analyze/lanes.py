@@ -68,13 +68,30 @@ LANE_LENGTH = sympy.Symbol("S", integer=True, positive=True)
 
 @dataclass
 class Row:
-    """A value over the row as lanes (element-wise expressions at lane index ``j``), in the arrangement ``kind``."""
+    """A value over the row as lanes (element-wise expressions at lane index ``j``), in the arrangement ``kind``:
+    blocked, strided, or (an int ``g``) blocks of ``g`` strided lanes, lane ``b * g + i`` at ``b * g * S + i + g * j``
+    (GLM's first half of ``q`` taken as pairs: ``q[..., :d][..., 0::2]``)."""
 
     lanes: tuple[Any, ...]
-    kind: str
+    kind: str | int
 
-    def arrangement(self) -> str:
+    def arrangement(self) -> str | int:
         return BLOCKED if len(self.lanes) == 1 else self.kind
+
+    def group(self) -> int:
+        """The lanes a block of this arrangement holds: 1 blocked, all of them strided."""
+        kind = self.arrangement()
+        return 1 if kind == BLOCKED else len(self.lanes) if kind == STRIDED else kind
+
+
+def _grouped(lanes: tuple, group: int) -> Row:
+    """A row of ``lanes`` in blocks of ``group`` strided lanes, named blocked or strided where it is one of those."""
+    return Row(lanes, BLOCKED if group == 1 or len(lanes) == 1 else STRIDED if group == len(lanes) else group)
+
+
+def lane_map(tensor: str, lane: int, group: int) -> LaneMap:
+    """Where lane ``lane`` of a row in blocks of ``group`` strided lanes lies."""
+    return LaneMap(tensor, lane // group * group, lane % group, group)
 
 
 @dataclass(frozen=True)
@@ -137,11 +154,12 @@ class LaneBuilder(ProgramBuilder):
             node = next(n for n, placeholder in self.traced.placeholder_names.items() if placeholder == name)
             raise _Misfit(f"{name}'s rows, {factor} times shorter than the first input's, hold no whole lane", node)
         count = self.count // factor
-        if kind == BLOCKED:
-            maps = [LaneMap(name, k, 0, 1) for k in range(count)]
-        else:
-            maps = [LaneMap(name, 0, k, count) for k in range(count)]
-        return Row(tuple(self.lane_symbol(lane) for lane in maps), kind)
+        group = 1 if kind == BLOCKED else count if kind == STRIDED else kind
+        if count % group:
+            node = next(n for n, placeholder in self.traced.placeholder_names.items() if placeholder == name)
+            raise _Misfit(f"{name}'s {count} lanes do not fall into blocks of {group}", node)
+        maps = [lane_map(name, k, group) for k in range(count)]
+        return _grouped(tuple(self.lane_symbol(lane) for lane in maps), group)
 
     # Values ------------------------------------------------------------------------------------------------
     def _node(self, node: fx.Node) -> Any:
@@ -271,19 +289,22 @@ class LaneBuilder(ProgramBuilder):
         if not isinstance(step, int) or step <= 0:
             raise self._error(f"`{call.label}`: a slice step that is not a positive integer", call.node)
         if step == 1:
-            if width > 1 and row.kind == STRIDED and (index.start, index.stop) != (None, None):
-                raise _Misfit(f"`{call.label}` takes a block of a row cut into strided lanes", call.node)
             start = self._whole_lanes(index.start, width, call) or 0
             stop = self._whole_lanes(index.stop, width, call)
             stop = width if stop is None else stop
-            return Row(row.lanes[start:stop], row.kind)
+            group = row.group()
+            if start % group or stop % group:
+                raise _Misfit(f"`{call.label}` takes a block of a row cut into strided lanes", call.node)
+            return _grouped(row.lanes[start:stop], group)
         # x[..., k::s]: every s-th element from k, which strided lanes k, k + s, ... hold
         start = 0 if index.start is None else self.value(index.start)
-        if width == 1 or row.arrangement() != STRIDED or width % step or index.stop is not None:
+        group = row.group()
+        if width == 1 or group == 1 or group % step or index.stop is not None:
             raise _Misfit(f"`{call.label}` takes one element in {step}, which this cut's lanes do not", call.node)
         if not isinstance(start, int) or not 0 <= start < step:
             raise self._error(f"`{call.label}`: a strided slice must start at 0..{step - 1}", call.node)
-        return Row(row.lanes[start::step], STRIDED)
+        # every step-th element from start: in each block, the strided lanes start, start + step, ...
+        return _grouped(row.lanes[start::step], group // step)
 
     def _index_map(self, call) -> Any:
         node = call.node
@@ -324,9 +345,11 @@ class LaneBuilder(ProgramBuilder):
                 self._require_row(call, row)
             if name == "stack":
                 return _Stacked(tuple(rows))
-            if any(len(row.lanes) > 1 and row.kind == STRIDED for row in rows) and len(rows) > 1:
+            # rows in blocks of one size join into a row of those blocks (GLM's rotated half beside the rest)
+            groups = {row.group() for row in rows}
+            if len(rows) > 1 and len(groups) > 1 and not groups <= {1}:
                 raise _Misfit(f"`{call.label}` joins rows cut into strided lanes", node)
-            return Row(tuple(lane for row in rows for lane in row.lanes), BLOCKED)
+            return _grouped(tuple(lane for row in rows for lane in row.lanes), groups.pop() if len(groups) == 1 else 1)
         raise self._error(f"`{call.label}` ({name}) moves elements in a way lanes do not express", node)
 
     def _slice(self, call, source) -> Row:
@@ -347,14 +370,15 @@ class LaneBuilder(ProgramBuilder):
 
     def _pieces(self, call, row: Row, amount) -> tuple[Row, ...]:
         width = len(row.lanes)
-        if width > 1 and row.kind == STRIDED:
-            raise _Misfit(f"`{call.label}` splits a row cut into strided lanes into blocks", call.node)
+        group = row.group()
         if call.name == "chunk":
             count = self.value(amount)
             if not isinstance(count, int) or count <= 0 or width % count:
                 raise _Misfit(f"`{call.label}` makes {count} chunks of the row", call.node)
             size = width // count
-            return tuple(Row(row.lanes[k * size : (k + 1) * size], BLOCKED) for k in range(count))
+            if size % group:
+                raise _Misfit(f"`{call.label}` splits a row cut into strided lanes into blocks", call.node)
+            return tuple(_grouped(row.lanes[k * size : (k + 1) * size], group) for k in range(count))
         sizes = amount if isinstance(amount, (list, tuple)) else None
         if sizes is None:
             size = self._whole_lanes(amount, width, call)
@@ -363,9 +387,11 @@ class LaneBuilder(ProgramBuilder):
             sizes = [size] * (width // size) + ([width % size] if width % size else [])
         else:
             sizes = [self._whole_lanes(size, width, call) for size in sizes]
+        if any(size % group for size in sizes):
+            raise _Misfit(f"`{call.label}` splits a row cut into strided lanes into blocks", call.node)
         pieces, start = [], 0
         for size in sizes:
-            pieces.append(Row(row.lanes[start : start + size], BLOCKED))
+            pieces.append(_grouped(row.lanes[start : start + size], group))
             start += size
         return tuple(pieces)
 
@@ -385,9 +411,10 @@ class LaneBuilder(ProgramBuilder):
             )
         self._last_dim_only(call, (arguments[1],))
         self._require_row(call, row)
-        if len(row.lanes) > 1 and row.kind != STRIDED:
+        if len(row.lanes) > 1 and row.group() == 1:
             raise _Misfit(f"`{call.label}` repeats each element of a row cut into blocked lanes", node)
-        return Row(tuple(lane for lane in row.lanes for _ in range(repeats)), STRIDED if repeats > 1 else row.kind)
+        # copy c of lane i of a block of g lies at lane r * i + c of a block of r * g
+        return _grouped(tuple(lane for lane in row.lanes for _ in range(repeats)), repeats * row.group())
 
     def _interleave(self, stacked: _Stacked, call) -> Row:
         """``stack(rows, -1)`` then flattened back into the row: element ``j`` of each row side by side."""
@@ -500,18 +527,28 @@ def _candidate_cuts(inputs: list[str]):
             continue
         yield dict.fromkeys(inputs, BLOCKED), count
         yield dict.fromkeys(inputs, STRIDED), count
+        # blocks of strided lanes between the two (four lanes: pairs of strided lanes, GLM's half-rotated q)
+        groups = [group for group in LANE_COUNTS if 1 < group < count and count % group == 0]
+        yield from ((dict.fromkeys(inputs, group), count) for group in groups)
         if 1 < len(inputs) <= MIXED_CUT_INPUTS:
-            for kinds in itertools.product((BLOCKED, STRIDED), repeat=len(inputs)):
+            for kinds in itertools.product((BLOCKED, STRIDED, *groups), repeat=len(inputs)):
                 if len(set(kinds)) > 1:
                     yield dict(zip(inputs, kinds)), count
 
 
 def _cut_description(cuts: dict[str, str]) -> str:
     """``blocked`` / ``strided`` where every input is cut alike, else each input's (``q, k strided; cos blocked``)."""
-    kinds = set(cuts.values())
+
+    def named(kind) -> str:
+        return kind if kind in (BLOCKED, STRIDED) else f"in blocks of {kind} strided"
+
+    kinds = list(dict.fromkeys(cuts.values()))
     if len(kinds) == 1:
-        return kinds.pop()
-    return "; ".join(f"{', '.join(n for n in cuts if cuts[n] == kind)} {kind}" for kind in (STRIDED, BLOCKED))
+        return named(kinds[0])
+    order = [STRIDED, *sorted(k for k in kinds if k not in (BLOCKED, STRIDED)), BLOCKED]
+    return "; ".join(
+        f"{', '.join(n for n in cuts if cuts[n] == kind)} {named(kind)}" for kind in order if kind in kinds
+    )
 
 
 def _lower(traced: TracedReference, cuts: dict[str, str], count: int) -> LaneProgram:
@@ -521,13 +558,12 @@ def _lower(traced: TracedReference, cuts: dict[str, str], count: int) -> LanePro
         row = builder.value(node)
         if not isinstance(row, Row):
             raise builder._error("an output that is not a row of the inputs' rows", node)
-        width = len(row.lanes)
         for k, lane in enumerate(map(as_stored, row.lanes)):
             lane_name = f"{name}_{k}"
             while lane_name in builder.taken or f"grad_{lane_name}" in builder.taken:
                 lane_name += "_"  # an input's lane (or its gradient) of that name
             builder.taken.add(lane_name)
-            where = LaneMap(name, k, 0, 1) if row.arrangement() == BLOCKED else LaneMap(name, 0, k, width)
+            where = lane_map(name, k, row.group())
             program.output_lanes[lane_name] = where
             program.outputs[lane_name] = sympy.sympify(lane)
     program.groups = _row_groups(traced, builder, program)
