@@ -238,6 +238,15 @@ def _hf_init_params(block: Block) -> list[tuple[str, str | None]]:
     return list(zip([arg.arg for arg in args], defaults))
 
 
+def _unread_init_params(block: Block) -> set[str]:
+    """The block's ``__init__`` parameters its body never reads."""
+    init = next((n for n in block.node.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"), None)
+    if init is None:
+        return set()
+    read = {n.id for n in ast.walk(init) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    return {arg.arg for arg in init.args.args[1:]} - read
+
+
 def norm_row(repo: LigerRepo, source: ModelSource, row: Row, call: tuple) -> None:
     import torch
 
@@ -251,7 +260,9 @@ def norm_row(repo: LigerRepo, source: ModelSource, row: Row, call: tuple) -> Non
     module, *_ = call
     signature = _hf_init_params(row.block)
     params = [name for name, _ in signature]
-    extra = [name for name in params[1:] if name != "eps"]
+    # An argument the norm's __init__ never reads (CohereLayerNorm's bias=False) is taken and ignored.
+    ignored = _unread_init_params(row.block)
+    extra = [name for name in params[1:] if name != "eps" and name not in ignored]
     if not params or extra:
         row.status, row.why = (
             "none",

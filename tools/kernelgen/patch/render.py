@@ -85,8 +85,9 @@ def _value_text(value) -> str:
 def norm_class(row: Row) -> str:
     """A subclass of the Liger norm with the model norm's constructor and the options the search found."""
     (hidden, _), *rest = row.init_params
-    eps = dict(rest).get("eps", "1e-6") if rest else None
-    signature = ", ".join([hidden, *([f"eps={eps}"] if eps else [])])
+    eps = "eps" in dict(rest)
+    # the model norm's own arguments in its order: eps, and any its __init__ never reads (CohereLayerNorm's bias=False)
+    signature = ", ".join([hidden, *(name if default is None else f"{name}={default}" for name, default in rest)])
     options = ", ".join(f"{name}={_value_text(value)}" for name, value in row.options.items())
     found = ", ".join(f"{name}={_value_text(value)}" for name, value in row.options.items() if name != "in_place")
     return (
