@@ -216,6 +216,29 @@ def test_an_mlp_built_with_more_than_the_config_is_served_by_a_subclass(checkout
     assert "in LigerDeepseekV3MLP.forward (a subclass of DeepseekV3MLP)" in _row(run.stdout, "DeepseekV3MLP (MLP)")
 
 
+def test_a_norm_taking_an_argument_it_never_reads_is_generated_and_served(checkout, tmp_path):
+    """CohereLayerNorm takes bias=False and never reads it: a module generated from such a reference takes it too
+    without holding it (an attribute bias=False broke HF's weight initialization), and patch serves the model's norm
+    with that kernel through a subclass taking the model's own arguments."""
+    reference = tmp_path / "cohere_like.py"
+    reference.write_text(
+        "import torch\nimport torch.nn as nn\n\n\nclass CohereLikeNorm(nn.Module):\n"
+        "    def __init__(self, hidden_size=None, eps=1e-5, bias=False):\n        super().__init__()\n"
+        "        self.weight = nn.Parameter(torch.ones(hidden_size))\n        self.variance_epsilon = eps\n\n"
+        "    def forward(self, x):\n        mean = x.mean(-1, keepdim=True)\n"
+        "        variance = (x - mean).pow(2).mean(-1, keepdim=True)\n"
+        "        return self.weight * (x - mean) * torch.rsqrt(variance + self.variance_epsilon)\n"
+    )
+    run = run_kernelgen("new", "cohere_like", "--reference", f"{reference}:CohereLikeNorm", "--repo", str(checkout))
+    assert run.returncode == 0, run.stderr
+    module = (checkout / "src/liger_kernel/transformers/cohere_like.py").read_text()
+    assert "bias=False" in module and "self.bias" not in module
+    dry = run_kernelgen("patch", "cohere", "--repo", str(checkout), "--dry-run")
+    row = _row(dry.stdout, "CohereLayerNorm (norm)")
+    assert "cohere_like: liger_cohere_like(x, weight, eps=eps) as LigerCohereLayerNorm = LigerCohereLike(...)" in row
+    assert "def __init__(self, hidden_size, eps=1e-05, bias=False):" in dry.stdout
+
+
 def test_a_mini_model_whose_forward_fails_is_one_line():
     import torch
 

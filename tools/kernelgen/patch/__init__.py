@@ -65,7 +65,7 @@ def _target_text(row: Row) -> str:
 
     if row.strategy == "class" and row.block.kind == "norm":
         options = ", ".join(f"{k}={v!r}".replace("'", '"') for k, v in row.options.items())
-        return f"{row.call.split(' / ')[0]} as {_liger_name(row)} = {row.liger_class}(..., {options})"
+        return f"{row.call.split(' / ')[0]} as {_liger_name(row)} = {row.liger_class}({', '.join(['...', options] if options else ['...'])})"
     if row.strategy == "act_fn":
         return f"{row.call} as {row.block.name}.{row.block.detail['act']} ({_liger_name(row)})"
     if row.strategy == "forward":

@@ -92,11 +92,11 @@ def norm_class(row: Row) -> str:
     found = ", ".join(f"{name}={_value_text(value)}" for name, value in row.options.items() if name != "in_place")
     return (
         f"class {_liger_name(row)}({row.liger_class}):\n"
-        f'    """``{row.block.name}`` through the {row.kernel} kernel: {found}.\n\n'
+        f'    """``{row.block.name}`` through the {row.kernel} kernel{": " + found if found else ""}.\n\n'
         f"    in_place=False: the gradient reaching the norm is not overwritten, since a residual add may read it\n"
         f'    again."""\n\n'
         f"    def __init__(self, {signature}):\n"
-        f"        super().__init__({hidden}{', eps=eps' if eps else ''}, {options})\n"
+        f"        super().__init__({', '.join([hidden, *(['eps=eps'] if eps else []), *([options] if options else [])])})\n"
     )
 
 

@@ -2163,6 +2163,16 @@ def module_view(profile: KernelProfile, renames: dict[str, str] | None = None) -
     if sized and next((ip.default for ip in init_params if ip.name == size_param), None) is None:
         required.add(size_param)
     param_init = _param_init(profile, size_param, "".join(f", {name}={name}" for name in factory))
+    # An argument nothing of the module reads (CohereLayerNorm's bias=False, which its __init__ ignores) is taken, as
+    # the reference takes it, and not held: an attribute named bias holding False breaks HF's weight initialization.
+    reads = " ".join([*param_init.values(), *(t.init_expr for t in profile.inputs if t.per_class and t.init_expr)])
+    roles = set(hyper_names) | {size_param} | {p.name for p in params} | set(per_class) | set(factory)
+    unheld = {
+        ip.name
+        for ip in init_params
+        if profile.module.kind != "mlp" and ip.name not in roles and not re.search(rf"\b{re.escape(ip.name)}\b", reads)
+    }
+    fields = [name for name in fields if name not in unheld]
     return ModuleView(
         kind=profile.module.kind,
         init_params=init_params,
@@ -2170,7 +2180,7 @@ def module_view(profile: KernelProfile, renames: dict[str, str] | None = None) -
         attributes=[
             (ip.name, _held_value(ip, profile))
             for ip in init_params
-            if ip.name not in {p.name for p in params} | set(per_class) | set(factory)
+            if ip.name not in {p.name for p in params} | set(per_class) | set(factory) | unheld
         ],
         buffers=[(name, t.init_expr or None) for name, t in zip(per_class, [t for t in profile.inputs if t.per_class])],
         forward_signature=", ".join([t.name for t in profile.inputs if not t.per_class] + forward_keywords),
