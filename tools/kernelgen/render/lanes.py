@@ -30,7 +30,6 @@ class LaneOpsView:
     backward_pointer_moves: list[str]
     host_checks: list[str]  # the forward wrapper's check that rows hold whole lanes, and n_cols
     backward_lane_length: str  # the backward wrapper's n_cols, from the first upstream gradient
-    backward_input_shape: str  # the first input's shape there: the upstream gradient's, or its rows' width in lanes
     output_allocations: list[str]
     grad_output_rows: list[str]
     gradient_buffers: list[str]
@@ -51,7 +50,8 @@ class LaneOpsView:
     # The shape each input that broadcasts is laid out against: the first input's, of shorter rows for an input of
     # rows shorter than the first input's (``... /2``)
     against: dict[str, str] = field(default_factory=dict)
-    backward_against: dict[str, str] = field(default_factory=dict)  # the same in the backward wrapper
+    # the same in the backward wrapper: the upstream gradient's shape, or the first input's rows' width in lanes
+    backward_against: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -241,7 +241,6 @@ def lane_ops(profile: KernelProfile, forward_reads: set[str], backward_reads: se
             ),
         ],
         backward_lane_length=f"n_cols = shape[-1] // {widths[outputs[0]]}  # the lane length",
-        backward_input_shape=backward_input_shape,
         output_allocations=[
             f"{name} = torch.empty((n_rows, {_row_length(widths[name])}), dtype={first}.dtype, device={first}.device)"
             for name in outputs

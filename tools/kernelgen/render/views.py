@@ -208,6 +208,10 @@ class ElementwiseOpsView:
     backward_launch_tail: str  # its arguments after those
     broadcast_saves: list[str]  # what the Function keeps of broadcast inputs to reduce their gradients to
     output_shape_saves: list[str]  # ... and of the outputs of further row groups
+    # the shape each broadcast input is laid out against, in the forward and the backward wrapper: the first input's
+    # (an index map's input of shorter rows: that shape with shorter rows)
+    broadcast_against: dict[str, str]
+    backward_broadcast_against: dict[str, str]
     saved: list[str]  # what ctx saves
     saved_unpacked: str  # the unpacking of ctx.saved_tensors
     lanes: LaneOpsView | None  # an index map within the row (profile math.lanes)
@@ -1247,6 +1251,8 @@ def _elementwise_fields(profile: KernelProfile) -> dict[str, Any]:
         + ["None"] * len(hyper_names),
         broadcast_saves=broadcast_saves(profile),
         output_shape_saves=output_shape_saves(profile),
+        broadcast_against={t.name: f"{inputs[0]}.shape" for t in profile.inputs if t.broadcast},
+        backward_broadcast_against={t.name: "shape" for t in profile.inputs if t.broadcast},
         block_elements=tiling.block_elements,
         max_block_cols=tiling.max_block_cols,
         programs_per_sm=tiling.programs_per_sm,
@@ -1307,13 +1313,13 @@ def _with_lanes(fields: dict[str, Any], profile: KernelProfile, math) -> dict[st
     ]
     strided += [name for name in inputs if name in reads or (rounds and name == inputs[0])]
     groups = lanes.groups
-    grouped_broadcast = []
+    grouped_broadcast = []  # (gradient of a broadcast input over a further row group, the input, the group's index)
     if groups is not None:  # each further group's tensors beside the first group's, which the kernels swap in
         renamings = profile.math.lanes.groups
         strided += [f"grad_{group[name[5:]]}" for group in renamings for name in strided if name[5:] in group]
         strided += [group[name] for group in renamings for name in strided if name in group]
         grouped_broadcast = [
-            f"grad_{t.name}_{index}"
+            (f"grad_{t.name}_{index}", t.name, index)
             for index in range(1, len(renamings) + 1)
             for t in profile.inputs
             if t.broadcast and t.requires_grad
@@ -1335,23 +1341,19 @@ def _with_lanes(fields: dict[str, Any], profile: KernelProfile, math) -> dict[st
         "forward_launch_tail": ", ".join(
             [fields["forward_launch_tail"], *(groups.forward_launch_args if groups else [])]
         ),
-        "backward_returns": fields["backward_returns"] + grouped_broadcast,
+        "backward_returns": fields["backward_returns"] + [gradient for gradient, _, _ in grouped_broadcast],
         "backward_signature": ", ".join([fields["backward_signature"], *(f"{f}=True" for f in lanes.store_flag_args)]),
         "backward_call_args": fields["backward_call_args"] + needed,
         "backward_return_exprs": lanes.gradients_viewed
         + [
-            f"{name}.view(*shape_{name.rsplit('_', 1)[1]}[:-1], {held[_broadcast_of(name)]} * n_cols) "
-            f"if store_grad_{_broadcast_of(name)} else None"
-            for name in grouped_broadcast
+            f"{gradient}.view(*shape_{index}[:-1], {held[name]} * n_cols) if store_grad_{name} else None"
+            for gradient, name, index in grouped_broadcast
         ],
         "outputs_viewed": lanes.outputs_viewed,
         "forward_returns": ", ".join(inputs + lanes.outputs_viewed),
+        "broadcast_against": lanes.against,
+        "backward_broadcast_against": lanes.backward_against,
     }
-
-
-def _broadcast_of(gradient: str) -> str:
-    """The input that broadcasts whose gradient over a further row group ``gradient`` is (``grad_cos_1``: cos)."""
-    return gradient.rsplit("_", 1)[0].removeprefix("grad_")
 
 
 def _lanes_of(profile: KernelProfile, output: str) -> list[str]:
