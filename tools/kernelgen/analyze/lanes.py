@@ -40,6 +40,7 @@ from tools.kernelgen.analyze.errors import HAND_WRITTEN_PROFILE_HINT
 from tools.kernelgen.analyze.errors import AnalyzeError
 from tools.kernelgen.analyze.ops import CAST
 from tools.kernelgen.analyze.ops import ELEMENTWISE
+from tools.kernelgen.analyze.ops import INDEX_MAP_OPS
 from tools.kernelgen.analyze.ops import LAYOUT
 from tools.kernelgen.analyze.ops import META
 from tools.kernelgen.analyze.ops import REDUCTION
@@ -61,8 +62,6 @@ BLOCKED, STRIDED = "blocked", "strided"
 LANE_COUNTS = (1, 2, 4, 8)
 # Inputs cut differently are tried for references of at most this many tensor inputs (2 ** inputs cuts a count).
 MIXED_CUT_INPUTS = 6
-# The ops that move elements within the row, which lanes express.
-INDEX_MAP_OPS = ("slice", "getitem", "chunk", "split", "narrow", "cat", "stack", "flip", "repeat_interleave")
 LANE_LENGTH = sympy.Symbol("S", integer=True, positive=True)
 
 

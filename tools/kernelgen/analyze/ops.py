@@ -246,6 +246,8 @@ def pointwise_loss(call: OpCall) -> tuple[str, dict] | None:
 
 for _name in ("cat", "stack", "chunk", "split", "narrow", "transpose", "permute", "t", "flip", "roll", "topk", "sort"):
     _BY_NAME[_name] = _spec(_name, STRUCTURAL)
+# The ops that move elements within the row, which the lanes of analyze/lanes.py express.
+INDEX_MAP_OPS = ("slice", "getitem", "chunk", "split", "narrow", "cat", "stack", "flip", "repeat_interleave")
 # Each element repeated along a dim: an index map within the row (analyze/lanes.py), refused elsewhere.
 _BY_NAME["repeat_interleave"] = _spec("repeat_interleave", STRUCTURAL, params=("input", "repeats", "dim"))
 for _name in ("argmax", "argmin", "cumsum", "cumprod", "masked_select", "nonzero", "unfold", "diff"):

@@ -61,6 +61,7 @@ from tools.kernelgen.analyze.load import LoadedReference
 from tools.kernelgen.analyze.load import line_in_traceback
 from tools.kernelgen.analyze.ops import CAST
 from tools.kernelgen.analyze.ops import ELEMENTWISE
+from tools.kernelgen.analyze.ops import INDEX_MAP_OPS
 from tools.kernelgen.analyze.ops import LAYOUT
 from tools.kernelgen.analyze.ops import LINE_KEY
 from tools.kernelgen.analyze.ops import META
@@ -1710,7 +1711,9 @@ def _finish(
     shaped_apart = [*index_inputs, *class_inputs, *broadcast_inputs]
     row_inputs = _per_row_inputs(loaded, example, shaped_apart, loss_like, unsqueezed_rows)
     shapes_known = _propagate_shapes(*example, row_inputs=row_inputs)
-    if not shapes_known and not loss_like and any(call.name in _LANE_OPS for call in calls.values()):
+    # After an op that regroups the row, an input of shorter rows than the first's can meet it (GPT-J's half-width
+    # sin and cos repeated inside the function).
+    if not shapes_known and not loss_like and any(call.name in INDEX_MAP_OPS for call in calls.values()):
         narrower = [name for name in rows[1:] if name not in row_inputs and name not in grouped_inputs]
         for name, factor in _narrower_inputs(example, narrower, broadcast_inputs, row_inputs).items():
             broadcast_inputs[name] = narrowed(broadcast_inputs.get(name, ""), factor)
@@ -2401,9 +2404,6 @@ def _condition_inputs(graph: fx.Graph, names: dict[fx.Node, str]) -> list[str]:
     return found
 
 
-# Ops that regroup a row, after which an input of shorter rows than the first's can meet it (GPT-J's half-width sin
-# and cos repeated inside the function): the index maps of analyze/lanes.py.
-_LANE_OPS = {"slice", "getitem", "chunk", "split", "narrow", "cat", "stack", "flip", "repeat_interleave"}
 # The most input-and-factor choices tried for a reference that does not run with every row as long as the first's.
 _NARROWER_TRIES = 256
 
