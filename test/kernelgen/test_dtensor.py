@@ -29,7 +29,7 @@ from test.kernelgen.conftest import REPO_ROOT
 from test.kernelgen.conftest import copy_checkout
 from test.kernelgen.conftest import run_kernelgen
 from test.kernelgen.conftest import run_pytest
-from tools.kernelgen.layout import LAYOUT_UTILS
+from tools.kernelgen.layout import DTENSOR_UTILS
 from tools.kernelgen.layout import kernel_paths
 from tools.kernelgen.pyrun import run_python
 
@@ -104,13 +104,13 @@ def test_generated_dtensor_tests_pass_on_two_gloo_processes(generated):
 
 def test_plain_tensors_never_touch_torch_distributed(generated):
     """The DTensor code only runs when an argument is a DTensor: the generated ops files and the shared
-    layout_utils import nothing of torch.distributed at module level, and their Functions unwrap and wrap nothing for plain tensors."""
+    dtensor_utils import nothing of torch.distributed at module level, and their Functions unwrap and wrap nothing for plain tensors."""
     for name in KERNELS:
         source = (generated / kernel_paths(name)["ops"]).read_text()
         module_level = [line for line in source.splitlines() if line.startswith(("import ", "from "))]
         assert not [line for line in module_level if "distributed" in line], name
         assert source.count("if ctx.layout is not None:") == 4, name
-    shared = (generated / LAYOUT_UTILS).read_text()  # the DTensor helpers they call
+    shared = (generated / DTENSOR_UTILS).read_text()  # the DTensor helpers they call
     assert not [line for line in shared.splitlines() if line.startswith(("import ", "from ")) and "distributed" in line]
 
 

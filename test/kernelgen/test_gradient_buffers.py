@@ -22,7 +22,7 @@ from benchmark.scripts.compare_with_upstream import Consume
 from liger_kernel.ops.rms_norm import LigerRMSNormFunction
 from test.kernelgen.conftest import copy_checkout
 from test.kernelgen.conftest import import_generated_ops
-from test.transformers import test_layout_utils
+from test.transformers import test_dtensor_utils
 from tools.kernelgen.analyze import analyze
 from tools.kernelgen.generate import plan_new
 from tools.kernelgen.repo import LigerRepo
@@ -34,7 +34,7 @@ from tools.kernelgen.writer import write_all
 NORMS = Path(__file__).parent / "fixtures" / "norms"
 STYLES = ["gemma_style_rms_norm", "weightless_rms_norm", "add_rms_norm", "mean_square_layer_norm", "normalize_rows"]
 # A one-rank gloo mesh for the DTensor case (the shared module's tests' fixture).
-one_rank_mesh = test_layout_utils.one_rank_mesh
+one_rank_mesh = test_dtensor_utils.one_rank_mesh
 # Built-in references too: Llama's RMSNorm and a norm with two outputs.
 KERNELS = STYLES + ["rms_norm", "fused_add_rms_norm"]
 

@@ -52,6 +52,7 @@ def test_force_never_touches_a_hand_written_kernel(checkout):
         ("utils", "src/liger_kernel/ops/utils.py"),
         ("functional", FUNCTIONAL),
         ("layout_utils", "src/liger_kernel/ops/layout_utils.py"),
+        ("dtensor_utils", "src/liger_kernel/ops/dtensor_utils.py"),
         ("monkey_patch", "src/liger_kernel/transformers/monkey_patch.py"),
     ],
 )

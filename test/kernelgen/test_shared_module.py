@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from test.kernelgen.conftest import REPO_ROOT
+from tools.kernelgen.layout import DTENSOR_UTILS
 from tools.kernelgen.layout import LAYOUT_UTILS
 from tools.kernelgen.repo import LigerRepo
 from tools.kernelgen.shared_module import LAYOUT_UTILS_TESTS
@@ -58,3 +59,22 @@ def test_an_older_copy_without_what_the_kernel_imports_is_one_clear_line(tmp_pat
     }
     with pytest.raises(SharedModuleError, match=r"layout_utils\.py lacks tile_settings, which the generated kernel"):
         layout_utils_to_add(LigerRepo(tmp_path), importing)
+
+
+def test_each_shared_module_comes_only_with_a_kernel_that_imports_it(tmp_path: Path):
+    """A kernel that imports only the DTensor helpers brings dtensor_utils and its tests, not layout_utils."""
+    repo = LigerRepo(tmp_path)
+    importing = {"src/liger_kernel/ops/k.py": "from liger_kernel.ops.dtensor_utils import dtensor_layout\n"}
+    assert shared_module_files(repo, importing) == {
+        DTENSOR_UTILS: (REPO_ROOT / DTENSOR_UTILS).read_text(),
+        "test/transformers/test_dtensor_utils.py": (REPO_ROOT / "test/transformers/test_dtensor_utils.py").read_text(),
+    }
+    both = {
+        "src/liger_kernel/ops/k.py": importing["src/liger_kernel/ops/k.py"] + IMPORTING["src/liger_kernel/ops/k.py"]
+    }
+    assert set(shared_module_files(repo, both)) == {
+        LAYOUT_UTILS,
+        LAYOUT_UTILS_TESTS,
+        DTENSOR_UTILS,
+        "test/transformers/test_dtensor_utils.py",
+    }

@@ -37,6 +37,7 @@ from tools.kernelgen.kernel_helpers import HOST_SOURCES
 from tools.kernelgen.kernel_helpers import JIT_MATH
 from tools.kernelgen.kernel_helpers import defined_names
 from tools.kernelgen.kernel_helpers import jit_math_block
+from tools.kernelgen.layout import DTENSOR_UTILS
 from tools.kernelgen.layout import FUNCTIONAL
 from tools.kernelgen.layout import LAYOUT_UTILS
 from tools.kernelgen.layout import OPS_UTILS
@@ -79,6 +80,7 @@ def upstream_layout_checkout(destination: Path) -> Path:
     (root / OPS_UTILS).write_text(without_kernel_helpers((root / OPS_UTILS).read_text()))
     (root / NATIVE_LAUNCH).unlink()  # upstream has no launch replay
     (root / LAYOUT_UTILS).unlink()  # nor the shared layout helpers of generated kernels
+    (root / DTENSOR_UTILS).unlink()  # nor their DTensor helpers
     functional = (root / FUNCTIONAL).read_text()
     (root / FUNCTIONAL).write_text(
         re.sub(r"^from liger_kernel\.ops\.\w+ import", "from liger_kernel.ops import", functional, flags=re.M)
@@ -161,15 +163,16 @@ def test_losses_share_the_scale_kernel_they_add_to_its_utils(upstream_checkout):
     assert result.returncode == 0, result.stdout[-2000:]
 
 
-def test_the_shared_layout_module_is_added_once(upstream_checkout):
-    """Both kernels import liger_kernel.ops.layout_utils, which upstream lacks: the first one's generation adds this
-    repository's copy, ruff-clean there, and the second finds it and leaves it."""
-    text = (upstream_checkout / LAYOUT_UTILS).read_text()
-    assert text == (REPO_ROOT / LAYOUT_UTILS).read_text()
-    assert lint_findings(text, upstream_checkout, LAYOUT_UTILS) == []
+def test_the_shared_modules_are_added_once(upstream_checkout):
+    """Both kernels import liger_kernel.ops.layout_utils and dtensor_utils, which upstream lacks: the first one's
+    generation adds this repository's copies, ruff-clean there, and the second finds them and leaves them."""
+    for path in (LAYOUT_UTILS, DTENSOR_UTILS):
+        text = (upstream_checkout / path).read_text()
+        assert text == (REPO_ROOT / path).read_text()
+        assert lint_findings(text, upstream_checkout, path) == []
     for name in KERNELS:
         ops = (upstream_checkout / kernel_paths(name)["ops"]).read_text()
-        assert "from liger_kernel.ops.layout_utils import dtensor_layout\n" in ops
+        assert "from liger_kernel.ops.dtensor_utils import dtensor_layout\n" in ops
         assert "class DTensorLayout" not in ops and "def tile_settings" not in ops
 
 

@@ -48,7 +48,6 @@ from tools.kernelgen.insert import InsertError
 from tools.kernelgen.insert import Registration
 from tools.kernelgen.insert import register_kernel
 from tools.kernelgen.layout import FUNCTIONAL
-from tools.kernelgen.layout import LAYOUT_UTILS
 from tools.kernelgen.layout import OPS_INIT
 from tools.kernelgen.layout import OPS_UTILS
 from tools.kernelgen.layout import TRANSFORMERS_INIT
@@ -75,6 +74,7 @@ from tools.kernelgen.repo import LigerRepo
 from tools.kernelgen.retrofit import RetrofitError
 from tools.kernelgen.retrofit import plan_retrofit
 from tools.kernelgen.shared_module import SharedModuleError
+from tools.kernelgen.shared_module import added_file_reason
 from tools.kernelgen.shared_module import shared_module_files
 from tools.kernelgen.verify import verify_changes
 
@@ -341,8 +341,7 @@ def _plan_recorded(repo: LigerRepo, name: str, new: KernelProfile, sides: dict[s
     for path, text in shared.items():
         plan.changes.changes[path] = text
         plan.changes.originals[path] = None
-        why = "the shared helpers the new kernel imports" if path == LAYOUT_UTILS else "the shared helpers' own tests"
-        plan.reports.append(FileReport(path, "created", why))
+        plan.reports.append(FileReport(path, "created", added_file_reason(path)))
 
     current = {path: repo.read(path) for path in (OPS_INIT, TRANSFORMERS_INIT, FUNCTIONAL)}
     merged_reports: dict[str, FileReport] = {}

@@ -1,5 +1,5 @@
 """The lines by which a tier-1 or tier-2 autograd Function unwraps DTensor arguments to local shards and wraps its results
-back (issue 21); the helpers they call are the target's ``liger_kernel/ops/layout_utils.py`` (shared_module.py). A
+back (issue 21); the helpers they call are the target's ``liger_kernel/ops/dtensor_utils.py`` (shared_module.py). A
 kernel whose shards would not compute its math takes no DTensors: its Function refuses them in one line instead, and
 carries no layout code."""
 

@@ -29,6 +29,7 @@ from tools.kernelgen.hostapi import Param
 from tools.kernelgen.hostapi import find_tensor
 from tools.kernelgen.hostapi import read_kernel_api
 from tools.kernelgen.hostapi import source_segment
+from tools.kernelgen.layout import DTENSOR_UTILS
 from tools.kernelgen.layout import FUNCTIONAL
 from tools.kernelgen.layout import LAYOUT_UTILS
 from tools.kernelgen.layout import OPS_UTILS
@@ -92,7 +93,7 @@ def kernel_names(repo: LigerRepo) -> list[str]:
     folder = repo.root / Path(OPS_UTILS).parent
     if not folder.is_dir():
         return []
-    shared = {Path(OPS_UTILS).stem, Path(LAYOUT_UTILS).stem}
+    shared = {Path(OPS_UTILS).stem, Path(LAYOUT_UTILS).stem, Path(DTENSOR_UTILS).stem}
     return sorted(p.stem for p in folder.glob("*.py") if not p.stem.startswith("_") and p.stem not in shared)
 
 
