@@ -271,9 +271,15 @@ def test_backwards_that_call_sin_or_cos_launch_with_their_own_tile(generated_che
         backward = source.split("_backward_kernel(", 1)[1].split("\ndef ", 1)[0]
         calls_trig = "tl.sin(" in backward or "tl.cos(" in backward
         launch = source.split(f"def {reference}_gen_backward(", 1)[1]
-        own_tile = "= trig_tile_settings(" in launch
+        # 2-D tiles take trig_tile_settings' tile; blocks of a row (no parameters) 4096 columns at 16 warps.
+        tiles = "tile_of_program(" in source
+        own_tile = (
+            "= trig_tile_settings(" in launch
+            if tiles
+            else "block_size = min(next_power_of_2(cols), 4096)\n    num_warps = 16\n" in launch
+        )
         assert own_tile == calls_trig, reference
-        assert ("import trig_tile_settings\n" in source) == calls_trig, reference
+        assert ("import trig_tile_settings\n" in source) == (calls_trig and tiles), reference
         if own_tile:
             with_own_tile.add(reference)
     assert {"snake", "gated_sin"} <= with_own_tile

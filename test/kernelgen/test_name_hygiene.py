@@ -132,16 +132,12 @@ def test_the_functional_wrapper_keeps_the_names_the_user_chose(generated):
 def test_clashing_names_get_kernel_side_names_and_others_keep_theirs(tmp_path):
     path = tmp_path / "clash.py"
     path.write_text(
-        "import torch\n\n\ndef clash(mask, cols, row_start, scale):\n    return torch.sigmoid(mask) * cols + row_start * scale\n"
+        "import torch\n\n\ndef clash(mask, cols, row, scale):\n    return torch.sigmoid(mask) * cols + row * scale\n"
     )
     profile = analyze(str(path))
-    assert kernel_side_names(profile, _render_ops) == {
-        "mask": "mask_in",
-        "cols": "cols_in",
-        "row_start": "row_start_in",
-    }
+    assert kernel_side_names(profile, _render_ops) == {"mask": "mask_in", "cols": "cols_in", "row": "row_in"}
     ops = _render_ops(profile)
-    assert "row_start, col_start, tile_rows" in ops and "row_start_in_ptr" in ops and "scale_ptr" in ops
+    assert "row = program // n_blocks" in ops and "row_in_ptr" in ops and "scale_ptr" in ops
 
 
 def test_kernel_side_names_follow_every_use_but_keywords_attributes_and_strings():

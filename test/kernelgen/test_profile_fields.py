@@ -285,7 +285,7 @@ EDITS = {
         "files",
     ),
     "backward.in_place_gradients": ("swiglu", _set("backward.in_place_gradients", False), "files"),
-    "tiling.block_elements": ("swiglu", _set("tiling.block_elements", 8192), "files"),
+    "tiling.block_elements": ("dyt", _set("tiling.block_elements", 8192), "files"),
     "tiling.max_block_cols": ("swiglu", _set("tiling.max_block_cols", 4096), "files"),
     "tiling.programs_per_sm": ("dyt", _set("tiling.programs_per_sm", 4), "files"),
     "tiling.num_warps": ("swiglu", _set("tiling.num_warps", 16), "files"),

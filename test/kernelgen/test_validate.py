@@ -99,7 +99,7 @@ def test_wrong_gradient_fails_the_unit_tests_first(geglu_copy):
 
 
 def test_torch_math_in_the_forward_wrapper_fails_purity_with_file_and_line(geglu_copy, tmp_path):
-    anchor = "    a = as_rows(a, n_cols)\n"
+    anchor = "    a = _rows(a, n_cols)\n"
     line = _edit(geglu_copy, anchor, anchor + "    a = torch.sigmoid(a)\n") + 1
     workspace = tmp_path / "work"
     result = run_kernelgen(

@@ -29,6 +29,7 @@ from tools.kernelgen.render.text import wrap_docstring
 from tools.kernelgen.render.views import build_views
 from tools.kernelgen.render.views import group_parameters_as_inputs
 from tools.kernelgen.render.views import kernel_view
+from tools.kernelgen.render.views import launches_by_row_blocks
 from tools.kernelgen.render.views import test_view
 
 TEMPLATE_DIR = Path(__file__).resolve().parents[1] / "templates"
@@ -46,6 +47,8 @@ def ops_template(profile: KernelProfile) -> str:
     """The template of the kernel's ops file: its tier's, in its kernel language."""
     if is_staged(profile):
         return "ops_tier3_staged.py.j2"
+    if launches_by_row_blocks(profile):
+        return "ops_tier1_rows.py.j2"
     return BACKEND_OPS_TEMPLATES.get((profile.backend, profile.template), OPS_TEMPLATES[profile.template])
 
 

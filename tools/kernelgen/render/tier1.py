@@ -131,6 +131,21 @@ def parameter_gradients(params: list[LearnableParameter], optional: dict[str, st
     return lines
 
 
+def row_gradient_buffers(grad_inputs: list[str], in_place: bool) -> list[str]:
+    """The input gradients' buffers of a kernel launched by row blocks (ops_tier1_rows.py.j2): in place, the input's
+    own where it is contiguous, except under torch.compile, which plans the graph's buffers (a graph that writes its
+    inputs is not captured as a CUDA graph); else new."""
+    lines = ["in_place = not torch.compiler.is_compiling()"] if in_place else []
+    for name in grad_inputs:
+        new = f"torch.empty((n_rows, n_cols), dtype={name}.dtype, device={name}.device)"
+        lines.append(
+            f"grad_{name} = {name} if in_place and {name}.is_contiguous() else {new}"
+            if in_place
+            else f"grad_{name} = {new}"
+        )
+    return lines
+
+
 def gradient_buffers(grad_inputs: list[str], in_place: bool, broadcast: set[str] = frozenset()) -> list[str]:
     """Each input gradient's buffer: the input's own when gradients go in place (``own_buffer``: where it is
     contiguous and not under torch.compile), else new; an
@@ -158,4 +173,5 @@ __all__ = [
     "partial_buffers",
     "partial_stores",
     "pointer_moves",
+    "row_gradient_buffers",
 ]

@@ -215,6 +215,8 @@ class ElementwiseOpsView:
     saved: list[str]  # what ctx saves
     saved_unpacked: str  # the unpacking of ctx.saved_tensors
     lanes: LaneOpsView | None  # an index map within the row (profile math.lanes)
+    # Launched by blocks of a row with no shared layout module (ops_tier1_rows.py.j2): see ``launches_by_row_blocks``
+    row_blocks: bool
 
     @property
     def tile_args(self) -> str:
@@ -825,6 +827,7 @@ class TestView:
     dtensor_shape: tuple[int, ...]
     column_shard: str
     dtensor_cases: list[str]
+    dtensor_placements: list[str]  # the inputs' placements of a kernel without parameters
     # Each parameter's placement in a DTensor case (``param_placement``: the case's Shard(0) or Replicate()): a
     # channel parameter held as [1, ..., H] is sharded along its last dim
     param_placements: list[str]
@@ -1121,6 +1124,16 @@ def _gradient_note(formulas: dict[str, str]) -> list[str]:
     return ["Derived from the reference by the chain rule; forward values are recomputed, not saved."]
 
 
+def _tanh_note(forward: list[str], backward: list[str]) -> list[str]:
+    """Why the backward's tanh is not the forward's, where they differ (``synth/derive.py``'s default choice)."""
+    if _any_reads(forward, "tanh") and _any_reads(backward, "tanh_from_exp") and not _any_reads(backward, "tanh"):
+        return [
+            "tanh from one exponential (tanh_from_exp): libdevice's tanh, which the forward calls as its only",
+            "transcendental, takes registers the rest of the backward's math needs.",
+        ]
+    return []
+
+
 def _calls_sin_or_cos(statements: list[str]) -> bool:
     return any(re.search(r"\btl\.(sin|cos)\(", line) for line in statements)
 
@@ -1234,7 +1247,7 @@ def _elementwise_fields(profile: KernelProfile) -> dict[str, Any]:
         ),
         in_place=_in_place_gradients(profile),
         precision_note=_precision_note(math.precision_sensitive_ops, profile.math.rounding),
-        gradient_note=_gradient_note(math.gradient_formulas),
+        gradient_note=_gradient_note(math.gradient_formulas) + _tanh_note(math.forward, math.backward),
         # (the wrappers' hyper-parameters are narrowed to those they read: _wrappers_taking_read_hypers)
         forward_signature=signature(_tensor_arguments(profile) + param_names + profile.hyperparameters),
         forward_call_args=inputs + param_names + hyper_names,
@@ -1279,8 +1292,11 @@ def _elementwise_fields(profile: KernelProfile) -> dict[str, Any]:
         contiguous_params=[] if triton else tier1.contiguous_params(params, optional, flat_scalars=True),
         function_contiguous_params=tier1.contiguous_params(params, optional) if triton else [],
         flag_args=tier1.flag_args(optional),
-        gradient_buffers=tier1.gradient_buffers(grad_inputs, _in_place_gradients(profile), broadcast),
+        gradient_buffers=tier1.row_gradient_buffers(grad_inputs, _in_place_gradients(profile))
+        if launches_by_row_blocks(profile)
+        else tier1.gradient_buffers(grad_inputs, _in_place_gradients(profile), broadcast),
         own_buffers=_in_place_gradients(profile) and any(name not in broadcast for name in grad_inputs),
+        row_blocks=launches_by_row_blocks(profile),
         partial_buffers=tier1.partial_buffers(params, optional, inputs[0]),
         parameter_gradients=tier1.parameter_gradients(params, optional),
         narrow_block_cols=tiling.max_block_cols // 2,
@@ -1293,6 +1309,21 @@ def _elementwise_fields(profile: KernelProfile) -> dict[str, Any]:
         lanes=None,
         saved=inputs + param_names,
         saved_unpacked=", ".join(inputs + param_names) + ("," if len(inputs + param_names) == 1 else ""),
+    )
+
+
+def launches_by_row_blocks(profile: KernelProfile) -> bool:
+    """Whether a tier-1 kernel is launched as upstream's element-wise kernels are, by blocks of a row with masks for
+    the last one and no shared layout module (ops_tier1_rows.py.j2): a Triton kernel whose inputs all have the first
+    one's shape and which reads no parameter and no index map. The others walk 2-D tiles (ops_tier1.py.j2), whose
+    layout helpers (broadcast rows, lanes, parameter-gradient partial sums) live in ``ops/layout_utils.py``."""
+    return (
+        profile.template == "elementwise"
+        and profile.backend == "triton"
+        and not profile.parameters
+        and not any(t.broadcast for t in profile.inputs)
+        and profile.math.lanes is None
+        and not profile.math.groups
     )
 
 
@@ -2411,6 +2442,7 @@ def test_view(profile: KernelProfile) -> TestView:
         dtensor_shape=dtensor_shape,
         column_shard=column_shard,
         dtensor_cases=dtensor_cases,
+        dtensor_placements=[f"Shard({dim})" for dim in range(len(dtensor_shape))] + ["Replicate()"],
         param_placements=param_placements,
         reference_module=reference_module,
         reference_forward_keywords=forward_keywords,

@@ -137,8 +137,12 @@ def _choices_that_change_the_kernel(profile: KernelProfile, field: str, values: 
 
 
 def search_space(profile: KernelProfile) -> SearchSpace:
+    from tools.kernelgen.render.views import launches_by_row_blocks
+
     flat = walks_flat(profile)
     fields = [field for field in (FLAT_ORDER if flat else ORDER) if field in tiling_fields(profile)]
+    if launches_by_row_blocks(profile):  # blocks of max_block_cols elements: no 2-D tile, no partial sums
+        fields = [field for field in fields if field not in ("block_elements", "programs_per_sm")]
     values = {}
     for field in fields:
         candidates = VALUES_BY_TEMPLATE.get((profile.template, field), VALUES[field])

@@ -66,6 +66,7 @@ ALLOWED_TORCH_CALLS = TORCH_ALLOCATORS | {
     "torch.is_tensor",
     "torch.is_grad_enabled",
     "torch.distributed.is_available",  # whether an argument can be a DTensor at all (dtensor_utils.dtensor_layout)
+    "torch.compiler.is_compiling",  # whether an input's buffer may take its gradient (torch.compile plans buffers)
 }
 ALLOWED_TORCH_PREFIXES = ("torch.cuda.", "torch.xpu.")  # device queries: properties, current device, streams
 # A two-stage loss's sequence stage, ``_NAME_sequence``: the reference's own PyTorch math over tokens and sequences
