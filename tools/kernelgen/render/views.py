@@ -807,6 +807,7 @@ class TestView:
     tensors: str  # the functional test's tensors: inputs (+ params)
     liger_tensors: str  # the kernel's tensors in _assert_matches_reference
     gradients: list[str]  # "(index, 'name', terms summed)" of each gradient compared, index into inputs + params
+    gradients_by_index: list[str]  # "(index, 'name')" of the same, for kernels where every count is 1
     module_case: int  # the HYPERPARAMETERS case the module test builds with
     eager_error_factor: int
     positive_domain: bool
@@ -2420,6 +2421,7 @@ def test_view(profile: KernelProfile) -> TestView:
         tensors="inputs + params" if params else "inputs",
         liger_tensors="liger_inputs + liger_params" if params else "liger_inputs",
         gradients=gradients,
+        gradients_by_index=[f"({index}, {name!r})" for index, name in enumerate(inputs) if name in grad_inputs],
         module_case=0 if params else -1,
         eager_error_factor=EAGER_ERROR_FACTOR,
         cpu_shapes=[tuple(int(d) for d in s) for s in profile.test.cpu_shapes],
