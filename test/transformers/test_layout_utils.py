@@ -152,7 +152,9 @@ def test_the_backward_schedule_splits_spilling_rows_and_pipelines_small_ones(mon
     assert backward_schedule(16384, 16, 4, 4) == (True, False)  # 128 live registers a thread: split
     assert backward_schedule(4096, 8, 4, 4) == (False, False)  # interpreted: never pipelined
     monkeypatch.setenv("TRITON_INTERPRET", "0")
-    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    # The device index from a stand-in namespace, not a lambda set on torch.cuda: Dynamo may take anything it reads
+    # off torch.cuda for a torch op (it did once a gloo group had run in the process: "returned non-Tensor").
+    monkeypatch.setattr(layout_utils, "torch", SimpleNamespace(cuda=SimpleNamespace(current_device=lambda: 0)))
     monkeypatch.setattr(layout_utils, "_shared_memory_bytes", lambda device: 232448)
     assert backward_schedule(4096, 8, 4, 4) == (False, True)
     assert backward_schedule(8192, 8, 4, 3) == (False, False)  # 96 live registers: fused, not pipelined
@@ -169,7 +171,9 @@ def test_the_sweep_takes_rows_whose_three_stages_of_loads_fit_shared_memory(monk
     assert sweep_settings(32768, 4, 2) is None  # four blocks: 3 x 128 KB
     assert sweep_settings(4096, 4, 0) == (4096, 1, 8, False)
     monkeypatch.setenv("TRITON_INTERPRET", "0")
-    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    # The device index from a stand-in namespace, not a lambda set on torch.cuda: Dynamo may take anything it reads
+    # off torch.cuda for a torch op (it did once a gloo group had run in the process: "returned non-Tensor").
+    monkeypatch.setattr(layout_utils, "torch", SimpleNamespace(cuda=SimpleNamespace(current_device=lambda: 0)))
     monkeypatch.setattr(layout_utils, "_shared_memory_bytes", lambda device: 232448)
     assert sweep_settings(14336, 4, 2) == (8192, 2, 8, True)
     monkeypatch.setattr(layout_utils, "_shared_memory_bytes", lambda device: 101376)  # a program's 99 KB elsewhere
@@ -191,7 +195,9 @@ def test_the_shared_memory_query_is_a_constant_of_a_compiled_graph(monkeypatch):
     monkeypatch.setattr(layout_utils, "triton", SimpleNamespace(runtime=SimpleNamespace(driver=driver)))
     monkeypatch.setattr(layout_utils, "_SHARED_MEMORY_BYTES", {})
     monkeypatch.setenv("TRITON_INTERPRET", "0")
-    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    # The device index from a stand-in namespace, not a lambda set on torch.cuda: Dynamo may take anything it reads
+    # off torch.cuda for a torch op (it did once a gloo group had run in the process: "returned non-Tensor").
+    monkeypatch.setattr(layout_utils, "torch", SimpleNamespace(cuda=SimpleNamespace(current_device=lambda: 0)))
 
     def step(x):
         return x * 2 if backward_schedule(4096, 8, 4, 4)[1] else x
