@@ -263,6 +263,23 @@ def test_parameter_gradients_add_up_the_partials_of_every_program_in_the_paramet
         torch.testing.assert_close(got.double(), want.to(like.dtype).double(), rtol=2e-3, atol=2e-3)
 
 
+def test_kernels_without_parameters_are_launched_by_row_blocks_with_no_shared_layout_module(generated_checkout):
+    """Upstream's shape (geglu, swiglu): a kernel whose inputs share one shape and which reads no parameter is
+    launched by blocks of a row and imports nothing of layout_utils; per-channel parameters (dyt, snake) keep the
+    2-D tiles whose partial sums layout_utils holds."""
+    by_rows = set()
+    for reference in ELEMENTWISE_REFERENCES:
+        profile = analyze(reference)
+        source = (generated_checkout / kernel_paths(f"{reference}_gen")["ops"]).read_text()
+        rows = "n_blocks = tl.cdiv(n_cols, BLOCK_SIZE)" in source
+        assert rows == (not profile.parameters), reference
+        assert ("liger_kernel.ops.layout_utils" in source) == (not rows), reference
+        if rows:
+            by_rows.add(reference)
+            assert "tile_of_program" not in source and "def _launch_shape(" in source
+    assert {"geglu", "swiglu"} <= by_rows and not {"dyt", "snake"} & by_rows
+
+
 def test_backwards_that_call_sin_or_cos_launch_with_their_own_tile(generated_checkout):
     """Measured on an H200: such backwards (snake, gated_sin) ran 12-46% faster at 16 warps, the others slower."""
     with_own_tile = set()
