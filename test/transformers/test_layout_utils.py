@@ -364,3 +364,13 @@ def test_the_programs_of_a_tile_launch_cover_every_element_once(n_rows, n_cols, 
     tile.pop("num_warps")
     _count_tiles_kernel[grid](counts, n_rows, n_cols, **tile)
     assert torch.equal(counts, torch.ones_like(counts))
+
+
+def test_kernels_generated_before_the_dtensor_split_still_import_its_names_from_here():
+    from liger_kernel.ops import dtensor_utils
+    from liger_kernel.ops.layout_utils import PLAIN_TYPES as moved_types  # noqa: N811
+    from liger_kernel.ops.layout_utils import dtensor_layout as moved_layout
+
+    assert moved_types is dtensor_utils.PLAIN_TYPES and moved_layout is dtensor_utils.dtensor_layout
+    with pytest.raises(AttributeError, match="no attribute 'nothing_here'"):
+        layout_utils.nothing_here

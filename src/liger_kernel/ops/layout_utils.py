@@ -560,3 +560,15 @@ def _base_references(view: torch.Tensor) -> int:
 
 # The Python references _base_references counts where nothing else refers to the base (it varies with the version).
 _ALONE_BASE_REFERENCES = _base_references(torch.empty(2).view(2))
+
+
+# Kernels generated before the DTensor layout moved to dtensor_utils.py import these names from here.
+_MOVED_TO_DTENSOR_UTILS = frozenset(("PLAIN_TYPES", "DTensorLayout", "dtensor_layout", "local_columns"))
+
+
+def __getattr__(name: str):
+    if name in _MOVED_TO_DTENSOR_UTILS:
+        from liger_kernel.ops import dtensor_utils
+
+        return getattr(dtensor_utils, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
