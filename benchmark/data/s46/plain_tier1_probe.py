@@ -9,7 +9,7 @@ geglu forward and backward, bf16, 16384 rows x {4096, 8192, 14336}, GPU time of 
   row          the generated math, one row a program, calculate_settings (upstream's launch)
   2d-B-wW      the generated math, grid (rows, column tiles of B), W warps (upstream swiglu's Blackwell launch)
 and the device-to-device copy rate. Run in .gpu-run with PYTHONPATH=src:. and upstream 0.8.5 under /tmp/up:
-    python3 plain_tier1_probe.py /tmp/up HELPER_DIR
+    python3 plain_tier1_probe.py /tmp/up HELPER_DIR [SIZE ...]
 """
 
 import statistics
@@ -156,16 +156,19 @@ def main():
         "upstream": (lambda a, b: up.geglu.geglu_forward(a, b)[2], lambda a, b, dy: up.geglu.geglu_backward(a, b, dy)),
         "row": plain(None, None),
     }
-    for block in (1024, 2048, 4096):
+    # Sizes given after the two folders: those only, and the first four providers only (a short call).
+    sizes = [int(s) for s in sys.argv[3:]] or [4096, 8192, 14336]
+    quick = len(sys.argv) > 3
+    for block in () if quick else (1024, 2048, 4096):
         for warps in (4, 8, 16):
             if block // (32 * warps) >= 4:  # at least 4 elements a thread
                 providers[f"2d-{block}-w{warps}"] = plain(block, warps)
-    for block, warps in ((1024, 4), (2048, 4), (2048, 8), (4096, 8)):
+    for block, warps in () if quick else ((1024, 4), (2048, 4), (2048, 8), (4096, 8)):
         providers[f"1d-{block}-w{warps}"] = one_d(block, warps, flat=False)
         providers[f"flat-{block}-w{warps}"] = one_d(block, warps, flat=True)
     print("| H | provider | forward ms | backward ms | fwd+bwd ms | TB/s |")
     print("|---|---|---|---|---|---|")
-    for n_cols in (4096, 8192, 14336):
+    for n_cols in sizes:
         a = torch.randn(16384, n_cols, device="cuda", dtype=torch.bfloat16)
         b = torch.randn_like(a)
         dy = torch.randn_like(a)
