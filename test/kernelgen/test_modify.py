@@ -21,6 +21,7 @@ from tools.kernelgen.modify import ModifyError
 from tools.kernelgen.modify import plan_modify
 from tools.kernelgen.modify import profile_for_modify
 from tools.kernelgen.profile import load_profile
+from tools.kernelgen.record import content_hash
 from tools.kernelgen.record import has_record
 from tools.kernelgen.record import record_file
 from tools.kernelgen.repo import LigerRepo
@@ -199,6 +200,27 @@ def test_modify_without_a_source_reuses_the_record_and_changes_nothing(edited):
     assert not plan.conflicted
     statuses = {report.path: report.status for report in plan.reports}
     assert statuses[OPS] == "unchanged" and statuses[FUNCTIONAL] == "unchanged"
+
+
+def test_a_file_an_older_kernelgen_rendered_and_nobody_edited_takes_the_new_rendering(generated, tmp_path):
+    """Templates change between versions: an ops file whose text is still what kernelgen wrote (the record's digest)
+    holds no hand edit, so modify replaces it with today's rendering instead of keeping the old one whole."""
+    checkout = tmp_path / "liger"
+    shutil.copytree(generated, checkout)
+    ops = checkout / OPS
+    current = ops.read_text()
+    older = current.replace(
+        "import triton.language as tl\n", "import triton.language as tl\n\n# An older template.\n", 1
+    )
+    ops.write_text(older)
+    record = record_file(checkout, "act")
+    record.write_text(record.read_text().replace(content_hash(current), content_hash(older), 1))
+    repo = LigerRepo.open(checkout)
+    plan = plan_modify(repo, "act", profile_for_modify(repo, "act"))
+    assert plan.changes.changes[OPS] == current and not plan.conflicted
+    # The same text with a digest that does not match it is a hand edit, and kept.
+    record.write_text(record.read_text().replace(content_hash(older), content_hash(current), 1))
+    assert OPS not in plan_modify(repo, "act", profile_for_modify(repo, "act")).changes.changes
 
 
 def test_renamed_wrapper_is_registered_and_the_old_name_reported_stale(generated):

@@ -63,12 +63,14 @@ from tools.kernelgen.modify_tests import unsupported_reason
 from tools.kernelgen.profile import KernelProfile
 from tools.kernelgen.profile import ProfileError
 from tools.kernelgen.profile import load_profile
+from tools.kernelgen.record import content_hash
 from tools.kernelgen.record import find_record
 from tools.kernelgen.record import has_record
 from tools.kernelgen.record import read_record
 from tools.kernelgen.record import read_record_text
 from tools.kernelgen.record import record_key
 from tools.kernelgen.record import record_text
+from tools.kernelgen.record import recorded_hashes
 from tools.kernelgen.record import written_by_this_version
 from tools.kernelgen.repo import LigerRepo
 from tools.kernelgen.retrofit import RetrofitError
@@ -316,6 +318,7 @@ def _plan_recorded(repo: LigerRepo, name: str, new: KernelProfile, sides: dict[s
         )
     old_files, old_functional = render_formatted(repo, old)
     new_files, new_functional = render_formatted(repo, new)
+    generated_hashes = recorded_hashes(recorded)
 
     for path in kernel_paths(name).values():
         if not repo.exists(path):
@@ -323,7 +326,11 @@ def _plan_recorded(repo: LigerRepo, name: str, new: KernelProfile, sides: dict[s
             plan.changes.originals[path] = None
             plan.reports.append(FileReport(path, "created", "was missing; rendered from the new profile"))
             continue
-        report, text = merge_text(path, old_files[path], repo.read(path), new_files[path], prefer=_side(sides, path))
+        current = repo.read(path)
+        # A file nobody edited since kernelgen wrote it (its recorded digest) is its own merge base: what an older
+        # kernelgen's templates rendered then is no hand edit, and the new rendering replaces it whole.
+        base = current if generated_hashes.get(path) == content_hash(current) else old_files[path]
+        report, text = merge_text(path, base, current, new_files[path], prefer=_side(sides, path))
         _keep(plan, repo, path, report, text)
 
     try:
