@@ -135,7 +135,15 @@ def row_gradient_buffers(grad_inputs: list[str], in_place: bool) -> list[str]:
     """The input gradients' buffers of a kernel launched by row blocks (ops_tier1_rows.py.j2): in place, the input's
     own where it is contiguous, except under torch.compile, which plans the graph's buffers (a graph that writes its
     inputs is not captured as a CUDA graph); else new."""
-    lines = ["in_place = not torch.compiler.is_compiling()"] if in_place else []
+    lines = (
+        [
+            "# Where they are contiguous, and not under torch.compile: it plans the graph's buffers itself (a graph",
+            "# that writes its inputs is not captured as a CUDA graph).",
+            "in_place = not torch.compiler.is_compiling()",
+        ]
+        if in_place
+        else []
+    )
     for name in grad_inputs:
         new = f"torch.empty((n_rows, n_cols), dtype={name}.dtype, device={name}.device)"
         lines.append(
