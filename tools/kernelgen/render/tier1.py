@@ -131,6 +131,40 @@ def parameter_gradients(params: list[LearnableParameter], optional: dict[str, st
     return lines
 
 
+def row_block_settings(
+    max_block_cols: int, num_warps: int | None, backward_num_warps: int | None, trig_backward: bool
+) -> tuple[list[str], list[str]]:
+    """The lines that pick each pass's ``block_size`` and ``num_warps`` in a launch by row blocks
+    (ops_tier1_rows.py.j2), from ``cols``: the profile's warps where it sets them, else 4 (8 from 4096-element blocks)
+    forward and twice those backward, which loads a tensor more; a backward calling sin or cos (``trig_backward``,
+    which the profile's warps turn off) takes 4096-element blocks at 16 warps, as the 2-D tiles' backward does."""
+    block = f"block_size = min(next_power_of_2(cols), {max_block_cols})"
+    forward = [
+        block,
+        f"num_warps = {num_warps}  # the profile's tiling.num_warps"
+        if num_warps
+        else "num_warps = 8 if block_size >= 4096 else 4",
+    ]
+    if trig_backward:
+        backward = [
+            "# sin and cos with their range reduction take 120-160 registers a thread at 8 warps; at 16 the compiler",
+            "# keeps them under 128, and the warps hide the math's latency.",
+            "block_size = min(next_power_of_2(cols), 4096)",
+            "num_warps = 16",
+        ]
+    elif backward_num_warps:
+        backward = [block, f"num_warps = {backward_num_warps}  # the profile's tiling.backward_num_warps"]
+    elif num_warps:
+        backward = [block, f"num_warps = {num_warps}  # the profile's tiling.num_warps"]
+    else:
+        backward = [
+            block,
+            "# Twice the forward's warps: the backward loads a tensor more and does more math per element.",
+            "num_warps = 16 if block_size >= 4096 else 8",
+        ]
+    return forward, backward
+
+
 def row_gradient_buffers(grad_inputs: list[str], in_place: bool) -> list[str]:
     """The input gradients' buffers of a kernel launched by row blocks (ops_tier1_rows.py.j2): in place, the input's
     own where it is contiguous, except under torch.compile, which plans the graph's buffers (a graph that writes its
@@ -181,5 +215,6 @@ __all__ = [
     "partial_buffers",
     "partial_stores",
     "pointer_moves",
+    "row_block_settings",
     "row_gradient_buffers",
 ]

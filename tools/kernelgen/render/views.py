@@ -217,6 +217,9 @@ class ElementwiseOpsView:
     lanes: LaneOpsView | None  # an index map within the row (profile math.lanes)
     # Launched by blocks of a row with no shared layout module (ops_tier1_rows.py.j2): see ``launches_by_row_blocks``
     row_blocks: bool
+    # ... and then the lines that pick the forward's and the backward's block size and warps (tier1.row_block_settings)
+    row_block_forward: list[str]
+    row_block_backward: list[str]
 
     @property
     def tile_args(self) -> str:
@@ -1225,6 +1228,15 @@ def _elementwise_fields(profile: KernelProfile) -> dict[str, Any]:
     backward_tensors = set(backward_reads_first) | ({inputs[0]} if _rounds_to_input_dtype(backward) else set())
     # Inputs that broadcast against the first one are read at their own rows (no pointer moves with the tile).
     broadcast = {t.name for t in profile.inputs if t.broadcast}
+    row_blocks = launches_by_row_blocks(profile)
+    trig_backward = (
+        triton and tiling.num_warps is None and tiling.backward_num_warps is None and _calls_sin_or_cos(math.backward)
+    )
+    row_block_forward, row_block_backward = (
+        tier1.row_block_settings(tiling.max_block_cols, tiling.num_warps, tiling.backward_num_warps, trig_backward)
+        if row_blocks
+        else ([], [])
+    )
     moved_forward = [name for name in forward_inputs if name not in broadcast]
     moved_backward = [name for name in backward_reads_first if name not in broadcast]
     backward_param_args = [arg for prm, arg in zip(params, param_args) if prm.name in backward_reads]
@@ -1272,10 +1284,7 @@ def _elementwise_fields(profile: KernelProfile) -> dict[str, Any]:
         programs_per_sm=tiling.programs_per_sm,
         num_warps=tiling.num_warps,
         backward_num_warps=tiling.backward_num_warps,
-        trig_backward_tile=triton
-        and tiling.num_warps is None
-        and tiling.backward_num_warps is None
-        and _calls_sin_or_cos(math.backward),
+        trig_backward_tile=trig_backward,
         dtensor=None if refusal else dtensor_view(profile, grad_inputs, grad_outputs),
         dtensor_refusal=refusal,
         forward_param_loads=tier1.param_loads(forward_params, optional),
@@ -1294,10 +1303,12 @@ def _elementwise_fields(profile: KernelProfile) -> dict[str, Any]:
         function_contiguous_params=tier1.contiguous_params(params, optional) if triton else [],
         flag_args=tier1.flag_args(optional),
         gradient_buffers=tier1.row_gradient_buffers(grad_inputs, _in_place_gradients(profile))
-        if launches_by_row_blocks(profile)
+        if row_blocks
         else tier1.gradient_buffers(grad_inputs, _in_place_gradients(profile), broadcast),
         own_buffers=_in_place_gradients(profile) and any(name not in broadcast for name in grad_inputs),
-        row_blocks=launches_by_row_blocks(profile),
+        row_blocks=row_blocks,
+        row_block_forward=row_block_forward,
+        row_block_backward=row_block_backward,
         partial_buffers=tier1.partial_buffers(params, optional, inputs[0]),
         parameter_gradients=tier1.parameter_gradients(params, optional),
         narrow_block_cols=tiling.max_block_cols // 2,
