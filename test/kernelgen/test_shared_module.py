@@ -10,11 +10,12 @@ from test.kernelgen.conftest import REPO_ROOT
 from tools.kernelgen.layout import DTENSOR_UTILS
 from tools.kernelgen.layout import LAYOUT_UTILS
 from tools.kernelgen.repo import LigerRepo
-from tools.kernelgen.shared_module import LAYOUT_UTILS_TESTS
+from tools.kernelgen.shared_module import SHARED_MODULES
 from tools.kernelgen.shared_module import SharedModuleError
-from tools.kernelgen.shared_module import layout_utils_to_add
+from tools.kernelgen.shared_module import module_to_add
 from tools.kernelgen.shared_module import shared_module_files
 
+LAYOUT = SHARED_MODULES[0]  # layout_utils
 IMPORTING = {"src/liger_kernel/ops/k.py": "from liger_kernel.ops.layout_utils import tile_settings\n"}
 NOT_IMPORTING = {
     "src/liger_kernel/ops/k.py": "from liger_kernel.ops.utils import ceil_div\n",
@@ -24,8 +25,8 @@ NOT_IMPORTING = {
 
 def test_a_target_without_it_gets_this_repository_s_copy(tmp_path: Path):
     repo = LigerRepo(tmp_path)
-    assert layout_utils_to_add(repo, IMPORTING) == (REPO_ROOT / LAYOUT_UTILS).read_text()
-    assert layout_utils_to_add(repo, NOT_IMPORTING) is None
+    assert module_to_add(repo, IMPORTING, LAYOUT) == (REPO_ROOT / LAYOUT_UTILS).read_text()
+    assert module_to_add(repo, NOT_IMPORTING, LAYOUT) is None
 
 
 def test_the_module_comes_with_its_own_tests_unless_the_target_has_a_file_of_their_name(tmp_path: Path):
@@ -33,10 +34,10 @@ def test_the_module_comes_with_its_own_tests_unless_the_target_has_a_file_of_the
     added = shared_module_files(repo, IMPORTING)
     assert added == {
         LAYOUT_UTILS: (REPO_ROOT / LAYOUT_UTILS).read_text(),
-        LAYOUT_UTILS_TESTS: (REPO_ROOT / LAYOUT_UTILS_TESTS).read_text(),
+        LAYOUT.tests: (REPO_ROOT / LAYOUT.tests).read_text(),
     }
     assert shared_module_files(repo, NOT_IMPORTING) == {}
-    tests = tmp_path / LAYOUT_UTILS_TESTS
+    tests = tmp_path / LAYOUT.tests
     tests.parent.mkdir(parents=True)
     tests.write_text("def test_theirs():\n    pass\n")
     assert set(shared_module_files(repo, IMPORTING)) == {LAYOUT_UTILS}
@@ -46,7 +47,7 @@ def test_a_target_s_own_copy_is_kept(tmp_path: Path):
     module = tmp_path / LAYOUT_UTILS
     module.parent.mkdir(parents=True)
     module.write_text("# edited by hand\n\n\ndef tile_settings(n_rows, n_cols):\n    return 1, n_cols, 4\n")
-    assert layout_utils_to_add(LigerRepo(tmp_path), IMPORTING) is None
+    assert module_to_add(LigerRepo(tmp_path), IMPORTING, LAYOUT) is None
 
 
 def test_an_older_copy_without_what_the_kernel_imports_is_one_clear_line(tmp_path: Path):
@@ -58,7 +59,7 @@ def test_an_older_copy_without_what_the_kernel_imports_is_one_clear_line(tmp_pat
         + IMPORTING["src/liger_kernel/ops/k.py"]
     }
     with pytest.raises(SharedModuleError, match=r"layout_utils\.py lacks tile_settings, which the generated kernel"):
-        layout_utils_to_add(LigerRepo(tmp_path), importing)
+        module_to_add(LigerRepo(tmp_path), importing, LAYOUT)
 
 
 def test_each_shared_module_comes_only_with_a_kernel_that_imports_it(tmp_path: Path):
@@ -74,7 +75,7 @@ def test_each_shared_module_comes_only_with_a_kernel_that_imports_it(tmp_path: P
     }
     assert set(shared_module_files(repo, both)) == {
         LAYOUT_UTILS,
-        LAYOUT_UTILS_TESTS,
+        LAYOUT.tests,
         DTENSOR_UTILS,
         "test/transformers/test_dtensor_utils.py",
     }

@@ -35,15 +35,13 @@ SHARED_MODULES = (
     SharedModule(LAYOUT_UTILS, "test/transformers/test_layout_utils.py", "the shared layout helpers"),
     SharedModule(DTENSOR_UTILS, "test/transformers/test_dtensor_utils.py", "the shared DTensor helpers"),
 )
-LAYOUT_MODULE = SHARED_MODULES[0].module
-LAYOUT_UTILS_TESTS = SHARED_MODULES[0].tests
 
 
 class SharedModuleError(ValueError):
     """The target's copy of a shared module lacks what a generated kernel imports from it."""
 
 
-def imported_names(files: dict[str, str], module: str = LAYOUT_MODULE) -> set[str]:
+def imported_names(files: dict[str, str], module: str) -> set[str]:
     """The names the generated Python files of ``files`` import from ``module``."""
     return {
         alias.name
@@ -55,7 +53,7 @@ def imported_names(files: dict[str, str], module: str = LAYOUT_MODULE) -> set[st
     }
 
 
-def module_to_add(repo: LigerRepo, files: dict[str, str], shared: SharedModule = SHARED_MODULES[0]) -> str | None:
+def module_to_add(repo: LigerRepo, files: dict[str, str], shared: SharedModule) -> str | None:
     """The shared module's text when the generated ``files`` import it and ``repo`` lacks it, else None. A copy the
     target has stays as it is; one that lacks a name the files import (an older copy) is refused in one line, as
     the kernel would not import."""
@@ -78,11 +76,6 @@ def module_to_add(repo: LigerRepo, files: dict[str, str], shared: SharedModule =
             f"kernelgen's copy ({_ROOT / shared.path}) or merge those definitions in"
         )
     return None
-
-
-def layout_utils_to_add(repo: LigerRepo, files: dict[str, str]) -> str | None:
-    """``module_to_add`` of layout_utils."""
-    return module_to_add(repo, files, SHARED_MODULES[0])
 
 
 def shared_module_files(repo: LigerRepo, files: dict[str, str]) -> dict[str, str]:
