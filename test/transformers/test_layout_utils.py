@@ -20,7 +20,6 @@ from liger_kernel.ops.layout_utils import broadcast_rows
 from liger_kernel.ops.layout_utils import broadcast_sum
 from liger_kernel.ops.layout_utils import column_block_settings
 from liger_kernel.ops.layout_utils import launch_shape
-from liger_kernel.ops.layout_utils import own_buffer
 from liger_kernel.ops.layout_utils import persistent_programs
 from liger_kernel.ops.layout_utils import reusable_gradient
 from liger_kernel.ops.layout_utils import row_chunks
@@ -99,16 +98,6 @@ def test_autograds_own_count_is_measured_when_imported_under_inference_mode():
         "assert layout_utils._AUTOGRAD_GRADIENT_USES is not None\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, env={**os.environ, "TRITON_INTERPRET": "1"})
-
-
-def test_an_input_takes_its_own_gradient_where_contiguous_and_not_under_torch_compile(monkeypatch):
-    x = torch.randn(4, 8)
-    assert own_buffer(x, 4, 8) is x
-    strided = torch.randn(8, 4).t()
-    new = own_buffer(strided, 4, 8)
-    assert new.shape == (4, 8) and new.is_contiguous() and new.data_ptr() != strided.data_ptr()
-    monkeypatch.setattr(torch.compiler, "is_compiling", lambda: True)  # the compiler plans the graph's buffers
-    assert own_buffer(x, 4, 8) is not x
 
 
 def test_row_tiles_hold_whole_rows_with_warps_that_grow_with_the_tile():
@@ -366,11 +355,14 @@ def test_the_programs_of_a_tile_launch_cover_every_element_once(n_rows, n_cols, 
     assert torch.equal(counts, torch.ones_like(counts))
 
 
-def test_kernels_generated_before_the_dtensor_split_still_import_its_names_from_here():
+def test_kernels_generated_before_names_moved_out_still_import_them_from_here():
     from liger_kernel.ops import dtensor_utils
+    from liger_kernel.ops import utils
     from liger_kernel.ops.layout_utils import PLAIN_TYPES as moved_types  # noqa: N811
     from liger_kernel.ops.layout_utils import dtensor_layout as moved_layout
+    from liger_kernel.ops.layout_utils import own_buffer as moved_buffer
 
     assert moved_types is dtensor_utils.PLAIN_TYPES and moved_layout is dtensor_utils.dtensor_layout
+    assert moved_buffer is utils.own_buffer
     with pytest.raises(AttributeError, match="no attribute 'nothing_here'"):
         layout_utils.nothing_here

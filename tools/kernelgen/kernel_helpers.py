@@ -7,6 +7,9 @@ a target lacks (an upstream Liger-Kernel checkout has none of them).
 - ``get_num_sms``: streaming multiprocessors, to size the persistent grids of kernels with parameter gradients;
 - ``is_triton_interpreter``: whether kernels run under ``TRITON_INTERPRET=1`` (the jit math below picks its
   formulas by it);
+- ``own_buffer``: an input's own buffer for its gradient where it is contiguous and not under torch.compile (kernels
+  that read each block of the input before they write its gradient there: losses over their logits, element-wise
+  backwards);
 - ``pow``, ``tanh``, ``log1p``, ``expm1`` and ``erfc``: jit math; compiled, libdevice's; under ``TRITON_INTERPRET=1``
   libdevice does not exist, and they are formulas of core ``tl`` ops with the same values (``pow`` with torch's
   signs for integer exponents of negative bases and ``x ** 0 == 1``); the printer emits ``pow`` for runtime
@@ -74,9 +77,10 @@ def _own_sources(names: tuple[str, ...], interpreted: bool = False) -> dict[str,
     return {name: found[name] for name in names}
 
 
-# Plain host functions (no imports; what they call of the file: NEEDS), each added at its alphabetical place among the
-# target's functions.
-HOST_SOURCES = _own_sources(("ceil_div", "next_power_of_2", "scale_by_grad_output"))
+# Plain host functions (what they call of the file: NEEDS; the modules they read: HOST_READS), each added at its
+# alphabetical place among the target's functions.
+HOST_SOURCES = _own_sources(("ceil_div", "next_power_of_2", "own_buffer", "scale_by_grad_output"))
+HOST_READS = {"get_num_sms": {"torch"}, "own_buffer": {"torch"}}
 # Helpers that call others (added with them).
 NEEDS = {"scale_by_grad_output": ("scale_by_grad_output_kernel",)}
 
@@ -164,7 +168,7 @@ def add_kernel_helpers(source: str, names: list[str], sort_imports: Callable[[st
         wanted = [name for name in names if name not in defined]
         if not wanted:
             return text
-        reads = {"torch"} if "get_num_sms" in wanted else set()
+        reads = {module for name in wanted for module in HOST_READS.get(name, ())}
         if "is_triton_interpreter" in wanted:
             reads.add("os")
         math = [name for name in wanted if name in INTERPRETED_SOURCES]

@@ -3,6 +3,7 @@ broadcast against the first read by row without expanding them (and their gradie
 the tiles the programs take. DTensor arguments: ``dtensor_utils.py``."""
 
 import functools
+import importlib
 import math
 import os
 import sys
@@ -481,16 +482,6 @@ def _shared_memory_bytes(device: int) -> int:
     return _SHARED_MEMORY_BYTES[device]
 
 
-def own_buffer(x: torch.Tensor, n_rows: int, n_cols: int) -> torch.Tensor:
-    """``x``'s own buffer for its gradient ([n_rows, n_cols] rows of it) when it is contiguous: a kernel that reads
-    each tile of ``x`` before it writes the tile's gradient needs no other; a strided view's buffer holds more than
-    ``x``, and under torch.compile the compiler plans the graph's buffers (a graph that writes its inputs is not
-    captured as a CUDA graph)."""
-    if x.is_contiguous() and not torch.compiler.is_compiling():
-        return x
-    return torch.empty((n_rows, n_cols), dtype=x.dtype, device=x.device)
-
-
 # Whether this torch counts the references to a tensor and to its storage (private helpers, present since 2.x).
 _COUNTS_REFERENCES = hasattr(torch.Tensor, "_use_count") and hasattr(torch._C, "_storage_Use_Count")
 
@@ -562,13 +553,17 @@ def _base_references(view: torch.Tensor) -> int:
 _ALONE_BASE_REFERENCES = _base_references(torch.empty(2).view(2))
 
 
-# Kernels generated before the DTensor layout moved to dtensor_utils.py import these names from here.
-_MOVED_TO_DTENSOR_UTILS = frozenset(("PLAIN_TYPES", "DTensorLayout", "dtensor_layout", "local_columns"))
+# Kernels generated before these names moved import them from here: the module that has them now.
+_MOVED = {
+    "PLAIN_TYPES": "dtensor_utils",
+    "DTensorLayout": "dtensor_utils",
+    "dtensor_layout": "dtensor_utils",
+    "local_columns": "dtensor_utils",
+    "own_buffer": "utils",
+}
 
 
 def __getattr__(name: str):
-    if name in _MOVED_TO_DTENSOR_UTILS:
-        from liger_kernel.ops import dtensor_utils
-
-        return getattr(dtensor_utils, name)
+    if name in _MOVED:
+        return getattr(importlib.import_module(f"liger_kernel.ops.{_MOVED[name]}"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

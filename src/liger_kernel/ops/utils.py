@@ -28,6 +28,16 @@ def next_power_of_2(n: int) -> int:
     return 1 << max(n - 1, 0).bit_length()
 
 
+def own_buffer(x: torch.Tensor, n_rows: int, n_cols: int) -> torch.Tensor:
+    """``x``'s own buffer for its gradient ([n_rows, n_cols] rows of it) when it is contiguous: a kernel that reads
+    each tile of ``x`` before it writes the tile's gradient needs no other; a strided view's buffer holds more than
+    ``x``, and under torch.compile the compiler plans the graph's buffers (a graph that writes its inputs is not
+    captured as a CUDA graph)."""
+    if x.is_contiguous() and not torch.compiler.is_compiling():
+        return x
+    return torch.empty((n_rows, n_cols), dtype=x.dtype, device=x.device)
+
+
 def scale_by_grad_output(grad, grad_output):
     """``grad``, stored by a forward for a grad_output of 1, times ``grad_output`` in place on the device (one scalar,
     or one value per row of ``grad``'s last dim); returns ``grad``."""

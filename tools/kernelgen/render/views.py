@@ -196,7 +196,6 @@ class ElementwiseOpsView:
     function_contiguous_params: list[str]  # in the Function's forward, once, so the backward gets them saved (Triton)
     flag_args: list[str]
     gradient_buffers: list[str]
-    own_buffers: bool  # some input's buffer takes its gradient (layout_utils.own_buffer)
     partial_buffers: list[str]
     parameter_gradients: list[str]  # the parameters' gradients: the partial sums added up, in the parameters' dtypes
     narrow_block_cols: int  # the other slice width of long rows
@@ -1229,6 +1228,8 @@ def _elementwise_fields(profile: KernelProfile) -> dict[str, Any]:
     # Inputs that broadcast against the first one are read at their own rows (no pointer moves with the tile).
     broadcast = {t.name for t in profile.inputs if t.broadcast}
     row_blocks = launches_by_row_blocks(profile)
+    # Gradients written over their inputs' buffers (ops/utils.py's own_buffer; the row-block launch tests it inline).
+    own_buffers = not row_blocks and _in_place_gradients(profile) and any(name not in broadcast for name in grad_inputs)
     trig_backward = (
         triton and tiling.num_warps is None and tiling.backward_num_warps is None and _calls_sin_or_cos(math.backward)
     )
@@ -1256,7 +1257,7 @@ def _elementwise_fields(profile: KernelProfile) -> dict[str, Any]:
         partial_args=partial_args,
         utils_imports=_utils_imports(
             math.forward + math.backward if triton else [],
-            [*HOST_INTEGER_HELPERS, *(["get_num_sms"] if params else [])],
+            [*HOST_INTEGER_HELPERS, *(["get_num_sms"] if params else []), *(["own_buffer"] if own_buffers else [])],
         ),
         in_place=_in_place_gradients(profile),
         precision_note=_precision_note(math.precision_sensitive_ops, profile.math.rounding),
@@ -1305,7 +1306,6 @@ def _elementwise_fields(profile: KernelProfile) -> dict[str, Any]:
         gradient_buffers=tier1.row_gradient_buffers(grad_inputs, _in_place_gradients(profile))
         if row_blocks
         else tier1.gradient_buffers(grad_inputs, _in_place_gradients(profile), broadcast),
-        own_buffers=_in_place_gradients(profile) and any(name not in broadcast for name in grad_inputs),
         row_blocks=row_blocks,
         row_block_forward=row_block_forward,
         row_block_backward=row_block_backward,
@@ -1375,7 +1375,7 @@ def _with_lanes(fields: dict[str, Any], profile: KernelProfile, math) -> dict[st
         **fields,
         "lanes": lanes,
         "in_place": False,
-        "own_buffers": False,
+        "utils_imports": [name for name in fields["utils_imports"] if name != "own_buffer"],
         "forward_pointer_moves": lanes.forward_pointer_moves,
         "backward_pointer_moves": lanes.backward_pointer_moves,
         "gradient_buffers": lanes.gradient_buffers + (groups.backward_host if groups else []),
@@ -1922,6 +1922,7 @@ def _loss_ops(profile: KernelProfile) -> LossOpsView:
     denominator_candidates = (
         [t.name for t in profile.inputs] + list(profile.formula_hyperparameters) + ["n_rows", "n_cols"]
     )
+    overwritable = _overwritable(profile, element, grad_inputs, in_place)
     return LossOpsView(
         element_inputs=element,
         row_inputs=[t.name for t in profile.inputs if t.dtype == "int64"],
@@ -1938,7 +1939,7 @@ def _loss_ops(profile: KernelProfile) -> LossOpsView:
             if t.dtype != "int64" and t.name not in grad_inputs
         ],
         in_place=grad_inputs[0] if in_place and grad_inputs else None,
-        overwritable=_overwritable(profile, element, grad_inputs, in_place),
+        overwritable=overwritable,
         outputs=[t.name for t in profile.outputs],
         loss=profile.outputs[0].name,
         output_dtype="torch.float32" if profile.outputs[0].dtype == "float32" else "",
@@ -1981,7 +1982,11 @@ def _loss_ops(profile: KernelProfile) -> LossOpsView:
         ],
         apply_returns=[f"grad_{name}" if name in grad_inputs else "None" for name in [t.name for t in profile.inputs]]
         + ["None"] * len(profile.hyperparameters),
-        utils_imports=_utils_imports(statements, ["ensure_contiguous", "next_power_of_2", "scale_by_grad_output"]),
+        utils_imports=_utils_imports(
+            statements,
+            ["ensure_contiguous", "next_power_of_2", "scale_by_grad_output"]
+            + (["own_buffer"] if (in_place and grad_inputs) or overwritable else []),
+        ),
         host_helpers=[TAKE_HELPER_SOURCE] if f"{TAKE_HELPER}(" in denominators else [],
         precision_note=_precision_note(math.precision_sensitive_ops),
         gradient_note=_gradient_note(math.gradient_formulas),
