@@ -687,7 +687,7 @@ def test_memory_handed_over_drops_the_output_and_gives_the_kernel_autograd_s_gra
     """compare_with_upstream --memory-dy autograd: by the kernel's backward its output is freed and the gradient it
     gets is one only autograd holds (which a generated row kernel may write d(x) over); a loss is its own step."""
     from benchmark.scripts.compare_with_upstream import handed_over
-    from liger_kernel.ops.layout_utils import reusable_gradient
+    from liger_kernel.ops.row_utils import reusable_gradient
 
     seen = {}
 

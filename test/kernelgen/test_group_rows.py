@@ -11,11 +11,11 @@ import pytest
 import torch
 
 from liger_kernel.ops.layout_utils import channel_rows
-from liger_kernel.ops.layout_utils import combine_chunks
-from liger_kernel.ops.layout_utils import group_chunks
-from liger_kernel.ops.layout_utils import group_layout
-from liger_kernel.ops.layout_utils import group_rows
-from liger_kernel.ops.layout_utils import group_tile_settings
+from liger_kernel.ops.row_utils import combine_chunks
+from liger_kernel.ops.row_utils import group_chunks
+from liger_kernel.ops.row_utils import group_layout
+from liger_kernel.ops.row_utils import group_rows
+from liger_kernel.ops.row_utils import group_tile_settings
 from tools.kernelgen.analyze import AnalyzeError
 from tools.kernelgen.analyze import analyze
 from tools.kernelgen.layout import kernel_paths

@@ -53,6 +53,7 @@ def test_force_never_touches_a_hand_written_kernel(checkout):
         ("functional", FUNCTIONAL),
         ("layout_utils", "src/liger_kernel/ops/layout_utils.py"),
         ("dtensor_utils", "src/liger_kernel/ops/dtensor_utils.py"),
+        ("row_utils", "src/liger_kernel/ops/row_utils.py"),
         ("monkey_patch", "src/liger_kernel/transformers/monkey_patch.py"),
     ],
 )

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from liger_kernel.ops import layout_utils
-from liger_kernel.ops.layout_utils import backward_schedule
-from liger_kernel.ops.layout_utils import row_tile_settings
+from liger_kernel.ops import row_utils
+from liger_kernel.ops.row_utils import backward_schedule
+from liger_kernel.ops.row_utils import row_tile_settings
 from test.kernelgen.conftest import WITHOUT_DTENSOR
 from test.kernelgen.conftest import assert_generated_tests_pass
 from test.kernelgen.conftest import copy_checkout
@@ -116,7 +116,7 @@ def test_the_backward_schedule_follows_the_register_budget(generated_checkout, m
     # As compiled on an H200: the shared memory a program may use is the device's (227 KB there).
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     monkeypatch.setenv("TRITON_INTERPRET", "0")
-    monkeypatch.setattr(layout_utils, "_shared_memory_bytes", lambda device: 232448)
+    monkeypatch.setattr(row_utils, "_shared_memory_bytes", lambda device: 232448)
     assert [schedule(layer_norm, n) for n in (4096, 8192, 14336)] == [(False, True), (False, True), (True, False)]
     assert [schedule(rms_norm, n) for n in (4096, 8192, 14336)] == [(False, True), (False, True), (False, False)]
     # Pipelined loads buffer two tiles in shared memory: fp32 rows of 16384 columns would need 256 KB (a
@@ -124,7 +124,7 @@ def test_the_backward_schedule_follows_the_register_budget(generated_checkout, m
     assert backward_schedule(16384, 32, 4, 3) == (False, True)  # 48 live registers, 128 KB
     assert backward_schedule(16384, 32, 8, 3) == (False, False)  # fp32: 256 KB
     # The limit is the device's: where a program may use 99 KB, the bf16 tiles above do not fit either.
-    monkeypatch.setattr(layout_utils, "_shared_memory_bytes", lambda device: 101376)
+    monkeypatch.setattr(row_utils, "_shared_memory_bytes", lambda device: 101376)
     assert backward_schedule(16384, 32, 4, 3) == (False, False)
 
 

@@ -1,5 +1,5 @@
-"""When kernelgen adds the shared layout module (liger_kernel/ops/layout_utils.py) to a target: only with a
-generated file that imports it, only where the target lacks it, and never over a copy the target has (an older copy
+"""When kernelgen adds a shared module (liger_kernel/ops/layout_utils.py here, the others alike) to a target: only
+with a generated file that imports it, only where the target lacks it, and never over a copy the target has (an older copy
 that lacks what the kernel imports is refused in one line)."""
 
 from pathlib import Path
@@ -9,6 +9,7 @@ import pytest
 from test.kernelgen.conftest import REPO_ROOT
 from tools.kernelgen.layout import DTENSOR_UTILS
 from tools.kernelgen.layout import LAYOUT_UTILS
+from tools.kernelgen.layout import ROW_UTILS
 from tools.kernelgen.repo import LigerRepo
 from tools.kernelgen.shared_module import SHARED_MODULES
 from tools.kernelgen.shared_module import SharedModuleError
@@ -53,9 +54,9 @@ def test_a_target_s_own_copy_is_kept(tmp_path: Path):
 def test_an_older_copy_without_what_the_kernel_imports_is_one_clear_line(tmp_path: Path):
     module = tmp_path / LAYOUT_UTILS
     module.parent.mkdir(parents=True)
-    module.write_text("MAX_ROW_COLUMNS = 65536\n\n\ndef as_rows(tensor, n_cols):\n    return tensor\n")
+    module.write_text("def as_rows(tensor, n_cols):\n    return tensor\n")
     importing = {
-        "src/liger_kernel/ops/k.py": "from liger_kernel.ops.layout_utils import MAX_ROW_COLUMNS\n"
+        "src/liger_kernel/ops/k.py": "from liger_kernel.ops.layout_utils import as_rows\n"
         + IMPORTING["src/liger_kernel/ops/k.py"]
     }
     with pytest.raises(SharedModuleError, match=r"layout_utils\.py lacks tile_settings, which the generated kernel"):
@@ -78,4 +79,17 @@ def test_each_shared_module_comes_only_with_a_kernel_that_imports_it(tmp_path: P
         LAYOUT.tests,
         DTENSOR_UTILS,
         "test/transformers/test_dtensor_utils.py",
+    }
+
+
+def test_a_row_kernel_brings_the_row_helpers_alone(tmp_path: Path):
+    """A norm imports its launch settings and gradient buffers from row_utils: that module and its tests come, not the
+    element-wise layout module."""
+    importing = {
+        "src/liger_kernel/ops/k.py": "from liger_kernel.ops.row_utils import reusable_gradient\n"
+        "from liger_kernel.ops.row_utils import row_tile_settings\n"
+    }
+    assert shared_module_files(LigerRepo(tmp_path), importing) == {
+        ROW_UTILS: (REPO_ROOT / ROW_UTILS).read_text(),
+        "test/transformers/test_row_utils.py": (REPO_ROOT / "test/transformers/test_row_utils.py").read_text(),
     }

@@ -15,6 +15,7 @@ FUNCTIONAL = "src/liger_kernel/transformers/functional.py"
 OPS_UTILS = "src/liger_kernel/ops/utils.py"
 LAYOUT_UTILS = "src/liger_kernel/ops/layout_utils.py"  # shared by generated kernels: shared_module.py
 DTENSOR_UTILS = "src/liger_kernel/ops/dtensor_utils.py"  # likewise
+ROW_UTILS = "src/liger_kernel/ops/row_utils.py"  # likewise
 MONKEY_PATCH = "src/liger_kernel/transformers/monkey_patch.py"
 REGISTRATION_FILES = (OPS_INIT, TRANSFORMERS_INIT, FUNCTIONAL)
 
@@ -38,7 +39,15 @@ class KernelNameError(ValueError):
 
 
 NATIVE_LAUNCH = "src/liger_kernel/ops/native_launch.py"  # this repository's host library only
-SHARED_FILES = (*REGISTRATION_FILES, OPS_UTILS, LAYOUT_UTILS, DTENSOR_UTILS, NATIVE_LAUNCH, MONKEY_PATCH)
+SHARED_FILES = (
+    *REGISTRATION_FILES,
+    OPS_UTILS,
+    LAYOUT_UTILS,
+    DTENSOR_UTILS,
+    ROW_UTILS,
+    NATIVE_LAUNCH,
+    MONKEY_PATCH,
+)
 
 
 def check_kernel_name(name: str) -> None:

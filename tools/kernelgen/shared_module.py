@@ -1,6 +1,7 @@
 """The shared modules generated ops files import besides ``ops/utils.py``: ``liger_kernel/ops/layout_utils.py``
-(inputs as rows, inputs that broadcast, element-wise tiles) and ``liger_kernel/ops/dtensor_utils.py`` (DTensor
-arguments as local shards). Their text is this repository's own copy; a target that lacks one gets that copy once,
+(inputs as rows, inputs that broadcast, element-wise tiles), ``liger_kernel/ops/row_utils.py`` (row kernels' tiles,
+backward schedules and gradient buffers) and ``liger_kernel/ops/dtensor_utils.py`` (DTensor arguments as local
+shards). Their text is this repository's own copy; a target that lacks one gets that copy once,
 with the first generated kernel that imports it, together with the module's own tests (where the target has no file
 of that name), and a target's copy, edited or not, is never replaced."""
 
@@ -13,6 +14,7 @@ from pathlib import Path
 
 from tools.kernelgen.layout import DTENSOR_UTILS
 from tools.kernelgen.layout import LAYOUT_UTILS
+from tools.kernelgen.layout import ROW_UTILS
 from tools.kernelgen.repo import LigerRepo
 
 # tools/kernelgen/ sits two levels below the repository root, whose src/ holds the modules and test/ their tests.
@@ -34,6 +36,7 @@ class SharedModule:
 SHARED_MODULES = (
     SharedModule(LAYOUT_UTILS, "test/transformers/test_layout_utils.py", "the shared layout helpers"),
     SharedModule(DTENSOR_UTILS, "test/transformers/test_dtensor_utils.py", "the shared DTensor helpers"),
+    SharedModule(ROW_UTILS, "test/transformers/test_row_utils.py", "the shared row-kernel helpers"),
 )
 
 

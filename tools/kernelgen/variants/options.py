@@ -33,6 +33,7 @@ from tools.kernelgen.layout import DTENSOR_UTILS
 from tools.kernelgen.layout import FUNCTIONAL
 from tools.kernelgen.layout import LAYOUT_UTILS
 from tools.kernelgen.layout import OPS_UTILS
+from tools.kernelgen.layout import ROW_UTILS
 from tools.kernelgen.layout import kernel_paths
 from tools.kernelgen.profile import KernelProfile
 from tools.kernelgen.render.vectors import hold_vectors_whole
@@ -93,7 +94,7 @@ def kernel_names(repo: LigerRepo) -> list[str]:
     folder = repo.root / Path(OPS_UTILS).parent
     if not folder.is_dir():
         return []
-    shared = {Path(OPS_UTILS).stem, Path(LAYOUT_UTILS).stem, Path(DTENSOR_UTILS).stem}
+    shared = {Path(path).stem for path in (OPS_UTILS, LAYOUT_UTILS, DTENSOR_UTILS, ROW_UTILS)}
     return sorted(p.stem for p in folder.glob("*.py") if not p.stem.startswith("_") and p.stem not in shared)
 
 
