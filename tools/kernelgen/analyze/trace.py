@@ -1,9 +1,10 @@
 """Trace a loaded reference into an fx graph and find its inputs, hyper-parameters and learnable parameters.
 
 Functions: parameters without a default are tensor inputs; a float default makes a runtime hyper-parameter
-that stays a graph input (a symbol in the math); bool/str/int defaults are specialised into the trace (bool and
-str become constexpr hyper-parameters; an int may pick a dim or an exponent, which classification and
-synthesis need as a number) and listed in ``specialized``.
+that stays a graph input (a symbol in the math), as does an int default written without an annotation that is only
+read as a number in tensor arithmetic (``scale=1``: int_scalars.py); bool/str/int defaults are specialised into the
+trace (bool and str become constexpr hyper-parameters; an int may pick a dim or an exponent, which classification
+and synthesis need as a number) and listed in ``specialized``.
 
 nn.Modules: instantiated with the ``__init__`` defaults (required sizes from the ``init_args`` hint or a small
 hidden size); ``nn.Parameter``s become learnable parameters, and float attributes (``self.eps``) are replaced by
@@ -57,6 +58,7 @@ from tools.kernelgen.analyze.held_modules import activation_modules_as_calls
 from tools.kernelgen.analyze.held_modules import loss_modules_as_calls
 from tools.kernelgen.analyze.held_modules import norm_modules_as_calls
 from tools.kernelgen.analyze.initial_values import initial_expression
+from tools.kernelgen.analyze.int_scalars import numbers_in_arithmetic
 from tools.kernelgen.analyze.load import LoadedReference
 from tools.kernelgen.analyze.load import line_in_traceback
 from tools.kernelgen.analyze.ops import CAST
@@ -362,6 +364,14 @@ def _split_signature(loaded: LoadedReference, fn, skip_self: bool):
     absent = numbers_when_absent(loaded.source, loaded.entry, loaded.kind, optional) if optional else {}
     optional_tensors = read_as_tensors(loaded.source, loaded.entry, loaded.kind, optional) if optional else set()
     optional_tensors -= set(absent)
+    # ``scale=1`` read only as a number in tensor arithmetic: a float written as an int (int_scalars.py).
+    unannotated_ints = [
+        p.name
+        for p in parameters
+        if type(absent.get(p.name, p.default)) is int and p.annotation is inspect.Parameter.empty
+    ]
+    tensor_arguments = [p.name for p in parameters if p.default is inspect.Parameter.empty] + sorted(optional_tensors)
+    float_ints = numbers_in_arithmetic(loaded.source, loaded.entry, loaded.kind, unannotated_ints, tensor_arguments)
     for parameter in parameters:
         if parameter.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
             raise AnalyzeError(
@@ -369,7 +379,7 @@ def _split_signature(loaded: LoadedReference, fn, skip_self: bool):
                 origin=loaded.origin,
             )
         default = absent.get(parameter.name, parameter.default)
-        if type(default) is int and parameter.annotation in (float, "float"):
+        if type(default) is int and (parameter.annotation in (float, "float") or parameter.name in float_ints):
             default = float(default)  # ``scale: float = 1``: a float written as an int, not an int switch
         if default is inspect.Parameter.empty and parameter.annotation in (
             int,

@@ -1,0 +1,67 @@
+"""An int default written without an annotation (``scale=1``) that the reference reads only as a number in tensor
+arithmetic is a runtime float hyper-parameter, as ``scale: float = 1`` is; an int that picks a dim, a size, a count
+or an exponent stays an int the kernel is generated for (analyze/int_scalars.py)."""
+
+import textwrap
+
+import pytest
+
+from tools.kernelgen.analyze import analyze
+from tools.kernelgen.analyze.int_scalars import numbers_in_arithmetic
+
+
+def _numbers(source: str, names: list[str], tensors=("x",), entry="f", kind="function") -> set[str]:
+    return numbers_in_arithmetic(textwrap.dedent(source), entry, kind, names, list(tensors))
+
+
+@pytest.mark.parametrize(
+    "body, expected",
+    [
+        ("return torch.sigmoid(x) * n", {"n"}),
+        ("return x / n - n", {"n"}),
+        ("return -n * F.silu(x)", {"n"}),  # a sign, then a product with a call's tensor
+        ("h = F.silu(x)\n    y = h * n + 1\n    return y", {"n"}),  # a local assigned from a tensor
+        ("h = x.float()\n    h *= n\n    return h", {"n"}),  # augmented assignment of a tensor
+        ("a, b = x.chunk(2, dim=-1)\n    return a * n + b", {"n"}),  # unpacked tensors
+        ("return torch.tanh(x) ** n", set()),  # an exponent
+        ("return F.softmax(x, dim=n)", set()),  # a keyword's value
+        ("return x.view(-1, n) * 2", set()),  # a size
+        ("return torch.sigmoid(x) * (n * 2)", {"n"}),  # inside arithmetic that reaches the tensor
+        ("k = n * 2\n    return torch.sigmoid(x) * k", set()),  # met only with numbers first: may be a size
+        ("return x[..., :n] * n", set()),  # a slice bound, then a factor: not only a number
+        ("return x * n + x.size(-1) * n", {"n"}),  # the same product beside a number
+        ("return x.shape[-1] * n", set()),  # numbers only
+        ("n = n + 1\n    return x * n", set()),  # assigned: its default is not what the kernel reads
+    ],
+)
+def test_reads_that_make_an_int_default_a_number(body, expected):
+    source = f"import torch\nimport torch.nn.functional as F\n\n\ndef f(x, n=1):\n    {body}\n"
+    assert _numbers(source, ["n"]) == expected
+
+
+def test_a_module_s_forward_argument_and_a_tensor_argument_of_another_name():
+    source = """
+    import torch
+    import torch.nn as nn
+
+
+    class Scaled(nn.Module):
+        def forward(self, logits, temperature=2):
+            return torch.softmax(logits / temperature, dim=-1)
+    """
+    assert _numbers(source, ["temperature"], tensors=("logits",), entry="Scaled", kind="module") == {"temperature"}
+    assert _numbers(source, ["temperature"], tensors=(), entry="Scaled", kind="module") == set()
+
+
+def test_analyzed_profiles_take_such_ints_as_runtime_floats_and_keep_the_others(tmp_path):
+    path = tmp_path / "affine.py"
+    path.write_text(
+        "import torch\nimport torch.nn.functional as F\n\n\n"
+        "def affine(x, scale=1, shift=0, n=2):\n    return F.silu(x) ** n * scale + shift\n"
+    )
+    profile = analyze(str(path))
+    assert [(h.name, h.type, h.default, h.constexpr, h.choices) for h in profile.hyperparameters] == [
+        ("scale", "float", 1.0, False, None),
+        ("shift", "float", 0.0, False, None),
+        ("n", "int", 2, False, [2]),
+    ]

@@ -1,0 +1,123 @@
+"""Arguments whose default is an int written without an annotation (``scale=1``) that the entry reads only as a
+number in tensor arithmetic (``F.silu(x) * scale``, ``logits / temperature``): a float written as an int, as
+``scale: float = 1`` says in so many words, so the kernel takes it at run time. An int that picks a dim, a size, a
+count or an exponent (``dim=-1``, ``x.view(-1, n)``, ``x.chunk(n)``, ``x ** n``, ``range(n)``) stays an int,
+specialised into the trace; so does one the entry only meets with other numbers (``n * 2``), which may be a size."""
+
+from __future__ import annotations
+
+import ast
+
+from tools.kernelgen.analyze.written import entry_function
+
+# Arithmetic that keeps a number a number: an int scaled, shifted or divided into a tensor's values.
+_ARITHMETIC = (ast.Add, ast.Sub, ast.Mult, ast.Div)
+_SIGNS = (ast.USub, ast.UAdd)
+# Calls whose result is a Python number or sequence, not a tensor.
+_NUMBER_FUNCTIONS = frozenset(("abs", "float", "int", "len", "max", "min", "range", "round", "sum"))
+_NUMBER_METHODS = frozenset(("dim", "element_size", "item", "numel", "size", "stride", "tolist"))
+
+
+def numbers_in_arithmetic(source: str, entry: str, kind: str, names: list[str], tensors: list[str]) -> set[str]:
+    """The ``names`` (int-defaulted arguments) that the entry function (a module's ``forward``) reads, every time,
+    as an operand of ``+ - * /`` in an expression that also computes with a tensor (``tensors``: its tensor
+    arguments, and the locals assigned from tensor values), and never assigns."""
+    try:
+        function = entry_function(ast.parse(source), entry, kind)
+    except SyntaxError:
+        return set()
+    if function is None or not names:
+        return set()
+    parents = {child: node for node in ast.walk(function) for child in ast.iter_child_nodes(node)}
+    tensor_names = _tensor_names(function, set(tensors))
+    numbers, others = set(), set()
+    for node in ast.walk(function):
+        if not (isinstance(node, ast.Name) and node.id in names):
+            continue
+        if isinstance(node.ctx, ast.Load) and _scales_a_tensor(node, parents, tensor_names):
+            numbers.add(node.id)
+        else:
+            others.add(node.id)
+    return numbers - others
+
+
+def _scales_a_tensor(name: ast.Name, parents: dict[ast.AST, ast.AST], tensor_names: set[str]) -> bool:
+    """``name`` is an operand of the arithmetic expression around it (``+ - * /`` and signs, nothing else between),
+    and that expression reads a tensor value."""
+    expression = name
+    while True:
+        parent = parents.get(expression)
+        if isinstance(parent, ast.BinOp) and isinstance(parent.op, _ARITHMETIC):
+            expression = parent
+        elif isinstance(parent, ast.UnaryOp) and isinstance(parent.op, _SIGNS):
+            expression = parent
+        else:
+            break
+    parent = parents.get(expression)
+    if isinstance(parent, ast.AugAssign) and isinstance(parent.op, _ARITHMETIC) and parent.value is expression:
+        # ``y *= scale``: the target is the tensor the expression computes with.
+        return _is_tensor(parent.target, tensor_names) or _reads_tensor(expression, tensor_names)
+    return expression is not name and _reads_tensor(expression, tensor_names)
+
+
+def _reads_tensor(expression: ast.expr, tensor_names: set[str]) -> bool:
+    return any(_is_tensor(operand, tensor_names) for operand in _operands(expression))
+
+
+def _operands(expression: ast.expr) -> list[ast.expr]:
+    """The leaves of an arithmetic expression: what ``+ - * /`` and signs combine."""
+    if isinstance(expression, ast.BinOp) and isinstance(expression.op, _ARITHMETIC):
+        return _operands(expression.left) + _operands(expression.right)
+    if isinstance(expression, ast.UnaryOp) and isinstance(expression.op, _SIGNS):
+        return _operands(expression.operand)
+    return [expression]
+
+
+def _is_tensor(expression: ast.expr, tensor_names: set[str]) -> bool:
+    """Whether ``expression`` is a tensor value: a tensor name, a slice or attribute of one (``x[..., :d]``,
+    ``x.T``), or a call that returns one (``F.silu(x)``, ``x.float()``, ``torch.sigmoid(y)``) rather than a number
+    (``len(x)``, ``x.size(-1)``)."""
+    if isinstance(expression, ast.Name):
+        return expression.id in tensor_names
+    if isinstance(expression, ast.Subscript):
+        return _is_tensor(expression.value, tensor_names)
+    if isinstance(expression, ast.Attribute):
+        return expression.attr not in ("shape", "ndim") and _is_tensor(expression.value, tensor_names)
+    if isinstance(expression, ast.Call):
+        function = expression.func
+        if isinstance(function, ast.Name):
+            return function.id not in _NUMBER_FUNCTIONS
+        if isinstance(function, ast.Attribute):
+            return function.attr not in _NUMBER_METHODS
+        return False
+    if isinstance(expression, ast.BinOp):  # any operator: a tensor ** 2 and x @ w are tensors too
+        return _is_tensor(expression.left, tensor_names) or _is_tensor(expression.right, tensor_names)
+    if isinstance(expression, ast.UnaryOp):
+        return _is_tensor(expression.operand, tensor_names)
+    return False
+
+
+def _tensor_names(function: ast.FunctionDef, tensors: set[str]) -> set[str]:
+    """``tensors`` and the locals some assignment gives a tensor value, to a fixed point (``h = F.silu(x)``, then
+    ``y = h * scale``)."""
+    names = set(tensors)
+    assignments = [
+        (node.targets if isinstance(node, ast.Assign) else [node.target], node.value)
+        for node in ast.walk(function)
+        if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and node.value is not None
+    ]
+    changed = True
+    while changed:
+        changed = False
+        for targets, value in assignments:
+            if not _is_tensor(value, names):
+                continue
+            for target in targets:
+                for leaf in ast.walk(target):
+                    if isinstance(leaf, ast.Name) and leaf.id not in names:
+                        names.add(leaf.id)
+                        changed = True
+    return names
+
+
+__all__ = ["numbers_in_arithmetic"]
