@@ -1,12 +1,14 @@
-"""An int default written without an annotation (``scale=1``) that the reference reads only as a number in tensor
-arithmetic is a runtime float hyper-parameter, as ``scale: float = 1`` is; an int that picks a dim, a size, a count
-or an exponent stays an int the kernel is generated for (analyze/int_scalars.py)."""
+"""An int default written without an annotation (``scale=1``, or a module's ``alpha=2`` stored as ``self.alpha``)
+that the reference reads only as a number in tensor arithmetic is a runtime float hyper-parameter, as
+``scale: float = 1`` is; an int that picks a dim, a size, a count or an exponent stays an int the kernel is generated
+for (analyze/int_scalars.py)."""
 
 import textwrap
 
 import pytest
 
 from tools.kernelgen.analyze import analyze
+from tools.kernelgen.analyze.int_scalars import constructor_numbers
 from tools.kernelgen.analyze.int_scalars import numbers_in_arithmetic
 
 
@@ -65,3 +67,37 @@ def test_analyzed_profiles_take_such_ints_as_runtime_floats_and_keep_the_others(
         ("shift", "float", 0.0, False, None),
         ("n", "int", 2, False, [2]),
     ]
+
+
+MODULE = """
+import torch
+import torch.nn as nn
+
+
+class Scaled(nn.Module):
+    def __init__(self, alpha=2, groups=4, width=8):
+        super().__init__()
+        self.alpha = alpha
+        self.groups = groups
+        self.proj = nn.Linear(width, width)
+
+    def forward(self, x):
+        return self.alpha * torch.tanh(x).view(-1, self.groups)
+"""
+
+
+def test_a_constructor_int_stored_as_is_and_read_as_a_factor_is_a_number():
+    # groups: a size of view; width: read by __init__ itself (a layer's size), never stored as is.
+    assert constructor_numbers(textwrap.dedent(MODULE), "Scaled", ["alpha", "groups", "width"]) == {"alpha"}
+
+
+def test_an_analyzed_module_takes_its_constructor_s_int_factor_at_run_time(tmp_path):
+    path = tmp_path / "scaled_tanh.py"
+    path.write_text(
+        "import torch\nimport torch.nn as nn\n\n\nclass ScaledTanh(nn.Module):\n"
+        "    def __init__(self, alpha=2):\n        super().__init__()\n        self.alpha = alpha\n\n"
+        "    def forward(self, x):\n        return self.alpha * torch.tanh(x)\n"
+    )
+    profile = analyze(str(path))
+    assert [(h.name, h.type, h.default) for h in profile.hyperparameters] == [("alpha", "float", 2.0)]
+    assert profile.math.outputs == {"y": "alpha * tanh(x)"}

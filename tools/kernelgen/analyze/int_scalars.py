@@ -1,8 +1,9 @@
-"""Arguments whose default is an int written without an annotation (``scale=1``) that the entry reads only as a
-number in tensor arithmetic (``F.silu(x) * scale``, ``logits / temperature``): a float written as an int, as
-``scale: float = 1`` says in so many words, so the kernel takes it at run time. An int that picks a dim, a size, a
-count or an exponent (``dim=-1``, ``x.view(-1, n)``, ``x.chunk(n)``, ``x ** n``, ``range(n)``) stays an int,
-specialised into the trace; so does one the entry only meets with other numbers (``n * 2``), which may be a size."""
+"""Arguments whose default is an int written without an annotation (``scale=1``; a module's ``alpha=2`` that
+``__init__`` stores as ``self.alpha``) that the entry reads only as a number in tensor arithmetic
+(``F.silu(x) * scale``, ``logits / temperature``): a float written as an int, as ``scale: float = 1`` says in so
+many words, so the kernel takes it at run time. An int that picks a dim, a size, a count or an exponent (``dim=-1``,
+``x.view(-1, n)``, ``x.chunk(n)``, ``x ** n``, ``range(n)``) stays an int, specialised into the trace; so does one
+the entry only meets with other numbers (``n * 2``), which may be a size."""
 
 from __future__ import annotations
 
@@ -41,7 +42,7 @@ def numbers_in_arithmetic(source: str, entry: str, kind: str, names: list[str], 
     return numbers - others
 
 
-def _scales_a_tensor(name: ast.Name, parents: dict[ast.AST, ast.AST], tensor_names: set[str]) -> bool:
+def _scales_a_tensor(name: ast.expr, parents: dict[ast.AST, ast.AST], tensor_names: set[str]) -> bool:
     """``name`` is an operand of the arithmetic expression around it (``+ - * /`` and signs, nothing else between),
     and that expression reads a tensor value."""
     expression = name
@@ -120,4 +121,52 @@ def _tensor_names(function: ast.FunctionDef, tensors: set[str]) -> set[str]:
     return names
 
 
-__all__ = ["numbers_in_arithmetic"]
+def constructor_numbers(source: str, entry: str, names: list[str]) -> set[str]:
+    """The ``names`` (int-defaulted arguments of module ``entry``'s ``__init__``) that ``__init__`` only stores as
+    they are (``self.alpha = alpha``) and that ``forward`` reads, every time, as a number in tensor arithmetic
+    (``self.alpha * torch.tanh(x)``)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return set()
+    init = _method(tree, entry, "__init__")
+    forward = _method(tree, entry, "forward")
+    if init is None or forward is None or not names:
+        return set()
+    stored = {}  # attribute -> argument
+    for node in ast.walk(init):
+        if (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and _is_self_attribute(node.targets[0])
+            and isinstance(node.value, ast.Name)
+            and node.value.id in names
+        ):
+            stored[node.targets[0].attr] = node.value.id
+    # An argument __init__ also reads otherwise (a layer's size, a computed attribute) is left as it is.
+    reads = [node.id for node in ast.walk(init) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)]
+    stored = {attribute: name for attribute, name in stored.items() if reads.count(name) == 1}
+    tensors = [a.arg for a in forward.args.args[1 : len(forward.args.args) - len(forward.args.defaults)]]
+    parents = {child: node for node in ast.walk(forward) for child in ast.iter_child_nodes(node)}
+    tensor_names = _tensor_names(forward, set(tensors))
+    numbers, others = set(), set()
+    for node in ast.walk(forward):
+        if _is_self_attribute(node) and node.attr in stored:
+            scales = isinstance(node.ctx, ast.Load) and _scales_a_tensor(node, parents, tensor_names)
+            (numbers if scales else others).add(node.attr)
+    return {stored[attribute] for attribute in numbers - others}
+
+
+def _method(tree: ast.Module, entry: str, name: str) -> ast.FunctionDef | None:
+    classes = [node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == entry]
+    if len(classes) != 1:
+        return None
+    found = [node for node in classes[0].body if isinstance(node, ast.FunctionDef) and node.name == name]
+    return found[0] if len(found) == 1 else None
+
+
+def _is_self_attribute(node: ast.AST) -> bool:
+    return isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self"
+
+
+__all__ = ["constructor_numbers", "numbers_in_arithmetic"]

@@ -58,6 +58,7 @@ from tools.kernelgen.analyze.held_modules import activation_modules_as_calls
 from tools.kernelgen.analyze.held_modules import loss_modules_as_calls
 from tools.kernelgen.analyze.held_modules import norm_modules_as_calls
 from tools.kernelgen.analyze.initial_values import initial_expression
+from tools.kernelgen.analyze.int_scalars import constructor_numbers
 from tools.kernelgen.analyze.int_scalars import numbers_in_arithmetic
 from tools.kernelgen.analyze.load import LoadedReference
 from tools.kernelgen.analyze.load import line_in_traceback
@@ -471,7 +472,13 @@ def _instantiate(
     arguments; the values it was built with."""
     hint_args = {**loaded.hints.get("init_args", {}), **(overrides or {})}
     kwargs, init_params = {}, []
-    for parameter in list(inspect.signature(loaded.obj.__init__).parameters.values())[1:]:
+    parameters = list(inspect.signature(loaded.obj.__init__).parameters.values())[1:]
+    # ``alpha=2`` stored as self.alpha and read only as a number in tensor arithmetic: a float written as an int.
+    unannotated_ints = [
+        p.name for p in parameters if type(p.default) is int and p.annotation is inspect.Parameter.empty
+    ]
+    float_ints = constructor_numbers(loaded.source, loaded.entry, unannotated_ints)
+    for parameter in parameters:
         if parameter.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
             continue
         if parameter.name in hint_args:
@@ -486,7 +493,7 @@ def _instantiate(
                     origin=loaded.origin,
                 )
         elif parameter.default is not inspect.Parameter.empty:
-            value = parameter.default
+            value = float(parameter.default) if parameter.name in float_ints else parameter.default
         elif parameter.name in HIDDEN_SIZE_NAMES:
             value = DEFAULT_HIDDEN
         elif parameter.name in GROUP_COUNT_NAMES:
@@ -500,6 +507,7 @@ def _instantiate(
             )
         kwargs[parameter.name] = value
         default = None if parameter.default is inspect.Parameter.empty else parameter.default
+        default = float(default) if parameter.name in float_ints else default
         kind = _scalar_type(value) or "str"
         init_params.append(HyperParameter(name=parameter.name, type=kind, default=default))
     try:
