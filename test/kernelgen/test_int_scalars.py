@@ -34,6 +34,14 @@ def _numbers(source: str, names: list[str], tensors=("x",), entry="f", kind="fun
         ("return x * n + x.size(-1) * n", {"n"}),  # the same product beside a number
         ("return x.shape[-1] * n", set()),  # numbers only
         ("n = n + 1\n    return x * n", set()),  # assigned: its default is not what the kernel reads
+        ("return F.leaky_relu(x, negative_slope=n)", {"n"}),  # annotated float in torch's Python signature
+        ("return F.elu(x, n)", {"n"}),  # the same, by position
+        ("return F.softplus(x, beta=n, threshold=20)", {"n"}),  # a builtin: a number in its aten schema
+        ("return torch.sigmoid(x).clamp(min=n)", {"n"}),  # a tensor method's number
+        ("return x.pow(n)", set()),  # a method's exponent
+        ("return torch.pow(x, n)", set()),  # a function's exponent
+        ("return x.chunk(n, dim=-1)[0]", set()),  # a count in the method's schema
+        ("return F.normalize(x, dim=n)", set()),  # annotated int
     ],
 )
 def test_reads_that_make_an_int_default_a_number(body, expected):

@@ -3,11 +3,16 @@
 (``F.silu(x) * scale``, ``logits / temperature``): a float written as an int, as ``scale: float = 1`` says in so
 many words, so the kernel takes it at run time. An int that picks a dim, a size, a count or an exponent (``dim=-1``,
 ``x.view(-1, n)``, ``x.chunk(n)``, ``x ** n``, ``range(n)``) stays an int, specialised into the trace; so does one
-the entry only meets with other numbers (``n * 2``), which may be a size."""
+the entry only meets with other numbers (``n * 2``), which may be a size. An argument a torch function annotates
+``float`` (``F.softplus(x, beta=beta)``) is a number as well."""
 
 from __future__ import annotations
 
 import ast
+import importlib
+import inspect
+
+import torch
 
 from tools.kernelgen.analyze.written import entry_function
 
@@ -24,22 +29,115 @@ def numbers_in_arithmetic(source: str, entry: str, kind: str, names: list[str], 
     as an operand of ``+ - * /`` in an expression that also computes with a tensor (``tensors``: its tensor
     arguments, and the locals assigned from tensor values), and never assigns."""
     try:
-        function = entry_function(ast.parse(source), entry, kind)
+        tree = ast.parse(source)
     except SyntaxError:
         return set()
+    function = entry_function(tree, entry, kind)
     if function is None or not names:
         return set()
     parents = {child: node for node in ast.walk(function) for child in ast.iter_child_nodes(node)}
     tensor_names = _tensor_names(function, set(tensors))
+    aliases = _import_aliases(tree)
     numbers, others = set(), set()
     for node in ast.walk(function):
         if not (isinstance(node, ast.Name) and node.id in names):
             continue
-        if isinstance(node.ctx, ast.Load) and _scales_a_tensor(node, parents, tensor_names):
+        if isinstance(node.ctx, ast.Load) and _read_as_number(node, parents, tensor_names, aliases):
             numbers.add(node.id)
         else:
             others.add(node.id)
     return numbers - others
+
+
+def _read_as_number(node: ast.expr, parents, tensor_names: set[str], aliases: dict[str, str]) -> bool:
+    return _scales_a_tensor(node, parents, tensor_names) or _float_argument(node, parents, tensor_names, aliases)
+
+
+# Argument types of an aten schema that take a number, not an int that picks something.
+_NUMBER_TYPES = frozenset(("number", "float", "Optional[number]", "Optional[float]"))
+
+
+def _float_argument(node: ast.expr, parents, tensor_names: set[str], aliases: dict[str, str]) -> bool:
+    """``node`` is passed as an argument that a torch function or tensor method takes as a float (``F.elu(x,
+    alpha=alpha)``, ``F.softplus(x, beta=beta)``, ``x.clamp(min=low)``): annotated ``float``, or a number in its
+    aten schema."""
+    parent = parents.get(node)
+    call, keyword = (parents.get(parent), parent.arg) if isinstance(parent, ast.keyword) else (parent, None)
+    if not isinstance(call, ast.Call) or (keyword is None and node not in call.args):
+        return False
+    position = None if keyword is not None else call.args.index(node)
+    if isinstance(call.func, ast.Attribute) and _is_tensor(call.func.value, tensor_names):
+        # A tensor method: its schema's first argument is the tensor itself.
+        return _schema_takes_number(call.func.attr, keyword, None if position is None else position + 1)
+    function = _torch_function(call.func, aliases)
+    if function is None:
+        return False
+    try:
+        parameters = list(inspect.signature(function).parameters.values())
+    except (TypeError, ValueError):  # a builtin without a Python signature: its aten schema says
+        return _schema_takes_number(getattr(function, "__name__", ""), keyword, position)
+    if keyword is None:
+        parameter = parameters[position] if position < len(parameters) else None
+    else:
+        parameter = next((p for p in parameters if p.name == keyword), None)
+    return parameter is not None and parameter.annotation in (float, "float")
+
+
+# Exponents stay ints where written as ints: the printer makes x * x of x ** 2, a runtime exponent is a pow call.
+_EXPONENT_OPS = frozenset(("float_power", "pow"))
+
+
+def _schema_takes_number(name: str, keyword: str | None, position: int | None) -> bool:
+    """Whether aten op ``name``'s default schema takes a number at ``keyword`` (or ``position``)."""
+    if name in _EXPONENT_OPS:
+        return False
+    packet = getattr(torch.ops.aten, name, None) if name else None
+    if packet is None:
+        return False
+    try:
+        overload = getattr(packet, "default", None) or getattr(packet, packet.overloads()[0])
+        arguments = overload._schema.arguments
+    except (AttributeError, IndexError, RuntimeError):
+        return False
+    if keyword is not None:
+        argument = next((a for a in arguments if a.name == keyword), None)
+    else:
+        argument = arguments[position] if position < len(arguments) else None
+    return argument is not None and str(argument.type) in _NUMBER_TYPES
+
+
+def _import_aliases(tree: ast.Module) -> dict[str, str]:
+    """The module's names for what it imports: ``F`` -> ``torch.nn.functional``, ``softplus`` ->
+    ``torch.nn.functional.softplus``, ``torch`` -> ``torch``."""
+    aliases = {}
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                aliases[alias.asname or alias.name.split(".")[0]] = (
+                    alias.name if alias.asname else alias.name.split(".")[0]
+                )
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            for alias in node.names:
+                aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+    return aliases
+
+
+def _torch_function(function: ast.expr, aliases: dict[str, str]):
+    """The torch function a call's ``func`` names (``F.softplus``, ``torch.nn.functional.elu``), or None."""
+    parts = []
+    while isinstance(function, ast.Attribute):
+        parts.append(function.attr)
+        function = function.value
+    if not isinstance(function, ast.Name) or function.id not in aliases:
+        return None
+    dotted = ".".join([aliases[function.id], *reversed(parts)])
+    if dotted != "torch" and not dotted.startswith("torch."):
+        return None
+    module_name, _, attribute = dotted.rpartition(".")
+    try:
+        return getattr(importlib.import_module(module_name), attribute)
+    except (ImportError, AttributeError):
+        return None
 
 
 def _scales_a_tensor(name: ast.expr, parents: dict[ast.AST, ast.AST], tensor_names: set[str]) -> bool:
@@ -149,11 +247,12 @@ def constructor_numbers(source: str, entry: str, names: list[str]) -> set[str]:
     tensors = [a.arg for a in forward.args.args[1 : len(forward.args.args) - len(forward.args.defaults)]]
     parents = {child: node for node in ast.walk(forward) for child in ast.iter_child_nodes(node)}
     tensor_names = _tensor_names(forward, set(tensors))
+    aliases = _import_aliases(tree)
     numbers, others = set(), set()
     for node in ast.walk(forward):
         if _is_self_attribute(node) and node.attr in stored:
-            scales = isinstance(node.ctx, ast.Load) and _scales_a_tensor(node, parents, tensor_names)
-            (numbers if scales else others).add(node.attr)
+            number = isinstance(node.ctx, ast.Load) and _read_as_number(node, parents, tensor_names, aliases)
+            (numbers if number else others).add(node.attr)
     return {stored[attribute] for attribute in numbers - others}
 
 
