@@ -33,6 +33,7 @@ def _numbers(source: str, names: list[str], tensors=("x",), entry="f", kind="fun
         ("return x[..., :n] * n", set()),  # a slice bound, then a factor: not only a number
         ("return x * n + x.size(-1) * n", {"n"}),  # the same product beside a number
         ("return x.shape[-1] * n", set()),  # numbers only
+        ("return x.view(-1, n * math.prod(x.shape[1:]))", set()),  # math's functions give numbers
         ("n = n + 1\n    return x * n", set()),  # assigned: its default is not what the kernel reads
         ("return F.leaky_relu(x, negative_slope=n)", {"n"}),  # annotated float in torch's Python signature
         ("return F.elu(x, n)", {"n"}),  # the same, by position
@@ -45,7 +46,7 @@ def _numbers(source: str, names: list[str], tensors=("x",), entry="f", kind="fun
     ],
 )
 def test_reads_that_make_an_int_default_a_number(body, expected):
-    source = f"import torch\nimport torch.nn.functional as F\n\n\ndef f(x, n=1):\n    {body}\n"
+    source = f"import math\n\nimport torch\nimport torch.nn.functional as F\n\n\ndef f(x, n=1):\n    {body}\n"
     assert _numbers(source, ["n"]) == expected
 
 

@@ -22,6 +22,8 @@ _SIGNS = (ast.USub, ast.UAdd)
 # Calls whose result is a Python number or sequence, not a tensor.
 _NUMBER_FUNCTIONS = frozenset(("abs", "float", "int", "len", "max", "min", "range", "round", "sum"))
 _NUMBER_METHODS = frozenset(("dim", "element_size", "item", "numel", "size", "stride", "tolist"))
+# Modules whose functions compute on Python numbers (``math.sqrt(d)``).
+_NUMBER_MODULES = frozenset(("math", "np", "numpy", "operator"))
 
 
 def numbers_in_arithmetic(source: str, entry: str, kind: str, names: list[str], tensors: list[str]) -> set[str]:
@@ -187,6 +189,8 @@ def _is_tensor(expression: ast.expr, tensor_names: set[str]) -> bool:
         if isinstance(function, ast.Name):
             return function.id not in _NUMBER_FUNCTIONS
         if isinstance(function, ast.Attribute):
+            if isinstance(function.value, ast.Name) and function.value.id in _NUMBER_MODULES:
+                return False
             return function.attr not in _NUMBER_METHODS
         return False
     if isinstance(expression, ast.BinOp):  # any operator: a tensor ** 2 and x @ w are tensors too
