@@ -9,11 +9,11 @@ import pytest
 
 from tools.kernelgen.analyze import analyze
 from tools.kernelgen.analyze.int_scalars import constructor_numbers
-from tools.kernelgen.analyze.int_scalars import numbers_in_arithmetic
+from tools.kernelgen.analyze.int_scalars import read_as_numbers
 
 
 def _numbers(source: str, names: list[str], tensors=("x",), entry="f", kind="function") -> set[str]:
-    return numbers_in_arithmetic(textwrap.dedent(source), entry, kind, names, list(tensors))
+    return read_as_numbers(textwrap.dedent(source), entry, kind, names, list(tensors))
 
 
 @pytest.mark.parametrize(

@@ -26,10 +26,11 @@ _NUMBER_METHODS = frozenset(("dim", "element_size", "item", "numel", "size", "st
 _NUMBER_MODULES = frozenset(("math", "np", "numpy", "operator"))
 
 
-def numbers_in_arithmetic(source: str, entry: str, kind: str, names: list[str], tensors: list[str]) -> set[str]:
+def read_as_numbers(source: str, entry: str, kind: str, names: list[str], tensors: list[str]) -> set[str]:
     """The ``names`` (int-defaulted arguments) that the entry function (a module's ``forward``) reads, every time,
-    as an operand of ``+ - * /`` in an expression that also computes with a tensor (``tensors``: its tensor
-    arguments, and the locals assigned from tensor values), and never assigns."""
+    as a number: an operand of ``+ - * /`` in an expression that also computes with a tensor (``tensors``: its
+    tensor arguments, and the locals assigned from tensor values), or an argument torch takes as a float; and never
+    assigns."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
@@ -272,4 +273,4 @@ def _is_self_attribute(node: ast.AST) -> bool:
     return isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self"
 
 
-__all__ = ["constructor_numbers", "numbers_in_arithmetic"]
+__all__ = ["constructor_numbers", "read_as_numbers"]

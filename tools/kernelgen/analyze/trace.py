@@ -59,7 +59,7 @@ from tools.kernelgen.analyze.held_modules import loss_modules_as_calls
 from tools.kernelgen.analyze.held_modules import norm_modules_as_calls
 from tools.kernelgen.analyze.initial_values import initial_expression
 from tools.kernelgen.analyze.int_scalars import constructor_numbers
-from tools.kernelgen.analyze.int_scalars import numbers_in_arithmetic
+from tools.kernelgen.analyze.int_scalars import read_as_numbers
 from tools.kernelgen.analyze.load import LoadedReference
 from tools.kernelgen.analyze.load import line_in_traceback
 from tools.kernelgen.analyze.ops import CAST
@@ -372,7 +372,7 @@ def _split_signature(loaded: LoadedReference, fn, skip_self: bool):
         if type(absent.get(p.name, p.default)) is int and p.annotation is inspect.Parameter.empty
     ]
     tensor_arguments = [p.name for p in parameters if p.default is inspect.Parameter.empty] + sorted(optional_tensors)
-    float_ints = numbers_in_arithmetic(loaded.source, loaded.entry, loaded.kind, unannotated_ints, tensor_arguments)
+    float_ints = read_as_numbers(loaded.source, loaded.entry, loaded.kind, unannotated_ints, tensor_arguments)
     for parameter in parameters:
         if parameter.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
             raise AnalyzeError(
