@@ -110,3 +110,21 @@ def test_an_analyzed_module_takes_its_constructor_s_int_factor_at_run_time(tmp_p
     profile = analyze(str(path))
     assert [(h.name, h.type, h.default) for h in profile.hyperparameters] == [("alpha", "float", 2.0)]
     assert profile.math.outputs == {"y": "alpha * tanh(x)"}
+
+
+def test_a_constructor_int_added_to_the_module_s_parameter_is_a_number():
+    source = """
+    import torch
+    import torch.nn as nn
+
+
+    class OffsetNorm(nn.Module):
+        def __init__(self, dim, offset=1):
+            super().__init__()
+            self.offset = offset
+            self.weight = nn.Parameter(torch.zeros(dim))
+
+        def forward(self, x):
+            return x * (self.offset + self.weight)
+    """
+    assert constructor_numbers(textwrap.dedent(source), "OffsetNorm", ["offset"]) == {"offset"}

@@ -184,6 +184,8 @@ def _is_tensor(expression: ast.expr, tensor_names: set[str]) -> bool:
     if isinstance(expression, ast.Subscript):
         return _is_tensor(expression.value, tensor_names)
     if isinstance(expression, ast.Attribute):
+        if _is_self_attribute(expression):
+            return f"self.{expression.attr}" in tensor_names
         return expression.attr not in ("shape", "ndim") and _is_tensor(expression.value, tensor_names)
     if isinstance(expression, ast.Call):
         function = expression.func
@@ -251,7 +253,15 @@ def constructor_numbers(source: str, entry: str, names: list[str]) -> set[str]:
     stored = {attribute: name for attribute, name in stored.items() if reads.count(name) == 1}
     tensors = [a.arg for a in forward.args.args[1 : len(forward.args.args) - len(forward.args.defaults)]]
     parents = {child: node for node in ast.walk(forward) for child in ast.iter_child_nodes(node)}
-    tensor_names = _tensor_names(forward, set(tensors))
+    # The module's parameters and buffers are tensors too (``self.offset + self.weight``).
+    held = {
+        f"self.{target.attr}"
+        for node in ast.walk(init)
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
+        for target in node.targets
+        if _is_self_attribute(target) and _is_tensor(node.value, set())
+    }
+    tensor_names = _tensor_names(forward, set(tensors) | held)
     aliases = _import_aliases(tree)
     numbers, others = set(), set()
     for node in ast.walk(forward):
