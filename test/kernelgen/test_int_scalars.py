@@ -40,6 +40,9 @@ def _numbers(source: str, names: list[str], tensors=("x",), entry="f", kind="fun
         ("return F.softplus(x, beta=n, threshold=20)", {"n"}),  # a builtin: a number in its aten schema
         ("return torch.sigmoid(x).clamp(min=n)", {"n"}),  # a tensor method's number
         ("return x.pow(n)", set()),  # a method's exponent
+        ("return torch.sigmoid(x).mul(n)", {"n"}),  # mul.Scalar's number (not mul.int's Python ints)
+        ("return torch.mul(torch.sigmoid(x), n)", {"n"}),  # the same as a function
+        ("return x.narrow(-1, 0, n) * 2", set()),  # a length
         ("return torch.pow(x, n)", set()),  # a function's exponent
         ("return x.chunk(n, dim=-1)[0]", set()),  # a count in the method's schema
         ("return F.normalize(x, dim=n)", set()),  # annotated int

@@ -91,22 +91,26 @@ _EXPONENT_OPS = frozenset(("float_power", "pow"))
 
 
 def _schema_takes_number(name: str, keyword: str | None, position: int | None) -> bool:
-    """Whether aten op ``name``'s default schema takes a number at ``keyword`` (or ``position``)."""
+    """Whether aten op ``name`` takes a number at ``keyword`` (or ``position``): some overload's schema types the
+    argument a number (``mul.Scalar``'s ``other``, ``softplus``'s ``beta``) and none an int (a dim, a size)."""
     if name in _EXPONENT_OPS:
         return False
     packet = getattr(torch.ops.aten, name, None) if name else None
     if packet is None:
         return False
+    types = set()
     try:
-        overload = getattr(packet, "default", None) or getattr(packet, packet.overloads()[0])
-        arguments = overload._schema.arguments
-    except (AttributeError, IndexError, RuntimeError):
+        for overload in packet.overloads():
+            arguments = getattr(packet, overload)._schema.arguments
+            if not arguments or str(arguments[0].type) != "Tensor":
+                continue  # an overload on Python numbers or lists (``mul.int``, ``mul.left_t``)
+            if keyword is not None:
+                types |= {str(a.type) for a in arguments if a.name == keyword}
+            elif position < len(arguments) and not arguments[position].kwarg_only:
+                types.add(str(arguments[position].type))
+    except (AttributeError, RuntimeError):
         return False
-    if keyword is not None:
-        argument = next((a for a in arguments if a.name == keyword), None)
-    else:
-        argument = arguments[position] if position < len(arguments) else None
-    return argument is not None and str(argument.type) in _NUMBER_TYPES
+    return bool(types & _NUMBER_TYPES) and not any("int" in t.lower() for t in types)
 
 
 def _import_aliases(tree: ast.Module) -> dict[str, str]:
