@@ -941,6 +941,20 @@ def test_a_zero_row_s_norm_and_a_constant_row_s_std_have_torch_s_gradients(tmp_p
     _check_against_autograd(analyze(f"{path}:{entry}"), degenerate=True)
 
 
+def test_a_cosine_similarity_whose_norms_are_below_eps_has_torch_s_gradient(tmp_path):
+    """torch clamps cosine_similarity's norms to eps in place under no_grad: a row whose norm is below eps divides by
+    eps but takes its unclamped norm's gradient. eps = 100 clamps every row of randn's (norms about 6) and eps = 3
+    some of a row pair's norms only."""
+    path = tmp_path / "clamped.py"
+    path.write_text(
+        "import torch.nn.functional as F\n\n\n"
+        "def all_clamped(a, b):\n    return F.cosine_similarity(a, b, dim=-1, eps=100.0)\n\n\n"
+        "def some_clamped(a, b):\n    return F.cosine_similarity(a * 0.5, b, dim=-1, eps=3.0)\n"
+    )
+    for entry in ("all_clamped", "some_clamped"):
+        _check_against_autograd(analyze(f"{path}:{entry}"))
+
+
 @pytest.mark.parametrize("name", ["layer_norm", "rms_norm", "softmax", "fused_add_rms_norm"])
 def test_the_split_backward_reduces_without_masks_its_zero_filled_loads_make_redundant(name):
     """The split backward's row sums (and the one-device sweep, whose sums they are) drop the tl.where the fused

@@ -373,14 +373,15 @@ class ProgramBuilder:
             norm = self._p_norm(x, options.get("p", 2), base, call)
             return x / apply_op("clamp", norm, min=to_sympy_number(self.value(options.get("eps", 1e-12))))
         if name == "cosine_similarity":
-            # torch's: each row over its norm clamped below at eps, then their dot product (the clamp's gradient
-            # is torch's too: it only matters for a row whose norm is below eps, a zero row).
+            # torch's: each row over its norm clamped below at eps, then their dot product. torch clamps the norms
+            # in place under no_grad, so a row whose norm is below eps divides by eps but takes the gradient of
+            # its unclamped norm: norm + detach(clamp(norm) - norm) has that value and that gradient.
             other = self.value(call.operands[1])
             eps = to_sympy_number(self.value(options.get("eps", 1e-8)))
-            units = [
-                row / apply_op("clamp", _root(self.statistic(f"{base}_{index}_sum_sq", "sum", row**2, node)), min=eps)
-                for index, row in enumerate((x, other), start=1)
-            ]
+            units = []
+            for index, row in enumerate((x, other), start=1):
+                norm = _root(self.statistic(f"{base}_{index}_sum_sq", "sum", row**2, node))
+                units.append(row / (norm + apply_op("detach", apply_op("clamp", norm, min=eps) - norm)))
             return self.statistic(base, "sum", units[0] * units[1], node)
         raise self._error(f"`{call.label}` ({name}) is a reduction kernelgen cannot write out", node)
 

@@ -21,6 +21,7 @@ import keyword
 import sympy
 
 from tools.kernelgen.synth.functions import CastToInput
+from tools.kernelgen.synth.functions import Detached
 from tools.kernelgen.synth.functions import KernelForm
 from tools.kernelgen.synth.functions import Log1p
 from tools.kernelgen.synth.functions import LogAddExp
@@ -374,7 +375,11 @@ def hoist(
 
     A ``KernelForm`` (a value computed by a cheaper form, ``functions.py``) becomes a temporary of its expanded form,
     named after the value it stands for, and the pieces of that form are shared with the rest (the ``exp(x)`` of
-    mish's ``tanh(softplus(x))`` with its ``sigmoid(x)``)."""
+    mish's ``tanh(softplus(x))`` with its ``sigmoid(x)``).
+
+    A stop-gradient has done its work once the gradients are derived: from here on it is its value, so that
+    ``norm + detach(clamp(norm) - norm)`` is computed as the ``clamp(norm)`` it is."""
+    exprs = [expr.replace(lambda node: isinstance(node, Detached), lambda node: node.args[0]) for expr in exprs]
     forms = sorted(
         {node for expr in exprs for node in sympy.preorder_traversal(expr) if isinstance(node, KernelForm)},
         key=sympy.default_sort_key,
