@@ -12,8 +12,16 @@ from tools.kernelgen.analyze.int_scalars import constructor_numbers
 from tools.kernelgen.analyze.int_scalars import read_as_numbers
 
 
+def _namespace(source: str) -> dict:
+    """The globals a reference module of ``source`` has once loaded."""
+    namespace = {}
+    exec(compile(source, "<reference>", "exec"), namespace)  # noqa: S102 - the tests' own snippets
+    return namespace
+
+
 def _numbers(source: str, names: list[str], tensors=("x",), entry="f", kind="function") -> set[str]:
-    return read_as_numbers(textwrap.dedent(source), entry, kind, names, list(tensors))
+    source = textwrap.dedent(source)
+    return read_as_numbers(source, entry, kind, names, list(tensors), _namespace(source))
 
 
 @pytest.mark.parametrize(
@@ -37,6 +45,8 @@ def _numbers(source: str, names: list[str], tensors=("x",), entry="f", kind="fun
         ("n = n + 1\n    return x * n", set()),  # assigned: its default is not what the kernel reads
         ("return F.leaky_relu(x, negative_slope=n)", {"n"}),  # annotated float in torch's Python signature
         ("return F.elu(x, n)", {"n"}),  # the same, by position
+        ("return softplus(x, n)", {"n"}),  # imported by name: looked up in the reference's module
+        ("return _gate(x, n)", {"n"}),  # a helper of the reference's file annotated float
         ("return F.softplus(x, beta=n, threshold=20)", {"n"}),  # a builtin: a number in its aten schema
         ("return torch.sigmoid(x).clamp(min=n)", {"n"}),  # a tensor method's number
         ("return x.pow(n)", set()),  # a method's exponent
@@ -49,7 +59,11 @@ def _numbers(source: str, names: list[str], tensors=("x",), entry="f", kind="fun
     ],
 )
 def test_reads_that_make_an_int_default_a_number(body, expected):
-    source = f"import math\n\nimport torch\nimport torch.nn.functional as F\n\n\ndef f(x, n=1):\n    {body}\n"
+    source = (
+        "import math\n\nimport torch\nimport torch.nn.functional as F\n\nfrom torch.nn.functional import softplus\n\n\n"
+        "def _gate(x, slope: float):\n    return x * slope\n\n\n"
+        f"def f(x, n=1):\n    {body}\n"
+    )
     assert _numbers(source, ["n"]) == expected
 
 
@@ -100,7 +114,8 @@ class Scaled(nn.Module):
 
 def test_a_constructor_int_stored_as_is_and_read_as_a_factor_is_a_number():
     # groups: a size of view; width: read by __init__ itself (a layer's size), never stored as is.
-    assert constructor_numbers(textwrap.dedent(MODULE), "Scaled", ["alpha", "groups", "width"]) == {"alpha"}
+    source = textwrap.dedent(MODULE)
+    assert constructor_numbers(source, "Scaled", ["alpha", "groups", "width"], _namespace(source)) == {"alpha"}
 
 
 def test_an_analyzed_module_takes_its_constructor_s_int_factor_at_run_time(tmp_path):
@@ -130,4 +145,5 @@ def test_a_constructor_int_added_to_the_module_s_parameter_is_a_number():
         def forward(self, x):
             return x * (self.offset + self.weight)
     """
-    assert constructor_numbers(textwrap.dedent(source), "OffsetNorm", ["offset"]) == {"offset"}
+    source = textwrap.dedent(source)
+    assert constructor_numbers(source, "OffsetNorm", ["offset"], _namespace(source)) == {"offset"}

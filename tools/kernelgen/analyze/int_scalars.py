@@ -9,7 +9,6 @@ the entry only meets with other numbers (``n * 2``), which may be a size. An arg
 from __future__ import annotations
 
 import ast
-import importlib
 import inspect
 
 import torch
@@ -26,11 +25,13 @@ _NUMBER_METHODS = frozenset(("dim", "element_size", "item", "numel", "size", "st
 _NUMBER_MODULES = frozenset(("math", "np", "numpy", "operator"))
 
 
-def read_as_numbers(source: str, entry: str, kind: str, names: list[str], tensors: list[str]) -> set[str]:
+def read_as_numbers(
+    source: str, entry: str, kind: str, names: list[str], tensors: list[str], namespace: dict
+) -> set[str]:
     """The ``names`` (int-defaulted arguments) that the entry function (a module's ``forward``) reads, every time,
     as a number: an operand of ``+ - * /`` in an expression that also computes with a tensor (``tensors``: its
     tensor arguments, and the locals assigned from tensor values), or an argument torch takes as a float; and never
-    assigns."""
+    assigns. ``namespace``: the reference module's globals, where the functions it calls are looked up."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
@@ -40,27 +41,26 @@ def read_as_numbers(source: str, entry: str, kind: str, names: list[str], tensor
         return set()
     parents = {child: node for node in ast.walk(function) for child in ast.iter_child_nodes(node)}
     tensor_names = _tensor_names(function, set(tensors))
-    aliases = _import_aliases(tree)
     numbers, others = set(), set()
     for node in ast.walk(function):
         if not (isinstance(node, ast.Name) and node.id in names):
             continue
-        if isinstance(node.ctx, ast.Load) and _read_as_number(node, parents, tensor_names, aliases):
+        if isinstance(node.ctx, ast.Load) and _read_as_number(node, parents, tensor_names, namespace):
             numbers.add(node.id)
         else:
             others.add(node.id)
     return numbers - others
 
 
-def _read_as_number(node: ast.expr, parents, tensor_names: set[str], aliases: dict[str, str]) -> bool:
-    return _scales_a_tensor(node, parents, tensor_names) or _float_argument(node, parents, tensor_names, aliases)
+def _read_as_number(node: ast.expr, parents, tensor_names: set[str], namespace: dict) -> bool:
+    return _scales_a_tensor(node, parents, tensor_names) or _float_argument(node, parents, tensor_names, namespace)
 
 
 # Argument types of an aten schema that take a number, not an int that picks something.
 _NUMBER_TYPES = frozenset(("number", "float", "Optional[number]", "Optional[float]"))
 
 
-def _float_argument(node: ast.expr, parents, tensor_names: set[str], aliases: dict[str, str]) -> bool:
+def _float_argument(node: ast.expr, parents, tensor_names: set[str], namespace: dict) -> bool:
     """``node`` is passed as an argument that a torch function or tensor method takes as a float (``F.elu(x,
     alpha=alpha)``, ``F.softplus(x, beta=beta)``, ``x.clamp(min=low)``): annotated ``float``, or a number in its
     aten schema."""
@@ -72,12 +72,14 @@ def _float_argument(node: ast.expr, parents, tensor_names: set[str], aliases: di
     if isinstance(call.func, ast.Attribute) and _is_tensor(call.func.value, tensor_names):
         # A tensor method: its schema's first argument is the tensor itself.
         return _schema_takes_number(call.func.attr, keyword, None if position is None else position + 1)
-    function = _torch_function(call.func, aliases)
-    if function is None:
+    function = _called_function(call.func, namespace)
+    if not callable(function):
         return False
     try:
         parameters = list(inspect.signature(function).parameters.values())
-    except (TypeError, ValueError):  # a builtin without a Python signature: its aten schema says
+    except (TypeError, ValueError):  # a builtin without a Python signature: torch's aten schema says
+        if not (getattr(function, "__module__", None) or "").startswith("torch"):
+            return False
         return _schema_takes_number(getattr(function, "__name__", ""), keyword, position)
     if keyword is None:
         parameter = parameters[position] if position < len(parameters) else None
@@ -113,38 +115,19 @@ def _schema_takes_number(name: str, keyword: str | None, position: int | None) -
     return bool(types & _NUMBER_TYPES) and not any("int" in t.lower() for t in types)
 
 
-def _import_aliases(tree: ast.Module) -> dict[str, str]:
-    """The module's names for what it imports: ``F`` -> ``torch.nn.functional``, ``softplus`` ->
-    ``torch.nn.functional.softplus``, ``torch`` -> ``torch``."""
-    aliases = {}
-    for node in tree.body:
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                aliases[alias.asname or alias.name.split(".")[0]] = (
-                    alias.name if alias.asname else alias.name.split(".")[0]
-                )
-        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            for alias in node.names:
-                aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
-    return aliases
-
-
-def _torch_function(function: ast.expr, aliases: dict[str, str]):
-    """The torch function a call's ``func`` names (``F.softplus``, ``torch.nn.functional.elu``), or None."""
+def _called_function(function: ast.expr, namespace: dict):
+    """The object a call's ``func`` names in the reference's own module (``F.softplus``, ``torch.mul``, a helper of
+    its file), or None where it is no plain dotted name there."""
     parts = []
     while isinstance(function, ast.Attribute):
         parts.append(function.attr)
         function = function.value
-    if not isinstance(function, ast.Name) or function.id not in aliases:
+    if not isinstance(function, ast.Name) or function.id not in namespace:
         return None
-    dotted = ".".join([aliases[function.id], *reversed(parts)])
-    if dotted != "torch" and not dotted.startswith("torch."):
-        return None
-    module_name, _, attribute = dotted.rpartition(".")
-    try:
-        return getattr(importlib.import_module(module_name), attribute)
-    except (ImportError, AttributeError):
-        return None
+    found = namespace[function.id]
+    for part in reversed(parts):
+        found = getattr(found, part, None)
+    return found
 
 
 def _scales_a_tensor(name: ast.expr, parents: dict[ast.AST, ast.AST], tensor_names: set[str]) -> bool:
@@ -230,7 +213,7 @@ def _tensor_names(function: ast.FunctionDef, tensors: set[str]) -> set[str]:
     return names
 
 
-def constructor_numbers(source: str, entry: str, names: list[str]) -> set[str]:
+def constructor_numbers(source: str, entry: str, names: list[str], namespace: dict) -> set[str]:
     """The ``names`` (int-defaulted arguments of module ``entry``'s ``__init__``) that ``__init__`` only stores as
     they are (``self.alpha = alpha``) and that ``forward`` reads, every time, as a number in tensor arithmetic
     (``self.alpha * torch.tanh(x)``)."""
@@ -239,7 +222,7 @@ def constructor_numbers(source: str, entry: str, names: list[str]) -> set[str]:
     except SyntaxError:
         return set()
     init = _method(tree, entry, "__init__")
-    forward = _method(tree, entry, "forward")
+    forward = entry_function(tree, entry, "module")
     if init is None or forward is None or not names:
         return set()
     stored = {}  # attribute -> argument
@@ -266,11 +249,10 @@ def constructor_numbers(source: str, entry: str, names: list[str]) -> set[str]:
         if _is_self_attribute(target) and _is_tensor(node.value, set())
     }
     tensor_names = _tensor_names(forward, set(tensors) | held)
-    aliases = _import_aliases(tree)
     numbers, others = set(), set()
     for node in ast.walk(forward):
         if _is_self_attribute(node) and node.attr in stored:
-            number = isinstance(node.ctx, ast.Load) and _read_as_number(node, parents, tensor_names, aliases)
+            number = isinstance(node.ctx, ast.Load) and _read_as_number(node, parents, tensor_names, namespace)
             (numbers if number else others).add(node.attr)
     return {stored[attribute] for attribute in numbers - others}
 

@@ -372,7 +372,9 @@ def _split_signature(loaded: LoadedReference, fn, skip_self: bool):
         if type(absent.get(p.name, p.default)) is int and p.annotation is inspect.Parameter.empty
     ]
     tensor_arguments = [p.name for p in parameters if p.default is inspect.Parameter.empty] + sorted(optional_tensors)
-    float_ints = read_as_numbers(loaded.source, loaded.entry, loaded.kind, unannotated_ints, tensor_arguments)
+    float_ints = read_as_numbers(
+        loaded.source, loaded.entry, loaded.kind, unannotated_ints, tensor_arguments, _namespace(loaded)
+    )
     for parameter in parameters:
         if parameter.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
             raise AnalyzeError(
@@ -437,6 +439,12 @@ def _split_signature(loaded: LoadedReference, fn, skip_self: bool):
     return tensors, hypers, concrete, [renamed.get(name, name) for name in order]
 
 
+def _namespace(loaded: LoadedReference) -> dict:
+    """The globals of the module the reference was loaded into (load.py registers it in sys.modules)."""
+    module = sys.modules.get(getattr(loaded.obj, "__module__", ""), None)
+    return vars(module) if module is not None else {}
+
+
 def _refuse_optional_divisors(loaded: LoadedReference, optional: list[str]) -> None:
     """``loss / num_items_in_batch`` when it is given, the mean otherwise: two reductions, one traced."""
     found = divisor_when_given(loaded.source, loaded.entry, loaded.kind, optional) if optional else None
@@ -477,7 +485,7 @@ def _instantiate(
     unannotated_ints = [
         p.name for p in parameters if type(p.default) is int and p.annotation is inspect.Parameter.empty
     ]
-    float_ints = constructor_numbers(loaded.source, loaded.entry, unannotated_ints)
+    float_ints = constructor_numbers(loaded.source, loaded.entry, unannotated_ints, _namespace(loaded))
     for parameter in parameters:
         if parameter.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
             continue
