@@ -1229,7 +1229,12 @@ def _elementwise_fields(profile: KernelProfile) -> dict[str, Any]:
     broadcast = {t.name for t in profile.inputs if t.broadcast}
     row_blocks = launches_by_row_blocks(profile)
     # Gradients written over their inputs' buffers (ops/utils.py's own_buffer; the row-block launch tests it inline).
-    own_buffers = not row_blocks and _in_place_gradients(profile) and any(name not in broadcast for name in grad_inputs)
+    own_buffers = (
+        not row_blocks
+        and profile.math.lanes is None  # lanes write their gradients through their own buffers (_with_lanes)
+        and _in_place_gradients(profile)
+        and any(name not in broadcast for name in grad_inputs)
+    )
     trig_backward = (
         triton and tiling.num_warps is None and tiling.backward_num_warps is None and _calls_sin_or_cos(math.backward)
     )
@@ -1375,7 +1380,6 @@ def _with_lanes(fields: dict[str, Any], profile: KernelProfile, math) -> dict[st
         **fields,
         "lanes": lanes,
         "in_place": False,
-        "utils_imports": [name for name in fields["utils_imports"] if name != "own_buffer"],
         "forward_pointer_moves": lanes.forward_pointer_moves,
         "backward_pointer_moves": lanes.backward_pointer_moves,
         "gradient_buffers": lanes.gradient_buffers + (groups.backward_host if groups else []),
@@ -1922,6 +1926,9 @@ def _loss_ops(profile: KernelProfile) -> LossOpsView:
     denominator_candidates = (
         [t.name for t in profile.inputs] + list(profile.formula_hyperparameters) + ["n_rows", "n_cols"]
     )
+    # The input whose buffer takes its gradient, and whether a caller may let the inputs be overwritten: both
+    # through own_buffer.
+    in_place_input = grad_inputs[0] if in_place and grad_inputs else None
     overwritable = _overwritable(profile, element, grad_inputs, in_place)
     return LossOpsView(
         element_inputs=element,
@@ -1938,7 +1945,7 @@ def _loss_ops(profile: KernelProfile) -> LossOpsView:
             for index, t in enumerate(profile.inputs)
             if t.dtype != "int64" and t.name not in grad_inputs
         ],
-        in_place=grad_inputs[0] if in_place and grad_inputs else None,
+        in_place=in_place_input,
         overwritable=overwritable,
         outputs=[t.name for t in profile.outputs],
         loss=profile.outputs[0].name,
@@ -1985,7 +1992,7 @@ def _loss_ops(profile: KernelProfile) -> LossOpsView:
         utils_imports=_utils_imports(
             statements,
             ["ensure_contiguous", "next_power_of_2", "scale_by_grad_output"]
-            + (["own_buffer"] if (in_place and grad_inputs) or overwritable else []),
+            + (["own_buffer"] if in_place_input or overwritable else []),
         ),
         host_helpers=[TAKE_HELPER_SOURCE] if f"{TAKE_HELPER}(" in denominators else [],
         precision_note=_precision_note(math.precision_sensitive_ops),
