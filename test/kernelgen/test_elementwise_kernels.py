@@ -21,6 +21,7 @@ from tools.kernelgen.analyze import analyze
 from tools.kernelgen.generate import plan_new
 from tools.kernelgen.layout import kernel_paths
 from tools.kernelgen.pyrun import run_python
+from tools.kernelgen.render.tier1 import row_block_settings
 from tools.kernelgen.repo import LigerRepo
 from tools.kernelgen.writer import write_all
 
@@ -378,3 +379,13 @@ def test_values_the_math_was_not_traced_with_are_refused(tmp_path):
         "LigerReluPower: generated for power=2, got 3",
         "LigerScaledSilu: generated for scale=None, got 2.0",
     ]
+
+
+def test_row_block_warps_grow_with_the_block_only_where_blocks_reach_4096_columns():
+    """Blocks capped at 2048 columns (the default) never take the wider warps: the launch names its warps plainly,
+    with no branch that cannot be taken; a cap of 4096 or more keeps the choice."""
+    forward, backward = row_block_settings(2048, None, None, False)
+    assert forward[1:] == ["num_warps = 4"] and backward[-1] == "num_warps = 8"
+    forward, backward = row_block_settings(4096, None, None, False)
+    assert forward[1:] == ["num_warps = 8 if block_size >= 4096 else 4"]
+    assert backward[-1] == "num_warps = 16 if block_size >= 4096 else 8"

@@ -311,5 +311,7 @@ def test_a_candidate_is_checked_in_the_scratch_copy_before_it_is_timed(geglu_che
     assert not scratch.exists()  # the scratch copy goes with the runner
     assert (geglu_checkout / OPS).read_text() == original  # candidates are rendered in the scratch copy only
     # with the template's warps, the backward doubles the forward's (a profile's num_warps sets both)
-    assert "tiling.num_warps" not in original and "num_warps = 16 if block_size >= 4096 else 8\n" in original
-    assert "num_warps = 16 if" not in source
+    assert (
+        "tiling.num_warps" not in original and "    num_warps = 8\n" in original and "    num_warps = 4\n" in original
+    )
+    assert "    num_warps = 8\n" not in source

@@ -139,12 +139,16 @@ def row_block_settings(
     forward and twice those backward, which loads a tensor more; a backward calling sin or cos (``trig_backward``,
     which the profile's warps turn off) takes 4096-element blocks at 16 warps, as the 2-D tiles' backward does."""
     block = f"block_size = min(next_power_of_2(cols), {max_block_cols})"
-    forward = [
-        block,
-        f"num_warps = {num_warps}  # the profile's tiling.num_warps"
-        if num_warps
-        else "num_warps = 8 if block_size >= 4096 else 4",
-    ]
+
+    def by_block(small: int, wide: int) -> str:
+        # Blocks of 4096 elements take the wider warps; a cap below that never reaches them (no dead branch).
+        return (
+            f"num_warps = {wide} if block_size >= 4096 else {small}"
+            if max_block_cols >= 4096
+            else f"num_warps = {small}"
+        )
+
+    forward = [block, f"num_warps = {num_warps}  # the profile's tiling.num_warps" if num_warps else by_block(4, 8)]
     if trig_backward:
         backward = [
             "# sin and cos with their range reduction take 120-160 registers a thread at 8 warps; at 16 the compiler",
@@ -160,7 +164,7 @@ def row_block_settings(
         backward = [
             block,
             "# Twice the forward's warps: the backward loads a tensor more and does more math per element.",
-            "num_warps = 16 if block_size >= 4096 else 8",
+            by_block(8, 16),
         ]
     return forward, backward
 
