@@ -926,12 +926,12 @@ def _terminations_as_interrupts():
 def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
-    except KeyboardInterrupt:  # before any command ran
+        from tools.kernelgen.writer import SIGNALS_RECEIVED
+
+        SIGNALS_RECEIVED.clear()  # one command's (main runs again in one process: the tests')
+    except KeyboardInterrupt:  # before any command ran (the writer's import too: it imports json, then re)
         print("kernelgen: interrupted; nothing was written", file=sys.stderr)
         return 128 + signal.SIGINT
-    from tools.kernelgen.writer import SIGNALS_RECEIVED
-
-    SIGNALS_RECEIVED.clear()  # one command's (main runs again in one process: the tests')
     with _terminations_as_interrupts():
         return _run(args)
 
