@@ -21,5 +21,8 @@ if __name__ == "__main__":
     except KeyboardInterrupt:
         # Ctrl-C while torch and the CLI are still importing: before any command ran, so nothing was written.
         print("kernelgen: interrupted; nothing was written", file=sys.stderr)
-        sys.exit(130)
+        sys.stderr.flush()
+        # Not sys.exit: a KeyboardInterrupt raised in code an extension runs through PyRun_* (torch's import does)
+        # marks the interpreter, which then ends the process by SIGINT at exit (status -2) though it was handled.
+        os._exit(130)
     sys.exit(main())
